@@ -1,0 +1,45 @@
+//! `cargo xtask size`: compressed size of what a browser downloads (pkg/web glue + wasm).
+
+use crate::process::{cmd, output_bytes, root, which, Result};
+use std::fs;
+use std::path::Path;
+
+pub const FILES: &[&str] = &["pkg/web/idempotent_fetch_bg.wasm", "pkg/web/idempotent_fetch.js"];
+
+fn gzip9(p: &Path) -> Result<u64> {
+    Ok(output_bytes(cmd("gzip").arg("-9").arg("-c").arg(p))?.len() as u64)
+}
+
+fn brotli11(p: &Path) -> Result<u64> {
+    Ok(output_bytes(cmd("brotli").args(["-q", "11", "-c"]).arg(p))?.len() as u64)
+}
+
+/// Print the table. Errors if pkg/web has not been built.
+pub fn report() -> Result {
+    let has_brotli = which("brotli").is_some();
+    let mut rows: Vec<(String, u64, u64, Option<u64>)> = Vec::new();
+    for f in FILES {
+        let p = root().join(f);
+        let raw = fs::metadata(&p)
+            .map_err(|e| format!("{f}: {e} (build it first: cargo xtask test, or wasm-pack build --release --target web --out-dir pkg/web)"))?
+            .len();
+        let br = if has_brotli { Some(brotli11(&p)?) } else { None };
+        rows.push((f.to_string(), raw, gzip9(&p)?, br));
+    }
+    let sum = |f: fn(&(String, u64, u64, Option<u64>)) -> u64| rows.iter().map(f).sum::<u64>();
+    let total = (
+        "total".to_string(),
+        sum(|r| r.1),
+        sum(|r| r.2),
+        if has_brotli { Some(sum(|r| r.3.unwrap_or(0))) } else { None },
+    );
+    println!("{:<36} {:>10} {:>10} {:>12}", "file", "raw B", "gzip -9 B", "brotli -q11 B");
+    for r in rows.iter().chain(std::iter::once(&total)) {
+        let br = r.3.map(|b| b.to_string()).unwrap_or_else(|| "-".into());
+        println!("{:<36} {:>10} {:>10} {:>12}", r.0, r.1, r.2, br);
+    }
+    if !has_brotli {
+        println!("(brotli column skipped: no `brotli` CLI on PATH; `apt-get install brotli` adds it)");
+    }
+    Ok(())
+}
