@@ -1,1 +1,9 @@
+//! idempotent-fetch: state-changing fetches that are safe to retry.
+//!
+//! One idempotency key per user intent, kept in browser storage across reloads, sent in an
+//! `Idempotency-Key` header and re-sent with capped exponential backoff and full jitter until the
+//! server gives a definite answer. The retry logic is in [`core`] (pure Rust, tested natively); the
+//! browser adapters and the JavaScript API are compiled only for `wasm32`.
+#![deny(missing_docs)]
+
 pub mod core;
