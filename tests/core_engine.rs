@@ -1,0 +1,553 @@
+//! The retry engine's protocol rules (DESIGN.md, "The protocol, client side"): one key per intent,
+//! kept across attempts, reloads, aborts and exhaustion; offline waits; expiry; persistence order.
+
+#[path = "core/support.rs"]
+mod support;
+
+use futures::FutureExt;
+use idempotent_fetch::core::{
+    send, BeginOptions, ErrorCode, ExhaustedReason, IdempotencyKey, IntentState, KeyHeaderForm, RetryPolicy,
+    SendContext,
+};
+use support::*;
+
+const ID: &str = "checkout:cart-42";
+
+// ---------------------------------------------------------------------------------------------
+// One key per intent
+
+#[test]
+fn same_key_on_every_attempt() {
+    let rig = Rig::new(1);
+    let key = rig.begin_checkout(ID);
+    rig.transport.script([status(503), Step::Network, Step::Timeout, status(500), status(201)]);
+
+    let done = rig.send(ID).expect("definite answer");
+
+    assert_eq!(rig.transport.calls(), 5);
+    assert!(rig.transport.keys().iter().all(|k| *k == key), "keys sent: {:?}", rig.transport.keys());
+    assert_eq!(done.key, key);
+    assert_eq!((done.status, done.ok, done.attempts), (201, true, 5));
+    let retries = rig.observer.retries();
+    assert_eq!(retries.len(), 4);
+    assert!(retries.iter().all(|r| r.key == key));
+}
+
+#[test]
+fn key_is_a_valid_v4_in_the_raw_header_form_by_default() {
+    let rig = Rig::new(2);
+    let key = rig.begin_checkout(ID);
+    rig.send(ID).unwrap();
+    assert!(IdempotencyKey::parse(&key).is_ok());
+    assert_eq!(rig.transport.keys(), vec![key]);
+}
+
+#[test]
+fn sf_string_header_form_quotes_the_key_on_every_attempt() {
+    let mut rig = Rig::new(3);
+    rig.header_form = KeyHeaderForm::SfString;
+    let key = rig.begin_checkout(ID);
+    rig.transport.script([status(503)]);
+    rig.send(ID).unwrap();
+    assert_eq!(rig.transport.keys(), vec![format!("\"{key}\""), format!("\"{key}\"")]);
+}
+
+#[test]
+fn same_key_after_reload_and_attempts_accumulate() {
+    let mut first = Rig::new(4);
+    first.policy = RetryPolicy { max_attempts: 3, ..plain_policy() };
+    let key = first.begin_checkout(ID);
+    first.transport.always(Step::Network);
+    let err = first.send(ID).unwrap_err();
+    assert_eq!(err.code, ErrorCode::RetriesExhausted);
+    assert_eq!(first.record(ID).attempts, 3);
+
+    // The page reloads: a new client (other RNG seed) over the same storage.
+    let second = first.reload(999);
+    let resumed = second.begin(ID, &checkout()).unwrap();
+    assert_eq!(resumed.key, key, "a reload must resume the stored key");
+    assert_eq!(resumed.attempts, 3);
+    assert_eq!(resumed.state, IntentState::Pending);
+
+    let done = second.send(ID).unwrap();
+    assert_eq!(done.key, key);
+    assert_eq!(done.attempts, 1, "attempts of this send");
+    assert_eq!(second.transport.keys(), vec![key.clone()]);
+    let record = second.record(ID);
+    assert_eq!((record.attempts, record.state), (4, IntentState::Succeeded));
+    assert_eq!(second.observer.attempts.borrow()[0], (key, 1, 4), "total_attempts counts earlier page loads");
+}
+
+#[test]
+fn page_closed_mid_attempt_then_reload_resends_the_same_key() {
+    let first = Rig::new(5);
+    let key = first.begin_checkout(ID);
+    first.transport.script([Step::Hang]);
+    let ctx = SendContext {
+        transport: &first.transport,
+        store: &first.store,
+        waiter: &first.waiter,
+        clock: &first.clock,
+        random: &first.random,
+        budget: &first.budget,
+        observer: &first.observer,
+        policy: &first.policy,
+        key_ttl_ms: first.key_ttl_ms,
+        header_form: first.header_form,
+        should_retry: None,
+    };
+    // Poll until the request is in flight, then drop the future: the tab is closed.
+    assert!(send(&ctx, ID).now_or_never().is_none());
+    assert_eq!(first.transport.calls(), 1);
+    let stored = first.record(ID);
+    assert_eq!((stored.attempts, stored.state), (1, IntentState::Pending), "saved before the request went out");
+
+    let second = first.reload(6);
+    assert_eq!(second.begin_checkout(ID), key);
+    second.send(ID).unwrap();
+    assert_eq!(second.transport.keys(), vec![key]);
+    assert_eq!(second.record(ID).attempts, 2);
+}
+
+#[test]
+fn begin_twice_in_one_page_returns_the_same_key() {
+    let rig = Rig::new(7);
+    assert_eq!(rig.begin_checkout(ID), rig.begin_checkout(ID));
+}
+
+#[test]
+fn new_intent_id_gets_a_new_key() {
+    let rig = Rig::new(8);
+    let a = rig.begin_checkout("checkout:cart-42");
+    let b = rig.begin_checkout("checkout:cart-43");
+    assert_ne!(a, b);
+    rig.send("checkout:cart-42").unwrap();
+    rig.send("checkout:cart-43").unwrap();
+    assert_eq!(rig.transport.keys(), vec![a, b]);
+}
+
+#[test]
+fn changed_request_is_intent_mismatch_naming_the_old_key() {
+    let rig = Rig::new(9);
+    let key = rig.begin_checkout(ID);
+    let err = rig.begin(ID, &changed_checkout()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::IntentMismatch);
+    assert!(err.message.contains(&key), "message must name the old key: {}", err.message);
+    assert_eq!(err.key.as_deref(), Some(key.as_str()));
+    let record = rig.record(ID);
+    assert_eq!((record.key, record.fingerprint), (key, checkout().as_str().to_owned()), "old intent untouched");
+}
+
+#[test]
+fn changed_request_after_success_is_intent_mismatch() {
+    let rig = Rig::new(10);
+    let key = rig.begin_checkout(ID);
+    rig.send(ID).unwrap();
+    let err = rig.begin(ID, &changed_checkout()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::IntentMismatch);
+    assert!(err.message.contains(&key));
+}
+
+#[test]
+fn replace_true_mints_a_new_key_for_a_changed_request() {
+    let rig = Rig::new(11);
+    let old = rig.begin_checkout(ID);
+    let options = BeginOptions { replace: true, ..rig.options() };
+    let new = rig.begin_with(ID, &changed_checkout(), &options).unwrap();
+    assert_ne!(new.key, old);
+    assert_eq!((new.state, new.attempts), (IntentState::Pending, 0));
+    assert_eq!(rig.record(ID).key, new.key);
+    assert_eq!(rig.record(ID).fingerprint, changed_checkout().as_str());
+}
+
+#[test]
+fn failed_intent_with_changed_request_gets_a_new_key() {
+    let rig = Rig::new(12);
+    let old = rig.begin_checkout(ID);
+    rig.transport.script([status(400)]);
+    let done = rig.send(ID).unwrap();
+    assert!(!done.ok);
+    assert_eq!(rig.record(ID).state, IntentState::Failed);
+
+    let new = rig.begin(ID, &changed_checkout()).unwrap();
+    assert_ne!(new.key, old, "the user fixed the request: a new intent");
+    assert_eq!((new.state, new.attempts, new.last_status), (IntentState::Pending, 0, None));
+}
+
+#[test]
+fn succeeded_intent_with_same_request_reuses_the_key() {
+    let rig = Rig::new(13);
+    let key = rig.begin_checkout(ID);
+    rig.send(ID).unwrap();
+    let again = rig.begin(ID, &checkout()).unwrap();
+    assert_eq!((again.key.as_str(), again.state), (key.as_str(), IntentState::Succeeded));
+
+    // Sending it again carries the same key; the server replays its stored answer.
+    rig.transport.script([status_with(200, &[("Idempotent-Replayed", "true")])]);
+    let done = rig.send(ID).unwrap();
+    assert_eq!(done.key, key);
+    assert!(done.replayed);
+    assert_eq!(rig.transport.keys(), vec![key.clone(), key]);
+}
+
+#[test]
+fn invalid_intent_ids_are_rejected() {
+    let rig = Rig::new(14);
+    for id in ["", "a\nb", "tab\there", &"x".repeat(257)] {
+        let err = rig.begin(id, &checkout()).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidRequest, "id {id:?}");
+    }
+    assert!(rig.begin(&"x".repeat(256), &checkout()).is_ok());
+}
+
+#[test]
+fn send_of_an_unknown_intent_is_not_found() {
+    let rig = Rig::new(15);
+    let err = rig.send("never-begun").unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotFound);
+    assert_eq!(rig.transport.calls(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Definite answers
+
+#[test]
+fn success_reports_status_attempts_key_and_retires_the_intent() {
+    let rig = Rig::new(16);
+    let key = rig.begin_checkout(ID);
+    rig.transport.script([status(502), status(200)]);
+    let done = rig.send(ID).unwrap();
+    assert_eq!((done.status, done.ok, done.replayed, done.attempts), (200, true, false, 2));
+    assert_eq!(done.key, key);
+    let record = rig.record(ID);
+    assert_eq!((record.state, record.last_status, record.attempts), (IntentState::Succeeded, Some(200), 2));
+}
+
+#[test]
+fn definite_failure_is_returned_as_a_response_and_retires_the_intent() {
+    let rig = Rig::new(17);
+    rig.begin_checkout(ID);
+    rig.transport.script([status(402)]);
+    let done = rig.send(ID).unwrap();
+    assert_eq!((done.status, done.ok, done.attempts), (402, false, 1));
+    assert_eq!(rig.transport.calls(), 1);
+    let record = rig.record(ID);
+    assert_eq!((record.state, record.last_status), (IntentState::Failed, Some(402)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Abort
+
+#[test]
+fn abort_during_a_request_keeps_the_key_and_a_later_send_reuses_it() {
+    let rig = Rig::new(18);
+    let key = rig.begin_checkout(ID);
+    rig.transport.script([status(503), Step::Aborted]);
+    let err = rig.send(ID).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Aborted);
+    assert_eq!((err.key.as_deref(), err.attempts, err.last_status), (Some(key.as_str()), 2, Some(503)));
+    let record = rig.record(ID);
+    assert_eq!((record.state, record.attempts), (IntentState::Pending, 2));
+
+    rig.send(ID).unwrap();
+    assert_eq!(rig.transport.keys(), vec![key.clone(), key.clone(), key]);
+}
+
+#[test]
+fn abort_during_a_backoff_sleep_keeps_the_key_and_a_later_send_reuses_it() {
+    let rig = Rig::new(19);
+    let key = rig.begin_checkout(ID);
+    rig.waiter.abort_after(1);
+    rig.transport.always(status(503));
+    let err = rig.send(ID).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Aborted);
+    assert_eq!((err.attempts, err.last_status), (2, Some(503)));
+    assert_eq!(err.key.as_deref(), Some(key.as_str()));
+    assert_eq!(rig.transport.calls(), 2, "nothing is sent after the abort");
+    let record = rig.record(ID);
+    assert_eq!((record.state, record.attempts, record.last_status), (IntentState::Pending, 2, Some(503)));
+
+    let later = rig.reload(20);
+    later.send(ID).unwrap();
+    assert_eq!(later.transport.keys(), vec![key]);
+}
+
+#[test]
+fn abort_while_waiting_to_come_online_is_aborted_without_sending() {
+    let rig = Rig::new(21);
+    let key = rig.begin_checkout(ID);
+    rig.waiter.go_offline_for(60_000);
+    rig.waiter.abort_after(0);
+    let err = rig.send(ID).unwrap_err();
+    assert_eq!((err.code, err.attempts), (ErrorCode::Aborted, 0));
+    assert_eq!(err.key.as_deref(), Some(key.as_str()));
+    assert_eq!(rig.transport.calls(), 0);
+    assert_eq!(rig.record(ID).state, IntentState::Pending);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exhaustion and deadline
+
+#[test]
+fn exhausted_attempts_keep_the_key_and_a_later_send_reuses_it() {
+    let mut rig = Rig::new(22);
+    rig.policy = RetryPolicy { max_attempts: 4, ..plain_policy() };
+    let key = rig.begin_checkout(ID);
+    rig.transport.always(status(503));
+    let err = rig.send(ID).unwrap_err();
+    assert_eq!(err.code, ErrorCode::RetriesExhausted);
+    assert_eq!(err.exhausted, Some(ExhaustedReason::MaxAttempts));
+    assert_eq!((err.attempts, err.last_status), (4, Some(503)));
+    assert_eq!(err.key.as_deref(), Some(key.as_str()));
+    assert_eq!(rig.waiter.sleeps().len(), 3, "no sleep after the last attempt");
+    let record = rig.record(ID);
+    assert_eq!((record.state, record.attempts, record.last_status), (IntentState::Pending, 4, Some(503)));
+
+    // Giving up never mints a new key: begin resumes it, "Try again" sends it.
+    assert_eq!(rig.begin_checkout(ID), key);
+    rig.transport.always(status(200));
+    let done = rig.send(ID).unwrap();
+    assert_eq!((done.key.as_str(), done.attempts), (key.as_str(), 1));
+    assert!(rig.transport.keys().iter().all(|k| *k == key));
+    assert_eq!(rig.record(ID).attempts, 5);
+}
+
+#[test]
+fn deadline_reached_is_retries_exhausted_with_reason_deadline() {
+    let mut rig = Rig::new(23);
+    rig.policy = RetryPolicy {
+        max_attempts: 100,
+        base_delay_ms: 1_000,
+        max_delay_ms: 1_000,
+        total_timeout_ms: 10_000,
+        ..plain_policy()
+    };
+    let key = rig.begin_checkout(ID);
+    rig.transport.always(status(500));
+    rig.transport.latency_ms.set(1_500);
+    let start = rig.clock.now();
+    let err = rig.send(ID).unwrap_err();
+    assert_eq!((err.code, err.exhausted), (ErrorCode::RetriesExhausted, Some(ExhaustedReason::Deadline)));
+    assert_eq!(err.key.as_deref(), Some(key.as_str()));
+    assert!(err.attempts >= 3 && err.attempts < 100, "attempts {}", err.attempts);
+    assert!(rig.clock.now() - start <= 10_000, "ran {} ms past start", rig.clock.now() - start);
+    assert_eq!(rig.record(ID).state, IntentState::Pending);
+}
+
+#[test]
+fn retry_after_beyond_the_deadline_gives_up_instead_of_sleeping_past_it() {
+    let mut rig = Rig::new(24);
+    rig.policy = RetryPolicy { total_timeout_ms: 30_000, ..plain_policy() };
+    rig.begin_checkout(ID);
+    rig.transport.script([status_with(503, &[("Retry-After", "45")])]);
+    let err = rig.send(ID).unwrap_err();
+    assert_eq!(err.exhausted, Some(ExhaustedReason::Deadline));
+    assert_eq!(err.attempts, 1);
+    assert!(rig.waiter.sleeps().is_empty());
+}
+
+#[test]
+fn attempt_timeout_is_passed_to_the_transport_and_capped_by_the_remaining_time() {
+    let mut rig = Rig::new(25);
+    rig.policy = RetryPolicy { total_timeout_ms: 20_000, attempt_timeout_ms: 15_000, ..plain_policy() };
+    rig.begin_checkout(ID);
+    // The first attempt hangs until its timeout; the second has only what is left of the deadline.
+    rig.transport.script([Step::Slow(60_000, FakeResponse::new(200)), status(200)]);
+    let done = rig.send(ID).unwrap();
+    assert_eq!(done.attempts, 2);
+    let seen = rig.transport.seen();
+    assert_eq!(seen[0].timeout_ms, 15_000);
+    assert_eq!(rig.waiter.sleeps(), vec![250]);
+    assert_eq!(seen[1].timeout_ms, 20_000 - 15_000 - 250);
+}
+
+#[test]
+fn zero_total_timeout_sends_nothing() {
+    let mut rig = Rig::new(26);
+    rig.policy = RetryPolicy { total_timeout_ms: 0, ..plain_policy() };
+    rig.begin_checkout(ID);
+    let err = rig.send(ID).unwrap_err();
+    assert_eq!((err.code, err.exhausted, err.attempts), (ErrorCode::RetriesExhausted, Some(ExhaustedReason::Deadline), 0));
+    assert_eq!(rig.transport.calls(), 0);
+}
+
+#[test]
+fn retry_events_report_the_delay_actually_slept_and_the_reason() {
+    let rig = Rig::new(27);
+    let key = rig.begin_checkout(ID);
+    rig.transport.script([status(503), Step::Network, Step::Timeout, status(200)]);
+    rig.send(ID).unwrap();
+    let retries = rig.observer.retries();
+    let delays: Vec<u64> = retries.iter().map(|r| r.delay_ms).collect();
+    assert_eq!(delays, rig.waiter.sleeps());
+    assert_eq!(delays, vec![250, 500, 1_000], "no jitter: exactly base * 2^n");
+    assert_eq!(retries[0], SeenRetry { key: key.clone(), attempt: 1, delay_ms: 250, reason: "server busy (503)".into(), status: Some(503) });
+    assert_eq!((retries[1].reason.as_str(), retries[1].status), ("network error", None));
+    assert_eq!((retries[2].reason.as_str(), retries[2].status), ("timed out", None));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Offline
+
+#[test]
+fn offline_waits_for_the_network_without_spending_attempts() {
+    let rig = Rig::new(28);
+    let key = rig.begin_checkout(ID);
+    rig.waiter.go_offline_for(30_000);
+    let start = rig.clock.now();
+    let done = rig.send(ID).unwrap();
+    assert_eq!(done.attempts, 1);
+    let seen = rig.transport.seen();
+    assert_eq!(seen.len(), 1);
+    assert!(seen[0].at_ms >= start + 30_000, "sent while offline");
+    assert_eq!(*rig.observer.offline.borrow(), vec![key]);
+    assert_eq!(rig.record(ID).attempts, 1);
+    assert!(rig.waiter.sleeps().is_empty(), "waited for `online`, not by backoff sleeps");
+}
+
+#[test]
+fn going_offline_between_attempts_pauses_without_spending_attempts() {
+    let mut rig = Rig::new(29);
+    rig.policy = RetryPolicy { max_attempts: 3, ..plain_policy() };
+    rig.begin_checkout(ID);
+    // Offline from just after the first attempt for a minute (longer than every backoff).
+    rig.waiter.go_offline_between(T0 + 1, T0 + 60_000);
+    rig.transport.latency_ms.set(10);
+    rig.transport.script([Step::Network]);
+    let done = rig.send(ID).unwrap();
+    assert_eq!(done.attempts, 2);
+    let seen = rig.transport.seen();
+    assert!(seen.iter().all(|s| s.at_ms < T0 + 1 || s.at_ms >= T0 + 60_000), "sent while offline: {seen:?}");
+}
+
+#[test]
+fn offline_past_the_deadline_exhausts_with_reason_deadline() {
+    let mut rig = Rig::new(30);
+    rig.policy = RetryPolicy { total_timeout_ms: 120_000, ..plain_policy() };
+    let key = rig.begin_checkout(ID);
+    rig.waiter.go_offline_for(10 * 60_000);
+    let start = rig.clock.now();
+    let err = rig.send(ID).unwrap_err();
+    assert_eq!((err.code, err.exhausted, err.attempts), (ErrorCode::RetriesExhausted, Some(ExhaustedReason::Deadline), 0));
+    assert_eq!(err.key.as_deref(), Some(key.as_str()));
+    assert_eq!(rig.transport.calls(), 0);
+    assert_eq!(rig.clock.now() - start, 120_000, "waits exactly until the deadline");
+    assert_eq!(rig.record(ID).state, IntentState::Pending);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expiry
+
+#[test]
+fn pending_intent_older_than_the_ttl_fails_expired_and_is_never_sent() {
+    let rig = Rig::new(31);
+    let key = rig.begin_checkout(ID);
+    rig.clock.advance(DAY + 1);
+    let err = rig.send(ID).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Expired);
+    assert_eq!(err.key.as_deref(), Some(key.as_str()));
+    assert_eq!(rig.transport.calls(), 0);
+    assert_eq!(rig.record(ID).state, IntentState::Expired);
+    // And it stays expired.
+    assert_eq!(rig.send(ID).unwrap_err().code, ErrorCode::Expired);
+    assert_eq!(rig.transport.calls(), 0);
+}
+
+#[test]
+fn pending_intent_exactly_at_the_ttl_is_still_sent() {
+    let rig = Rig::new(32);
+    rig.begin_checkout(ID);
+    rig.clock.advance(DAY);
+    assert!(rig.send(ID).is_ok());
+}
+
+#[test]
+fn begin_on_an_old_pending_intent_returns_it_expired() {
+    let first = Rig::new(33);
+    let key = first.begin_checkout(ID);
+    first.clock.advance(2 * DAY);
+    let second = first.reload(34);
+    let record = second.begin(ID, &checkout()).unwrap();
+    assert_eq!((record.state, record.key.as_str()), (IntentState::Expired, key.as_str()));
+    assert_eq!(second.record(ID).state, IntentState::Expired, "persisted");
+    assert_eq!(second.send(ID).unwrap_err().code, ErrorCode::Expired);
+    assert_eq!(second.transport.calls(), 0);
+
+    // The app reconciled with its server and starts over explicitly.
+    let fresh = second.begin_with(ID, &checkout(), &BeginOptions { replace: true, ..second.options() }).unwrap();
+    assert_ne!(fresh.key, key);
+    second.send(ID).unwrap();
+    assert_eq!(second.transport.keys(), vec![fresh.key]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Persistence
+
+#[test]
+fn record_is_persisted_before_the_first_attempt() {
+    let rig = Rig::new(35);
+    rig.begin_checkout(ID);
+    rig.send(ID).unwrap();
+    let saved = rig.log.position("save attempts=1 state=pending").expect("saved with attempts=1");
+    let sent = rig.log.position("send attempt=1").expect("sent");
+    assert!(saved < sent, "events: {:?}", rig.log.events());
+}
+
+#[test]
+fn record_is_saved_after_every_attempt_and_before_every_retry() {
+    let rig = Rig::new(36);
+    rig.begin_checkout(ID);
+    rig.transport.script([status(503), status(200)]);
+    rig.send(ID).unwrap();
+    let events = rig.log.events();
+    let sent_1 = rig.log.position("send attempt=1").unwrap();
+    let sent_2 = rig.log.position("send attempt=2").unwrap();
+    let sleep = rig.log.position("sleep").unwrap();
+    assert!(events[sent_1 + 1..sleep].iter().any(|e| e.starts_with("save attempts=1")), "{events:?}");
+    assert!(events[sleep..sent_2].iter().any(|e| e.starts_with("save attempts=2")), "{events:?}");
+    assert!(events[sent_2..].iter().any(|e| e == "save attempts=2 state=succeeded"), "{events:?}");
+}
+
+#[test]
+fn save_failing_before_the_first_attempt_is_storage_and_nothing_is_sent() {
+    let rig = Rig::new(37);
+    rig.begin_checkout(ID);
+    rig.store.fail_saves_after(0);
+    let err = rig.send(ID).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Storage);
+    assert_eq!(rig.transport.calls(), 0);
+}
+
+#[test]
+fn save_failing_on_begin_is_storage() {
+    let rig = Rig::new(38);
+    rig.store.fail_saves_after(0);
+    let err = rig.begin(ID, &checkout()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Storage);
+    assert!(rig.memory().get(ID).is_none());
+}
+
+#[test]
+fn save_failing_after_an_attempt_stops_retrying_with_storage_and_keeps_progress() {
+    let rig = Rig::new(39);
+    let key = rig.begin_checkout(ID);
+    rig.store.fail_saves_after(1);
+    rig.transport.always(status(503));
+    let err = rig.send(ID).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Storage);
+    assert_eq!((err.key.as_deref(), err.attempts, err.last_status), (Some(key.as_str()), 1, Some(503)));
+    assert_eq!(rig.transport.calls(), 1, "no retry that could not be recorded");
+}
+
+#[test]
+fn corrupt_stored_record_is_storage_and_nothing_is_sent() {
+    let rig = Rig::new(40);
+    rig.begin_checkout(ID);
+    let mut tampered = rig.memory().get(ID).unwrap();
+    tampered.key = "8e03978e-40d5-43e8-bc93-6894a57f9324\r\nX-Evil: 1".into();
+    rig.memory().put(tampered);
+    let err = rig.send(ID).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Storage);
+    assert_eq!(rig.transport.calls(), 0);
+    assert_eq!(rig.begin(ID, &checkout()).unwrap_err().code, ErrorCode::Storage);
+}
