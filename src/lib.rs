@@ -7,3 +7,5 @@
 #![deny(missing_docs)]
 
 pub mod core;
+#[cfg(target_arch = "wasm32")]
+mod web;

@@ -244,7 +244,10 @@ where
                         let _ = ctx.store.save(&record).await;
                         return Ok(Definite { response, status, ok: false, replayed: false, attempts: attempt, key: key.to_string() });
                     }
-                    Classification::Retry { reason, after_ms } => (reason, after_ms, Some(status)),
+                    Classification::Retry { reason, after_ms } => {
+                        response.release();
+                        (reason, after_ms, Some(status))
+                    }
                 }
             }
             Err(TransportError::Aborted) => {

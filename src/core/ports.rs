@@ -93,6 +93,9 @@ pub trait HttpResponse {
     fn status(&self) -> u16;
     /// A response header, by case-insensitive name.
     fn header(&self, name: &str) -> Option<String>;
+    /// Called when the response will not be handed to the caller (it is retried), so its body can
+    /// be released. Defaults to doing nothing.
+    fn release(&self) {}
 }
 
 /// Sends the (already buffered) request of one intent with its key.

@@ -1,0 +1,16 @@
+//! The browser side: adapters from the core's traits to fetch, Web Storage, timers and
+//! `navigator.onLine`, and the `#[wasm_bindgen]` JavaScript API over them.
+
+mod body;
+mod client;
+mod clock;
+mod errors;
+mod events;
+mod js;
+mod operation;
+mod options;
+mod request;
+mod storage;
+mod transport;
+mod types;
+mod waiter;

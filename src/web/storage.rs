@@ -1,0 +1,203 @@
+//! Intent storage in the browser: `localStorage` / `sessionStorage` with a memory fallback.
+//!
+//! Records live under `idempotent-fetch:v1:<namespace>:<intent id>`, one JSON document each, so
+//! one account's intents are never seen by another's client. Everything read back is validated
+//! ([`IntentRecord::validate`]); foreign or corrupt entries under the prefix are skipped by `list`
+//! and reported as `STORAGE` errors by `load` (they are never silently overwritten with a new key).
+//!
+//! When the storage is blocked (`SecurityError`, e.g. cookies disabled) or full
+//! (`QuotaExceededError`), the store switches to memory for the rest of the page's life, keeps
+//! working, and reports why through [`WebStore::fallback_reason`] and the `storagefallback` event.
+
+use std::cell::RefCell;
+
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+use crate::core::intent::{IntentRecord, RecordError};
+use crate::core::ports::{IntentStore, StoreError};
+use crate::core::MemoryStore;
+
+use super::errors::{describe_js, js_error_name};
+use super::options::StorageKind;
+
+/// Version segment of the key prefix: bump it if the layout changes.
+const PREFIX: &str = "idempotent-fetch:v1:";
+
+/// The intent store of one client.
+pub struct WebStore {
+    prefix: String,
+    backend: RefCell<Backend>,
+    fallback_reason: RefCell<Option<String>>,
+    on_fallback: RefCell<Option<Box<dyn Fn(&str)>>>,
+}
+
+enum Backend {
+    Web(web_sys::Storage),
+    Memory(MemoryStore),
+}
+
+impl WebStore {
+    /// Opens the requested storage, falling back to memory (with a reason) when it is unusable.
+    pub fn open(kind: StorageKind, namespace: &str) -> Self {
+        let prefix = format!("{PREFIX}{namespace}:");
+        let (backend, reason) = match kind {
+            StorageKind::Memory => (Backend::Memory(MemoryStore::new()), None),
+            StorageKind::Local | StorageKind::Session => match probe(kind) {
+                Ok(storage) => (Backend::Web(storage), None),
+                Err(reason) => (Backend::Memory(MemoryStore::new()), Some(reason)),
+            },
+        };
+        Self { prefix, backend: RefCell::new(backend), fallback_reason: RefCell::new(reason), on_fallback: RefCell::new(None) }
+    }
+
+    /// Why the store fell back to memory, if it did.
+    pub fn fallback_reason(&self) -> Option<String> {
+        self.fallback_reason.borrow().clone()
+    }
+
+    /// `"local" | "session" | "memory"`: what is in use now.
+    pub fn active_kind(&self, requested: StorageKind) -> StorageKind {
+        match &*self.backend.borrow() {
+            Backend::Web(_) => requested,
+            Backend::Memory(_) => StorageKind::Memory,
+        }
+    }
+
+    /// Called (once) when a later write makes the store fall back.
+    pub fn set_fallback_listener(&self, listener: Box<dyn Fn(&str)>) {
+        *self.on_fallback.borrow_mut() = Some(listener);
+    }
+
+    fn slot(&self, intent_id: &str) -> String {
+        format!("{}{intent_id}", self.prefix)
+    }
+
+    /// Moves every readable record into memory and continues there.
+    fn fall_back(&self, reason: String) {
+        let memory = MemoryStore::new();
+        if let Backend::Web(storage) = &*self.backend.borrow() {
+            for (_, record) in read_all(storage, &self.prefix) {
+                if let Ok(record) = record {
+                    memory.put(record);
+                }
+            }
+        }
+        *self.backend.borrow_mut() = Backend::Memory(memory);
+        *self.fallback_reason.borrow_mut() = Some(reason.clone());
+        if let Some(listener) = &*self.on_fallback.borrow() {
+            listener(&reason);
+        }
+    }
+}
+
+impl IntentStore for WebStore {
+    async fn load(&self, intent_id: &str) -> Result<Option<IntentRecord>, StoreError> {
+        let storage = match &*self.backend.borrow() {
+            Backend::Memory(memory) => return Ok(memory.get(intent_id)).and_then(|r| validate(r, intent_id)),
+            Backend::Web(storage) => storage.clone(),
+        };
+        match storage.get_item(&self.slot(intent_id)) {
+            Ok(None) => Ok(None),
+            Ok(Some(text)) => Ok(Some(decode(&text, Some(intent_id))?)),
+            Err(e) => Err(StoreError::Unavailable(format!("reading storage failed: {}", describe_js(&e)))),
+        }
+    }
+
+    async fn save(&self, record: &IntentRecord) -> Result<(), StoreError> {
+        let storage = match &*self.backend.borrow() {
+            Backend::Memory(memory) => {
+                memory.put(record.clone());
+                return Ok(());
+            }
+            Backend::Web(storage) => storage.clone(),
+        };
+        let text = encode(record)?;
+        if let Err(e) = storage.set_item(&self.slot(&record.id), &text) {
+            let name = js_error_name(&e).unwrap_or_default();
+            self.fall_back(format!("{name}: writing to storage failed ({}); intents are kept in memory for this page", describe_js(&e)));
+            if let Backend::Memory(memory) = &*self.backend.borrow() {
+                memory.put(record.clone());
+            }
+        }
+        Ok(())
+    }
+
+    async fn remove(&self, intent_id: &str) -> Result<(), StoreError> {
+        match &*self.backend.borrow() {
+            Backend::Memory(memory) => memory.delete(intent_id),
+            Backend::Web(storage) => {
+                storage
+                    .remove_item(&self.slot(intent_id))
+                    .map_err(|e| StoreError::Unavailable(format!("removing from storage failed: {}", describe_js(&e))))?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn list(&self) -> Result<Vec<IntentRecord>, StoreError> {
+        Ok(match &*self.backend.borrow() {
+            Backend::Memory(memory) => memory.all().into_iter().filter(|r| r.validate(None).is_ok()).collect(),
+            Backend::Web(storage) => read_all(storage, &self.prefix).into_iter().filter_map(|(_, r)| r.ok()).collect(),
+        })
+    }
+}
+
+fn validate(record: Option<IntentRecord>, intent_id: &str) -> Result<Option<IntentRecord>, StoreError> {
+    if let Some(record) = &record {
+        record.validate(Some(intent_id))?;
+    }
+    Ok(record)
+}
+
+/// Gets the storage object and proves it can be written (Safari private mode and full disks
+/// throw only on write).
+fn probe(kind: StorageKind) -> Result<web_sys::Storage, String> {
+    let name = if kind == StorageKind::Session { "sessionStorage" } else { "localStorage" };
+    // Reading `localStorage` itself throws SecurityError when storage is blocked.
+    let value = js_sys::Reflect::get(&js_sys::global(), &JsValue::from_str(name))
+        .map_err(|e| format!("{}: {name} is blocked ({})", js_error_name(&e).unwrap_or_default(), describe_js(&e)))?;
+    if value.is_undefined() || value.is_null() {
+        return Err(format!("{name} is not available here; intents are kept in memory"));
+    }
+    let storage: web_sys::Storage = value.dyn_into().map_err(|_| format!("{name} is not a Storage object"))?;
+    let probe_key = format!("{PREFIX}probe");
+    storage
+        .set_item(&probe_key, "1")
+        .and_then(|()| storage.remove_item(&probe_key))
+        .map_err(|e| format!("{}: {name} cannot be written ({})", js_error_name(&e).unwrap_or_default(), describe_js(&e)))?;
+    Ok(storage)
+}
+
+/// Every entry under `prefix`: `(intent id, record or why not)`.
+fn read_all(storage: &web_sys::Storage, prefix: &str) -> Vec<(String, Result<IntentRecord, StoreError>)> {
+    let length = storage.length().unwrap_or(0);
+    let slots: Vec<String> = (0..length).filter_map(|i| storage.key(i).ok().flatten()).filter(|k| k.starts_with(prefix)).collect();
+    slots
+        .into_iter()
+        .filter_map(|slot| {
+            let text = storage.get_item(&slot).ok().flatten()?;
+            let id = slot[prefix.len()..].to_owned();
+            let record = decode(&text, Some(&id));
+            Some((id, record))
+        })
+        .collect()
+}
+
+/// JSON text -> validated record.
+fn decode(text: &str, expected_id: Option<&str>) -> Result<IntentRecord, StoreError> {
+    if text.len() > 1 << 20 {
+        return Err(RecordError::Malformed("record larger than 1 MiB".into()).into());
+    }
+    let value = js_sys::JSON::parse(text).map_err(|_| RecordError::Malformed("not JSON".into()))?;
+    let record: IntentRecord = serde_wasm_bindgen::from_value(value).map_err(|e| RecordError::Malformed(e.to_string()))?;
+    record.validate(expected_id)?;
+    Ok(record)
+}
+
+/// Record -> JSON text (through the browser's JSON, not serde_json: smaller wasm).
+fn encode(record: &IntentRecord) -> Result<String, StoreError> {
+    let value = serde_wasm_bindgen::to_value(record).map_err(|e| StoreError::Unavailable(format!("encoding failed: {e}")))?;
+    let text = js_sys::JSON::stringify(&value).map_err(|e| StoreError::Unavailable(format!("encoding failed: {}", describe_js(&e))))?;
+    Ok(String::from(text))
+}

@@ -1,0 +1,120 @@
+//! Waiting in the browser: backoff sleeps (gloo-timers) and waiting for `online`, both cut short
+//! by the caller's `AbortSignal`.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use futures_channel::oneshot;
+use futures_util::future::{select, Either};
+use gloo_timers::future::TimeoutFuture;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+use crate::core::ports::{Interrupted, Waiter};
+
+use super::js::{global_property, property};
+
+/// A waiter bound to one `send` call's optional `AbortSignal`.
+pub struct BrowserWaiter {
+    signal: Option<web_sys::AbortSignal>,
+}
+
+impl BrowserWaiter {
+    /// A waiter that stops early when `signal` aborts.
+    pub fn new(signal: Option<web_sys::AbortSignal>) -> Self {
+        Self { signal }
+    }
+
+    fn aborted(&self) -> bool {
+        self.signal.as_ref().is_some_and(|s| s.aborted())
+    }
+}
+
+impl Waiter for BrowserWaiter {
+    async fn sleep(&self, ms: u64) -> Result<(), Interrupted> {
+        if self.aborted() {
+            return Err(Interrupted);
+        }
+        let timer = TimeoutFuture::new(clamp_ms(ms));
+        match &self.signal {
+            None => {
+                timer.await;
+                Ok(())
+            }
+            Some(signal) => {
+                let mut abort = EventOnce::listen(signal.as_ref(), "abort");
+                match select(timer, &mut abort.fired).await {
+                    Either::Left(_) => Ok(()),
+                    Either::Right(_) => Err(Interrupted),
+                }
+            }
+        }
+    }
+
+    fn is_online(&self) -> bool {
+        // `navigator.onLine` where it exists (windows, workers); Node has no notion: online.
+        global_property("navigator")
+            .and_then(|navigator| property(&navigator, "onLine"))
+            .and_then(|online| online.as_bool())
+            .unwrap_or(true)
+    }
+
+    async fn wait_online(&self, max_ms: u64) -> Result<bool, Interrupted> {
+        if self.aborted() {
+            return Err(Interrupted);
+        }
+        let mut online = EventOnce::listen(&js_sys::global(), "online");
+        let timer = TimeoutFuture::new(clamp_ms(max_ms));
+        let online_or_timeout = select(&mut online.fired, timer);
+        let result = match &self.signal {
+            None => online_or_timeout.await,
+            Some(signal) => {
+                let mut abort = EventOnce::listen(signal.as_ref(), "abort");
+                match select(online_or_timeout, &mut abort.fired).await {
+                    Either::Left((result, _)) => result,
+                    Either::Right(_) => return Err(Interrupted),
+                }
+            }
+        };
+        Ok(matches!(result, Either::Left(_)) || self.is_online())
+    }
+}
+
+/// setTimeout takes a 32-bit signed delay; longer ones fire at once, so clamp.
+fn clamp_ms(ms: u64) -> u32 {
+    ms.min(i32::MAX as u64) as u32
+}
+
+/// A one-shot listener for `event` on `target`, removed when dropped (RAII, like gloo's `Timeout`).
+pub struct EventOnce {
+    /// Resolves when the event fires.
+    pub fired: oneshot::Receiver<()>,
+    target: JsValue,
+    event: &'static str,
+    callback: Closure<dyn FnMut()>,
+}
+
+impl EventOnce {
+    /// Listens; if `target` cannot take listeners, `fired` simply never resolves.
+    pub fn listen(target: &JsValue, event: &'static str) -> Self {
+        let (sender, fired) = oneshot::channel();
+        let sender = Rc::new(Cell::new(Some(sender)));
+        let callback = Closure::<dyn FnMut()>::new(move || {
+            if let Some(sender) = sender.take() {
+                let _ = sender.send(());
+            }
+        });
+        if let Some(target) = target.dyn_ref::<web_sys::EventTarget>() {
+            let _ = target.add_event_listener_with_callback(event, callback.as_ref().unchecked_ref());
+        }
+        Self { fired, target: target.clone(), event, callback }
+    }
+}
+
+impl Drop for EventOnce {
+    fn drop(&mut self) {
+        if let Some(target) = self.target.dyn_ref::<web_sys::EventTarget>() {
+            let _ = target.remove_event_listener_with_callback(self.event, self.callback.as_ref().unchecked_ref());
+        }
+    }
+}
