@@ -214,8 +214,8 @@ impl IdempotentClient {
 
     /// Why storage fell back to memory (blocked, full, absent), or `null`.
     #[wasm_bindgen(getter, js_name = storageFallback)]
-    pub fn storage_fallback(&self) -> Option<String> {
-        self.inner.store.fallback_reason()
+    pub fn storage_fallback(&self) -> NullableString {
+        self.inner.store.fallback_reason().map_or(JsValue::NULL, |r| JsValue::from_str(&r)).unchecked_into()
     }
 
     /// Tokens left in the retry budget.
@@ -320,6 +320,7 @@ fn parse_begin_options(value: &JsValue) -> Result<ParsedBeginOptions, JsValue> {
     if value.is_undefined() || value.is_null() {
         return Ok(ParsedBeginOptions { replace: false });
     }
+    super::options::reject_unknown_fields(value, "begin options: ", &["replace"])?;
     let raw: RawBeginOptions = deserialize_strict(value, "begin options")?;
     Ok(ParsedBeginOptions { replace: raw.replace.unwrap_or(false) })
 }

@@ -82,9 +82,33 @@ struct RawRetry {
     jitter: Option<String>,
 }
 
+const ROOT_FIELDS: &[&str] =
+    &["namespace", "storage", "retry", "keyTtlMs", "headerName", "headerForm", "retryBudget", "persistRequest", "shouldRetry"];
+const RETRY_FIELDS: &[&str] =
+    &["maxAttempts", "baseDelayMs", "maxDelayMs", "totalTimeoutMs", "attemptTimeoutMs", "maxRetryAfterMs", "jitter"];
+
+/// Rejects fields not in `allowed` (serde-wasm-bindgen only looks up known fields, so
+/// `deny_unknown_fields` alone would let a typo such as `maxAttemps` pass silently).
+pub fn reject_unknown_fields(value: &JsValue, path: &str, allowed: &[&str]) -> Result<(), JsValue> {
+    if !value.is_object() {
+        return Ok(()); // the type error is reported by serde with the field's path
+    }
+    for name in Object::keys(value.unchecked_ref::<Object>()).iter() {
+        let name = name.as_string().unwrap_or_default();
+        if !allowed.contains(&name.as_str()) {
+            return Err(invalid(format!("unknown option {path}{name} (expected one of: {})", allowed.join(", "))));
+        }
+    }
+    Ok(())
+}
+
 /// Parses `new IdempotentClient(options)`'s argument.
 pub fn parse_client_options(value: &JsValue) -> Result<ClientConfig, JsValue> {
     let (data, should_retry) = split_functions(value, "shouldRetry")?;
+    reject_unknown_fields(&data, "", ROOT_FIELDS)?;
+    if let Some(retry) = super::js::property(&data, "retry") {
+        reject_unknown_fields(&retry, "retry.", RETRY_FIELDS)?;
+    }
     let raw: RawOptions = deserialize_strict(&data, "options")?;
     let retry = raw.retry.unwrap_or_default();
     let defaults = RetryPolicy::default();
@@ -183,7 +207,9 @@ pub fn deserialize_strict<T: serde::de::DeserializeOwned>(value: &JsValue, what:
     serde_path_to_error::deserialize(deserializer).map_err(|error| {
         let path = error.path().to_string();
         let field = if path == "." { what.to_owned() } else { path };
-        invalid(format!("invalid {field}: {}", error.inner()))
+        let inner = error.inner().to_string();
+        let inner = inner.strip_prefix("Error: ").unwrap_or(&inner).replace("expected f64", "expected a number");
+        invalid(format!("invalid {field}: {inner}"))
     })
 }
 

@@ -193,6 +193,9 @@ extern "C" {
     /// `Promise<{ removed: number; expired: number }>`.
     #[wasm_bindgen(typescript_type = "Promise<{ removed: number; expired: number }>")]
     pub type PromiseSweep;
+    /// `string | null`.
+    #[wasm_bindgen(typescript_type = "string | null")]
+    pub type NullableString;
     /// `IntentState`.
     #[wasm_bindgen(typescript_type = "IntentState")]
     pub type IntentStateValue;

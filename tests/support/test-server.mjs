@@ -1,0 +1,96 @@
+// Scripted HTTP test server for the JavaScript API tests (Node and headless Chromium).
+//
+// Every request to /s/<scenario>?script=STEPS is answered by the next step of STEPS (comma
+// separated; the last step repeats), and logged so a test can check what the client sent:
+//   201        answer with that status (any 100..599), JSON body {attempt, key}
+//   429~2      ... with `Retry-After: 2`; `503~Wed, 21 Oct 2015 07:28:00 GMT` for a date
+//   201r       ... with `Idempotent-Replayed: true`
+//   503s       ... with `Stripe-Should-Retry: false` (400t: `Stripe-Should-Retry: true`)
+//   delay300   wait 300 ms, then answer 201
+//   reset      destroy the connection without answering
+//   endless    200 with a body that never ends
+// GET /log/<scenario> returns the logged requests: [{method, key, headers, body, attempt}].
+// Run directly it prints `listening on http://127.0.0.1:PORT`; tests import `startTestServer`.
+import http from "node:http";
+
+export function startTestServer(port = 0) {
+  const logs = new Map();
+  const server = http.createServer(async (req, res) => {
+    const cors = {
+      "access-control-allow-origin": "*",
+      "access-control-allow-headers": "*",
+      "access-control-allow-methods": "GET,POST,PUT,PATCH,DELETE",
+      "access-control-expose-headers": "idempotent-replayed, retry-after, stripe-should-retry",
+    };
+    if (req.method === "OPTIONS") {
+      res.writeHead(204, cors).end();
+      return;
+    }
+    const url = new URL(req.url, "http://127.0.0.1");
+    const [, kind, scenario] = url.pathname.split("/");
+    if (kind === "log" && scenario) {
+      res.writeHead(200, { ...cors, "content-type": "application/json" });
+      res.end(JSON.stringify(logs.get(scenario) ?? []));
+      return;
+    }
+    if (kind !== "s" || !scenario) {
+      res.writeHead(404, cors).end();
+      return;
+    }
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    const log = logs.get(scenario) ?? [];
+    logs.set(scenario, log);
+    const attempt = log.length + 1;
+    const key = req.headers["idempotency-key"] ?? null;
+    log.push({ method: req.method, key, headers: req.headers, body: Buffer.concat(chunks).toString("latin1"), attempt });
+    const steps = (url.searchParams.get("script") ?? "201").split(",");
+    const step = steps[Math.min(attempt - 1, steps.length - 1)];
+    await answer(step, res, cors, { attempt, key });
+  });
+  return new Promise((resolve) => {
+    server.listen(port, "127.0.0.1", () => {
+      const { port: bound } = server.address();
+      resolve({
+        url: `http://127.0.0.1:${bound}`,
+        close: () => new Promise((done) => { server.closeAllConnections?.(); server.close(() => done()); }),
+      });
+    });
+  });
+}
+
+async function answer(step, res, cors, info) {
+  if (step === "reset") {
+    res.socket.destroy();
+    return;
+  }
+  if (step.startsWith("delay")) {
+    await new Promise((r) => setTimeout(r, Number(step.slice(5))));
+    if (res.socket.destroyed) return;
+    step = "201";
+  }
+  if (step === "endless") {
+    res.writeHead(200, { ...cors, "content-type": "text/plain" });
+    const timer = setInterval(() => res.write("x".repeat(1024)), 10);
+    res.on("close", () => clearInterval(timer));
+    return;
+  }
+  const match = /^(\d{3})(r|s|t)?(?:~(.*))?$/.exec(step);
+  if (!match) {
+    res.writeHead(500, cors).end("bad script step " + step);
+    return;
+  }
+  const [, status, flag, retryAfter] = match;
+  const headers = { ...cors, "content-type": "application/json" };
+  if (retryAfter !== undefined) headers["retry-after"] = retryAfter;
+  if (flag === "r") headers["idempotent-replayed"] = "true";
+  if (flag === "s") headers["stripe-should-retry"] = "false";
+  if (flag === "t") headers["stripe-should-retry"] = "true";
+  res.writeHead(Number(status), headers);
+  res.end(JSON.stringify(info));
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { url } = await startTestServer(Number(process.env.PORT ?? 0));
+  console.log(`listening on ${url}`);
+}
