@@ -1,0 +1,240 @@
+//! The embedded SQLite backend.
+//!
+//! One connection behind a mutex, used from `spawn_blocking`. Every protocol step is one
+//! `BEGIN IMMEDIATE` transaction: SQLite takes the write lock at `BEGIN`, so concurrent writers
+//! (threads here, or other processes sharing the file) serialize, waiting up to the busy timeout.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+use super::{KeyedRequest, Outcome, ProcessOptions, StoreError, StoredResponse};
+use crate::keys::AccountId;
+use crate::orders::{self, Order};
+
+/// How long a writer waits for another one before failing with "database is locked".
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    account_id       TEXT    NOT NULL,
+    key              TEXT    NOT NULL,
+    request_hash     TEXT    NOT NULL,
+    status_code      INTEGER NULL,
+    response_headers TEXT    NULL,
+    response_body    TEXT    NULL,
+    created_at       INTEGER NOT NULL,
+    PRIMARY KEY (account_id, key)
+);
+CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON idempotency_keys (created_at);
+CREATE TABLE IF NOT EXISTS orders (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    id              TEXT    NOT NULL UNIQUE,
+    account_id      TEXT    NOT NULL,
+    idempotency_key TEXT    NOT NULL,
+    items           TEXT    NOT NULL,
+    total_cents     INTEGER NOT NULL,
+    currency        TEXT    NOT NULL,
+    created_at      INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS orders_account_seq ON orders (account_id, seq);
+";
+
+/// The SQLite store. Cloning shares the connection.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` (`:memory:` for a private in-memory one)
+    /// and applies the schema.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        // WAL lets readers proceed while a writer commits; in-memory databases keep their own mode.
+        let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
+        conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(SqliteStore { conn: Arc::new(Mutex::new(conn)) })
+    }
+
+    /// Runs `f` with the connection on the blocking pool.
+    async fn with_conn<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || f(&mut lock(&conn)))
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    /// See [`super::Store::process`]. The `work_delay` is slept before the transaction, while the
+    /// caller holds the key's in-process claim: sleeping inside would stall every other writer,
+    /// since SQLite has one.
+    pub async fn process(
+        &self,
+        request: KeyedRequest,
+        options: ProcessOptions,
+    ) -> Result<Outcome, StoreError> {
+        if let Some(delay) = options.work_delay {
+            tokio::time::sleep(delay).await;
+        }
+        self.with_conn(move |conn| process_in_transaction(conn, &request, options)).await
+    }
+
+    /// See [`super::Store::list_orders`].
+    pub async fn list_orders(&self, account: &AccountId, limit: u32) -> Result<Vec<Order>, StoreError> {
+        let account = account.as_str().to_owned();
+        self.with_conn(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, account_id, idempotency_key, items, total_cents, currency, created_at
+                 FROM orders WHERE account_id = ?1 ORDER BY seq DESC LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![account, limit], order_columns)?;
+            let mut out = Vec::new();
+            for row in rows {
+                out.push(decode_order(row?)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// See [`super::Store::get_order`].
+    pub async fn get_order(&self, account: &AccountId, id: &str) -> Result<Option<Order>, StoreError> {
+        let account = account.as_str().to_owned();
+        let id = id.to_owned();
+        self.with_conn(move |conn| {
+            let row = conn
+                .query_row(
+                    "SELECT id, account_id, idempotency_key, items, total_cents, currency, created_at
+                     FROM orders WHERE account_id = ?1 AND id = ?2",
+                    params![account, id],
+                    order_columns,
+                )
+                .optional()?;
+            row.map(decode_order).transpose()
+        })
+        .await
+    }
+
+    /// See [`super::Store::sweep`].
+    pub async fn sweep(&self, cutoff: i64) -> Result<u64, StoreError> {
+        self.with_conn(move |conn| {
+            let deleted =
+                conn.execute("DELETE FROM idempotency_keys WHERE created_at < ?1", params![cutoff])?;
+            Ok(deleted as u64)
+        })
+        .await
+    }
+
+    /// See [`super::Store::health`].
+    pub async fn health(&self) -> Result<(), StoreError> {
+        self.with_conn(|conn| {
+            let _one: i64 = conn.query_row("SELECT 1", [], |row| row.get(0))?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// The connection, even if a previous holder panicked: an unfinished transaction was rolled back when
+/// its `Transaction` was dropped during the unwind, so the connection is still sound.
+fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The whole protocol step, in one `BEGIN IMMEDIATE` transaction.
+fn process_in_transaction(
+    conn: &mut Connection,
+    request: &KeyedRequest,
+    options: ProcessOptions,
+) -> Result<Outcome, StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let account = request.account.as_str();
+    let key = request.key.as_str();
+
+    // An expired key behaves as new, even before the sweep deletes it.
+    tx.execute(
+        "DELETE FROM idempotency_keys WHERE account_id = ?1 AND key = ?2 AND created_at < ?3",
+        params![account, key, request.expired_before],
+    )?;
+    let inserted = tx.execute(
+        "INSERT INTO idempotency_keys (account_id, key, request_hash, created_at)
+         VALUES (?1, ?2, ?3, ?4) ON CONFLICT (account_id, key) DO NOTHING",
+        params![account, key, request.request_hash, request.now],
+    )?;
+
+    if inserted == 0 {
+        let (stored_hash, status, headers, body): (String, Option<u16>, Option<String>, Option<String>) = tx
+            .query_row(
+                "SELECT request_hash, status_code, response_headers, response_body
+                 FROM idempotency_keys WHERE account_id = ?1 AND key = ?2",
+                params![account, key],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+            )?;
+        let stored = match status {
+            None => None,
+            Some(status) => Some(StoredResponse {
+                status,
+                headers: StoredResponse::decode_headers(headers.as_deref().unwrap_or("[]"))?,
+                body: body.unwrap_or_default(),
+            }),
+        };
+        tx.commit()?;
+        return Ok(Outcome::for_existing(&request.request_hash, &stored_hash, stored));
+    }
+
+    // The key is ours: do the work inside the same transaction.
+    let response = match orders::prepare(&request.body) {
+        Ok(new) => {
+            let order = orders::build(new, &request.account, &request.key, request.now);
+            tx.execute(
+                "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    order.id,
+                    order.account_id,
+                    order.idempotency_key,
+                    orders::encode_items(&order.items),
+                    order.total_cents,
+                    order.currency,
+                    order.created_at
+                ],
+            )?;
+            orders::created_response(&order)
+        }
+        // A rejected body is an answer too: store it so a retry gets the same 400.
+        Err(problem) => StoredResponse::from_problem(&problem),
+    };
+    tx.execute(
+        "UPDATE idempotency_keys SET status_code = ?1, response_headers = ?2, response_body = ?3
+         WHERE account_id = ?4 AND key = ?5",
+        params![response.status, response.encode_headers(), response.body, account, key],
+    )?;
+    if options.fail_before_commit {
+        // Dropping `tx` rolls back: neither the key row nor the order survives.
+        drop(tx);
+        return Err(StoreError::InjectedCrash);
+    }
+    tx.commit()?;
+    Ok(Outcome::Fresh(response))
+}
+
+type OrderColumns = (String, String, String, String, i64, String, i64);
+
+fn order_columns(row: &rusqlite::Row<'_>) -> rusqlite::Result<OrderColumns> {
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?))
+}
+
+fn decode_order(
+    (id, account_id, idempotency_key, items, total_cents, currency, created_at): OrderColumns,
+) -> Result<Order, StoreError> {
+    let items = orders::decode_items(&items).map_err(|e| StoreError::Corrupt(format!("order {id} items: {e}")))?;
+    Ok(Order { id, account_id, idempotency_key, items, total_cents, currency, created_at })
+}

@@ -1,0 +1,40 @@
+//! Retention: key rows older than the retention window are deleted.
+//!
+//! A periodic task calls [`sweep_once`]; tests call it directly. After a key is swept (or merely expired:
+//! the protocol step treats rows older than the window as absent), a request with that key is new again
+//! and does the work again. Orders are business records and are never swept. Deleting by `created_at` is
+//! idempotent, so every server instance may run the sweep against a shared database.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::store::{Store, StoreError};
+
+/// Deletes key rows created more than `retention` before `now` (unix seconds); returns how many.
+pub async fn sweep_once(store: &Store, now: i64, retention: Duration) -> Result<u64, StoreError> {
+    let retention = i64::try_from(retention.as_secs()).unwrap_or(i64::MAX);
+    store.sweep(now.saturating_sub(retention)).await
+}
+
+/// Sweeps every `interval` until `shutdown` turns true.
+pub async fn run(store: Store, retention: Duration, interval: Duration, mut shutdown: watch::Receiver<bool>) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {
+                match sweep_once(&store, crate::unix_now(), retention).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(deleted = n, "swept expired idempotency keys"),
+                    Err(error) => tracing::warn!(%error, "sweep failed"),
+                }
+            }
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    return;
+                }
+            }
+        }
+    }
+}
