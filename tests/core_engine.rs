@@ -551,3 +551,56 @@ fn corrupt_stored_record_is_storage_and_nothing_is_sent() {
     assert_eq!(rig.transport.calls(), 0);
     assert_eq!(rig.begin(ID, &checkout()).unwrap_err().code, ErrorCode::Storage);
 }
+
+#[test]
+fn succeeded_intent_older_than_the_ttl_is_not_resent_with_its_old_key() {
+    // The server may have forgotten the key: re-sending it could do the work twice.
+    let rig = Rig::new(41);
+    let key = rig.begin_checkout(ID);
+    rig.send(ID).unwrap();
+    rig.clock.advance(DAY + 1);
+    assert_eq!(rig.begin_checkout(ID), key);
+    let err = rig.send(ID).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Expired);
+    assert_eq!(err.key.as_deref(), Some(key.as_str()));
+    assert_eq!(rig.transport.calls(), 1, "only the original attempt");
+}
+
+#[test]
+fn failed_intent_older_than_the_ttl_is_not_resent_with_its_old_key() {
+    let rig = Rig::new(42);
+    rig.begin_checkout(ID);
+    rig.transport.script([status(400)]);
+    rig.send(ID).unwrap();
+    rig.clock.advance(DAY + 1);
+    assert_eq!(rig.send(ID).unwrap_err().code, ErrorCode::Expired);
+    assert_eq!(rig.transport.calls(), 1);
+}
+
+#[test]
+fn replayed_definite_failure_reports_replayed() {
+    let rig = Rig::new(43);
+    rig.begin_checkout(ID);
+    rig.transport.script([status_with(402, &[("Idempotent-Replayed", "true")])]);
+    let done = rig.send(ID).unwrap();
+    assert_eq!((done.status, done.ok, done.replayed), (402, false, true));
+}
+
+#[test]
+fn a_failing_csprng_is_an_error_not_a_fixed_key() {
+    struct Broken;
+    impl idempotent_fetch::core::ports::RandomSource for Broken {
+        fn fill(&mut self, _: &mut [u8]) -> Result<(), getrandom::Error> {
+            Err(getrandom::Error::UNSUPPORTED)
+        }
+    }
+    let rig = Rig::new(44);
+    let broken = std::cell::RefCell::new(Broken);
+    let err = futures::executor::block_on(idempotent_fetch::core::begin(
+        &rig.store, &rig.clock, &broken, ID, &checkout(), &rig.options(),
+    ))
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Storage);
+    assert!(err.message.contains("CSPRNG"), "{}", err.message);
+    assert!(rig.memory().get(ID).is_none());
+}

@@ -169,10 +169,10 @@ where
         KeyHeaderForm::SfString => key.as_sf_string(),
     };
     let started = ctx.clock.now_ms();
-    if record.state == IntentState::Expired
-        || (record.state == IntentState::Pending && record.is_older_than(ctx.key_ttl_ms, started))
-    {
-        if record.state != IntentState::Expired {
+    // Any state: re-sending a succeeded or failed intent past the TTL could also do the work twice.
+    if record.state == IntentState::Expired || record.is_older_than(ctx.key_ttl_ms, started) {
+        // Terminal records stay terminal (the sweep removes them); pending ones are marked expired.
+        if record.state == IntentState::Pending {
             record.state = IntentState::Expired;
             record.updated_at = started.max(record.created_at);
             // Best effort: the error below matters more than recording it.
@@ -218,6 +218,8 @@ where
             Ok(response) => {
                 let status = response.status();
                 record.last_status = Some(status);
+                let replayed =
+                    response.header("idempotent-replayed").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
                 match classify(&response, now, ctx.policy.max_retry_after_ms, ctx.should_retry) {
                     Classification::Success => {
                         ctx.budget.borrow_mut().on_success(last_retry_cost);
@@ -225,9 +227,6 @@ where
                         // The answer is what matters now; if this save fails the record stays
                         // pending and a later send replays the same key (the server answers the same).
                         let _ = ctx.store.save(&record).await;
-                        let replayed = response
-                            .header("idempotent-replayed")
-                            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
                         return Ok(Definite { response, status, ok: true, replayed, attempts: attempt, key: key.to_string() });
                     }
                     Classification::Failure(FailureReason::KeyMismatch) => {
@@ -242,7 +241,7 @@ where
                     Classification::Failure(FailureReason::Status(status)) => {
                         record.state = IntentState::Failed;
                         let _ = ctx.store.save(&record).await;
-                        return Ok(Definite { response, status, ok: false, replayed: false, attempts: attempt, key: key.to_string() });
+                        return Ok(Definite { response, status, ok: false, replayed, attempts: attempt, key: key.to_string() });
                     }
                     Classification::Retry { reason, after_ms } => {
                         response.release();
