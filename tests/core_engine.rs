@@ -604,3 +604,92 @@ fn a_failing_csprng_is_an_error_not_a_fixed_key() {
     assert!(err.message.contains("CSPRNG"), "{}", err.message);
     assert!(rig.memory().get(ID).is_none());
 }
+
+#[test]
+fn a_status_outside_100_to_599_never_makes_the_stored_record_unreadable() {
+    // An opaque (no-cors) fetch response has status 0; a broken proxy may send anything.
+    for code in [0, 99, 600, 999] {
+        let rig = Rig::new(45);
+        let key = rig.begin_checkout(ID);
+        rig.transport.script([status(code)]);
+        let _ = rig.send(ID);
+        let record = rig.load(ID).unwrap_or_else(|e| panic!("status {code}: stored record unreadable: {e}"));
+        assert_eq!(record.expect("stored").key, key, "status {code}");
+        assert!(rig.begin(ID, &checkout()).is_ok(), "status {code}");
+    }
+}
+
+#[test]
+fn clock_moving_backwards_keeps_the_record_valid() {
+    let rig = Rig::new(46);
+    let key = rig.begin_checkout(ID);
+    rig.clock.set(T0 - HOUR); // the user fixed their system clock
+    rig.transport.script([status(503)]);
+    rig.send(ID).unwrap();
+    let record = rig.record(ID);
+    assert!(record.updated_at >= record.created_at);
+    assert_eq!(record.key, key);
+}
+
+mod invariants {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn any_step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            4 => (0u16..1000).prop_map(status),
+            2 => prop::sample::select(vec![408u16, 409, 425, 429, 500, 502, 503, 504]).prop_map(status),
+            1 => (0u16..1000, "[ -~]{0,12}").prop_map(|(code, v)| status_with(code, &[("Retry-After", &v)])),
+            1 => (0u16..1000, prop::sample::select(vec!["true", "false", "x"]))
+                .prop_map(|(code, v)| status_with(code, &[("Stripe-Should-Retry", v)])),
+            1 => Just(Step::Network),
+            1 => Just(Step::Timeout),
+            1 => Just(Step::Aborted),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        /// Whatever the network does, over several sends and reloads: the stored record stays
+        /// readable, the key never changes, and attempts add up.
+        #[test]
+        fn key_is_stable_and_record_stays_valid_whatever_the_transport_does(
+            seed in any::<u64>(),
+            sends in prop::collection::vec(prop::collection::vec(any_step(), 0..8), 1..4),
+            max_attempts in 1u32..6,
+        ) {
+            let mut rig = Rig::new(seed);
+            rig.policy = RetryPolicy { max_attempts, ..plain_policy() };
+            let key = rig.begin_checkout(ID);
+            let mut total = 0usize;
+            for (n, script) in sends.iter().enumerate() {
+                let mut page = rig.reload(seed.wrapping_add(n as u64 + 1));
+                page.policy = RetryPolicy { max_attempts, ..plain_policy() };
+                page.transport.script(script.iter().cloned());
+                page.transport.always(Step::Network);
+                let before = page.record(ID).state;
+                let result = page.send(ID);
+                total += page.transport.calls();
+                prop_assert!(page.transport.keys().iter().all(|k| *k == key));
+                let record = page.load(ID).map_err(|e| TestCaseError::fail(e.to_string()))?.expect("stored");
+                prop_assert!(record.validate(Some(ID)).is_ok());
+                prop_assert_eq!(&record.key, &key);
+                prop_assert_eq!(record.attempts as usize, total);
+                match result {
+                    Ok(done) => {
+                        prop_assert_eq!(&done.key, &key);
+                        let state = if done.ok { IntentState::Succeeded } else { IntentState::Failed };
+                        prop_assert_eq!(record.state, state);
+                    }
+                    Err(err) => {
+                        prop_assert_eq!(err.key.as_deref(), Some(key.as_str()));
+                        let expected = if err.code == ErrorCode::KeyMismatch { IntentState::Failed } else { IntentState::Pending };
+                        prop_assert!(record.state == expected || (page.transport.calls() == 0 && record.state == before));
+                    }
+                }
+                rig = page;
+            }
+        }
+    }
+}

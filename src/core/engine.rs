@@ -217,7 +217,9 @@ where
         let (reason, after_ms, status) = match outcome {
             Ok(response) => {
                 let status = response.status();
-                record.last_status = Some(status);
+                // Only what `IntentRecord::validate` accepts (an opaque response has status 0):
+                // anything else would make the stored record unreadable, and its key lost.
+                record.last_status = (100..=599).contains(&status).then_some(status);
                 let replayed =
                     response.header("idempotent-replayed").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
                 match classify(&response, now, ctx.policy.max_retry_after_ms, ctx.should_retry) {
