@@ -164,13 +164,12 @@ pub fn npm_tools() -> Result {
     step("npm tools in tools/ (wasm-opt, tsc, playwright-core)");
     let tools = root().join("tools");
     let lock = tools.join("package-lock.json");
-    let manifest = tools.join("package.json");
     // npm writes node_modules/.package-lock.json after every successful install.
     let installed = tools.join("node_modules/.package-lock.json");
     let bins_present = NPM_TOOLS.iter().all(|b| tools.join("node_modules/.bin").join(b).exists())
         && tools.join("node_modules/playwright-core/package.json").exists();
-    let up_to_date = match (mtime(&installed), mtime(&lock), mtime(&manifest)) {
-        (Some(i), Some(l), Some(m)) => i >= l && l >= m,
+    let up_to_date = match (mtime(&installed), mtime(&lock)) {
+        (Some(i), Some(l)) => i >= l,
         _ => false,
     };
     if bins_present && up_to_date {
@@ -179,11 +178,9 @@ pub fn npm_tools() -> Result {
         process::wait_while_running("npm install in tools/", |p| {
             (p.contains("npm install") || p.contains("npm ci")) && p.contains("tools")
         });
-        let manifest_newer = match (mtime(&lock), mtime(&manifest)) {
-            (Some(l), Some(m)) => m > l,
-            _ => true,
-        };
-        let sub = if lock.exists() && !manifest_newer { "ci" } else { "install" };
+        // With a lock: `npm ci` (exact, fails loudly if package.json and the lock disagree:
+        // after editing package.json run `npm install` in tools/ and commit the lock).
+        let sub = if lock.exists() { "ci" } else { "install" };
         run(cmd("npm").current_dir(&tools).args([sub, "--no-audit", "--no-fund"]))?;
     }
     let v = output(&mut Command::new("wasm-opt").arg("--version"))
