@@ -325,7 +325,8 @@ fn json_store_reload_resumes_the_same_key() {
 
 #[test]
 fn json_store_tampering_is_rejected_and_nothing_is_sent() {
-    let tamperings: Vec<(&str, Box<dyn Fn(&mut serde_json::Value)>)> = vec![
+    type Tamper = Box<dyn Fn(&mut serde_json::Value)>;
+    let tamperings: Vec<(&str, Tamper)> = vec![
         ("future version", Box::new(|v| v["v"] = json!(2))),
         ("CRLF key", Box::new(|v| v["key"] = json!(format!("{KEY}\r\nX: 1")))),
         ("uppercase key", Box::new(|v| v["key"] = json!(KEY.to_uppercase()))),
