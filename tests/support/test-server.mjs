@@ -9,7 +9,10 @@
 //   delay300   wait 300 ms, then answer 201
 //   reset      destroy the connection without answering
 //   endless    200 with a body that never ends
-// GET /log/<scenario> returns the logged requests: [{method, key, headers, body, attempt}].
+// GET /log/<scenario> returns the logged requests: [{method, key, headers, body, bodyBase64, attempt}]
+// (`body` is latin1 text; `bodyBase64` is the exact bytes).
+// CORS: a preflight's Access-Control-Request-Headers are echoed back, because the `*` wildcard
+// does not cover `Authorization` (tests send one to prove it never reaches storage).
 // Run directly it prints `listening on http://127.0.0.1:PORT`; tests import `startTestServer`.
 import http from "node:http";
 
@@ -23,7 +26,8 @@ export function startTestServer(port = 0) {
       "access-control-expose-headers": "idempotent-replayed, retry-after, stripe-should-retry",
     };
     if (req.method === "OPTIONS") {
-      res.writeHead(204, cors).end();
+      const asked = req.headers["access-control-request-headers"];
+      res.writeHead(204, asked ? { ...cors, "access-control-allow-headers": asked } : cors).end();
       return;
     }
     const url = new URL(req.url, "http://127.0.0.1");
@@ -43,7 +47,8 @@ export function startTestServer(port = 0) {
     logs.set(scenario, log);
     const attempt = log.length + 1;
     const key = req.headers["idempotency-key"] ?? null;
-    log.push({ method: req.method, key, headers: req.headers, body: Buffer.concat(chunks).toString("latin1"), attempt });
+    const body = Buffer.concat(chunks);
+    log.push({ method: req.method, key, headers: req.headers, body: body.toString("latin1"), bodyBase64: body.toString("base64"), attempt });
     const steps = (url.searchParams.get("script") ?? "201").split(",");
     const step = steps[Math.min(attempt - 1, steps.length - 1)];
     await answer(step, res, cors, { attempt, key });

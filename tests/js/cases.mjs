@@ -1,0 +1,1142 @@
+// Behaviour cases of the JavaScript API, shared by the Node runner (node.test.mjs, memory storage)
+// and the Chromium runner (chromium.test.mjs, localStorage/sessionStorage in a real page).
+//
+// This module imports nothing, so it loads unchanged in Node and in a page. Each case is
+// `{ name, browserOnly?, run: async (ctx) => {} }`; ctx comes from `makeContext` below:
+//   ctx.lib        the package's exports (IdempotentClient, isIdempotentFetchError, ...)
+//   ctx.server     base URL of tests/support/test-server.mjs
+//   ctx.storage    the persistent storage kind here: "memory" (Node) or "local" (browser)
+//   ctx.browser    true in a page
+//   ctx.assert     small assertion helpers (identical in both environments)
+//   ctx.ns         a namespace unique to this case; ctx.newNamespace() makes more
+//   ctx.client()   a client in ctx.ns with fast retries; ctx.url()/ctx.log() talk to the server
+// `runCase` runs one case and then proves the module still works (a trap in wasm would poison
+// every later call), so every error case is followed by a successful send.
+
+const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const PREFIX = "idempotent-fetch:v1:";
+const SECRET_TOKEN = "secret-token";
+const CARD = "4242424242424242";
+
+// ---------------------------------------------------------------------------------------------
+// Context and helpers
+
+let namespaceCounter = 0;
+
+function uniqueNamespace() {
+  namespaceCounter += 1;
+  const random = Math.floor(Math.random() * 0x7fffffff).toString(36);
+  return `t${Date.now().toString(36)}${random}${namespaceCounter}`;
+}
+
+class AssertionError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "AssertionError";
+  }
+}
+
+function show(value) {
+  try {
+    return typeof value === "string" ? JSON.stringify(value) : JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+export const assert = {
+  ok(value, message) {
+    if (!value) throw new AssertionError(message ?? `expected a truthy value, got ${show(value)}`);
+  },
+  equal(actual, expected, message) {
+    if (!Object.is(actual, expected)) {
+      throw new AssertionError(`${message ? message + ": " : ""}expected ${show(expected)}, got ${show(actual)}`);
+    }
+  },
+  notEqual(actual, unexpected, message) {
+    if (Object.is(actual, unexpected)) {
+      throw new AssertionError(`${message ? message + ": " : ""}expected anything but ${show(unexpected)}`);
+    }
+  },
+  deepEqual(actual, expected, message) {
+    if (JSON.stringify(actual) !== JSON.stringify(expected)) {
+      throw new AssertionError(`${message ? message + ": " : ""}expected ${show(expected)}, got ${show(actual)}`);
+    }
+  },
+  match(text, pattern, message) {
+    if (typeof text !== "string" || !pattern.test(text)) {
+      throw new AssertionError(`${message ? message + ": " : ""}expected ${show(text)} to match ${pattern}`);
+    }
+  },
+  fail(message) {
+    throw new AssertionError(message);
+  },
+  /** Expects an IdempotentFetchError with `code` (from a promise, or a function that throws or rejects). */
+  async rejects(promiseOrFn, code, message) {
+    let error;
+    try {
+      const value = typeof promiseOrFn === "function" ? promiseOrFn() : promiseOrFn;
+      await value;
+    } catch (e) {
+      error = e;
+    }
+    const what = message ? message + ": " : "";
+    if (error === undefined) throw new AssertionError(`${what}expected an IdempotentFetchError ${code}, but it succeeded`);
+    if (!(error instanceof Error)) throw new AssertionError(`${what}expected an Error, got ${show(error)}`);
+    if (error.name !== "IdempotentFetchError") {
+      throw new AssertionError(`${what}expected name IdempotentFetchError, got ${error.name}: ${error.message}`);
+    }
+    if (error.code !== code) throw new AssertionError(`${what}expected code ${code}, got ${error.code}: ${error.message}`);
+    return error;
+  },
+  /** Same as `rejects` for something that must throw synchronously (the constructor). */
+  throws(fn, code, message) {
+    let error;
+    try {
+      fn();
+    } catch (e) {
+      error = e;
+    }
+    const what = message ? message + ": " : "";
+    if (error === undefined) throw new AssertionError(`${what}expected ${code} to be thrown`);
+    if (error.name !== "IdempotentFetchError" || error.code !== code) {
+      throw new AssertionError(`${what}expected IdempotentFetchError ${code}, got ${error.name} ${error.code}: ${error.message}`);
+    }
+    return error;
+  },
+};
+
+export function makeContext({ lib, server, storage, browser }) {
+  const ns = uniqueNamespace();
+  const ctx = {
+    lib,
+    server,
+    storage,
+    browser: Boolean(browser),
+    assert,
+    ns,
+    newNamespace: uniqueNamespace,
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    /** A client with fast retries (1..5 ms) in `ctx.ns` unless options say otherwise. */
+    client(options = {}) {
+      const { retry, ...rest } = options;
+      return new lib.IdempotentClient({
+        namespace: ns,
+        storage,
+        retry: { baseDelayMs: 1, maxDelayMs: 5, ...retry },
+        ...rest,
+      });
+    },
+    /** URL of a scripted scenario; scenario names are prefixed with the namespace (unique). */
+    url(scenario, script = "201") {
+      return `${server}/s/${ns}-${scenario}?script=${encodeURIComponent(script)}`;
+    },
+    /** What the server received for `scenario`. */
+    async log(scenario) {
+      const response = await fetch(`${server}/log/${ns}-${scenario}`);
+      return response.json();
+    },
+    async waitFor(predicate, what, timeoutMs = 5000) {
+      const until = Date.now() + timeoutMs;
+      for (;;) {
+        const value = await predicate();
+        if (value) return value;
+        if (Date.now() > until) throw new AssertionError(`timed out waiting for ${what}`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    },
+    /** The keys this client's namespace has in a Web Storage area (browser only). */
+    slots(area = globalThis.localStorage) {
+      const out = [];
+      for (let i = 0; i < area.length; i++) {
+        const key = area.key(i);
+        if (key.startsWith(`${PREFIX}${ns}:`)) out.push(key);
+      }
+      return out;
+    },
+  };
+  return ctx;
+}
+
+/** Runs a case, then proves the module still works with a fresh client. */
+export async function runCase(testCase, ctx) {
+  await testCase.run(ctx);
+  await stillWorks(ctx);
+}
+
+async function stillWorks(ctx) {
+  const { assert } = ctx;
+  const client = new ctx.lib.IdempotentClient({ namespace: ctx.newNamespace(), storage: "memory" });
+  const op = await client.begin("sanity", { url: ctx.url("sanity", "201"), body: "ok" });
+  const result = await op.send();
+  assert.equal(result.status, 201, "module still works after the case");
+  assert.equal(ctx.lib.isIdempotentFetchError(new Error("x")), false);
+}
+
+function base64ToBytes(text) {
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+
+function sameBytes(a, b) {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function hex(bytes) {
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** Every key and value of localStorage and sessionStorage, as one list of strings. */
+function allStoredText() {
+  const out = [];
+  for (const area of [globalThis.localStorage, globalThis.sessionStorage]) {
+    for (let i = 0; i < area.length; i++) {
+      const key = area.key(i);
+      out.push(key, area.getItem(key));
+    }
+  }
+  return out;
+}
+
+/** Temporarily replaces a property (restored by the returned function). */
+function override(target, name, descriptor) {
+  const original = Object.getOwnPropertyDescriptor(target, name);
+  Object.defineProperty(target, name, { configurable: true, ...descriptor });
+  return () => {
+    if (original) Object.defineProperty(target, name, original);
+    else delete target[name];
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cases
+
+export const cases = [];
+const add = (name, run, options = {}) => cases.push({ name, run, ...options });
+
+add("same key on every attempt, a UUID v4 that the result reports", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const op = await client.begin("pay", { url: ctx.url("same", "503,500,reset,201"), body: "{}" });
+  assert.match(op.key, UUID_V4, "key is a lowercase UUID v4");
+  assert.equal(op.intentId, "pay");
+  assert.equal(op.state, "pending");
+  assert.equal(op.attempts, 0);
+  assert.equal(op.resumed, false);
+  assert.equal(op.lastStatus ?? null, null, "no status yet (typed number | undefined, unlike IntentInfo/error null)");
+  const result = await op.send();
+  assert.equal(result.status, 201);
+  assert.equal(result.ok, true);
+  assert.equal(result.replayed, false);
+  assert.equal(result.attempts, 4);
+  assert.equal(result.key, op.key);
+  assert.equal(result.intentId, "pay");
+  assert.ok(result.response instanceof Response, "result.response is a Response");
+  assert.equal((await result.response.json()).key, op.key);
+  assert.equal(op.state, "succeeded");
+  assert.equal(op.attempts, 4);
+  assert.equal(op.lastStatus, 201);
+  const log = await ctx.log("same");
+  assert.equal(log.length, 4);
+  for (const entry of log) assert.equal(entry.key, op.key, `attempt ${entry.attempt} key`);
+});
+
+add("a new intent gets a new key; re-beginning the same intent keeps its key", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const request = { url: ctx.url("two", "201"), body: "a" };
+  const a = await client.begin("a", request);
+  const b = await client.begin("b", request);
+  assert.notEqual(a.key, b.key);
+  const again = await client.begin("a", request);
+  assert.equal(again.key, a.key);
+});
+
+for (const status of [408, 409, 425, 429, 500, 502, 503, 504]) {
+  add(`retryable ${status} is retried with the same key, then success`, async (ctx) => {
+    const { assert } = ctx;
+    const client = ctx.client();
+    const retries = [];
+    const op = await client.begin("pay", { url: ctx.url("r", `${status},201`), body: "x" });
+    const result = await op.send({ onRetry: (e) => retries.push(e) });
+    assert.equal(result.status, 201);
+    assert.equal(result.ok, true);
+    assert.equal(result.attempts, 2);
+    assert.equal(retries.length, 1);
+    assert.equal(retries[0].status, status);
+    const log = await ctx.log("r");
+    assert.deepEqual(log.map((e) => e.key), [op.key, op.key]);
+  });
+}
+
+add("network reset is retried with the same key", async (ctx) => {
+  const { assert } = ctx;
+  const op = await ctx.client().begin("pay", { url: ctx.url("reset", "reset,reset,201"), body: "x" });
+  const result = await op.send();
+  assert.equal(result.status, 201);
+  assert.equal(result.attempts, 3);
+  assert.deepEqual((await ctx.log("reset")).map((e) => e.key), [op.key, op.key, op.key]);
+});
+
+add("attempt timeout abandons a hanging attempt and retries with the same key", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { attemptTimeoutMs: 200 } });
+  const op = await client.begin("pay", { url: ctx.url("slow", "delay3000,201"), body: "x" });
+  const reasons = [];
+  const started = Date.now();
+  const result = await op.send({ onRetry: (e) => reasons.push(e.reason) });
+  assert.equal(result.status, 201);
+  assert.equal(result.attempts, 2);
+  assert.ok(Date.now() - started < 2500, "did not wait for the hanging answer");
+  assert.deepEqual(reasons, ["timed out"]);
+  assert.deepEqual((await ctx.log("slow")).map((e) => e.key), [op.key, op.key]);
+});
+
+for (const status of [400, 401, 403, 404, 501]) {
+  add(`definite ${status} resolves ok:false after one attempt and retires the key`, async (ctx) => {
+    const { assert } = ctx;
+    const client = ctx.client();
+    const op = await client.begin("pay", { url: ctx.url("d", `${status},201`), body: "x" });
+    const result = await op.send();
+    assert.equal(result.status, status);
+    assert.equal(result.ok, false);
+    assert.equal(result.attempts, 1);
+    assert.equal(result.key, op.key);
+    assert.equal(result.response.status, status);
+    assert.equal(op.state, "failed");
+    assert.equal((await ctx.log("d")).length, 1);
+    assert.equal((await client.pending()).length, 0, "a definite answer is not pending");
+  });
+}
+
+add("422 rejects KEY_MISMATCH with the key and status", async (ctx) => {
+  const { assert } = ctx;
+  const op = await ctx.client().begin("pay", { url: ctx.url("k", "422,201"), body: "x" });
+  const error = await assert.rejects(op.send(), "KEY_MISMATCH");
+  assert.equal(error.key, op.key);
+  assert.equal(error.lastStatus, 422);
+  assert.equal(error.attempts, 1);
+  assert.equal(op.state, "failed");
+  assert.ok(ctx.lib.isIdempotentFetchError(error));
+  assert.equal((await ctx.log("k")).length, 1);
+});
+
+add("server hints: Stripe-Should-Retry false ends a 503, true retries a 400", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const stop = await (await client.begin("a", { url: ctx.url("hint-a", "503s,201"), body: "x" })).send();
+  assert.equal(stop.status, 503);
+  assert.equal(stop.ok, false);
+  assert.equal(stop.attempts, 1);
+  const go = await (await client.begin("b", { url: ctx.url("hint-b", "400t,201"), body: "x" })).send();
+  assert.equal(go.status, 201);
+  assert.equal(go.attempts, 2);
+});
+
+add("Idempotent-Replayed: true is reported as replayed", async (ctx) => {
+  const { assert } = ctx;
+  const result = await (await ctx.client().begin("pay", { url: ctx.url("rep", "201r"), body: "x" })).send();
+  assert.equal(result.replayed, true);
+  assert.equal(result.ok, true);
+});
+
+add("Retry-After in seconds is honoured", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { baseDelayMs: 1, maxDelayMs: 2 } });
+  const op = await client.begin("pay", { url: ctx.url("ra", "429~1,201"), body: "x" });
+  const delays = [];
+  const started = Date.now();
+  const result = await op.send({ onRetry: (e) => delays.push(e.delayMs) });
+  const elapsed = Date.now() - started;
+  assert.equal(result.status, 201);
+  assert.ok(elapsed >= 950, `waited ${elapsed} ms for Retry-After: 1`);
+  assert.ok(delays[0] >= 1000, `retry event delayMs ${delays[0]}`);
+  const log = await ctx.log("ra");
+  assert.deepEqual(log.map((e) => e.key), [op.key, op.key]);
+});
+
+add("Retry-After is capped by maxRetryAfterMs", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { maxRetryAfterMs: 100 } });
+  const op = await client.begin("pay", { url: ctx.url("cap", "503~30,201"), body: "x" });
+  const started = Date.now();
+  const result = await op.send();
+  assert.equal(result.status, 201);
+  assert.ok(Date.now() - started < 3000, "a 30 s Retry-After was capped");
+});
+
+add("abort during an in-flight attempt keeps the intent pending; a later send reuses the key", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const op = await client.begin("pay", { url: ctx.url("abort", "delay5000,201"), body: "x" });
+  const controller = new AbortController();
+  const sending = op.send({ signal: controller.signal });
+  await ctx.waitFor(async () => (await ctx.log("abort")).length === 1, "the first attempt to reach the server");
+  const started = Date.now();
+  controller.abort();
+  const error = await assert.rejects(sending, "ABORTED");
+  assert.ok(Date.now() - started < 1000, "abort is prompt");
+  assert.equal(error.key, op.key);
+  assert.equal(op.state, "pending");
+  const pending = await client.pending();
+  assert.deepEqual(pending.map((p) => [p.intentId, p.key, p.state]), [["pay", op.key, "pending"]]);
+  const result = await op.send();
+  assert.equal(result.status, 201);
+  assert.equal(result.key, op.key);
+  assert.deepEqual((await ctx.log("abort")).map((e) => e.key), [op.key, op.key]);
+});
+
+add("abort during a backoff sleep keeps the intent pending; a later send reuses the key", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { baseDelayMs: 10000, maxDelayMs: 10000, jitter: "none" } });
+  const op = await client.begin("pay", { url: ctx.url("abort-sleep", "503,201"), body: "x" });
+  const controller = new AbortController();
+  let retrying;
+  const retried = new Promise((resolve) => (retrying = resolve));
+  const sending = op.send({ signal: controller.signal, onRetry: retrying });
+  const event = await retried;
+  assert.equal(event.delayMs, 10000);
+  const started = Date.now();
+  controller.abort();
+  const error = await assert.rejects(sending, "ABORTED");
+  assert.ok(Date.now() - started < 1000, "abort cuts the sleep short");
+  assert.equal(error.key, op.key);
+  assert.equal(error.lastStatus, 503);
+  assert.equal(op.state, "pending");
+  const fast = ctx.client();
+  const again = await fast.begin("pay", { url: ctx.url("abort-sleep", "503,201"), body: "x" });
+  if (ctx.storage !== "memory") assert.equal(again.key, op.key, "a fresh client resumes the key");
+  const result = await op.send({ signal: new AbortController().signal });
+  assert.equal(result.status, 201);
+  assert.equal(result.key, op.key);
+  assert.deepEqual((await ctx.log("abort-sleep")).map((e) => e.key), [op.key, op.key]);
+});
+
+add("an already aborted signal sends nothing and keeps the key", async (ctx) => {
+  const { assert } = ctx;
+  const op = await ctx.client().begin("pay", { url: ctx.url("pre", "201"), body: "x" });
+  const controller = new AbortController();
+  controller.abort();
+  const error = await assert.rejects(op.send({ signal: controller.signal }), "ABORTED");
+  assert.equal(error.key, op.key);
+  assert.equal((await ctx.log("pre")).length, 0);
+  assert.equal((await op.send()).status, 201);
+});
+
+add("exhausted attempts keep the key (RETRIES_EXHAUSTED maxAttempts); a later send reuses it", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { maxAttempts: 3 } });
+  const op = await client.begin("pay", { url: ctx.url("ex", "503,503,503,201"), body: "x" });
+  const error = await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  assert.equal(error.reason, "maxAttempts");
+  assert.equal(error.attempts, 3);
+  assert.equal(error.lastStatus, 503);
+  assert.equal(error.key, op.key);
+  assert.match(error.message, /key is kept/);
+  assert.equal(op.state, "pending");
+  assert.equal(op.attempts, 3);
+  assert.equal(op.lastStatus, 503);
+  const result = await op.send();
+  assert.equal(result.status, 201);
+  assert.equal(result.attempts, 1);
+  assert.equal(op.attempts, 4);
+  const log = await ctx.log("ex");
+  assert.equal(log.length, 4);
+  for (const entry of log) assert.equal(entry.key, op.key);
+});
+
+add("the total deadline ends a send early with reason deadline, key kept", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { totalTimeoutMs: 300, baseDelayMs: 1000, maxDelayMs: 1000, jitter: "none" } });
+  const op = await client.begin("pay", { url: ctx.url("dl", "503"), body: "x" });
+  const started = Date.now();
+  const error = await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  assert.equal(error.reason, "deadline");
+  assert.equal(error.key, op.key);
+  assert.ok(Date.now() - started < 900, "gave up without sleeping past the deadline");
+});
+
+add("an empty retry budget ends a send with reason budget, key kept", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retryBudget: 0 });
+  assert.equal(client.retryBudget, 0);
+  const op = await client.begin("pay", { url: ctx.url("bud", "503,201"), body: "x" });
+  const error = await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  assert.equal(error.reason, "budget");
+  assert.equal(error.attempts, 1);
+  assert.equal(error.key, op.key);
+  const spender = ctx.client({ retryBudget: 100 });
+  const spent = await spender.begin("pay", { url: ctx.url("bud2", "503,503,201"), body: "x" });
+  await spent.send();
+  assert.ok(spender.retryBudget < 100, `budget spent by retries (${spender.retryBudget} left)`);
+});
+
+add("INTENT_MISMATCH on a changed body names the old key; replace:true makes a new key", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const url = ctx.url("im", "201");
+  const first = await client.begin("checkout:cart-42", { url, body: '{"amount":100}' });
+  const error = await assert.rejects(client.begin("checkout:cart-42", { url, body: '{"amount":200}' }), "INTENT_MISMATCH");
+  assert.ok(error.message.includes(first.key), `message names the old key: ${error.message}`);
+  assert.equal(error.key, first.key);
+  await assert.rejects(client.begin("checkout:cart-42", { url: ctx.url("im-other", "201"), body: '{"amount":100}' }), "INTENT_MISMATCH", "changed URL");
+  await assert.rejects(client.begin("checkout:cart-42", { url, method: "PUT", body: '{"amount":100}' }), "INTENT_MISMATCH", "changed method");
+  const replaced = await client.begin("checkout:cart-42", { url, body: '{"amount":200}' }, { replace: true });
+  assert.notEqual(replaced.key, first.key);
+  const pending = await client.pending();
+  assert.deepEqual(pending.map((p) => p.key), [replaced.key]);
+  const result = await replaced.send();
+  assert.equal(result.key, replaced.key);
+  assert.equal((await ctx.log("im"))[0].body, '{"amount":200}');
+  await assert.rejects(client.begin("checkout:cart-42", { url, body: "x" }, { replace: "yes" }), "INVALID_OPTIONS", "replace must be boolean");
+  await assert.rejects(client.begin("checkout:cart-42", { url, body: "x" }, { replce: true }), "INVALID_OPTIONS", "unknown begin option");
+});
+
+add("discard forgets the intent: a new begin mints a new key", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const request = { url: ctx.url("disc", "201"), body: "x" };
+  const op = await client.begin("pay", request);
+  assert.equal(await client.discard("pay"), true);
+  assert.equal(await client.discard("pay"), false);
+  await assert.rejects(op.send(), "NOT_FOUND");
+  const again = await client.begin("pay", request);
+  assert.notEqual(again.key, op.key);
+  assert.equal(await again.discard(), true);
+  assert.equal((await client.pending()).length, 0);
+  assert.equal((await ctx.log("disc")).length, 0);
+});
+
+// Bodies: each type must arrive byte-identical on every attempt with fetch's content type.
+const binary = () => new Uint8Array([0, 1, 2, 0x7f, 0x80, 0xfe, 0xff, 13, 10, 0]);
+const bodyCases = [
+  ["string", () => "héllo ✓ " + CARD.slice(0, 4), () => new TextEncoder().encode("héllo ✓ 4242"), /^text\/plain;charset=utf-8$/i],
+  ["ArrayBuffer", () => binary().buffer, binary, null],
+  ["Uint8Array subarray", () => {
+    const whole = new Uint8Array(32).fill(0xaa);
+    whole.set(binary(), 7);
+    return whole.subarray(7, 7 + binary().length);
+  }, binary, null],
+  ["DataView", () => {
+    const whole = new Uint8Array(20).fill(0xbb);
+    whole.set(binary(), 5);
+    return new DataView(whole.buffer, 5, binary().length);
+  }, binary, null],
+  ["Blob with type", () => new Blob([binary()], { type: "application/x-test" }), binary, /^application\/x-test$/],
+  ["URLSearchParams", () => new URLSearchParams({ amount: "10.00", note: "a&b=c é" }),
+    () => new TextEncoder().encode("amount=10.00&note=a%26b%3Dc+%C3%A9"), /^application\/x-www-form-urlencoded;charset=utf-8$/i],
+];
+for (const [label, makeBody, expected, contentType] of bodyCases) {
+  add(`body ${label} arrives byte-identical on every attempt with its content type`, async (ctx) => {
+    const { assert } = ctx;
+    const op = await ctx.client().begin("pay", { url: ctx.url("body", "503,500,201"), body: makeBody() });
+    await op.send();
+    const log = await ctx.log("body");
+    assert.equal(log.length, 3);
+    for (const entry of log) {
+      const bytes = base64ToBytes(entry.bodyBase64);
+      assert.ok(sameBytes(bytes, expected()), `attempt ${entry.attempt}: got ${hex(bytes)}, expected ${hex(expected())}`);
+      if (contentType) assert.match(entry.headers["content-type"], contentType, `attempt ${entry.attempt} content-type`);
+      else assert.equal(entry.headers["content-type"], undefined, `attempt ${entry.attempt} has no content-type`);
+    }
+  });
+}
+
+add("body FormData arrives identical (same boundary) on every attempt as multipart", async (ctx) => {
+  const { assert } = ctx;
+  const form = new FormData();
+  form.append("amount", "10.00");
+  form.append("file", new Blob([binary()], { type: "application/octet-stream" }), "a.bin");
+  const op = await ctx.client().begin("pay", { url: ctx.url("form", "503,201"), body: form });
+  await op.send();
+  const log = await ctx.log("form");
+  assert.equal(log.length, 2);
+  const type = log[0].headers["content-type"];
+  const boundary = /^multipart\/form-data; boundary=(.+)$/.exec(type)?.[1];
+  assert.ok(boundary, `multipart content type: ${type}`);
+  assert.equal(log[1].headers["content-type"], type, "same boundary on the retry");
+  assert.equal(log[1].bodyBase64, log[0].bodyBase64, "same bytes on the retry");
+  assert.ok(log[0].body.includes(`--${boundary}`), "body uses the announced boundary");
+  assert.ok(log[0].body.includes('name="amount"') && log[0].body.includes("10.00"));
+  assert.ok(log[0].body.includes(String.fromCharCode(...binary())), "file bytes intact");
+});
+
+add("an explicit content-type header wins over the body's own", async (ctx) => {
+  const { assert } = ctx;
+  const op = await ctx.client().begin("pay", {
+    url: ctx.url("ct", "201"),
+    headers: { "Content-Type": "application/json" },
+    body: new Blob(["{}"], { type: "text/x-ignored" }),
+  });
+  await op.send();
+  assert.equal((await ctx.log("ct"))[0].headers["content-type"], "application/json");
+});
+
+add("no body: nothing is sent as a body, and GET works", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  await (await client.begin("post", { url: ctx.url("nobody", "201") })).send();
+  await (await client.begin("get", { url: ctx.url("get", "201"), method: "get" })).send();
+  const [post] = await ctx.log("nobody");
+  const [get] = await ctx.log("get");
+  assert.equal(post.method, "POST", "method defaults to POST");
+  assert.equal(post.bodyBase64, "");
+  assert.equal(get.method, "GET", "method is upper-cased");
+});
+
+add("a ReadableStream body is refused BODY_NOT_REPLAYABLE and nothing is sent", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const stream = () => new ReadableStream({ start(c) { c.enqueue(new Uint8Array([1])); c.close(); } });
+  const error = await assert.rejects(client.begin("pay", { url: ctx.url("rs", "201"), body: stream() }), "BODY_NOT_REPLAYABLE");
+  assert.match(error.message, /ReadableStream/);
+  await assert.rejects(client.fetch(ctx.url("rs", "201"), { method: "POST", body: stream() }), "BODY_NOT_REPLAYABLE", "fetch");
+  const request = new Request(ctx.url("rs", "201"), { method: "POST", body: "x" });
+  await assert.rejects(client.fetch(request), "BODY_NOT_REPLAYABLE", "fetch(Request with a body)");
+  assert.equal((await ctx.log("rs")).length, 0, "nothing sent");
+  assert.equal((await client.pending()).length, 0, "nothing stored");
+});
+
+add("headerForm sf-string sends the key as a quoted string", async (ctx) => {
+  const { assert } = ctx;
+  const op = await ctx.client({ headerForm: "sf-string" }).begin("pay", { url: ctx.url("sf", "503,201"), body: "x" });
+  await op.send();
+  const log = await ctx.log("sf");
+  assert.equal(log.length, 2);
+  for (const entry of log) assert.equal(entry.key, `"${op.key}"`);
+});
+
+add("a custom headerName carries the key (and is refused in request headers)", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ headerName: "X-Request-Key" });
+  const op = await client.begin("pay", { url: ctx.url("hn", "201"), body: "x" });
+  await op.send();
+  const [entry] = await ctx.log("hn");
+  assert.equal(entry.headers["x-request-key"], op.key);
+  assert.equal(entry.headers["idempotency-key"], undefined);
+  await assert.rejects(client.begin("b", { url: ctx.url("hn", "201"), headers: { "x-request-key": "mine" }, body: "x" }), "INVALID_REQUEST");
+});
+
+add("shouldRetry overrides the classification both ways", async (ctx) => {
+  const { assert } = ctx;
+  const seen = [];
+  const client = ctx.client({
+    shouldRetry: (status) => {
+      seen.push(status);
+      if (status === 400) return true;
+      if (status === 503) return false;
+      return undefined;
+    },
+  });
+  const retried = await (await client.begin("a", { url: ctx.url("sr-a", "400,201"), body: "x" })).send();
+  assert.equal(retried.status, 201);
+  assert.equal(retried.attempts, 2);
+  const definite = await (await client.begin("b", { url: ctx.url("sr-b", "503,201"), body: "x" })).send();
+  assert.equal(definite.status, 503);
+  assert.equal(definite.ok, false);
+  assert.equal(definite.attempts, 1);
+  const normal = await (await client.begin("c", { url: ctx.url("sr-c", "500,201"), body: "x" })).send();
+  assert.equal(normal.attempts, 2, "undefined keeps the default (500 retried)");
+  assert.ok(seen.includes(400) && seen.includes(503) && seen.includes(500));
+  const throwing = ctx.client({ shouldRetry: () => { throw new Error("app bug"); } });
+  const safe = await (await throwing.begin("d", { url: ctx.url("sr-d", "500,201"), body: "x" })).send();
+  assert.equal(safe.status, 201, "a throwing shouldRetry falls back to the default");
+});
+
+add("events attempt/retry/success/failure fire with the documented fields", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { maxAttempts: 2 } });
+  const events = [];
+  const record = (e) => events.push(e);
+  for (const type of ["attempt", "retry", "success", "failure"]) client.addEventListener(type, record);
+  client.addEventListener("success", () => { throw new Error("a broken listener must not break a payment"); });
+  const callbacks = { attempt: [], retry: [] };
+  const op = await client.begin("pay", { url: ctx.url("ev", "503,201"), body: "x" });
+  await op.send({ onAttempt: (e) => callbacks.attempt.push(e), onRetry: (e) => callbacks.retry.push(e) });
+  const pick = (e) => Object.fromEntries(Object.entries(e).sort(([a], [b]) => (a < b ? -1 : 1)));
+  assert.deepEqual(events.map(pick), [
+    { attempt: 1, intentId: "pay", key: op.key, totalAttempts: 1, type: "attempt" },
+    { attempt: 1, delayMs: events[1]?.delayMs, intentId: "pay", key: op.key, reason: "server busy (503)", status: 503, type: "retry" },
+    { attempt: 2, intentId: "pay", key: op.key, totalAttempts: 2, type: "attempt" },
+    { attempts: 2, intentId: "pay", key: op.key, replayed: false, status: 201, type: "success" },
+  ].map(pick));
+  assert.ok(typeof events[1].delayMs === "number" && events[1].delayMs >= 0 && events[1].delayMs <= 5, `delayMs ${events[1].delayMs}`);
+  assert.equal(callbacks.attempt.length, 2);
+  assert.equal(callbacks.retry.length, 1);
+  assert.equal(callbacks.retry[0].status, 503);
+
+  events.length = 0;
+  const bad = await client.begin("bad", { url: ctx.url("ev-400", "400"), body: "x" });
+  await bad.send();
+  const failure = events.find((e) => e.type === "failure");
+  assert.equal(failure.code, "HTTP_STATUS");
+  assert.equal(failure.status, 400);
+  assert.equal(failure.key, bad.key);
+  assert.equal(failure.intentId, "bad");
+  assert.equal(typeof failure.message, "string");
+
+  events.length = 0;
+  const busy = await client.begin("busy", { url: ctx.url("ev-503", "503"), body: "x" });
+  await assert.rejects(busy.send(), "RETRIES_EXHAUSTED");
+  const exhausted = events.find((e) => e.type === "failure");
+  assert.equal(exhausted.code, "RETRIES_EXHAUSTED");
+  assert.equal(exhausted.status, 503);
+  assert.equal(exhausted.key, busy.key);
+
+  client.removeEventListener("attempt", record);
+  events.length = 0;
+  await (await client.begin("quiet", { url: ctx.url("ev-q", "201"), body: "x" })).send();
+  assert.deepEqual(events.map((e) => e.type), ["success"], "removed listener is not called");
+
+  assert.throws(() => client.addEventListener("bogus", record), "INVALID_OPTIONS", "unknown event type");
+  assert.throws(() => client.addEventListener("attempt", "not a function"), "INVALID_OPTIONS", "listener not a function");
+  await assert.rejects(op.send({ onRetry: 5 }), "INVALID_OPTIONS", "onRetry not a function");
+  await assert.rejects(op.send({ signal: {} }), "INVALID_OPTIONS", "signal not an AbortSignal");
+  await assert.rejects(op.send({ retries: 1 }), "INVALID_OPTIONS", "unknown send option");
+});
+
+const badOptions = [
+  ["wrong type", { retry: { maxAttempts: "3" } }, /retry\.maxAttempts/],
+  ["wrong type (namespace)", { namespace: 7 }, /namespace/],
+  ["wrong type (persistRequest)", { persistRequest: "yes" }, /persistRequest/],
+  ["negative", { retry: { baseDelayMs: -1 } }, /retry\.baseDelayMs/],
+  ["NaN", { retry: { maxDelayMs: NaN } }, /retry\.maxDelayMs/],
+  ["Infinity", { retry: { totalTimeoutMs: Infinity } }, /retry\.totalTimeoutMs/],
+  ["huge", { retry: { attemptTimeoutMs: 1e20 } }, /retry\.attemptTimeoutMs/],
+  ["huge maxAttempts", { retry: { maxAttempts: 1e9 } }, /retry\.maxAttempts/],
+  ["fractional", { retry: { maxAttempts: 1.5 } }, /retry\.maxAttempts/],
+  ["zero attempts", { retry: { maxAttempts: 0 } }, /retry\.maxAttempts/],
+  ["zero attemptTimeoutMs", { retry: { attemptTimeoutMs: 0 } }, /retry\.attemptTimeoutMs/],
+  ["negative maxRetryAfterMs", { retry: { maxRetryAfterMs: -5 } }, /retry\.maxRetryAfterMs/],
+  ["maxDelay below base", { retry: { baseDelayMs: 100, maxDelayMs: 10 } }, /retry\.maxDelayMs/],
+  ["unknown field", { retries: { maxAttempts: 3 } }, /retries/],
+  ["unknown nested retry field", { retry: { maxAttemps: 3 } }, /retry\.maxAttemps/],
+  ["retry not an object", { retry: 5 }, /retry/],
+  ["bad jitter", { retry: { jitter: "random" } }, /retry\.jitter/],
+  ["bad storage", { storage: "cookie" }, /storage/],
+  ["bad headerName (space)", { headerName: "Idempotency Key" }, /headerName/],
+  ["bad headerName (CRLF)", { headerName: "X-Key\r\nX-Evil" }, /headerName/],
+  ["empty headerName", { headerName: "" }, /headerName/],
+  ["bad headerForm", { headerForm: "quoted" }, /headerForm/],
+  ["zero keyTtlMs", { keyTtlMs: 0 }, /keyTtlMs/],
+  ["negative retryBudget", { retryBudget: -1 }, /retryBudget/],
+  ["namespace with ':'", { namespace: "a:b" }, /namespace/],
+  ["empty namespace", { namespace: "" }, /namespace/],
+  ["shouldRetry not a function", { shouldRetry: 1 }, /shouldRetry/],
+  ["not an object", 5, /options/],
+  ["an array", [], /options/],
+];
+add("options validation: INVALID_OPTIONS naming the field", async (ctx) => {
+  const { assert, lib } = ctx;
+  for (const [label, options, field] of badOptions) {
+    const error = assert.throws(() => new lib.IdempotentClient(options), "INVALID_OPTIONS", label);
+    assert.match(error.message, field, label);
+    assert.ok(error instanceof Error && lib.isIdempotentFetchError(error), label);
+  }
+  // Valid edge values are accepted.
+  const ok = new lib.IdempotentClient({
+    namespace: ctx.ns, storage: "memory", keyTtlMs: 1, retryBudget: 0, headerForm: "raw", persistRequest: false,
+    retry: { maxAttempts: 1000, baseDelayMs: 0, maxDelayMs: 0, totalTimeoutMs: 0, attemptTimeoutMs: 1, maxRetryAfterMs: 0, jitter: "none" },
+  });
+  assert.equal(ok.namespace, ctx.ns);
+  assert.equal(ok.storage, "memory");
+  for (const jitter of ["full", "equal", "decorrelated", "none"]) new lib.IdempotentClient({ storage: "memory", retry: { jitter } });
+  const defaults = new lib.IdempotentClient(ctx.browser ? { namespace: ctx.ns } : undefined);
+  assert.equal(defaults.storage, ctx.browser ? "local" : "memory", "default storage");
+  assert.equal(new lib.IdempotentClient({ storage: "memory" }).namespace, "default");
+  assert.equal(defaults.retryBudget, 500);
+});
+
+add("request validation: INVALID_REQUEST, nothing stored or sent", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const url = ctx.url("rv", "201");
+  const bad = [
+    ["missing url", { body: "x" }],
+    ["empty url", { url: "" }],
+    ["url with CR/LF", { url: url + "\r\nX: 1" }],
+    ["relative url without a page", ctx.browser ? null : { url: "/api/orders" }],
+    ["non-string method", { url, method: 42 }],
+    ["method with a space", { url, method: "PO ST" }],
+    ["CONNECT", { url, method: "CONNECT" }],
+    ["header value with CR/LF", { url, headers: { "X-A": "a\r\nX-Evil: 1" }, body: "x" }],
+    ["header name invalid", { url, headers: { "X A": "1" }, body: "x" }],
+    ["GET with body", { url, method: "GET", body: "x" }],
+    ["HEAD with body", { url, method: "HEAD", body: "x" }],
+    ["Idempotency-Key set by the caller", { url, headers: { "Idempotency-Key": "mine" }, body: "x" }],
+    ["idempotency-key lower case in a Headers", { url, headers: new Headers({ "idempotency-key": "mine" }), body: "x" }],
+    ["idempotency-key in header pairs", { url, headers: [["IDEMPOTENCY-KEY", "mine"]], body: "x" }],
+    ["plain object body", { url, body: { amount: 1 } }],
+    ["number body", { url, body: 5 }],
+    ["unknown request field", { url, body: "x", retry: true }],
+  ].filter(([, request]) => request);
+  for (const [label, request] of bad) {
+    await assert.rejects(client.begin("pay", request), "INVALID_REQUEST", label);
+  }
+  await assert.rejects(client.begin("pay", "not an object"), "INVALID_REQUEST", "request not an object");
+  await assert.rejects(client.begin(42, { url, body: "x" }), "INVALID_REQUEST", "intent id not a string");
+  await assert.rejects(client.begin("", { url, body: "x" }), "INVALID_REQUEST", "empty intent id");
+  await assert.rejects(client.begin("a\nb", { url, body: "x" }), "INVALID_REQUEST", "intent id with a newline");
+  await assert.rejects(client.begin("x".repeat(257), { url, body: "x" }), "INVALID_REQUEST", "intent id too long");
+  await assert.rejects(client.fetch(url, { method: "POST", body: "x", intent: 5 }), "INVALID_REQUEST", "fetch intent not a string");
+  await assert.rejects(client.fetch(url, { method: "GET", body: "x" }), "INVALID_REQUEST", "fetch GET with body");
+  await assert.rejects(client.fetch(url, { method: "POST", headers: { "Idempotency-Key": "k" } }), "INVALID_REQUEST", "fetch with a key header");
+  await assert.rejects(client.fetch(url, { signal: "nope" }), "INVALID_REQUEST", "fetch signal not a signal");
+  assert.equal((await client.pending()).length, 0, "nothing stored");
+  assert.equal((await ctx.log("rv")).length, 0, "nothing sent");
+  // A URL object is accepted.
+  const op = await client.begin("url-object", { url: new URL(url), body: "x" });
+  assert.equal((await op.send()).status, 201);
+});
+
+add("an endless response body still resolves (body left unread)", async (ctx) => {
+  const { assert } = ctx;
+  const op = await ctx.client().begin("pay", { url: ctx.url("endless", "endless"), body: "x" });
+  const started = Date.now();
+  const result = await op.send();
+  assert.equal(result.status, 200);
+  assert.equal(result.ok, true);
+  assert.ok(Date.now() - started < 3000, "resolved without reading the body");
+  assert.equal(result.response.bodyUsed, false);
+  const reader = result.response.body.getReader();
+  const first = await reader.read();
+  assert.ok(first.value.length > 0, "body is readable by the app");
+  await reader.cancel();
+});
+
+add("client.fetch returns a Response; with intent it reuses the key", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { maxAttempts: 1 } });
+  const response = await client.fetch(ctx.url("f1", "201"), { method: "POST", body: "x" });
+  assert.ok(response instanceof Response);
+  assert.equal(response.status, 201);
+  const other = await client.fetch(new URL(ctx.url("f1", "201")), { method: "POST", body: "x" });
+  const [a, b] = await ctx.log("f1");
+  assert.match(a.key, UUID_V4);
+  assert.notEqual(a.key, b.key, "without intent each call is its own intent");
+  assert.equal((await other.json()).key, b.key);
+
+  const url = ctx.url("f2", "503,201");
+  const error = await assert.rejects(client.fetch(url, { method: "POST", body: "x", intent: "checkout:1" }), "RETRIES_EXHAUSTED");
+  const again = await client.fetch(url, { method: "POST", body: "x", intent: "checkout:1" });
+  assert.equal(again.status, 201);
+  const log = await ctx.log("f2");
+  assert.deepEqual(log.map((e) => e.key), [error.key, error.key]);
+
+  const definite = await client.fetch(ctx.url("f3", "404"), { method: "DELETE" });
+  assert.equal(definite.status, 404, "a definite 4xx resolves");
+  const request = new Request(ctx.url("f4", "201"), { method: "PUT", headers: { "X-From": "request" } });
+  const fromRequest = await client.fetch(request);
+  assert.equal(fromRequest.status, 201);
+  const [put] = await ctx.log("f4");
+  assert.equal(put.method, "PUT");
+  assert.equal(put.headers["x-from"], "request");
+  const get = await client.fetch(ctx.url("f5", "200"));
+  assert.equal(get.status, 200);
+  assert.equal((await ctx.log("f5"))[0].method, "GET");
+});
+
+add("two namespaces are isolated", async (ctx) => {
+  const { assert } = ctx;
+  const otherNs = ctx.newNamespace();
+  const a = ctx.client();
+  const b = new ctx.lib.IdempotentClient({ namespace: otherNs, storage: ctx.storage });
+  const request = { url: ctx.url("ns", "201"), body: "x" };
+  const opA = await a.begin("checkout:1", request);
+  const opB = await b.begin("checkout:1", request);
+  assert.notEqual(opA.key, opB.key);
+  assert.deepEqual((await a.pending()).map((p) => p.key), [opA.key]);
+  assert.deepEqual((await b.pending()).map((p) => p.key), [opB.key]);
+  assert.equal(await b.discard("checkout:1"), true);
+  assert.deepEqual((await a.pending()).map((p) => p.key), [opA.key], "discarding in one namespace leaves the other");
+  if (ctx.browser) {
+    assert.deepEqual(ctx.slots(), [`${PREFIX}${ctx.ns}:checkout:1`]);
+  }
+});
+
+add("pending() lists unfinished intents with their info", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { maxAttempts: 2 } });
+  const done = await client.begin("done", { url: ctx.url("p1", "201"), body: "x" });
+  await done.send();
+  const open = await client.begin("open", { url: ctx.url("p2", "503"), body: "x" });
+  await assert.rejects(open.send(), "RETRIES_EXHAUSTED");
+  const pending = await client.pending();
+  assert.equal(pending.length, 1);
+  const [info] = pending;
+  assert.equal(info.intentId, "open");
+  assert.equal(info.key, open.key);
+  assert.equal(info.state, "pending");
+  assert.equal(info.attempts, 2);
+  assert.equal(info.lastStatus, 503);
+  assert.equal(info.resumable, false);
+  assert.ok(info.createdAt <= info.updatedAt && info.updatedAt <= Date.now());
+  await assert.rejects(client.resume("open"), "INVALID_REQUEST", "resume without persistRequest");
+  await assert.rejects(client.resume("nope"), "NOT_FOUND");
+});
+
+add("expired intents are not re-sent (EXPIRED) and sweep reports them", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ keyTtlMs: 50, retry: { maxAttempts: 1 } });
+  const expiredEvents = [];
+  client.addEventListener("expired", (e) => expiredEvents.push(e));
+  const request = { url: ctx.url("exp", "503,201"), body: "x" };
+  const op = await client.begin("pay", request);
+  await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  const stale = await client.begin("stale", { url: ctx.url("exp2", "503"), body: "x" });
+  await assert.rejects(stale.send(), "RETRIES_EXHAUSTED");
+  const done = await client.begin("done", { url: ctx.url("exp3", "201"), body: "x" });
+  await done.send();
+  await ctx.sleep(120);
+  const again = await client.begin("pay", request);
+  assert.equal(again.key, op.key);
+  assert.equal(again.state, "expired");
+  const error = await assert.rejects(again.send(), "EXPIRED");
+  assert.equal(error.key, op.key);
+  assert.equal((await ctx.log("exp")).length, 1, "the expired key was not re-sent");
+  const swept = await client.sweep();
+  assert.deepEqual(swept, { removed: 1, expired: 1 });
+  assert.deepEqual(expiredEvents.map((e) => [e.type, e.intentId, e.key]), [["expired", "stale", stale.key]]);
+  const pending = await client.pending();
+  assert.deepEqual(pending.map((p) => [p.intentId, p.state]).sort(), [["pay", "expired"], ["stale", "expired"]]);
+  await client.discard("pay");
+  const fresh = await client.begin("pay", request);
+  assert.notEqual(fresh.key, op.key, "after discard a new key is made");
+});
+
+add("persistRequest: true stores the request so resume() re-sends it with the same key", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ persistRequest: true, retry: { maxAttempts: 2 } });
+  const body = `{"card":"${CARD}"}`;
+  const op = await client.begin("pay", { url: ctx.url("pr", "503,503,201"), headers: { "X-Trace": "t1" }, body });
+  await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  if (ctx.browser) {
+    const stored = JSON.parse(localStorage.getItem(`${PREFIX}${ctx.ns}:pay`));
+    assert.ok(stored.request, "the request is stored when opted in");
+    assert.ok(JSON.stringify(stored.request.headers).includes("t1"));
+  }
+  const later = ctx.browser ? ctx.client({ persistRequest: true }) : client;
+  const [info] = await later.pending();
+  assert.equal(info.resumable, true);
+  const resumed = await later.resume("pay");
+  assert.equal(resumed.key, op.key);
+  assert.equal(resumed.resumed, true);
+  assert.equal(resumed.attempts, 2);
+  const result = await resumed.send();
+  assert.equal(result.status, 201);
+  const log = await ctx.log("pr");
+  assert.equal(log.length, 3);
+  for (const entry of log) {
+    assert.equal(entry.key, op.key);
+    assert.equal(entry.body, body);
+    assert.equal(entry.headers["x-trace"], "t1");
+    assert.match(entry.headers["content-type"], /^text\/plain/);
+  }
+});
+
+// --- browser-only cases (real Web Storage) ---------------------------------------------------
+
+add("reload: a fresh client over the same localStorage resumes the same key", async (ctx) => {
+  const { assert } = ctx;
+  const request = () => ({ url: ctx.url("reload", "503,503,201"), body: '{"cart":42}' });
+  const before = ctx.client({ retry: { maxAttempts: 2 } });
+  const op = await before.begin("checkout:cart-42", request());
+  await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  const after = ctx.client(); // "the page reloaded"
+  const pending = await after.pending();
+  assert.deepEqual(pending.map((p) => [p.intentId, p.key, p.attempts]), [["checkout:cart-42", op.key, 2]]);
+  const resumed = await after.begin("checkout:cart-42", request());
+  assert.equal(resumed.key, op.key);
+  assert.equal(resumed.resumed, true);
+  assert.equal(resumed.attempts, 2);
+  assert.equal(resumed.lastStatus, 503);
+  const result = await resumed.send();
+  assert.equal(result.status, 201);
+  assert.deepEqual((await ctx.log("reload")).map((e) => e.key), [op.key, op.key, op.key]);
+}, { browserOnly: true });
+
+add("reload with sessionStorage resumes the same key", async (ctx) => {
+  const { assert } = ctx;
+  const request = () => ({ url: ctx.url("sess", "503,201"), body: "x" });
+  const before = ctx.client({ storage: "session", retry: { maxAttempts: 1 } });
+  assert.equal(before.storage, "session");
+  const op = await before.begin("pay", request());
+  await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  assert.equal(ctx.slots(sessionStorage).length, 1, "stored in sessionStorage");
+  assert.equal(ctx.slots(localStorage).length, 0, "not in localStorage");
+  const resumed = await ctx.client({ storage: "session" }).begin("pay", request());
+  assert.equal(resumed.key, op.key);
+  assert.equal((await resumed.send()).status, 201);
+}, { browserOnly: true });
+
+add("no body or header is ever written to storage", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { maxAttempts: 2 } });
+  const headers = { Authorization: `Bearer ${SECRET_TOKEN}`, "X-Card": CARD };
+  const body = JSON.stringify({ card: CARD, cvc: "123" });
+  const done = await client.begin("done", { url: ctx.url("sec1", "503,201"), headers, body });
+  await done.send();
+  const open = await client.begin("open", { url: ctx.url("sec2", "503"), headers, body: new TextEncoder().encode(body) });
+  await assert.rejects(open.send(), "RETRIES_EXHAUSTED");
+  const form = new FormData();
+  form.append("card", CARD);
+  await assert.rejects((await client.begin("form", { url: ctx.url("sec3", "503"), headers, body: form })).send(), "RETRIES_EXHAUSTED");
+  const [sent] = await ctx.log("sec1");
+  assert.equal(sent.headers.authorization, `Bearer ${SECRET_TOKEN}`, "the server did get the token");
+  assert.equal(ctx.slots().length, 3, "three intents stored");
+  for (const text of allStoredText()) {
+    assert.ok(!text.includes(SECRET_TOKEN), `token found in storage: ${text}`);
+    assert.ok(!text.includes(CARD), `card number found in storage: ${text}`);
+    assert.ok(!text.includes("X-Card") && !text.includes("x-card"), `header name found in storage: ${text}`);
+  }
+}, { browserOnly: true });
+
+add("storage blocked (SecurityError) falls back to memory, tells the app, and still sends", async (ctx) => {
+  const { assert } = ctx;
+  const restore = override(globalThis, "localStorage", {
+    get() { throw new DOMException("The operation is insecure.", "SecurityError"); },
+  });
+  try {
+    const client = ctx.client({ storage: "local" });
+    const events = [];
+    client.addEventListener("storagefallback", (e) => events.push(e));
+    assert.equal(client.storage, "memory");
+    assert.match(client.storageFallback, /SecurityError/);
+    await ctx.waitFor(() => events.length > 0, "the storagefallback event");
+    assert.equal(events[0].type, "storagefallback");
+    assert.match(events[0].reason, /SecurityError/);
+    const op = await client.begin("pay", { url: ctx.url("blocked", "503,201"), body: "x" });
+    const result = await op.send();
+    assert.equal(result.status, 201);
+    assert.deepEqual((await ctx.log("blocked")).map((e) => e.key), [op.key, op.key]);
+    assert.equal((await client.pending()).length, 0);
+  } finally {
+    restore();
+  }
+  assert.equal(ctx.slots().length, 0, "nothing reached localStorage");
+}, { browserOnly: true });
+
+add("storage full (QuotaExceededError) at start falls back to memory and still sends", async (ctx) => {
+  const { assert } = ctx;
+  const restore = override(Storage.prototype, "setItem", {
+    writable: true,
+    value() { throw new DOMException("The quota has been exceeded.", "QuotaExceededError"); },
+  });
+  try {
+    const client = ctx.client();
+    const events = [];
+    client.addEventListener("storagefallback", (e) => events.push(e));
+    assert.equal(client.storage, "memory");
+    assert.match(client.storageFallback, /QuotaExceededError/);
+    await ctx.waitFor(() => events.length > 0, "the storagefallback event");
+    assert.match(events[0].reason, /QuotaExceededError/);
+    const op = await client.begin("pay", { url: ctx.url("full", "503,201"), body: "x" });
+    assert.equal((await op.send()).status, 201);
+    assert.deepEqual((await ctx.log("full")).map((e) => e.key), [op.key, op.key]);
+  } finally {
+    restore();
+  }
+}, { browserOnly: true });
+
+add("storage filling up mid-way falls back to memory, keeps the key, and still sends", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { maxAttempts: 1 } });
+  const events = [];
+  client.addEventListener("storagefallback", (e) => events.push(e));
+  const request = { url: ctx.url("fills", "503,201"), body: "x" };
+  const op = await client.begin("pay", request);
+  await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  assert.equal(client.storage, "local");
+  const restore = override(Storage.prototype, "setItem", {
+    writable: true,
+    value() { throw new DOMException("The quota has been exceeded.", "QuotaExceededError"); },
+  });
+  try {
+    const again = await client.begin("pay", request);
+    assert.equal(again.key, op.key);
+    const result = await again.send();
+    assert.equal(result.status, 201);
+    assert.equal(client.storage, "memory");
+    assert.match(client.storageFallback, /QuotaExceededError/);
+    assert.equal(events.length, 1);
+    assert.match(events[0].reason, /QuotaExceededError/);
+    assert.deepEqual((await ctx.log("fills")).map((e) => e.key), [op.key, op.key]);
+    const other = await client.begin("other", { url: ctx.url("fills2", "201"), body: "x" });
+    assert.equal((await other.send()).status, 201);
+  } finally {
+    restore();
+  }
+}, { browserOnly: true });
+
+add("a corrupt stored record: begin rejects STORAGE and the entry is not overwritten", async (ctx) => {
+  const { assert } = ctx;
+  const slot = `${PREFIX}${ctx.ns}:pay`;
+  const request = { url: ctx.url("corrupt", "201"), body: "x" };
+  for (const garbage of ["{not json", "null", '{"v":2}', "[]", '"text"']) {
+    localStorage.setItem(slot, garbage);
+    const client = ctx.client();
+    const error = await assert.rejects(client.begin("pay", request), "STORAGE", garbage);
+    assert.match(error.message, /pay/, "the message names the intent");
+    assert.equal(localStorage.getItem(slot), garbage, "the corrupt entry is left alone");
+    assert.deepEqual(await client.pending(), [], "pending() skips it");
+    await client.sweep();
+    assert.equal(localStorage.getItem(slot), garbage, "sweep leaves it alone");
+  }
+  assert.equal((await ctx.log("corrupt")).length, 0, "nothing sent");
+  const client = ctx.client();
+  await client.discard("pay");
+  assert.equal(localStorage.getItem(slot), null, "discard removes it");
+  assert.equal((await (await client.begin("pay", request)).send()).status, 201, "and a fresh begin works");
+}, { browserOnly: true });
+
+add("a tampered stored key (CR/LF or not a UUID) is refused STORAGE and nothing is sent", async (ctx) => {
+  const { assert } = ctx;
+  const slot = `${PREFIX}${ctx.ns}:pay`;
+  const request = { url: ctx.url("tamper", "201"), body: "x" };
+  const original = await ctx.client().begin("pay", request);
+  const record = JSON.parse(localStorage.getItem(slot));
+  assert.equal(record.key, original.key);
+  for (const key of [`${original.key}\r\nX-Evil: 1`, "not-a-uuid", original.key.toUpperCase(), `{${original.key}}`,
+    "00000000-0000-1000-8000-000000000000"]) {
+    const tampered = JSON.stringify({ ...record, key });
+    localStorage.setItem(slot, tampered);
+    await assert.rejects(ctx.client().begin("pay", request), "STORAGE", `begin with key ${JSON.stringify(key)}`);
+    await assert.rejects(original.send(), "STORAGE", `send with key ${JSON.stringify(key)}`);
+    assert.equal(localStorage.getItem(slot), tampered, "left alone");
+  }
+  assert.equal((await ctx.log("tamper")).length, 0, "nothing sent");
+  localStorage.setItem(slot, JSON.stringify({ ...record, extra: 1 }));
+  await assert.rejects(ctx.client().begin("pay", request), "STORAGE", "unknown field in the record");
+  localStorage.setItem(slot, JSON.stringify({ ...record, id: "other" }));
+  await assert.rejects(ctx.client().begin("pay", request), "STORAGE", "record copied from another slot");
+  localStorage.removeItem(slot);
+}, { browserOnly: true });
+
+add("offline: waits for the online event instead of burning attempts", async (ctx) => {
+  const { assert } = ctx;
+  const restore = override(navigator, "onLine", { get: () => false });
+  let restored = false;
+  try {
+    const client = ctx.client();
+    const offline = [];
+    client.addEventListener("offline", (e) => offline.push(e));
+    const op = await client.begin("pay", { url: ctx.url("offline", "201"), body: "x" });
+    const sending = op.send();
+    await ctx.waitFor(() => offline.length > 0, "the offline event");
+    assert.equal(offline[0].key, op.key);
+    await ctx.sleep(150);
+    assert.equal((await ctx.log("offline")).length, 0, "nothing sent while offline");
+    restore();
+    restored = true;
+    globalThis.dispatchEvent(new Event("online"));
+    const result = await sending;
+    assert.equal(result.status, 201);
+    assert.equal(result.attempts, 1);
+  } finally {
+    if (!restored) restore();
+  }
+}, { browserOnly: true });
