@@ -7,6 +7,7 @@ mod clock;
 mod errors;
 mod events;
 mod js;
+mod lock;
 mod operation;
 mod options;
 mod request;

@@ -119,6 +119,18 @@ async fn send_operation(
 ) -> Result<JsValue, JsValue> {
     let intent_id = record.borrow().id.clone();
     let config = &inner.config;
+    // One sender per intent across tabs: wait for the tab (or the other send) that holds it.
+    let lock_name = format!("idempotent-fetch:{}:{intent_id}", config.namespace);
+    let mut random = crate::core::ports::OsRandom;
+    let _lock = match super::lock::acquire(&lock_name, signal.as_ref(), &mut random).await {
+        Ok(lock) => lock,
+        Err(_) => {
+            let key = record.borrow().key.clone();
+            let error = crate::core::SendError::new(ErrorCode::Aborted, "aborted while another tab or call was sending this intent; the key is kept")
+                .with_key(&key);
+            return Err(to_js_error(&error));
+        }
+    };
     let should_retry_fn = config.should_retry.clone();
     let should_retry = move |status: u16| -> Option<bool> {
         let f = should_retry_fn.as_ref()?;

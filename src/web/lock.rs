@@ -1,0 +1,184 @@
+//! One sender per intent across tabs (and within a page): a Web Lock where the browser has
+//! `navigator.locks`, a lease in `localStorage` where it does not.
+//!
+//! The tab that holds the lock sends; another tab's `send` of the same intent waits for the lock,
+//! then finds the record updated. If the first tab got a definite answer, the waiting tab re-sends
+//! with the same key and the server replays the stored answer (`replayed: true`): one order, and
+//! both tabs see its result. If the first tab closed mid-retry, its Web Lock is released by the
+//! browser (a lease expires after [`LEASE_TTL_MS`]) and the second tab takes over with the same key.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use futures_channel::oneshot;
+use futures_util::future::{select, Either};
+use gloo_timers::future::TimeoutFuture;
+use js_sys::{Function, Promise};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+use crate::core::ports::{Clock, Interrupted, RandomSource};
+
+use super::clock::DateClock;
+use super::js::{global_property, object, property, set};
+use super::waiter::EventOnce;
+
+/// How long a storage lease lives without renewal: a closed tab blocks others at most this long.
+pub const LEASE_TTL_MS: u64 = 5_000;
+
+/// A held lock; released when dropped.
+pub enum IntentLock {
+    /// A Web Lock; calling the function resolves the promise the lock callback returned.
+    WebLock(Function),
+    /// A storage lease, renewed by a timer while held (kept only for its `Drop`).
+    Lease(#[allow(dead_code)] Lease),
+    /// No coordination is possible here (no Web Locks, no localStorage: e.g. Node).
+    None,
+}
+
+impl Drop for IntentLock {
+    fn drop(&mut self) {
+        if let IntentLock::WebLock(release) = self {
+            let _ = release.call0(&JsValue::UNDEFINED);
+        }
+    }
+}
+
+/// Waits for the lock `name`, or until `signal` aborts.
+pub async fn acquire(name: &str, signal: Option<&web_sys::AbortSignal>, random: &mut dyn RandomSource) -> Result<IntentLock, Interrupted> {
+    if signal.is_some_and(|s| s.aborted()) {
+        return Err(Interrupted);
+    }
+    let locks = global_property("navigator").and_then(|n| property(&n, "locks"));
+    if let Some(locks) = locks {
+        if let Some(lock) = acquire_web_lock(&locks, name, signal).await? {
+            return Ok(lock);
+        }
+    }
+    match global_property("localStorage").and_then(|s| s.dyn_into::<web_sys::Storage>().ok()) {
+        Some(storage) => Lease::acquire(storage, name, signal, random).await.map(IntentLock::Lease),
+        None => Ok(IntentLock::None),
+    }
+}
+
+/// `navigator.locks.request(name, { signal }, callback)`; `Ok(None)` if the API refuses outright.
+async fn acquire_web_lock(locks: &JsValue, name: &str, signal: Option<&web_sys::AbortSignal>) -> Result<Option<IntentLock>, Interrupted> {
+    let Some(request) = property(locks, "request").and_then(|r| r.dyn_into::<Function>().ok()) else {
+        return Ok(None);
+    };
+    let mut release: Option<Function> = None;
+    let held = Promise::new(&mut |resolve, _reject| release = Some(resolve));
+    let Some(release) = release else { return Ok(None) };
+    let (granted_tx, mut granted) = oneshot::channel::<()>();
+    let callback = Closure::once_into_js(move |_lock: JsValue| -> JsValue {
+        let _ = granted_tx.send(());
+        held.into()
+    });
+    let options = object();
+    if let Some(signal) = signal {
+        set(&options, "signal", signal.clone());
+    }
+    let requested = match request.call3(locks, &JsValue::from_str(name), &options, &callback) {
+        Ok(promise) => promise,
+        Err(_) => return Ok(None),
+    };
+    // The request's promise rejects when aborted; observe it so it is never an unhandled rejection.
+    if let Ok(promise) = requested.dyn_into::<Promise>() {
+        wasm_bindgen_futures::spawn_local(async move {
+            let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+        });
+    }
+    let lock = IntentLock::WebLock(release);
+    match signal {
+        None => match granted.await {
+            Ok(()) => Ok(Some(lock)),
+            Err(_) => Ok(None),
+        },
+        Some(signal) => {
+            let mut abort = EventOnce::listen(signal.as_ref(), "abort");
+            match select(&mut granted, &mut abort.fired).await {
+                Either::Left((Ok(()), _)) => Ok(Some(lock)),
+                Either::Left((Err(_), _)) => Ok(None),
+                Either::Right(_) => Err(Interrupted),
+            }
+        }
+    }
+}
+
+/// A lease in localStorage: `{ owner, expires }` under `idempotent-fetch:lease:<name>`.
+pub struct Lease {
+    storage: web_sys::Storage,
+    slot: String,
+    owner: String,
+    renewing: Rc<Cell<bool>>,
+}
+
+impl Lease {
+    async fn acquire(storage: web_sys::Storage, name: &str, signal: Option<&web_sys::AbortSignal>, random: &mut dyn RandomSource) -> Result<Self, Interrupted> {
+        let slot = format!("idempotent-fetch:lease:{name}");
+        let owner = format!("{:016x}", random.next_u64());
+        loop {
+            if signal.is_some_and(|s| s.aborted()) {
+                return Err(Interrupted);
+            }
+            let now = DateClock.now_ms();
+            let free = match storage.get_item(&slot) {
+                Ok(Some(value)) => lease_expiry(&value).is_none_or(|expires| expires <= now),
+                Ok(None) => true,
+                // Storage unreadable: coordination is impossible; proceed rather than block forever.
+                Err(_) => return Ok(Self::unowned(storage, slot, owner)),
+            };
+            if free {
+                let _ = storage.set_item(&slot, &lease_value(&owner, now + LEASE_TTL_MS));
+                // Two tabs may write at once: wait a moment, then see whose write stuck.
+                TimeoutFuture::new(30).await;
+                if storage.get_item(&slot).ok().flatten().is_some_and(|v| v.starts_with(&owner)) {
+                    let lease = Self { storage, slot, owner, renewing: Rc::new(Cell::new(true)) };
+                    lease.keep_renewed();
+                    return Ok(lease);
+                }
+            }
+            // Wait for the holder to release (a `storage` event from its tab) or re-check soon.
+            let mut released = EventOnce::listen(&js_sys::global(), "storage");
+            let _ = select(&mut released.fired, TimeoutFuture::new(250)).await;
+        }
+    }
+
+    fn unowned(storage: web_sys::Storage, slot: String, owner: String) -> Self {
+        Self { storage, slot, owner, renewing: Rc::new(Cell::new(false)) }
+    }
+
+    /// Renews the lease every third of its TTL while held.
+    fn keep_renewed(&self) {
+        let (storage, slot, owner, renewing) = (self.storage.clone(), self.slot.clone(), self.owner.clone(), self.renewing.clone());
+        wasm_bindgen_futures::spawn_local(async move {
+            loop {
+                TimeoutFuture::new((LEASE_TTL_MS / 3) as u32).await;
+                if !renewing.get() {
+                    break;
+                }
+                let _ = storage.set_item(&slot, &lease_value(&owner, DateClock.now_ms() + LEASE_TTL_MS));
+            }
+        });
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.renewing.set(false);
+        if self.storage.get_item(&self.slot).ok().flatten().is_some_and(|v| v.starts_with(&self.owner)) {
+            let _ = self.storage.remove_item(&self.slot);
+        }
+    }
+}
+
+/// `"<owner>:<expires ms>"`.
+fn lease_value(owner: &str, expires: u64) -> String {
+    format!("{owner}:{expires}")
+}
+
+/// The expiry of a lease value; `None` for anything malformed (treated as free).
+fn lease_expiry(value: &str) -> Option<u64> {
+    value.split_once(':')?.1.parse().ok()
+}
+
