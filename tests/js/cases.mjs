@@ -127,9 +127,10 @@ export function makeContext({ lib, server, storage, browser }) {
         ...rest,
       });
     },
-    /** URL of a scripted scenario; scenario names are prefixed with the namespace (unique). */
+    /** URL of a scripted scenario; scenario names are prefixed with the namespace (unique).
+     *  `close=1`: a fresh connection per attempt, so the browser never re-sends one by itself. */
     url(scenario, script = "201") {
-      return `${server}/s/${ns}-${scenario}?script=${encodeURIComponent(script)}`;
+      return `${server}/s/${ns}-${scenario}?script=${encodeURIComponent(script)}&close=1`;
     },
     /** What the server received for `scenario`. */
     async log(scenario) {
@@ -470,7 +471,7 @@ add("an empty retry budget ends a send with reason budget, key kept", async (ctx
   assert.equal(error.attempts, 1);
   assert.equal(error.key, op.key);
   const spender = ctx.client({ retryBudget: 100 });
-  const spent = await spender.begin("pay", { url: ctx.url("bud2", "503,503,201"), body: "x" });
+  const spent = await spender.begin("spend", { url: ctx.url("bud2", "503,503,201"), body: "x" });
   await spent.send();
   assert.ok(spender.retryBudget < 100, `budget spent by retries (${spender.retryBudget} left)`);
 });
@@ -1109,8 +1110,12 @@ add("a tampered stored key (CR/LF or not a UUID) is refused STORAGE and nothing 
     assert.equal(localStorage.getItem(slot), tampered, "left alone");
   }
   assert.equal((await ctx.log("tamper")).length, 0, "nothing sent");
-  localStorage.setItem(slot, JSON.stringify({ ...record, extra: 1 }));
-  await assert.rejects(ctx.client().begin("pay", request), "STORAGE", "unknown field in the record");
+  localStorage.setItem(slot, JSON.stringify({ ...record, fingerprint: "zz" }));
+  await assert.rejects(ctx.client().begin("pay", request), "STORAGE", "malformed fingerprint");
+  localStorage.setItem(slot, JSON.stringify({ ...record, lastStatus: 9999 }));
+  await assert.rejects(ctx.client().begin("pay", request), "STORAGE", "impossible status");
+  localStorage.setItem(slot, JSON.stringify({ ...record, updatedAt: record.createdAt - 1 }));
+  await assert.rejects(ctx.client().begin("pay", request), "STORAGE", "updatedAt before createdAt");
   localStorage.setItem(slot, JSON.stringify({ ...record, id: "other" }));
   await assert.rejects(ctx.client().begin("pay", request), "STORAGE", "record copied from another slot");
   localStorage.removeItem(slot);

@@ -11,6 +11,9 @@
 //   endless    200 with a body that never ends
 // GET /log/<scenario> returns the logged requests: [{method, key, headers, body, bodyBase64, attempt}]
 // (`body` is latin1 text; `bodyBase64` is the exact bytes).
+// `&close=1` on a scenario URL answers with `Connection: close`, so every attempt uses a fresh
+// connection (Chromium transparently re-sends a request that got a 408 or a reset on a reused
+// keep-alive socket, which would hide that attempt from the library).
 // CORS: a preflight's Access-Control-Request-Headers are echoed back, because the `*` wildcard
 // does not cover `Authorization` (tests send one to prove it never reaches storage).
 // Run directly it prints `listening on http://127.0.0.1:PORT`; tests import `startTestServer`.
@@ -25,12 +28,13 @@ export function startTestServer(port = 0) {
       "access-control-allow-methods": "GET,POST,PUT,PATCH,DELETE",
       "access-control-expose-headers": "idempotent-replayed, retry-after, stripe-should-retry",
     };
+    const url = new URL(req.url, "http://127.0.0.1");
+    if (url.searchParams.has("close")) cors.connection = "close";
     if (req.method === "OPTIONS") {
       const asked = req.headers["access-control-request-headers"];
       res.writeHead(204, asked ? { ...cors, "access-control-allow-headers": asked } : cors).end();
       return;
     }
-    const url = new URL(req.url, "http://127.0.0.1");
     const [, kind, scenario] = url.pathname.split("/");
     if (kind === "log" && scenario) {
       res.writeHead(200, { ...cors, "content-type": "application/json" });
