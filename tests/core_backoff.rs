@@ -1,6 +1,7 @@
 //! Backoff delays and the engine's limits, as properties over policies and RNG seeds: delays stay
 //! in `[0, max_delay_ms]`, jitter keeps its floor, attempts never exceed `max_attempts`, and a
 //! `send` never runs past its total deadline.
+#![cfg(not(target_arch = "wasm32"))]
 
 #[path = "core/support.rs"]
 mod support;

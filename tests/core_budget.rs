@@ -1,5 +1,6 @@
 //! The client-wide retry budget (a token bucket): unit behaviour, and how the engine spends and
 //! refills it without ever minting a new key.
+#![cfg(not(target_arch = "wasm32"))]
 
 #[path = "core/support.rs"]
 mod support;

@@ -1,5 +1,6 @@
 //! Classification of answers (definite vs retried, server hints, caller override) and
 //! `Retry-After`, both as pure functions and through the engine.
+#![cfg(not(target_arch = "wasm32"))]
 
 #[path = "core/support.rs"]
 mod support;

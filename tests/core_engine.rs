@@ -1,5 +1,6 @@
 //! The retry engine's protocol rules (DESIGN.md, "The protocol, client side"): one key per intent,
 //! kept across attempts, reloads, aborts and exhaustion; offline waits; expiry; persistence order.
+#![cfg(not(target_arch = "wasm32"))]
 
 #[path = "core/support.rs"]
 mod support;

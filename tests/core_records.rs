@@ -1,5 +1,6 @@
 //! What is stored and how it is checked when read back: intent records (validation and serde),
 //! keys, fingerprints, the memory store, tampered storage, and the sweep.
+#![cfg(not(target_arch = "wasm32"))]
 
 #[path = "core/support.rs"]
 mod support;
