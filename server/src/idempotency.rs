@@ -46,7 +46,10 @@ impl InFlight {
         if !keys.insert(entry.clone()) {
             return None;
         }
-        Some(InFlightGuard { keys: Arc::clone(&self.keys), entry })
+        Some(InFlightGuard {
+            keys: Arc::clone(&self.keys),
+            entry,
+        })
     }
 }
 
@@ -121,7 +124,10 @@ async fn handle(
         now,
         expired_before: now.saturating_sub(app.retention_secs),
     };
-    let options = ProcessOptions { work_delay: plan.latency, fail_before_commit: plan.crash_before_commit };
+    let options = ProcessOptions {
+        work_delay: plan.latency,
+        fail_before_commit: plan.crash_before_commit,
+    };
     // The step runs in its own task so that a client hanging up cannot cancel it half way.
     let store = app.store.clone();
     let outcome = tokio::spawn(async move { store.process(request, options).await })

@@ -74,7 +74,7 @@ pub async fn open_store(database: &Database) -> Result<Store, ServeError> {
                 .map_err(|e| store::StoreError::Task(e.to_string()))??;
             Ok(Store::Sqlite(store))
         }
-        Database::Postgres(_) => Err(ServeError::Config("PostgreSQL support is not built yet".into())),
+        Database::Postgres(url) => Ok(Store::Postgres(store::PostgresStore::connect(url).await?)),
     }
 }
 
@@ -153,7 +153,10 @@ pub async fn serve(config: Config) -> Result<RunningServer, ServeError> {
 /// Like [`serve`], with an already opened store (several servers may share one).
 pub async fn serve_with_store(config: Config, store: Store) -> Result<RunningServer, ServeError> {
     let faults = Faults::new(config.faults.clone());
-    faults.get().validate().map_err(|p| ServeError::Config(p.detail))?;
+    faults
+        .get()
+        .validate()
+        .map_err(|p| ServeError::Config(p.detail))?;
     let state = routes::AppState {
         store: store.clone(),
         faults: faults.clone(),
@@ -173,6 +176,18 @@ pub async fn serve_with_store(config: Config, store: Store) -> Result<RunningSer
             })
             .await
     });
-    let sweeper = tokio::spawn(sweep::run(store.clone(), config.retention, config.sweep_interval, rx));
-    Ok(RunningServer { addr, store, faults, shutdown, server, sweeper })
+    let sweeper = tokio::spawn(sweep::run(
+        store.clone(),
+        config.retention,
+        config.sweep_interval,
+        rx,
+    ));
+    Ok(RunningServer {
+        addr,
+        store,
+        faults,
+        shutdown,
+        server,
+        sweeper,
+    })
 }

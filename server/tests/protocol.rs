@@ -39,7 +39,10 @@ async fn fifty_concurrent_requests_with_one_key_create_one_order() {
     }
     assert!(originals <= 1, "{originals} original answers");
     assert_eq!(t.count_orders(), 1);
-    assert!(bodies.windows(2).all(|w| w[0] == w[1]), "all 201 bodies are the same order");
+    assert!(
+        bodies.windows(2).all(|w| w[0] == w[1]),
+        "all 201 bodies are the same order"
+    );
     // Whoever got 409 retries and gets the replay.
     let retry = t.post(Some("same-key"), MUGS, &[]).await.expect("retry");
     assert_eq!(retry.status(), 201);
@@ -63,7 +66,10 @@ async fn replay_is_byte_identical() {
         assert_eq!(again.status(), 201);
         assert_eq!(header(&again, "idempotent-replayed"), Some("true"));
         assert_eq!(header(&again, "content-type"), Some("application/json"));
-        assert_eq!(header(&again, "location").map(str::to_owned), first_location);
+        assert_eq!(
+            header(&again, "location").map(str::to_owned),
+            first_location
+        );
         assert_eq!(again.bytes().await.expect("body"), first_body);
     }
     assert_eq!(t.count_orders(), 1);
@@ -71,8 +77,15 @@ async fn replay_is_byte_identical() {
     let order: serde_json::Value = serde_json::from_slice(&first_body).expect("json");
     assert_eq!(order["idempotencyKey"], "k-replay");
     assert_eq!(order["totalCents"], 2400);
-    let listed: serde_json::Value =
-        t.client.get(t.url("/api/orders")).send().await.expect("list").json().await.expect("json");
+    let listed: serde_json::Value = t
+        .client
+        .get(t.url("/api/orders"))
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("json");
     assert_eq!(listed["orders"][0], order);
     t.stop().await;
 }
@@ -86,7 +99,10 @@ async fn rejected_bodies_are_stored_and_replayed_too() {
     let first_body = assert_problem(first, 400, "invalid-order").await;
     let again = t.post(Some("k-bad"), bad, &[]).await.expect("again");
     assert_eq!(header(&again, "idempotent-replayed"), Some("true"));
-    assert_eq!(assert_problem(again, 400, "invalid-order").await, first_body);
+    assert_eq!(
+        assert_problem(again, 400, "invalid-order").await,
+        first_body
+    );
     assert_eq!(t.count_orders(), 0);
     t.stop().await;
 }
@@ -94,7 +110,13 @@ async fn rejected_bodies_are_stored_and_replayed_too() {
 #[tokio::test]
 async fn same_key_different_body_is_422() {
     let t = TestServer::start().await;
-    assert_eq!(t.post(Some("k-422"), MUGS, &[]).await.expect("first").status(), 201);
+    assert_eq!(
+        t.post(Some("k-422"), MUGS, &[])
+            .await
+            .expect("first")
+            .status(),
+        201
+    );
     let other = t.post(Some("k-422"), GRINDER, &[]).await.expect("second");
     assert_problem(other, 422, "idempotency-key-reused").await;
     assert_eq!(t.count_orders(), 1);
@@ -104,7 +126,12 @@ async fn same_key_different_body_is_422() {
 #[tokio::test]
 async fn missing_or_malformed_keys_are_400() {
     let t = TestServer::start().await;
-    assert_problem(t.post(None, MUGS, &[]).await.expect("missing"), 400, "missing-idempotency-key").await;
+    assert_problem(
+        t.post(None, MUGS, &[]).await.expect("missing"),
+        400,
+        "missing-idempotency-key",
+    )
+    .await;
     let long = "k".repeat(256);
     for bad in ["a b", "\"unterminated", "\"\"", long.as_str(), "k\u{7f}"] {
         let response = t.post(Some(bad), MUGS, &[]).await;
@@ -127,7 +154,14 @@ async fn a_key_in_flight_gets_409_with_retry_after() {
     let client = t.client.clone();
     let base = t.server.url();
     let slow = tokio::spawn(async move {
-        common::post_to(&client, &base, Some("k-slow"), MUGS, &[("x-fault", "latency=1500")]).await
+        common::post_to(
+            &client,
+            &base,
+            Some("k-slow"),
+            MUGS,
+            &[("x-fault", "latency=1500")],
+        )
+        .await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let busy = t.post(Some("k-slow"), MUGS, &[]).await.expect("second");
@@ -147,14 +181,19 @@ async fn a_key_in_flight_gets_409_with_retry_after() {
 #[tokio::test]
 async fn drop_after_commit_then_retry_replays() {
     let t = TestServer::start().await;
-    let dropped = t.post(Some("k-drop"), MUGS, &[("x-fault", "drop-after-commit")]).await;
+    let dropped = t
+        .post(Some("k-drop"), MUGS, &[("x-fault", "drop-after-commit")])
+        .await;
     let error = dropped.expect_err("the client must see a network error, not an answer");
     assert!(!error.is_status() && !error.is_builder(), "{error:?}");
     // The order was committed before the connection was dropped.
     assert_eq!(t.count_orders(), 1);
 
     // The retry carries the same headers (as the client library would): it gets the replay.
-    let retry = t.post(Some("k-drop"), MUGS, &[("x-fault", "drop-after-commit")]).await.expect("retry");
+    let retry = t
+        .post(Some("k-drop"), MUGS, &[("x-fault", "drop-after-commit")])
+        .await
+        .expect("retry");
     assert_eq!(retry.status(), 201);
     assert_eq!(header(&retry, "idempotent-replayed"), Some("true"));
     let order: serde_json::Value = retry.json().await.expect("json");
@@ -166,7 +205,10 @@ async fn drop_after_commit_then_retry_replays() {
 #[tokio::test]
 async fn crash_before_commit_leaves_nothing_and_the_retry_works_once() {
     let t = TestServer::start().await;
-    let crashed = t.post(Some("k-crash"), MUGS, &[("x-fault", "crash-before-commit")]).await.expect("answer");
+    let crashed = t
+        .post(Some("k-crash"), MUGS, &[("x-fault", "crash-before-commit")])
+        .await
+        .expect("answer");
     assert_problem(crashed, 500, "crashed-before-commit").await;
     assert_eq!(t.count_keys(), 0);
     assert_eq!(t.count_orders(), 0);
@@ -184,7 +226,10 @@ async fn crash_before_commit_leaves_nothing_and_the_retry_works_once() {
 async fn accounts_are_isolated() {
     let t = TestServer::start().await;
     for account in ["acct_a", "acct-b"] {
-        let response = t.post(Some("shared-key"), MUGS, &[("x-account-id", account)]).await.expect("post");
+        let response = t
+            .post(Some("shared-key"), MUGS, &[("x-account-id", account)])
+            .await
+            .expect("post");
         assert_eq!(response.status(), 201);
         assert_eq!(header(&response, "idempotent-replayed"), None);
     }
@@ -205,12 +250,22 @@ async fn accounts_are_isolated() {
         assert_eq!(listed["orders"][0]["accountId"], account);
     }
     // No header: the "demo" account, which has no orders.
-    let demo: serde_json::Value =
-        t.client.get(t.url("/api/orders")).send().await.expect("list").json().await.expect("json");
+    let demo: serde_json::Value = t
+        .client
+        .get(t.url("/api/orders"))
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("json");
     assert_eq!(demo["accountId"], "demo");
     assert_eq!(demo["orders"].as_array().map(Vec::len), Some(0));
 
-    let bad = t.post(Some("k"), MUGS, &[("x-account-id", "no/slashes")]).await.expect("post");
+    let bad = t
+        .post(Some("k"), MUGS, &[("x-account-id", "no/slashes")])
+        .await
+        .expect("post");
     assert_problem(bad, 400, "invalid-account-id").await;
     t.stop().await;
 }
@@ -218,15 +273,31 @@ async fn accounts_are_isolated() {
 #[tokio::test]
 async fn expired_keys_are_swept_and_then_behave_as_new() {
     let t = TestServer::start().await;
-    assert_eq!(t.post(Some("k-old"), MUGS, &[]).await.expect("post").status(), 201);
+    assert_eq!(
+        t.post(Some("k-old"), MUGS, &[])
+            .await
+            .expect("post")
+            .status(),
+        201
+    );
     let retention = Duration::from_secs(86_400);
     // Nothing is older than the retention window yet.
     let now = idempotent_fetch_server::unix_now();
-    assert_eq!(idempotent_fetch_server::sweep::sweep_once(t.server.store(), now, retention).await.ok(), Some(0));
+    assert_eq!(
+        idempotent_fetch_server::sweep::sweep_once(t.server.store(), now, retention)
+            .await
+            .ok(),
+        Some(0)
+    );
     assert_eq!(t.count_keys(), 1);
     // Two days later it is.
     let later = now + 2 * 86_400;
-    assert_eq!(idempotent_fetch_server::sweep::sweep_once(t.server.store(), later, retention).await.ok(), Some(1));
+    assert_eq!(
+        idempotent_fetch_server::sweep::sweep_once(t.server.store(), later, retention)
+            .await
+            .ok(),
+        Some(1)
+    );
     assert_eq!(t.count_keys(), 0);
     let again = t.post(Some("k-old"), MUGS, &[]).await.expect("post");
     assert_eq!(again.status(), 201);
@@ -239,7 +310,15 @@ async fn expired_keys_are_swept_and_then_behave_as_new() {
 async fn fault_config_is_validated_and_applied() {
     let t = TestServer::start().await;
     let faults = t.url("/api/faults");
-    let initial: serde_json::Value = t.client.get(&faults).send().await.expect("get").json().await.expect("json");
+    let initial: serde_json::Value = t
+        .client
+        .get(&faults)
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
     assert_eq!(
         initial,
         serde_json::json!({"failBeforeWork":0.0,"dropAfterCommit":0.0,"status429":0.0,
@@ -257,30 +336,66 @@ async fn fault_config_is_validated_and_applied() {
         let response = t.client.put(&faults).body(bad).send().await.expect("put");
         assert_problem(response, 400, "invalid-fault-config").await;
     }
-    let unchanged: serde_json::Value = t.client.get(&faults).send().await.expect("get").json().await.expect("json");
+    let unchanged: serde_json::Value = t
+        .client
+        .get(&faults)
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
     assert_eq!(unchanged, initial);
 
     // Always 429: answered before any work.
-    let put = t.client.put(&faults).body(r#"{"status429":1,"retryAfterSecs":7}"#).send().await.expect("put");
+    let put = t
+        .client
+        .put(&faults)
+        .body(r#"{"status429":1,"retryAfterSecs":7}"#)
+        .send()
+        .await
+        .expect("put");
     assert_eq!(put.status(), 200);
     let limited = t.post(Some("k-429"), MUGS, &[]).await.expect("post");
     assert_eq!(header(&limited, "retry-after"), Some("7"));
     assert_problem(limited, 429, "rate-limited").await;
 
     // Always 503 before work: nothing is stored.
-    t.client.put(&faults).body(r#"{"failBeforeWork":1}"#).send().await.expect("put");
-    assert_problem(t.post(Some("k-503"), MUGS, &[]).await.expect("post"), 503, "unavailable").await;
+    t.client
+        .put(&faults)
+        .body(r#"{"failBeforeWork":1}"#)
+        .send()
+        .await
+        .expect("put");
+    assert_problem(
+        t.post(Some("k-503"), MUGS, &[]).await.expect("post"),
+        503,
+        "unavailable",
+    )
+    .await;
     assert_eq!(t.count_keys(), 0);
 
     // Per-request X-Fault overrides the dice; bad values are 400.
-    let forced = t.post(Some("k-503"), MUGS, &[("x-fault", "latency=10")]).await.expect("post");
+    let forced = t
+        .post(Some("k-503"), MUGS, &[("x-fault", "latency=10")])
+        .await
+        .expect("post");
     assert_eq!(forced.status(), 201);
-    let bad = t.post(Some("k-x"), MUGS, &[("x-fault", "meteor")]).await.expect("post");
+    let bad = t
+        .post(Some("k-x"), MUGS, &[("x-fault", "meteor")])
+        .await
+        .expect("post");
     assert_problem(bad, 400, "invalid-fault-header").await;
 
     // Back to no faults.
     t.client.put(&faults).body("{}").send().await.expect("put");
-    assert_eq!(t.post(Some("k-429"), MUGS, &[]).await.expect("post").status(), 201);
+    assert_eq!(
+        t.post(Some("k-429"), MUGS, &[])
+            .await
+            .expect("post")
+            .status(),
+        201
+    );
     assert_eq!(t.count_orders(), 2);
     t.stop().await;
 }
@@ -288,13 +403,29 @@ async fn fault_config_is_validated_and_applied() {
 #[tokio::test]
 async fn catalogue_health_and_unknown_api_paths() {
     let t = TestServer::start().await;
-    let health: serde_json::Value =
-        t.client.get(t.url("/api/health")).send().await.expect("health").json().await.expect("json");
+    let health: serde_json::Value = t
+        .client
+        .get(t.url("/api/health"))
+        .send()
+        .await
+        .expect("health")
+        .json()
+        .await
+        .expect("json");
     assert_eq!(health["status"], "ok");
     assert_eq!(health["store"], "sqlite");
-    let products: serde_json::Value =
-        t.client.get(t.url("/api/products")).send().await.expect("products").json().await.expect("json");
-    assert!(products["products"].as_array().is_some_and(|p| p.iter().any(|p| p["sku"] == "mug")));
+    let products: serde_json::Value = t
+        .client
+        .get(t.url("/api/products"))
+        .send()
+        .await
+        .expect("products")
+        .json()
+        .await
+        .expect("json");
+    assert!(products["products"]
+        .as_array()
+        .is_some_and(|p| p.iter().any(|p| p["sku"] == "mug")));
     let missing = t.client.get(t.url("/api/nope")).send().await.expect("404");
     assert_problem(missing, 404, "not-found").await;
     t.stop().await;

@@ -33,19 +33,39 @@ fn open(dir: &tempfile::TempDir) -> (Store, std::path::PathBuf) {
 async fn a_crash_between_the_order_insert_and_commit_leaves_nothing() {
     let dir = tempfile::tempdir().expect("dir");
     let (store, path) = open(&dir);
-    let crash = ProcessOptions { fail_before_commit: true, ..ProcessOptions::default() };
+    let crash = ProcessOptions {
+        fail_before_commit: true,
+        ..ProcessOptions::default()
+    };
 
-    let result = store.process(request("demo", "k1", MUGS, 1_000), crash).await;
-    assert!(matches!(result, Err(StoreError::InjectedCrash)), "{result:?}");
+    let result = store
+        .process(request("demo", "k1", MUGS, 1_000), crash)
+        .await;
+    assert!(
+        matches!(result, Err(StoreError::InjectedCrash)),
+        "{result:?}"
+    );
     // Another connection sees neither the key row nor the order.
     assert_eq!(count(&path, "SELECT COUNT(*) FROM idempotency_keys"), 0);
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 0);
 
     // The retry with the same key does the work, once.
-    let retry = store.process(request("demo", "k1", MUGS, 1_001), ProcessOptions::default()).await;
-    let Ok(Outcome::Fresh(first)) = retry else { panic!("expected fresh, got {retry:?}") };
+    let retry = store
+        .process(
+            request("demo", "k1", MUGS, 1_001),
+            ProcessOptions::default(),
+        )
+        .await;
+    let Ok(Outcome::Fresh(first)) = retry else {
+        panic!("expected fresh, got {retry:?}")
+    };
     assert_eq!(first.status, 201);
-    let again = store.process(request("demo", "k1", MUGS, 1_002), ProcessOptions::default()).await;
+    let again = store
+        .process(
+            request("demo", "k1", MUGS, 1_002),
+            ProcessOptions::default(),
+        )
+        .await;
     assert_eq!(again.ok(), Some(Outcome::Replay(first)));
     assert_eq!(count(&path, "SELECT COUNT(*) FROM idempotency_keys"), 1);
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 1);
@@ -58,8 +78,14 @@ async fn the_sweep_deletes_only_rows_older_than_retention() {
     let day = 86_400;
     let retention = Duration::from_secs(day as u64);
     let options = ProcessOptions::default();
-    for (key, created) in [("old", 10_000), ("edge", 10_000 + day), ("new", 10_000 + day + 500)] {
-        let outcome = store.process(request("demo", key, MUGS, created), options).await;
+    for (key, created) in [
+        ("old", 10_000),
+        ("edge", 10_000 + day),
+        ("new", 10_000 + day + 500),
+    ] {
+        let outcome = store
+            .process(request("demo", key, MUGS, created), options)
+            .await;
         assert!(matches!(outcome, Ok(Outcome::Fresh(_))), "{outcome:?}");
     }
     // At now = 10_000 + 2 days, "old" is 2 days old, "edge" exactly 1 day (kept), "new" less.
@@ -67,7 +93,9 @@ async fn the_sweep_deletes_only_rows_older_than_retention() {
     assert_eq!(sweep_once(&store, now, retention).await.ok(), Some(1));
     let keys: Vec<String> = {
         let conn = rusqlite::Connection::open(&path).expect("open");
-        let mut stmt = conn.prepare("SELECT key FROM idempotency_keys ORDER BY key").expect("prepare");
+        let mut stmt = conn
+            .prepare("SELECT key FROM idempotency_keys ORDER BY key")
+            .expect("prepare");
         let rows = stmt.query_map([], |row| row.get(0)).expect("query");
         rows.collect::<Result<_, _>>().expect("rows")
     };
@@ -76,9 +104,13 @@ async fn the_sweep_deletes_only_rows_older_than_retention() {
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 3);
 
     // The swept key is new again; the kept one replays.
-    let old = store.process(request("demo", "old", MUGS, now), options).await;
+    let old = store
+        .process(request("demo", "old", MUGS, now), options)
+        .await;
     assert!(matches!(old, Ok(Outcome::Fresh(_))), "{old:?}");
-    let edge = store.process(request("demo", "edge", MUGS, now), options).await;
+    let edge = store
+        .process(request("demo", "edge", MUGS, now), options)
+        .await;
     assert!(matches!(edge, Ok(Outcome::Replay(_))), "{edge:?}");
 }
 
@@ -87,9 +119,16 @@ async fn an_expired_key_behaves_as_new_even_before_the_sweep() {
     let dir = tempfile::tempdir().expect("dir");
     let (store, path) = open(&dir);
     let options = ProcessOptions::default();
-    let first = store.process(request("demo", "k", MUGS, 1_000), options).await;
+    let first = store
+        .process(request("demo", "k", MUGS, 1_000), options)
+        .await;
     assert!(matches!(first, Ok(Outcome::Fresh(_))), "{first:?}");
-    let mut later = request("demo", "k", r#"{"items":[{"sku":"kettle","qty":1}]}"#, 200_000);
+    let mut later = request(
+        "demo",
+        "k",
+        r#"{"items":[{"sku":"kettle","qty":1}]}"#,
+        200_000,
+    );
     later.expired_before = 200_000 - 86_400;
     let second = store.process(later, options).await;
     assert!(matches!(second, Ok(Outcome::Fresh(_))), "{second:?}");
@@ -102,13 +141,23 @@ async fn accounts_scope_keys_in_the_store() {
     let (store, path) = open(&dir);
     let options = ProcessOptions::default();
     for account in ["a", "b"] {
-        let outcome = store.process(request(account, "k", MUGS, 1_000), options).await;
+        let outcome = store
+            .process(request(account, "k", MUGS, 1_000), options)
+            .await;
         assert!(matches!(outcome, Ok(Outcome::Fresh(_))), "{outcome:?}");
     }
-    let mismatch = store.process(request("a", "k", r#"{"items":[{"sku":"kettle","qty":1}]}"#, 1_001), options).await;
+    let mismatch = store
+        .process(
+            request("a", "k", r#"{"items":[{"sku":"kettle","qty":1}]}"#, 1_001),
+            options,
+        )
+        .await;
     assert_eq!(mismatch.ok(), Some(Outcome::Mismatch));
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 2);
-    let listed = store.list_orders(&AccountId::parse("a").expect("account"), 10).await.expect("list");
+    let listed = store
+        .list_orders(&AccountId::parse("a").expect("account"), 10)
+        .await
+        .expect("list");
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].account_id, "a");
 }

@@ -19,8 +19,10 @@ use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::Order;
 use crate::problem::{Problem, PROBLEM_JSON};
 
+pub mod postgres;
 pub mod sqlite;
 
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
 /// The header set on replayed responses.
@@ -54,7 +56,8 @@ impl StoredResponse {
 
     /// Decodes the `response_headers` column.
     pub fn decode_headers(text: &str) -> Result<Vec<(String, String)>, StoreError> {
-        serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))
+        serde_json::from_str(text)
+            .map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))
     }
 
     /// The HTTP response; `replayed` adds `Idempotent-Replayed: true`.
@@ -64,9 +67,10 @@ impl StoredResponse {
             StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let headers = response.headers_mut();
         for (name, value) in &self.headers {
-            if let (Ok(name), Ok(value)) =
-                (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str()))
-            {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::try_from(name.as_str()),
+                HeaderValue::try_from(value.as_str()),
+            ) {
                 headers.append(name, value);
             }
         }
@@ -140,6 +144,12 @@ pub enum StoreError {
     /// SQLite failed.
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL failed.
+    #[error("postgres: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    /// No pooled PostgreSQL connection could be had.
+    #[error("postgres pool: {0}")]
+    Pool(String),
     /// A stored value could not be decoded.
     #[error("corrupt stored data: {0}")]
     Corrupt(String),
@@ -159,6 +169,8 @@ pub enum StoreError {
 pub enum Store {
     /// Embedded SQLite (one file, or `:memory:`).
     Sqlite(SqliteStore),
+    /// PostgreSQL (several server instances may share it).
+    Postgres(PostgresStore),
 }
 
 impl Store {
@@ -170,20 +182,31 @@ impl Store {
     ) -> Result<Outcome, StoreError> {
         match self {
             Store::Sqlite(store) => store.process(request, options).await,
+            Store::Postgres(store) => store.process(request, options).await,
         }
     }
 
     /// The account's orders, newest first, at most `limit`.
-    pub async fn list_orders(&self, account: &AccountId, limit: u32) -> Result<Vec<Order>, StoreError> {
+    pub async fn list_orders(
+        &self,
+        account: &AccountId,
+        limit: u32,
+    ) -> Result<Vec<Order>, StoreError> {
         match self {
             Store::Sqlite(store) => store.list_orders(account, limit).await,
+            Store::Postgres(store) => store.list_orders(account, limit).await,
         }
     }
 
     /// One of the account's orders.
-    pub async fn get_order(&self, account: &AccountId, id: &str) -> Result<Option<Order>, StoreError> {
+    pub async fn get_order(
+        &self,
+        account: &AccountId,
+        id: &str,
+    ) -> Result<Option<Order>, StoreError> {
         match self {
             Store::Sqlite(store) => store.get_order(account, id).await,
+            Store::Postgres(store) => store.get_order(account, id).await,
         }
     }
 
@@ -191,6 +214,7 @@ impl Store {
     pub async fn sweep(&self, cutoff: i64) -> Result<u64, StoreError> {
         match self {
             Store::Sqlite(store) => store.sweep(cutoff).await,
+            Store::Postgres(store) => store.sweep(cutoff).await,
         }
     }
 
@@ -198,6 +222,7 @@ impl Store {
     pub async fn health(&self) -> Result<(), StoreError> {
         match self {
             Store::Sqlite(store) => store.health().await,
+            Store::Postgres(store) => store.health().await,
         }
     }
 
@@ -205,6 +230,7 @@ impl Store {
     pub fn kind(&self) -> &'static str {
         match self {
             Store::Sqlite(_) => "sqlite",
+            Store::Postgres(_) => "postgres",
         }
     }
 }

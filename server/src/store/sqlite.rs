@@ -58,7 +58,9 @@ impl SqliteStore {
         let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
         conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
         conn.execute_batch(SCHEMA)?;
-        Ok(SqliteStore { conn: Arc::new(Mutex::new(conn)) })
+        Ok(SqliteStore {
+            conn: Arc::new(Mutex::new(conn)),
+        })
     }
 
     /// Runs `f` with the connection on the blocking pool.
@@ -84,11 +86,16 @@ impl SqliteStore {
         if let Some(delay) = options.work_delay {
             tokio::time::sleep(delay).await;
         }
-        self.with_conn(move |conn| process_in_transaction(conn, &request, options)).await
+        self.with_conn(move |conn| process_in_transaction(conn, &request, options))
+            .await
     }
 
     /// See [`super::Store::list_orders`].
-    pub async fn list_orders(&self, account: &AccountId, limit: u32) -> Result<Vec<Order>, StoreError> {
+    pub async fn list_orders(
+        &self,
+        account: &AccountId,
+        limit: u32,
+    ) -> Result<Vec<Order>, StoreError> {
         let account = account.as_str().to_owned();
         self.with_conn(move |conn| {
             let mut stmt = conn.prepare_cached(
@@ -106,7 +113,11 @@ impl SqliteStore {
     }
 
     /// See [`super::Store::get_order`].
-    pub async fn get_order(&self, account: &AccountId, id: &str) -> Result<Option<Order>, StoreError> {
+    pub async fn get_order(
+        &self,
+        account: &AccountId,
+        id: &str,
+    ) -> Result<Option<Order>, StoreError> {
         let account = account.as_str().to_owned();
         let id = id.to_owned();
         self.with_conn(move |conn| {
@@ -126,8 +137,10 @@ impl SqliteStore {
     /// See [`super::Store::sweep`].
     pub async fn sweep(&self, cutoff: i64) -> Result<u64, StoreError> {
         self.with_conn(move |conn| {
-            let deleted =
-                conn.execute("DELETE FROM idempotency_keys WHERE created_at < ?1", params![cutoff])?;
+            let deleted = conn.execute(
+                "DELETE FROM idempotency_keys WHERE created_at < ?1",
+                params![cutoff],
+            )?;
             Ok(deleted as u64)
         })
         .await
@@ -171,13 +184,17 @@ fn process_in_transaction(
     )?;
 
     if inserted == 0 {
-        let (stored_hash, status, headers, body): (String, Option<u16>, Option<String>, Option<String>) = tx
-            .query_row(
-                "SELECT request_hash, status_code, response_headers, response_body
+        let (stored_hash, status, headers, body): (
+            String,
+            Option<u16>,
+            Option<String>,
+            Option<String>,
+        ) = tx.query_row(
+            "SELECT request_hash, status_code, response_headers, response_body
                  FROM idempotency_keys WHERE account_id = ?1 AND key = ?2",
-                params![account, key],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
-            )?;
+            params![account, key],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+        )?;
         let stored = match status {
             None => None,
             Some(status) => Some(StoredResponse {
@@ -187,7 +204,11 @@ fn process_in_transaction(
             }),
         };
         tx.commit()?;
-        return Ok(Outcome::for_existing(&request.request_hash, &stored_hash, stored));
+        return Ok(Outcome::for_existing(
+            &request.request_hash,
+            &stored_hash,
+            stored,
+        ));
     }
 
     // The key is ours: do the work inside the same transaction.
@@ -215,7 +236,13 @@ fn process_in_transaction(
     tx.execute(
         "UPDATE idempotency_keys SET status_code = ?1, response_headers = ?2, response_body = ?3
          WHERE account_id = ?4 AND key = ?5",
-        params![response.status, response.encode_headers(), response.body, account, key],
+        params![
+            response.status,
+            response.encode_headers(),
+            response.body,
+            account,
+            key
+        ],
     )?;
     if options.fail_before_commit {
         // Dropping `tx` rolls back: neither the key row nor the order survives.
@@ -229,12 +256,29 @@ fn process_in_transaction(
 type OrderColumns = (String, String, String, String, i64, String, i64);
 
 fn order_columns(row: &rusqlite::Row<'_>) -> rusqlite::Result<OrderColumns> {
-    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?))
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+        row.get(5)?,
+        row.get(6)?,
+    ))
 }
 
 fn decode_order(
     (id, account_id, idempotency_key, items, total_cents, currency, created_at): OrderColumns,
 ) -> Result<Order, StoreError> {
-    let items = orders::decode_items(&items).map_err(|e| StoreError::Corrupt(format!("order {id} items: {e}")))?;
-    Ok(Order { id, account_id, idempotency_key, items, total_cents, currency, created_at })
+    let items = orders::decode_items(&items)
+        .map_err(|e| StoreError::Corrupt(format!("order {id} items: {e}")))?;
+    Ok(Order {
+        id,
+        account_id,
+        idempotency_key,
+        items,
+        total_cents,
+        currency,
+        created_at,
+    })
 }

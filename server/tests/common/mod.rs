@@ -27,7 +27,12 @@ impl TestServer {
         let mut config = Config::sqlite(db.to_string_lossy().into_owned());
         adjust(&mut config);
         let server = serve(config).await.expect("server starts");
-        TestServer { server, client: Client::new(), db, _dir: dir }
+        TestServer {
+            server,
+            client: Client::new(),
+            db,
+            _dir: dir,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -91,7 +96,10 @@ pub fn header<'a>(response: &'a Response, name: &str) -> Option<&'a str> {
 /// Asserts a problem+json answer with the given status and code.
 pub async fn assert_problem(response: Response, status: u16, code: &str) -> serde_json::Value {
     assert_eq!(response.status().as_u16(), status);
-    assert_eq!(header(&response, "content-type"), Some("application/problem+json"));
+    assert_eq!(
+        header(&response, "content-type"),
+        Some("application/problem+json")
+    );
     let body: serde_json::Value = response.json().await.expect("problem json");
     assert_eq!(body["status"], status);
     assert_eq!(body["code"], code, "{body}");

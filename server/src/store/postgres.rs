@@ -1,0 +1,300 @@
+//! The PostgreSQL backend, for several server instances sharing one database.
+//!
+//! Same protocol step as SQLite, in one transaction per request:
+//!
+//! 1. `pg_try_advisory_xact_lock(hash(account/key))`: if another transaction (in any instance) holds the
+//!    key, answer [`Outcome::InFlight`] (409) at once instead of blocking on its uncommitted row. The lock is
+//!    released when that transaction commits or rolls back, so the retry sees the committed row.
+//! 2. `INSERT ... ON CONFLICT DO NOTHING`: the primary key `(account_id, key)` settles the race; no
+//!    second row can exist even if two keys ever shared a lock hash.
+//! 3. If inserted: the work (order), the stored response and the commit; else replay, 422 or 409.
+//!
+//! `lock_timeout` bounds any other lock wait (answered as 409 too). Migrations run at start under a
+//! transaction-scoped advisory lock, so instances starting together do not race on `CREATE TABLE`.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{NoTls, Row};
+
+use super::{KeyedRequest, Outcome, ProcessOptions, StoreError, StoredResponse};
+use crate::keys::AccountId;
+use crate::orders::{self, Order};
+
+/// Connections per server instance.
+pub const POOL_SIZE: usize = 16;
+/// How long a request waits for a pooled connection.
+pub const POOL_WAIT: Duration = Duration::from_secs(10);
+/// Advisory lock id (an arbitrary constant) serializing migrations across instances.
+const MIGRATION_LOCK: i64 = 0x1de3_907e_f37c_0001;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    account_id       TEXT    NOT NULL,
+    key              TEXT    NOT NULL,
+    request_hash     TEXT    NOT NULL,
+    status_code      INTEGER NULL,
+    response_headers TEXT    NULL,
+    response_body    TEXT    NULL,
+    created_at       BIGINT  NOT NULL,
+    PRIMARY KEY (account_id, key)
+);
+CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON idempotency_keys (created_at);
+CREATE TABLE IF NOT EXISTS orders (
+    seq             BIGSERIAL PRIMARY KEY,
+    id              TEXT   NOT NULL UNIQUE,
+    account_id      TEXT   NOT NULL,
+    idempotency_key TEXT   NOT NULL,
+    items           TEXT   NOT NULL,
+    total_cents     BIGINT NOT NULL,
+    currency        TEXT   NOT NULL,
+    created_at      BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS orders_account_seq ON orders (account_id, seq);
+";
+
+/// The PostgreSQL store: a connection pool. Cloning shares the pool.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("status", &self.pool.status())
+            .finish()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user[:password]@host:port/db`, no TLS) and applies the schema.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let config = tokio_postgres::Config::from_str(url)?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(POOL_WAIT))
+            .build()
+            .map_err(|e| StoreError::Pool(e.to_string()))?;
+        let store = PostgresStore { pool };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Client, StoreError> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| StoreError::Pool(e.to_string()))
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await?;
+        tx.batch_execute(SCHEMA).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// See [`super::Store::process`]. The `work_delay` is slept inside the transaction, with the key locked.
+    pub async fn process(
+        &self,
+        request: KeyedRequest,
+        options: ProcessOptions,
+    ) -> Result<Outcome, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        tx.batch_execute("SET LOCAL lock_timeout = '5s'")
+            .await
+            .map_err(locked_or)?;
+        let account = request.account.as_str();
+        let key = request.key.as_str();
+
+        // '/' cannot occur in an account id, so "account/key" is unambiguous.
+        let claimed: bool = tx
+            .query_one(
+                "SELECT pg_try_advisory_xact_lock(hashtextextended($1 || '/' || $2, 0))",
+                &[&account, &key],
+            )
+            .await?
+            .try_get(0)?;
+        if !claimed {
+            return Ok(Outcome::InFlight);
+        }
+
+        tx.execute(
+            "DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND created_at < $3",
+            &[&account, &key, &request.expired_before],
+        )
+        .await
+        .map_err(locked_or)?;
+        let inserted = tx
+            .execute(
+                "INSERT INTO idempotency_keys (account_id, key, request_hash, created_at)
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (account_id, key) DO NOTHING",
+                &[&account, &key, &request.request_hash, &request.now],
+            )
+            .await
+            .map_err(locked_or)?;
+
+        if inserted == 0 {
+            let row = tx
+                .query_one(
+                    "SELECT request_hash, status_code, response_headers, response_body
+                     FROM idempotency_keys WHERE account_id = $1 AND key = $2",
+                    &[&account, &key],
+                )
+                .await?;
+            let stored_hash: String = row.try_get(0)?;
+            let status: Option<i32> = row.try_get(1)?;
+            let stored = match status {
+                None => None,
+                Some(status) => {
+                    let headers: Option<String> = row.try_get(2)?;
+                    let body: Option<String> = row.try_get(3)?;
+                    Some(StoredResponse {
+                        status: u16::try_from(status)
+                            .map_err(|_| StoreError::Corrupt(format!("status_code {status}")))?,
+                        headers: StoredResponse::decode_headers(
+                            headers.as_deref().unwrap_or("[]"),
+                        )?,
+                        body: body.unwrap_or_default(),
+                    })
+                }
+            };
+            tx.commit().await?;
+            return Ok(Outcome::for_existing(
+                &request.request_hash,
+                &stored_hash,
+                stored,
+            ));
+        }
+
+        if let Some(delay) = options.work_delay {
+            tokio::time::sleep(delay).await;
+        }
+        let response = match orders::prepare(&request.body) {
+            Ok(new) => {
+                let order = orders::build(new, &request.account, &request.key, request.now);
+                tx.execute(
+                    "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    &[
+                        &order.id,
+                        &order.account_id,
+                        &order.idempotency_key,
+                        &orders::encode_items(&order.items),
+                        &order.total_cents,
+                        &order.currency,
+                        &order.created_at,
+                    ],
+                )
+                .await?;
+                orders::created_response(&order)
+            }
+            Err(problem) => StoredResponse::from_problem(&problem),
+        };
+        tx.execute(
+            "UPDATE idempotency_keys SET status_code = $1, response_headers = $2, response_body = $3
+             WHERE account_id = $4 AND key = $5",
+            &[&i32::from(response.status), &response.encode_headers(), &response.body, &account, &key],
+        )
+        .await?;
+        if options.fail_before_commit {
+            tx.rollback().await?;
+            return Err(StoreError::InjectedCrash);
+        }
+        tx.commit().await?;
+        Ok(Outcome::Fresh(response))
+    }
+
+    /// See [`super::Store::list_orders`].
+    pub async fn list_orders(
+        &self,
+        account: &AccountId,
+        limit: u32,
+    ) -> Result<Vec<Order>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT id, account_id, idempotency_key, items, total_cents, currency, created_at
+                 FROM orders WHERE account_id = $1 ORDER BY seq DESC LIMIT $2",
+                &[&account.as_str(), &i64::from(limit)],
+            )
+            .await?;
+        rows.iter().map(decode_order).collect()
+    }
+
+    /// See [`super::Store::get_order`].
+    pub async fn get_order(
+        &self,
+        account: &AccountId,
+        id: &str,
+    ) -> Result<Option<Order>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT id, account_id, idempotency_key, items, total_cents, currency, created_at
+                 FROM orders WHERE account_id = $1 AND id = $2",
+                &[&account.as_str(), &id],
+            )
+            .await?;
+        row.as_ref().map(decode_order).transpose()
+    }
+
+    /// See [`super::Store::sweep`]. Deleting by age is safe to run from every instance at once.
+    pub async fn sweep(&self, cutoff: i64) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        Ok(client
+            .execute(
+                "DELETE FROM idempotency_keys WHERE created_at < $1",
+                &[&cutoff],
+            )
+            .await?)
+    }
+
+    /// See [`super::Store::health`].
+    pub async fn health(&self) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client.query_one("SELECT 1", &[]).await?;
+        Ok(())
+    }
+}
+
+/// A lock wait that hit `lock_timeout` means another transaction holds the key: 409, not 500.
+fn locked_or(error: tokio_postgres::Error) -> StoreError {
+    if error.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) {
+        StoreError::Locked
+    } else {
+        StoreError::Postgres(error)
+    }
+}
+
+fn decode_order(row: &Row) -> Result<Order, StoreError> {
+    let id: String = row.try_get(0)?;
+    let items: String = row.try_get(3)?;
+    let items = orders::decode_items(&items)
+        .map_err(|e| StoreError::Corrupt(format!("order {id} items: {e}")))?;
+    Ok(Order {
+        id,
+        account_id: row.try_get(1)?,
+        idempotency_key: row.try_get(2)?,
+        items,
+        total_cents: row.try_get(4)?,
+        currency: row.try_get(5)?,
+        created_at: row.try_get(6)?,
+    })
+}
