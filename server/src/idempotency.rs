@@ -124,6 +124,10 @@ async fn handle(
         now,
         expired_before: now.saturating_sub(app.retention_secs),
     };
+    let (account_id, key_text) = (
+        request.account.as_str().to_owned(),
+        request.key.as_str().to_owned(),
+    );
     let options = ProcessOptions {
         work_delay: plan.latency,
         fail_before_commit: plan.crash_before_commit,
@@ -135,9 +139,20 @@ async fn handle(
         .map_err(|e| StoreError::Task(e.to_string()))
         .and_then(|r| r);
 
+    let summary = match &outcome {
+        Ok(Outcome::Fresh(r)) if plan.drop_after_commit => {
+            format!("{} committed, connection dropped", r.status)
+        }
+        Ok(Outcome::Fresh(r)) => format!("{} fresh", r.status),
+        Ok(Outcome::Replay(r)) => format!("{} replayed", r.status),
+        Ok(Outcome::Mismatch) => "422 key reused".to_owned(),
+        Ok(Outcome::InFlight) | Err(StoreError::Locked) => "409 in flight".to_owned(),
+        Err(error) => format!("500 {error}"),
+    };
+    tracing::info!(account = %account_id, key = %key_text, "POST /api/orders: {summary}");
+
     match outcome {
         Ok(Outcome::Fresh(_)) if plan.drop_after_commit => {
-            tracing::info!("fault: dropping the connection after commit");
             Ok(dropped_connection())
         }
         Ok(Outcome::Fresh(response)) => Ok(response.to_response(false)),

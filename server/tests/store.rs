@@ -161,3 +161,43 @@ async fn accounts_scope_keys_in_the_store() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].account_id, "a");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_connections_racing_on_one_file_do_the_work_once() {
+    // Two stores on one file behave like two server processes: no shared in-process claim set, only
+    // BEGIN IMMEDIATE, the busy timeout and the primary key.
+    let dir = tempfile::tempdir().expect("dir");
+    let (first, path) = open(&dir);
+    let second = Store::Sqlite(SqliteStore::open(&path).expect("second connection"));
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let store = if i % 2 == 0 {
+            first.clone()
+        } else {
+            second.clone()
+        };
+        tasks.push(tokio::spawn(async move {
+            store
+                .process(
+                    request("demo", "race", MUGS, 1_000),
+                    ProcessOptions::default(),
+                )
+                .await
+        }));
+    }
+    let mut fresh = 0;
+    let mut replays = Vec::new();
+    for task in tasks {
+        match task.await.expect("task") {
+            Ok(Outcome::Fresh(response)) => {
+                fresh += 1;
+                replays.push(response);
+            }
+            Ok(Outcome::Replay(response)) => replays.push(response),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(fresh, 1);
+    assert!(replays.windows(2).all(|w| w[0] == w[1]));
+    assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 1);
+}
