@@ -33,10 +33,10 @@ pub fn report() -> Result {
         sum(|r| r.2),
         if has_brotli { Some(sum(|r| r.3.unwrap_or(0))) } else { None },
     );
-    println!("{:<36} {:>10} {:>10} {:>12}", "file", "raw B", "gzip -9 B", "brotli -q11 B");
+    println!("{:<36} {:>10} {:>10} {:>14}", "file", "raw B", "gzip -9 B", "brotli -q11 B");
     for r in rows.iter().chain(std::iter::once(&total)) {
         let br = r.3.map(|b| b.to_string()).unwrap_or_else(|| "-".into());
-        println!("{:<36} {:>10} {:>10} {:>12}", r.0, r.1, r.2, br);
+        println!("{:<36} {:>10} {:>10} {:>14}", r.0, r.1, r.2, br);
     }
     if !has_brotli {
         println!("(brotli column skipped: no `brotli` CLI on PATH; `apt-get install brotli` adds it)");
