@@ -15,3 +15,6 @@ mod storage;
 mod transport;
 mod types;
 mod waiter;
+
+pub use client::IdempotentClient;
+pub use operation::IdempotentOperation;
