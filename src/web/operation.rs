@@ -69,8 +69,8 @@ impl IdempotentOperation {
 
     /// Status of the last answer, or `null`.
     #[wasm_bindgen(getter, js_name = lastStatus)]
-    pub fn last_status(&self) -> Option<u16> {
-        self.record.borrow().last_status
+    pub fn last_status(&self) -> NullableNumber {
+        self.record.borrow().last_status.map_or(JsValue::NULL, JsValue::from).unchecked_into()
     }
 
     /// When the intent began (ms since the epoch).

@@ -141,6 +141,12 @@ export interface ClientEventMap {
   storagefallback: StorageFallbackEvent;
 }
 
+/** Typed listeners: `client.addEventListener("retry", (event: RetryEvent) => ...)`. */
+export interface IdempotentClient {
+  addEventListener<K extends keyof ClientEventMap>(type: K, listener: (event: ClientEventMap[K]) => void): void;
+  removeEventListener<K extends keyof ClientEventMap>(type: K, listener: (event: ClientEventMap[K]) => void): void;
+}
+
 /** `fetch`'s init plus the intent id (one is made per call when omitted). */
 export interface IdempotentRequestInit extends Omit<RequestInit, "body" | "signal"> {
   body?: ReplayableBody | null;
@@ -196,6 +202,12 @@ extern "C" {
     /// `string | null`.
     #[wasm_bindgen(typescript_type = "string | null")]
     pub type NullableString;
+    /// `number | null`.
+    #[wasm_bindgen(typescript_type = "number | null")]
+    pub type NullableNumber;
+    /// An intent id: `string` (checked at run time; anything else is `INVALID_REQUEST`).
+    #[wasm_bindgen(typescript_type = "string")]
+    pub type IntentIdArg;
     /// `IntentState`.
     #[wasm_bindgen(typescript_type = "IntentState")]
     pub type IntentStateValue;

@@ -228,7 +228,7 @@ add("same key on every attempt, a UUID v4 that the result reports", async (ctx) 
   assert.equal(op.state, "pending");
   assert.equal(op.attempts, 0);
   assert.equal(op.resumed, false);
-  assert.equal(op.lastStatus ?? null, null, "no status yet (typed number | undefined, unlike IntentInfo/error null)");
+  assert.equal(op.lastStatus, null, "no status yet");
   const result = await op.send();
   assert.equal(result.status, 201);
   assert.equal(result.ok, true);

@@ -1,0 +1,195 @@
+// Uses every public API of idempotent-fetch with strict types. It is only type-checked (never run):
+//   tools/node_modules/.bin/tsc -p tests/ts/tsconfig.json --noEmit
+// The @ts-expect-error lines prove the check can fail: if a wrong type were accepted, tsc would
+// report the unused directive.
+import init, {
+  IdempotentClient,
+  IdempotentOperation,
+  isIdempotentFetchError,
+  type AttemptEvent,
+  type BeginOptions,
+  type ClientEventMap,
+  type ClientOptions,
+  type ErrorCode,
+  type FailureEvent,
+  type IdempotentFetchError,
+  type IdempotentRequestInit,
+  type IntentInfo,
+  type IntentRequest,
+  type IntentState,
+  type ReplayableBody,
+  type RetryEvent,
+  type RetryOptions,
+  type SendOptions,
+  type SendResult,
+  type StorageFallbackEvent,
+} from "idempotent-fetch";
+
+const retry: RetryOptions = {
+  maxAttempts: 8,
+  baseDelayMs: 250,
+  maxDelayMs: 20_000,
+  totalTimeoutMs: 120_000,
+  attemptTimeoutMs: 15_000,
+  maxRetryAfterMs: 60_000,
+  jitter: "full",
+};
+
+const options: ClientOptions = {
+  namespace: "acct_42",
+  storage: "local",
+  retry,
+  keyTtlMs: 86_400_000,
+  headerName: "Idempotency-Key",
+  headerForm: "sf-string",
+  retryBudget: 500,
+  persistRequest: false,
+  shouldRetry: (status: number): boolean | undefined => (status === 418 ? false : undefined),
+};
+
+// @ts-expect-error maxAttempts is a number, not a string
+const wrongType: ClientOptions = { retry: { maxAttempts: "8" } };
+// @ts-expect-error storage is "local" | "session" | "memory"
+const wrongStorage: ClientOptions = { storage: "indexeddb" };
+// @ts-expect-error jitter is one of four names
+const wrongJitter: RetryOptions = { jitter: "random" };
+// @ts-expect-error unknown option (a typo)
+const typo: ClientOptions = { retries: {} };
+
+async function checkout(cart: { id: string; amount: number }, signal: AbortSignal): Promise<string> {
+  await init();
+  const client = new IdempotentClient(options);
+  const storage: "local" | "session" | "memory" = client.storage;
+  const fallback: string | null = client.storageFallback;
+  const budget: number = client.retryBudget;
+  const namespace: string = client.namespace;
+  console.log(storage, fallback, budget, namespace);
+
+  client.addEventListener("retry", (event) => {
+    if (event.type === "retry") {
+      const retryEvent: RetryEvent = event;
+      console.log(retryEvent.delayMs, retryEvent.attempt, retryEvent.reason, retryEvent.status);
+    }
+  });
+  const onFailure = (event: ClientEventMap[keyof ClientEventMap]): void => {
+    if (event.type === "failure") {
+      const failure: FailureEvent = event;
+      const code: ErrorCode | "HTTP_STATUS" = failure.code;
+      console.log(code, failure.key, failure.status, failure.message);
+    } else if (event.type === "storagefallback") {
+      const fellBack: StorageFallbackEvent = event;
+      console.log(fellBack.reason);
+    }
+  };
+  client.addEventListener("failure", onFailure);
+  client.addEventListener("storagefallback", onFailure);
+  client.removeEventListener("failure", onFailure);
+  // A listener typed for its event (the generic overload), and one that is not: rejected.
+  const onRetry = (event: RetryEvent): void => console.log(event.delayMs);
+  client.addEventListener("retry", onRetry);
+  client.addEventListener("attempt", (event: AttemptEvent) => console.log(event.totalAttempts));
+  client.removeEventListener("retry", onRetry);
+  // @ts-expect-error a retry listener does not take success events
+  client.addEventListener("success", onRetry);
+  // @ts-expect-error not an event type
+  client.addEventListener("progress", onFailure);
+
+  const body: ReplayableBody = JSON.stringify(cart);
+  const request: IntentRequest = {
+    url: "/api/orders",
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body,
+  };
+  const begin: BeginOptions = { replace: false };
+  const op: IdempotentOperation = await client.begin(`checkout:${cart.id}`, request, begin);
+  const key: string = op.key;
+  const intentId: string = op.intentId;
+  const state: IntentState = op.state;
+  const attempts: number = op.attempts;
+  const lastStatus: number | null = op.lastStatus;
+  const createdAt: number = op.createdAt;
+  const resumed: boolean = op.resumed;
+  console.log(key, intentId, state, attempts, lastStatus, createdAt, resumed);
+  // @ts-expect-error the key is read-only
+  op.key = "mine";
+
+  const sendOptions: SendOptions = {
+    signal,
+    onAttempt: (event: AttemptEvent) => console.log(event.attempt, event.totalAttempts),
+    onRetry: (event: RetryEvent) => console.log(`retrying in ${event.delayMs} ms (${event.reason})`),
+  };
+  try {
+    const result: SendResult = await op.send(sendOptions);
+    const response: Response = result.response;
+    const fields: [number, boolean, boolean, number, string, string] =
+      [result.status, result.ok, result.replayed, result.attempts, result.key, result.intentId];
+    console.log(fields, response.headers.get("content-type"));
+    return result.ok ? "paid" : `declined (${result.status})`;
+  } catch (error: unknown) {
+    if (isIdempotentFetchError(error)) {
+      const typed: IdempotentFetchError = error;
+      const code: ErrorCode = typed.code;
+      const reason: "maxAttempts" | "deadline" | "budget" | null = typed.reason;
+      const details: [string, string | null, number, number | null] = [typed.name, typed.key, typed.attempts, typed.lastStatus];
+      console.log(details, reason);
+      switch (code) {
+        case "RETRIES_EXHAUSTED":
+        case "ABORTED":
+          return "try again";
+        case "KEY_MISMATCH":
+        case "INTENT_MISMATCH":
+        case "EXPIRED":
+        case "BODY_NOT_REPLAYABLE":
+        case "INVALID_OPTIONS":
+        case "INVALID_REQUEST":
+        case "STORAGE":
+        case "NOT_FOUND":
+          return "contact support";
+      }
+    }
+    throw error;
+  } finally {
+    await op.discard();
+  }
+}
+
+async function afterReload(): Promise<void> {
+  const client = new IdempotentClient({ namespace: "acct_42", storage: "session", persistRequest: true });
+  const pending: IntentInfo[] = await client.pending();
+  for (const info of pending) {
+    const fields: [string, string, IntentState, number, number, number, number | null, boolean] =
+      [info.intentId, info.key, info.state, info.attempts, info.createdAt, info.updatedAt, info.lastStatus, info.resumable];
+    console.log(fields);
+    if (info.resumable) {
+      const op: IdempotentOperation = await client.resume(info.intentId);
+      await op.send();
+    } else {
+      const existed: boolean = await client.discard(info.intentId);
+      console.log(existed);
+    }
+  }
+  const swept: { removed: number; expired: number } = await client.sweep();
+  console.log(swept.removed, swept.expired);
+
+  const init: IdempotentRequestInit = { method: "POST", body: new URLSearchParams({ a: "1" }), intent: "checkout:cart-42" };
+  const response: Response = await client.fetch("/api/orders", init);
+  const fromUrl: Response = await client.fetch(new URL("https://shop.example/api/orders"), { method: "POST", body: new Blob(["x"]) });
+  console.log(response.status, fromUrl.status);
+  // @ts-expect-error a ReadableStream body cannot be retried
+  await client.fetch("/api/orders", { method: "POST", body: new ReadableStream<Uint8Array>() });
+  // @ts-expect-error a plain object is not a body
+  await client.begin("x", { url: "/api/orders", body: { amount: 1 } });
+  // @ts-expect-error the intent id is a string
+  await client.begin(42, { url: "/api/orders" });
+  // @ts-expect-error `using` a client frees it; operations are not constructible
+  new IdempotentOperation();
+  client.free();
+}
+
+void wrongType;
+void wrongStorage;
+void wrongJitter;
+void typo;
+void checkout({ id: "cart-42", amount: 1000 }, new AbortController().signal);
+void afterReload();
