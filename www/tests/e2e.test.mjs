@@ -1,0 +1,290 @@
+// End-to-end tests of the demo checkout page: the real server binary (own temp SQLite db, port 0), the
+// built wasm package (pkg/web) and headless Chromium driven by playwright-core. Every test uses its own
+// browser context (fresh localStorage) and its own account (X-Account-Id), so order counts are exact.
+// Faults are server-wide, so the tests run one after another and reset them afterwards.
+//
+// Needs: target/release/idempotent-fetch-server (or IF_SERVER_BIN), pkg/web (wasm-pack build --target web),
+// tools/node_modules/playwright-core and Chromium (CHROMIUM_PATH or /usr/bin/chromium).
+import { test, before, after, afterEach } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, "../..");
+const serverBin = process.env.IF_SERVER_BIN || path.join(root, "target/release/idempotent-fetch-server");
+const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+const playwrightPath = path.join(root, "tools/node_modules/playwright-core/index.mjs");
+const screenshotDir = path.join(here, "screenshots");
+const CHROMIUM_ARGS = [
+  "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+];
+const TEST_TIMEOUT_MS = 45_000;
+const NO_FAULTS = { failBeforeWork: 0, dropAfterCommit: 0, status429: 0, retryAfterSecs: 0, latencyMs: 0, latencyProbability: 0 };
+
+let server;
+let browser;
+let tmpDir;
+const contexts = new Set();
+
+function prerequisites() {
+  const missing = [];
+  if (!existsSync(serverBin)) missing.push(`server binary not found at ${serverBin}: cargo build --release -p idempotent-fetch-server (or set IF_SERVER_BIN)`);
+  if (!existsSync(path.join(root, "pkg/web/idempotent_fetch.js"))) missing.push("pkg/web is not built: wasm-pack build --release --target web --out-dir pkg/web");
+  if (!existsSync(playwrightPath)) missing.push("playwright-core is not installed: cd tools && npm ci");
+  if (!existsSync(chromiumPath)) missing.push(`Chromium not found at ${chromiumPath}: apt-get install -y chromium, or set CHROMIUM_PATH`);
+  return missing;
+}
+
+/** Starts the server binary on 127.0.0.1:0 and resolves once it printed its `listening on` line. */
+function startServer(dbFile) {
+  const child = spawn(serverBin, [
+    "--addr", "127.0.0.1:0", "--db", dbFile, "--www", path.join(root, "www"), "--pkg", path.join(root, "pkg/web"),
+  ], { stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (chunk) => { stderr = (stderr + chunk).slice(-8000); });
+  return new Promise((resolve, reject) => {
+    let stdout = "";
+    const timer = setTimeout(() => { child.kill("SIGKILL"); reject(new Error(`server did not start in 15 s\n${stderr}`)); }, 15_000);
+    child.on("exit", (code) => { clearTimeout(timer); reject(new Error(`server exited (${code}) before listening\n${stderr}`)); });
+    child.stdout.on("data", (chunk) => {
+      stdout += chunk;
+      const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
+      if (!match) return;
+      clearTimeout(timer);
+      child.removeAllListeners("exit");
+      resolve({
+        url: match[1],
+        stderr: () => stderr,
+        stop: () => new Promise((done) => {
+          if (child.exitCode !== null) return done();
+          const kill = setTimeout(() => child.kill("SIGKILL"), 12_000);
+          child.once("exit", () => { clearTimeout(kill); done(); });
+          child.kill("SIGTERM");
+        }),
+      });
+    });
+  });
+}
+
+async function api(pathname, { method = "GET", account, body } = {}) {
+  const headers = {};
+  if (account) headers["x-account-id"] = account;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(server.url + pathname, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const json = await response.json();
+  assert.ok(response.ok, `${method} ${pathname}: ${response.status} ${JSON.stringify(json)}`);
+  return json;
+}
+const setFaults = (faults) => api("/api/faults", { method: "PUT", body: { ...NO_FAULTS, ...faults } });
+const ordersOf = async (account) => (await api("/api/orders", { account })).orders;
+
+/** A fresh browser context (own localStorage); page errors fail the test. */
+async function newContext() {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
+  contexts.add(context);
+  return context;
+}
+
+async function openCheckout(context, account, query = "") {
+  const page = await context.newPage();
+  page.errors = [];
+  page.on("pageerror", (error) => page.errors.push(error));
+  await page.goto(`${server.url}/?fast=1&account=${account}${query}`);
+  return page;
+}
+
+const stateOf = (page) => page.locator("main").getAttribute("data-state");
+async function waitForState(page, states, timeout = 30_000) {
+  const wanted = [].concat(states);
+  await page.waitForFunction((w) => w.includes(document.querySelector("main")?.dataset.state), wanted, { timeout })
+    .catch(async (error) => {
+      const status = await page.locator("#status").textContent().catch(() => "?");
+      const detail = await page.locator("#status-detail").textContent().catch(() => "?");
+      throw new Error(`page never reached ${wanted.join("|")}; it is ${await stateOf(page)}: ${status} ${detail}\n${error.message}`);
+    });
+}
+const shownKey = async (page) => (await page.locator("#intent-key").textContent()).trim();
+
+/** Polls the server's orders until the page says paid, then checks: exactly one order, made with the shown key. */
+async function expectOneOrder(page, account) {
+  const deadline = Date.now() + 30_000;
+  let orders = [];
+  while (Date.now() < deadline) {
+    orders = await ordersOf(account);
+    assert.ok(orders.length <= 1, `more than one order for one click: ${JSON.stringify(orders.map((o) => o.idempotencyKey))}`);
+    if (await stateOf(page) === "paid") break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await waitForState(page, "paid", 1000);
+  orders = await ordersOf(account);
+  assert.equal(orders.length, 1, "one click, one order");
+  const key = await shownKey(page);
+  assert.match(key, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, "the page shows a UUID v4 key");
+  assert.equal(orders[0].idempotencyKey, key, "the order was made with the key the page shows");
+  assert.equal((await page.locator("#order-id").textContent()).trim(), orders[0].id, "the page shows the order id");
+  return orders[0];
+}
+
+function assertNoPageErrors(...pages) {
+  for (const page of pages) assert.deepEqual(page.errors.map(String), [], "no uncaught errors in the page");
+}
+
+before(async () => {
+  const missing = prerequisites();
+  if (missing.length) throw new Error(`e2e prerequisites missing:\n- ${missing.join("\n- ")}`);
+  tmpDir = mkdtempSync(path.join(os.tmpdir(), "idempotent-fetch-e2e-"));
+  server = await startServer(path.join(tmpDir, "e2e.sqlite"));
+  const { chromium } = await import(pathToFileURL(playwrightPath).href);
+  browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
+  mkdirSync(screenshotDir, { recursive: true });
+});
+
+afterEach(async () => {
+  for (const context of contexts) await context.close().catch(() => {});
+  contexts.clear();
+  if (server) await setFaults({}).catch(() => {});
+});
+
+after(async () => {
+  await browser?.close().catch(() => {});
+  await server?.stop();
+  if (tmpDir) rmSync(tmpDir, { recursive: true, force: true });
+});
+
+test("with every fault on, one click makes exactly one order", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const account = "e2e_faults";
+  await setFaults({ failBeforeWork: 0.5, dropAfterCommit: 0.6, status429: 0.4, retryAfterSecs: 0, latencyMs: 30, latencyProbability: 0.5 });
+  const page = await openCheckout(await newContext(), account);
+  await waitForState(page, "idle");
+  await page.click("#pay");
+  const order = await expectOneOrder(page, account);
+  assert.equal(order.items.length, 1);
+  assert.match(await page.locator("#status").textContent(), /^Paid: order ord_/);
+  assert.match(await page.locator("#orders-summary").textContent(), /1 with this payment's key/);
+  assertNoPageErrors(page);
+});
+
+test("a reload while retrying resumes with the same key, and still one order", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const account = "e2e_reload";
+  await setFaults({ failBeforeWork: 1, retryAfterSecs: 0 });
+  const page = await openCheckout(await newContext(), account);
+  await waitForState(page, "idle");
+  await page.click("#pay");
+  await page.waitForFunction(() => Number(document.getElementById("attempt").textContent) >= 2, null, { timeout: 10_000 });
+  const key = await shownKey(page);
+  const cartId = (await page.locator("#cart-id").textContent()).trim();
+
+  await page.reload();
+  await page.waitForFunction(() => /Resuming your payment/.test(document.getElementById("status-detail").textContent), null, { timeout: 10_000 });
+  assert.equal(await shownKey(page), key, "same key after the reload");
+  assert.equal((await page.locator("#cart-id").textContent()).trim(), cartId, "same cart after the reload");
+  assert.match(await page.locator("#status-detail").textContent(), new RegExp(`same key ${key.slice(0, 8)}`));
+  assert.ok(await page.locator("#pay").isDisabled(), "Pay is disabled while the payment is being resumed");
+  assert.equal((await ordersOf(account)).length, 0, "the server failed every attempt so far");
+
+  await setFaults({});
+  await expectOneOrder(page, account);
+  assert.equal(await shownKey(page), key, "paid with the key from before the reload");
+  assertNoPageErrors(page);
+});
+
+test("two tabs paying the same cart at once make one order", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const account = "e2e_tabs";
+  const context = await newContext();
+  const first = await openCheckout(context, account);
+  await waitForState(first, "idle");
+  const second = await openCheckout(context, account);
+  await waitForState(second, "idle");
+  assert.equal(await second.locator("#cart-id").textContent(), await first.locator("#cart-id").textContent(), "both tabs show one cart");
+
+  // Slow and lossy: each attempt stays in flight a while, and some answers are lost after the commit.
+  await setFaults({ latencyMs: 400, latencyProbability: 1, dropAfterCommit: 0.5 });
+  await Promise.all([first.click("#pay"), second.click("#pay")]);
+  await Promise.all([waitForState(first, "paid"), waitForState(second, "paid")]);
+
+  const orders = await ordersOf(account);
+  assert.equal(orders.length, 1, "one order for two tabs");
+  assert.equal(await shownKey(first), orders[0].idempotencyKey);
+  assert.equal(await shownKey(second), orders[0].idempotencyKey);
+  assertNoPageErrors(first, second);
+});
+
+test("offline: the payment waits for the network, then completes once", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const account = "e2e_offline";
+  const context = await newContext();
+  const page = await openCheckout(context, account);
+  await waitForState(page, "idle");
+
+  await context.setOffline(true);
+  await page.click("#pay");
+  await waitForState(page, "offline", 10_000);
+  assert.match(await page.locator("#status").textContent(), /offline/i);
+  assert.ok(await page.locator("#offline-banner").isVisible(), "the offline banner is shown");
+  const key = await shownKey(page);
+  await page.waitForTimeout(500);
+  assert.equal(await stateOf(page), "offline", "still waiting, not burning attempts");
+  assert.equal((await ordersOf(account)).length, 0);
+  await page.screenshot({ path: path.join(screenshotDir, "offline.png"), fullPage: true });
+
+  await context.setOffline(false);
+  await expectOneOrder(page, account);
+  assert.equal(await shownKey(page), key, "the same key after coming back online");
+  assertNoPageErrors(page);
+});
+
+test("gave up: Try again re-sends the same key", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const account = "e2e_gaveup";
+  await setFaults({ failBeforeWork: 1, retryAfterSecs: 0 });
+  const page = await openCheckout(await newContext(), account, "&attempts=2");
+  await waitForState(page, "idle");
+  await page.click("#pay");
+  await waitForState(page, "gaveup", 10_000);
+  const key = await shownKey(page);
+  assert.ok(await page.locator("#try-again").isVisible(), "a Try again button is offered");
+  assert.match(await page.locator("#status-detail").textContent(), /same key/);
+  await page.screenshot({ path: path.join(screenshotDir, "gave-up.png"), fullPage: true });
+
+  await setFaults({});
+  await page.click("#try-again");
+  await expectOneOrder(page, account);
+  assert.equal(await shownKey(page), key, "Try again used the same key");
+  assertNoPageErrors(page);
+});
+
+test("screenshots of the main states, faults switched from the page", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const account = "e2e_screens";
+  const page = await openCheckout(await newContext(), account);
+  await waitForState(page, "idle");
+  await page.click('tr[data-sku] button[data-step="1"] >> nth=1'); // one more of the second product
+  await page.waitForFunction(() => /Pay /.test(document.getElementById("pay").textContent));
+  await page.screenshot({ path: path.join(screenshotDir, "idle.png"), fullPage: true });
+
+  // The "Server down" preset on the page really configures the server.
+  await page.click('[data-preset="down"]');
+  await page.waitForFunction(() => document.querySelector('[data-preset="down"]').getAttribute("aria-pressed") === "true");
+  assert.equal((await api("/api/faults")).failBeforeWork, 1);
+
+  await page.click("#pay");
+  await waitForState(page, "waiting", 10_000);
+  await page.waitForFunction(() => /^Retrying in \d+\.\d s — server busy \(503\)$/.test(document.getElementById("countdown").textContent));
+  await page.screenshot({ path: path.join(screenshotDir, "retrying.png"), fullPage: true });
+
+  await page.click('[data-preset="off"]');
+  const order = await expectOneOrder(page, account);
+  assert.equal(order.items.length, 2, "the order has the cart's two lines");
+  await page.waitForFunction(() => document.querySelector("#orders tr.mine") !== null);
+  await page.screenshot({ path: path.join(screenshotDir, "paid.png"), fullPage: true });
+
+  // New cart: a new intent (new key next time), the paid order stays.
+  const oldCart = await page.locator("#cart-id").textContent();
+  await page.click("#new-cart");
+  await waitForState(page, "idle");
+  assert.notEqual(await page.locator("#cart-id").textContent(), oldCart);
+  assert.equal(await shownKey(page), "none yet");
+  assertNoPageErrors(page);
+});
