@@ -19,7 +19,7 @@ use super::errors::{js_error, to_js_error};
 use super::events::{event, Listeners, EVENT_TYPES};
 use super::js::{object, property, set};
 use super::operation::IdempotentOperation;
-use super::options::{deserialize_strict, parse_client_options, ClientConfig};
+use super::options::{parse_client_options, ClientConfig};
 use super::request::{prepare_parts, prepare_request, read_url, PreparedRequest};
 use super::storage::WebStore;
 use super::types::*;
@@ -36,6 +36,8 @@ pub struct ClientInner {
     pub random: RefCell<OsRandom>,
     /// Event listeners.
     pub listeners: Rc<Listeners>,
+    /// Sends in flight in this client, by intent.
+    pub in_flight: Rc<super::inflight::InFlight>,
 }
 
 /// Makes state-changing requests safe to retry: one idempotency key per intent, kept in storage
@@ -68,6 +70,7 @@ impl IdempotentClient {
             store,
             random: RefCell::new(OsRandom),
             listeners,
+            in_flight: Rc::default(),
         });
         // After the constructor returns, so listeners added right away still hear about it.
         let startup = inner.clone();
@@ -304,12 +307,6 @@ fn intent_id_arg(value: &JsValue) -> Result<String, JsValue> {
     value.as_string().ok_or_else(|| js_error(ErrorCode::InvalidRequest, "intentId must be a string such as \"checkout:cart-42\""))
 }
 
-#[derive(serde::Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawBeginOptions {
-    replace: Option<bool>,
-}
-
 /// Parsed `begin` options.
 pub struct ParsedBeginOptions {
     /// Replace a mismatching stored intent.
@@ -320,9 +317,10 @@ fn parse_begin_options(value: &JsValue) -> Result<ParsedBeginOptions, JsValue> {
     if value.is_undefined() || value.is_null() {
         return Ok(ParsedBeginOptions { replace: false });
     }
-    super::options::reject_unknown_fields(value, "begin options: ", &["replace"])?;
-    let raw: RawBeginOptions = deserialize_strict(value, "begin options")?;
-    Ok(ParsedBeginOptions { replace: raw.replace.unwrap_or(false) })
+    let invalid = |message: String| js_error(ErrorCode::InvalidOptions, message);
+    let fields = super::fields::Fields::of(value, "", "begin options").map_err(invalid)?;
+    fields.only(&["replace"]).map_err(invalid)?;
+    Ok(ParsedBeginOptions { replace: fields.boolean("replace").map_err(invalid)?.unwrap_or(false) })
 }
 
 fn listener_args(event_type: JsValue, listener: JsValue) -> Result<(String, Function), JsValue> {

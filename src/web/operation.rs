@@ -15,6 +15,7 @@ use super::client::{discard, promise, ClientInner};
 use super::clock::DateClock;
 use super::errors::{js_error, to_js_error};
 use super::events::{event, SendObserver};
+use super::inflight::{InFlight, Turn};
 use super::js::{object, property, set};
 use super::request::PreparedRequest;
 use super::transport::FetchTransport;
@@ -119,6 +120,22 @@ async fn send_operation(
 ) -> Result<JsValue, JsValue> {
     let intent_id = record.borrow().id.clone();
     let config = &inner.config;
+    // One send per intent in this client: a second call waits and shares the first one's answer.
+    let mut turn = match InFlight::enter(&inner.in_flight, &intent_id, signal.as_ref()).await {
+        Ok(Turn::Mine(guard)) => guard,
+        Ok(Turn::Shared(result)) => {
+            if let Ok(Some(stored)) = inner.store.load(&intent_id).await {
+                *record.borrow_mut() = stored;
+            }
+            return Ok(result);
+        }
+        Err(_) => {
+            let key = record.borrow().key.clone();
+            let error = crate::core::SendError::new(ErrorCode::Aborted, "aborted while another call was sending this intent; the key is kept")
+                .with_key(&key);
+            return Err(to_js_error(&error));
+        }
+    };
     // One sender per intent across tabs: wait for the tab (or the other send) that holds it.
     let lock_name = format!("idempotent-fetch:{}:{intent_id}", config.namespace);
     let mut random = crate::core::ports::OsRandom;
@@ -180,7 +197,9 @@ async fn send_operation(
                 set(&e, "message", format!("the server answered {}", definite.status));
                 inner.listeners.emit("failure", &e);
             }
-            Ok(result.into())
+            let result: JsValue = result.into();
+            turn.set_result(&result);
+            Ok(result)
         }
         Err(error) => {
             let e = event("failure");

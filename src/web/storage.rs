@@ -189,15 +189,12 @@ fn decode(text: &str, expected_id: Option<&str>) -> Result<IntentRecord, StoreEr
     if text.len() > 1 << 20 {
         return Err(RecordError::Malformed("record larger than 1 MiB".into()).into());
     }
-    let value = js_sys::JSON::parse(text).map_err(|_| RecordError::Malformed("not JSON".into()))?;
-    let record: IntentRecord = serde_wasm_bindgen::from_value(value).map_err(|e| RecordError::Malformed(e.to_string()))?;
+    let record = super::record_codec::decode(text)?;
     record.validate(expected_id)?;
     Ok(record)
 }
 
-/// Record -> JSON text (through the browser's JSON, not serde_json: smaller wasm).
+/// Record -> JSON text.
 fn encode(record: &IntentRecord) -> Result<String, StoreError> {
-    let value = serde_wasm_bindgen::to_value(record).map_err(|e| StoreError::Unavailable(format!("encoding failed: {e}")))?;
-    let text = js_sys::JSON::stringify(&value).map_err(|e| StoreError::Unavailable(format!("encoding failed: {}", describe_js(&e))))?;
-    Ok(String::from(text))
+    super::record_codec::encode(record).map_err(StoreError::Unavailable)
 }
