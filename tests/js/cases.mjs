@@ -1145,3 +1145,21 @@ add("offline: waits for the online event instead of burning attempts", async (ct
     if (!restored) restore();
   }
 }, { browserOnly: true });
+
+add("two concurrent sends of one intent: same key; in a page one waits for the other (Web Lock)", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const request = { url: ctx.url("race", "delay300,201"), body: "x" };
+  const op = await client.begin("pay", request);
+  const twin = await client.begin("pay", request);
+  assert.equal(twin.key, op.key);
+  const results = await Promise.all([op.send(), twin.send()]);
+  assert.deepEqual(results.map((r) => [r.status, r.key]), [[201, op.key], [201, op.key]]);
+  const log = await ctx.log("race");
+  assert.equal(log.length, 2, "the waiting send re-sends with the same key (the server replays)");
+  assert.ok(log.every((e) => e.key === op.key), "same key");
+  if (ctx.browser) {
+    // src/web/lock.rs: the second send waits for the first's definite answer.
+    assert.ok(log[1].at - log[0].at >= 250, `serialised: second request ${log[1].at - log[0].at} ms after the first`);
+  }
+});

@@ -88,7 +88,7 @@ before(async () => {
   server = await startTestServer();
   statics = await startStaticServer();
   browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
-  page = await browser.newPage();
+  page = await (await browser.newContext()).newPage(); // a context can hold a second tab
   page.on("pageerror", (error) => pageErrors.push(String(error?.stack ?? error)));
   await openPage();
 });
@@ -184,6 +184,34 @@ test("page.reload() during an in-flight attempt: the next page load resumes the 
   await reloadMidSend("flight", "delay5000,201", async ({ scenario }) => {
     await waitFor(async () => (await serverLog(scenario)).length === 1, "the first attempt to reach the server");
   });
+});
+
+test("two tabs sending the same intent: same key, one at a time", async () => {
+  const namespace = `tabs${Date.now().toString(36)}`;
+  const scenario = `${namespace}-pay`;
+  const url = `${server.url}/s/${scenario}?script=${encodeURIComponent("delay400,201")}`;
+  const second = await page.context().newPage();
+  try {
+    second.on("pageerror", (error) => pageErrors.push(String(error?.stack ?? error)));
+    await second.goto(`${statics.url}/tests/browser/cases.html`);
+    await second.waitForFunction(() => window.__ready, null, { timeout: 15_000 });
+    const run = (tab) => tab.evaluate(async ([namespace, url]) => {
+      const client = new window.__lib.IdempotentClient({ namespace, storage: "local", retry: { baseDelayMs: 1, maxDelayMs: 5 } });
+      const op = await client.begin("checkout:cart-42", { url, body: '{"cart":42}' });
+      const result = await op.send();
+      return { key: op.key, status: result.status };
+    }, [namespace, url]);
+    const [a, b] = await Promise.all([run(page), run(second)]);
+    if (a.key !== b.key) throw new Error(`two tabs, two keys: ${a.key} ${b.key}`);
+    if (a.status !== 201 || b.status !== 201) throw new Error(`statuses ${a.status} ${b.status}`);
+    const log = await serverLog(scenario);
+    if (log.some((entry) => entry.key !== a.key)) throw new Error(`server saw other keys: ${JSON.stringify(log.map((e) => e.key))}`);
+    if (log.length !== 2 || log[1].at - log[0].at < 350) {
+      throw new Error(`not one at a time: ${JSON.stringify(log.map((e) => e.at - log[0].at))}`);
+    }
+  } finally {
+    await second.close();
+  }
 });
 
 test("no uncaught errors in the page", () => {

@@ -9,8 +9,8 @@
 //   delay300   wait 300 ms, then answer 201
 //   reset      destroy the connection without answering
 //   endless    200 with a body that never ends
-// GET /log/<scenario> returns the logged requests: [{method, key, headers, body, bodyBase64, attempt}]
-// (`body` is latin1 text; `bodyBase64` is the exact bytes).
+// GET /log/<scenario> returns the logged requests: [{method, key, headers, body, bodyBase64, attempt, at}]
+// (`body` is latin1 text; `bodyBase64` is the exact bytes; `at` is Date.now() when it arrived).
 // `&close=1` on a scenario URL answers with `Connection: close`, so every attempt uses a fresh
 // connection (Chromium transparently re-sends a request that got a 408 or a reset on a reused
 // keep-alive socket, which would hide that attempt from the library).
@@ -52,7 +52,7 @@ export function startTestServer(port = 0) {
     const attempt = log.length + 1;
     const key = req.headers["idempotency-key"] ?? null;
     const body = Buffer.concat(chunks);
-    log.push({ method: req.method, key, headers: req.headers, body: body.toString("latin1"), bodyBase64: body.toString("base64"), attempt });
+    log.push({ method: req.method, key, headers: req.headers, body: body.toString("latin1"), bodyBase64: body.toString("base64"), attempt, at: Date.now() });
     const steps = (url.searchParams.get("script") ?? "201").split(",");
     const step = steps[Math.min(attempt - 1, steps.length - 1)];
     await answer(step, res, cors, { attempt, key });
