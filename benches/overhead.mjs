@@ -1,0 +1,295 @@
+#!/usr/bin/env node
+// Overhead per request in headless Chromium, against a loopback Node server that answers every POST
+// with 201 and a tiny JSON body, no faults.
+//
+//   node benches/overhead.mjs            1,000 POSTs per variant, 10,000 intents, 10 page loads
+//   node benches/overhead.mjs --quick    200 POSTs per variant, 1,000 intents, 3 page loads
+//
+// 1. Per request: plain fetch, fetch with a hand-made Idempotency-Key, ky with retries, and
+//    idempotent-fetch (client.fetch, and begin + send; memory and localStorage). All in one page, in
+//    one run, interleaved round-robin (the start variant rotates each round) so that load from other
+//    processes on the machine falls on every variant alike. Each request reads the response body.
+// 2. Start-up: import of the glue + init() (fetch, compile and instantiate the .wasm) and
+//    new IdempotentClient(), on fresh page loads with caching off.
+// 3. Intents: N sequential intents on localStorage, each `begin` (fingerprint, new key, record
+//    saved) then `send` (record updated, POST with the key, 201, record marked succeeded: the key is
+//    retired; the record itself stays until the keyTtl sweep).
+//
+// Needs pkg/web (built here with wasm-pack when missing), tools/node_modules (playwright-core) and
+// benches/size-compare/node_modules (ky, esbuild; `npm ci` is run there when missing), and Chromium
+// on PATH (/usr/bin/chromium). Prints figures; never fails on them.
+
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { createServer } from "node:http";
+import { createRequire } from "node:module";
+import { homedir } from "node:os";
+import { dirname, extname, join, normalize } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const benches = dirname(fileURLToPath(import.meta.url));
+const root = dirname(benches);
+const compareDir = join(benches, "size-compare");
+const quick = process.argv.includes("--quick");
+const REQUESTS = quick ? 200 : 1000;
+const WARMUP = quick ? 20 : 50;
+const INTENTS = quick ? 1000 : 10000;
+const LOADS = quick ? 3 : 10;
+const CHROMIUM_ARGS = [
+  "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+];
+const env = {
+  ...process.env,
+  PATH: `${join(root, "tools", "node_modules", ".bin")}:${join(homedir(), ".cargo", "bin")}:${process.env.PATH}`,
+};
+
+function run(cmd, argv, cwd) {
+  console.error(`$ ${cmd} ${argv.join(" ")}`);
+  const r = spawnSync(cmd, argv, { cwd, env, stdio: ["ignore", "inherit", "inherit"] });
+  if (r.status !== 0) throw new Error(`${cmd} exited with ${r.status ?? r.signal}`);
+}
+
+if (!existsSync(join(root, "pkg", "web", "idempotent_fetch_bg.wasm"))) {
+  run("wasm-pack", ["build", "--release", "--target", "web", "--out-dir", "pkg/web"], root);
+}
+if (!existsSync(join(compareDir, "node_modules", "esbuild"))) run("npm", ["ci", "--no-audit", "--no-fund"], compareDir);
+const requireCompare = createRequire(join(compareDir, "package.json"));
+const requireTools = createRequire(join(root, "tools", "package.json"));
+const esbuild = requireCompare("esbuild");
+const { chromium } = requireTools("playwright-core");
+const kyVersion = JSON.parse(readFileSync(join(compareDir, "node_modules", "ky", "package.json"), "utf8")).version;
+
+const kyBundle = (
+  await esbuild.build({
+    stdin: { contents: `export { default } from "ky";`, resolveDir: compareDir, loader: "js" },
+    bundle: true, minify: true, format: "esm", platform: "browser", target: "es2020", write: false, logLevel: "silent",
+  })
+).outputFiles[0].text;
+
+// ---- the loopback server --------------------------------------------------------------------------
+const PAGE = `<!doctype html><meta charset="utf-8"><title>overhead</title><body>overhead bench</body>`;
+const TYPES = { ".js": "text/javascript", ".wasm": "application/wasm", ".html": "text/html" };
+// Cross-origin isolation gives performance.now() 5 µs resolution instead of 100 µs.
+const ISOLATION = { "cross-origin-opener-policy": "same-origin", "cross-origin-embedder-policy": "require-corp" };
+let orders = 0;
+const server = createServer((req, res) => {
+  const url = new URL(req.url, "http://x");
+  if (req.method === "POST" && url.pathname === "/api/orders") {
+    req.on("data", () => {});
+    req.on("end", () => {
+      orders += 1;
+      res.writeHead(201, { "content-type": "application/json", "cache-control": "no-store" });
+      res.end(`{"id":${orders}}`);
+    });
+    return;
+  }
+  const headers = { ...ISOLATION, "cache-control": "no-store" };
+  if (url.pathname === "/") {
+    res.writeHead(200, { ...headers, "content-type": "text/html" });
+    res.end(PAGE);
+  } else if (url.pathname === "/ky.js") {
+    res.writeHead(200, { ...headers, "content-type": "text/javascript" });
+    res.end(kyBundle);
+  } else if (url.pathname.startsWith("/pkg/web/")) {
+    const file = normalize(join(root, url.pathname));
+    if (!file.startsWith(join(root, "pkg", "web")) || !existsSync(file)) {
+      res.writeHead(404).end();
+      return;
+    }
+    res.writeHead(200, { ...headers, "content-type": TYPES[extname(file)] ?? "application/octet-stream" });
+    res.end(readFileSync(file));
+  } else {
+    res.writeHead(404).end();
+  }
+});
+await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+const origin = `http://127.0.0.1:${server.address().port}`;
+
+// ---- in the page ------------------------------------------------------------------------------------
+async function startup() {
+  const t0 = performance.now();
+  const mod = await import("/pkg/web/idempotent_fetch.js");
+  const t1 = performance.now();
+  await mod.default();
+  const t2 = performance.now();
+  const client = new mod.IdempotentClient({ namespace: `startup-${Math.random()}`, storage: "memory" });
+  const t3 = performance.now();
+  client.free?.();
+  return { importMs: t1 - t0, initMs: t2 - t1, clientMs: t3 - t2, totalMs: t3 - t0 };
+}
+
+async function perRequest({ requests, warmup }) {
+  localStorage.clear();
+  const { default: init, IdempotentClient } = await import("/pkg/web/idempotent_fetch.js");
+  await init();
+  const { default: ky } = await import("/ky.js");
+  const url = "/api/orders";
+  const bodyOf = (i) => JSON.stringify({ cart: "cart-42", amount: 4200, currency: "eur", i });
+  const memory = new IdempotentClient({ namespace: "bench-memory", storage: "memory" });
+  const local = new IdempotentClient({ namespace: "bench-local", storage: "local" });
+  let fallback = null;
+  local.addEventListener("storagefallback", (e) => (fallback = e.reason));
+  const json = { "content-type": "application/json" };
+  const variants = {
+    "fetch": async (i) => {
+      const r = await fetch(url, { method: "POST", headers: json, body: bodyOf(i) });
+      await r.text();
+    },
+    "fetch + Idempotency-Key (crypto.randomUUID)": async (i) => {
+      const headers = { ...json, "idempotency-key": crypto.randomUUID() };
+      const r = await fetch(url, { method: "POST", headers, body: bodyOf(i) });
+      await r.text();
+    },
+    [`ky (retry: limit 3, POST included)`]: async (i) => {
+      await ky.post(url, { headers: json, body: bodyOf(i), retry: { limit: 3, methods: ["post"] } }).text();
+    },
+    "idempotent-fetch client.fetch, memory": async (i, round) => {
+      const r = await memory.fetch(url, { method: "POST", headers: json, body: bodyOf(i), intent: `m-fetch-${round}-${i}` });
+      await r.text();
+    },
+    "idempotent-fetch client.fetch, localStorage": async (i, round) => {
+      const r = await local.fetch(url, { method: "POST", headers: json, body: bodyOf(i), intent: `l-fetch-${round}-${i}` });
+      await r.text();
+    },
+    "idempotent-fetch begin + send, memory": async (i, round) => {
+      const op = await memory.begin(`m-op-${round}-${i}`, { url, method: "POST", headers: json, body: bodyOf(i) });
+      const result = await op.send();
+      await result.response.text();
+    },
+    "idempotent-fetch begin + send, localStorage": async (i, round) => {
+      const op = await local.begin(`l-op-${round}-${i}`, { url, method: "POST", headers: json, body: bodyOf(i) });
+      const result = await op.send();
+      await result.response.text();
+    },
+  };
+  const names = Object.keys(variants);
+  const samples = Object.fromEntries(names.map((n) => [n, []]));
+  for (let i = 0; i < warmup; i++) for (const n of names) await variants[n](i, "warm");
+  for (let i = 0; i < requests; i++) {
+    for (let k = 0; k < names.length; k++) {
+      const n = names[(i + k) % names.length];
+      const t0 = performance.now();
+      await variants[n](i, "run");
+      samples[n].push(performance.now() - t0);
+    }
+  }
+  return { samples, fallback, isolated: crossOriginIsolated, storedKeys: localStorage.length };
+}
+
+async function intents({ count }) {
+  localStorage.clear();
+  const { default: init, IdempotentClient } = await import("/pkg/web/idempotent_fetch.js");
+  await init();
+  const client = new IdempotentClient({ namespace: "bench-intents", storage: "local" });
+  let fallback = null;
+  client.addEventListener("storagefallback", (e) => (fallback = e.reason));
+  const url = "/api/orders";
+  const headers = { "content-type": "application/json" };
+  const begin = [];
+  const send = [];
+  const total = [];
+  const start = performance.now();
+  for (let i = 0; i < count; i++) {
+    const t0 = performance.now();
+    const op = await client.begin(`checkout:cart-${i}`, { url, method: "POST", headers, body: JSON.stringify({ cart: i, amount: 4200 }) });
+    const t1 = performance.now();
+    const result = await op.send();
+    await result.response.text();
+    const t2 = performance.now();
+    if (result.status !== 201) throw new Error(`status ${result.status}`);
+    begin.push(t1 - t0);
+    send.push(t2 - t1);
+    total.push(t2 - t0);
+  }
+  const wallMs = performance.now() - start;
+  let chars = 0;
+  for (let i = 0; i < localStorage.length; i++) {
+    const k = localStorage.key(i);
+    chars += k.length + localStorage.getItem(k).length;
+  }
+  const pending = (await client.pending()).length;
+  return { begin, send, total, wallMs, fallback, storedKeys: localStorage.length, storedChars: chars, pending };
+}
+
+// ---- statistics and report ---------------------------------------------------------------------------
+const sorted = (xs) => [...xs].sort((a, b) => a - b);
+const quantile = (xs, q) => {
+  const s = sorted(xs);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
+};
+const median = (xs) => quantile(xs, 0.5);
+const p99 = (xs) => quantile(xs, 0.99);
+const ms = (x) => x.toFixed(3);
+
+const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
+try {
+  const version = browser.version();
+  const context = await browser.newContext();
+
+  // Start-up, each on a fresh page load (cache off: the server says no-store).
+  const loads = [];
+  for (let i = 0; i < LOADS; i++) {
+    const page = await context.newPage();
+    await page.goto(`${origin}/`);
+    loads.push(await page.evaluate(startup));
+    await page.close();
+  }
+
+  const page = await context.newPage();
+  await page.goto(`${origin}/`);
+  const req = await page.evaluate(perRequest, { requests: REQUESTS, warmup: WARMUP });
+  const int = await page.evaluate(intents, { count: INTENTS });
+  await page.close();
+
+  console.log(`# Overhead in headless Chromium ${version} (Node ${process.version} server on 127.0.0.1)\n`);
+  console.log(
+    `crossOriginIsolated: ${req.isolated} (performance.now() resolution ${req.isolated ? "5 µs" : "100 µs"}); ky ${kyVersion}; ` +
+      `${REQUESTS} sequential POSTs per variant after ${WARMUP} warm-up each, interleaved round-robin.\n`,
+  );
+  console.log("## Per request (ms, wall clock in the page: request sent to body read)\n");
+  const base = req.samples.fetch;
+  console.log("| variant | median | p99 | median ÷ fetch | p99 ÷ fetch |");
+  console.log("|---|---:|---:|---:|---:|");
+  for (const [name, xs] of Object.entries(req.samples)) {
+    console.log(
+      `| ${name} | ${ms(median(xs))} | ${ms(p99(xs))} | ${(median(xs) / median(base)).toFixed(2)}× | ${(p99(xs) / p99(base)).toFixed(2)}× |`,
+    );
+  }
+  if (req.fallback) console.log(`\nlocalStorage fell back to memory: ${req.fallback}`);
+
+  console.log(`\n## Start-up (ms, ${LOADS} fresh page loads, no cache)\n`);
+  console.log("| step | first load | median | max |");
+  console.log("|---|---:|---:|---:|");
+  for (const [key, label] of [
+    ["importMs", "import the JS glue"],
+    ["initMs", "await init(): fetch + compile + instantiate the .wasm"],
+    ["clientMs", "new IdempotentClient({storage: \"memory\"})"],
+    ["totalMs", "total"],
+  ]) {
+    const xs = loads.map((l) => l[key]);
+    console.log(`| ${label} | ${ms(xs[0])} | ${ms(median(xs))} | ${ms(Math.max(...xs))} |`);
+  }
+
+  console.log(`\n## ${INTENTS.toLocaleString("en")} intents on localStorage (ms per intent)\n`);
+  console.log(
+    "Each: `await client.begin(id, {url, method: \"POST\", headers, body})` (validate, fingerprint, new key, record saved), " +
+      "then `await op.send()` + body read (record updated, POST with the key to the 201 server, record marked succeeded: key retired).\n",
+  );
+  console.log("| part | median | p99 | mean |");
+  console.log("|---|---:|---:|---:|");
+  const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  for (const [label, xs] of [["begin", int.begin], ["send", int.send], ["begin + send", int.total]]) {
+    console.log(`| ${label} | ${ms(median(xs))} | ${ms(p99(xs))} | ${ms(mean(xs))} |`);
+  }
+  console.log(
+    `\nWall time ${(int.wallMs / 1000).toFixed(2)} s, ${ms(int.wallMs / INTENTS)} ms per intent. ` +
+      `Afterwards localStorage holds ${int.storedKeys} entries, ${(int.storedChars / 1024 / 1024).toFixed(2)} M chars ` +
+      `(succeeded records stay until the keyTtl sweep); client.pending() lists ${int.pending}.` +
+      (int.fallback ? ` localStorage fell back to memory: ${int.fallback}` : ""),
+  );
+  await context.close();
+} finally {
+  await browser.close();
+  server.close();
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Every benchmark, one after the other (what `cargo xtask bench` runs). Pass --quick for fewer runs.
+# Prints figures; never fails on them. See BENCHMARKS.md for what each one measures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=()
+[[ "${1:-}" == "--quick" ]] && quick=(--quick)
+
+echo "== 1. backoff simulation"
+cargo run --quiet --release --manifest-path benches/backoff-sim/Cargo.toml -- "${quick[@]}"
+echo
+echo "== 2. what ships (builds pkg/web, pkg/node, pkg/bundler)"
+node benches/size.mjs
+echo
+echo "== 3. overhead per request in headless Chromium"
+node benches/overhead.mjs "${quick[@]}"

@@ -1,0 +1,197 @@
+#!/usr/bin/env node
+// What ships: gzip -9 and brotli (quality 11) sizes of idempotent-fetch's .wasm + JS glue for each
+// wasm-pack target, next to the JS retry libraries users pick today, bundled to minified browser ESM
+// with esbuild. Then what in our binary costs the most (twiggy top, wasm-opt --metrics).
+//
+//   node benches/size.mjs              build pkg/web, pkg/node, pkg/bundler (wasm-pack --release), then measure
+//   node benches/size.mjs --no-build   measure the pkg/ directories as they are
+//
+// Needs: wasm-pack and wasm-bindgen (cargo install), tools/node_modules (npm ci in tools/: wasm-opt),
+// benches/size-compare/node_modules (npm ci in benches/size-compare/: the libraries and esbuild; run
+// here when missing), and for the "what costs most" part twiggy (`cargo install twiggy`). Prints
+// figures; never fails on them.
+
+import { execFileSync, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
+import { homedir, tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { brotliCompressSync, constants, gzipSync } from "node:zlib";
+
+const benches = dirname(fileURLToPath(import.meta.url));
+const root = dirname(benches);
+const compareDir = join(benches, "size-compare");
+const toolsBin = join(root, "tools", "node_modules", ".bin");
+const env = { ...process.env, PATH: `${toolsBin}:${join(homedir(), ".cargo", "bin")}:${process.env.PATH}` };
+const args = new Set(process.argv.slice(2));
+
+const TARGETS = [
+  { dir: "web", wasmPack: "web" },
+  { dir: "node", wasmPack: "nodejs" },
+  { dir: "bundler", wasmPack: "bundler" },
+];
+
+function run(cmd, argv, options = {}) {
+  console.error(`$ ${cmd} ${argv.join(" ")}`);
+  const r = spawnSync(cmd, argv, { cwd: root, env, stdio: ["ignore", "inherit", "inherit"], ...options });
+  if (r.status !== 0) throw new Error(`${cmd} exited with ${r.status ?? r.signal}`);
+}
+
+function which(cmd) {
+  return spawnSync("sh", ["-c", `command -v ${cmd}`], { env }).status === 0;
+}
+
+const gzip = (buf) => gzipSync(buf, { level: 9 }).length;
+const brotli = (buf) =>
+  brotliCompressSync(buf, {
+    params: { [constants.BROTLI_PARAM_QUALITY]: 11, [constants.BROTLI_PARAM_SIZE_HINT]: buf.length },
+  }).length;
+const measure = (buf) => ({ raw: buf.length, gzip: gzip(buf), brotli: brotli(buf) });
+const add = (a, b) => ({ raw: a.raw + b.raw, gzip: a.gzip + b.gzip, brotli: a.brotli + b.brotli });
+const ZERO = { raw: 0, gzip: 0, brotli: 0 };
+const kb = (n) => (n / 1024).toFixed(1);
+
+// ---- build ---------------------------------------------------------------------------------------
+if (!args.has("--no-build")) {
+  for (const t of TARGETS) {
+    run("wasm-pack", ["build", "--release", "--target", t.wasmPack, "--out-dir", `pkg/${t.dir}`]);
+  }
+}
+if (!existsSync(join(compareDir, "node_modules", "esbuild"))) {
+  run("npm", ["ci", "--no-audit", "--no-fund"], { cwd: compareDir });
+}
+const require = createRequire(join(compareDir, "package.json"));
+const esbuild = require("esbuild");
+
+// ---- ours ----------------------------------------------------------------------------------------
+// What a user's server sends: the .wasm plus the JS glue, each compressed on its own (the .d.ts files
+// are for the editor and never ship). Files are compressed separately because that is how they travel.
+const ours = [];
+for (const t of TARGETS) {
+  const dir = join(root, "pkg", t.dir);
+  if (!existsSync(dir)) {
+    console.error(`pkg/${t.dir} is missing: run without --no-build`);
+    process.exit(1);
+  }
+  const files = readdirSync(dir);
+  let wasm = ZERO;
+  let glue = ZERO;
+  for (const f of files) {
+    const buf = readFileSync(join(dir, f));
+    if (f.endsWith(".wasm")) wasm = add(wasm, measure(buf));
+    else if (f.endsWith(".js") && !f.endsWith(".d.js")) glue = add(glue, measure(buf));
+  }
+  ours.push({ name: `idempotent-fetch (pkg/${t.dir})`, wasm, glue, total: add(wasm, glue) });
+}
+// A bundler minifies our glue like it minifies everyone else's JS: the fair row to compare with
+// the minified bundles below.
+{
+  const web = ours[0];
+  const out = await esbuild.build({
+    entryPoints: [join(root, "pkg", "web", "idempotent_fetch.js")],
+    bundle: true,
+    minify: true,
+    format: "esm",
+    platform: "browser",
+    target: "es2020",
+    write: false,
+    logLevel: "silent",
+  });
+  const glue = measure(Buffer.from(out.outputFiles[0].contents));
+  ours.push({ name: "idempotent-fetch (pkg/web, glue minified)", wasm: web.wasm, glue, total: add(web.wasm, glue) });
+}
+
+// ---- theirs --------------------------------------------------------------------------------------
+const LIBS = [
+  { name: "ky", entry: `export { default } from "ky";` },
+  { name: "p-retry", entry: `export { default } from "p-retry";` },
+  { name: "fetch-retry", entry: `export { default } from "fetch-retry";` },
+  { name: "axios-retry (alone; axios external)", entry: `export { default } from "axios-retry";`, external: ["axios"] },
+  { name: "axios", entry: `export { default } from "axios";` },
+  {
+    name: "axios + axios-retry",
+    entry: `import axios from "axios"; import axiosRetry from "axios-retry"; export { axios, axiosRetry };`,
+  },
+];
+const theirs = [];
+for (const lib of LIBS) {
+  const out = await esbuild.build({
+    stdin: { contents: lib.entry, resolveDir: compareDir, loader: "js" },
+    bundle: true,
+    minify: true,
+    format: "esm",
+    platform: "browser",
+    target: "es2020",
+    external: lib.external ?? [],
+    write: false,
+    logLevel: "silent",
+  });
+  theirs.push({ name: lib.name, total: measure(Buffer.from(out.outputFiles[0].contents)) });
+}
+const versions = Object.fromEntries(
+  ["ky", "p-retry", "fetch-retry", "axios-retry", "axios", "esbuild"].map((p) => [p, JSON.parse(readFileSync(join(compareDir, "node_modules", p, "package.json"), "utf8")).version]),
+);
+
+// ---- report --------------------------------------------------------------------------------------
+const reference = ours[0].total; // pkg/web as shipped
+console.log("## What ships (KiB; gzip -9 and brotli q11 of each file, summed)\n");
+console.log("| package | .wasm raw | .wasm gzip | .wasm brotli | JS raw | JS gzip | JS brotli | total raw | total gzip | total brotli |");
+console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+for (const o of ours) {
+  console.log(
+    `| ${o.name} | ${kb(o.wasm.raw)} | ${kb(o.wasm.gzip)} | ${kb(o.wasm.brotli)} | ${kb(o.glue.raw)} | ${kb(o.glue.gzip)} | ${kb(o.glue.brotli)} | ${kb(o.total.raw)} | ${kb(o.total.gzip)} | ${kb(o.total.brotli)} |`,
+  );
+}
+console.log(`\n## The JS retry libraries, minified browser ESM bundles (esbuild ${versions.esbuild}, es2020)\n`);
+console.log("| library | version | raw | gzip | brotli | ours (pkg/web) ÷ this, gzip | ours ÷ this, brotli |");
+console.log("|---|---|---:|---:|---:|---:|---:|");
+for (const t of theirs) {
+  const version = t.name.startsWith("axios + ")
+    ? `${versions.axios} + ${versions["axios-retry"]}`
+    : versions[t.name.split(" ")[0]];
+  console.log(
+    `| ${t.name} | ${version} | ${kb(t.total.raw)} | ${kb(t.total.gzip)} | ${kb(t.total.brotli)} | ${(reference.gzip / t.total.gzip).toFixed(1)}× | ${(reference.brotli / t.total.brotli).toFixed(1)}× |`,
+  );
+}
+
+// ---- what costs most -----------------------------------------------------------------------------
+// wasm-pack's wasm-opt strips the name section, so twiggy would only see numbers. Rebuild the shipped
+// file with names kept: wasm-bindgen (keeps names unless told otherwise) on cargo's own output, then
+// wasm-opt with the same flags as Cargo.toml's wasm-pack profile plus -g (keep names).
+const meta = JSON.parse(execFileSync("cargo", ["metadata", "--format-version", "1", "--no-deps"], { cwd: root, env }));
+const rawWasm = join(meta.target_directory, "wasm32-unknown-unknown", "release", "idempotent_fetch.wasm");
+const work = mkdtempSync(join(tmpdir(), "if-size-"));
+try {
+  console.log("\n## What in our binary costs the most\n");
+  console.log(`cargo's output before wasm-bindgen and wasm-opt: ${kb(statSync(rawWasm).size)} KiB (${rawWasm.replace(root + "/", "")})`);
+  run("wasm-bindgen", ["--target", "web", "--out-dir", work, rawWasm]);
+  const named = join(work, "idempotent_fetch_bg.wasm");
+  const optimized = join(work, "named-opt.wasm");
+  const manifest = readFileSync(join(root, "Cargo.toml"), "utf8");
+  const flags = (manifest.match(/wasm-opt\s*=\s*\[([^\]]*)\]/)?.[1] ?? `"-Oz"`).match(/"([^"]+)"/g).map((s) => s.slice(1, -1));
+  run("wasm-opt", [...flags, "-g", named, "-o", optimized]);
+  const shipped = measure(readFileSync(join(root, "pkg", "web", "idempotent_fetch_bg.wasm")));
+  const withNames = measure(readFileSync(optimized));
+  console.log(
+    `names-kept rebuild (wasm-bindgen + wasm-opt ${flags.join(" ")} -g): ${kb(withNames.raw)} KiB raw; shipped pkg/web: ${kb(shipped.raw)} KiB raw (the difference is the name section)\n`,
+  );
+  if (which("twiggy")) {
+    console.log("### twiggy top -n 25 (names-kept, optimized; shallow bytes)\n");
+    console.log("```");
+    console.log(execFileSync("twiggy", ["top", "-n", "25", optimized], { env, encoding: "utf8" }).trimEnd());
+    console.log("```");
+  } else {
+    console.log("twiggy not found: `cargo install twiggy` (about 3 minutes), then run this again.");
+  }
+  console.log("\n### wasm-opt --metrics (pkg/web/idempotent_fetch_bg.wasm, as shipped)\n");
+  const metrics = spawnSync("wasm-opt", [...flags.filter((f) => f.startsWith("--enable")), "--metrics", join(root, "pkg", "web", "idempotent_fetch_bg.wasm")], {
+    env,
+    encoding: "utf8",
+  });
+  console.log("```");
+  console.log(`${metrics.stdout}${metrics.stderr}`.trimEnd());
+  console.log("```");
+} finally {
+  rmSync(work, { recursive: true, force: true });
+}
