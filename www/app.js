@@ -122,13 +122,13 @@ function render() {
   const hasItems = cartCount() > 0;
   el.pay.hidden = page.phase === "gaveup" || page.phase === "paid" || page.phase === "expired";
   el.pay.disabled = busy || page.phase === "loading" || !hasItems;
-  el.pay.textContent = hasItems ? `Pay ${money(cartTotalCents())}` : "Pay";
+  el.pay.textContent = busy ? "Paying…" : hasItems ? `Pay ${money(cartTotalCents())}` : "Pay";
   el.tryAgain.hidden = page.phase !== "gaveup";
   el.cancel.hidden = !busy;
   el.newCart.disabled = busy || page.phase === "loading";
   el.newCart.classList.toggle("primary", page.phase === "paid");
   el.key.textContent = page.key ?? "none yet";
-  el.attempt.textContent = page.attempt == null ? "–" : String(page.attempt);
+  el.attempt.textContent = page.attempt != null ? String(page.attempt) : page.key ? "none sent yet" : "–";
   el.orderId.textContent = page.cart?.paid?.orderId ?? "–";
   el.cartLockedNote.hidden = !cartLocked() || page.phase === "paid" || page.phase === "loading";
   el.app.setAttribute("aria-busy", String(page.phase === "loading"));
@@ -142,7 +142,7 @@ function renderCart() {
   const rows = page.products.map((p) => {
     const qty = page.cart.items[p.sku] ?? 0;
     const tr = document.createElement("tr");
-    tr.innerHTML = `<th scope="row"></th><td class="num"></td>
+    tr.innerHTML = `<th scope="row"></th><td class="num price"></td>
       <td class="qty-col"><div class="qty">
         <button type="button" class="step" data-step="-1" aria-label="One fewer">−</button>
         <input type="number" inputmode="numeric" min="0" max="99" step="1">
@@ -237,7 +237,7 @@ async function send(op) {
       },
       onRetry: (e) => {
         log(`no definite answer: ${e.reason}; retrying in ${(e.delayMs / 1000).toFixed(1)} s`);
-        setPhase("waiting", `Not confirmed yet (${e.reason}): retrying with the same key`,
+        setPhase("waiting", "Not confirmed yet: retrying with the same key",
           resumingNote() + "You will not be charged twice: the server recognises the key.");
         startCountdown(e.delayMs, e.reason);
       },
@@ -257,7 +257,7 @@ async function finished(result) {
   try { body = await result.response.json(); } catch { /* not JSON */ }
   if (result.ok) {
     page.cart.paid = {
-      orderId: body?.id ?? null, key: result.key,
+      orderId: body?.id ?? null, key: result.key, attempts: page.attempt,
       totalCents: body?.totalCents ?? cartTotalCents(), currency: body?.currency ?? "EUR",
     };
     saveCart();
@@ -337,6 +337,7 @@ function resetIntentView() {
 async function restore() {
   if (page.cart.paid) {
     page.key = page.cart.paid.key;
+    page.attempt = page.cart.paid.attempts ?? null;
     setPhase("paid", `Paid: order ${page.cart.paid.orderId ?? ""} for ${money(page.cart.paid.totalCents, page.cart.paid.currency)}`,
       "Start a new cart for another order.");
     return;
@@ -516,6 +517,7 @@ function wire() {
     page.cart = cart;
     if (cart.paid) {
       page.key = cart.paid.key;
+      page.attempt = cart.paid.attempts ?? null;
       setPhase("paid", `Paid: order ${cart.paid.orderId ?? ""} for ${money(cart.paid.totalCents, cart.paid.currency)}`,
         "Paid in another tab. Start a new cart for another order.");
     } else if (!sameCart) {

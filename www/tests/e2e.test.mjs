@@ -166,6 +166,13 @@ test("with every fault on, one click makes exactly one order", { timeout: TEST_T
   assert.equal(order.items.length, 1);
   assert.match(await page.locator("#status").textContent(), /^Paid: order ord_/);
   assert.match(await page.locator("#orders-summary").textContent(), /1 with this payment's key/);
+
+  // A reload after paying shows the paid cart, not a new payment.
+  const key = await shownKey(page);
+  await page.reload();
+  await waitForState(page, "paid", 10_000);
+  assert.equal(await shownKey(page), key);
+  assert.equal((await ordersOf(account)).length, 1);
   assertNoPageErrors(page);
 });
 
@@ -211,6 +218,9 @@ test("two tabs paying the same cart at once make one order", { timeout: TEST_TIM
   assert.equal(orders.length, 1, "one order for two tabs");
   assert.equal(await shownKey(first), orders[0].idempotencyKey);
   assert.equal(await shownKey(second), orders[0].idempotencyKey);
+  // Exactly one send did the work; the other tab's send (same key) got the server's stored answer.
+  const details = [await first.locator("#status-detail").textContent(), await second.locator("#status-detail").textContent()];
+  assert.ok(details.some((d) => /replayed its answer/.test(d)), `one tab got the replay: ${JSON.stringify(details)}`);
   assertNoPageErrors(first, second);
 });
 
@@ -286,5 +296,23 @@ test("screenshots of the main states, faults switched from the page", { timeout:
   await waitForState(page, "idle");
   assert.notEqual(await page.locator("#cart-id").textContent(), oldCart);
   assert.equal(await shownKey(page), "none yet");
+  assertNoPageErrors(page);
+});
+
+test("blocked storage: the page warns, and still pays once", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const account = "e2e_nostorage";
+  const context = await newContext();
+  await context.addInitScript(() => {
+    Object.defineProperty(window, "localStorage", {
+      get() { throw new DOMException("The operation is insecure.", "SecurityError"); },
+    });
+  });
+  await setFaults({ dropAfterCommit: 0.5, failBeforeWork: 0.3 });
+  const page = await openCheckout(context, account);
+  await waitForState(page, "idle");
+  await page.waitForSelector("#storage-banner:not([hidden])", { timeout: 5000 });
+  assert.match(await page.locator("#storage-banner").textContent(), /SecurityError.*keep the tab open/s);
+  await page.click("#pay");
+  await expectOneOrder(page, account);
   assertNoPageErrors(page);
 });
