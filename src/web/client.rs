@@ -87,7 +87,7 @@ impl IdempotentClient {
     /// `IdempotentOperation`; rejects with `INVALID_REQUEST`, `BODY_NOT_REPLAYABLE`,
     /// `INTENT_MISMATCH` (the id was begun with another request; the message names the old key)
     /// or `STORAGE` (the stored record is corrupt: discard it after checking with your server).
-    pub fn begin(&self, intent_id: JsValue, request: IntentRequestArg, options: Option<BeginOptionsArg>) -> PromiseOperation {
+    pub fn begin(&self, intent_id: IntentIdArg, request: IntentRequestArg, options: Option<BeginOptionsArg>) -> PromiseOperation {
         let inner = self.inner.clone();
         let request: JsValue = request.into();
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
@@ -104,7 +104,7 @@ impl IdempotentClient {
     /// Resumes a stored intent whose request was persisted (`persistRequest: true`), e.g. one listed
     /// by `pending()` after a reload. Rejects with `NOT_FOUND` if there is no such intent and
     /// `INVALID_REQUEST` if its request was not persisted.
-    pub fn resume(&self, intent_id: JsValue) -> PromiseOperation {
+    pub fn resume(&self, intent_id: IntentIdArg) -> PromiseOperation {
         let inner = self.inner.clone();
         promise(async move {
             let intent_id = intent_id_arg(&intent_id)?;
@@ -144,7 +144,7 @@ impl IdempotentClient {
 
     /// Forgets an intent and its key (after the app settled it with its server, or to start over).
     /// Resolves to whether there was one.
-    pub fn discard(&self, intent_id: JsValue) -> PromiseBoolean {
+    pub fn discard(&self, intent_id: IntentIdArg) -> PromiseBoolean {
         let inner = self.inner.clone();
         promise(async move {
             let intent_id = intent_id_arg(&intent_id)?;

@@ -64,6 +64,8 @@ impl InFlight {
             };
             let handoff = match signal {
                 None => receiver.await,
+                // An already aborted signal fires no more "abort" events: check it first.
+                Some(signal) if signal.aborted() => return Err(Interrupted),
                 Some(signal) => {
                     let mut abort = EventOnce::listen(signal.as_ref(), "abort");
                     match select(receiver, &mut abort.fired).await {
