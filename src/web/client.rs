@@ -235,6 +235,12 @@ pub async fn begin_prepared(inner: &Rc<ClientInner>, intent_id: String, prepared
         key_ttl_ms: inner.config.key_ttl_ms,
         persisted_request: inner.config.persist_request.then(|| persisted(&prepared)),
     };
+    // Two tabs beginning the same intent at once must not each mint a key (the second would
+    // overwrite the first's record while its attempt is in flight). A short lock, separate from
+    // the one `send` holds for minutes, serialises create-or-resume across tabs.
+    let lock_name = format!("idempotent-fetch:{}:{intent_id}:begin", inner.config.namespace);
+    let mut random = OsRandom;
+    let _lock = super::lock::acquire(&lock_name, None, &mut random).await;
     let record = begin(&inner.store, &DateClock, &inner.random, &intent_id, &prepared.fingerprint(), &options)
         .await
         .map_err(|e| to_js_error(&e))?;
