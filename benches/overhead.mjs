@@ -4,6 +4,7 @@
 //
 //   node benches/overhead.mjs            1,000 POSTs per variant, 10,000 intents, 10 page loads
 //   node benches/overhead.mjs --quick    200 POSTs per variant, 1,000 intents, 3 page loads
+//   --pkg DIR                            serve the wasm-pack --target web output from DIR (default pkg/web)
 //
 // 1. Per request: plain fetch, fetch with a hand-made Idempotency-Key, ky with retries, and
 //    idempotent-fetch (client.fetch, and begin + send; memory and localStorage). All in one page, in
@@ -24,13 +25,15 @@ import { existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
-import { dirname, extname, join, normalize } from "node:path";
+import { dirname, extname, join, normalize, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const benches = dirname(fileURLToPath(import.meta.url));
 const root = dirname(benches);
 const compareDir = join(benches, "size-compare");
 const quick = process.argv.includes("--quick");
+const pkgArg = process.argv.indexOf("--pkg");
+const pkgDir = pkgArg >= 0 ? resolve(process.argv[pkgArg + 1]) : join(root, "pkg", "web");
 const REQUESTS = quick ? 200 : 1000;
 const WARMUP = quick ? 20 : 50;
 const INTENTS = quick ? 1000 : 10000;
@@ -50,8 +53,8 @@ function run(cmd, argv, cwd) {
   if (r.status !== 0) throw new Error(`${cmd} exited with ${r.status ?? r.signal}`);
 }
 
-if (!existsSync(join(root, "pkg", "web", "idempotent_fetch_bg.wasm"))) {
-  run("wasm-pack", ["build", "--release", "--target", "web", "--out-dir", "pkg/web"], root);
+if (!existsSync(join(pkgDir, "idempotent_fetch_bg.wasm"))) {
+  run("wasm-pack", ["build", "--release", "--target", "web", "--out-dir", pkgDir], root);
 }
 if (!existsSync(join(compareDir, "node_modules", "esbuild"))) run("npm", ["ci", "--no-audit", "--no-fund"], compareDir);
 const requireCompare = createRequire(join(compareDir, "package.json"));
@@ -92,8 +95,8 @@ const server = createServer((req, res) => {
     res.writeHead(200, { ...headers, "content-type": "text/javascript" });
     res.end(kyBundle);
   } else if (url.pathname.startsWith("/pkg/web/")) {
-    const file = normalize(join(root, url.pathname));
-    if (!file.startsWith(join(root, "pkg", "web")) || !existsSync(file)) {
+    const file = normalize(join(pkgDir, url.pathname.slice("/pkg/web/".length)));
+    if (!file.startsWith(pkgDir + "/") || !existsSync(file)) {
       res.writeHead(404).end();
       return;
     }

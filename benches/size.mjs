@@ -5,6 +5,8 @@
 //
 //   node benches/size.mjs              build pkg/web, pkg/node, pkg/bundler (wasm-pack --release), then measure
 //   node benches/size.mjs --no-build   measure the pkg/ directories as they are
+//   --out-root DIR                      build into DIR/web, DIR/node, DIR/bundler instead of pkg/ (pkg/ is
+//                                       shared with everyone who runs wasm-pack in this checkout)
 //
 // Needs: wasm-pack and wasm-bindgen (cargo install), tools/node_modules (npm ci in tools/: wasm-opt),
 // benches/size-compare/node_modules (npm ci in benches/size-compare/: the libraries and esbuild; run
@@ -15,7 +17,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import { homedir, tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { brotliCompressSync, constants, gzipSync } from "node:zlib";
 
@@ -24,7 +26,10 @@ const root = dirname(benches);
 const compareDir = join(benches, "size-compare");
 const toolsBin = join(root, "tools", "node_modules", ".bin");
 const env = { ...process.env, PATH: `${toolsBin}:${join(homedir(), ".cargo", "bin")}:${process.env.PATH}` };
-const args = new Set(process.argv.slice(2));
+const argv = process.argv.slice(2);
+const args = new Set(argv);
+const outRootArg = argv.indexOf("--out-root");
+const outRoot = outRootArg >= 0 ? resolve(argv[outRootArg + 1]) : join(root, "pkg");
 
 const TARGETS = [
   { dir: "web", wasmPack: "web" },
@@ -52,12 +57,7 @@ const add = (a, b) => ({ raw: a.raw + b.raw, gzip: a.gzip + b.gzip, brotli: a.br
 const ZERO = { raw: 0, gzip: 0, brotli: 0 };
 const kb = (n) => (n / 1024).toFixed(1);
 
-// ---- build ---------------------------------------------------------------------------------------
-if (!args.has("--no-build")) {
-  for (const t of TARGETS) {
-    run("wasm-pack", ["build", "--release", "--target", t.wasmPack, "--out-dir", `pkg/${t.dir}`]);
-  }
-}
+// ---- build ----------------------------------------------------------------------------------------
 if (!existsSync(join(compareDir, "node_modules", "esbuild"))) {
   run("npm", ["ci", "--no-audit", "--no-fund"], { cwd: compareDir });
 }
@@ -67,11 +67,14 @@ const esbuild = require("esbuild");
 // ---- ours ----------------------------------------------------------------------------------------
 // What a user's server sends: the .wasm plus the JS glue, each compressed on its own (the .d.ts files
 // are for the editor and never ship). Files are compressed separately because that is how they travel.
+// Each target is measured right after its build, so another wasm-pack run in the same checkout has
+// little chance to swap the files in between.
 const ours = [];
 for (const t of TARGETS) {
-  const dir = join(root, "pkg", t.dir);
+  const dir = join(outRoot, t.dir);
+  if (!args.has("--no-build")) run("wasm-pack", ["build", "--release", "--target", t.wasmPack, "--out-dir", dir]);
   if (!existsSync(dir)) {
-    console.error(`pkg/${t.dir} is missing: run without --no-build`);
+    console.error(`${dir} is missing: run without --no-build`);
     process.exit(1);
   }
   const files = readdirSync(dir);
@@ -89,7 +92,7 @@ for (const t of TARGETS) {
 {
   const web = ours[0];
   const out = await esbuild.build({
-    entryPoints: [join(root, "pkg", "web", "idempotent_fetch.js")],
+    entryPoints: [join(outRoot, "web", "idempotent_fetch.js")],
     bundle: true,
     minify: true,
     format: "esm",
@@ -171,27 +174,73 @@ try {
   const manifest = readFileSync(join(root, "Cargo.toml"), "utf8");
   const flags = (manifest.match(/wasm-opt\s*=\s*\[([^\]]*)\]/)?.[1] ?? `"-Oz"`).match(/"([^"]+)"/g).map((s) => s.slice(1, -1));
   run("wasm-opt", [...flags, "-g", named, "-o", optimized]);
-  const shipped = measure(readFileSync(join(root, "pkg", "web", "idempotent_fetch_bg.wasm")));
-  const withNames = measure(readFileSync(optimized));
+  const plain = join(work, "plain-opt.wasm");
+  run("wasm-opt", [...flags, named, "-o", plain]);
+  const shipped = readFileSync(join(outRoot, "web", "idempotent_fetch_bg.wasm")).length;
   console.log(
-    `names-kept rebuild (wasm-bindgen + wasm-opt ${flags.join(" ")} -g): ${kb(withNames.raw)} KiB raw; shipped pkg/web: ${kb(shipped.raw)} KiB raw (the difference is the name section)\n`,
+    `rebuilt from that file: wasm-opt ${flags.join(" ")} gives ${kb(readFileSync(plain).length)} KiB (shipped ${relative(root, outRoot) || "."}/web: ${kb(shipped)} KiB); ` +
+      `with -g (names kept, for twiggy) ${kb(readFileSync(optimized).length)} KiB.\n`,
   );
   if (which("twiggy")) {
-    console.log("### twiggy top -n 25 (names-kept, optimized; shallow bytes)\n");
+    console.log("### twiggy top -n 25 (the names-kept optimized build; shallow bytes)\n");
+    console.log('The "function names" subsection is the name section kept for this analysis: it does not ship.\n');
     console.log("```");
     console.log(execFileSync("twiggy", ["top", "-n", "25", optimized], { env, encoding: "utf8" }).trimEnd());
     console.log("```");
+    console.log("\n### The same, summed by crate (a rough grouping of twiggy's item names)\n");
+    const items = JSON.parse(execFileSync("twiggy", ["top", "-f", "json", optimized], { env, encoding: "utf8", maxBuffer: 64 << 20 }));
+    const groups = new Map();
+    let code = 0;
+    for (const { name, shallow_size: size } of items) {
+      if (/^"[a-z ]+ names?" subsection$/.test(name)) continue; // the name section: kept only for this analysis
+      code += size;
+      const group = crateOf(name);
+      groups.set(group, (groups.get(group) ?? 0) + size);
+    }
+    console.log("| crate | KiB | share |");
+    console.log("|---|---:|---:|");
+    for (const [group, size] of [...groups].sort((a, b) => b[1] - a[1])) {
+      console.log(`| ${group} | ${kb(size)} | ${((100 * size) / code).toFixed(1)}% |`);
+    }
   } else {
     console.log("twiggy not found: `cargo install twiggy` (about 3 minutes), then run this again.");
   }
-  console.log("\n### wasm-opt --metrics (pkg/web/idempotent_fetch_bg.wasm, as shipped)\n");
-  const metrics = spawnSync("wasm-opt", [...flags.filter((f) => f.startsWith("--enable")), "--metrics", join(root, "pkg", "web", "idempotent_fetch_bg.wasm")], {
-    env,
-    encoding: "utf8",
-  });
+  console.log("\n### wasm-opt --metrics (the shipped web .wasm): module totals and the most frequent instructions\n");
+  const metrics = execFileSync(
+    "wasm-opt",
+    [...flags.filter((f) => f.startsWith("--enable")), "--metrics", join(outRoot, "web", "idempotent_fetch_bg.wasm")],
+    { env, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] },
+  );
+  const lines = metrics.split("\n").map((l) => l.trimEnd()).filter((l) => /^\s*\[?\w+\]?\s*:\s*\d+/.test(l));
+  const totals = lines.filter((l) => l.trim().startsWith("["));
+  const ops = lines
+    .filter((l) => !l.trim().startsWith("["))
+    .map((l) => l.trim().split(/\s*:\s*/))
+    .sort((a, b) => Number(b[1]) - Number(a[1]))
+    .slice(0, 10);
   console.log("```");
-  console.log(`${metrics.stdout}${metrics.stderr}`.trimEnd());
+  console.log(totals.map((l) => l.trim().replace(/\s+:\s+/, ": ")).join("\n"));
+  console.log(`top instructions: ${ops.map(([op, n]) => `${op} ${n}`).join(", ")}`);
   console.log("```");
 } finally {
   rmSync(work, { recursive: true, force: true });
+}
+
+/** The crate an item of twiggy's output belongs to, roughly: the first `name::` path segment in it. */
+function crateOf(name) {
+  if (name.startsWith("data segment")) return "data segments (string constants, tables)";
+  if (/^(import|export) /.test(name) || /shim$/.test(name) || /^idempotent(client|operation)_/.test(name) || name.startsWith("__externref") || name.startsWith("__wbindgen")) {
+    return "wasm-bindgen imports, exports and shims";
+  }
+  if (/^(memcmp|memcpy|memmove|memset|__multi3|__rustc|__rust_)/.test(name)) return "core, alloc, std (incl. dlmalloc)";
+  const m = name.match(/([A-Za-z_][A-Za-z0-9_]*)(?:\[[0-9a-f]+\])?::/);
+  if (!m) return name.startsWith("<") ? "core, alloc, std (incl. dlmalloc)" : "wasm sections (types, tables, elements, headers)";
+  const crate = m[1];
+  if (["core", "alloc", "std", "dlmalloc", "compiler_builtins", "hashbrown"].includes(crate)) return "core, alloc, std (incl. dlmalloc)";
+  if (["wasm_bindgen", "js_sys", "web_sys", "wasm_bindgen_futures"].includes(crate)) return "wasm-bindgen, js-sys, web-sys runtime";
+  if (crate.startsWith("serde")) return "serde, serde-wasm-bindgen, serde_path_to_error";
+  if (crate.startsWith("futures") || crate === "gloo_timers") return "futures-util, futures-channel, gloo-timers";
+  if (crate === "sha2" || crate === "digest" || crate === "block_buffer") return "sha2, digest";
+  if (crate === "idempotent_fetch") return "idempotent_fetch (this crate)";
+  return crate;
 }
