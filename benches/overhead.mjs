@@ -192,8 +192,18 @@ async function intents({ count }) {
   const begin = [];
   const send = [];
   const total = [];
-  const start = performance.now();
+  const plain = [];
+  // A plain fetch of the same request next to each intent (before it on even i, after on odd), so the
+  // intent's cost can be read against the network's in the same conditions.
+  const reference = async (i) => {
+    const t = performance.now();
+    const r = await fetch(url, { method: "POST", headers, body: JSON.stringify({ cart: i, amount: 4200 }) });
+    await r.text();
+    plain.push(performance.now() - t);
+  };
+  let intentMs = 0;
   for (let i = 0; i < count; i++) {
+    if (i % 2 === 0) await reference(i);
     const t0 = performance.now();
     const op = await client.begin(`checkout:cart-${i}`, { url, method: "POST", headers, body: JSON.stringify({ cart: i, amount: 4200 }) });
     const t1 = performance.now();
@@ -204,15 +214,17 @@ async function intents({ count }) {
     begin.push(t1 - t0);
     send.push(t2 - t1);
     total.push(t2 - t0);
+    intentMs += t2 - t0;
+    if (i % 2 === 1) await reference(i);
   }
-  const wallMs = performance.now() - start;
+  const wallMs = intentMs;
   let chars = 0;
   for (let i = 0; i < localStorage.length; i++) {
     const k = localStorage.key(i);
     chars += k.length + localStorage.getItem(k).length;
   }
   const pending = (await client.pending()).length;
-  return { begin, send, total, wallMs, fallback, storedKeys: localStorage.length, storedChars: chars, pending };
+  return { begin, send, total, plain, wallMs, fallback, storedKeys: localStorage.length, storedChars: chars, pending };
 }
 
 // ---- statistics and report ---------------------------------------------------------------------------
@@ -282,11 +294,17 @@ try {
   console.log("| part | median | p99 | mean |");
   console.log("|---|---:|---:|---:|");
   const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  for (const [label, xs] of [["begin", int.begin], ["send", int.send], ["begin + send", int.total]]) {
+  for (const [label, xs] of [
+    ["begin", int.begin],
+    ["send (+ body read)", int.send],
+    ["begin + send", int.total],
+    ["plain fetch of the same request, interleaved (reference)", int.plain],
+  ]) {
     console.log(`| ${label} | ${ms(median(xs))} | ${ms(p99(xs))} | ${ms(mean(xs))} |`);
   }
   console.log(
-    `\nWall time ${(int.wallMs / 1000).toFixed(2)} s, ${ms(int.wallMs / INTENTS)} ms per intent. ` +
+    `\nTime in intents ${(int.wallMs / 1000).toFixed(2)} s, ${ms(int.wallMs / INTENTS)} ms per intent; ` +
+      `median begin + send minus median plain fetch: ${ms(median(int.total) - median(int.plain))} ms. ` +
       `Afterwards localStorage holds ${int.storedKeys} entries, ${(int.storedChars / 1024 / 1024).toFixed(2)} M chars ` +
       `(succeeded records stay until the keyTtl sweep); client.pending() lists ${int.pending}.` +
       (int.fallback ? ` localStorage fell back to memory: ${int.fallback}` : ""),
