@@ -319,7 +319,12 @@ async fn neither_body_nor_authorization_reaches_storage() {
         }
     };
     check("while pending");
-    assert!(local().get_item(&slot(&ns, "checkout:secret")).unwrap().is_some(), "the intent itself is stored");
+    // The record holds exactly the protocol's fields: no `request` (body bytes would be encoded as
+    // numbers, which a text search cannot see).
+    let record = stored(&local(), &ns, "checkout:secret");
+    let mut fields = keys_of(&record);
+    fields.sort();
+    assert_eq!(fields, ["attempts", "createdAt", "fingerprint", "id", "key", "lastStatus", "state", "updatedAt", "v"], "stored fields");
     let result = ok(send(&op, None).await, "second send");
     assert_eq!(number(&result, "status"), 201.0);
     check("after success");
@@ -375,4 +380,42 @@ async fn session_storage_option_keeps_intents_in_session_storage() {
     assert_eq!(support::key(&op), key);
     ok(send(&op, None).await, "send after reload");
     assert_log_keys(&scenario, 2, &key).await;
+}
+
+#[wasm_bindgen_test]
+async fn a_double_click_sends_once_and_both_calls_get_the_answer() {
+    let (ns, scenario) = (unique("ns-double"), unique("double-click"));
+    let client = client(fast_options(&ns, json!({})));
+    let op = ok(begin(&client, "checkout:double", post(&scenario_url(&scenario, "delay300,201"), "x")).await, "begin");
+    let (first, second) = futures::future::join(send(&op, None), send(&op, None)).await;
+    let (first, second) = (ok(first, "first click"), ok(second, "second click"));
+    for result in [&first, &second] {
+        assert_eq!(number(result, "status"), 201.0);
+        assert_eq!(get(result, "key").as_string(), Some(key(&op)));
+        // Each caller can read its own Response body.
+        let response = get(result, "response");
+        let text: js_sys::Function = get(&response, "text").dyn_into().unwrap();
+        let body = wait(text.call0(&response).unwrap()).await.expect("body readable");
+        assert!(body.as_string().unwrap_or_default().contains(&key(&op)));
+    }
+    assert_log_keys(&scenario, 1, &key(&op)).await;
+}
+
+#[wasm_bindgen_test]
+async fn two_clients_over_one_storage_send_with_the_same_key() {
+    // Two "tabs" of one origin: the same intent, begun in both, never gets two keys.
+    let (ns, scenario) = (unique("ns-tabs"), unique("tabs"));
+    let url = scenario_url(&scenario, "delay200,201");
+    let tab_a = client(fast_options(&ns, json!({})));
+    let tab_b = client(fast_options(&ns, json!({})));
+    let op_a = ok(begin(&tab_a, "checkout:tabs", post(&url, "x")).await, "begin a");
+    let op_b = ok(begin(&tab_b, "checkout:tabs", post(&url, "x")).await, "begin b");
+    assert_eq!(key(&op_a), key(&op_b));
+    let (a, b) = futures::future::join(send(&op_a, None), send(&op_b, None)).await;
+    let (a, b) = (ok(a, "send a"), ok(b, "send b"));
+    assert_eq!(get(&a, "key").as_string(), Some(key(&op_a)));
+    assert_eq!(get(&b, "key").as_string(), Some(key(&op_a)));
+    let log = server_log(&scenario).await;
+    assert!(!log.is_empty() && log.len() <= 2, "{log:?}");
+    assert!(log.iter().all(|l| l.key.as_deref() == Some(key(&op_a).as_str())), "{log:?}");
 }

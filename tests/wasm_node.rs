@@ -161,3 +161,36 @@ async fn binary_bodies_are_sent_byte_for_byte_on_every_attempt() {
         assert_eq!(entry.body, expected);
     }
 }
+
+#[wasm_bindgen_test]
+async fn definite_answers_end_the_intent_after_one_attempt() {
+    let ns = unique("ns-node-definite");
+    let client = client(fast_options(&ns, json!({})));
+    let bad_request = unique("node-400");
+    let op = ok(begin(&client, "checkout:400", post(&scenario_url(&bad_request, "400,201"), "x")).await, "begin");
+    let result = ok(send(&op, None).await, "a 400 resolves");
+    assert_eq!(number(&result, "status"), 400.0);
+    assert_eq!(get(&result, "ok").as_bool(), Some(false));
+    assert_eq!(number(&result, "attempts"), 1.0);
+    assert_eq!(get(&op, "state").as_string().as_deref(), Some("failed"));
+    assert_log_keys(&bad_request, 1, &key(&op)).await;
+
+    let reused = unique("node-422");
+    let op = ok(begin(&client, "checkout:422", post(&scenario_url(&reused, "422,201"), "x")).await, "begin");
+    let error = rejected(send(&op, None).await, "KEY_MISMATCH", "a 422");
+    assert_eq!(get(&error, "key").as_string(), Some(key(&op)));
+    assert_log_keys(&reused, 1, &key(&op)).await;
+}
+
+#[wasm_bindgen_test]
+async fn retry_after_is_honoured() {
+    let (ns, scenario) = (unique("ns-node-ra"), unique("node-retry-after"));
+    let client = client(fast_options(&ns, json!({})));
+    let op = ok(begin(&client, "checkout:ra", post(&scenario_url(&scenario, "429~1,201"), "x")).await, "begin");
+    let started = js_sys::Date::now();
+    let result = ok(send(&op, None).await, "send");
+    let elapsed = js_sys::Date::now() - started;
+    assert_eq!(number(&result, "attempts"), 2.0);
+    assert!(elapsed >= 900.0, "Retry-After: 1 waited only {elapsed} ms (the backoff alone is <= 20 ms)");
+    assert_log_keys(&scenario, 2, &key(&op)).await;
+}
