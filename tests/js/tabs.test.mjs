@@ -1,0 +1,361 @@
+// Cross-tab behaviour in headless Chromium against the REAL reference server (issue 7, part 3):
+// two pages of one browser context share localStorage and Web Locks exactly as two tabs do.
+//
+//   1. two tabs race one intent (server latency): the server sees one request at a time, one order,
+//      same key, one of the two answers is a replay;
+//   2. a duplicated tab (sessionStorage copied, storage: "session"): one order, same key;
+//   3. the sending tab is closed mid-retry: the waiting tab takes over (Web Lock released), same key;
+//   4. as 3 without Web Locks (localStorage lease): the waiting tab takes over once the lease expires.
+//
+// The server binary runs on 127.0.0.1:0 with its own temp SQLite db and serves tests/tabs (the test
+// page) at / and pkg/web at /pkg/, so the page and the API share one origin (no CORS). Every test has
+// its own browser context (fresh storage), its own account (X-Account-Id: exact order counts) and
+// namespace. Faults are server-wide: the tests run one after another and reset them afterwards.
+//
+// Needs: target/release/idempotent-fetch-server (or IF_SERVER_BIN), pkg/web (wasm-pack build --target web),
+// tools/node_modules/playwright-core and Chromium (CHROMIUM_PATH or /usr/bin/chromium).
+// Run: node --test tests/js/tabs.test.mjs (about 30 s).
+import { test, before, after, afterEach } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const serverBin = process.env.IF_SERVER_BIN || path.join(root, "target/release/idempotent-fetch-server");
+const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+const pageDir = path.join(root, "tests/tabs");
+// IF_PKG_WEB: another `wasm-pack --target web` output to test (e.g. a deliberately broken build).
+const pkgDir = process.env.IF_PKG_WEB ? path.resolve(process.env.IF_PKG_WEB) : path.join(root, "pkg/web");
+const CHROMIUM_ARGS = [
+  "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+];
+const TEST_TIMEOUT_MS = 30_000;
+const NO_FAULTS = { failBeforeWork: 0, dropAfterCommit: 0, status429: 0, retryAfterSecs: 0, latencyMs: 0, latencyProbability: 0 };
+const LEASE_TTL_MS = 5_000; // src/web/lock.rs
+
+let server;
+let browser;
+let tmpDir;
+const contexts = new Set();
+let runId = 0;
+
+function prerequisites() {
+  const missing = [];
+  if (!existsSync(serverBin)) missing.push(`server binary not found at ${serverBin}: cargo build --release -p idempotent-fetch-server (or set IF_SERVER_BIN)`);
+  if (!existsSync(path.join(pkgDir, "idempotent_fetch.js"))) missing.push(`${pkgDir} is not built: wasm-pack build --release --target web --out-dir pkg/web`);
+  if (!existsSync(path.join(root, "tools/node_modules/playwright-core"))) missing.push("playwright-core is not installed: cd tools && npm ci");
+  if (!existsSync(chromiumPath)) missing.push(`Chromium not found at ${chromiumPath}: apt-get install -y chromium, or set CHROMIUM_PATH`);
+  return missing;
+}
+
+/** Starts the server binary on 127.0.0.1:0 and resolves once it printed its `listening on` line. */
+function startServer(dbFile) {
+  const child = spawn(serverBin, ["--addr", "127.0.0.1:0", "--db", dbFile, "--www", pageDir, "--pkg", pkgDir],
+    { stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (chunk) => { stderr = (stderr + chunk).slice(-8000); });
+  return new Promise((resolve, reject) => {
+    let stdout = "";
+    const timer = setTimeout(() => { child.kill("SIGKILL"); reject(new Error(`server did not start in 15 s\n${stderr}`)); }, 15_000);
+    child.on("exit", (code) => { clearTimeout(timer); reject(new Error(`server exited (${code}) before listening\n${stderr}`)); });
+    child.stdout.on("data", (chunk) => {
+      stdout += chunk;
+      const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
+      if (!match) return;
+      clearTimeout(timer);
+      child.removeAllListeners("exit");
+      resolve({
+        url: match[1],
+        stop: () => new Promise((done) => {
+          if (child.exitCode !== null) return done();
+          const kill = setTimeout(() => child.kill("SIGKILL"), 12_000);
+          child.once("exit", () => { clearTimeout(kill); done(); });
+          child.kill("SIGTERM");
+        }),
+      });
+    });
+  });
+}
+
+async function api(pathname, { method = "GET", account, body } = {}) {
+  const headers = {};
+  if (account) headers["x-account-id"] = account;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(server.url + pathname, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const json = await response.json();
+  assert.ok(response.ok, `${method} ${pathname}: ${response.status} ${JSON.stringify(json)}`);
+  return json;
+}
+const setFaults = (faults) => api("/api/faults", { method: "PUT", body: { ...NO_FAULTS, ...faults } });
+const ordersOf = async (account) => (await api("/api/orders", { account })).orders;
+
+before(async () => {
+  const missing = prerequisites();
+  if (missing.length) throw new Error(`cannot run the cross-tab tests:\n  - ${missing.join("\n  - ")}`);
+  const { chromium } = createRequire(path.join(root, "tools/package.json"))("playwright-core");
+  tmpDir = mkdtempSync(path.join(os.tmpdir(), "if-tabs-"));
+  server = await startServer(path.join(tmpDir, "tabs.sqlite"));
+  browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
+});
+
+afterEach(async () => {
+  for (const context of contexts) await context.close().catch(() => {});
+  contexts.clear();
+  if (server) await setFaults({});
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.stop();
+  if (tmpDir) rmSync(tmpDir, { recursive: true, force: true });
+});
+
+/** A fresh context (own storage, shared by its pages like the tabs of one browser profile). */
+async function newContext({ withoutWebLocks = false } = {}) {
+  const context = await browser.newContext();
+  contexts.add(context);
+  if (withoutWebLocks) {
+    await context.addInitScript(() => {
+      Object.defineProperty(Navigator.prototype, "locks", { get: () => undefined, configurable: true });
+    });
+  }
+  return context;
+}
+
+/** Opens the test page in `context` and waits for pkg/web to load; page errors are collected. */
+async function openTab(context) {
+  const page = await context.newPage();
+  page.errors = [];
+  page.on("pageerror", (error) => page.errors.push(String(error?.stack ?? error)));
+  await page.goto(`${server.url}/`);
+  await page.waitForFunction(() => window.__ready || window.__initError, null, { timeout: 15_000 });
+  const initError = await page.evaluate(() => window.__initError);
+  if (initError) throw new Error(`the page could not load pkg/web: ${initError}`);
+  return page;
+}
+
+/** A unique account (also the namespace) per test, so order counts are exact. */
+function freshAccount(label) {
+  runId += 1;
+  return `tabs_${label}_${process.pid}_${runId}_${Date.now().toString(36)}`;
+}
+
+const orderRequest = (account) => ({
+  url: "/api/orders",
+  method: "POST",
+  headers: { "content-type": "application/json", "x-account-id": account },
+  body: JSON.stringify({ items: [{ sku: "mug", qty: 1 }] }),
+});
+
+const tab = {
+  create: (page, options) => page.evaluate((o) => window.__tabs.create(o), options),
+  begin: (page, intentId, request) => page.evaluate(([i, r]) => window.__tabs.begin(i, r), [intentId, request]),
+  send: (page) => page.evaluate(() => window.__tabs.send()),
+  wait: (page) => page.evaluate(() => window.__tabs.wait()),
+  log: (page) => page.evaluate(() => window.__tabs.log),
+  entries: (page, kind) => page.evaluate((k) => window.__tabs.storageEntries(k), kind),
+  locks: (page) => page.evaluate(() => window.__tabs.locks()),
+};
+
+async function waitFor(predicate, what, timeoutMs = 10_000) {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await predicate();
+    if (value) return value;
+    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+const ofType = (log, type) => log.filter((e) => e.type === type);
+const statuses409 = (log) => ofType(log, "retry").filter((e) => e.status === 409);
+
+/** Exactly one order for the account, made with `key`. */
+async function expectOneOrder(account, key) {
+  const orders = await ordersOf(account);
+  assert.equal(orders.length, 1, `expected exactly one order, got ${JSON.stringify(orders.map((o) => o.idempotencyKey))}`);
+  assert.equal(orders[0].idempotencyKey, key, "the order was made with another key");
+}
+
+function expectNoPageErrors(...pages) {
+  for (const page of pages) assert.deepEqual(page.errors, [], "errors in the page");
+}
+
+test("two tabs racing one intent: the server sees one request at a time, one order, same key, one replay", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const account = freshAccount("race");
+  const LATENCY_MS = 1500;
+  // Every order request is held 1.5 s with its key claimed: an overlapping duplicate would get 409.
+  await setFaults({ latencyMs: LATENCY_MS, latencyProbability: 1 });
+  const context = await newContext();
+  const [a, b] = [await openTab(context), await openTab(context)];
+  const options = { namespace: account, storage: "local", retry: { baseDelayMs: 100, maxDelayMs: 500, jitter: "none" } };
+  await Promise.all([tab.create(a, options), tab.create(b, options)]);
+
+  // Both tabs click Pay at the same moment: begin (a short lock: one key) then send (the intent lock).
+  const request = orderRequest(account);
+  const go = (page) => page.evaluate(async ([r]) => {
+    await window.__tabs.begin("checkout:cart-42", r);
+    window.__tabs.send();
+  }, [request]);
+  await Promise.all([go(a), go(b)]);
+  const [ra, rb] = await Promise.all([tab.wait(a), tab.wait(b)]);
+  const [logA, logB] = await Promise.all([tab.log(a), tab.log(b)]);
+
+  assert.ok(ra.ok && rb.ok, `both tabs resolve: ${JSON.stringify({ ra, rb })}`);
+  assert.equal(ra.status, 201);
+  assert.equal(rb.status, 201);
+  const keyA = ofType(logA, "begin")[0].key;
+  assert.equal(ofType(logB, "begin")[0].key, keyA, "both tabs' begin gave the same key");
+  assert.equal(ra.key, keyA);
+  assert.equal(rb.key, keyA);
+  assert.deepEqual([ra.replayed, rb.replayed].sort(), [false, true], "exactly one of the two answers is a replay");
+
+  // No 409 (nor any retry) in either tab: the second tab did not send while the first was in flight.
+  assert.deepEqual([...statuses409(logA), ...statuses409(logB)], [], "a tab saw 409: the two requests overlapped");
+  assert.deepEqual([...ofType(logA, "retry"), ...ofType(logB, "retry")], [], "no retries were needed");
+  assert.equal(ra.attempts, 1);
+  assert.equal(rb.attempts, 1);
+
+  // Timing: the replaying tab's only attempt starts after the first tab's answer (held LATENCY_MS by the server).
+  const [first, second] = ra.replayed ? [logB, logA] : [logA, logB];
+  const firstAttempt = ofType(first, "attempt")[0].at;
+  const firstDone = ofType(first, "done")[0].at;
+  const secondAttempt = ofType(second, "attempt")[0].at;
+  assert.ok(firstDone - firstAttempt >= LATENCY_MS - 50, `the first request took ${firstDone - firstAttempt} ms (latency fault ${LATENCY_MS} ms)`);
+  // 100 ms of slack: the lock is released just before the first tab's promise callback logs `done`.
+  assert.ok(secondAttempt >= firstDone - 100,
+    `the second tab sent at ${secondAttempt}, before the first tab's answer at ${firstDone}: the requests overlapped`);
+  assert.ok(secondAttempt >= firstAttempt + LATENCY_MS - 50, "the second tab sent while the first request was held by the server");
+
+  await expectOneOrder(account, keyA);
+  expectNoPageErrors(a, b);
+});
+
+test("duplicated tab (sessionStorage copied): one order, same key", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const account = freshAccount("dup");
+  const options = { namespace: account, storage: "session", retry: { maxAttempts: 2, baseDelayMs: 50, maxDelayMs: 50, jitter: "none" } };
+  const request = orderRequest(account);
+  const context = await newContext();
+  const a = await openTab(context);
+  assert.equal((await tab.create(a, options)).storage, "session");
+
+  // Tab A pays while the server fails: the intent stays pending with its key in A's sessionStorage.
+  await setFaults({ failBeforeWork: 1 });
+  const key = await tab.begin(a, "checkout:cart-42", request);
+  await tab.send(a);
+  const failed = await tab.wait(a);
+  assert.equal(failed.ok, false);
+  assert.equal(failed.code, "RETRIES_EXHAUSTED", JSON.stringify(failed));
+  assert.equal(failed.key, key, "giving up keeps the key");
+  const sessionA = await tab.entries(a, "session");
+  assert.ok(sessionA.some(([, value]) => value.includes(key)), `A's sessionStorage holds the key: ${JSON.stringify(sessionA)}`);
+  assert.ok(!(await tab.entries(a, "local")).some(([, value]) => value.includes(key)), "storage: session keeps the key out of localStorage");
+
+  // "Duplicate tab": B starts with a copy of A's sessionStorage, before its client exists.
+  const b = await openTab(context);
+  assert.deepEqual(await tab.entries(b, "session"), [], "a new tab starts with an empty sessionStorage");
+  await b.evaluate((entries) => window.__tabs.writeEntries("session", entries), sessionA);
+  await tab.create(b, options);
+  const keyB = await tab.begin(b, "checkout:cart-42", request);
+  assert.equal(keyB, key, "the duplicated tab resumes the intent with the copied key");
+
+  // The server is back (slow: each request is held with its key claimed, so an overlapping duplicate
+  // would see 409); both tabs send ("Try again" in A, Pay in B) at once.
+  await setFaults({ latencyMs: 800, latencyProbability: 1 });
+  await Promise.all([tab.send(a), tab.send(b)]);
+  const [ra, rb] = await Promise.all([tab.wait(a), tab.wait(b)]);
+  assert.ok(ra.ok && rb.ok, `both tabs resolve: ${JSON.stringify({ ra, rb })}`);
+  assert.equal(ra.key, key);
+  assert.equal(rb.key, key);
+  assert.equal(ra.status, 201);
+  assert.equal(rb.status, 201);
+  assert.deepEqual([ra.replayed, rb.replayed].sort(), [false, true], "exactly one of the two answers is a replay");
+  const [logA, logB] = await Promise.all([tab.log(a), tab.log(b)]);
+  assert.deepEqual([...statuses409(logA), ...statuses409(logB)], [], "a tab saw 409: the two requests overlapped");
+  await expectOneOrder(account, key);
+  expectNoPageErrors(a, b);
+});
+
+/**
+ * Tab A sends while the server fails (long backoff), tab B sends the same intent and waits; A is
+ * closed mid-retry; B takes over. Returns what the caller needs to check the takeover time.
+ */
+async function closeMidRetry({ withoutWebLocks }) {
+  const account = freshAccount(withoutWebLocks ? "lease" : "weblock");
+  const intentId = "checkout:cart-42";
+  const request = orderRequest(account);
+  const context = await newContext({ withoutWebLocks });
+  const a = await openTab(context);
+  assert.equal(await a.evaluate(() => navigator.locks === undefined), withoutWebLocks, "navigator.locks presence");
+
+  await setFaults({ failBeforeWork: 1 });
+  // A: long-ish backoff, so it spends most of its time waiting between attempts (mid-retry).
+  await tab.create(a, { namespace: account, storage: "local", retry: { maxAttempts: 100, baseDelayMs: 1500, maxDelayMs: 1500, jitter: "none", totalTimeoutMs: 60_000 } });
+  const key = await tab.begin(a, intentId, request);
+  await tab.send(a);
+  await waitFor(async () => ofType(await tab.log(a), "retry").length >= 1, "tab A's first 503 and retry");
+
+  // B: same intent (shared localStorage: same key), short backoff; its send waits for A.
+  const b = await openTab(context);
+  await tab.create(b, { namespace: account, storage: "local", retry: { maxAttempts: 100, baseDelayMs: 100, maxDelayMs: 200, jitter: "none", totalTimeoutMs: 60_000 } });
+  assert.equal(await tab.begin(b, intentId, request), key, "tab B resumes A's intent with A's key");
+  await tab.send(b);
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  assert.deepEqual(ofType(await tab.log(b), "attempt"), [], "tab B must not send while tab A holds the intent");
+  const lockName = `idempotent-fetch:${account}:${intentId}`;
+  let leaseExpires = null;
+  if (withoutWebLocks) {
+    const lease = (await tab.entries(b, "local")).find(([name]) => name === `idempotent-fetch:lease:${lockName}`);
+    assert.ok(lease, `tab A's lease is in localStorage: ${JSON.stringify(await tab.entries(b, "local"))}`);
+  } else {
+    const locks = await tab.locks(b);
+    assert.ok(locks.held.includes(lockName), `tab A holds ${lockName}: ${JSON.stringify(locks)}`);
+    assert.ok(locks.pending.includes(lockName), `tab B waits for ${lockName}: ${JSON.stringify(locks)}`);
+  }
+  const attemptsOfA = ofType(await tab.log(a), "attempt").length;
+  assert.ok(attemptsOfA >= 1);
+
+  // Close A mid-retry (no beforeunload, no chance to clean up: like closing the tab).
+  const closedAt = Date.now();
+  await a.close();
+  if (withoutWebLocks) {
+    const lease = (await tab.entries(b, "local")).find(([name]) => name === `idempotent-fetch:lease:${lockName}`);
+    assert.ok(lease, "the closed tab's lease stays until it expires");
+    leaseExpires = Number(lease[1].split(":").pop());
+    assert.ok(leaseExpires > closedAt && leaseExpires <= closedAt + LEASE_TTL_MS + 100, `lease expiry ${leaseExpires - closedAt} ms after the close`);
+  }
+
+  // B takes over: its attempts fail while the server still does, then succeed once faults are off.
+  const firstAttemptOfB = await waitFor(async () => ofType(await tab.log(b), "attempt")[0], "tab B's first attempt", LEASE_TTL_MS + 3_000);
+  assert.equal(firstAttemptOfB.key, key, "tab B sends with A's key");
+  await waitFor(async () => ofType(await tab.log(b), "retry").some((e) => e.status === 503), "tab B retrying a 503");
+  await setFaults({});
+  const result = await tab.wait(b);
+  assert.ok(result.ok, `tab B resolves: ${JSON.stringify(result)}`);
+  assert.equal(result.status, 201);
+  assert.equal(result.key, key, "tab B finishes with A's key");
+  assert.equal(result.replayed, false, "A never got through, so B's answer is the original");
+  assert.deepEqual(statuses409(await tab.log(b)), [], "no 409: A's requests were over before B sent");
+  await expectOneOrder(account, key);
+  expectNoPageErrors(b);
+  return { closedAt, leaseExpires, takeoverAt: firstAttemptOfB.at };
+}
+
+test("first tab closed mid-retry (Web Locks): the waiting tab takes over with the same key, one order", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const { closedAt, takeoverAt } = await closeMidRetry({ withoutWebLocks: false });
+  // The browser releases a closed tab's Web Lock at once.
+  assert.ok(takeoverAt - closedAt < 2_000, `tab B took over ${takeoverAt - closedAt} ms after the close`);
+});
+
+test("first tab closed mid-retry (no Web Locks: localStorage lease): the waiting tab takes over once the lease expires", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const { closedAt, leaseExpires, takeoverAt } = await closeMidRetry({ withoutWebLocks: true });
+  // Not before the lease expires (nobody renews it any more), and soon after (B polls every 250 ms).
+  assert.ok(takeoverAt >= leaseExpires - 20, `tab B took over ${leaseExpires - takeoverAt} ms before the lease expired`);
+  assert.ok(takeoverAt - leaseExpires < 1_500, `tab B took over ${takeoverAt - leaseExpires} ms after the lease expired`);
+  assert.ok(takeoverAt - closedAt <= LEASE_TTL_MS + 1_500, `tab B took over ${takeoverAt - closedAt} ms after the close`);
+});

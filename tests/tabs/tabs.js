@@ -1,0 +1,74 @@
+// Page half of tests/js/tabs.test.mjs: loads pkg/web (served at /pkg/ by the reference server) and
+// exposes `window.__tabs`, which the test drives with page.evaluate. Every event is logged with a
+// Date.now() timestamp so the test can compare what two tabs did and when.
+import init, * as lib from "/pkg/idempotent_fetch.js";
+
+const tabs = {
+  client: null,
+  op: null,
+  log: [],
+  sending: null,
+
+  create(options) {
+    this.client = new lib.IdempotentClient(options);
+    return { storage: this.client.storage, fallback: this.client.storageFallback };
+  },
+
+  async begin(intentId, request) {
+    this.op = await this.client.begin(intentId, request);
+    this.log.push({ type: "begin", key: this.op.key, at: Date.now() });
+    return this.op.key;
+  },
+
+  /** Starts a send (not awaited here: `wait()` gives its outcome). */
+  send() {
+    const log = this.log;
+    log.push({ type: "send", at: Date.now() });
+    this.sending = this.op.send({
+      onAttempt: (e) => log.push({ type: "attempt", attempt: e.attempt, key: e.key, at: Date.now() }),
+      onRetry: (e) => log.push({ type: "retry", attempt: e.attempt, reason: e.reason, status: e.status, delayMs: e.delayMs, at: Date.now() }),
+    }).then(
+      (r) => {
+        const out = { ok: true, status: r.status, replayed: r.replayed, key: r.key, attempts: r.attempts, at: Date.now() };
+        log.push({ type: "done", ...out });
+        return out;
+      },
+      (e) => {
+        const out = { ok: false, code: e?.code ?? null, message: String(e?.message ?? e), key: e?.key ?? null, attempts: e?.attempts ?? null, at: Date.now() };
+        log.push({ type: "error", ...out });
+        return out;
+      },
+    );
+  },
+
+  wait() {
+    return this.sending;
+  },
+
+  storageEntries(kind) {
+    const storage = kind === "session" ? sessionStorage : localStorage;
+    const entries = [];
+    for (let i = 0; i < storage.length; i++) {
+      const name = storage.key(i);
+      entries.push([name, storage.getItem(name)]);
+    }
+    return entries;
+  },
+
+  writeEntries(kind, entries) {
+    const storage = kind === "session" ? sessionStorage : localStorage;
+    for (const [name, value] of entries) storage.setItem(name, value);
+  },
+
+  async locks() {
+    if (!navigator.locks) return null;
+    const { held, pending } = await navigator.locks.query();
+    return { held: held.map((l) => l.name), pending: pending.map((l) => l.name) };
+  },
+};
+
+window.__tabs = tabs;
+init().then(
+  () => { window.__ready = true; },
+  (error) => { window.__initError = String(error?.stack ?? error); },
+);
