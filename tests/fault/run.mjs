@@ -1,0 +1,767 @@
+// Fault harness: many payment intents through the REAL package (Node: pkg/node; headless Chromium:
+// pkg/web in a page) to the REAL reference server, with faults on every path, then a count of the
+// server's orders against the intents. Exits non-zero on any duplicate or lost intent.
+//
+//   node tests/fault/run.mjs [--ci | --full] [--intents N] [--browser-share 0.3] [--seed S]
+//
+// --ci (default): ~180 intents, a few minutes at most. --full: 1,200 intents. After the run it
+// also runs tests/fault/*.test.mjs (the bad-input matrix) with `node --test` when --ci is given, so
+// `cargo xtask test` (layer i) covers both; --no-matrix skips that.
+//
+// Pieces (see FAULTS.md for what each fault proves):
+//   reference server  IF_SERVER_BIN or target/release/idempotent-fetch-server, temp SQLite db,
+//                     probabilistic faults: 503 before work, commit then drop, 429 + Retry-After,
+//                     latency past the client's attempt timeout (-> 409 for the retry)
+//   fault proxy       Node HTTP proxy in front of it: connection resets before forwarding and
+//                     after the server answered; counts every attempt and what it got
+//   Node clients      memory storage; double sends; aborts mid-retry then re-begin (same key);
+//                     a raw "twin" with the same key sent at once (server holds it: 409)
+//   Chromium          two tabs over one localStorage sending the same intents at once; aborts
+//                     then a new client over the same storage; offline spells; real page.reload()s
+// Then: faults off, every intent still pending is resumed with its key; the orders per account
+// (GET /api/orders, with keys) must map one to one onto the intents.
+import { spawn, spawnSync } from "node:child_process";
+import { createRequire } from "node:module";
+import { existsSync, mkdtempSync, rmSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { fileURLToPath } from "node:url";
+import http from "node:http";
+import path from "node:path";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const here = path.join(root, "tests/fault");
+const started = Date.now();
+
+// ---------------------------------------------------------------------------------------------
+// Arguments
+
+const argv = process.argv.slice(2);
+const flag = (name) => argv.includes(name);
+const value = (name, fallback) => {
+  const i = argv.indexOf(name);
+  return i >= 0 && argv[i + 1] !== undefined ? argv[i + 1] : fallback;
+};
+const FULL = flag("--full");
+const TOTAL = Number(value("--intents", FULL ? 1200 : 180));
+const BROWSER_SHARE = Number(value("--browser-share", 0.33));
+const NO_BROWSER = flag("--no-browser");
+const SEED = Number(value("--seed", Date.now() % 1_000_000));
+const RUN_MATRIX = flag("--ci") && !flag("--no-matrix");
+const INTENTS_PER_ACCOUNT = 40; // GET /api/orders lists at most 100: keep well below
+const NODE_CONCURRENCY = 12;
+const BROWSER_BATCH = 10;
+const BATCH_DEADLINE_MS = Number(value("--batch-deadline", 90000));
+
+// A small seeded PRNG (mulberry32) for the harness's own choices, so a failing run can be replayed
+// with --seed. The library's keys and jitter come from its CSPRNG regardless.
+let seedState = SEED >>> 0;
+function random() {
+  seedState = (seedState + 0x6d2b79f5) >>> 0;
+  let t = seedState;
+  t = Math.imul(t ^ (t >>> 15), t | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+}
+const chance = (p) => random() < p;
+const between = (lo, hi) => Math.floor(lo + random() * (hi - lo + 1));
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// ---------------------------------------------------------------------------------------------
+// Fault settings
+
+const SERVER_FAULTS = {
+  failBeforeWork: 0.12, dropAfterCommit: 0.08, status429: 0.06, retryAfterSecs: 1,
+  latencyMs: 1500, latencyProbability: Number(process.env.FAULT_LATENCY_P ?? 0.05),
+};
+const SERVER_FAULTS_OFF = { failBeforeWork: 0, dropAfterCommit: 0, status429: 0, retryAfterSecs: 1, latencyMs: 0, latencyProbability: 0 };
+const PROXY_FAULTS = { resetBefore: 0.04, resetAfter: 0.03 };
+// Generous attempts, small delays, an attempt timeout below the latency fault.
+const RETRY = { maxAttempts: 25, baseDelayMs: 30, maxDelayMs: 400, attemptTimeoutMs: 800, maxRetryAfterMs: 150, totalTimeoutMs: 20000 };
+// A share of intents gives up early, so some are left pending for the resume phase.
+const RETRY_SHORT = { ...RETRY, maxAttempts: 2 };
+const RETRY_RESUME = { ...RETRY, maxAttempts: 50, attemptTimeoutMs: 5000, totalTimeoutMs: 60000 };
+const P_SHORT = 0.12;
+const P_TWIN = 0.08; // Node: a raw request with the same key at the same time (held by a latency fault)
+const P_DOUBLE = 0.06; // Node: send() twice at once (double click)
+const P_ABORT = 0.1; // abort mid-send, then re-begin ("reload")
+const P_TWO_TABS = 0.3; // Chromium: the same intent started in both tabs
+const P_RELOAD = 0.25; // Chromium: page.reload() during a batch
+const P_OFFLINE = 0.3; // Chromium: an offline spell during a batch
+
+// ---------------------------------------------------------------------------------------------
+// Figures
+
+const figures = {
+  intents: 0, nodeIntents: 0, browserIntents: 0,
+  proxy: {
+    attempts: 0, answered201: 0, replayed201: 0, status503: 0, status429: 0, status409: 0, otherStatus: {},
+    dropAfterCommit: 0, resetBefore: 0, resetAfter: 0, slowAnswers: 0, clientGaveUp: 0,
+  },
+  node: { aborts: 0, reBegins: 0, twins: 0, twin409: 0, doubleSends: 0, retryReasons: {} },
+  browser: { twoTabs: 0, aborts: 0, reloads: 0, offlineSpells: 0, resumedAfterReload: 0, retryReasons: {} },
+  outcomes: { succeeded: 0, pendingAfterRun: 0, pendingCodes: {} },
+  resumed: 0, resumedSucceeded: 0, serverLatencies: [],
+  checks: { duplicates: 0, lost: 0, keyChanged: 0, orphanOrders: 0, problems: [] },
+};
+const progress = { nodeDone: 0, nodeActive: new Set(), browserDone: 0, phase: "faults" };
+const problem = (text) => {
+  figures.checks.problems.push(text);
+  if (figures.checks.problems.length <= 30) console.error(`PROBLEM: ${text}`);
+};
+const bump = (map, k) => (map[k] = (map[k] ?? 0) + 1);
+
+// ---------------------------------------------------------------------------------------------
+// The reference server
+
+function serverBinary() {
+  if (process.env.IF_SERVER_BIN) return process.env.IF_SERVER_BIN;
+  const bin = path.join(root, "target/release/idempotent-fetch-server");
+  if (!existsSync(bin)) {
+    console.log("building the reference server (cargo build --release -p idempotent-fetch-server)");
+    const built = spawnSync("cargo", ["build", "--release", "-p", "idempotent-fetch-server"], { cwd: root, stdio: "inherit" });
+    if (built.status !== 0) throw new Error("could not build the reference server");
+  }
+  return bin;
+}
+
+async function startServer(dbDir) {
+  const args = ["--addr", "127.0.0.1:0", "--db", path.join(dbDir, "fault.sqlite"), "--www", path.join(here, "www"), "--pkg", path.join(root, "pkg/web")];
+  const child = spawn(serverBinary(), args, { stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (d) => { stderr = (stderr + d).slice(-4000); });
+  const url = await new Promise((resolve, reject) => {
+    let out = "";
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${stderr}`)), 20000);
+    child.stdout.on("data", (d) => {
+      out += d;
+      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+      if (m) { clearTimeout(timer); resolve(m[1]); }
+    });
+    child.on("exit", (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}:\n${stderr}`)); });
+  });
+  return {
+    url,
+    stop: () => new Promise((resolve) => {
+      if (child.exitCode !== null) return resolve(child.exitCode);
+      child.once("exit", (code) => resolve(code));
+      child.kill("SIGTERM");
+      setTimeout(() => child.kill("SIGKILL"), 12000).unref();
+    }),
+  };
+}
+
+async function putFaults(serverUrl, faults) {
+  const response = await fetch(`${serverUrl}/api/faults`, { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify(faults) });
+  if (!response.ok) throw new Error(`PUT /api/faults: ${response.status} ${await response.text()}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fault proxy: resets, and the observation point for every attempt
+
+function startProxy(upstream) {
+  const target = new URL(upstream);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 128 });
+  const state = { on: true };
+  const p = figures.proxy;
+  const latencies = figures.serverLatencies;
+  const server = http.createServer((req, res) => {
+    const isOrder = req.method === "POST" && req.url.startsWith("/api/orders");
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      let finished = false;
+      let destroyedByUs = false;
+      const kill = () => { destroyedByUs = true; req.socket.destroy(); };
+      if (isOrder) {
+        p.attempts += 1;
+        res.on("close", () => { if (!finished && !destroyedByUs) p.clientGaveUp += 1; });
+        if (state.on && random() < PROXY_FAULTS.resetBefore) {
+          p.resetBefore += 1;
+          kill();
+          return;
+        }
+      }
+      const t0 = Date.now();
+      const headers = { ...req.headers };
+      delete headers.connection;
+      const up = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers, agent }, (upRes) => {
+        const parts = [];
+        upRes.on("data", (c) => parts.push(c));
+        upRes.on("end", () => {
+          const answer = Buffer.concat(parts);
+          const status = upRes.statusCode;
+          if (isOrder) {
+            const took = Date.now() - t0;
+            if (took >= SERVER_FAULTS.latencyMs) p.slowAnswers += 1;
+            latencies.push(took);
+            if (status === 201 && upRes.headers["idempotent-replayed"] === "true") p.replayed201 += 1;
+            else if (status === 201) p.answered201 += 1;
+            else if (status === 503) p.status503 += 1;
+            else if (status === 429) p.status429 += 1;
+            else if (status === 409) p.status409 += 1;
+            else bump(p.otherStatus, status);
+            if (state.on && random() < PROXY_FAULTS.resetAfter) {
+              p.resetAfter += 1;
+              kill();
+              return;
+            }
+          }
+          if (res.destroyed) return;
+          const out = { ...upRes.headers, "content-length": String(answer.length) };
+          delete out["transfer-encoding"];
+          delete out.connection;
+          delete out["keep-alive"];
+          finished = true;
+          res.writeHead(status, out);
+          res.end(answer);
+        });
+      });
+      up.on("error", () => {
+        // the server closed without answering: its drop-after-commit fault
+        if (isOrder) p.dropAfterCommit += 1;
+        kill();
+      });
+      up.end(body);
+    });
+  });
+  return new Promise((resolve) => {
+    server.listen(0, "127.0.0.1", () => {
+      resolve({
+        url: `http://127.0.0.1:${server.address().port}`,
+        state,
+        close: () => new Promise((done) => { server.closeAllConnections(); server.close(() => done()); agent.destroy(); }),
+      });
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Intents
+
+const SKUS = ["coffee-beans", "grinder", "mug", "filter-papers", "kettle"];
+
+/** Intent number n of an account -> a cart whose lines encode n, so an order maps back to it. */
+function cart(n, id) {
+  return JSON.stringify({
+    items: [{ sku: "mug", qty: (n % 99) + 1 }, { sku: "kettle", qty: Math.floor(n / 99) + 1 }, { sku: SKUS[n % SKUS.length] === "mug" ? "grinder" : SKUS[n % SKUS.length], qty: 1 }],
+    intent: id,
+  });
+}
+function intentNumberOf(order) {
+  const mug = order.items.find((l) => l.sku === "mug");
+  const kettle = order.items.find((l) => l.sku === "kettle");
+  if (!mug || !kettle) return null;
+  return (kettle.qty - 1) * 99 + (mug.qty - 1);
+}
+
+function makeIntents(runId) {
+  const intents = [];
+  const browserCount = NO_BROWSER ? 0 : Math.round(TOTAL * BROWSER_SHARE);
+  for (let i = 0; i < TOTAL; i++) {
+    const where = i < TOTAL - browserCount ? "node" : "browser";
+    const accountIndex = Math.floor(i / INTENTS_PER_ACCOUNT);
+    const n = i % INTENTS_PER_ACCOUNT;
+    const account = `f${runId}-${accountIndex}`;
+    const id = `checkout:${account}:${n}`;
+    intents.push({
+      index: i, where, account, n, id, ns: `fault-${account}`, body: cart(n, id),
+      retry: chance(P_SHORT) ? RETRY_SHORT : RETRY,
+      key: null, keysSeen: new Set(), outcome: null, orderIds: new Set(),
+    });
+  }
+  return intents;
+}
+
+function seeKey(intent, key, where) {
+  if (!key) return;
+  if (intent.key === null) intent.key = key;
+  if (key !== intent.key) {
+    figures.checks.keyChanged += 1;
+    problem(`${intent.id}: ${where} saw key ${key}, first key ${intent.key}`);
+  }
+  intent.keysSeen.add(key);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Node part
+
+async function runNode(lib, intents, proxyUrl, serverUrl) {
+  const clients = new Map();
+  const clientFor = (intent) => {
+    const id = `${intent.ns}|${intent.retry.maxAttempts}`;
+    if (!clients.has(id)) clients.set(id, new lib.IdempotentClient({ namespace: intent.ns, storage: "memory", retry: intent.retry, retryBudget: 100000 }));
+    return clients.get(id);
+  };
+  const request = (intent) => ({
+    url: `${proxyUrl}/api/orders`, method: "POST",
+    headers: { "content-type": "application/json", "x-account-id": intent.account }, body: intent.body,
+  });
+  const queue = [...intents];
+  async function one(intent) {
+    const client = clientFor(intent);
+    const op = await client.begin(intent.id, request(intent));
+    seeKey(intent, op.key, "begin");
+    const reasons = [];
+    const onRetry = (e) => { reasons.push(e.reason); bump(figures.node.retryReasons, e.reason.replace(/\d+ ?ms/g, "").trim()); };
+    let twin;
+    if (chance(P_TWIN)) {
+      // Another sender with the same key at the same moment (a second device whose storage was
+      // copied): held in flight by the server for 1.2 s, so the library's attempts get 409.
+      figures.node.twins += 1;
+      twin = fetch(`${serverUrl}/api/orders`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-account-id": intent.account, "idempotency-key": op.key, "x-fault": "latency=1200" },
+        body: intent.body,
+      }).then(async (r) => { if (r.status === 409) figures.node.twin409 += 1; await r.arrayBuffer(); }, () => {});
+      await sleep(between(0, 20));
+    }
+    const settle = (promise) => promise.then((result) => ({ result }), (error) => ({ error }));
+    let outcome;
+    if (chance(P_ABORT)) {
+      figures.node.aborts += 1;
+      const controller = new AbortController();
+      setTimeout(() => controller.abort(), between(0, 400));
+      outcome = await settle(op.send({ signal: controller.signal, onRetry }));
+      if (outcome.error?.code === "ABORTED") {
+        // the "reload": the page's client is gone mid-retry; the intent is begun again
+        figures.node.reBegins += 1;
+        const again = await client.begin(intent.id, request(intent));
+        seeKey(intent, again.key, "re-begin");
+        if (!again.resumed) problem(`${intent.id}: re-begin after abort not marked resumed`);
+        outcome = await settle(again.send({ onRetry }));
+      }
+    } else if (chance(P_DOUBLE)) {
+      figures.node.doubleSends += 1;
+      const [a, b] = await Promise.all([settle(op.send({ onRetry })), settle(op.send({ onRetry }))]);
+      if (a.result && b.result && a.result.key !== b.result.key) problem(`${intent.id}: double send, two keys`);
+      outcome = a.result ? a : b;
+      if (b.result) seeKey(intent, b.result.key, "double send");
+    } else {
+      outcome = await settle(op.send({ onRetry }));
+    }
+    await twin;
+    await record(intent, outcome);
+  }
+  async function worker() {
+    for (;;) {
+      const intent = queue.shift();
+      if (!intent) return;
+      progress.nodeActive.add(intent.id);
+      try {
+        await one(intent);
+      } catch (error) {
+        problem(`${intent.id}: harness error ${error?.stack ?? error}`);
+      }
+      progress.nodeActive.delete(intent.id);
+      progress.nodeDone += 1;
+    }
+  }
+  await Promise.all(Array.from({ length: NODE_CONCURRENCY }, worker));
+  return { clientFor, request };
+}
+
+async function record(intent, { result, error }) {
+  if (result) {
+    seeKey(intent, result.key, "result");
+    if (result.ok) {
+      const order = await result.response.json();
+      intent.outcome = "succeeded";
+      intent.orderIds.add(order.id);
+      if (order.idempotencyKey !== intent.key) problem(`${intent.id}: answer's order has key ${order.idempotencyKey}`);
+    } else {
+      intent.outcome = `http${result.status}`;
+      problem(`${intent.id}: definite non-2xx answer ${result.status}`);
+    }
+  } else {
+    seeKey(intent, error?.key, "error");
+    intent.outcome = "pending";
+    intent.pendingCode = `${error?.code ?? "?"}${error?.reason ? `/${error.reason}` : ""}`;
+    if (!["RETRIES_EXHAUSTED", "ABORTED"].includes(error?.code)) problem(`${intent.id}: unexpected error ${error?.code}: ${error?.message ?? error}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chromium part
+
+const CHROMIUM_ARGS = [
+  "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+];
+
+async function openBrowser(proxyUrl) {
+  const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+  const missing = [];
+  if (!existsSync(path.join(root, "pkg/web/idempotent_fetch.js"))) missing.push("pkg/web is not built (wasm-pack build --release --target web --out-dir pkg/web)");
+  if (!existsSync(path.join(root, "tools/node_modules/playwright-core"))) missing.push("playwright-core missing (cd tools && npm ci)");
+  if (!existsSync(chromiumPath)) missing.push(`Chromium not found at ${chromiumPath} (set CHROMIUM_PATH)`);
+  if (missing.length) throw new Error(`cannot run the Chromium part:\n  - ${missing.join("\n  - ")}`);
+  const { chromium } = createRequire(path.join(root, "tools/package.json"))("playwright-core");
+  const browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
+  const context = await browser.newContext();
+  const pageErrors = [];
+  const open = async () => {
+    const page = await context.newPage();
+    page.on("pageerror", (e) => pageErrors.push(String(e?.stack ?? e)));
+    await page.goto(`${proxyUrl}/`);
+    await ready(page);
+    return page;
+  };
+  const tabs = [await open(), await open()];
+  return { browser, context, tabs, pageErrors };
+}
+
+async function ready(page) {
+  await page.waitForFunction(() => window.__ready || window.__initError, null, { timeout: 20000 });
+  const initError = await page.evaluate(() => window.__initError);
+  if (initError) throw new Error(`the page could not load pkg/web: ${initError}`);
+}
+
+const specOf = (intent, retry = intent.retry) => ({ id: intent.id, ns: intent.ns, account: intent.account, body: intent.body, retry, expectedKey: intent.key ?? undefined });
+
+async function outcomesOf(page) {
+  try {
+    return await page.evaluate(() => window.__outcomes());
+  } catch {
+    return {}; // mid-reload
+  }
+}
+
+/** Reads a page load's outcomes into the intents; returns the ids with a final outcome there. */
+function absorb(intentsById, outcomes, reasons) {
+  const finished = new Set();
+  for (const [id, list] of Object.entries(outcomes)) {
+    const intent = intentsById.get(id);
+    for (const o of list) {
+      seeKey(intent, o.key, "page outcome");
+      seeKey(intent, o.firstKey, "page begin");
+      if (o.expectedKey && o.firstKey && o.expectedKey !== o.firstKey) problem(`${id}: page began with ${o.firstKey}, expected ${o.expectedKey}`);
+      if (o.code === "HARNESS_NEW_KEY") problem(`${id}: ${o.message}`);
+      for (const r of o.retryReasons ?? []) bump(reasons, r.replace(/\d+ ?ms/g, "").trim());
+      figures.browser.aborts += o.softReloads ?? 0;
+      if (o.done && o.ok) {
+        intent.outcome = "succeeded";
+        if (o.orderId) intent.orderIds.add(o.orderId);
+      } else if (o.done) {
+        intent.outcome = `http${o.status}`;
+        problem(`${id}: definite non-2xx answer ${o.status} in the page`);
+      } else if (intent.outcome !== "succeeded") {
+        intent.outcome = "pending";
+        intent.pendingCode = `${o.code}${o.reason ? `/${o.reason}` : ""}`;
+        if (!["RETRIES_EXHAUSTED", "ABORTED"].includes(o.code)) problem(`${id}: page error ${o.code}: ${o.message}`);
+      }
+      finished.add(id);
+    }
+  }
+  return finished;
+}
+
+async function runBrowser(browserParts, intents) {
+  const { context, tabs } = browserParts;
+  const byId = new Map(intents.map((i) => [i.id, i]));
+  for (let start = 0; start < intents.length; start += BROWSER_BATCH) {
+    const batch = intents.slice(start, start + BROWSER_BATCH);
+    const specs = batch.map((intent) => ({ ...specOf(intent), abortAfterMs: chance(P_ABORT) ? between(0, 300) : undefined }));
+    const keys = await tabs[0].evaluate((s) => window.__start(s), specs);
+    for (const intent of batch) if (keys[intent.id]) seeKey(intent, keys[intent.id], "tab 1 begin");
+    const twins = batch.filter(() => chance(P_TWO_TABS));
+    if (twins.length) {
+      // the same intents in the second tab, at once: same localStorage, so the same keys
+      figures.browser.twoTabs += twins.length;
+      const twinKeys = await tabs[1].evaluate((s) => window.__start(s), twins.map((i) => specOf(i)));
+      for (const intent of twins) if (twinKeys[intent.id]) seeKey(intent, twinKeys[intent.id], "tab 2 begin");
+    }
+    // every few batches a reload and an offline spell for sure, so even --ci sees both
+    const batchNo = start / BROWSER_BATCH;
+    const reload = batchNo % 3 === 1 || chance(P_RELOAD);
+    const offline = batchNo % 3 === 2 || chance(P_OFFLINE);
+    const events = [];
+    let offlineSpell = Promise.resolve();
+    if (offline) {
+      figures.browser.offlineSpells += 1;
+      offlineSpell = (async () => {
+        await sleep(between(0, 300));
+        await context.setOffline(true);
+        await sleep(between(200, 900));
+        await context.setOffline(false);
+      })();
+      events.push(offlineSpell);
+    }
+    let reloaded = false;
+    let finishedBeforeReload = new Set();
+    if (reload) {
+      events.push((async () => {
+        await sleep(between(20, 500));
+        await offlineSpell; // a reload needs the network to load the page again
+        const before = absorb(byId, await outcomesOf(tabs[0]), figures.browser.retryReasons);
+        finishedBeforeReload = before;
+        await tabs[0].reload();
+        await ready(tabs[0]);
+        figures.browser.reloads += 1;
+        reloaded = true;
+        // the new page load resumes what had not finished: begin must find the stored key
+        const unfinished = batch.filter((i) => !before.has(i.id));
+        figures.browser.resumedAfterReload += unfinished.length;
+        const resumed = await tabs[0].evaluate((s) => window.__resume(s), unfinished.map((i) => specOf(i)));
+        for (const intent of unfinished) {
+          const r = resumed[intent.id];
+          if (!r) continue;
+          seeKey(intent, r.key, "begin after reload");
+        }
+      })());
+    }
+    await Promise.all(events);
+    // wait for every intent of the batch to have an outcome in the current page load of tab 1,
+    // and every two-tab twin in tab 2
+    const deadline = Date.now() + BATCH_DEADLINE_MS;
+    const twinIds = new Set(twins.map((i) => i.id));
+    for (;;) {
+      const o1 = await outcomesOf(tabs[0]);
+      const o2 = await outcomesOf(tabs[1]);
+      const done1 = batch.every((i) => finishedBeforeReload.has(i.id) || o1[i.id]?.length);
+      const done2 = [...twinIds].every((id) => o2[id]?.length);
+      if (done1 && done2) {
+        absorb(byId, o1, figures.browser.retryReasons);
+        absorb(byId, o2, figures.browser.retryReasons);
+        break;
+      }
+      if (Date.now() > deadline) {
+        absorb(byId, o1, figures.browser.retryReasons);
+        absorb(byId, o2, figures.browser.retryReasons);
+        const missing = batch.filter((i) => !finishedBeforeReload.has(i.id) && !o1[i.id]?.length).map((i) => i.id);
+        for (const i of batch) if (missing.includes(i.id) && i.outcome !== "succeeded") { i.outcome = "pending"; i.pendingCode = "NO_OUTCOME"; }
+        const missing2 = [...twinIds].filter((id) => !o2[id]?.length);
+        problem(`browser batch at ${start}: no outcome after ${BATCH_DEADLINE_MS / 1000} s for ${missing.join(" ")} (tab 1) ${missing2.join(" ")} (tab 2); reload ${reload} offline ${offline}; twins ${[...twinIds].join(" ")}`);
+        break;
+      }
+      await sleep(50);
+    }
+    // a fresh page load per batch keeps each load's outcome table small
+    await tabs[0].reload();
+    await ready(tabs[0]);
+    await tabs[1].reload();
+    await ready(tabs[1]);
+    void reloaded;
+    progress.browserDone += batch.length;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks against the server
+
+async function ordersOf(serverUrl, account) {
+  const response = await fetch(`${serverUrl}/api/orders`, { headers: { "x-account-id": account } });
+  if (!response.ok) throw new Error(`GET /api/orders for ${account}: ${response.status}`);
+  const { orders } = await response.json();
+  if (orders.length >= 100) problem(`${account}: 100 orders listed, the list may be truncated`);
+  return orders;
+}
+
+/** Maps the server's orders onto the intents. Returns { duplicates, lost, ordersByIntent }. */
+async function compare(serverUrl, intents, { final }) {
+  const byAccount = new Map();
+  for (const intent of intents) {
+    if (!byAccount.has(intent.account)) byAccount.set(intent.account, []);
+    byAccount.get(intent.account)[intent.n] = intent;
+  }
+  let duplicates = 0;
+  let lost = 0;
+  let orphans = 0;
+  for (const [account, list] of byAccount) {
+    const orders = await ordersOf(serverUrl, account);
+    const byIntent = new Map();
+    const byKey = new Map();
+    for (const order of orders) {
+      const n = intentNumberOf(order);
+      const intent = n === null ? undefined : list[n];
+      if (!intent) {
+        orphans += 1;
+        problem(`${account}: order ${order.id} maps to no intent`);
+        continue;
+      }
+      if (!byIntent.has(intent)) byIntent.set(intent, []);
+      byIntent.get(intent).push(order);
+      byKey.set(order.idempotencyKey, (byKey.get(order.idempotencyKey) ?? 0) + 1);
+    }
+    for (const [key, count] of byKey) if (count > 1) problem(`${account}: ${count} orders with key ${key}`);
+    for (const intent of list) {
+      if (!intent) continue;
+      const got = byIntent.get(intent) ?? [];
+      const keys = new Set(got.map((o) => o.idempotencyKey));
+      if (got.length > 1) {
+        duplicates += got.length - 1;
+        problem(`${intent.id}: ${got.length} orders (keys ${[...keys].join(", ")})`);
+      }
+      for (const o of got) {
+        if (o.idempotencyKey !== intent.key) problem(`${intent.id}: order ${o.id} under key ${o.idempotencyKey}, intent key ${intent.key}`);
+      }
+      if (intent.outcome === "succeeded") {
+        if (got.length === 0) {
+          lost += 1;
+          problem(`${intent.id}: succeeded in the client but the server has no order`);
+        }
+        for (const id of intent.orderIds) {
+          if (!got.some((o) => o.id === id)) problem(`${intent.id}: the client's answer named order ${id}, not on the server`);
+        }
+      } else if (final) {
+        lost += 1;
+        problem(`${intent.id}: still ${intent.outcome} (${intent.pendingCode}) after the resume phase`);
+      }
+    }
+  }
+  return { duplicates, lost, orphans };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+
+async function main() {
+  const entry = path.join(root, "pkg/node/idempotent_fetch.js");
+  if (!existsSync(entry)) throw new Error(`${entry} is missing: wasm-pack build --release --target nodejs --out-dir pkg/node`);
+  const lib = createRequire(import.meta.url)(entry);
+  const dbDir = mkdtempSync(path.join(tmpdir(), "if-fault-"));
+  const server = await startServer(dbDir);
+  const proxy = await startProxy(server.url);
+  let browserParts;
+  let exitCode = 1;
+  try {
+    const runId = `${SEED.toString(36)}${Date.now().toString(36).slice(-4)}`;
+    const intents = makeIntents(runId);
+    const nodeIntents = intents.filter((i) => i.where === "node");
+    const browserIntents = intents.filter((i) => i.where === "browser");
+    Object.assign(figures, { intents: intents.length, nodeIntents: nodeIntents.length, browserIntents: browserIntents.length });
+    console.log(`fault harness: ${intents.length} intents (${nodeIntents.length} Node, ${browserIntents.length} Chromium), seed ${SEED}`);
+    console.log(`server ${server.url} (db ${dbDir}), proxy ${proxy.url}`);
+    await putFaults(server.url, SERVER_FAULTS);
+
+    if (browserIntents.length) browserParts = await openBrowser(proxy.url);
+    const ticker = setInterval(() => {
+      const active = [...progress.nodeActive].slice(0, 3).join(" ");
+      console.log(`  ${((Date.now() - started) / 1000).toFixed(0)} s: ${progress.phase}; Node ${progress.nodeDone}/${nodeIntents.length} (active ${progress.nodeActive.size}: ${active}), Chromium ${progress.browserDone}/${browserIntents.length}, attempts ${figures.proxy.attempts}`);
+    }, 10000);
+    ticker.unref();
+    const nodeRun = runNode(lib, nodeIntents, proxy.url, server.url);
+    const browserRun = browserIntents.length ? runBrowser(browserParts, browserIntents) : Promise.resolve();
+    const [nodeTools] = await Promise.all([nodeRun, browserRun]);
+    const phase1Ms = Date.now() - started;
+
+    // every intent: succeeded exactly once, or pending with its original key (and at most one order)
+    const first = await compare(server.url, intents, { final: false });
+    for (const i of intents) {
+      if (i.outcome === "succeeded") figures.outcomes.succeeded += 1;
+      else { figures.outcomes.pendingAfterRun += 1; bump(figures.outcomes.pendingCodes, i.pendingCode ?? i.outcome); }
+    }
+
+    // resume the pending ones with every fault off
+    await putFaults(server.url, SERVER_FAULTS_OFF);
+    proxy.state.on = false;
+    if (browserParts) await browserParts.context.setOffline(false);
+    const pending = intents.filter((i) => i.outcome !== "succeeded");
+    figures.resumed = pending.length;
+    const nodePending = pending.filter((i) => i.where === "node");
+    await Promise.all(nodePending.map(async (intent) => {
+      const op = await nodeTools.clientFor(intent).begin(intent.id, nodeTools.request(intent));
+      seeKey(intent, op.key, "resume begin");
+      if (!op.resumed) problem(`${intent.id}: resume begin not marked resumed`);
+      const outcome = await op.send().then((result) => ({ result }), (error) => ({ error }));
+      await record(intent, outcome);
+    }));
+    const browserPending = pending.filter((i) => i.where === "browser");
+    if (browserPending.length) {
+      const page = browserParts.tabs[0];
+      await page.reload();
+      await ready(page);
+      const resumed = await page.evaluate((s) => window.__resume(s), browserPending.map((i) => specOf(i, RETRY_RESUME)));
+      for (const intent of browserPending) if (resumed[intent.id]) seeKey(intent, resumed[intent.id].key, "resume begin (page)");
+      const byId = new Map(browserPending.map((i) => [i.id, i]));
+      const deadline = Date.now() + 60000;
+      for (;;) {
+        const o = await outcomesOf(page);
+        if (browserPending.every((i) => o[i.id]?.length) || Date.now() > deadline) {
+          for (const i of browserPending) i.outcome = undefined;
+          absorb(byId, o, figures.browser.retryReasons);
+          break;
+        }
+        await sleep(50);
+      }
+    }
+    figures.resumedSucceeded = pending.filter((i) => i.outcome === "succeeded").length;
+
+    const final = await compare(server.url, intents, { final: true });
+    figures.checks.duplicates = Math.max(first.duplicates, final.duplicates);
+    figures.checks.lost = first.lost + final.lost;
+    figures.checks.orphanOrders = final.orphans;
+    if (browserParts?.pageErrors.length) problem(`uncaught page errors:\n${browserParts.pageErrors.join("\n")}`);
+    figures.runtimeSeconds = Number(((Date.now() - started) / 1000).toFixed(1));
+    figures.faultPhaseSeconds = Number((phase1Ms / 1000).toFixed(1));
+
+    printFigures();
+    const bad = figures.checks.duplicates > 0 || figures.checks.lost > 0 || figures.checks.keyChanged > 0 || figures.checks.orphanOrders > 0 || figures.checks.problems.length > 0;
+    exitCode = bad ? 1 : 0;
+    console.log(bad ? `FAIL: ${figures.checks.problems.length} problems` : "OK: no duplicates, nothing lost");
+  } finally {
+    await browserParts?.browser.close().catch(() => {});
+    await proxy.close();
+    const code = await server.stop();
+    if (code !== 0 && code !== null) console.error(`server exited with ${code}`);
+    rmSync(dbDir, { recursive: true, force: true });
+  }
+  if (exitCode === 0 && RUN_MATRIX) exitCode = runMatrix();
+  return exitCode;
+}
+
+function percentiles(list) {
+  const sorted = [...list].sort((a, b) => a - b);
+  const at = (q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
+  return `${at(0.5)} / ${at(0.9)} / ${at(0.99)} / ${sorted.at(-1) ?? 0}`;
+}
+
+function printFigures() {
+  const p = figures.proxy;
+  const rows = [
+    ["intents", `${figures.intents} (Node ${figures.nodeIntents}, Chromium ${figures.browserIntents})`],
+    ["attempts seen by the proxy", p.attempts],
+    ["  201 (work done)", p.answered201],
+    ["  201 replayed", p.replayed201],
+    ["  503 before work", p.status503],
+    ["  429 + Retry-After", p.status429],
+    ["  409 (twin in flight)", p.status409],
+    ["  other statuses", JSON.stringify(p.otherStatus)],
+    ["  commit then dropped (server)", p.dropAfterCommit],
+    ["  reset before forwarding (proxy)", p.resetBefore],
+    ["  reset after the answer (proxy)", p.resetAfter],
+    ["  answers slower than the latency fault", p.slowAnswers],
+    ["  server answer time p50 / p90 / p99 / max (ms)", percentiles(figures.serverLatencies)],
+    ["  client gave up before the answer (timeout/abort/reload/offline)", p.clientGaveUp],
+    ["Node: aborts / re-begins / raw twins (409) / double sends", `${figures.node.aborts} / ${figures.node.reBegins} / ${figures.node.twins} (${figures.node.twin409}) / ${figures.node.doubleSends}`],
+    ["Chromium: two-tab intents / aborts+new client / page.reload()s (intents resumed) / offline spells", `${figures.browser.twoTabs} / ${figures.browser.aborts} / ${figures.browser.reloads} (${figures.browser.resumedAfterReload}) / ${figures.browser.offlineSpells}`],
+    ["retry reasons (Node)", JSON.stringify(figures.node.retryReasons)],
+    ["retry reasons (Chromium)", JSON.stringify(figures.browser.retryReasons)],
+    ["succeeded during the fault phase", figures.outcomes.succeeded],
+    ["pending after the fault phase", `${figures.outcomes.pendingAfterRun} ${JSON.stringify(figures.outcomes.pendingCodes)}`],
+    ["resumed with faults off / succeeded", `${figures.resumed} / ${figures.resumedSucceeded}`],
+    ["duplicates", figures.checks.duplicates],
+    ["lost", figures.checks.lost],
+    ["key changed", figures.checks.keyChanged],
+    ["orders mapping to no intent", figures.checks.orphanOrders],
+    ["problems", figures.checks.problems.length],
+    ["runtime", `${figures.runtimeSeconds} s (fault phase ${figures.faultPhaseSeconds} s)`],
+  ];
+  const width = Math.max(...rows.map(([k]) => k.length));
+  console.log("\n==== fault harness figures");
+  for (const [k, v] of rows) console.log(`${k.padEnd(width)}  ${v}`);
+}
+
+/** The bad-input matrix (tests/fault/*.test.mjs): the xtask's layer f only looks in tests/js. */
+function runMatrix() {
+  const files = readdirSync(here).filter((f) => f.endsWith(".test.mjs")).map((f) => path.join(here, f));
+  if (!files.length) return 0;
+  console.log(`\n==== bad-input matrix: node --test ${files.map((f) => path.relative(root, f)).join(" ")}`);
+  const run = spawnSync(process.execPath, ["--test", ...files], { cwd: root, stdio: "inherit" });
+  return run.status ?? 1;
+}
+
+main().then((code) => process.exit(code), (error) => {
+  console.error(error?.stack ?? error);
+  process.exit(1);
+});
