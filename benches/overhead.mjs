@@ -289,7 +289,8 @@ try {
   console.log(`\n## ${INTENTS.toLocaleString("en")} intents on localStorage (ms per intent)\n`);
   console.log(
     "Each: `await client.begin(id, {url, method: \"POST\", headers, body})` (validate, fingerprint, new key, record saved), " +
-      "then `await op.send()` + body read (record updated, POST with the key to the 201 server, record marked succeeded: key retired).\n",
+      "then `await op.send()` + body read (Web Lock taken, record saved with its attempt count, POST with the key to the 201 server, " +
+      "record saved as succeeded: key retired).\n",
   );
   console.log("| part | median | p99 | mean |");
   console.log("|---|---:|---:|---:|");
