@@ -7,6 +7,7 @@ mod clock;
 mod errors;
 mod events;
 mod fields;
+mod indexeddb;
 mod inflight;
 mod js;
 mod lock;

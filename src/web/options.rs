@@ -19,6 +19,9 @@ pub enum StorageKind {
     Local,
     /// `sessionStorage`: survives reloads of this tab only.
     Session,
+    /// IndexedDB (default in a worker, which has no Web Storage): survives reloads and worker
+    /// restarts, shared by the tabs and workers of the origin.
+    IndexedDb,
     /// In memory: lost on reload (Node's default, and the fallback).
     Memory,
 }
@@ -29,6 +32,7 @@ impl StorageKind {
         match self {
             Self::Local => "local",
             Self::Session => "session",
+            Self::IndexedDb => "indexeddb",
             Self::Memory => "memory",
         }
     }
@@ -94,8 +98,9 @@ pub fn parse_client_options(value: &JsValue) -> Result<ClientConfig, JsValue> {
         None => default_storage(),
         Some("local") => StorageKind::Local,
         Some("session") => StorageKind::Session,
+        Some("indexeddb") => StorageKind::IndexedDb,
         Some("memory") => StorageKind::Memory,
-        Some(other) => return Err(invalid(format!("storage must be \"local\", \"session\" or \"memory\", got {other:?}"))),
+        Some(other) => return Err(invalid(format!("storage must be \"local\", \"session\", \"indexeddb\" or \"memory\", got {other:?}"))),
     };
     let header_name = root.string("headerName").map_err(invalid)?.unwrap_or_else(|| "Idempotency-Key".into());
     if header_name.is_empty() || header_name.len() > 64 || !header_name.bytes().all(is_token_byte) {
@@ -120,10 +125,12 @@ pub fn parse_client_options(value: &JsValue) -> Result<ClientConfig, JsValue> {
     })
 }
 
-/// localStorage in a window; memory where there is none (Node, workers).
+/// localStorage in a window; IndexedDB in a worker (no Web Storage there); memory in Node.
 fn default_storage() -> StorageKind {
     if super::js::global_property("localStorage").is_some() || super::js::global_property("window").is_some() {
         StorageKind::Local
+    } else if super::js::global_property("indexedDB").is_some() {
+        StorageKind::IndexedDb
     } else {
         StorageKind::Memory
     }

@@ -1,15 +1,17 @@
-//! Intent storage in the browser: `localStorage` / `sessionStorage` with a memory fallback.
+//! Intent storage in the browser: `localStorage` / `sessionStorage` / IndexedDB
+//! ([`super::indexeddb`]) with a memory fallback.
 //!
 //! Records live under `idempotent-fetch:v1:<namespace>:<intent id>`, one JSON document each, so
 //! one account's intents are never seen by another's client. Everything read back is validated
 //! ([`IntentRecord::validate`]); foreign or corrupt entries under the prefix are skipped by `list`
 //! and reported as `STORAGE` errors by `load` (they are never silently overwritten with a new key).
 //!
-//! When the storage is blocked (`SecurityError`, e.g. cookies disabled) or full
-//! (`QuotaExceededError`), the store switches to memory for the rest of the page's life, keeps
+//! When the storage is blocked (`SecurityError`, e.g. cookies disabled; IndexedDB absent or failing
+//! to open) or full (`QuotaExceededError`), the store switches to memory for the rest of the page's life, keeps
 //! working, and reports why through [`WebStore::fallback_reason`] and the `storagefallback` event.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -19,6 +21,7 @@ use crate::core::ports::{IntentStore, StoreError};
 use crate::core::MemoryStore;
 
 use super::errors::{describe_js, js_error_name};
+use super::indexeddb::{IdbError, IdbStore};
 use super::options::StorageKind;
 
 /// Version segment of the key prefix: bump it if the layout changes.
@@ -34,6 +37,7 @@ pub struct WebStore {
 
 enum Backend {
     Web(web_sys::Storage),
+    Idb(Rc<IdbStore>),
     Memory(MemoryStore),
 }
 
@@ -47,6 +51,11 @@ impl WebStore {
                 Ok(storage) => (Backend::Web(storage), None),
                 Err(reason) => (Backend::Memory(MemoryStore::new()), Some(reason)),
             },
+            // Opening is asynchronous: a failure to open is found by the first operation.
+            StorageKind::IndexedDb => match IdbStore::open(namespace) {
+                Ok(store) => (Backend::Idb(Rc::new(store)), None),
+                Err(reason) => (Backend::Memory(MemoryStore::new()), Some(reason)),
+            },
         };
         Self { prefix, backend: RefCell::new(backend), fallback_reason: RefCell::new(reason), on_fallback: RefCell::new(None) }
     }
@@ -56,10 +65,10 @@ impl WebStore {
         self.fallback_reason.borrow().clone()
     }
 
-    /// `"local" | "session" | "memory"`: what is in use now.
+    /// `"local" | "session" | "indexeddb" | "memory"`: what is in use now.
     pub fn active_kind(&self, requested: StorageKind) -> StorageKind {
         match &*self.backend.borrow() {
-            Backend::Web(_) => requested,
+            Backend::Web(_) | Backend::Idb(_) => requested,
             Backend::Memory(_) => StorageKind::Memory,
         }
     }
@@ -69,19 +78,35 @@ impl WebStore {
         *self.on_fallback.borrow_mut() = Some(listener);
     }
 
+    /// The IndexedDB store, while it is the backend (cloned out, so no borrow is held across an await).
+    fn idb(&self) -> Option<Rc<IdbStore>> {
+        match &*self.backend.borrow() {
+            Backend::Idb(idb) => Some(idb.clone()),
+            _ => None,
+        }
+    }
+
     fn slot(&self, intent_id: &str) -> String {
         format!("{}{intent_id}", self.prefix)
     }
 
     /// Moves every readable record into memory and continues there.
     fn fall_back(&self, reason: String) {
+        let carried = match &*self.backend.borrow() {
+            Backend::Web(storage) => read_all(storage, &self.prefix).into_iter().filter_map(|(_, r)| r.ok()).collect(),
+            _ => Vec::new(),
+        };
+        self.switch_to_memory(reason, carried);
+    }
+
+    /// Continues in memory with `carried`, reporting `reason` (once: later calls do nothing).
+    fn switch_to_memory(&self, reason: String, carried: Vec<IntentRecord>) {
+        if let Backend::Memory(_) = &*self.backend.borrow() {
+            return;
+        }
         let memory = MemoryStore::new();
-        if let Backend::Web(storage) = &*self.backend.borrow() {
-            for (_, record) in read_all(storage, &self.prefix) {
-                if let Ok(record) = record {
-                    memory.put(record);
-                }
-            }
+        for record in carried {
+            memory.put(record);
         }
         *self.backend.borrow_mut() = Backend::Memory(memory);
         *self.fallback_reason.borrow_mut() = Some(reason.clone());
@@ -93,8 +118,17 @@ impl WebStore {
 
 impl IntentStore for WebStore {
     async fn load(&self, intent_id: &str) -> Result<Option<IntentRecord>, StoreError> {
+        if let Some(idb) = self.idb() {
+            match idb.get(intent_id).await {
+                Ok(None) => return Ok(None),
+                Ok(Some(text)) => return Ok(Some(decode(&text, Some(intent_id))?)),
+                Err(IdbError::Failed(reason)) => return Err(StoreError::Unavailable(reason)),
+                Err(IdbError::Unusable(reason)) => self.switch_to_memory(reason, Vec::new()),
+            }
+        }
         let storage = match &*self.backend.borrow() {
             Backend::Memory(memory) => return Ok(memory.get(intent_id)).and_then(|r| validate(r, intent_id)),
+            Backend::Idb(_) => return Ok(None),
             Backend::Web(storage) => storage.clone(),
         };
         match storage.get_item(&self.slot(intent_id)) {
@@ -105,11 +139,20 @@ impl IntentStore for WebStore {
     }
 
     async fn save(&self, record: &IntentRecord) -> Result<(), StoreError> {
+        if let Some(idb) = self.idb() {
+            let text = encode(record)?;
+            let Err(IdbError::Unusable(reason) | IdbError::Failed(reason)) = idb.put(&record.id, &text).await else { return Ok(()) };
+            // Reads may still work after a refused write (quota): keep what is stored.
+            let carried = idb.all().await.unwrap_or_default();
+            let carried = carried.into_iter().filter_map(|(id, text)| decode(&text, Some(&id)).ok()).collect();
+            self.switch_to_memory(reason, carried);
+        }
         let storage = match &*self.backend.borrow() {
             Backend::Memory(memory) => {
                 memory.put(record.clone());
                 return Ok(());
             }
+            Backend::Idb(_) => return Ok(()),
             Backend::Web(storage) => storage.clone(),
         };
         let text = encode(record)?;
@@ -124,8 +167,16 @@ impl IntentStore for WebStore {
     }
 
     async fn remove(&self, intent_id: &str) -> Result<(), StoreError> {
+        if let Some(idb) = self.idb() {
+            match idb.delete(intent_id).await {
+                Ok(()) => return Ok(()),
+                Err(IdbError::Failed(reason)) => return Err(StoreError::Unavailable(reason)),
+                Err(IdbError::Unusable(reason)) => self.switch_to_memory(reason, Vec::new()),
+            }
+        }
         match &*self.backend.borrow() {
             Backend::Memory(memory) => memory.delete(intent_id),
+            Backend::Idb(_) => {}
             Backend::Web(storage) => {
                 storage
                     .remove_item(&self.slot(intent_id))
@@ -136,8 +187,16 @@ impl IntentStore for WebStore {
     }
 
     async fn list(&self) -> Result<Vec<IntentRecord>, StoreError> {
+        if let Some(idb) = self.idb() {
+            match idb.all().await {
+                Ok(entries) => return Ok(entries.into_iter().filter_map(|(id, text)| decode(&text, Some(&id)).ok()).collect()),
+                Err(IdbError::Failed(reason)) => return Err(StoreError::Unavailable(reason)),
+                Err(IdbError::Unusable(reason)) => self.switch_to_memory(reason, Vec::new()),
+            }
+        }
         Ok(match &*self.backend.borrow() {
             Backend::Memory(memory) => memory.all().into_iter().filter(|r| r.validate(None).is_ok()).collect(),
+            Backend::Idb(_) => Vec::new(),
             Backend::Web(storage) => read_all(storage, &self.prefix).into_iter().filter_map(|(_, r)| r.ok()).collect(),
         })
     }

@@ -49,8 +49,12 @@ export interface RetryOptions {
 export interface ClientOptions {
   /** Keeps one account's intents apart from another's (e.g. the account id). Default "default". */
   namespace?: string;
-  /** Where intents are kept. Default "local" in a page, "memory" where there is no localStorage. */
-  storage?: "local" | "session" | "memory";
+  /**
+   * Where intents are kept. Default "local" in a page, "indexeddb" in a worker (no localStorage there),
+   * "memory" where there is neither (Node). Blocked, absent or full storage falls back to "memory"
+   * (see `storageFallback`); for "indexeddb" that is known once the first operation has settled.
+   */
+  storage?: "local" | "session" | "indexeddb" | "memory";
   retry?: RetryOptions;
   /** Keys older than this are reported as expired rather than re-sent. Default 86400000 (24 h). */
   keyTtlMs?: number;
@@ -211,7 +215,7 @@ extern "C" {
     /// `IntentState`.
     #[wasm_bindgen(typescript_type = "IntentState")]
     pub type IntentStateValue;
-    /// `"local" | "session" | "memory"`.
-    #[wasm_bindgen(typescript_type = "\"local\" | \"session\" | \"memory\"")]
+    /// `"local" | "session" | "indexeddb" | "memory"`.
+    #[wasm_bindgen(typescript_type = "\"local\" | \"session\" | \"indexeddb\" | \"memory\"")]
     pub type StorageKindValue;
 }
