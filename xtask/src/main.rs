@@ -12,7 +12,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  test                  install missing tools, then run every test layer (what CI runs)
+  test [LAYER...]       install missing tools, then run every test layer (what CI runs);
+                        with letters (e.g. `test e f`) only those layers
   demo [--port 8080]    build pkg/web if stale and run the reference server on 127.0.0.1
   install               only install/check the tools (rust target, wasm-bindgen-cli, wasm-pack,
                         npm tools, chromium + chromedriver, postgresql)
@@ -45,10 +46,7 @@ fn dispatch(args: &[String]) -> process::Result {
     let cmd = args.first().map(String::as_str).unwrap_or("help");
     let rest = &args[args.len().min(1)..];
     match cmd {
-        "test" => {
-            no_args(cmd, rest)?;
-            test::test()
-        }
+        "test" => test::test(rest),
         "install" => {
             no_args(cmd, rest)?;
             install::all()

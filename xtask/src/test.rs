@@ -286,7 +286,13 @@ fn benches(_: &mut Cx) -> Result<Outcome> {
     }
 }
 
-pub fn test() -> Result {
+/// `only`: layer letters to run (empty = all), e.g. `cargo xtask test e f`.
+pub fn test(only: &[String]) -> Result {
+    for o in only {
+        if !LAYERS.iter().any(|(name, _)| name.starts_with(&format!("{o}. "))) {
+            return Err(format!("unknown layer `{o}` (layers are a..j, see xtask/README.md)"));
+        }
+    }
     let t0 = Instant::now();
     println!("==== cargo xtask test: install what is missing");
     install::all()?;
@@ -294,6 +300,10 @@ pub fn test() -> Result {
     let mut rows: Vec<(&str, String, f64)> = Vec::new();
     let mut failure: Option<(String, String)> = None;
     for (name, f) in LAYERS {
+        if !only.is_empty() && !only.iter().any(|o| name.starts_with(&format!("{o}. "))) {
+            rows.push((name, "skipped: not selected".into(), 0.0));
+            continue;
+        }
         println!();
         println!("==== {name}");
         let start = Instant::now();
