@@ -65,7 +65,7 @@ pub async fn begin<S: IntentStore, C: Clock>(
                 return Err(SendError::new(
                     ErrorCode::IntentMismatch,
                     format!(
-                        "intent {intent_id:?} was begun with a different request (key {}); \
+                        "intent \"{intent_id}\" was begun with a different request (key {}); \
                          discard it or begin with {{ replace: true }} to start a new intent",
                         record.key
                     ),
@@ -158,7 +158,7 @@ where
         Ok(None) => {
             return Err(SendError::new(
                 ErrorCode::NotFound,
-                format!("intent {intent_id:?} is not stored (discarded?); begin it again"),
+                format!("intent \"{intent_id}\" is not stored (discarded?); begin it again"),
             ))
         }
         Err(e) => return Err(storage_error(intent_id, &e)),
@@ -349,5 +349,5 @@ fn aborted(key: &IdempotencyKey, attempts: u32, last_status: Option<u16>) -> Sen
 }
 
 fn storage_error(intent_id: &str, error: &StoreError) -> SendError {
-    SendError::new(ErrorCode::Storage, format!("intent {intent_id:?}: {error}"))
+    SendError::new(ErrorCode::Storage, format!("intent \"{intent_id}\": {error}"))
 }

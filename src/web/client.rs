@@ -109,9 +109,9 @@ impl IdempotentClient {
         promise(async move {
             let intent_id = intent_id_arg(&intent_id)?;
             let record = inner.store.load(&intent_id).await.map_err(|e| js_error(ErrorCode::Storage, e.to_string()))?;
-            let record = record.ok_or_else(|| js_error(ErrorCode::NotFound, format!("no stored intent {intent_id:?}")))?;
+            let record = record.ok_or_else(|| js_error(ErrorCode::NotFound, format!("no stored intent \"{intent_id}\"")))?;
             let persisted = record.request.clone().ok_or_else(|| {
-                js_error(ErrorCode::InvalidRequest, format!("intent {intent_id:?} was stored without its request (persistRequest is off); begin it again with the same request"))
+                js_error(ErrorCode::InvalidRequest, format!("intent \"{intent_id}\" was stored without its request (persistRequest is off); begin it again with the same request"))
             })?;
             let prepared = PreparedRequest {
                 method: persisted.method,
@@ -120,7 +120,7 @@ impl IdempotentClient {
                 body: persisted.body.map(|bytes| BufferedBody { bytes, content_type: None }),
             };
             if prepared.fingerprint().as_str() != record.fingerprint {
-                return Err(js_error(ErrorCode::Storage, format!("the persisted request of intent {intent_id:?} does not match its fingerprint")));
+                return Err(js_error(ErrorCode::Storage, format!("the persisted request of intent \"{intent_id}\" does not match its fingerprint")));
             }
             Ok(IdempotentOperation::new(inner, record, prepared).into())
         })

@@ -226,7 +226,7 @@ fn parse_send_options(options: &JsValue) -> Result<SendArgs, JsValue> {
     for name in js_sys::Object::keys(options.unchecked_ref::<js_sys::Object>()).iter() {
         let name = name.as_string().unwrap_or_default();
         if !["signal", "onAttempt", "onRetry"].contains(&name.as_str()) {
-            return Err(js_error(ErrorCode::InvalidOptions, format!("unknown send option {name:?} (expected signal, onAttempt, onRetry)")));
+            return Err(js_error(ErrorCode::InvalidOptions, format!("unknown send option \"{name}\" (expected signal, onAttempt, onRetry)")));
         }
     }
     let signal = match property(options, "signal") {

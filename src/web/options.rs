@@ -85,7 +85,7 @@ pub fn parse_client_options(value: &JsValue) -> Result<ClientConfig, JsValue> {
         jitter: match retry.string("jitter").map_err(invalid)? {
             None => defaults.jitter,
             Some(text) => Jitter::parse(&text).ok_or_else(|| {
-                invalid(format!("retry.jitter must be \"full\", \"equal\", \"decorrelated\" or \"none\", got {text:?}"))
+                invalid(format!("retry.jitter must be \"full\", \"equal\", \"decorrelated\" or \"none\", got \"{text}\""))
             })?,
         },
     };
@@ -100,7 +100,7 @@ pub fn parse_client_options(value: &JsValue) -> Result<ClientConfig, JsValue> {
         Some("session") => StorageKind::Session,
         Some("indexeddb") => StorageKind::IndexedDb,
         Some("memory") => StorageKind::Memory,
-        Some(other) => return Err(invalid(format!("storage must be \"local\", \"session\", \"indexeddb\" or \"memory\", got {other:?}"))),
+        Some(other) => return Err(invalid(format!("storage must be \"local\", \"session\", \"indexeddb\" or \"memory\", got \"{other}\""))),
     };
     let header_name = root.string("headerName").map_err(invalid)?.unwrap_or_else(|| "Idempotency-Key".into());
     if header_name.is_empty() || header_name.len() > 64 || !header_name.bytes().all(is_token_byte) {
@@ -109,7 +109,7 @@ pub fn parse_client_options(value: &JsValue) -> Result<ClientConfig, JsValue> {
     let header_form = match root.string("headerForm").map_err(invalid)?.as_deref() {
         None | Some("raw") => KeyHeaderForm::Raw,
         Some("sf-string") => KeyHeaderForm::SfString,
-        Some(other) => return Err(invalid(format!("headerForm must be \"raw\" or \"sf-string\", got {other:?}"))),
+        Some(other) => return Err(invalid(format!("headerForm must be \"raw\" or \"sf-string\", got \"{other}\""))),
     };
     let key_ttl_ms = integer(&root, "keyTtlMs", DEFAULT_KEY_TTL_MS, 1, MAX_DURATION_MS)?;
     Ok(ClientConfig {

@@ -57,7 +57,7 @@ pub fn decode(text: &str) -> Result<IntentRecord, RecordError> {
         "succeeded" => IntentState::Succeeded,
         "failed" => IntentState::Failed,
         "expired" => IntentState::Expired,
-        other => return Err(RecordError::Malformed(format!("unknown state {other:?}"))),
+        other => return Err(RecordError::Malformed(format!("unknown state \"{other}\""))),
     };
     let last_status = match fields.value("lastStatus").map_err(RecordError::Malformed)? {
         None => None,

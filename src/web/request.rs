@@ -39,7 +39,7 @@ pub async fn prepare_request(request: &JsValue, key_header: &str) -> Result<Prep
     for name in keys.iter() {
         let name = name.as_string().unwrap_or_default();
         if !["url", "method", "headers", "body"].contains(&name.as_str()) {
-            return Err(bad(format!("unknown request field {name:?} (expected url, method, headers, body)")));
+            return Err(bad(format!("unknown request field \"{name}\" (expected url, method, headers, body)")));
         }
     }
     let url = read_url(property(request, "url").as_ref())?;
@@ -59,7 +59,7 @@ pub async fn prepare_parts(
     key_header: &str,
 ) -> Result<PreparedRequest, JsValue> {
     if method.is_empty() || method.len() > 32 || !method.bytes().all(is_token_byte) {
-        return Err(bad(format!("request.method {method:?} is not an HTTP method")));
+        return Err(bad(format!("request.method \"{method}\" is not an HTTP method")));
     }
     let method = method.to_ascii_uppercase();
     if matches!(method.as_str(), "CONNECT" | "TRACE" | "TRACK") {
@@ -102,8 +102,8 @@ pub fn read_url(value: Option<&JsValue>) -> Result<String, JsValue> {
     };
     match resolved {
         Ok(url) => Ok(url.href()),
-        Err(_) if base.is_none() => Err(bad(format!("request.url {text:?} is not an absolute URL (there is no page to resolve it against)"))),
-        Err(e) => Err(bad(format!("request.url {text:?} is not a URL: {}", describe_js(&e)))),
+        Err(_) if base.is_none() => Err(bad(format!("request.url \"{text}\" is not an absolute URL (there is no page to resolve it against)"))),
+        Err(e) => Err(bad(format!("request.url \"{text}\" is not a URL: {}", describe_js(&e)))),
     }
 }
 
