@@ -67,7 +67,7 @@ impl IdbStore {
             .map_err(|e| format!("{}: IndexedDB cannot be opened ({}); intents are kept in memory", js_error_name(&e).unwrap_or_default(), describe_js(&e)))?;
         let upgrading = request.clone();
         let on_upgrade = Closure::once_into_js(move || {
-            if let Ok(database) = upgrading.result().and_then(|db| db.dyn_into::<IdbDatabase>().map_err(JsValue::from)) {
+            if let Ok(database) = upgrading.result().and_then(|db| db.dyn_into::<IdbDatabase>()) {
                 if !database.object_store_names().contains(STORE) {
                     let _ = database.create_object_store(STORE);
                 }
@@ -140,7 +140,7 @@ impl IdbStore {
         };
         let timeout = TimeoutFuture::new(OPEN_TIMEOUT_MS);
         let opened = match select(Box::pin(settled(&request)), timeout).await {
-            Either::Left((result, _)) => result.and_then(|db| db.dyn_into::<IdbDatabase>().map_err(JsValue::from)).map_err(|e| {
+            Either::Left((result, _)) => result.and_then(|db| db.dyn_into::<IdbDatabase>()).map_err(|e| {
                 format!("{}: IndexedDB cannot be opened ({}); intents are kept in memory", js_error_name(&e).unwrap_or_default(), describe_js(&e))
             }),
             Either::Right(_) => Err(format!("IndexedDB did not open within {OPEN_TIMEOUT_MS} ms; intents are kept in memory")),

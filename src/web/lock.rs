@@ -82,26 +82,33 @@ async fn acquire_web_lock(locks: &JsValue, name: &str, signal: Option<&web_sys::
         Ok(promise) => promise,
         Err(_) => return Ok(None),
     };
-    // The request's promise rejects when aborted; observe it so it is never an unhandled rejection.
+    // The request's promise rejects when aborted, and at once where Web Locks are refused (a
+    // SecurityError in opaque origins: sandboxed frames, data: workers), when the callback never
+    // runs. Observe it, so it is never an unhandled rejection and such a refusal does not hang.
+    let (refused_tx, refused) = oneshot::channel::<()>();
     if let Ok(promise) = requested.dyn_into::<Promise>() {
         wasm_bindgen_futures::spawn_local(async move {
-            let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+            if wasm_bindgen_futures::JsFuture::from(promise).await.is_err() {
+                let _ = refused_tx.send(());
+            }
         });
     }
+    // Made now, so that whatever happens next its Drop releases a lock granted late.
     let lock = IntentLock::WebLock(release);
-    match signal {
-        None => match granted.await {
-            Ok(()) => Ok(Some(lock)),
-            Err(_) => Ok(None),
-        },
+    let granted_or_refused = select(&mut granted, refused);
+    let outcome = match signal {
+        None => granted_or_refused.await,
         Some(signal) => {
             let mut abort = EventOnce::listen(signal.as_ref(), "abort");
-            match select(&mut granted, &mut abort.fired).await {
-                Either::Left((Ok(()), _)) => Ok(Some(lock)),
-                Either::Left((Err(_), _)) => Ok(None),
-                Either::Right(_) => Err(Interrupted),
+            match select(granted_or_refused, &mut abort.fired).await {
+                Either::Left((outcome, _)) => outcome,
+                Either::Right(_) => return Err(Interrupted),
             }
         }
+    };
+    match outcome {
+        Either::Left((Ok(()), _)) => Ok(Some(lock)),
+        _ => Ok(None),
     }
 }
 
