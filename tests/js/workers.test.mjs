@@ -1,0 +1,355 @@
+// The library in workers and with IndexedDB storage, in headless Chromium against the built
+// package pkg/web: a module dedicated worker and a module service worker (tests/workers/agent.mjs)
+// send an intent, are killed mid-retry (page reload; CDP ServiceWorker.stopAllWorkers), and a new
+// worker resumes it with the same key from IndexedDB; IndexedDB blocked, failing to open or full
+// falls back to memory with a reason; and storage: "indexeddb" in a page survives page.reload().
+//
+// Each test has its own browser context (its own storage), its own namespace and its own scenario
+// on the scripted test server (another origin than the page: CORS included, as in production).
+// Needs the same as chromium.test.mjs: pkg/web, tools/node_modules/playwright-core, Chromium.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import http from "node:http";
+import path from "node:path";
+
+import { startTestServer } from "../support/test-server.mjs";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+const CHROMIUM_ARGS = [
+  "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+];
+const PAGE = "/tests/workers/page.html";
+const AGENT = "/tests/workers/agent.mjs";
+const TEST_TIMEOUT_MS = 30_000;
+
+let server; // scripted test server
+let statics; // the repository root, same origin as the pages and workers
+let browser;
+const pageErrors = [];
+
+function prerequisites() {
+  const missing = [];
+  if (!existsSync(path.join(root, "pkg/web/idempotent_fetch.js"))) {
+    missing.push("pkg/web is not built: run `wasm-pack build --release --target web --out-dir pkg/web` (cargo xtask test does)");
+  }
+  if (!existsSync(path.join(root, "tools/node_modules/playwright-core"))) {
+    missing.push("playwright-core is not installed: run `cd tools && npm ci`");
+  }
+  if (!existsSync(chromiumPath)) {
+    missing.push(`Chromium not found at ${chromiumPath}: install it (\`cargo xtask install\`, or apt-get install -y chromium) or set CHROMIUM_PATH`);
+  }
+  return missing;
+}
+
+const MIME = {
+  ".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".mjs": "text/javascript; charset=utf-8",
+  ".wasm": "application/wasm", ".json": "application/json",
+};
+
+/** Serves the repository root; CORS-open so an opaque-origin (data:) worker can import the package. */
+function startStaticServer() {
+  const httpServer = http.createServer(async (req, res) => {
+    const pathname = decodeURIComponent(new URL(req.url, "http://127.0.0.1").pathname);
+    const file = path.resolve(root, "." + pathname);
+    if (!file.startsWith(root + path.sep)) {
+      res.writeHead(403).end();
+      return;
+    }
+    try {
+      const body = await readFile(file);
+      res.writeHead(200, {
+        "content-type": MIME[path.extname(file)] ?? "application/octet-stream",
+        "cache-control": "no-store",
+        "access-control-allow-origin": "*",
+      });
+      res.end(body);
+    } catch {
+      res.writeHead(404).end();
+    }
+  });
+  return new Promise((resolve) => {
+    httpServer.listen(0, "127.0.0.1", () => {
+      resolve({
+        url: `http://127.0.0.1:${httpServer.address().port}`,
+        close: () => new Promise((done) => { httpServer.closeAllConnections(); httpServer.close(() => done()); }),
+      });
+    });
+  });
+}
+
+before(async () => {
+  const missing = prerequisites();
+  if (missing.length) throw new Error(`cannot run the worker tests:\n  - ${missing.join("\n  - ")}`);
+  const { chromium } = createRequire(path.join(root, "tools/package.json"))("playwright-core");
+  server = await startTestServer();
+  statics = await startStaticServer();
+  browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
+});
+
+after(async () => {
+  await browser?.close();
+  await statics?.close();
+  await server?.close();
+});
+
+/** A fresh context (its own IndexedDB) with the workers page loaded. */
+async function openPage() {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  page.on("pageerror", (error) => pageErrors.push(String(error?.stack ?? error)));
+  await gotoPage(page);
+  return { context, page };
+}
+
+async function gotoPage(page) {
+  if (page.url().startsWith(statics.url)) await page.reload();
+  else await page.goto(`${statics.url}${PAGE}`);
+  await page.waitForFunction(() => window.__ready || window.__initError, null, { timeout: 15_000 });
+  const initError = await page.evaluate(() => window.__initError);
+  if (initError) throw new Error(`the page could not load pkg/web: ${initError}`);
+}
+
+function names(label) {
+  const namespace = `${label}${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+  const scenario = `${namespace}-pay`;
+  return { namespace, scenario, url: (script) => `${server.url}/s/${scenario}?script=${encodeURIComponent(script)}&close=1` };
+}
+
+async function serverLog(scenario) {
+  return (await fetch(`${server.url}/log/${scenario}`)).json();
+}
+
+async function waitFor(predicate, what, timeoutMs = 10_000) {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    if (await predicate()) return;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** Runs the agent's "run" command in a new dedicated worker of `page` (kept in window.__worker). */
+function runInWorker(page, message, workerUrl = AGENT) {
+  return page.evaluate(([message, workerUrl]) => {
+    window.__worker = window.__startWorker(workerUrl);
+    return window.__call(window.__worker, { cmd: "run", ...message });
+  }, [message, workerUrl]);
+}
+
+/** Registers the agent as a module service worker (scope /tests/workers/) and runs "run" in it. */
+function runInServiceWorker(page, message) {
+  return page.evaluate(async ([agent, message]) => {
+    const registration = await navigator.serviceWorker.register(agent, { type: "module", scope: "/tests/workers/" });
+    await navigator.serviceWorker.ready;
+    const worker = registration.active ?? registration.waiting ?? registration.installing;
+    return window.__call(worker, { cmd: "run", ...message });
+  }, [AGENT, message]);
+}
+
+/** Every request of `scenario` carried `key`; returns how many there were. */
+async function assertOneKey(scenario, key) {
+  const keys = (await serverLog(scenario)).map((entry) => entry.key);
+  assert.ok(keys.length > 0, "the server saw no request");
+  assert.deepEqual(keys, keys.map(() => key), `server saw keys ${JSON.stringify(keys)}, expected only ${key}`);
+  return keys.length;
+}
+
+const SLOW = { retry: { baseDelayMs: 1500, maxDelayMs: 1500, jitter: "none" } };
+const FAST = { retry: { baseDelayMs: 50, maxDelayMs: 100 } };
+
+test("dedicated worker: default storage is indexeddb; a page reload mid-retry resumes the same key in a new worker", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const { context, page } = await openPage();
+  try {
+    const { namespace, scenario, url } = names("dw");
+    const target = url("503,503,503,201");
+    const first = await runInWorker(page, { namespace, options: SLOW, url: target, detach: true });
+    assert.equal(first.storage, "indexeddb", JSON.stringify(first));
+    assert.equal(first.storageFallback, null);
+    assert.deepEqual(first.scope, { window: false, localStorage: false, serviceWorker: false, onLine: true, locks: true });
+    await waitFor(async () => (await serverLog(scenario)).length >= 2, "two attempts from the first worker");
+    await gotoPage(page); // the worker dies with the page, mid-backoff
+    const second = await runInWorker(page, { namespace, options: FAST, url: target });
+    assert.equal(second.key, first.key, JSON.stringify({ first, second }));
+    assert.equal(second.resumed, true);
+    assert.ok(second.attemptsBefore >= 1, `stored attempts ${second.attemptsBefore}`);
+    assert.deepEqual(second.pending.map((p) => p.key), [first.key]);
+    assert.equal(second.status, 201);
+    assert.equal(second.resultKey, first.key);
+    const requests = await assertOneKey(scenario, first.key);
+    assert.ok(requests >= 3, `only ${requests} requests`);
+  } finally {
+    await context.close();
+  }
+});
+
+test("dedicated worker: terminate() mid-retry, a new worker resumes the same key", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const { context, page } = await openPage();
+  try {
+    const { namespace, scenario, url } = names("dt");
+    const target = url("503,503,201");
+    const first = await runInWorker(page, { namespace, options: SLOW, url: target, detach: true });
+    await waitFor(async () => (await serverLog(scenario)).length >= 1, "the first attempt");
+    await page.evaluate(() => window.__worker.terminate());
+    const second = await runInWorker(page, { namespace, options: FAST, url: target });
+    assert.equal(second.key, first.key);
+    assert.equal(second.status, 201);
+    await assertOneKey(scenario, first.key);
+  } finally {
+    await context.close();
+  }
+});
+
+test("service worker: stopped mid-retry (CDP), restarted by a message, resumes the same key from IndexedDB", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const { context, page } = await openPage();
+  try {
+    const cdp = await context.newCDPSession(page);
+    await cdp.send("ServiceWorker.enable");
+    const { namespace, scenario, url } = names("sw");
+    const target = url("503,503,503,201");
+    const first = await runInServiceWorker(page, { namespace, options: SLOW, url: target, detach: true });
+    assert.equal(first.storage, "indexeddb", JSON.stringify(first));
+    assert.equal(first.scope.serviceWorker, true);
+    assert.equal(first.scope.window, false);
+    await waitFor(async () => (await serverLog(scenario)).length >= 2, "two attempts from the service worker");
+    await cdp.send("ServiceWorker.stopAllWorkers");
+    const seenBeforeRestart = (await serverLog(scenario)).length;
+    await new Promise((resolve) => setTimeout(resolve, 2000)); // the stopped worker's next retry never comes
+    assert.equal((await serverLog(scenario)).length, seenBeforeRestart, "the service worker kept sending after it was stopped");
+    const second = await runInServiceWorker(page, { namespace, options: FAST, url: target });
+    assert.equal(second.key, first.key, JSON.stringify({ first, second }));
+    assert.equal(second.resumed, true);
+    assert.deepEqual(second.pending.map((p) => p.key), [first.key]);
+    assert.equal(second.status, 201);
+    await assertOneKey(scenario, first.key);
+  } finally {
+    await context.close();
+  }
+});
+
+test("worker without indexedDB, storage \"indexeddb\" asked for: memory, with a reason and a storagefallback event; sending still works", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const { context, page } = await openPage();
+  try {
+    const { namespace, scenario, url } = names("noidb");
+    const answer = await runInWorker(page, { namespace, url: url("503,201"), options: { ...FAST, storage: "indexeddb" }, hideIndexedDB: true });
+    assert.equal(answer.storage, "memory", JSON.stringify(answer));
+    assert.match(answer.storageFallback ?? "", /indexedDB is not available/);
+    assert.deepEqual(answer.fallbackEvents, [answer.storageFallback]);
+    assert.equal(answer.status, 201);
+    await assertOneKey(scenario, answer.key);
+  } finally {
+    await context.close();
+  }
+});
+
+test("worker in an opaque origin (IndexedDB blocked: SecurityError): falls back to memory with the reason", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const { context, page } = await openPage();
+  try {
+    const { namespace, scenario, url } = names("opaque");
+    // A data: worker has an opaque origin, where indexedDB.open throws SecurityError.
+    const source = `import "${statics.url}${AGENT}";`;
+    const answer = await runInWorker(page, { namespace, url: url("201"), options: { storage: "indexeddb" } }, `data:text/javascript,${encodeURIComponent(source)}`);
+    assert.equal(answer.storage, "memory", JSON.stringify(answer));
+    assert.match(answer.storageFallback ?? "", /SecurityError/);
+    assert.deepEqual(answer.fallbackEvents, [answer.storageFallback]);
+    assert.equal(answer.status, 201);
+    await assertOneKey(scenario, answer.key);
+  } finally {
+    await context.close();
+  }
+});
+
+test("IndexedDB failing to open (VersionError): falls back to memory once the open fails, with one event", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const { context, page } = await openPage();
+  try {
+    // A database of a newer version makes the library's open(name, 1) fail asynchronously.
+    await page.evaluate(() => new Promise((resolve, reject) => {
+      const request = indexedDB.open("idempotent-fetch", 99);
+      request.onsuccess = () => { request.result.close(); resolve(); };
+      request.onerror = () => reject(request.error);
+    }));
+    const { namespace, scenario, url } = names("version");
+    const answer = await runInWorker(page, { namespace, url: url("201"), options: FAST });
+    assert.equal(answer.storage, "memory", JSON.stringify(answer));
+    assert.match(answer.storageFallback ?? "", /VersionError/);
+    assert.deepEqual(answer.fallbackEvents, [answer.storageFallback]);
+    assert.equal(answer.status, 201);
+    await assertOneKey(scenario, answer.key);
+  } finally {
+    await context.close();
+  }
+});
+
+test("IndexedDB full (QuotaExceededError on write): falls back to memory and keeps one key", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const { context, page } = await openPage();
+  try {
+    const cdp = await context.newCDPSession(page);
+    const { namespace, scenario, url } = names("quota");
+    // Open the database first (so the open succeeds), then shrink the origin's quota to nothing.
+    await page.evaluate(async (namespace) => {
+      const client = new window.__lib.IdempotentClient({ namespace, storage: "indexeddb" });
+      await client.pending();
+    }, namespace);
+    await cdp.send("Storage.overrideQuotaForOrigin", { origin: `${statics.url}/`, quotaSize: 1 });
+    const answer = await page.evaluate(async ([namespace, url]) => {
+      const events = [];
+      const client = new window.__lib.IdempotentClient({ namespace, storage: "indexeddb", retry: { baseDelayMs: 20, maxDelayMs: 40 } });
+      client.addEventListener("storagefallback", (e) => events.push(e.reason));
+      const op = await client.begin("checkout:cart-42", { url, method: "POST", body: "{}" });
+      const result = await op.send();
+      return { key: op.key, status: result.status, storage: client.storage, storageFallback: client.storageFallback, events };
+    }, [namespace, url("503,201")]);
+    await cdp.send("Storage.overrideQuotaForOrigin", { origin: `${statics.url}/` });
+    assert.equal(answer.storage, "memory", JSON.stringify(answer));
+    assert.match(answer.storageFallback ?? "", /QuotaExceededError/);
+    assert.deepEqual(answer.events, [answer.storageFallback]);
+    assert.equal(answer.status, 201);
+    await assertOneKey(scenario, answer.key);
+  } finally {
+    await context.close();
+  }
+});
+
+test("page: storage \"indexeddb\" keeps the intent across page.reload() (same key, resumed)", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const { context, page } = await openPage();
+  try {
+    const { namespace, scenario, url } = names("page");
+    const target = url("503,503,201");
+    const first = await page.evaluate(async ([namespace, url]) => {
+      const client = new window.__lib.IdempotentClient({ namespace, storage: "indexeddb", retry: { baseDelayMs: 20000, maxDelayMs: 20000, jitter: "none" } });
+      const op = await client.begin("checkout:cart-42", { url, method: "POST", body: "{}" });
+      window.__inflight = op.send().catch((e) => e);
+      return { key: op.key, storage: client.storage };
+    }, [namespace, target]);
+    assert.equal(first.storage, "indexeddb");
+    await waitFor(async () => (await serverLog(scenario)).length >= 1, "the first attempt");
+    await gotoPage(page);
+    const second = await page.evaluate(async ([namespace, url]) => {
+      const client = new window.__lib.IdempotentClient({ namespace, storage: "indexeddb", retry: { baseDelayMs: 20, maxDelayMs: 40 } });
+      const pending = (await client.pending()).map((p) => p.key);
+      const op = await client.begin("checkout:cart-42", { url, method: "POST", body: "{}" });
+      const result = await op.send();
+      const afterwards = (await client.pending()).length;
+      return { key: op.key, resumed: op.resumed, pending, status: result.status, afterwards, storage: client.storage, fallback: client.storageFallback };
+    }, [namespace, target]);
+    assert.equal(second.key, first.key, JSON.stringify({ first, second }));
+    assert.equal(second.resumed, true);
+    assert.deepEqual(second.pending, [first.key]);
+    assert.equal(second.status, 201);
+    assert.equal(second.afterwards, 0);
+    assert.equal(second.storage, "indexeddb");
+    assert.equal(second.fallback, null);
+    await assertOneKey(scenario, first.key);
+  } finally {
+    await context.close();
+  }
+});
+
+test("no uncaught errors in the pages", () => {
+  assert.deepEqual(pageErrors, []);
+});

@@ -1,0 +1,59 @@
+// The library inside a worker: loaded by tests/js/workers.test.mjs as a module dedicated worker
+// (`new Worker(url, { type: "module" })`) and as a module service worker. The page sends
+// `{ cmd: "run", ... }` with a MessagePort; the answer (or the error) comes back on that port.
+//
+// run: { namespace, options, intentId, url, body, detach, hideIndexedDB }
+//   makes a client (options merged with { namespace }), lists pending(), begins the intent and sends
+//   it. With `detach` the send is left running and the answer comes back at once (the test then
+//   reloads the page or stops the worker mid-retry). Answers the key, the storage in use, the
+//   fallback reason and events, pending() before begin, and the send's result.
+import init, { IdempotentClient } from "/pkg/web/idempotent_fetch.js";
+
+// No top-level await: service workers forbid it. Loaded on the first message.
+let loaded;
+const detached = [];
+
+globalThis.addEventListener("install", (event) => event.waitUntil?.(globalThis.skipWaiting?.()));
+globalThis.addEventListener("activate", (event) => event.waitUntil?.(globalThis.clients?.claim()));
+globalThis.addEventListener("message", (event) => {
+  const port = event.ports?.[0];
+  if (!port) return;
+  const done = run(event.data).then(
+    (value) => port.postMessage({ ok: true, value }),
+    (error) => port.postMessage({ ok: false, error: `${error?.name}: ${error?.message} [${error?.code ?? ""}]\n${error?.stack ?? ""}` }),
+  );
+  // A service worker stays alive while the event is extended.
+  event.waitUntil?.(Promise.all([done, ...detached]).catch(() => {}));
+});
+
+async function run({ cmd, namespace, options = {}, intentId = "checkout:cart-42", url, body = '{"cart":42}', detach = false, hideIndexedDB = false }) {
+  if (cmd !== "run") throw new Error(`unknown command ${cmd}`);
+  if (hideIndexedDB) Object.defineProperty(globalThis, "indexedDB", { value: undefined, configurable: true });
+  await (loaded ??= init());
+  const fallbackEvents = [];
+  const client = new IdempotentClient({ namespace, ...options });
+  client.addEventListener("storagefallback", (e) => fallbackEvents.push(e.reason));
+  const pending = (await client.pending()).map((p) => ({ intentId: p.intentId, key: p.key, state: p.state, attempts: p.attempts }));
+  const op = await client.begin(intentId, { url, method: "POST", body });
+  const answer = {
+    key: op.key,
+    resumed: op.resumed,
+    attemptsBefore: op.attempts,
+    pending,
+    scope: {
+      window: typeof window !== "undefined",
+      localStorage: typeof localStorage !== "undefined",
+      serviceWorker: typeof ServiceWorkerGlobalScope !== "undefined" && globalThis instanceof ServiceWorkerGlobalScope,
+      onLine: navigator.onLine,
+      locks: Boolean(navigator.locks),
+    },
+  };
+  if (detach) {
+    detached.push(op.send().catch(() => {}));
+  } else {
+    const result = await op.send();
+    Object.assign(answer, { status: result.status, resultKey: result.key, attempts: result.attempts });
+  }
+  // Read last: for "indexeddb" the fallback is known once an operation has settled.
+  return { ...answer, storage: client.storage, storageFallback: client.storageFallback, fallbackEvents };
+}
