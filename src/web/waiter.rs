@@ -63,22 +63,34 @@ impl Waiter for BrowserWaiter {
         if self.aborted() {
             return Err(Interrupted);
         }
+        // Chromium flips a worker's `navigator.onLine` without firing `online` on the worker
+        // scope, so the flag is also polled, every ONLINE_POLL_MS.
         let mut online = EventOnce::listen(&js_sys::global(), "online");
-        let timer = TimeoutFuture::new(clamp_ms(max_ms));
-        let online_or_timeout = select(&mut online.fired, timer);
-        let result = match &self.signal {
-            None => online_or_timeout.await,
-            Some(signal) => {
-                let mut abort = EventOnce::listen(signal.as_ref(), "abort");
-                match select(online_or_timeout, &mut abort.fired).await {
-                    Either::Left((result, _)) => result,
+        let mut abort = self.signal.as_ref().map(|signal| EventOnce::listen(signal.as_ref(), "abort"));
+        let mut left = max_ms;
+        loop {
+            let step = left.min(ONLINE_POLL_MS);
+            let online_or_timeout = select(&mut online.fired, TimeoutFuture::new(clamp_ms(step)));
+            let fired = match &mut abort {
+                None => matches!(online_or_timeout.await, Either::Left(_)),
+                Some(abort) => match select(online_or_timeout, &mut abort.fired).await {
+                    Either::Left((result, _)) => matches!(result, Either::Left(_)),
                     Either::Right(_) => return Err(Interrupted),
-                }
+                },
+            };
+            if fired || self.is_online() {
+                return Ok(true);
             }
-        };
-        Ok(matches!(result, Either::Left(_)) || self.is_online())
+            left -= step;
+            if left == 0 {
+                return Ok(false);
+            }
+        }
     }
 }
+
+/// How often `wait_online` re-reads `navigator.onLine` (see there).
+const ONLINE_POLL_MS: u64 = 1_000;
 
 /// setTimeout takes a 32-bit signed delay; longer ones fire at once, so clamp.
 fn clamp_ms(ms: u64) -> u32 {

@@ -232,6 +232,29 @@ test("service worker: stopped mid-retry (CDP), restarted by a message, resumes t
   }
 });
 
+test("dedicated worker offline: navigator.onLine holds the send until the network is back (Chromium fires no online event on the worker scope: polled)", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const { context, page } = await openPage();
+  try {
+    const { namespace, scenario, url } = names("offline");
+    const status = () => page.evaluate(() => window.__call(window.__worker, { cmd: "status" }));
+    await page.evaluate(() => { window.__worker = window.__startWorker(); });
+    assert.equal((await status()).onLine, true); // loaded while online (offline, the worker could not fetch the wasm)
+    await context.setOffline(true);
+    await waitFor(async () => (await status()).onLine === false, "navigator.onLine to be false in the worker");
+    const first = await page.evaluate((message) => window.__call(window.__worker, { cmd: "run", ...message }), { namespace, options: FAST, url: url("201"), detach: true });
+    await waitFor(async () => (await status()).events.includes("offline"), "the offline event");
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal((await serverLog(scenario)).length, 0, "sent while offline");
+    assert.equal((await status()).outcome, null);
+    await context.setOffline(false);
+    await waitFor(async () => (await status()).outcome !== null, "the send to finish once online");
+    assert.deepEqual((await status()).outcome, { status: 201, key: first.key });
+    assert.equal(await assertOneKey(scenario, first.key), 1);
+  } finally {
+    await context.close();
+  }
+});
+
 test("worker without indexedDB, storage \"indexeddb\" asked for: memory, with a reason and a storagefallback event; sending still works", { timeout: TEST_TIMEOUT_MS }, async () => {
   const { context, page } = await openPage();
   try {

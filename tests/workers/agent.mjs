@@ -2,6 +2,8 @@
 // (`new Worker(url, { type: "module" })`) and as a module service worker. The page sends
 // `{ cmd: "run", ... }` with a MessagePort; the answer (or the error) comes back on that port.
 //
+// status: loads the library; answers the events and the outcome of the detached send so far:
+//   { events, outcome, onLine }.
 // run: { namespace, options, intentId, url, body, detach, hideIndexedDB }
 //   makes a client (options merged with { namespace }), lists pending(), begins the intent and sends
 //   it. With `detach` the send is left running and the answer comes back at once (the test then
@@ -12,9 +14,12 @@ import init, { IdempotentClient } from "/pkg/web/idempotent_fetch.js";
 // No top-level await: service workers forbid it. Loaded on the first message.
 let loaded;
 const detached = [];
+const status = { events: [], outcome: null };
 
 globalThis.addEventListener("install", (event) => event.waitUntil?.(globalThis.skipWaiting?.()));
 globalThis.addEventListener("activate", (event) => event.waitUntil?.(globalThis.clients?.claim()));
+globalThis.addEventListener("online", () => status.events.push("scope:online"));
+globalThis.addEventListener("offline", () => status.events.push("scope:offline"));
 globalThis.addEventListener("message", (event) => {
   const port = event.ports?.[0];
   if (!port) return;
@@ -27,12 +32,17 @@ globalThis.addEventListener("message", (event) => {
 });
 
 async function run({ cmd, namespace, options = {}, intentId = "checkout:cart-42", url, body = '{"cart":42}', detach = false, hideIndexedDB = false }) {
+  if (cmd === "status") {
+    await (loaded ??= init());
+    return { ...status, onLine: navigator.onLine };
+  }
   if (cmd !== "run") throw new Error(`unknown command ${cmd}`);
   if (hideIndexedDB) Object.defineProperty(globalThis, "indexedDB", { value: undefined, configurable: true });
   await (loaded ??= init());
   const fallbackEvents = [];
   const client = new IdempotentClient({ namespace, ...options });
   client.addEventListener("storagefallback", (e) => fallbackEvents.push(e.reason));
+  for (const type of ["attempt", "retry", "offline"]) client.addEventListener(type, () => status.events.push(type));
   const pending = (await client.pending()).map((p) => ({ intentId: p.intentId, key: p.key, state: p.state, attempts: p.attempts }));
   const op = await client.begin(intentId, { url, method: "POST", body });
   const answer = {
@@ -49,7 +59,10 @@ async function run({ cmd, namespace, options = {}, intentId = "checkout:cart-42"
     },
   };
   if (detach) {
-    detached.push(op.send().catch(() => {}));
+    detached.push(op.send().then(
+      (result) => { status.outcome = { status: result.status, key: result.key }; },
+      (error) => { status.outcome = { code: error?.code ?? String(error) }; },
+    ));
   } else {
     const result = await op.send();
     Object.assign(answer, { status: result.status, resultKey: result.key, attempts: result.attempts });
