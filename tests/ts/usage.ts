@@ -49,8 +49,8 @@ const options: ClientOptions = {
 
 // @ts-expect-error maxAttempts is a number, not a string
 const wrongType: ClientOptions = { retry: { maxAttempts: "8" } };
-// @ts-expect-error storage is "local" | "session" | "memory"
-const wrongStorage: ClientOptions = { storage: "indexeddb" };
+// @ts-expect-error storage is "local" | "session" | "indexeddb" | "memory"
+const wrongStorage: ClientOptions = { storage: "cookies" };
 // @ts-expect-error jitter is one of four names
 const wrongJitter: RetryOptions = { jitter: "random" };
 // @ts-expect-error unknown option (a typo)
@@ -59,7 +59,7 @@ const typo: ClientOptions = { retries: {} };
 async function checkout(cart: { id: string; amount: number }, signal: AbortSignal): Promise<string> {
   await init();
   const client = new IdempotentClient(options);
-  const storage: "local" | "session" | "memory" = client.storage;
+  const storage: "local" | "session" | "indexeddb" | "memory" = client.storage;
   const fallback: string | null = client.storageFallback;
   const budget: number = client.retryBudget;
   const namespace: string = client.namespace;
