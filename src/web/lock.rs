@@ -136,7 +136,10 @@ impl Lease {
                 Err(_) => return Ok(Self::unowned(storage, slot, owner)),
             };
             if free {
-                let _ = storage.set_item(&slot, &lease_value(&owner, now + LEASE_TTL_MS));
+                if storage.set_item(&slot, &lease_value(&owner, now + LEASE_TTL_MS)).is_err() {
+                    // Storage full or read-only: no lease can be written, so waiting would never end.
+                    return Ok(Self::unowned(storage, slot, owner));
+                }
                 // Two tabs may write at once: wait a moment, then see whose write stuck.
                 TimeoutFuture::new(30).await;
                 if storage.get_item(&slot).ok().flatten().is_some_and(|v| v.starts_with(&owner)) {
@@ -162,6 +165,11 @@ impl Lease {
             loop {
                 TimeoutFuture::new((LEASE_TTL_MS / 3) as u32).await;
                 if !renewing.get() {
+                    break;
+                }
+                // Renew only a lease still ours: if it lapsed (throttled timers) and another tab took it,
+                // taking it back would let both tabs believe they hold it.
+                if !storage.get_item(&slot).ok().flatten().is_some_and(|v| v.starts_with(&owner)) {
                     break;
                 }
                 let _ = storage.set_item(&slot, &lease_value(&owner, DateClock.now_ms() + LEASE_TTL_MS));

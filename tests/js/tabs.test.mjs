@@ -6,6 +6,7 @@
 //   2. a duplicated tab (sessionStorage copied, storage: "session"): one order, same key;
 //   3. the sending tab is closed mid-retry: the waiting tab takes over (Web Lock released), same key;
 //   4. as 3 without Web Locks (localStorage lease): the waiting tab takes over once the lease expires.
+//   5, 6. the lease path: a full localStorage does not hang begin/send; renewal never steals a lease.
 //
 // The server binary runs on 127.0.0.1:0 with its own temp SQLite db and serves tests/tabs (the test
 // page) at / and pkg/web at /pkg/, so the page and the API share one origin (no CORS). Every test has
@@ -358,4 +359,56 @@ test("first tab closed mid-retry (no Web Locks: localStorage lease): the waiting
   assert.ok(takeoverAt >= leaseExpires - 20, `tab B took over ${leaseExpires - takeoverAt} ms before the lease expired`);
   assert.ok(takeoverAt - leaseExpires < 1_500, `tab B took over ${takeoverAt - leaseExpires} ms after the lease expired`);
   assert.ok(takeoverAt - closedAt <= LEASE_TTL_MS + 1_500, `tab B took over ${takeoverAt - closedAt} ms after the close`);
+});
+
+// --- the lease path's corner cases (regressions: both fixed in src/web/lock.rs) -------------------
+
+test("no Web Locks and localStorage full: begin and send do not wait forever for a lease they cannot write", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const account = freshAccount("full");
+  const context = await newContext({ withoutWebLocks: true });
+  const page = await openTab(context);
+  const outcome = await page.evaluate(async ([request]) => {
+    let chunk = "x".repeat(1 << 20);
+    for (let i = 0; ; i++) {
+      try { localStorage.setItem(`fill${i}`, chunk); } catch { if (chunk.length < 16) break; chunk = chunk.slice(chunk.length / 2); }
+    }
+    const t = window.__tabs;
+    const created = t.create({ namespace: request.headers["x-account-id"], storage: "local" });
+    const timeout = (what) => new Promise((resolve) => setTimeout(() => resolve({ hung: what }), 5_000));
+    const begun = await Promise.race([t.begin("checkout:cart-42", request), timeout("begin")]);
+    if (begun?.hung) return begun;
+    t.send();
+    return { created, result: await Promise.race([t.wait(), timeout("send")]) };
+  }, [orderRequest(account)]);
+  assert.ok(!outcome.hung, `${outcome.hung} never settled: the lease could not be written and it kept waiting for it`);
+  assert.equal(outcome.created.storage, "memory", "a full localStorage falls back to memory");
+  assert.ok(outcome.result.ok, JSON.stringify(outcome.result));
+  assert.equal(outcome.result.status, 201);
+  await expectOneOrder(account, outcome.result.key);
+  expectNoPageErrors(page);
+});
+
+test("no Web Locks: a tab does not renew (take back) a lease another tab now holds", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const account = freshAccount("renew");
+  const context = await newContext({ withoutWebLocks: true });
+  const page = await openTab(context);
+  // X-Fault: every attempt fails before work, and the 10 s backoff keeps the tab holding its lease.
+  const request = orderRequest(account);
+  request.headers["x-fault"] = "fail-before-work";
+  await tab.create(page, { namespace: account, storage: "local", retry: { baseDelayMs: 10_000, maxDelayMs: 10_000, jitter: "none" } });
+  await tab.begin(page, "checkout:cart-42", request);
+  await tab.send(page);
+  await waitFor(async () => ofType(await tab.log(page), "retry").length >= 1, "the first retry");
+  const slot = `idempotent-fetch:lease:idempotent-fetch:${account}:checkout:cart-42`;
+  const { held, other, after } = await page.evaluate(async (slot) => {
+    const held = localStorage.getItem(slot);
+    // Another tab took the lease: this tab's lapsed (its timers were throttled in the background).
+    const other = `ffffffffffffffff:${Date.now() + 60_000}`;
+    localStorage.setItem(slot, other);
+    await new Promise((resolve) => setTimeout(resolve, 2_500)); // > one renewal period (TTL / 3)
+    return { held, other, after: localStorage.getItem(slot) };
+  }, slot);
+  assert.ok(held && !held.startsWith("ffffffffffffffff:"), `the sending tab held the lease: ${held}`);
+  assert.equal(after, other, "the renewal timer overwrote the other tab's lease: both tabs now believe they hold it");
+  expectNoPageErrors(page);
 });
