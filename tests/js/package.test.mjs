@@ -1,0 +1,276 @@
+// The package as a JavaScript developer gets it: `npm install` the built pkg/web into a fresh app,
+// paste the README quick start, click Pay once, get one order, even while the server fails requests
+// and drops answers after committing.
+//
+//   vite-app  tests/package/vite-app: a fresh Vite app (vite pinned in its package.json/lockfile,
+//             "idempotent-fetch": "file:../../../pkg/web"); `npm ci` when node_modules is missing, then
+//             `vite build` into a temporary folder.
+//   plain     tests/package/plain: a plain ES-module page (no bundler, an import map for the bare
+//             specifier) copied to a temporary folder, where `npm install` installs the tarball that
+//             `npm pack pkg/web` makes: exactly the files the registry would ship.
+//
+// Each page is served by the reference server (--www), opened in headless Chromium; faults are turned
+// on; the test clicks Pay and waits for the page to say it is paid, then checks the server holds
+// exactly one new order, carrying the key the page showed, and that every POST carried that key.
+//
+// Needs: pkg/web (built here with wasm-pack when missing and wasm-pack is on PATH), the reference
+// server (IF_SERVER_BIN or target/release/idempotent-fetch-server; built with cargo when missing),
+// playwright-core in tools/node_modules (cd tools && npm ci), Chromium (CHROMIUM_PATH or
+// /usr/bin/chromium) and the npm registry for the first `npm ci` of the Vite app.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { createRequire } from "node:module";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import os from "node:os";
+import path from "node:path";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const pkgDir = path.join(root, "pkg/web");
+const viteApp = path.join(root, "tests/package/vite-app");
+const plainSrc = path.join(root, "tests/package/plain");
+const serverBin = process.env.IF_SERVER_BIN || path.join(root, "target/release/idempotent-fetch-server");
+const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+const CHROMIUM_ARGS = [
+  "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+];
+const ACCOUNT = "acct_42"; // main.js: namespace and X-Account-Id
+const NO_FAULTS = { failBeforeWork: 0, dropAfterCommit: 0, status429: 0, retryAfterSecs: 0, latencyMs: 0, latencyProbability: 0 };
+const TEST_TIMEOUT_MS = 180_000;
+
+const log = (message) => console.log(`package: ${message}`);
+let tmpDir;
+let browser;
+
+/** Runs a command, printing what it runs and how long it took; throws with its output on failure. */
+function run(command, args, { cwd = root, env } = {}) {
+  const started = Date.now();
+  log(`${path.relative(root, cwd) || "."}$ ${command} ${args.join(" ")}`);
+  const result = spawnSync(command, args, { cwd, env: { ...process.env, ...env }, encoding: "utf8", maxBuffer: 64 << 20 });
+  if (result.error) throw new Error(`${command}: ${result.error.message}`);
+  if (result.status !== 0) {
+    throw new Error(`${command} ${args.join(" ")} failed (${result.status}) in ${cwd}\n${result.stdout}\n${result.stderr}`.trim());
+  }
+  log(`  done in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  return result.stdout;
+}
+
+function ensurePackage() {
+  if (existsSync(path.join(pkgDir, "idempotent_fetch.js"))) return;
+  const wasmPackPath = [path.join(root, "tools/node_modules/.bin"), process.env.PATH].join(path.delimiter);
+  log("pkg/web is missing: building it (wasm-pack build --release --target web --out-dir pkg/web)");
+  run("wasm-pack", ["build", "--release", "--target", "web", "--out-dir", "pkg/web"], { env: { PATH: wasmPackPath } });
+}
+
+function ensureServer() {
+  if (existsSync(serverBin)) return;
+  if (process.env.IF_SERVER_BIN) throw new Error(`IF_SERVER_BIN=${serverBin} does not exist`);
+  log("the reference server is missing: building it (cargo build --release -p idempotent-fetch-server)");
+  run("cargo", ["build", "--release", "-p", "idempotent-fetch-server"]);
+}
+
+/** `npm ci` in the Vite app unless its node_modules matches its lockfile already. */
+function ensureViteAppInstalled() {
+  const marker = path.join(viteApp, "node_modules/.package-lock.json");
+  const lock = path.join(viteApp, "package-lock.json");
+  const fresh = existsSync(marker) && existsSync(path.join(viteApp, "node_modules/.bin/vite"))
+    && statSync(marker).mtimeMs >= statSync(lock).mtimeMs;
+  if (fresh) return;
+  log("installing the Vite app's dependencies from the npm registry (npm ci); this takes a few seconds");
+  run("npm", ["ci", "--no-audit", "--no-fund"], { cwd: viteApp });
+}
+
+/** Starts the reference server on 127.0.0.1:0 serving `www`; resolves once it printed `listening on`. */
+function startServer(www, dbFile) {
+  const child = spawn(serverBin, ["--addr", "127.0.0.1:0", "--db", dbFile, "--www", www], { stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (chunk) => { stderr = (stderr + chunk).slice(-8000); });
+  return new Promise((resolve, reject) => {
+    let stdout = "";
+    const timer = setTimeout(() => { child.kill("SIGKILL"); reject(new Error(`server did not start in 15 s\n${stderr}`)); }, 15_000);
+    child.on("exit", (code) => { clearTimeout(timer); reject(new Error(`server exited (${code}) before listening\n${stderr}`)); });
+    child.stdout.on("data", (chunk) => {
+      stdout += chunk;
+      const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
+      if (!match) return;
+      clearTimeout(timer);
+      child.removeAllListeners("exit");
+      resolve({
+        url: match[1],
+        stop: () => new Promise((done) => {
+          if (child.exitCode !== null) return done();
+          const kill = setTimeout(() => child.kill("SIGKILL"), 12_000);
+          child.once("exit", () => { clearTimeout(kill); done(); });
+          child.kill("SIGTERM");
+        }),
+      });
+    });
+  });
+}
+
+async function api(server, pathname, { method = "GET", body } = {}) {
+  const headers = { "x-account-id": ACCOUNT };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(server.url + pathname, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const json = await response.json();
+  assert.ok(response.ok, `${method} ${pathname}: ${response.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+/**
+ * Opens `server`'s page in a fresh browser context (empty storage), turns `faults` on, clicks Pay
+ * (again, as the README's "Try again" says, if a send ran out of attempts) and checks one order.
+ */
+async function payOnce(server, faults, label, { loseFirstAnswer = false } = {}) {
+  const context = await browser.newContext();
+  try {
+    const page = await context.newPage();
+    const errors = [];
+    const posts = [];
+    page.on("pageerror", (error) => errors.push(String(error?.stack ?? error)));
+    // Under faults Chromium logs every 503 and dropped answer ("Failed to load resource"): expected.
+    // Anything else logged as an error, and any 404 (a file the page needs, e.g. the wasm), is not.
+    page.on("console", (message) => {
+      if (message.type() === "error" && !message.text().startsWith("Failed to load resource")) errors.push(`console: ${message.text()}`);
+    });
+    page.on("response", (response) => { if (response.status() === 404) errors.push(`404 ${response.url()}`); });
+    page.on("request", (request) => {
+      if (request.method() === "POST" && new URL(request.url()).pathname === "/api/orders") posts.push(request.headers()["idempotency-key"]);
+    });
+    if (loseFirstAnswer) {
+      // The first POST reaches the server (which commits the order and answers), then the page gets
+      // a connection reset instead of that answer: the library itself must retry with the same key.
+      let lost = false;
+      await page.route("**/api/orders", async (route) => {
+        if (route.request().method() !== "POST" || lost) return route.continue();
+        lost = true;
+        await route.fetch();
+        await route.abort("connectionreset");
+      });
+    }
+    await page.goto(`${server.url}/`);
+    await page.waitForFunction(() => document.body.dataset.ready === "true", null, { timeout: 20_000 })
+      .catch((error) => { throw new Error(`${label}: the page never became ready (init failed?)\n${errors.join("\n")}\n${error.message}`); });
+
+    const before = (await api(server, "/api/orders")).orders;
+    await api(server, "/api/faults", { method: "PUT", body: { ...NO_FAULTS, ...faults } });
+
+    let result;
+    let clicks = 0;
+    const keys = new Set();
+    do {
+      clicks += 1;
+      await page.click("#pay");
+      await page.waitForFunction(() => document.body.dataset.result && document.body.dataset.result !== "pending", null, { timeout: 150_000 });
+      result = await page.evaluate(() => ({ ...document.body.dataset, status: document.getElementById("status").textContent }));
+      keys.add(result.key);
+      if (result.result === "try-again") {
+        log(`${label}: a send ran out of attempts (${result.status}); clicking "Try again" as the user would`);
+        await page.evaluate(() => { document.body.dataset.result = "pending"; });
+      }
+    } while (result.result === "try-again" && clicks < 4);
+    await api(server, "/api/faults", { method: "PUT", body: NO_FAULTS });
+
+    assert.deepEqual(errors, [], `${label}: errors on the page`);
+    assert.equal(result.result, "paid", `${label}: the page says ${JSON.stringify(result.status)}`);
+    assert.equal(keys.size, 1, `${label}: every click used the same key`);
+    const key = result.key;
+    assert.match(key, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, `${label}: UUID v4 key`);
+    assert.ok(posts.length >= 1, `${label}: the page sent POST /api/orders`);
+    assert.deepEqual([...new Set(posts)], [key], `${label}: every POST carried the key the page shows`);
+
+    const after = (await api(server, "/api/orders")).orders;
+    const added = after.filter((order) => !before.some((old) => old.id === order.id));
+    assert.equal(added.length, 1, `${label}: one click made ${added.length} orders`);
+    assert.equal(added[0].idempotencyKey, key, `${label}: the order carries the page's key`);
+    assert.equal(added[0].id, result.orderId, `${label}: the receipt shows the order the server holds`);
+    assert.deepEqual(added[0].items.map(({ sku, qty }) => ({ sku, qty })), [{ sku: "mug", qty: 2 }]);
+    log(`${label}: ${clicks} click(s), ${posts.length} POST(s) with key ${key}, replayed=${result.replayed}, order ${added[0].id}`);
+    return { posts: posts.length, replayed: result.replayed };
+  } finally {
+    await context.close().catch(() => {});
+  }
+}
+
+/** Both fault scenarios on one served page. */
+async function checkPage(www, name) {
+  const server = await startServer(www, path.join(tmpDir, `${name}.sqlite`));
+  try {
+    // Deterministic: the server commits every order, then closes the connection without answering.
+    // The retry with the same key gets the stored answer (replayed), not a second order. (Chromium
+    // itself may re-send a POST whose reused keep-alive connection closed without a byte, before the
+    // library sees an error: either way the same key reaches the server again.)
+    const dropped = await payOnce(server, { dropAfterCommit: 1 }, `${name}, the server drops every answer after commit`);
+    assert.equal(dropped.replayed, "true", `${name}: the answer came from the server's replay`);
+    // Deterministic, through the library's own retry: the page loses the first answer (reset).
+    const reset = await payOnce(server, {}, `${name}, the first answer reset after commit`, { loseFirstAnswer: true });
+    assert.ok(reset.posts >= 2, `${name}: the library retried the lost answer`);
+    assert.equal(reset.replayed, "true", `${name}: the retry got the server's replay`);
+    // Random: half the requests fail before the work (503), half the committed ones lose their answer.
+    await payOnce(server, { failBeforeWork: 0.5, dropAfterCommit: 0.5 }, `${name}, 50% 503 + 50% lost answers`);
+  } finally {
+    await server.stop();
+  }
+}
+
+before(async () => {
+  const missing = [];
+  if (!existsSync(path.join(root, "tools/node_modules/playwright-core"))) missing.push("playwright-core is not installed: cd tools && npm ci");
+  if (!existsSync(chromiumPath)) missing.push(`Chromium not found at ${chromiumPath}: apt-get install -y chromium, or set CHROMIUM_PATH`);
+  if (missing.length) throw new Error(`cannot run the package tests:\n  - ${missing.join("\n  - ")}`);
+  ensurePackage();
+  ensureServer();
+  tmpDir = mkdtempSync(path.join(os.tmpdir(), "if-package-"));
+  const { chromium } = createRequire(path.join(root, "tools/package.json"))("playwright-core");
+  browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
+});
+
+after(async () => {
+  await browser?.close();
+  if (tmpDir) rmSync(tmpDir, { recursive: true, force: true });
+});
+
+test("Vite app: npm ci + vite build of the README quick start, one click is one order under faults", { timeout: TEST_TIMEOUT_MS }, async () => {
+  ensureViteAppInstalled();
+  const installed = path.join(viteApp, "node_modules/idempotent-fetch");
+  assert.ok(existsSync(path.join(installed, "idempotent_fetch.js")), "npm installed idempotent-fetch from pkg/web");
+
+  const dist = path.join(tmpDir, "vite-dist");
+  run(path.join(viteApp, "node_modules/.bin/vite"), ["build", "--outDir", dist, "--emptyOutDir", "--logLevel", "warn"], { cwd: viteApp });
+
+  // The wasm must be an emitted asset that the bundle fetches (Vite rewrites
+  // `new URL("idempotent_fetch_bg.wasm", import.meta.url)`), not left pointing into node_modules.
+  const assets = readdirSync(path.join(dist, "assets"));
+  const wasm = assets.filter((file) => file.endsWith(".wasm"));
+  assert.equal(wasm.length, 1, `one .wasm asset in dist/assets: ${assets.join(", ")}`);
+  assert.deepEqual(readFileSync(path.join(dist, "assets", wasm[0])), readFileSync(path.join(pkgDir, "idempotent_fetch_bg.wasm")),
+    "the emitted wasm is pkg/web's");
+  const bundle = assets.filter((file) => file.endsWith(".js")).map((file) => readFileSync(path.join(dist, "assets", file), "utf8")).join("\n");
+  assert.ok(bundle.includes(wasm[0]), "the bundle refers to the emitted wasm by its hashed name");
+  assert.ok(!bundle.includes("node_modules"), "the bundle does not refer to node_modules");
+
+  await checkPage(dist, "vite");
+});
+
+test("plain ES modules: npm install of the packed pkg/web, import map, one click is one order under faults", { timeout: TEST_TIMEOUT_MS }, async () => {
+  // npm pack: the tarball holds what publishing would ship (package.json "files").
+  const packDir = path.join(tmpDir, "pack");
+  mkdirSync(packDir);
+  const packed = JSON.parse(run("npm", ["pack", pkgDir, "--json", "--pack-destination", packDir]));
+  const shipped = packed[0].files.map((file) => file.path).sort();
+  for (const needed of ["idempotent_fetch.js", "idempotent_fetch_bg.wasm", "idempotent_fetch.d.ts", "package.json"]) {
+    assert.ok(shipped.includes(needed), `the packed package ships ${needed}: ${shipped.join(", ")}`);
+  }
+  const tarball = path.join(packDir, packed[0].filename);
+
+  const app = path.join(tmpDir, "plain");
+  mkdirSync(app);
+  for (const file of ["index.html", "main.js", "package.json"]) copyFileSync(path.join(plainSrc, file), path.join(app, file));
+  // A tarball without dependencies: nothing is fetched from the registry.
+  run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball], { cwd: app });
+  assert.ok(existsSync(path.join(app, "node_modules/idempotent-fetch/idempotent_fetch_bg.wasm")), "npm installed the wasm");
+
+  await checkPage(app, "plain");
+});
