@@ -238,7 +238,7 @@ pub async fn begin_prepared(inner: &Rc<ClientInner>, intent_id: String, prepared
     // Two tabs beginning the same intent at once must not each mint a key (the second would
     // overwrite the first's record while its attempt is in flight). A short lock, separate from
     // the one `send` holds for minutes, serialises create-or-resume across tabs.
-    let lock_name = format!("idempotent-fetch:{}:{intent_id}:begin", inner.config.namespace);
+    let lock_name = format!("idempotent-fetch:begin:{}:{intent_id}", inner.config.namespace);
     let mut random = OsRandom;
     let _lock = super::lock::acquire(&lock_name, None, &mut random).await;
     let record = begin(&inner.store, &DateClock, &inner.random, &intent_id, &prepared.fingerprint(), &options)

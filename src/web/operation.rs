@@ -137,7 +137,8 @@ async fn send_operation(
         }
     };
     // One sender per intent across tabs: wait for the tab (or the other send) that holds it.
-    let lock_name = format!("idempotent-fetch:{}:{intent_id}", config.namespace);
+    // The namespace holds no `:`, so `send:<ns>:<id>` and `begin:<ns>:<id>` never collide.
+    let lock_name = format!("idempotent-fetch:send:{}:{intent_id}", config.namespace);
     let mut random = crate::core::ports::OsRandom;
     let _lock = match super::lock::acquire(&lock_name, signal.as_ref(), &mut random).await {
         Ok(lock) => lock,

@@ -27,12 +27,15 @@ use super::options::StorageKind;
 /// Version segment of the key prefix: bump it if the layout changes.
 const PREFIX: &str = "idempotent-fetch:v1:";
 
+/// Told why the store fell back to memory.
+type FallbackListener = Box<dyn Fn(&str)>;
+
 /// The intent store of one client.
 pub struct WebStore {
     prefix: String,
     backend: RefCell<Backend>,
     fallback_reason: RefCell<Option<String>>,
-    on_fallback: RefCell<Option<Box<dyn Fn(&str)>>>,
+    on_fallback: RefCell<Option<FallbackListener>>,
 }
 
 enum Backend {

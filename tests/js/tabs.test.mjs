@@ -308,7 +308,7 @@ async function closeMidRetry({ withoutWebLocks }) {
   await tab.send(b);
   await new Promise((resolve) => setTimeout(resolve, 500));
   assert.deepEqual(ofType(await tab.log(b), "attempt"), [], "tab B must not send while tab A holds the intent");
-  const lockName = `idempotent-fetch:${account}:${intentId}`;
+  const lockName = `idempotent-fetch:send:${account}:${intentId}`;
   let leaseExpires = null;
   if (withoutWebLocks) {
     const lease = (await tab.entries(b, "local")).find(([name]) => name === `idempotent-fetch:lease:${lockName}`);
@@ -399,7 +399,7 @@ test("no Web Locks: a tab does not renew (take back) a lease another tab now hol
   await tab.begin(page, "checkout:cart-42", request);
   await tab.send(page);
   await waitFor(async () => ofType(await tab.log(page), "retry").length >= 1, "the first retry");
-  const slot = `idempotent-fetch:lease:idempotent-fetch:${account}:checkout:cart-42`;
+  const slot = `idempotent-fetch:lease:idempotent-fetch:send:${account}:checkout:cart-42`;
   const { held, other, after } = await page.evaluate(async (slot) => {
     const held = localStorage.getItem(slot);
     // Another tab took the lease: this tab's lapsed (its timers were throttled in the background).
