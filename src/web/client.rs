@@ -170,6 +170,7 @@ impl IdempotentClient {
         promise(async move {
             let (url, method, headers, body, signal, intent) = read_fetch_args(&input, &init)?;
             let prepared = prepare_parts(url, &method, headers.as_ref(), &body, &inner.config.header_name).await?;
+            let named = intent.is_some();
             let intent_id = match intent {
                 Some(id) => id,
                 None => {
@@ -179,8 +180,13 @@ impl IdempotentClient {
                     format!("fetch:{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
                 }
             };
-            let operation = begin_prepared(&inner, intent_id, prepared, false).await?;
+            let operation = begin_prepared(&inner, intent_id.clone(), prepared, false).await?;
             let result = operation.send_with(signal, None, None).await?;
+            if !named {
+                // Nobody can begin a random id again, so its retired record would only take up
+                // storage for keyTtlMs. (Unfinished ones stay: `pending()` lists them.)
+                let _ = discard(&inner, &intent_id).await;
+            }
             Ok(property(&result, "response").unwrap_or(JsValue::UNDEFINED))
         })
         .unchecked_into()
