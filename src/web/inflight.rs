@@ -6,7 +6,7 @@
 //! pages without Web Locks.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use futures_channel::oneshot;
@@ -26,7 +26,8 @@ type Handoff = Option<JsValue>;
 /// Senders in flight, by intent id.
 #[derive(Default)]
 pub struct InFlight {
-    waiting: RefCell<HashMap<String, Vec<oneshot::Sender<Handoff>>>>,
+    // A BTreeMap rather than a HashMap: no hasher or random seed in the wasm for a map of a few entries.
+    waiting: RefCell<BTreeMap<String, Vec<oneshot::Sender<Handoff>>>>,
 }
 
 /// Either this call sends, or another call's result is already here.
