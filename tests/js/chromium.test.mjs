@@ -1,26 +1,20 @@
 // Runs every case of cases.mjs in headless Chromium (real localStorage/sessionStorage) against the
 // built package pkg/web, plus real `page.reload()` cases. One node:test test per case.
 //
-// Needs: pkg/web (wasm-pack build --release --target web --out-dir pkg/web), playwright-core in
-// tools/node_modules (cd tools && npm ci) and Chromium (CHROMIUM_PATH or /usr/bin/chromium; the
-// xtask installs it). A missing prerequisite fails every test with a message saying what to do.
+// Needs: pkg/web (wasm-pack build --release --target web --out-dir pkg/web), playwright-core
+// (IF_PLAYWRIGHT_CORE or tools/node_modules: cd tools && npm ci) and Chromium (CHROMIUM_PATH or on
+// PATH; the xtask installs it): see tests/support/chromium.mjs. A missing prerequisite fails every
+// test with a message saying what to do.
 import { test, before, after } from "node:test";
-import { createRequire } from "node:module";
-import { existsSync } from "node:fs";
-import { readFile } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
-import http from "node:http";
-import path from "node:path";
 
+import { collectPageErrors, launchChromium, openLibPage, throwPageFailure, waitForLibPage } from "../support/chromium.mjs";
+import { pkgWebMissing } from "../support/paths.mjs";
+import { startStaticServer } from "../support/static-server.mjs";
 import { startTestServer } from "../support/test-server.mjs";
+import { waitFor, withTimeout } from "../support/timing.mjs";
 import { cases } from "./cases.mjs";
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-  "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-];
+const PAGE = "/tests/browser/cases.html";
 const CASE_TIMEOUT_MS = 20_000;
 
 let server; // scripted test server (another origin than the page, as in production: CORS included)
@@ -29,68 +23,13 @@ let browser;
 let page;
 const pageErrors = [];
 
-function prerequisites() {
-  const missing = [];
-  if (!existsSync(path.join(root, "pkg/web/idempotent_fetch.js"))) {
-    missing.push("pkg/web is not built: run `wasm-pack build --release --target web --out-dir pkg/web` (cargo xtask test does)");
-  }
-  if (!existsSync(path.join(root, "tools/node_modules/playwright-core"))) {
-    missing.push("playwright-core is not installed: run `cd tools && npm ci`");
-  }
-  if (!existsSync(chromiumPath)) {
-    missing.push(`Chromium not found at ${chromiumPath}: install it (\`cargo xtask install\`, or apt-get install -y chromium) or set CHROMIUM_PATH`);
-  }
-  return missing;
-}
-
-const MIME = {
-  ".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".mjs": "text/javascript; charset=utf-8",
-  ".wasm": "application/wasm", ".json": "application/json", ".css": "text/css", ".ts": "text/plain; charset=utf-8",
-};
-
-function startStaticServer() {
-  const httpServer = http.createServer(async (req, res) => {
-    const pathname = decodeURIComponent(new URL(req.url, "http://127.0.0.1").pathname);
-    const file = path.resolve(root, "." + pathname);
-    if (!file.startsWith(root + path.sep)) {
-      res.writeHead(403).end();
-      return;
-    }
-    try {
-      const body = await readFile(file);
-      res.writeHead(200, { "content-type": MIME[path.extname(file)] ?? "application/octet-stream", "cache-control": "no-store" });
-      res.end(body);
-    } catch {
-      res.writeHead(404).end();
-    }
-  });
-  return new Promise((resolve) => {
-    httpServer.listen(0, "127.0.0.1", () => {
-      resolve({
-        url: `http://127.0.0.1:${httpServer.address().port}`,
-        close: () => new Promise((done) => { httpServer.closeAllConnections(); httpServer.close(() => done()); }),
-      });
-    });
-  });
-}
-
-async function openPage() {
-  await page.goto(`${statics.url}/tests/browser/cases.html`);
-  await page.waitForFunction(() => window.__ready || window.__initError, null, { timeout: 15_000 });
-  const initError = await page.evaluate(() => window.__initError);
-  if (initError) throw new Error(`the page could not load pkg/web: ${initError}`);
-}
-
 before(async () => {
-  const missing = prerequisites();
-  if (missing.length) throw new Error(`cannot run the Chromium tests:\n  - ${missing.join("\n  - ")}`);
-  const { chromium } = createRequire(path.join(root, "tools/package.json"))("playwright-core");
+  browser = await launchChromium({ what: "the Chromium tests", also: [pkgWebMissing()] });
   server = await startTestServer();
   statics = await startStaticServer();
-  browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
   page = await (await browser.newContext()).newPage(); // a context can hold a second tab
-  page.on("pageerror", (error) => pageErrors.push(String(error?.stack ?? error)));
-  await openPage();
+  collectPageErrors(page, pageErrors);
+  await openLibPage(page, `${statics.url}${PAGE}`);
 });
 
 after(async () => {
@@ -99,12 +38,6 @@ after(async () => {
   await server?.close();
 });
 
-function withTimeout(promise, ms, what) {
-  let timer;
-  const timeout = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms); });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
 for (const testCase of cases) {
   test(testCase.name, async () => {
     const outcome = await withTimeout(
@@ -112,28 +45,13 @@ for (const testCase of cases) {
       CASE_TIMEOUT_MS,
       testCase.name,
     );
-    if (!outcome.ok) {
-      const error = new Error(`${outcome.message}${outcome.code ? ` [${outcome.code}]` : ""}\n--- in the page:\n${outcome.stack ?? ""}`);
-      error.name = "BrowserCaseFailure";
-      throw error;
-    }
+    throwPageFailure(outcome, "BrowserCaseFailure");
   });
 }
 
 // --- real reloads: the page goes away mid-send and a new page load resumes the intent ------------
 
-async function serverLog(scenario) {
-  return (await fetch(`${server.url}/log/${scenario}`)).json();
-}
-
-async function waitFor(predicate, what, timeoutMs = 10_000) {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    if (await predicate()) return;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+const serverLog = (scenario) => server.log(scenario);
 
 /** begin + send (not awaited), reload once `ready` holds, begin again: the key must be the same. */
 async function reloadMidSend(label, script, ready) {
@@ -150,7 +68,7 @@ async function reloadMidSend(label, script, ready) {
   }, [namespace, url]);
   await ready({ scenario, namespace });
   await page.reload();
-  await page.waitForFunction(() => window.__ready, null, { timeout: 15_000 });
+  await waitForLibPage(page);
   const afterReload = await page.evaluate(async ([namespace, url]) => {
     const client = new window.__lib.IdempotentClient({ namespace, storage: "local", retry: { baseDelayMs: 1, maxDelayMs: 5 } });
     const pending = (await client.pending()).map((p) => ({ intentId: p.intentId, key: p.key, state: p.state }));
@@ -192,9 +110,8 @@ test("two tabs sending the same intent: same key, one at a time", async () => {
   const url = `${server.url}/s/${scenario}?script=${encodeURIComponent("delay400,201")}`;
   const second = await page.context().newPage();
   try {
-    second.on("pageerror", (error) => pageErrors.push(String(error?.stack ?? error)));
-    await second.goto(`${statics.url}/tests/browser/cases.html`);
-    await second.waitForFunction(() => window.__ready, null, { timeout: 15_000 });
+    collectPageErrors(second, pageErrors);
+    await openLibPage(second, `${statics.url}${PAGE}`);
     const run = (tab) => tab.evaluate(async ([namespace, url]) => {
       const client = new window.__lib.IdempotentClient({ namespace, storage: "local", retry: { baseDelayMs: 1, maxDelayMs: 5 } });
       const op = await client.begin("checkout:cart-42", { url, body: '{"cart":42}' });

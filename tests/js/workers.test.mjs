@@ -6,24 +6,16 @@
 //
 // Each test has its own browser context (its own storage), its own namespace and its own scenario
 // on the scripted test server (another origin than the page: CORS included, as in production).
-// Needs the same as chromium.test.mjs: pkg/web, tools/node_modules/playwright-core, Chromium.
+// Needs the same as chromium.test.mjs: pkg/web, playwright-core, Chromium (tests/support/chromium.mjs).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { createRequire } from "node:module";
-import { existsSync } from "node:fs";
-import { readFile } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
-import http from "node:http";
-import path from "node:path";
 
+import { collectPageErrors, launchChromium, openLibPage, waitForLibPage } from "../support/chromium.mjs";
+import { pkgWebMissing } from "../support/paths.mjs";
+import { startStaticServer } from "../support/static-server.mjs";
 import { startTestServer } from "../support/test-server.mjs";
+import { waitFor } from "../support/timing.mjs";
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-  "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-];
 const PAGE = "/tests/workers/page.html";
 const AGENT = "/tests/workers/agent.mjs";
 const TEST_TIMEOUT_MS = 30_000;
@@ -33,63 +25,11 @@ let statics; // the repository root, same origin as the pages and workers
 let browser;
 const pageErrors = [];
 
-function prerequisites() {
-  const missing = [];
-  if (!existsSync(path.join(root, "pkg/web/idempotent_fetch.js"))) {
-    missing.push("pkg/web is not built: run `wasm-pack build --release --target web --out-dir pkg/web` (cargo xtask test does)");
-  }
-  if (!existsSync(path.join(root, "tools/node_modules/playwright-core"))) {
-    missing.push("playwright-core is not installed: run `cd tools && npm ci`");
-  }
-  if (!existsSync(chromiumPath)) {
-    missing.push(`Chromium not found at ${chromiumPath}: install it (\`cargo xtask install\`, or apt-get install -y chromium) or set CHROMIUM_PATH`);
-  }
-  return missing;
-}
-
-const MIME = {
-  ".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".mjs": "text/javascript; charset=utf-8",
-  ".wasm": "application/wasm", ".json": "application/json",
-};
-
-/** Serves the repository root; CORS-open so an opaque-origin (data:) worker can import the package. */
-function startStaticServer() {
-  const httpServer = http.createServer(async (req, res) => {
-    const pathname = decodeURIComponent(new URL(req.url, "http://127.0.0.1").pathname);
-    const file = path.resolve(root, "." + pathname);
-    if (!file.startsWith(root + path.sep)) {
-      res.writeHead(403).end();
-      return;
-    }
-    try {
-      const body = await readFile(file);
-      res.writeHead(200, {
-        "content-type": MIME[path.extname(file)] ?? "application/octet-stream",
-        "cache-control": "no-store",
-        "access-control-allow-origin": "*",
-      });
-      res.end(body);
-    } catch {
-      res.writeHead(404).end();
-    }
-  });
-  return new Promise((resolve) => {
-    httpServer.listen(0, "127.0.0.1", () => {
-      resolve({
-        url: `http://127.0.0.1:${httpServer.address().port}`,
-        close: () => new Promise((done) => { httpServer.closeAllConnections(); httpServer.close(() => done()); }),
-      });
-    });
-  });
-}
-
 before(async () => {
-  const missing = prerequisites();
-  if (missing.length) throw new Error(`cannot run the worker tests:\n  - ${missing.join("\n  - ")}`);
-  const { chromium } = createRequire(path.join(root, "tools/package.json"))("playwright-core");
+  browser = await launchChromium({ what: "the worker tests", also: [pkgWebMissing()] });
   server = await startTestServer();
-  statics = await startStaticServer();
-  browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
+  // CORS-open so an opaque-origin (data:) worker can import the package.
+  statics = await startStaticServer({ cors: true });
 });
 
 after(async () => {
@@ -102,17 +42,18 @@ after(async () => {
 async function openPage() {
   const context = await browser.newContext();
   const page = await context.newPage();
-  page.on("pageerror", (error) => pageErrors.push(String(error?.stack ?? error)));
+  collectPageErrors(page, pageErrors);
   await gotoPage(page);
   return { context, page };
 }
 
 async function gotoPage(page) {
-  if (page.url().startsWith(statics.url)) await page.reload();
-  else await page.goto(`${statics.url}${PAGE}`);
-  await page.waitForFunction(() => window.__ready || window.__initError, null, { timeout: 15_000 });
-  const initError = await page.evaluate(() => window.__initError);
-  if (initError) throw new Error(`the page could not load pkg/web: ${initError}`);
+  if (page.url().startsWith(statics.url)) {
+    await page.reload();
+    await waitForLibPage(page);
+  } else {
+    await openLibPage(page, `${statics.url}${PAGE}`);
+  }
 }
 
 function names(label) {
@@ -121,18 +62,7 @@ function names(label) {
   return { namespace, scenario, url: (script) => `${server.url}/s/${scenario}?script=${encodeURIComponent(script)}&close=1` };
 }
 
-async function serverLog(scenario) {
-  return (await fetch(`${server.url}/log/${scenario}`)).json();
-}
-
-async function waitFor(predicate, what, timeoutMs = 10_000) {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    if (await predicate()) return;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+const serverLog = (scenario) => server.log(scenario);
 
 /** Runs the agent's "run" command in a new dedicated worker of `page` (kept in window.__worker). */
 function runInWorker(page, message, workerUrl = AGENT) {

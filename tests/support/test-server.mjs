@@ -16,7 +16,8 @@
 // keep-alive socket, which would hide that attempt from the library).
 // CORS: a preflight's Access-Control-Request-Headers are echoed back, because the `*` wildcard
 // does not cover `Authorization` (tests send one to prove it never reaches storage).
-// Run directly it prints `listening on http://127.0.0.1:PORT`; tests import `startTestServer`.
+// Run directly it prints `listening on http://127.0.0.1:PORT`; tests import `startTestServer`, which
+// resolves to { url, log(scenario) (the GET /log/<scenario> array), close() }.
 import http from "node:http";
 
 export function startTestServer(port = 0) {
@@ -62,6 +63,7 @@ export function startTestServer(port = 0) {
       const { port: bound } = server.address();
       resolve({
         url: `http://127.0.0.1:${bound}`,
+        log: async (scenario) => (await fetch(`http://127.0.0.1:${bound}/log/${scenario}`)).json(),
         close: () => new Promise((done) => { server.closeAllConnections?.(); server.close(() => done()); }),
       });
     });

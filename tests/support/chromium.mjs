@@ -1,0 +1,98 @@
+// Headless Chromium for the Node test runners, driven by playwright-core (never a downloaded browser).
+//
+//   playwrightCoreEntry()   env IF_PLAYWRIGHT_CORE (set by the xtask), else
+//                           tools/node_modules/playwright-core/index.mjs (`cd tools && npm ci`)
+//   chromiumPath()          env CHROMIUM_PATH, else the first of chromium, chromium-browser,
+//                           google-chrome, google-chrome-stable on PATH (as xtask/src/install.rs)
+//   chromiumMissing()       what is missing to launch it, as "do this" messages ([] when ready)
+//   launchChromium()        chromium.launch() with CHROMIUM_ARGS; throws one clear error listing
+//                           what is missing (plus `also` prerequisites of the caller) instead
+//   CHROMIUM_ARGS           headless, no sandbox (root in CI), no GPU, no background traffic, no QUIC
+//
+// Test pages that load pkg/web (tests/browser/cases.html, tests/workers/page.html,
+// tests/fault/bad-input.html, tests/tabs/index.html) set window.__ready or window.__initError;
+// openLibPage() waits for that. A page runs a case with tests/support/page.mjs's outcomeOf() and the
+// runner turns a failed outcome into a test failure with throwPageFailure().
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+import { requirePrerequisites, root } from "./paths.mjs";
+
+export const CHROMIUM_ARGS = [
+  "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+];
+
+const BROWSER_NAMES = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"];
+
+export function playwrightCoreEntry() {
+  return process.env.IF_PLAYWRIGHT_CORE || path.join(root, "tools/node_modules/playwright-core/index.mjs");
+}
+
+/** CHROMIUM_PATH as given (even if it does not exist: chromiumMissing says so), else a search of PATH; null if none. */
+export function chromiumPath() {
+  if (process.env.CHROMIUM_PATH) return process.env.CHROMIUM_PATH;
+  for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
+    if (!dir) continue;
+    for (const name of BROWSER_NAMES) {
+      const candidate = path.join(dir, name);
+      if (existsSync(candidate)) return candidate;
+    }
+  }
+  return null;
+}
+
+export function chromiumMissing() {
+  const missing = [];
+  const entry = playwrightCoreEntry();
+  if (!existsSync(entry)) {
+    missing.push(process.env.IF_PLAYWRIGHT_CORE
+      ? `IF_PLAYWRIGHT_CORE=${entry} does not exist`
+      : "playwright-core is not installed: run `cd tools && npm ci`");
+  }
+  const browser = chromiumPath();
+  if (!browser) {
+    missing.push(`Chromium not found (none of ${BROWSER_NAMES.join(", ")} on PATH): install it (\`cargo xtask install\`, or apt-get install -y chromium) or set CHROMIUM_PATH`);
+  } else if (!existsSync(browser)) {
+    missing.push(`Chromium not found at CHROMIUM_PATH=${browser}: install it (\`cargo xtask install\`, or apt-get install -y chromium) or fix CHROMIUM_PATH`);
+  }
+  return missing;
+}
+
+/**
+ * Launches headless Chromium. `what` names the caller in the error ("the Chromium tests"); `also`
+ * lists the caller's own missing prerequisites (e.g. pkgWebMissing()), reported together.
+ */
+export async function launchChromium({ what = "the Chromium tests", also = [] } = {}) {
+  requirePrerequisites(what, [...also, ...chromiumMissing()]);
+  const { chromium } = await import(pathToFileURL(playwrightCoreEntry()).href);
+  return chromium.launch({ executablePath: chromiumPath(), args: CHROMIUM_ARGS });
+}
+
+/** Collects the page's uncaught errors (as stack strings) into `sink`; returns `sink`. */
+export function collectPageErrors(page, sink = []) {
+  page.on("pageerror", (error) => sink.push(String(error?.stack ?? error)));
+  return sink;
+}
+
+/** Waits for a test page that loads pkg/web: resolves on window.__ready, throws on window.__initError. */
+export async function waitForLibPage(page, { timeout = 15_000 } = {}) {
+  await page.waitForFunction(() => window.__ready || window.__initError, null, { timeout });
+  const initError = await page.evaluate(() => window.__initError);
+  if (initError) throw new Error(`the page could not load pkg/web: ${initError}`);
+}
+
+/** page.goto(url), then waitForLibPage. */
+export async function openLibPage(page, url, options) {
+  await page.goto(url);
+  await waitForLibPage(page, options);
+}
+
+/** Throws for a failed outcome of tests/support/page.mjs's outcomeOf(): the page's message, code and stack. */
+export function throwPageFailure(outcome, name = "BrowserCaseFailure") {
+  if (outcome.ok) return;
+  const error = new Error(`${outcome.message}${outcome.code ? ` [${outcome.code}]` : ""}\n--- in the page:\n${outcome.stack ?? ""}`);
+  error.name = name;
+  throw error;
+}
