@@ -13,95 +13,36 @@
 // its own browser context (fresh storage), its own account (X-Account-Id: exact order counts) and
 // namespace. Faults are server-wide: the tests run one after another and reset them afterwards.
 //
-// Needs: target/release/idempotent-fetch-server (or IF_SERVER_BIN), pkg/web (wasm-pack build --target web),
-// tools/node_modules/playwright-core and Chromium (CHROMIUM_PATH or /usr/bin/chromium).
+// Needs: the reference server (IF_SERVER_BIN or target/release, built when missing:
+// tests/support/reference-server.mjs), pkg/web (wasm-pack build --target web), playwright-core and
+// Chromium (CHROMIUM_PATH or on PATH: tests/support/chromium.mjs).
 // Run: node --test tests/js/tabs.test.mjs (about 30 s).
 import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { createRequire } from "node:module";
-import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const serverBin = process.env.IF_SERVER_BIN || path.join(root, "target/release/idempotent-fetch-server");
-const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+import { collectPageErrors, launchChromium, openLibPage } from "../support/chromium.mjs";
+import { pkgWebMissing, root } from "../support/paths.mjs";
+import { startReferenceServer } from "../support/reference-server.mjs";
+import { waitFor as poll } from "../support/timing.mjs";
+
 const pageDir = path.join(root, "tests/tabs");
 // IF_PKG_WEB: another `wasm-pack --target web` output to test (e.g. a deliberately broken build).
 const pkgDir = process.env.IF_PKG_WEB ? path.resolve(process.env.IF_PKG_WEB) : path.join(root, "pkg/web");
-const CHROMIUM_ARGS = [
-  "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-];
 const TEST_TIMEOUT_MS = 30_000;
-const NO_FAULTS = { failBeforeWork: 0, dropAfterCommit: 0, status429: 0, retryAfterSecs: 0, latencyMs: 0, latencyProbability: 0 };
 const LEASE_TTL_MS = 5_000; // src/web/lock.rs
 
 let server;
 let browser;
-let tmpDir;
 const contexts = new Set();
 let runId = 0;
 
-function prerequisites() {
-  const missing = [];
-  if (!existsSync(serverBin)) missing.push(`server binary not found at ${serverBin}: cargo build --release -p idempotent-fetch-server (or set IF_SERVER_BIN)`);
-  if (!existsSync(path.join(pkgDir, "idempotent_fetch.js"))) missing.push(`${pkgDir} is not built: wasm-pack build --release --target web --out-dir pkg/web`);
-  if (!existsSync(path.join(root, "tools/node_modules/playwright-core"))) missing.push("playwright-core is not installed: cd tools && npm ci");
-  if (!existsSync(chromiumPath)) missing.push(`Chromium not found at ${chromiumPath}: apt-get install -y chromium, or set CHROMIUM_PATH`);
-  return missing;
-}
-
-/** Starts the server binary on 127.0.0.1:0 and resolves once it printed its `listening on` line. */
-function startServer(dbFile) {
-  const child = spawn(serverBin, ["--addr", "127.0.0.1:0", "--db", dbFile, "--www", pageDir, "--pkg", pkgDir],
-    { stdio: ["ignore", "pipe", "pipe"] });
-  let stderr = "";
-  child.stderr.on("data", (chunk) => { stderr = (stderr + chunk).slice(-8000); });
-  return new Promise((resolve, reject) => {
-    let stdout = "";
-    const timer = setTimeout(() => { child.kill("SIGKILL"); reject(new Error(`server did not start in 15 s\n${stderr}`)); }, 15_000);
-    child.on("exit", (code) => { clearTimeout(timer); reject(new Error(`server exited (${code}) before listening\n${stderr}`)); });
-    child.stdout.on("data", (chunk) => {
-      stdout += chunk;
-      const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
-      if (!match) return;
-      clearTimeout(timer);
-      child.removeAllListeners("exit");
-      resolve({
-        url: match[1],
-        stop: () => new Promise((done) => {
-          if (child.exitCode !== null) return done();
-          const kill = setTimeout(() => child.kill("SIGKILL"), 12_000);
-          child.once("exit", () => { clearTimeout(kill); done(); });
-          child.kill("SIGTERM");
-        }),
-      });
-    });
-  });
-}
-
-async function api(pathname, { method = "GET", account, body } = {}) {
-  const headers = {};
-  if (account) headers["x-account-id"] = account;
-  if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(server.url + pathname, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const json = await response.json();
-  assert.ok(response.ok, `${method} ${pathname}: ${response.status} ${JSON.stringify(json)}`);
-  return json;
-}
-const setFaults = (faults) => api("/api/faults", { method: "PUT", body: { ...NO_FAULTS, ...faults } });
-const ordersOf = async (account) => (await api("/api/orders", { account })).orders;
+const setFaults = (faults) => server.setFaults(faults);
+const ordersOf = (account) => server.orders(account);
 
 before(async () => {
-  const missing = prerequisites();
-  if (missing.length) throw new Error(`cannot run the cross-tab tests:\n  - ${missing.join("\n  - ")}`);
-  const { chromium } = createRequire(path.join(root, "tools/package.json"))("playwright-core");
-  tmpDir = mkdtempSync(path.join(os.tmpdir(), "if-tabs-"));
-  server = await startServer(path.join(tmpDir, "tabs.sqlite"));
-  browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
+  browser = await launchChromium({ what: "the cross-tab tests", also: [pkgWebMissing(pkgDir)] });
+  server = await startReferenceServer({ www: pageDir, pkg: pkgDir, label: "tabs" });
 });
 
 afterEach(async () => {
@@ -113,7 +54,6 @@ afterEach(async () => {
 after(async () => {
   await browser?.close();
   await server?.stop();
-  if (tmpDir) rmSync(tmpDir, { recursive: true, force: true });
 });
 
 /** A fresh context (own storage, shared by its pages like the tabs of one browser profile). */
@@ -131,12 +71,8 @@ async function newContext({ withoutWebLocks = false } = {}) {
 /** Opens the test page in `context` and waits for pkg/web to load; page errors are collected. */
 async function openTab(context) {
   const page = await context.newPage();
-  page.errors = [];
-  page.on("pageerror", (error) => page.errors.push(String(error?.stack ?? error)));
-  await page.goto(`${server.url}/`);
-  await page.waitForFunction(() => window.__ready || window.__initError, null, { timeout: 15_000 });
-  const initError = await page.evaluate(() => window.__initError);
-  if (initError) throw new Error(`the page could not load pkg/web: ${initError}`);
+  page.errors = collectPageErrors(page);
+  await openLibPage(page, `${server.url}/`);
   return page;
 }
 
@@ -163,15 +99,7 @@ const tab = {
   locks: (page) => page.evaluate(() => window.__tabs.locks()),
 };
 
-async function waitFor(predicate, what, timeoutMs = 10_000) {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await predicate();
-    if (value) return value;
-    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
+const waitFor = (predicate, what, timeoutMs = 10_000) => poll(predicate, what, timeoutMs, 25);
 
 const ofType = (log, type) => log.filter((e) => e.type === type);
 const statuses409 = (log) => ofType(log, "retry").filter((e) => e.status === 409);

@@ -1,0 +1,99 @@
+// The reference server (server/, binary idempotent-fetch-server) for the Node test runners.
+//
+//   serverBinary()   env IF_SERVER_BIN (set by the xtask; must exist), else
+//                    target/release/idempotent-fetch-server, built with
+//                    `cargo build --release -p idempotent-fetch-server` when missing
+//   startReferenceServer({ www, pkg, label })
+//                    starts it on 127.0.0.1:0 with a fresh SQLite db in its own temp folder, serving
+//                    `www` at / and `pkg` (optional) at /pkg/; resolves once it printed
+//                    `listening on http://127.0.0.1:PORT`, to:
+//                      url               http://127.0.0.1:PORT
+//                      stderr()          the last 8 kB it wrote to stderr
+//                      api(path, { method, account, body })
+//                                        fetch + JSON; asserts a 2xx (account: X-Account-Id)
+//                      setFaults(faults) PUT /api/faults with NO_FAULTS overridden by `faults`
+//                      orders(account)   GET /api/orders for the account
+//                      stop()            SIGTERM (SIGKILL after 12 s), then removes the temp db
+//                    The process is also killed if the test process exits without stop().
+//   NO_FAULTS        every probabilistic fault off (the server's /api/faults fields)
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+
+import { root } from "./paths.mjs";
+
+export const NO_FAULTS = { failBeforeWork: 0, dropAfterCommit: 0, status429: 0, retryAfterSecs: 0, latencyMs: 0, latencyProbability: 0 };
+
+export function serverBinary() {
+  if (process.env.IF_SERVER_BIN) {
+    if (!existsSync(process.env.IF_SERVER_BIN)) throw new Error(`IF_SERVER_BIN=${process.env.IF_SERVER_BIN} does not exist`);
+    return process.env.IF_SERVER_BIN;
+  }
+  const bin = path.join(root, "target/release/idempotent-fetch-server");
+  if (!existsSync(bin)) {
+    console.log("the reference server is missing: building it (cargo build --release -p idempotent-fetch-server)");
+    const built = spawnSync("cargo", ["build", "--release", "-p", "idempotent-fetch-server"], { cwd: root, stdio: ["ignore", "inherit", "inherit"] });
+    if (built.error) throw new Error(`cargo: ${built.error.message}`);
+    if (built.status !== 0 || !existsSync(bin)) throw new Error(`could not build the reference server (cargo exited ${built.status}); or set IF_SERVER_BIN`);
+  }
+  return bin;
+}
+
+export async function startReferenceServer({ www, pkg, label = "server", startTimeoutMs = 15_000 }) {
+  const bin = serverBinary();
+  const dbDir = mkdtempSync(path.join(os.tmpdir(), `if-${label}-`));
+  const args = ["--addr", "127.0.0.1:0", "--db", path.join(dbDir, `${label}.sqlite`), "--www", www];
+  if (pkg) args.push("--pkg", pkg);
+  const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"] });
+  const killAtExit = () => child.kill("SIGKILL");
+  process.on("exit", killAtExit);
+  child.once("exit", () => process.removeListener("exit", killAtExit));
+  const removeDb = () => rmSync(dbDir, { recursive: true, force: true });
+  let stderr = "";
+  child.stderr.on("data", (chunk) => { stderr = (stderr + chunk).slice(-8000); });
+  const url = await new Promise((resolve, reject) => {
+    let stdout = "";
+    const fail = (message) => { clearTimeout(timer); child.kill("SIGKILL"); removeDb(); reject(new Error(`${message}\n${stderr}`)); };
+    const timer = setTimeout(() => fail(`server did not start in ${startTimeoutMs / 1000} s`), startTimeoutMs);
+    child.on("exit", (code) => fail(`server exited (${code}) before listening`));
+    child.on("error", (error) => fail(`could not start ${bin}: ${error.message}`));
+    child.stdout.on("data", (chunk) => {
+      if (stdout === null) return; // listening: keep draining the pipe
+      stdout += chunk;
+      const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
+      if (!match) return;
+      stdout = null;
+      clearTimeout(timer);
+      child.removeAllListeners("exit");
+      child.removeAllListeners("error");
+      resolve(match[1]);
+    });
+  });
+
+  async function api(pathname, { method = "GET", account, body } = {}) {
+    const headers = {};
+    if (account) headers["x-account-id"] = account;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    const response = await fetch(url + pathname, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const json = await response.json();
+    assert.ok(response.ok, `${method} ${pathname}: ${response.status} ${JSON.stringify(json)}`);
+    return json;
+  }
+
+  return {
+    url,
+    stderr: () => stderr,
+    api,
+    setFaults: (faults) => api("/api/faults", { method: "PUT", body: { ...NO_FAULTS, ...faults } }),
+    orders: async (account) => (await api("/api/orders", { account })).orders,
+    stop: () => new Promise((done) => {
+      const finish = () => { removeDb(); done(); };
+      if (child.exitCode !== null || child.signalCode !== null) return finish();
+      const kill = setTimeout(() => child.kill("SIGKILL"), 12_000);
+      child.once("exit", () => { clearTimeout(kill); finish(); });
+      child.kill("SIGTERM");
+    }),
+  };
+}
