@@ -3,85 +3,30 @@
 // browser context (fresh localStorage) and its own account (X-Account-Id), so order counts are exact.
 // Faults are server-wide, so the tests run one after another and reset them afterwards.
 //
-// Needs: target/release/idempotent-fetch-server (or IF_SERVER_BIN), pkg/web (wasm-pack build --target web),
-// tools/node_modules/playwright-core and Chromium (CHROMIUM_PATH or /usr/bin/chromium).
+// Needs: the reference server (IF_SERVER_BIN or target/release, built when missing:
+// tests/support/reference-server.mjs), pkg/web (wasm-pack build --target web), playwright-core and
+// Chromium (CHROMIUM_PATH or on PATH: tests/support/chromium.mjs).
 import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
+import { mkdirSync } from "node:fs";
 import path from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
+
+import { collectPageErrors, launchChromium } from "../../tests/support/chromium.mjs";
+import { pkgWebMissing, root } from "../../tests/support/paths.mjs";
+import { startReferenceServer } from "../../tests/support/reference-server.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, "../..");
-const serverBin = process.env.IF_SERVER_BIN || path.join(root, "target/release/idempotent-fetch-server");
-const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
-const playwrightPath = path.join(root, "tools/node_modules/playwright-core/index.mjs");
 const screenshotDir = path.join(here, "screenshots");
-const CHROMIUM_ARGS = [
-  "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-];
 const TEST_TIMEOUT_MS = 45_000;
-const NO_FAULTS = { failBeforeWork: 0, dropAfterCommit: 0, status429: 0, retryAfterSecs: 0, latencyMs: 0, latencyProbability: 0 };
 
 let server;
 let browser;
-let tmpDir;
 const contexts = new Set();
 
-function prerequisites() {
-  const missing = [];
-  if (!existsSync(serverBin)) missing.push(`server binary not found at ${serverBin}: cargo build --release -p idempotent-fetch-server (or set IF_SERVER_BIN)`);
-  if (!existsSync(path.join(root, "pkg/web/idempotent_fetch.js"))) missing.push("pkg/web is not built: wasm-pack build --release --target web --out-dir pkg/web");
-  if (!existsSync(playwrightPath)) missing.push("playwright-core is not installed: cd tools && npm ci");
-  if (!existsSync(chromiumPath)) missing.push(`Chromium not found at ${chromiumPath}: apt-get install -y chromium, or set CHROMIUM_PATH`);
-  return missing;
-}
-
-/** Starts the server binary on 127.0.0.1:0 and resolves once it printed its `listening on` line. */
-function startServer(dbFile) {
-  const child = spawn(serverBin, [
-    "--addr", "127.0.0.1:0", "--db", dbFile, "--www", path.join(root, "www"), "--pkg", path.join(root, "pkg/web"),
-  ], { stdio: ["ignore", "pipe", "pipe"] });
-  let stderr = "";
-  child.stderr.on("data", (chunk) => { stderr = (stderr + chunk).slice(-8000); });
-  return new Promise((resolve, reject) => {
-    let stdout = "";
-    const timer = setTimeout(() => { child.kill("SIGKILL"); reject(new Error(`server did not start in 15 s\n${stderr}`)); }, 15_000);
-    child.on("exit", (code) => { clearTimeout(timer); reject(new Error(`server exited (${code}) before listening\n${stderr}`)); });
-    child.stdout.on("data", (chunk) => {
-      stdout += chunk;
-      const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
-      if (!match) return;
-      clearTimeout(timer);
-      child.removeAllListeners("exit");
-      resolve({
-        url: match[1],
-        stderr: () => stderr,
-        stop: () => new Promise((done) => {
-          if (child.exitCode !== null) return done();
-          const kill = setTimeout(() => child.kill("SIGKILL"), 12_000);
-          child.once("exit", () => { clearTimeout(kill); done(); });
-          child.kill("SIGTERM");
-        }),
-      });
-    });
-  });
-}
-
-async function api(pathname, { method = "GET", account, body } = {}) {
-  const headers = {};
-  if (account) headers["x-account-id"] = account;
-  if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(server.url + pathname, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const json = await response.json();
-  assert.ok(response.ok, `${method} ${pathname}: ${response.status} ${JSON.stringify(json)}`);
-  return json;
-}
-const setFaults = (faults) => api("/api/faults", { method: "PUT", body: { ...NO_FAULTS, ...faults } });
-const ordersOf = async (account) => (await api("/api/orders", { account })).orders;
+const api = (pathname, options) => server.api(pathname, options);
+const setFaults = (faults) => server.setFaults(faults);
+const ordersOf = (account) => server.orders(account);
 
 /** A fresh browser context (own localStorage); page errors fail the test. */
 async function newContext() {
@@ -92,8 +37,7 @@ async function newContext() {
 
 async function openCheckout(context, account, query = "") {
   const page = await context.newPage();
-  page.errors = [];
-  page.on("pageerror", (error) => page.errors.push(error));
+  page.errors = collectPageErrors(page);
   await page.goto(`${server.url}/?fast=1&account=${account}${query}`);
   return page;
 }
@@ -135,12 +79,8 @@ function assertNoPageErrors(...pages) {
 }
 
 before(async () => {
-  const missing = prerequisites();
-  if (missing.length) throw new Error(`e2e prerequisites missing:\n- ${missing.join("\n- ")}`);
-  tmpDir = mkdtempSync(path.join(os.tmpdir(), "idempotent-fetch-e2e-"));
-  server = await startServer(path.join(tmpDir, "e2e.sqlite"));
-  const { chromium } = await import(pathToFileURL(playwrightPath).href);
-  browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
+  browser = await launchChromium({ what: "the e2e tests", also: [pkgWebMissing()] });
+  server = await startReferenceServer({ www: path.join(root, "www"), pkg: path.join(root, "pkg/web"), label: "e2e" });
   mkdirSync(screenshotDir, { recursive: true });
 });
 
@@ -153,7 +93,6 @@ afterEach(async () => {
 after(async () => {
   await browser?.close().catch(() => {});
   await server?.stop();
-  if (tmpDir) rmSync(tmpDir, { recursive: true, force: true });
 });
 
 test("with every fault on, one click makes exactly one order", { timeout: TEST_TIMEOUT_MS }, async () => {
