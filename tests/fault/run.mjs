@@ -3,10 +3,17 @@
 // server's orders against the intents. Exits non-zero on any duplicate or lost intent.
 //
 //   node tests/fault/run.mjs [--ci | --full] [--intents N] [--browser-share 0.3] [--seed S]
+//                            [--pg [--instances 3]]
 //
 // --ci (default): ~180 intents, a few minutes at most. --full: 1,200 intents. After the run it
 // also runs tests/fault/*.test.mjs (the bad-input matrix) with `node --test` when --ci is given, so
 // `cargo xtask test` (layer i) covers both; --no-matrix skips that.
+//
+// --pg: multi-instance mode. A throwaway PostgreSQL cluster (tests/fault/pg-cluster.mjs), N server
+// instances (default 3) on one database, and the proxy spreads requests round-robin over them, so
+// one key's retries land on different instances. `--ci` without --pg also runs a small --pg pass
+// (90 intents) when env IF_PG_TESTS=1 (the xtask sets it after installing PostgreSQL), else says
+// it skipped it.
 //
 // Pieces (see FAULTS.md for what each fault proves):
 //   reference server  IF_SERVER_BIN or target/release/idempotent-fetch-server, temp SQLite db,
@@ -27,6 +34,7 @@ import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
 import http from "node:http";
 import path from "node:path";
+import { startCluster } from "./pg-cluster.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const here = path.join(root, "tests/fault");
@@ -51,6 +59,10 @@ const INTENTS_PER_ACCOUNT = 40; // GET /api/orders lists at most 100: keep well 
 const NODE_CONCURRENCY = 12;
 const BROWSER_BATCH = 10;
 const BATCH_DEADLINE_MS = Number(value("--batch-deadline", 90000));
+const PG = flag("--pg");
+const INSTANCES = PG ? Number(value("--instances", 3)) : 1;
+const PG_CI_INTENTS = 90; // the --pg pass that --ci adds when IF_PG_TESTS=1
+if (!Number.isInteger(INSTANCES) || INSTANCES < 1) throw new Error(`--instances must be a whole number >= 1, got ${value("--instances")}`);
 
 // A small seeded PRNG (mulberry32) for the harness's own choices, so a failing run can be replayed
 // with --seed. The library's keys and jitter come from its CSPRNG regardless.
@@ -102,6 +114,8 @@ const figures = {
   outcomes: { succeeded: 0, pendingAfterRun: 0, pendingCodes: {} },
   resumed: 0, resumedSucceeded: 0, serverLatencies: [],
   checks: { duplicates: 0, lost: 0, keyChanged: 0, orphanOrders: 0, problems: [] },
+  store: PG ? `PostgreSQL, ${INSTANCES} instances (round-robin)` : "SQLite, 1 instance",
+  spread: { perInstance: Array(INSTANCES).fill(0), keys: new Map() }, // order attempts per instance; key -> instances
 };
 const progress = { nodeDone: 0, nodeActive: new Set(), browserDone: 0, phase: "faults" };
 const problem = (text) => {
@@ -124,18 +138,24 @@ function serverBinary() {
   return bin;
 }
 
-async function startServer(dbDir) {
-  const args = ["--addr", "127.0.0.1:0", "--db", path.join(dbDir, "fault.sqlite"), "--www", path.join(here, "www"), "--pkg", path.join(root, "pkg/web")];
+/** One server instance on `store`: { sqliteDir } or { databaseUrl }. Killed at process exit if still running. */
+async function startServer(store) {
+  const db = store.databaseUrl ? ["--database-url", store.databaseUrl] : ["--db", path.join(store.sqliteDir, "fault.sqlite")];
+  const args = ["--addr", "127.0.0.1:0", ...db, "--www", path.join(here, "www"), "--pkg", path.join(root, "pkg/web")];
   const child = spawn(serverBinary(), args, { stdio: ["ignore", "pipe", "pipe"] });
+  const killAtExit = () => child.kill("SIGKILL");
+  process.on("exit", killAtExit);
+  child.once("exit", () => process.removeListener("exit", killAtExit));
   let stderr = "";
   child.stderr.on("data", (d) => { stderr = (stderr + d).slice(-4000); });
   const url = await new Promise((resolve, reject) => {
     let out = "";
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${stderr}`)), 20000);
     child.stdout.on("data", (d) => {
+      if (out === null) return; // keep draining the pipe
       out += d;
       const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m) { clearTimeout(timer); resolve(m[1]); }
+      if (m) { clearTimeout(timer); out = null; resolve(m[1]); }
     });
     child.on("exit", (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}:\n${stderr}`)); });
   });
@@ -150,16 +170,46 @@ async function startServer(dbDir) {
   };
 }
 
-async function putFaults(serverUrl, faults) {
-  const response = await fetch(`${serverUrl}/api/faults`, { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify(faults) });
-  if (!response.ok) throw new Error(`PUT /api/faults: ${response.status} ${await response.text()}`);
+/** The fault configuration is per instance: set it on every one. */
+async function putFaults(servers, faults) {
+  for (const server of servers) {
+    const response = await fetch(`${server.url}/api/faults`, { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify(faults) });
+    if (!response.ok) throw new Error(`PUT ${server.url}/api/faults: ${response.status} ${await response.text()}`);
+  }
+}
+
+/** Every instance answers GET /api/health with the expected store. */
+async function checkHealth(servers, store) {
+  for (const server of servers) {
+    const response = await fetch(`${server.url}/api/health`);
+    const health = await response.json().catch(() => ({}));
+    if (!response.ok || health.store !== store) throw new Error(`${server.url}/api/health: ${response.status} ${JSON.stringify(health)}, expected store ${store}`);
+  }
+}
+
+/** The multi-instance back end: a PostgreSQL cluster, a database, INSTANCES servers on it. */
+async function startPgBackend(cleanups) {
+  const cluster = await startCluster();
+  cleanups.push(() => cluster.stop());
+  cluster.createDatabase("fault");
+  const databaseUrl = cluster.url("fault");
+  console.log(`PostgreSQL cluster on port ${cluster.port} (${cluster.bin}), database ${databaseUrl}`);
+  const servers = [];
+  const started = await Promise.allSettled(Array.from({ length: INSTANCES }, () => startServer({ databaseUrl })));
+  for (const s of started) if (s.status === "fulfilled") { servers.push(s.value); cleanups.push(() => s.value.stop()); }
+  const failed = started.find((s) => s.status === "rejected");
+  if (failed) throw failed.reason;
+  await checkHealth(servers, "postgres");
+  return servers;
 }
 
 // ---------------------------------------------------------------------------------------------
 // The fault proxy: resets, and the observation point for every attempt
 
-function startProxy(upstream) {
-  const target = new URL(upstream);
+/** Forwards to the upstreams round-robin (every request, so one key's retries hop between them). */
+function startProxy(upstreams) {
+  const targets = upstreams.map((u) => new URL(u));
+  let next = 0;
   const agent = new http.Agent({ keepAlive: true, maxSockets: 128 });
   const state = { on: true };
   const p = figures.proxy;
@@ -185,6 +235,10 @@ function startProxy(upstream) {
       const t0 = Date.now();
       const headers = { ...req.headers };
       delete headers.connection;
+      const instance = next;
+      next = (next + 1) % targets.length;
+      const target = targets[instance];
+      if (isOrder) noteInstance(instance, req.headers["idempotency-key"]);
       const up = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers, agent }, (upRes) => {
         const parts = [];
         upRes.on("data", (c) => parts.push(c));
@@ -234,6 +288,14 @@ function startProxy(upstream) {
       });
     });
   });
+}
+
+function noteInstance(instance, key) {
+  const { spread } = figures;
+  spread.perInstance[instance] += 1;
+  if (!key) return;
+  if (!spread.keys.has(key)) spread.keys.set(key, new Set());
+  spread.keys.get(key).add(instance);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -435,7 +497,7 @@ function absorb(intentsById, outcomes, reasons) {
     for (const o of list) {
       seeKey(intent, o.key, "page outcome");
       seeKey(intent, o.firstKey, "page begin");
-      if (o.expectedKey && o.firstKey && o.expectedKey !== o.firstKey) problem(`${id}: page began with ${o.firstKey}, expected ${o.expectedKey}`);
+      if (o.expectedKey && o.firstKey && o.expectedKey !== o.firstKey) problem(`${id}: page began with ${o.firstKey}, expected ${o.expectedKey} (${o.beginDiagnosis})`);
       if (o.code === "HARNESS_NEW_KEY") problem(`${id}: ${o.message}`);
       for (const r of o.retryReasons ?? []) bump(reasons, r.replace(/\d+ ?ms/g, "").trim());
       figures.browser.aborts += o.softReloads ?? 0;
@@ -619,20 +681,33 @@ async function main() {
   const entry = path.join(root, "pkg/node/idempotent_fetch.js");
   if (!existsSync(entry)) throw new Error(`${entry} is missing: wasm-pack build --release --target nodejs --out-dir pkg/node`);
   const lib = createRequire(import.meta.url)(entry);
-  const dbDir = mkdtempSync(path.join(tmpdir(), "if-fault-"));
-  const server = await startServer(dbDir);
-  const proxy = await startProxy(server.url);
+  const cleanups = []; // run in reverse order in `finally`, also when the set-up fails half way
   let browserParts;
   let exitCode = 1;
   try {
+    let servers;
+    if (PG) {
+      servers = await startPgBackend(cleanups);
+    } else {
+      const sqliteDir = mkdtempSync(path.join(tmpdir(), "if-fault-"));
+      cleanups.push(() => rmSync(sqliteDir, { recursive: true, force: true }));
+      const sqlite = await startServer({ sqliteDir });
+      cleanups.push(() => sqlite.stop());
+      servers = [sqlite];
+    }
+    // raw twins go straight to the first instance; orders are read from the last (they share the store)
+    const server = servers[0];
+    const reader = servers.at(-1);
+    const proxy = await startProxy(servers.map((s) => s.url));
+    cleanups.push(() => proxy.close());
     const runId = `${SEED.toString(36)}${Date.now().toString(36).slice(-4)}`;
     const intents = makeIntents(runId);
     const nodeIntents = intents.filter((i) => i.where === "node");
     const browserIntents = intents.filter((i) => i.where === "browser");
     Object.assign(figures, { intents: intents.length, nodeIntents: nodeIntents.length, browserIntents: browserIntents.length });
     console.log(`fault harness: ${intents.length} intents (${nodeIntents.length} Node, ${browserIntents.length} Chromium), seed ${SEED}`);
-    console.log(`server ${server.url} (db ${dbDir}), proxy ${proxy.url}`);
-    await putFaults(server.url, SERVER_FAULTS);
+    console.log(`${figures.store}: ${servers.map((s) => s.url).join(" ")}; proxy ${proxy.url}`);
+    await putFaults(servers, SERVER_FAULTS);
 
     if (browserIntents.length) browserParts = await openBrowser(proxy.url);
     const ticker = setInterval(() => {
@@ -646,14 +721,14 @@ async function main() {
     const phase1Ms = Date.now() - started;
 
     // every intent: succeeded exactly once, or pending with its original key (and at most one order)
-    const first = await compare(server.url, intents, { final: false });
+    const first = await compare(reader.url, intents, { final: false });
     for (const i of intents) {
       if (i.outcome === "succeeded") figures.outcomes.succeeded += 1;
       else { figures.outcomes.pendingAfterRun += 1; bump(figures.outcomes.pendingCodes, i.pendingCode ?? i.outcome); }
     }
 
     // resume the pending ones with every fault off
-    await putFaults(server.url, SERVER_FAULTS_OFF);
+    await putFaults(servers, SERVER_FAULTS_OFF);
     proxy.state.on = false;
     if (browserParts) await browserParts.context.setOffline(false);
     const pending = intents.filter((i) => i.outcome !== "succeeded");
@@ -687,7 +762,7 @@ async function main() {
     }
     figures.resumedSucceeded = pending.filter((i) => i.outcome === "succeeded").length;
 
-    const final = await compare(server.url, intents, { final: true });
+    const final = await compare(reader.url, intents, { final: true });
     figures.checks.duplicates = Math.max(first.duplicates, final.duplicates);
     figures.checks.lost = first.lost + final.lost;
     figures.checks.orphanOrders = final.orphans;
@@ -701,13 +776,31 @@ async function main() {
     console.log(bad ? `FAIL: ${figures.checks.problems.length} problems` : "OK: no duplicates, nothing lost");
   } finally {
     await browserParts?.browser.close().catch(() => {});
-    await proxy.close();
-    const code = await server.stop();
-    if (code !== 0 && code !== null) console.error(`server exited with ${code}`);
-    rmSync(dbDir, { recursive: true, force: true });
+    for (const cleanup of cleanups.reverse()) {
+      try {
+        const code = await cleanup();
+        if (typeof code === "number" && code !== 0) console.error(`server exited with ${code}`);
+      } catch (error) {
+        console.error(`cleanup: ${error?.stack ?? error}`);
+      }
+    }
   }
+  if (exitCode === 0 && flag("--ci") && !PG) exitCode = runPgPass();
   if (exitCode === 0 && RUN_MATRIX) exitCode = runMatrix();
   return exitCode;
+}
+
+/** `--ci`: a small multi-instance PostgreSQL pass as well, only when IF_PG_TESTS=1. */
+function runPgPass() {
+  if (process.env.IF_PG_TESTS !== "1") {
+    console.log("\n==== multi-instance PostgreSQL pass SKIPPED: IF_PG_TESTS is not 1 (the xtask sets it after installing PostgreSQL); run `node tests/fault/run.mjs --pg --ci` by hand");
+    return 0;
+  }
+  const args = [fileURLToPath(import.meta.url), "--pg", "--no-matrix", "--intents", String(PG_CI_INTENTS), "--seed", String(SEED)];
+  if (NO_BROWSER) args.push("--no-browser");
+  console.log(`\n==== multi-instance PostgreSQL pass (IF_PG_TESTS=1): node ${path.relative(root, args[0])} ${args.slice(1).join(" ")}`);
+  const run = spawnSync(process.execPath, args, { cwd: root, stdio: "inherit" });
+  return run.status ?? 1;
 }
 
 function percentiles(list) {
@@ -718,9 +811,13 @@ function percentiles(list) {
 
 function printFigures() {
   const p = figures.proxy;
+  const keysOnSeveral = [...figures.spread.keys.values()].filter((set) => set.size > 1).length;
   const rows = [
+    ["store", figures.store],
     ["intents", `${figures.intents} (Node ${figures.nodeIntents}, Chromium ${figures.browserIntents})`],
     ["attempts seen by the proxy", p.attempts],
+    ...(PG ? [["  forwarded per instance", figures.spread.perInstance.join(" / ")],
+      ["  keys whose attempts reached 2+ instances", `${keysOnSeveral} of ${figures.spread.keys.size}`]] : []),
     ["  201 (work done)", p.answered201],
     ["  201 replayed", p.replayed201],
     ["  503 before work", p.status503],
@@ -759,6 +856,15 @@ function runMatrix() {
   console.log(`\n==== bad-input matrix: node --test ${files.map((f) => path.relative(root, f)).join(" ")}`);
   const run = spawnSync(process.execPath, ["--test", ...files], { cwd: root, stdio: "inherit" });
   return run.status ?? 1;
+}
+
+// Ctrl-C or a kill: exit through process.exit, so the "exit" handlers kill the server instances and
+// stop the PostgreSQL cluster.
+for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143], ["SIGHUP", 129]]) {
+  process.on(signal, () => {
+    console.error(`\n${signal}: stopping the servers${PG ? " and the PostgreSQL cluster" : ""}`);
+    process.exit(code);
+  });
 }
 
 main().then((code) => process.exit(code), (error) => {
