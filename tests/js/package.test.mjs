@@ -14,30 +14,24 @@
 // exactly one new order, carrying the key the page showed, and that every POST carried that key.
 //
 // Needs: pkg/web (built here with wasm-pack when missing and wasm-pack is on PATH), the reference
-// server (IF_SERVER_BIN or target/release/idempotent-fetch-server; built with cargo when missing),
-// playwright-core in tools/node_modules (cd tools && npm ci), Chromium (CHROMIUM_PATH or
-// /usr/bin/chromium) and the npm registry for the first `npm ci` of the Vite app.
+// server (IF_SERVER_BIN or target/release/idempotent-fetch-server; built with cargo when missing:
+// tests/support/reference-server.mjs), playwright-core and Chromium (tests/support/chromium.mjs) and
+// the npm registry for the first `npm ci` of the Vite app.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
-import { createRequire } from "node:module";
+import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import os from "node:os";
 import path from "node:path";
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+import { launchChromium } from "../support/chromium.mjs";
+import { root } from "../support/paths.mjs";
+import { serverBinary, startReferenceServer } from "../support/reference-server.mjs";
+
 const pkgDir = path.join(root, "pkg/web");
 const viteApp = path.join(root, "tests/package/vite-app");
 const plainSrc = path.join(root, "tests/package/plain");
-const serverBin = process.env.IF_SERVER_BIN || path.join(root, "target/release/idempotent-fetch-server");
-const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-  "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-];
 const ACCOUNT = "acct_42"; // main.js: namespace and X-Account-Id
-const NO_FAULTS = { failBeforeWork: 0, dropAfterCommit: 0, status429: 0, retryAfterSecs: 0, latencyMs: 0, latencyProbability: 0 };
 const TEST_TIMEOUT_MS = 180_000;
 
 const log = (message) => console.log(`package: ${message}`);
@@ -64,13 +58,6 @@ function ensurePackage() {
   run("wasm-pack", ["build", "--release", "--target", "web", "--out-dir", "pkg/web"], { env: { PATH: wasmPackPath } });
 }
 
-function ensureServer() {
-  if (existsSync(serverBin)) return;
-  if (process.env.IF_SERVER_BIN) throw new Error(`IF_SERVER_BIN=${serverBin} does not exist`);
-  log("the reference server is missing: building it (cargo build --release -p idempotent-fetch-server)");
-  run("cargo", ["build", "--release", "-p", "idempotent-fetch-server"]);
-}
-
 /** `npm ci` in the Vite app unless its node_modules matches its lockfile already. */
 function ensureViteAppInstalled() {
   const marker = path.join(viteApp, "node_modules/.package-lock.json");
@@ -82,42 +69,7 @@ function ensureViteAppInstalled() {
   run("npm", ["ci", "--no-audit", "--no-fund"], { cwd: viteApp });
 }
 
-/** Starts the reference server on 127.0.0.1:0 serving `www`; resolves once it printed `listening on`. */
-function startServer(www, dbFile) {
-  const child = spawn(serverBin, ["--addr", "127.0.0.1:0", "--db", dbFile, "--www", www], { stdio: ["ignore", "pipe", "pipe"] });
-  let stderr = "";
-  child.stderr.on("data", (chunk) => { stderr = (stderr + chunk).slice(-8000); });
-  return new Promise((resolve, reject) => {
-    let stdout = "";
-    const timer = setTimeout(() => { child.kill("SIGKILL"); reject(new Error(`server did not start in 15 s\n${stderr}`)); }, 15_000);
-    child.on("exit", (code) => { clearTimeout(timer); reject(new Error(`server exited (${code}) before listening\n${stderr}`)); });
-    child.stdout.on("data", (chunk) => {
-      stdout += chunk;
-      const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
-      if (!match) return;
-      clearTimeout(timer);
-      child.removeAllListeners("exit");
-      resolve({
-        url: match[1],
-        stop: () => new Promise((done) => {
-          if (child.exitCode !== null) return done();
-          const kill = setTimeout(() => child.kill("SIGKILL"), 12_000);
-          child.once("exit", () => { clearTimeout(kill); done(); });
-          child.kill("SIGTERM");
-        }),
-      });
-    });
-  });
-}
-
-async function api(server, pathname, { method = "GET", body } = {}) {
-  const headers = { "x-account-id": ACCOUNT };
-  if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(server.url + pathname, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const json = await response.json();
-  assert.ok(response.ok, `${method} ${pathname}: ${response.status} ${JSON.stringify(json)}`);
-  return json;
-}
+const ordersOf = async (server) => (await server.api("/api/orders", { account: ACCOUNT })).orders;
 
 /**
  * Opens `server`'s page in a fresh browser context (empty storage), turns `faults` on, clicks Pay
@@ -154,8 +106,8 @@ async function payOnce(server, faults, label, { loseFirstAnswer = false } = {}) 
     await page.waitForFunction(() => document.body.dataset.ready === "true", null, { timeout: 20_000 })
       .catch((error) => { throw new Error(`${label}: the page never became ready (init failed?)\n${errors.join("\n")}\n${error.message}`); });
 
-    const before = (await api(server, "/api/orders")).orders;
-    await api(server, "/api/faults", { method: "PUT", body: { ...NO_FAULTS, ...faults } });
+    const before = await ordersOf(server);
+    await server.setFaults(faults);
 
     let result;
     let clicks = 0;
@@ -171,7 +123,7 @@ async function payOnce(server, faults, label, { loseFirstAnswer = false } = {}) 
         await page.evaluate(() => { document.body.dataset.result = "pending"; });
       }
     } while (result.result === "try-again" && clicks < 4);
-    await api(server, "/api/faults", { method: "PUT", body: NO_FAULTS });
+    await server.setFaults({});
 
     assert.deepEqual(errors, [], `${label}: errors on the page`);
     assert.equal(result.result, "paid", `${label}: the page says ${JSON.stringify(result.status)}`);
@@ -181,7 +133,7 @@ async function payOnce(server, faults, label, { loseFirstAnswer = false } = {}) 
     assert.ok(posts.length >= 1, `${label}: the page sent POST /api/orders`);
     assert.deepEqual([...new Set(posts)], [key], `${label}: every POST carried the key the page shows`);
 
-    const after = (await api(server, "/api/orders")).orders;
+    const after = await ordersOf(server);
     const added = after.filter((order) => !before.some((old) => old.id === order.id));
     assert.equal(added.length, 1, `${label}: one click made ${added.length} orders`);
     assert.equal(added[0].idempotencyKey, key, `${label}: the order carries the page's key`);
@@ -196,7 +148,7 @@ async function payOnce(server, faults, label, { loseFirstAnswer = false } = {}) 
 
 /** Both fault scenarios on one served page. */
 async function checkPage(www, name) {
-  const server = await startServer(www, path.join(tmpDir, `${name}.sqlite`));
+  const server = await startReferenceServer({ www, label: `package-${name}` });
   try {
     // Deterministic: the server commits every order, then closes the connection without answering.
     // The retry with the same key gets the stored answer (replayed), not a second order. (Chromium
@@ -216,15 +168,10 @@ async function checkPage(www, name) {
 }
 
 before(async () => {
-  const missing = [];
-  if (!existsSync(path.join(root, "tools/node_modules/playwright-core"))) missing.push("playwright-core is not installed: cd tools && npm ci");
-  if (!existsSync(chromiumPath)) missing.push(`Chromium not found at ${chromiumPath}: apt-get install -y chromium, or set CHROMIUM_PATH`);
-  if (missing.length) throw new Error(`cannot run the package tests:\n  - ${missing.join("\n  - ")}`);
+  browser = await launchChromium({ what: "the package tests" });
   ensurePackage();
-  ensureServer();
+  serverBinary(); // builds it now when missing, not inside a test's timeout
   tmpDir = mkdtempSync(path.join(os.tmpdir(), "if-package-"));
-  const { chromium } = createRequire(path.join(root, "tools/package.json"))("playwright-core");
-  browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
 });
 
 after(async () => {
