@@ -2,20 +2,12 @@
 // Build it first: wasm-pack build --release --target nodejs --out-dir pkg/node
 // Browser-only cases (real Web Storage) are reported as skipped here and run in chromium.test.mjs.
 import { test, before, after } from "node:test";
-import { createRequire } from "node:module";
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
-import path from "node:path";
 
+import { loadPkgNode } from "../support/paths.mjs";
 import { startTestServer } from "../support/test-server.mjs";
 import { cases, makeContext, runCase } from "./cases.mjs";
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const entry = path.join(root, "pkg/node/idempotent_fetch.js");
-if (!existsSync(entry)) {
-  throw new Error(`${entry} is missing: build it with \`wasm-pack build --release --target nodejs --out-dir pkg/node\` (cargo xtask test does)`);
-}
-const lib = createRequire(import.meta.url)(entry);
+const lib = loadPkgNode();
 
 let server;
 before(async () => {
