@@ -4,32 +4,22 @@
 // against a 201 endpoint, so a row that trapped the wasm instance fails itself or the next one.
 //
 // Run: node --test tests/fault/bad-input.test.mjs (run.mjs --ci runs it too, for `cargo xtask test`).
-// Needs pkg/node and pkg/web built, playwright-core in tools/node_modules, Chromium (CHROMIUM_PATH
-// or /usr/bin/chromium).
+// Needs pkg/node and pkg/web built, playwright-core and Chromium (tests/support/chromium.mjs). The
+// Chromium rows launch the browser lazily, so the Node rows run without it.
 import { test, before, after } from "node:test";
-import { createRequire } from "node:module";
-import { existsSync } from "node:fs";
-import { readFile } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
-import http from "node:http";
 import net from "node:net";
-import path from "node:path";
 
+import { collectPageErrors, launchChromium, openLibPage, throwPageFailure } from "../support/chromium.mjs";
+import { loadPkgNode, pkgWebMissing } from "../support/paths.mjs";
+import { startStaticServer } from "../support/static-server.mjs";
 import { startTestServer } from "../support/test-server.mjs";
+import { withTimeout } from "../support/timing.mjs";
 import { makeContext, runCase } from "../js/cases.mjs";
 import { rows } from "./bad-input-cases.mjs";
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-  "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-];
 const ROW_TIMEOUT_MS = 20_000;
 
-const entry = path.join(root, "pkg/node/idempotent_fetch.js");
-if (!existsSync(entry)) throw new Error(`${entry} is missing: wasm-pack build --release --target nodejs --out-dir pkg/node`);
-const lib = createRequire(import.meta.url)(entry);
+const lib = loadPkgNode();
 
 /** A TCP server that writes broken HTTP, by path. Answers preflights so a page could use it too. */
 function startRawServer() {
@@ -85,24 +75,6 @@ function startRawServer() {
   })));
 }
 
-const MIME = { ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".mjs": "text/javascript", ".wasm": "application/wasm" };
-function startStaticServer() {
-  const server = http.createServer(async (req, res) => {
-    const file = path.resolve(root, "." + decodeURIComponent(new URL(req.url, "http://x").pathname));
-    if (!file.startsWith(root + path.sep)) return res.writeHead(403).end();
-    try {
-      const body = await readFile(file);
-      res.writeHead(200, { "content-type": MIME[path.extname(file)] ?? "application/octet-stream", "cache-control": "no-store" }).end(body);
-    } catch {
-      res.writeHead(404).end();
-    }
-  });
-  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve({
-    url: `http://127.0.0.1:${server.address().port}`,
-    close: () => new Promise((done) => { server.closeAllConnections(); server.close(() => done()); }),
-  })));
-}
-
 let server;
 let raw;
 let statics;
@@ -122,26 +94,11 @@ after(async () => {
 });
 
 async function openPage() {
-  const missing = [];
-  if (!existsSync(path.join(root, "pkg/web/idempotent_fetch.js"))) missing.push("pkg/web is not built");
-  if (!existsSync(path.join(root, "tools/node_modules/playwright-core"))) missing.push("playwright-core missing (cd tools && npm ci)");
-  if (!existsSync(chromiumPath)) missing.push(`no Chromium at ${chromiumPath} (set CHROMIUM_PATH)`);
-  if (missing.length) throw new Error(`cannot run the Chromium rows: ${missing.join("; ")}`);
-  const { chromium } = createRequire(path.join(root, "tools/package.json"))("playwright-core");
+  browser = await launchChromium({ what: "the Chromium rows", also: [pkgWebMissing()] });
   statics = await startStaticServer();
-  browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
   page = await (await browser.newContext()).newPage();
-  page.on("pageerror", (error) => pageErrors.push(String(error?.stack ?? error)));
-  await page.goto(`${statics.url}/tests/fault/bad-input.html`);
-  await page.waitForFunction(() => window.__ready || window.__initError, null, { timeout: 20_000 });
-  const initError = await page.evaluate(() => window.__initError);
-  if (initError) throw new Error(`the page could not load pkg/web: ${initError}`);
-}
-
-function withTimeout(promise, ms, what) {
-  let timer;
-  const timeout = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms); });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+  collectPageErrors(page, pageErrors);
+  await openLibPage(page, `${statics.url}/tests/fault/bad-input.html`, { timeout: 20_000 });
 }
 
 for (const row of rows) {
@@ -158,11 +115,7 @@ for (const row of rows) {
   test(`chromium | ${row.name}`, async () => {
     if (!page) await openPage();
     const outcome = await withTimeout(page.evaluate(([name, s, r]) => window.__runRow(name, s, r), [row.name, server.url, raw.url]), ROW_TIMEOUT_MS, row.name);
-    if (!outcome.ok) {
-      const error = new Error(`${outcome.message}${outcome.code ? ` [${outcome.code}]` : ""}\n--- in the page:\n${outcome.stack ?? ""}`);
-      error.name = "BrowserRowFailure";
-      throw error;
-    }
+    throwPageFailure(outcome, "BrowserRowFailure");
   });
 }
 
