@@ -36,10 +36,23 @@ pub enum IntentLock {
     None,
 }
 
+/// How long a Web Lock is kept after its holder is done, before the next tab gets it.
+///
+/// localStorage writes reach other tabs' renderer processes asynchronously, and nothing orders them
+/// with the lock manager's grant: without this pause the next tab could read the intent's record
+/// before the previous holder's last write arrives (seen as a rare second key under load). The
+/// caller is not delayed: the release is scheduled, not awaited. (The lease path needs no pause: its
+/// release is itself a storage write, ordered after the record writes.)
+pub const WEB_LOCK_SETTLE_MS: u32 = 250;
+
 impl Drop for IntentLock {
     fn drop(&mut self) {
         if let IntentLock::WebLock(release) = self {
-            let _ = release.call0(&JsValue::UNDEFINED);
+            let release = release.clone();
+            gloo_timers::callback::Timeout::new(WEB_LOCK_SETTLE_MS, move || {
+                let _ = release.call0(&JsValue::UNDEFINED);
+            })
+            .forget();
         }
     }
 }
