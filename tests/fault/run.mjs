@@ -27,14 +27,15 @@
 //                     then a new client over the same storage; offline spells; real page.reload()s
 // Then: faults off, every intent still pending is resumed with its key; the orders per account
 // (GET /api/orders, with keys) must map one to one onto the intents.
-import { spawn, spawnSync } from "node:child_process";
-import { createRequire } from "node:module";
-import { existsSync, mkdtempSync, rmSync, readdirSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { spawnSync } from "node:child_process";
+import { readdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import http from "node:http";
 import path from "node:path";
 import { startCluster } from "./pg-cluster.mjs";
+import { collectPageErrors, launchChromium, waitForLibPage } from "../support/chromium.mjs";
+import { loadPkgNode, pkgWebMissing } from "../support/paths.mjs";
+import { startReferenceServer } from "../support/reference-server.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const here = path.join(root, "tests/fault");
@@ -127,47 +128,13 @@ const bump = (map, k) => (map[k] = (map[k] ?? 0) + 1);
 // ---------------------------------------------------------------------------------------------
 // The reference server
 
-function serverBinary() {
-  if (process.env.IF_SERVER_BIN) return process.env.IF_SERVER_BIN;
-  const bin = path.join(root, "target/release/idempotent-fetch-server");
-  if (!existsSync(bin)) {
-    console.log("building the reference server (cargo build --release -p idempotent-fetch-server)");
-    const built = spawnSync("cargo", ["build", "--release", "-p", "idempotent-fetch-server"], { cwd: root, stdio: "inherit" });
-    if (built.status !== 0) throw new Error("could not build the reference server");
-  }
-  return bin;
-}
-
-/** One server instance on `store`: { sqliteDir } or { databaseUrl }. Killed at process exit if still running. */
-async function startServer(store) {
-  const db = store.databaseUrl ? ["--database-url", store.databaseUrl] : ["--db", path.join(store.sqliteDir, "fault.sqlite")];
-  const args = ["--addr", "127.0.0.1:0", ...db, "--www", path.join(here, "www"), "--pkg", path.join(root, "pkg/web")];
-  const child = spawn(serverBinary(), args, { stdio: ["ignore", "pipe", "pipe"] });
-  const killAtExit = () => child.kill("SIGKILL");
-  process.on("exit", killAtExit);
-  child.once("exit", () => process.removeListener("exit", killAtExit));
-  let stderr = "";
-  child.stderr.on("data", (d) => { stderr = (stderr + d).slice(-4000); });
-  const url = await new Promise((resolve, reject) => {
-    let out = "";
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${stderr}`)), 20000);
-    child.stdout.on("data", (d) => {
-      if (out === null) return; // keep draining the pipe
-      out += d;
-      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m) { clearTimeout(timer); out = null; resolve(m[1]); }
-    });
-    child.on("exit", (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}:\n${stderr}`)); });
-  });
-  return {
-    url,
-    stop: () => new Promise((resolve) => {
-      if (child.exitCode !== null) return resolve(child.exitCode);
-      child.once("exit", (code) => resolve(code));
-      child.kill("SIGTERM");
-      setTimeout(() => child.kill("SIGKILL"), 12000).unref();
-    }),
-  };
+/**
+ * One server instance (tests/support/reference-server.mjs: IF_SERVER_BIN or target/release, built
+ * when missing; killed at process exit if still running) serving the fault page and pkg/web, on a
+ * temp SQLite db, or on PostgreSQL when `databaseUrl` is given.
+ */
+function startServer({ databaseUrl } = {}) {
+  return startReferenceServer({ www: path.join(here, "www"), pkg: path.join(root, "pkg/web"), label: "fault", databaseUrl, startTimeoutMs: 20_000 });
 }
 
 /** The fault configuration is per instance: set it on every one. */
@@ -446,25 +413,13 @@ async function record(intent, { result, error }) {
 // ---------------------------------------------------------------------------------------------
 // Chromium part
 
-const CHROMIUM_ARGS = [
-  "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-];
-
 async function openBrowser(proxyUrl) {
-  const chromiumPath = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
-  const missing = [];
-  if (!existsSync(path.join(root, "pkg/web/idempotent_fetch.js"))) missing.push("pkg/web is not built (wasm-pack build --release --target web --out-dir pkg/web)");
-  if (!existsSync(path.join(root, "tools/node_modules/playwright-core"))) missing.push("playwright-core missing (cd tools && npm ci)");
-  if (!existsSync(chromiumPath)) missing.push(`Chromium not found at ${chromiumPath} (set CHROMIUM_PATH)`);
-  if (missing.length) throw new Error(`cannot run the Chromium part:\n  - ${missing.join("\n  - ")}`);
-  const { chromium } = createRequire(path.join(root, "tools/package.json"))("playwright-core");
-  const browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
+  const browser = await launchChromium({ what: "the Chromium part", also: [pkgWebMissing()] });
   const context = await browser.newContext();
   const pageErrors = [];
   const open = async () => {
     const page = await context.newPage();
-    page.on("pageerror", (e) => pageErrors.push(String(e?.stack ?? e)));
+    collectPageErrors(page, pageErrors);
     await page.goto(`${proxyUrl}/`);
     await ready(page);
     return page;
@@ -473,11 +428,7 @@ async function openBrowser(proxyUrl) {
   return { browser, context, tabs, pageErrors };
 }
 
-async function ready(page) {
-  await page.waitForFunction(() => window.__ready || window.__initError, null, { timeout: 20000 });
-  const initError = await page.evaluate(() => window.__initError);
-  if (initError) throw new Error(`the page could not load pkg/web: ${initError}`);
-}
+const ready = (page) => waitForLibPage(page, { timeout: 20_000 });
 
 const specOf = (intent, retry = intent.retry) => ({ id: intent.id, ns: intent.ns, account: intent.account, body: intent.body, retry, expectedKey: intent.key ?? undefined });
 
@@ -678,9 +629,7 @@ async function compare(serverUrl, intents, { final }) {
 // Main
 
 async function main() {
-  const entry = path.join(root, "pkg/node/idempotent_fetch.js");
-  if (!existsSync(entry)) throw new Error(`${entry} is missing: wasm-pack build --release --target nodejs --out-dir pkg/node`);
-  const lib = createRequire(import.meta.url)(entry);
+  const lib = loadPkgNode();
   const cleanups = []; // run in reverse order in `finally`, also when the set-up fails half way
   let browserParts;
   let exitCode = 1;
@@ -689,9 +638,7 @@ async function main() {
     if (PG) {
       servers = await startPgBackend(cleanups);
     } else {
-      const sqliteDir = mkdtempSync(path.join(tmpdir(), "if-fault-"));
-      cleanups.push(() => rmSync(sqliteDir, { recursive: true, force: true }));
-      const sqlite = await startServer({ sqliteDir });
+      const sqlite = await startServer();
       cleanups.push(() => sqlite.stop());
       servers = [sqlite];
     }

@@ -3,9 +3,10 @@
 //   serverBinary()   env IF_SERVER_BIN (set by the xtask; must exist), else
 //                    target/release/idempotent-fetch-server, built with
 //                    `cargo build --release -p idempotent-fetch-server` when missing
-//   startReferenceServer({ www, pkg, label })
-//                    starts it on 127.0.0.1:0 with a fresh SQLite db in its own temp folder, serving
-//                    `www` at / and `pkg` (optional) at /pkg/; resolves once it printed
+//   startReferenceServer({ www, pkg, label, databaseUrl, startTimeoutMs })
+//                    starts it on 127.0.0.1:0 with a fresh SQLite db in its own temp folder (or on
+//                    PostgreSQL `databaseUrl`), serving `www` at / and `pkg` (optional) at /pkg/;
+//                    resolves once it printed
 //                    `listening on http://127.0.0.1:PORT`, to:
 //                      url               http://127.0.0.1:PORT
 //                      stderr()          the last 8 kB it wrote to stderr
@@ -13,7 +14,8 @@
 //                                        fetch + JSON; asserts a 2xx (account: X-Account-Id)
 //                      setFaults(faults) PUT /api/faults with NO_FAULTS overridden by `faults`
 //                      orders(account)   GET /api/orders for the account
-//                      stop()            SIGTERM (SIGKILL after 12 s), then removes the temp db
+//                      stop()            SIGTERM (SIGKILL after 12 s), removes the temp db and
+//                                        resolves to the exit code (null if killed by a signal)
 //                    The process is also killed if the test process exits without stop().
 //   NO_FAULTS        every probabilistic fault off (the server's /api/faults fields)
 import assert from "node:assert/strict";
@@ -41,16 +43,17 @@ export function serverBinary() {
   return bin;
 }
 
-export async function startReferenceServer({ www, pkg, label = "server", startTimeoutMs = 15_000 }) {
+export async function startReferenceServer({ www, pkg, label = "server", databaseUrl, startTimeoutMs = 15_000 }) {
   const bin = serverBinary();
-  const dbDir = mkdtempSync(path.join(os.tmpdir(), `if-${label}-`));
-  const args = ["--addr", "127.0.0.1:0", "--db", path.join(dbDir, `${label}.sqlite`), "--www", www];
+  const dbDir = databaseUrl ? null : mkdtempSync(path.join(os.tmpdir(), `if-${label}-`));
+  const db = databaseUrl ? ["--database-url", databaseUrl] : ["--db", path.join(dbDir, `${label}.sqlite`)];
+  const args = ["--addr", "127.0.0.1:0", ...db, "--www", www];
   if (pkg) args.push("--pkg", pkg);
   const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"] });
   const killAtExit = () => child.kill("SIGKILL");
   process.on("exit", killAtExit);
   child.once("exit", () => process.removeListener("exit", killAtExit));
-  const removeDb = () => rmSync(dbDir, { recursive: true, force: true });
+  const removeDb = () => { if (dbDir) rmSync(dbDir, { recursive: true, force: true }); };
   let stderr = "";
   child.stderr.on("data", (chunk) => { stderr = (stderr + chunk).slice(-8000); });
   const url = await new Promise((resolve, reject) => {
@@ -89,10 +92,10 @@ export async function startReferenceServer({ www, pkg, label = "server", startTi
     setFaults: (faults) => api("/api/faults", { method: "PUT", body: { ...NO_FAULTS, ...faults } }),
     orders: async (account) => (await api("/api/orders", { account })).orders,
     stop: () => new Promise((done) => {
-      const finish = () => { removeDb(); done(); };
-      if (child.exitCode !== null || child.signalCode !== null) return finish();
+      const finish = (code) => { removeDb(); done(code); };
+      if (child.exitCode !== null || child.signalCode !== null) return finish(child.exitCode);
       const kill = setTimeout(() => child.kill("SIGKILL"), 12_000);
-      child.once("exit", () => { clearTimeout(kill); finish(); });
+      child.once("exit", (code) => { clearTimeout(kill); finish(code); });
       child.kill("SIGTERM");
     }),
   };
