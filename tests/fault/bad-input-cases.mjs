@@ -13,7 +13,7 @@
 // plus ctx.raw: base URL of a raw TCP server that writes broken HTTP (bad-input.test.mjs starts
 // it; paths: /status999, /garbage, /badheader, /close, /junkhdr, /ra/<token>?v=<Retry-After>).
 
-import { assert } from "../js/cases.mjs";
+import { assert, override } from "../js/cases.mjs";
 
 const PREFIX = "idempotent-fetch:v1:";
 export const rows = [];
@@ -103,16 +103,6 @@ function tamperedRecord(name, mutate) {
     assert.equal((await ctx.log("tamper")).length, 0, "nothing sent");
     localStorage.removeItem(slotOf(ctx));
   }, "browser");
-}
-
-/** Temporarily replaces a property; returns the restore function. */
-function override(target, name, descriptor) {
-  const original = Object.getOwnPropertyDescriptor(target, name);
-  Object.defineProperty(target, name, { configurable: true, ...descriptor });
-  return () => {
-    if (original) Object.defineProperty(target, name, original);
-    else delete target[name];
-  };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -203,8 +203,8 @@ function allStoredText() {
   return out;
 }
 
-/** Temporarily replaces a property (restored by the returned function). */
-function override(target, name, descriptor) {
+/** Temporarily replaces a property (restored by the returned function). Also used by tests/fault/bad-input-cases.mjs. */
+export function override(target, name, descriptor) {
   const original = Object.getOwnPropertyDescriptor(target, name);
   Object.defineProperty(target, name, { configurable: true, ...descriptor });
   return () => {
