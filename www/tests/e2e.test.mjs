@@ -10,14 +10,14 @@ import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 
 import { collectPageErrors, launchChromium } from "../../tests/support/chromium.mjs";
 import { pkgWebMissing, root } from "../../tests/support/paths.mjs";
 import { startReferenceServer } from "../../tests/support/reference-server.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const screenshotDir = path.join(here, "screenshots");
+// Each run writes its screenshots under target/ (ignored by git), so running the tests never dirties
+// the checkout; www/tests/screenshots/ holds a reviewed set. IF_SCREENSHOT_DIR overrides the place.
+const screenshotDir = process.env.IF_SCREENSHOT_DIR ?? path.join(root, "target", "screenshots");
 const TEST_TIMEOUT_MS = 45_000;
 
 let server;
