@@ -60,6 +60,23 @@ impl StoredResponse {
             .map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))
     }
 
+    /// The stored response from the key row's `status_code`, `response_headers` and `response_body`
+    /// columns; `None` while the row has no response yet (its request is in flight).
+    pub fn from_columns(
+        status: Option<u16>,
+        headers: Option<&str>,
+        body: Option<String>,
+    ) -> Result<Option<Self>, StoreError> {
+        let Some(status) = status else {
+            return Ok(None);
+        };
+        Ok(Some(StoredResponse {
+            status,
+            headers: StoredResponse::decode_headers(headers.unwrap_or("[]"))?,
+            body: body.unwrap_or_default(),
+        }))
+    }
+
     /// The HTTP response; `replayed` adds `Idempotent-Replayed: true`.
     pub fn to_response(&self, replayed: bool) -> Response {
         let mut response = Response::new(Body::from(self.body.clone()));
@@ -136,6 +153,27 @@ impl Outcome {
             Some(response) => Outcome::Replay(response),
         }
     }
+}
+
+/// The columns of an `orders` row, in the order every backend selects them:
+/// `id, account_id, idempotency_key, items, total_cents, currency, created_at`.
+pub(crate) type OrderColumns = (String, String, String, String, i64, String, i64);
+
+/// An order from its row; `items` is decoded from its JSON text.
+pub(crate) fn decode_order(
+    (id, account_id, idempotency_key, items, total_cents, currency, created_at): OrderColumns,
+) -> Result<Order, StoreError> {
+    let items = crate::orders::decode_items(&items)
+        .map_err(|e| StoreError::Corrupt(format!("order {id} items: {e}")))?;
+    Ok(Order {
+        id,
+        account_id,
+        idempotency_key,
+        items,
+        total_cents,
+        currency,
+        created_at,
+    })
 }
 
 /// Errors of the store.

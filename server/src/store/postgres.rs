@@ -19,7 +19,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row};
 
-use super::{KeyedRequest, Outcome, ProcessOptions, StoreError, StoredResponse};
+use super::{KeyedRequest, OrderColumns, Outcome, ProcessOptions, StoreError, StoredResponse};
 use crate::keys::AccountId;
 use crate::orders::{self, Order};
 
@@ -160,21 +160,15 @@ impl PostgresStore {
                 .await?;
             let stored_hash: String = row.try_get(0)?;
             let status: Option<i32> = row.try_get(1)?;
-            let stored = match status {
-                None => None,
-                Some(status) => {
-                    let headers: Option<String> = row.try_get(2)?;
-                    let body: Option<String> = row.try_get(3)?;
-                    Some(StoredResponse {
-                        status: u16::try_from(status)
-                            .map_err(|_| StoreError::Corrupt(format!("status_code {status}")))?,
-                        headers: StoredResponse::decode_headers(
-                            headers.as_deref().unwrap_or("[]"),
-                        )?,
-                        body: body.unwrap_or_default(),
-                    })
-                }
-            };
+            let status = status
+                .map(|status| {
+                    u16::try_from(status)
+                        .map_err(|_| StoreError::Corrupt(format!("status_code {status}")))
+                })
+                .transpose()?;
+            let headers: Option<String> = row.try_get(2)?;
+            let body: Option<String> = row.try_get(3)?;
+            let stored = StoredResponse::from_columns(status, headers.as_deref(), body)?;
             tx.commit().await?;
             return Ok(Outcome::for_existing(
                 &request.request_hash,
@@ -284,17 +278,14 @@ fn locked_or(error: tokio_postgres::Error) -> StoreError {
 }
 
 fn decode_order(row: &Row) -> Result<Order, StoreError> {
-    let id: String = row.try_get(0)?;
-    let items: String = row.try_get(3)?;
-    let items = orders::decode_items(&items)
-        .map_err(|e| StoreError::Corrupt(format!("order {id} items: {e}")))?;
-    Ok(Order {
-        id,
-        account_id: row.try_get(1)?,
-        idempotency_key: row.try_get(2)?,
-        items,
-        total_cents: row.try_get(4)?,
-        currency: row.try_get(5)?,
-        created_at: row.try_get(6)?,
-    })
+    let columns: OrderColumns = (
+        row.try_get(0)?,
+        row.try_get(1)?,
+        row.try_get(2)?,
+        row.try_get(3)?,
+        row.try_get(4)?,
+        row.try_get(5)?,
+        row.try_get(6)?,
+    );
+    super::decode_order(columns)
 }

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::{KeyedRequest, Outcome, ProcessOptions, StoreError, StoredResponse};
+use super::{
+    decode_order, KeyedRequest, OrderColumns, Outcome, ProcessOptions, StoreError, StoredResponse,
+};
 use crate::keys::AccountId;
 use crate::orders::{self, Order};
 
@@ -195,14 +197,7 @@ fn process_in_transaction(
             params![account, key],
             |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
         )?;
-        let stored = match status {
-            None => None,
-            Some(status) => Some(StoredResponse {
-                status,
-                headers: StoredResponse::decode_headers(headers.as_deref().unwrap_or("[]"))?,
-                body: body.unwrap_or_default(),
-            }),
-        };
+        let stored = StoredResponse::from_columns(status, headers.as_deref(), body)?;
         tx.commit()?;
         return Ok(Outcome::for_existing(
             &request.request_hash,
@@ -253,8 +248,6 @@ fn process_in_transaction(
     Ok(Outcome::Fresh(response))
 }
 
-type OrderColumns = (String, String, String, String, i64, String, i64);
-
 fn order_columns(row: &rusqlite::Row<'_>) -> rusqlite::Result<OrderColumns> {
     Ok((
         row.get(0)?,
@@ -265,20 +258,4 @@ fn order_columns(row: &rusqlite::Row<'_>) -> rusqlite::Result<OrderColumns> {
         row.get(5)?,
         row.get(6)?,
     ))
-}
-
-fn decode_order(
-    (id, account_id, idempotency_key, items, total_cents, currency, created_at): OrderColumns,
-) -> Result<Order, StoreError> {
-    let items = orders::decode_items(&items)
-        .map_err(|e| StoreError::Corrupt(format!("order {id} items: {e}")))?;
-    Ok(Order {
-        id,
-        account_id,
-        idempotency_key,
-        items,
-        total_cents,
-        currency,
-        created_at,
-    })
 }
