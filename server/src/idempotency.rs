@@ -24,6 +24,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 
+use crate::faults::FaultPlan;
 use crate::keys::{request_hash, AccountId, IdempotencyKey};
 use crate::problem::Problem;
 use crate::routes::AppState;
@@ -92,23 +93,8 @@ async fn handle(
     let key = IdempotencyKey::from_headers(&headers)?;
     let plan = app.faults.plan(&headers)?;
 
-    if plan.status429 {
-        return Err(Problem::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate-limited",
-            "Too many requests",
-            "Injected fault: slow down and retry with the same Idempotency-Key.",
-        )
-        .with_retry_after(plan.retry_after_secs));
-    }
-    if plan.fail_before_work {
-        return Err(Problem::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            "Service unavailable",
-            "Injected fault: nothing was done; retry with the same Idempotency-Key.",
-        )
-        .with_retry_after(plan.retry_after_secs));
+    if let Some(problem) = refused_before_work(&plan) {
+        return Err(problem);
     }
 
     let Some(_claim) = app.in_flight.claim(&account, &key) else {
@@ -176,6 +162,29 @@ async fn handle(
             Err(Problem::internal())
         }
     }
+}
+
+/// The injected refusal (429 before 503) that answers before any work, with the plan's `Retry-After`;
+/// `None` if the plan lets the request through.
+fn refused_before_work(plan: &FaultPlan) -> Option<Problem> {
+    let (status, code, title, detail) = if plan.status429 {
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate-limited",
+            "Too many requests",
+            "Injected fault: slow down and retry with the same Idempotency-Key.",
+        )
+    } else if plan.fail_before_work {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "Service unavailable",
+            "Injected fault: nothing was done; retry with the same Idempotency-Key.",
+        )
+    } else {
+        return None;
+    };
+    Some(Problem::new(status, code, title, detail).with_retry_after(plan.retry_after_secs))
 }
 
 fn in_flight() -> Problem {
