@@ -211,6 +211,16 @@ pub enum Store {
     Postgres(PostgresStore),
 }
 
+/// `$body` with `$store` bound to whichever backend `$self` holds: the backends share one API.
+macro_rules! backend {
+    ($self:expr, $store:ident => $body:expr) => {
+        match $self {
+            Store::Sqlite($store) => $body,
+            Store::Postgres($store) => $body,
+        }
+    };
+}
+
 impl Store {
     /// The protocol step: see the module docs.
     pub async fn process(
@@ -218,10 +228,7 @@ impl Store {
         request: KeyedRequest,
         options: ProcessOptions,
     ) -> Result<Outcome, StoreError> {
-        match self {
-            Store::Sqlite(store) => store.process(request, options).await,
-            Store::Postgres(store) => store.process(request, options).await,
-        }
+        backend!(self, store => store.process(request, options).await)
     }
 
     /// The account's orders, newest first, at most `limit`.
@@ -230,10 +237,7 @@ impl Store {
         account: &AccountId,
         limit: u32,
     ) -> Result<Vec<Order>, StoreError> {
-        match self {
-            Store::Sqlite(store) => store.list_orders(account, limit).await,
-            Store::Postgres(store) => store.list_orders(account, limit).await,
-        }
+        backend!(self, store => store.list_orders(account, limit).await)
     }
 
     /// One of the account's orders.
@@ -242,26 +246,17 @@ impl Store {
         account: &AccountId,
         id: &str,
     ) -> Result<Option<Order>, StoreError> {
-        match self {
-            Store::Sqlite(store) => store.get_order(account, id).await,
-            Store::Postgres(store) => store.get_order(account, id).await,
-        }
+        backend!(self, store => store.get_order(account, id).await)
     }
 
     /// Deletes key rows created before `cutoff` (unix seconds); returns how many.
     pub async fn sweep(&self, cutoff: i64) -> Result<u64, StoreError> {
-        match self {
-            Store::Sqlite(store) => store.sweep(cutoff).await,
-            Store::Postgres(store) => store.sweep(cutoff).await,
-        }
+        backend!(self, store => store.sweep(cutoff).await)
     }
 
     /// Checks the database answers.
     pub async fn health(&self) -> Result<(), StoreError> {
-        match self {
-            Store::Sqlite(store) => store.health().await,
-            Store::Postgres(store) => store.health().await,
-        }
+        backend!(self, store => store.health().await)
     }
 
     /// `"sqlite"` or `"postgres"`.
