@@ -4,45 +4,17 @@ mod common;
 
 use std::time::Duration;
 
-use common::{assert_problem, header, TestServer, GRINDER, MUGS};
+use common::{
+    assert_one_order, assert_problem, header, json, post_concurrently, spawn_post, TestServer,
+    GRINDER, MUGS,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_concurrent_requests_with_one_key_create_one_order() {
     let t = TestServer::start().await;
-    let mut tasks = Vec::new();
-    for _ in 0..50 {
-        let client = t.client.clone();
-        let base = t.server.url();
-        tasks.push(tokio::spawn(async move {
-            let response = common::post_to(&client, &base, Some("same-key"), MUGS, &[]).await?;
-            let status = response.status().as_u16();
-            let replayed = header(&response, "idempotent-replayed") == Some("true");
-            let retry_after = header(&response, "retry-after").map(str::to_owned);
-            let body = response.bytes().await?;
-            Ok::<_, reqwest::Error>((status, replayed, retry_after, body))
-        }));
-    }
-    let mut originals = 0;
-    let mut bodies = Vec::new();
-    for task in tasks {
-        let (status, replayed, retry_after, body) = task.await.expect("task").expect("answer");
-        match status {
-            201 => {
-                if !replayed {
-                    originals += 1;
-                }
-                bodies.push(body);
-            }
-            409 => assert_eq!(retry_after.as_deref(), Some("1")),
-            other => panic!("unexpected status {other}"),
-        }
-    }
-    assert!(originals <= 1, "{originals} original answers");
+    let answers = post_concurrently(&t.client, &[t.server.url()], 50, "same-key", MUGS, &[]).await;
+    assert_one_order(&answers);
     assert_eq!(t.count_orders(), 1);
-    assert!(
-        bodies.windows(2).all(|w| w[0] == w[1]),
-        "all 201 bodies are the same order"
-    );
     // Whoever got 409 retries and gets the replay.
     let retry = t.post(Some("same-key"), MUGS, &[]).await.expect("retry");
     assert_eq!(retry.status(), 201);
@@ -77,15 +49,7 @@ async fn replay_is_byte_identical() {
     let order: serde_json::Value = serde_json::from_slice(&first_body).expect("json");
     assert_eq!(order["idempotencyKey"], "k-replay");
     assert_eq!(order["totalCents"], 2400);
-    let listed: serde_json::Value = t
-        .client
-        .get(t.url("/api/orders"))
-        .send()
-        .await
-        .expect("list")
-        .json()
-        .await
-        .expect("json");
+    let listed = t.get_json("/api/orders").await;
     assert_eq!(listed["orders"][0], order);
     t.stop().await;
 }
@@ -110,13 +74,7 @@ async fn rejected_bodies_are_stored_and_replayed_too() {
 #[tokio::test]
 async fn same_key_different_body_is_422() {
     let t = TestServer::start().await;
-    assert_eq!(
-        t.post(Some("k-422"), MUGS, &[])
-            .await
-            .expect("first")
-            .status(),
-        201
-    );
+    assert_eq!(t.post_status(Some("k-422"), MUGS, &[]).await, 201);
     let other = t.post(Some("k-422"), GRINDER, &[]).await.expect("second");
     assert_problem(other, 422, "idempotency-key-reused").await;
     assert_eq!(t.count_orders(), 1);
@@ -151,18 +109,13 @@ async fn missing_or_malformed_keys_are_400() {
 #[tokio::test]
 async fn a_key_in_flight_gets_409_with_retry_after() {
     let t = TestServer::start().await;
-    let client = t.client.clone();
-    let base = t.server.url();
-    let slow = tokio::spawn(async move {
-        common::post_to(
-            &client,
-            &base,
-            Some("k-slow"),
-            MUGS,
-            &[("x-fault", "latency=1500")],
-        )
-        .await
-    });
+    let slow = spawn_post(
+        &t.client,
+        &t.server.url(),
+        "k-slow",
+        MUGS,
+        &[("x-fault", "latency=1500")],
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     let busy = t.post(Some("k-slow"), MUGS, &[]).await.expect("second");
     assert_eq!(header(&busy, "retry-after"), Some("1"));
@@ -235,30 +188,18 @@ async fn accounts_are_isolated() {
     }
     assert_eq!(t.count_orders(), 2);
     for account in ["acct_a", "acct-b"] {
-        let listed: serde_json::Value = t
-            .client
-            .get(t.url("/api/orders"))
-            .header("x-account-id", account)
-            .send()
-            .await
-            .expect("list")
-            .json()
-            .await
-            .expect("json");
+        let listed = json(
+            t.client
+                .get(t.url("/api/orders"))
+                .header("x-account-id", account),
+        )
+        .await;
         assert_eq!(listed["accountId"], account);
         assert_eq!(listed["orders"].as_array().map(Vec::len), Some(1));
         assert_eq!(listed["orders"][0]["accountId"], account);
     }
     // No header: the "demo" account, which has no orders.
-    let demo: serde_json::Value = t
-        .client
-        .get(t.url("/api/orders"))
-        .send()
-        .await
-        .expect("list")
-        .json()
-        .await
-        .expect("json");
+    let demo = t.get_json("/api/orders").await;
     assert_eq!(demo["accountId"], "demo");
     assert_eq!(demo["orders"].as_array().map(Vec::len), Some(0));
 
@@ -273,31 +214,14 @@ async fn accounts_are_isolated() {
 #[tokio::test]
 async fn expired_keys_are_swept_and_then_behave_as_new() {
     let t = TestServer::start().await;
-    assert_eq!(
-        t.post(Some("k-old"), MUGS, &[])
-            .await
-            .expect("post")
-            .status(),
-        201
-    );
-    let retention = Duration::from_secs(86_400);
+    assert_eq!(t.post_status(Some("k-old"), MUGS, &[]).await, 201);
     // Nothing is older than the retention window yet.
     let now = idempotent_fetch_server::unix_now();
-    assert_eq!(
-        idempotent_fetch_server::sweep::sweep_once(t.server.store(), now, retention)
-            .await
-            .ok(),
-        Some(0)
-    );
+    assert_eq!(t.sweep(now).await, Some(0));
     assert_eq!(t.count_keys(), 1);
     // Two days later it is.
     let later = now + 2 * 86_400;
-    assert_eq!(
-        idempotent_fetch_server::sweep::sweep_once(t.server.store(), later, retention)
-            .await
-            .ok(),
-        Some(1)
-    );
+    assert_eq!(t.sweep(later).await, Some(1));
     assert_eq!(t.count_keys(), 0);
     let again = t.post(Some("k-old"), MUGS, &[]).await.expect("post");
     assert_eq!(again.status(), 201);
@@ -310,15 +234,7 @@ async fn expired_keys_are_swept_and_then_behave_as_new() {
 async fn fault_config_is_validated_and_applied() {
     let t = TestServer::start().await;
     let faults = t.url("/api/faults");
-    let initial: serde_json::Value = t
-        .client
-        .get(&faults)
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let initial = t.get_json("/api/faults").await;
     assert_eq!(
         initial,
         serde_json::json!({"failBeforeWork":0.0,"dropAfterCommit":0.0,"status429":0.0,
@@ -336,15 +252,7 @@ async fn fault_config_is_validated_and_applied() {
         let response = t.client.put(&faults).body(bad).send().await.expect("put");
         assert_problem(response, 400, "invalid-fault-config").await;
     }
-    let unchanged: serde_json::Value = t
-        .client
-        .get(&faults)
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    let unchanged = t.get_json("/api/faults").await;
     assert_eq!(unchanged, initial);
 
     // Always 429: answered before any work.
@@ -389,13 +297,7 @@ async fn fault_config_is_validated_and_applied() {
 
     // Back to no faults.
     t.client.put(&faults).body("{}").send().await.expect("put");
-    assert_eq!(
-        t.post(Some("k-429"), MUGS, &[])
-            .await
-            .expect("post")
-            .status(),
-        201
-    );
+    assert_eq!(t.post_status(Some("k-429"), MUGS, &[]).await, 201);
     assert_eq!(t.count_orders(), 2);
     t.stop().await;
 }
@@ -403,26 +305,10 @@ async fn fault_config_is_validated_and_applied() {
 #[tokio::test]
 async fn catalogue_health_and_unknown_api_paths() {
     let t = TestServer::start().await;
-    let health: serde_json::Value = t
-        .client
-        .get(t.url("/api/health"))
-        .send()
-        .await
-        .expect("health")
-        .json()
-        .await
-        .expect("json");
+    let health = t.get_json("/api/health").await;
     assert_eq!(health["status"], "ok");
     assert_eq!(health["store"], "sqlite");
-    let products: serde_json::Value = t
-        .client
-        .get(t.url("/api/products"))
-        .send()
-        .await
-        .expect("products")
-        .json()
-        .await
-        .expect("json");
+    let products = t.get_json("/api/products").await;
     assert!(products["products"]
         .as_array()
         .is_some_and(|p| p.iter().any(|p| p["sku"] == "mug")));

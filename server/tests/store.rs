@@ -4,25 +4,11 @@ mod common;
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use idempotent_fetch_server::keys::{request_hash, AccountId, IdempotencyKey};
-use idempotent_fetch_server::store::{
-    KeyedRequest, Outcome, ProcessOptions, SqliteStore, Store, StoreError,
-};
+use idempotent_fetch_server::keys::AccountId;
+use idempotent_fetch_server::store::{Outcome, ProcessOptions, SqliteStore, Store, StoreError};
 use idempotent_fetch_server::sweep::sweep_once;
 
-use common::{count, MUGS};
-
-fn request(account: &str, key: &str, body: &str, now: i64) -> KeyedRequest {
-    KeyedRequest {
-        account: AccountId::parse(account).expect("account"),
-        key: IdempotencyKey::parse(key).expect("key"),
-        request_hash: request_hash("POST", "/api/orders", body.as_bytes()),
-        body: Bytes::from(body.to_owned()),
-        now,
-        expired_before: 0,
-    }
-}
+use common::{count, crash_before_commit, keyed_request, MUGS};
 
 fn open(dir: &tempfile::TempDir) -> (Store, std::path::PathBuf) {
     let path = dir.path().join("store.sqlite");
@@ -33,13 +19,10 @@ fn open(dir: &tempfile::TempDir) -> (Store, std::path::PathBuf) {
 async fn a_crash_between_the_order_insert_and_commit_leaves_nothing() {
     let dir = tempfile::tempdir().expect("dir");
     let (store, path) = open(&dir);
-    let crash = ProcessOptions {
-        fail_before_commit: true,
-        ..ProcessOptions::default()
-    };
+    let crash = crash_before_commit();
 
     let result = store
-        .process(request("demo", "k1", MUGS, 1_000), crash)
+        .process(keyed_request("demo", "k1", MUGS, 1_000), crash)
         .await;
     assert!(
         matches!(result, Err(StoreError::InjectedCrash)),
@@ -52,7 +35,7 @@ async fn a_crash_between_the_order_insert_and_commit_leaves_nothing() {
     // The retry with the same key does the work, once.
     let retry = store
         .process(
-            request("demo", "k1", MUGS, 1_001),
+            keyed_request("demo", "k1", MUGS, 1_001),
             ProcessOptions::default(),
         )
         .await;
@@ -62,7 +45,7 @@ async fn a_crash_between_the_order_insert_and_commit_leaves_nothing() {
     assert_eq!(first.status, 201);
     let again = store
         .process(
-            request("demo", "k1", MUGS, 1_002),
+            keyed_request("demo", "k1", MUGS, 1_002),
             ProcessOptions::default(),
         )
         .await;
@@ -84,7 +67,7 @@ async fn the_sweep_deletes_only_rows_older_than_retention() {
         ("new", 10_000 + day + 500),
     ] {
         let outcome = store
-            .process(request("demo", key, MUGS, created), options)
+            .process(keyed_request("demo", key, MUGS, created), options)
             .await;
         assert!(matches!(outcome, Ok(Outcome::Fresh(_))), "{outcome:?}");
     }
@@ -105,11 +88,11 @@ async fn the_sweep_deletes_only_rows_older_than_retention() {
 
     // The swept key is new again; the kept one replays.
     let old = store
-        .process(request("demo", "old", MUGS, now), options)
+        .process(keyed_request("demo", "old", MUGS, now), options)
         .await;
     assert!(matches!(old, Ok(Outcome::Fresh(_))), "{old:?}");
     let edge = store
-        .process(request("demo", "edge", MUGS, now), options)
+        .process(keyed_request("demo", "edge", MUGS, now), options)
         .await;
     assert!(matches!(edge, Ok(Outcome::Replay(_))), "{edge:?}");
 }
@@ -120,10 +103,10 @@ async fn an_expired_key_behaves_as_new_even_before_the_sweep() {
     let (store, path) = open(&dir);
     let options = ProcessOptions::default();
     let first = store
-        .process(request("demo", "k", MUGS, 1_000), options)
+        .process(keyed_request("demo", "k", MUGS, 1_000), options)
         .await;
     assert!(matches!(first, Ok(Outcome::Fresh(_))), "{first:?}");
-    let mut later = request(
+    let mut later = keyed_request(
         "demo",
         "k",
         r#"{"items":[{"sku":"kettle","qty":1}]}"#,
@@ -142,13 +125,13 @@ async fn accounts_scope_keys_in_the_store() {
     let options = ProcessOptions::default();
     for account in ["a", "b"] {
         let outcome = store
-            .process(request(account, "k", MUGS, 1_000), options)
+            .process(keyed_request(account, "k", MUGS, 1_000), options)
             .await;
         assert!(matches!(outcome, Ok(Outcome::Fresh(_))), "{outcome:?}");
     }
     let mismatch = store
         .process(
-            request("a", "k", r#"{"items":[{"sku":"kettle","qty":1}]}"#, 1_001),
+            keyed_request("a", "k", r#"{"items":[{"sku":"kettle","qty":1}]}"#, 1_001),
             options,
         )
         .await;
@@ -179,7 +162,7 @@ async fn two_connections_racing_on_one_file_do_the_work_once() {
         tasks.push(tokio::spawn(async move {
             store
                 .process(
-                    request("demo", "race", MUGS, 1_000),
+                    keyed_request("demo", "race", MUGS, 1_000),
                     ProcessOptions::default(),
                 )
                 .await

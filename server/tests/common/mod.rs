@@ -1,13 +1,21 @@
-//! Shared helpers: a real server on 127.0.0.1 with a real SQLite file in a temp dir.
+//! Shared helpers: a real server on 127.0.0.1 with a real SQLite file in a temp dir, and the requests
+//! and checks the HTTP and store tests share.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
+use std::time::Duration;
 
+use bytes::Bytes;
+use idempotent_fetch_server::keys::{request_hash, AccountId, IdempotencyKey};
+use idempotent_fetch_server::store::{KeyedRequest, ProcessOptions};
 use idempotent_fetch_server::{serve, Config, RunningServer};
-use reqwest::{Client, Response};
+use reqwest::{Client, RequestBuilder, Response};
+use tokio::task::JoinHandle;
 
 pub const MUGS: &str = r#"{"items":[{"sku":"mug","qty":2}]}"#;
 pub const GRINDER: &str = r#"{"items":[{"sku":"grinder","qty":1}]}"#;
+/// The retention window the tests sweep with: one day.
+pub const RETENTION: Duration = Duration::from_secs(86_400);
 
 pub struct TestServer {
     pub server: RunningServer,
@@ -49,6 +57,32 @@ impl TestServer {
         post_to(&self.client, &self.server.url(), key, body, headers).await
     }
 
+    /// The status of `POST /api/orders` (see [`TestServer::post`]); the request must get an answer.
+    pub async fn post_status(
+        &self,
+        key: Option<&str>,
+        body: &str,
+        headers: &[(&str, &str)],
+    ) -> u16 {
+        self.post(key, body, headers)
+            .await
+            .expect("post")
+            .status()
+            .as_u16()
+    }
+
+    /// `GET path` as JSON.
+    pub async fn get_json(&self, path: &str) -> serde_json::Value {
+        json(self.client.get(self.url(path))).await
+    }
+
+    /// [`idempotent_fetch_server::sweep::sweep_once`] on this server's store at unix time `at`.
+    pub async fn sweep(&self, at: i64) -> Option<u64> {
+        idempotent_fetch_server::sweep::sweep_once(self.server.store(), at, RETENTION)
+            .await
+            .ok()
+    }
+
     /// Rows in `orders` (all accounts), read straight from the SQLite file.
     pub fn count_orders(&self) -> i64 {
         count(&self.db, "SELECT COUNT(*) FROM orders")
@@ -82,6 +116,144 @@ pub async fn post_to(
         request = request.header(*name, *value);
     }
     request.send().await
+}
+
+/// [`post_to`] in a task of its own, for a request that is still running while the test goes on.
+pub fn spawn_post(
+    client: &Client,
+    base: &str,
+    key: &str,
+    body: &'static str,
+    headers: &[(&str, &str)],
+) -> JoinHandle<reqwest::Result<Response>> {
+    let (client, base, key) = (client.clone(), base.to_owned(), key.to_owned());
+    let headers = owned(headers);
+    tokio::spawn(
+        async move { post_to(&client, &base, Some(&key), body, &borrowed(&headers)).await },
+    )
+}
+
+/// What a test needs of one answer, read in full.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    /// `Idempotent-Replayed: true` was set.
+    pub replayed: bool,
+    pub retry_after: Option<String>,
+    pub body: Bytes,
+}
+
+impl Answer {
+    pub async fn read(response: Response) -> reqwest::Result<Answer> {
+        let status = response.status().as_u16();
+        let replayed = header(&response, "idempotent-replayed") == Some("true");
+        let retry_after = header(&response, "retry-after").map(str::to_owned);
+        let body = response.bytes().await?;
+        Ok(Answer {
+            status,
+            replayed,
+            retry_after,
+            body,
+        })
+    }
+}
+
+/// `count` POSTs with one key, all at once, spread round-robin over the servers at `bases`.
+pub async fn post_concurrently(
+    client: &Client,
+    bases: &[String],
+    count: usize,
+    key: &str,
+    body: &'static str,
+    headers: &[(&str, &str)],
+) -> Vec<Answer> {
+    let tasks: Vec<_> = (0..count)
+        .map(|i| {
+            let (client, base, key) = (
+                client.clone(),
+                bases[i % bases.len()].clone(),
+                key.to_owned(),
+            );
+            let headers = owned(headers);
+            tokio::spawn(async move {
+                let response =
+                    post_to(&client, &base, Some(&key), body, &borrowed(&headers)).await?;
+                Answer::read(response).await
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.expect("task").expect("answer"));
+    }
+    answers
+}
+
+/// Concurrent requests with one key: each is a 201 (at most one of them the original, every body the same
+/// order) or a 409 with `Retry-After: 1`.
+pub fn assert_one_order(answers: &[Answer]) {
+    let mut originals = 0;
+    let mut bodies = Vec::new();
+    for answer in answers {
+        match answer.status {
+            201 => {
+                originals += usize::from(!answer.replayed);
+                bodies.push(&answer.body);
+            }
+            409 => assert_eq!(answer.retry_after.as_deref(), Some("1")),
+            other => panic!("unexpected status {other}: {:?}", answer.body),
+        }
+    }
+    assert!(originals <= 1, "{originals} original answers");
+    assert!(
+        bodies.windows(2).all(|w| w[0] == w[1]),
+        "all 201 bodies are the same order"
+    );
+}
+
+fn owned(headers: &[(&str, &str)]) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect()
+}
+
+fn borrowed(headers: &[(String, String)]) -> Vec<(&str, &str)> {
+    headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect()
+}
+
+/// Sends the request and reads the answer as JSON.
+pub async fn json(request: RequestBuilder) -> serde_json::Value {
+    request
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json")
+}
+
+/// The store-level request `POST /api/orders` with `body` makes, for `account` and `key` at unix time `now`.
+pub fn keyed_request(account: &str, key: &str, body: &str, now: i64) -> KeyedRequest {
+    KeyedRequest {
+        account: AccountId::parse(account).expect("account"),
+        key: IdempotencyKey::parse(key).expect("key"),
+        request_hash: request_hash("POST", "/api/orders", body.as_bytes()),
+        body: Bytes::from(body.to_owned()),
+        now,
+        expired_before: 0,
+    }
+}
+
+/// Options that roll the transaction back after the work, as a crash before `COMMIT` would.
+pub fn crash_before_commit() -> ProcessOptions {
+    ProcessOptions {
+        fail_before_commit: true,
+        ..ProcessOptions::default()
+    }
 }
 
 pub fn count(db: &std::path::Path, sql: &str) -> i64 {
