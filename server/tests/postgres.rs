@@ -12,15 +12,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use bytes::Bytes;
-use idempotent_fetch_server::keys::{request_hash, AccountId, IdempotencyKey};
-use idempotent_fetch_server::store::{
-    KeyedRequest, Outcome, PostgresStore, ProcessOptions, Store, StoreError,
-};
+use idempotent_fetch_server::store::{Outcome, PostgresStore, ProcessOptions, Store, StoreError};
 use idempotent_fetch_server::{serve, Config, RunningServer};
+use reqwest::{Client, Response};
 use tokio_postgres::NoTls;
 
-use common::{assert_problem, header, post_to, GRINDER, MUGS};
+use common::{
+    assert_one_order, assert_problem, crash_before_commit, header, json, keyed_request,
+    post_concurrently, post_to, spawn_post, GRINDER, MUGS, RETENTION,
+};
 
 fn loud(message: &str) {
     // Written to the real stderr (not captured by the test harness) so nobody misses it.
@@ -222,6 +222,40 @@ async fn orders(db: &tokio_postgres::Client, account: &str) -> i64 {
     .await
 }
 
+async fn keys(db: &tokio_postgres::Client, account: &str) -> i64 {
+    count(
+        db,
+        "SELECT COUNT(*) FROM idempotency_keys WHERE account_id = $1",
+        account,
+    )
+    .await
+}
+
+/// `POST /api/orders` to one instance; the request must get an answer.
+async fn post(
+    client: &Client,
+    base: &str,
+    key: &str,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> Response {
+    post_to(client, base, Some(key), body, headers)
+        .await
+        .expect("answer")
+}
+
+/// The sweep at unix time `at` from every instance at once; how many rows each deleted.
+async fn sweep_all(servers: &[RunningServer], at: i64) -> Vec<u64> {
+    let sweeps = servers
+        .iter()
+        .map(|s| idempotent_fetch_server::sweep::sweep_once(s.store(), at, RETENTION));
+    futures_util::future::join_all(sweeps)
+        .await
+        .into_iter()
+        .map(|r| r.expect("sweep"))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_protocol_across_three_instances() {
     let Some(bin) = gate() else { return };
@@ -242,134 +276,66 @@ async fn postgres_protocol_across_three_instances() {
         .collect::<Result<_, _>>()
         .expect("three instances start");
     let bases: Vec<String> = servers.iter().map(RunningServer::url).collect();
-    let client = reqwest::Client::new();
+    let client = Client::new();
 
-    let health: serde_json::Value = client
-        .get(format!("{}/api/health", bases[1]))
-        .send()
-        .await
-        .expect("health")
-        .json()
-        .await
-        .expect("json");
+    let health = json(client.get(format!("{}/api/health", bases[1]))).await;
     assert_eq!(health["store"], "postgres");
 
     // 50 concurrent same-key requests spread over the instances: exactly one order.
     let account = [("x-account-id", "pg-concurrent")];
-    let mut tasks = Vec::new();
-    for i in 0..50 {
-        let client = client.clone();
-        let base = bases[i % bases.len()].clone();
-        tasks.push(tokio::spawn(async move {
-            let response = post_to(
-                &client,
-                &base,
-                Some("pg-key"),
-                MUGS,
-                &[("x-account-id", "pg-concurrent")],
-            )
-            .await?;
-            let status = response.status().as_u16();
-            let replayed = header(&response, "idempotent-replayed") == Some("true");
-            let retry_after = header(&response, "retry-after").map(str::to_owned);
-            let body = response.bytes().await?;
-            Ok::<_, reqwest::Error>((status, replayed, retry_after, body))
-        }));
-    }
-    let mut originals = 0;
-    let mut bodies = Vec::new();
-    for task in tasks {
-        let (status, replayed, retry_after, body) = task.await.expect("task").expect("answer");
-        match status {
-            201 => {
-                originals += usize::from(!replayed);
-                bodies.push(body);
-            }
-            409 => assert_eq!(retry_after.as_deref(), Some("1")),
-            other => panic!("unexpected status {other}: {body:?}"),
-        }
-    }
-    assert!(originals <= 1);
-    assert!(bodies.windows(2).all(|w| w[0] == w[1]));
+    let answers = post_concurrently(&client, &bases, 50, "pg-key", MUGS, &account).await;
+    assert_one_order(&answers);
     assert_eq!(orders(&db, "pg-concurrent").await, 1);
 
     // Replays are byte-identical on every instance; a different body is 422 on every instance.
-    let first = post_to(&client, &bases[0], Some("pg-key"), MUGS, &account)
-        .await
-        .expect("post");
+    let first = post(&client, &bases[0], "pg-key", MUGS, &account).await;
     assert_eq!(first.status(), 201);
     let first_body = first.bytes().await.expect("body");
     for base in &bases {
-        let again = post_to(&client, base, Some("pg-key"), MUGS, &account)
-            .await
-            .expect("replay");
+        let again = post(&client, base, "pg-key", MUGS, &account).await;
         assert_eq!(again.status(), 201);
         assert_eq!(header(&again, "idempotent-replayed"), Some("true"));
         assert_eq!(again.bytes().await.expect("body"), first_body);
-        let other = post_to(&client, base, Some("pg-key"), GRINDER, &account)
-            .await
-            .expect("422");
+        let other = post(&client, base, "pg-key", GRINDER, &account).await;
         assert_problem(other, 422, "idempotency-key-reused").await;
     }
     assert_eq!(orders(&db, "pg-concurrent").await, 1);
 
     // In flight on instance 0 -> 409 from instances 1 and 2 (the database lock, not the process set).
     let account = [("x-account-id", "pg-inflight")];
-    let slow = {
-        let client = client.clone();
-        let base = bases[0].clone();
-        tokio::spawn(async move {
-            post_to(
-                &client,
-                &base,
-                Some("pg-slow"),
-                MUGS,
-                &[("x-account-id", "pg-inflight"), ("x-fault", "latency=1500")],
-            )
-            .await
-        })
-    };
+    let slow = spawn_post(
+        &client,
+        &bases[0],
+        "pg-slow",
+        MUGS,
+        &[account[0], ("x-fault", "latency=1500")],
+    );
     tokio::time::sleep(Duration::from_millis(400)).await;
     for base in &bases[1..] {
-        let busy = post_to(&client, base, Some("pg-slow"), MUGS, &account)
-            .await
-            .expect("busy");
+        let busy = post(&client, base, "pg-slow", MUGS, &account).await;
         assert_eq!(header(&busy, "retry-after"), Some("1"));
         assert_problem(busy, 409, "request-in-flight").await;
     }
     let done = slow.await.expect("task").expect("slow");
     assert_eq!(done.status(), 201);
-    let replay = post_to(&client, &bases[2], Some("pg-slow"), MUGS, &account)
-        .await
-        .expect("replay");
+    let replay = post(&client, &bases[2], "pg-slow", MUGS, &account).await;
     assert_eq!(header(&replay, "idempotent-replayed"), Some("true"));
     assert_eq!(orders(&db, "pg-inflight").await, 1);
 
     // Crash before commit on one instance leaves nothing; the retry on another does the work once.
     let account = [("x-account-id", "pg-crash")];
-    let crashed = post_to(
+    let crashed = post(
         &client,
         &bases[0],
-        Some("pg-crash"),
+        "pg-crash",
         MUGS,
         &[account[0], ("x-fault", "crash-before-commit")],
     )
-    .await
-    .expect("crash");
+    .await;
     assert_problem(crashed, 500, "crashed-before-commit").await;
-    assert_eq!(
-        count(
-            &db,
-            "SELECT COUNT(*) FROM idempotency_keys WHERE account_id = $1",
-            "pg-crash"
-        )
-        .await,
-        0
-    );
+    assert_eq!(keys(&db, "pg-crash").await, 0);
     assert_eq!(orders(&db, "pg-crash").await, 0);
-    let retry = post_to(&client, &bases[1], Some("pg-crash"), MUGS, &account)
-        .await
-        .expect("retry");
+    let retry = post(&client, &bases[1], "pg-crash", MUGS, &account).await;
     assert_eq!(retry.status(), 201);
     assert_eq!(header(&retry, "idempotent-replayed"), None);
     assert_eq!(orders(&db, "pg-crash").await, 1);
@@ -385,24 +351,21 @@ async fn postgres_protocol_across_three_instances() {
     )
     .await;
     assert!(dropped.is_err(), "the client must see a network error");
-    let retry = post_to(&client, &bases[0], Some("pg-drop"), MUGS, &account)
-        .await
-        .expect("retry");
+    let retry = post(&client, &bases[0], "pg-drop", MUGS, &account).await;
     assert_eq!(retry.status(), 201);
     assert_eq!(header(&retry, "idempotent-replayed"), Some("true"));
     assert_eq!(orders(&db, "pg-drop").await, 1);
 
     // Accounts are isolated.
     for account in ["pg-a", "pg-b"] {
-        let r = post_to(
+        let r = post(
             &client,
             &bases[1],
-            Some("shared"),
+            "shared",
             MUGS,
             &[("x-account-id", account)],
         )
-        .await
-        .expect("post");
+        .await;
         assert_eq!(header(&r, "idempotent-replayed"), None);
         assert_eq!(orders(&db, account).await, 1);
     }
@@ -414,57 +377,29 @@ async fn postgres_protocol_across_three_instances() {
         .expect("count")
         .get(0);
     let now = idempotent_fetch_server::unix_now();
-    let retention = Duration::from_secs(86_400);
-    let kept = servers
-        .iter()
-        .map(|s| idempotent_fetch_server::sweep::sweep_once(s.store(), now, retention));
-    let kept: Vec<u64> = futures_util::future::join_all(kept)
-        .await
-        .into_iter()
-        .map(|r| r.expect("sweep"))
-        .collect();
-    assert_eq!(kept, [0, 0, 0]);
+    assert_eq!(sweep_all(&servers, now).await, [0, 0, 0]);
     let later = now + 2 * 86_400;
-    let swept = servers
-        .iter()
-        .map(|s| idempotent_fetch_server::sweep::sweep_once(s.store(), later, retention));
-    let swept: Vec<u64> = futures_util::future::join_all(swept)
-        .await
-        .into_iter()
-        .map(|r| r.expect("sweep"))
-        .collect();
+    let swept = sweep_all(&servers, later).await;
     assert_eq!(
         swept.iter().sum::<u64>(),
         u64::try_from(total).expect("count")
     );
-    let after = post_to(
+    let after = post(
         &client,
         &bases[0],
-        Some("shared"),
+        "shared",
         MUGS,
         &[("x-account-id", "pg-a")],
     )
-    .await
-    .expect("post");
+    .await;
     assert_eq!(after.status(), 201);
     assert_eq!(header(&after, "idempotent-replayed"), None);
     assert_eq!(orders(&db, "pg-a").await, 2);
 
     // The transaction itself, store level: an error after the order insert leaves nothing behind.
     let store = Store::Postgres(PostgresStore::connect(&url).await.expect("connect store"));
-    let request = KeyedRequest {
-        account: AccountId::parse("pg-store").expect("account"),
-        key: IdempotencyKey::parse("k").expect("key"),
-        request_hash: request_hash("POST", "/api/orders", MUGS.as_bytes()),
-        body: Bytes::from_static(MUGS.as_bytes()),
-        now,
-        expired_before: 0,
-    };
-    let crash = ProcessOptions {
-        fail_before_commit: true,
-        ..ProcessOptions::default()
-    };
-    let result = store.process(request.clone(), crash).await;
+    let request = keyed_request("pg-store", "k", MUGS, now);
+    let result = store.process(request.clone(), crash_before_commit()).await;
     assert!(
         matches!(result, Err(StoreError::InjectedCrash)),
         "{result:?}"
