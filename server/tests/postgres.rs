@@ -18,8 +18,8 @@ use reqwest::{Client, Response};
 use tokio_postgres::NoTls;
 
 use common::{
-    assert_one_order, assert_problem, crash_before_commit, header, json, keyed_request,
-    post_concurrently, post_to, spawn_post, GRINDER, MUGS, RETENTION,
+    assert_fresh, assert_one_order, assert_problem, assert_replayed, crash_before_commit, header,
+    json, keyed_request, post_concurrently, post_to, spawn_post, GRINDER, MUGS, RETENTION,
 };
 
 fn loud(message: &str) {
@@ -293,8 +293,7 @@ async fn postgres_protocol_across_three_instances() {
     let first_body = first.bytes().await.expect("body");
     for base in &bases {
         let again = post(&client, base, "pg-key", MUGS, &account).await;
-        assert_eq!(again.status(), 201);
-        assert_eq!(header(&again, "idempotent-replayed"), Some("true"));
+        assert_replayed(&again);
         assert_eq!(again.bytes().await.expect("body"), first_body);
         let other = post(&client, base, "pg-key", GRINDER, &account).await;
         assert_problem(other, 422, "idempotency-key-reused").await;
@@ -336,8 +335,7 @@ async fn postgres_protocol_across_three_instances() {
     assert_eq!(keys(&db, "pg-crash").await, 0);
     assert_eq!(orders(&db, "pg-crash").await, 0);
     let retry = post(&client, &bases[1], "pg-crash", MUGS, &account).await;
-    assert_eq!(retry.status(), 201);
-    assert_eq!(header(&retry, "idempotent-replayed"), None);
+    assert_fresh(&retry);
     assert_eq!(orders(&db, "pg-crash").await, 1);
 
     // Drop after commit on one instance; the retry on another replays.
@@ -352,8 +350,7 @@ async fn postgres_protocol_across_three_instances() {
     .await;
     assert!(dropped.is_err(), "the client must see a network error");
     let retry = post(&client, &bases[0], "pg-drop", MUGS, &account).await;
-    assert_eq!(retry.status(), 201);
-    assert_eq!(header(&retry, "idempotent-replayed"), Some("true"));
+    assert_replayed(&retry);
     assert_eq!(orders(&db, "pg-drop").await, 1);
 
     // Accounts are isolated.
@@ -392,8 +389,7 @@ async fn postgres_protocol_across_three_instances() {
         &[("x-account-id", "pg-a")],
     )
     .await;
-    assert_eq!(after.status(), 201);
-    assert_eq!(header(&after, "idempotent-replayed"), None);
+    assert_fresh(&after);
     assert_eq!(orders(&db, "pg-a").await, 2);
 
     // The transaction itself, store level: an error after the order insert leaves nothing behind.

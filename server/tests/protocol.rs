@@ -5,8 +5,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    assert_one_order, assert_problem, header, json, post_concurrently, spawn_post, TestServer,
-    GRINDER, MUGS,
+    assert_fresh, assert_one_order, assert_problem, assert_replayed, header, json,
+    post_concurrently, spawn_post, TestServer, GRINDER, MUGS,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -26,8 +26,7 @@ async fn fifty_concurrent_requests_with_one_key_create_one_order() {
 async fn replay_is_byte_identical() {
     let t = TestServer::start().await;
     let first = t.post(Some("k-replay"), MUGS, &[]).await.expect("first");
-    assert_eq!(first.status(), 201);
-    assert_eq!(header(&first, "idempotent-replayed"), None);
+    assert_fresh(&first);
     assert_eq!(header(&first, "content-type"), Some("application/json"));
     let first_location = header(&first, "location").map(str::to_owned);
     let first_body = first.bytes().await.expect("body");
@@ -35,8 +34,7 @@ async fn replay_is_byte_identical() {
     // The raw token and the IETF sf-string form name the same key.
     for key in ["k-replay", "\"k-replay\""] {
         let again = t.post(Some(key), MUGS, &[]).await.expect("replay");
-        assert_eq!(again.status(), 201);
-        assert_eq!(header(&again, "idempotent-replayed"), Some("true"));
+        assert_replayed(&again);
         assert_eq!(header(&again, "content-type"), Some("application/json"));
         assert_eq!(
             header(&again, "location").map(str::to_owned),
@@ -122,11 +120,9 @@ async fn a_key_in_flight_gets_409_with_retry_after() {
     assert_problem(busy, 409, "request-in-flight").await;
 
     let first = slow.await.expect("task").expect("first");
-    assert_eq!(first.status(), 201);
-    assert_eq!(header(&first, "idempotent-replayed"), None);
+    assert_fresh(&first);
     let replay = t.post(Some("k-slow"), MUGS, &[]).await.expect("third");
-    assert_eq!(replay.status(), 201);
-    assert_eq!(header(&replay, "idempotent-replayed"), Some("true"));
+    assert_replayed(&replay);
     assert_eq!(t.count_orders(), 1);
     t.stop().await;
 }
@@ -147,8 +143,7 @@ async fn drop_after_commit_then_retry_replays() {
         .post(Some("k-drop"), MUGS, &[("x-fault", "drop-after-commit")])
         .await
         .expect("retry");
-    assert_eq!(retry.status(), 201);
-    assert_eq!(header(&retry, "idempotent-replayed"), Some("true"));
+    assert_replayed(&retry);
     let order: serde_json::Value = retry.json().await.expect("json");
     assert_eq!(order["idempotencyKey"], "k-drop");
     assert_eq!(t.count_orders(), 1);
@@ -167,8 +162,7 @@ async fn crash_before_commit_leaves_nothing_and_the_retry_works_once() {
     assert_eq!(t.count_orders(), 0);
 
     let retry = t.post(Some("k-crash"), MUGS, &[]).await.expect("retry");
-    assert_eq!(retry.status(), 201);
-    assert_eq!(header(&retry, "idempotent-replayed"), None);
+    assert_fresh(&retry);
     let again = t.post(Some("k-crash"), MUGS, &[]).await.expect("again");
     assert_eq!(header(&again, "idempotent-replayed"), Some("true"));
     assert_eq!(t.count_orders(), 1);
@@ -183,8 +177,7 @@ async fn accounts_are_isolated() {
             .post(Some("shared-key"), MUGS, &[("x-account-id", account)])
             .await
             .expect("post");
-        assert_eq!(response.status(), 201);
-        assert_eq!(header(&response, "idempotent-replayed"), None);
+        assert_fresh(&response);
     }
     assert_eq!(t.count_orders(), 2);
     for account in ["acct_a", "acct-b"] {
@@ -224,8 +217,7 @@ async fn expired_keys_are_swept_and_then_behave_as_new() {
     assert_eq!(t.sweep(later).await, Some(1));
     assert_eq!(t.count_keys(), 0);
     let again = t.post(Some("k-old"), MUGS, &[]).await.expect("post");
-    assert_eq!(again.status(), 201);
-    assert_eq!(header(&again, "idempotent-replayed"), None);
+    assert_fresh(&again);
     assert_eq!(t.count_orders(), 2);
     t.stop().await;
 }

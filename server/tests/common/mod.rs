@@ -265,6 +265,18 @@ pub fn header<'a>(response: &'a Response, name: &str) -> Option<&'a str> {
     response.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
+/// Asserts a 201 that was not replayed: the work was done for this request.
+pub fn assert_fresh(response: &Response) {
+    assert_eq!(response.status(), 201);
+    assert_eq!(header(response, "idempotent-replayed"), None);
+}
+
+/// Asserts a 201 replayed from the key's stored response.
+pub fn assert_replayed(response: &Response) {
+    assert_eq!(response.status(), 201);
+    assert_eq!(header(response, "idempotent-replayed"), Some("true"));
+}
+
 /// Asserts a problem+json answer with the given status and code.
 pub async fn assert_problem(response: Response, status: u16, code: &str) -> serde_json::Value {
     assert_eq!(response.status().as_u16(), status);
