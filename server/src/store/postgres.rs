@@ -30,6 +30,8 @@ pub const POOL_WAIT: Duration = Duration::from_secs(10);
 /// Advisory lock id (an arbitrary constant) serializing migrations across instances.
 const MIGRATION_LOCK: i64 = 0x1de3_907e_f37c_0001;
 
+/// The same tables, columns and indexes as [`super::sqlite`]'s schema, in PostgreSQL's types
+/// (`BIGINT`, `BIGSERIAL`): keep the two in step.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     account_id       TEXT    NOT NULL,

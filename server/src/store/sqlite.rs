@@ -19,6 +19,8 @@ use crate::orders::{self, Order};
 /// How long a writer waits for another one before failing with "database is locked".
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The same tables, columns and indexes as [`super::postgres`]'s schema, in SQLite's types
+/// (`INTEGER`, `INTEGER PRIMARY KEY AUTOINCREMENT`): keep the two in step.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     account_id       TEXT    NOT NULL,
