@@ -9,7 +9,8 @@
 //! once and awaited by the first operation; an open that fails, or hangs (an old Safari bug) for
 //! [`OPEN_TIMEOUT_MS`], is an [`IdbError::Unusable`], on which the caller falls back to memory.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use futures_util::future::{select, Either};
 use gloo_timers::future::TimeoutFuture;
@@ -46,7 +47,9 @@ pub struct IdbStore {
 }
 
 enum Database {
-    Opening(IdbOpenDbRequest),
+    /// The open request, and whether its `success`/`error` has fired. The request's `readyState` is
+    /// already "done" while the upgrade transaction still runs, so it cannot tell.
+    Opening(IdbOpenDbRequest, Rc<Cell<bool>>),
     Open(IdbDatabase),
     Unusable(String),
 }
@@ -74,7 +77,13 @@ impl IdbStore {
             }
         });
         request.set_onupgradeneeded(Some(on_upgrade.unchecked_ref()));
-        Ok(Self { prefix: format!("{namespace}:"), database: RefCell::new(Database::Opening(request)) })
+        let finished = Rc::new(Cell::new(false));
+        for set_handler in [IdbRequest::set_onsuccess, IdbRequest::set_onerror] {
+            let finished = finished.clone();
+            let handler = Closure::once_into_js(move || finished.set(true));
+            set_handler(&request, Some(handler.unchecked_ref()));
+        }
+        Ok(Self { prefix: format!("{namespace}:"), database: RefCell::new(Database::Opening(request, finished)) })
     }
 
     /// The record text stored for `intent_id`, if any.
@@ -136,10 +145,11 @@ impl IdbStore {
         let request = match &*self.database.borrow() {
             Database::Open(database) => return Ok(database.clone()),
             Database::Unusable(reason) => return Err(IdbError::Unusable(reason.clone())),
-            Database::Opening(request) => request.clone(),
+            Database::Opening(request, finished) => (request.clone(), finished.clone()),
         };
+        let (request, finished) = request;
         let timeout = TimeoutFuture::new(OPEN_TIMEOUT_MS);
-        let opened = match select(Box::pin(settled(&request)), timeout).await {
+        let opened = match select(Box::pin(open_settled(&request, &finished)), timeout).await {
             Either::Left((result, _)) => result.and_then(|db| db.dyn_into::<IdbDatabase>()).map_err(|e| {
                 format!("{}: IndexedDB cannot be opened ({}); intents are kept in memory", js_error_name(&e).unwrap_or_default(), describe_js(&e))
             }),
@@ -147,7 +157,7 @@ impl IdbStore {
         };
         // Another operation may have settled it meanwhile: keep the first outcome.
         let mut state = self.database.borrow_mut();
-        if let Database::Opening(_) = &*state {
+        if let Database::Opening(..) = &*state {
             *state = match opened {
                 Ok(database) => {
                     // Let a newer version of this library upgrade the schema instead of blocking it.
@@ -162,13 +172,28 @@ impl IdbStore {
         match &*state {
             Database::Open(database) => Ok(database.clone()),
             Database::Unusable(reason) => Err(IdbError::Unusable(reason.clone())),
-            Database::Opening(_) => Err(IdbError::Unusable("IndexedDB did not open".into())),
+            Database::Opening(..) => Err(IdbError::Unusable("IndexedDB did not open".into())),
         }
     }
 }
 
 fn store_request(transaction: &IdbTransaction, make: impl FnOnce(&web_sys::IdbObjectStore) -> Result<IdbRequest, JsValue>) -> Result<IdbRequest, JsValue> {
     make(&transaction.object_store(STORE)?)
+}
+
+/// The database once the open request has fired `success` (after any upgrade transaction has
+/// finished), or its error.
+async fn open_settled(request: &IdbOpenDbRequest, finished: &Cell<bool>) -> Result<JsValue, JsValue> {
+    if !finished.get() {
+        let mut success = EventOnce::listen(request, "success");
+        let mut error = EventOnce::listen(request, "error");
+        let _ = select(&mut success.fired, &mut error.fired).await;
+    }
+    match request.error() {
+        Ok(Some(error)) => Err(error.into()),
+        Ok(None) => request.result(),
+        Err(e) => Err(e),
+    }
 }
 
 /// The result of `request` once it succeeds, or its error.

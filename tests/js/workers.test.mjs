@@ -277,9 +277,9 @@ test("page: storage \"indexeddb\" keeps the intent across page.reload() (same ke
       const client = new window.__lib.IdempotentClient({ namespace, storage: "indexeddb", retry: { baseDelayMs: 20000, maxDelayMs: 20000, jitter: "none" } });
       const op = await client.begin("checkout:cart-42", { url, method: "POST", body: "{}" });
       window.__inflight = op.send().catch((e) => e);
-      return { key: op.key, storage: client.storage };
+      return { key: op.key, storage: client.storage, fallback: client.storageFallback };
     }, [namespace, target]);
-    assert.equal(first.storage, "indexeddb");
+    assert.equal(first.storage, "indexeddb", `fell back: ${first.fallback}`);
     await waitFor(async () => (await serverLog(scenario)).length >= 1, "the first attempt");
     await gotoPage(page);
     const second = await page.evaluate(async ([namespace, url]) => {
