@@ -168,8 +168,9 @@ pub fn node_test_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Environment every Node-driven layer gets (see README: "Env-var contract").
-fn node_env(cx: &mut Cx, need_server: bool) -> Result {
+/// Environment every Node-driven layer gets (see README: "Env-var contract"). Every one of them
+/// starts the reference server somewhere (tests/js: tabs, package), so each gets IF_SERVER_BIN.
+fn node_env(cx: &mut Cx) -> Result {
     let tools = root().join("tools");
     let nm = tools.join("node_modules");
     let node_path = match env::var_os("NODE_PATH") {
@@ -189,9 +190,7 @@ fn node_env(cx: &mut Cx, need_server: bool) -> Result {
     if let Some(c) = install::chromium_path() {
         env::set_var("CHROMIUM_PATH", c);
     }
-    if need_server {
-        env::set_var("IF_SERVER_BIN", server_bin(cx)?);
-    }
+    env::set_var("IF_SERVER_BIN", server_bin(cx)?);
     Ok(())
 }
 
@@ -240,7 +239,7 @@ fn js_tests(cx: &mut Cx) -> Result<Outcome> {
     if !exists("tests/js") {
         return skip("tests/js/ does not exist yet");
     }
-    node_env(cx, false)?;
+    node_env(cx)?;
     match node_test("tests/js")? {
         Some(why) => skip(why),
         None => Ok(Outcome::Ran),
@@ -262,7 +261,7 @@ fn e2e_tests(cx: &mut Cx) -> Result<Outcome> {
     if install::chromium_path().is_none() {
         return Err("chromium not found (cargo xtask install)".into());
     }
-    node_env(cx, true)?;
+    node_env(cx)?;
     match node_test("www/tests")? {
         Some(why) => skip(why),
         None => Ok(Outcome::Ran),
@@ -273,7 +272,7 @@ fn fault_suite(cx: &mut Cx) -> Result<Outcome> {
     if !exists("tests/fault/run.mjs") {
         return skip("tests/fault/run.mjs does not exist yet");
     }
-    node_env(cx, true)?;
+    node_env(cx)?;
     run(cmd("node").args(["tests/fault/run.mjs", "--ci"]))?;
     Ok(Outcome::Ran)
 }
