@@ -349,7 +349,7 @@ type FetchArgs = (String, String, Option<JsValue>, JsValue, Option<web_sys::Abor
 /// be passed in `init.body` instead: a Request's body is a stream).
 fn read_fetch_args(input: &JsValue, init: &JsValue) -> Result<FetchArgs, JsValue> {
     let bad = |m: &str| js_error(ErrorCode::InvalidRequest, m.to_owned());
-    let from_request = input.dyn_ref::<web_sys::Request>().filter(|_| super::js::is_instance_of(input, "Request"));
+    let from_request = input.dyn_ref::<web_sys::Request>();
     let (url, mut method, mut headers) = match from_request {
         Some(request) => {
             if request.body().is_some() && property(init, "body").is_none() {
