@@ -38,6 +38,12 @@ pub struct WebStore {
     on_fallback: RefCell<Option<FallbackListener>>,
 }
 
+/// The synchronous backends, as [`WebStore::web_or_memory`] hands them out.
+enum WebOrMemory {
+    Web(web_sys::Storage),
+    Memory(MemoryStore),
+}
+
 enum Backend {
     Web(web_sys::Storage),
     Idb(Rc<IdbStore>),
@@ -77,8 +83,19 @@ impl WebStore {
     }
 
     /// Called (once) when a later write makes the store fall back.
-    pub fn set_fallback_listener(&self, listener: Box<dyn Fn(&str)>) {
+    pub fn set_fallback_listener(&self, listener: FallbackListener) {
         *self.on_fallback.borrow_mut() = Some(listener);
+    }
+
+    /// The synchronous backend, cloned out so that no borrow is held across an await. Callers try
+    /// IndexedDB first and either return or fall back to memory, so `Idb` cannot be the backend
+    /// here; an empty throwaway store keeps that impossible case harmless.
+    fn web_or_memory(&self) -> WebOrMemory {
+        match &*self.backend.borrow() {
+            Backend::Web(storage) => WebOrMemory::Web(storage.clone()),
+            Backend::Memory(memory) => WebOrMemory::Memory(memory.clone()),
+            Backend::Idb(_) => WebOrMemory::Memory(MemoryStore::new()),
+        }
     }
 
     /// The IndexedDB store, while it is the backend (cloned out, so no borrow is held across an await).
@@ -96,7 +113,7 @@ impl WebStore {
     /// Moves every readable record into memory and continues there.
     fn fall_back(&self, reason: String) {
         let carried = match &*self.backend.borrow() {
-            Backend::Web(storage) => read_all(storage, &self.prefix).into_iter().filter_map(|(_, r)| r.ok()).collect(),
+            Backend::Web(storage) => read_all(storage, &self.prefix),
             _ => Vec::new(),
         };
         self.switch_to_memory(reason, carried);
@@ -129,10 +146,9 @@ impl IntentStore for WebStore {
                 Err(IdbError::Unusable(reason)) => self.switch_to_memory(reason, Vec::new()),
             }
         }
-        let storage = match &*self.backend.borrow() {
-            Backend::Memory(memory) => return Ok(memory.get(intent_id)).and_then(|r| validate(r, intent_id)),
-            Backend::Idb(_) => return Ok(None),
-            Backend::Web(storage) => storage.clone(),
+        let storage = match self.web_or_memory() {
+            WebOrMemory::Memory(memory) => return memory.load(intent_id).await,
+            WebOrMemory::Web(storage) => storage,
         };
         match storage.get_item(&self.slot(intent_id)) {
             Ok(None) => Ok(None),
@@ -146,23 +162,18 @@ impl IntentStore for WebStore {
             let text = encode(record)?;
             let Err(IdbError::Unusable(reason) | IdbError::Failed(reason)) = idb.put(&record.id, &text).await else { return Ok(()) };
             // Reads may still work after a refused write (quota): keep what is stored.
-            let carried = idb.all().await.unwrap_or_default();
-            let carried = carried.into_iter().filter_map(|(id, text)| decode(&text, Some(&id)).ok()).collect();
+            let carried = decode_entries(idb.all().await.unwrap_or_default());
             self.switch_to_memory(reason, carried);
         }
-        let storage = match &*self.backend.borrow() {
-            Backend::Memory(memory) => {
-                memory.put(record.clone());
-                return Ok(());
-            }
-            Backend::Idb(_) => return Ok(()),
-            Backend::Web(storage) => storage.clone(),
+        let storage = match self.web_or_memory() {
+            WebOrMemory::Memory(memory) => return memory.save(record).await,
+            WebOrMemory::Web(storage) => storage,
         };
         let text = encode(record)?;
         if let Err(e) = storage.set_item(&self.slot(&record.id), &text) {
             let name = js_error_name(&e).unwrap_or_default();
             self.fall_back(format!("{name}: writing to storage failed ({}); intents are kept in memory for this page", describe_js(&e)));
-            if let Backend::Memory(memory) = &*self.backend.borrow() {
+            if let WebOrMemory::Memory(memory) = self.web_or_memory() {
                 memory.put(record.clone());
             }
         }
@@ -177,39 +188,27 @@ impl IntentStore for WebStore {
                 Err(IdbError::Unusable(reason)) => self.switch_to_memory(reason, Vec::new()),
             }
         }
-        match &*self.backend.borrow() {
-            Backend::Memory(memory) => memory.delete(intent_id),
-            Backend::Idb(_) => {}
-            Backend::Web(storage) => {
-                storage
-                    .remove_item(&self.slot(intent_id))
-                    .map_err(|e| StoreError::Unavailable(format!("removing from storage failed: {}", describe_js(&e))))?;
-            }
+        match self.web_or_memory() {
+            WebOrMemory::Memory(memory) => memory.remove(intent_id).await,
+            WebOrMemory::Web(storage) => storage
+                .remove_item(&self.slot(intent_id))
+                .map_err(|e| StoreError::Unavailable(format!("removing from storage failed: {}", describe_js(&e)))),
         }
-        Ok(())
     }
 
     async fn list(&self) -> Result<Vec<IntentRecord>, StoreError> {
         if let Some(idb) = self.idb() {
             match idb.all().await {
-                Ok(entries) => return Ok(entries.into_iter().filter_map(|(id, text)| decode(&text, Some(&id)).ok()).collect()),
+                Ok(entries) => return Ok(decode_entries(entries)),
                 Err(IdbError::Failed(reason)) => return Err(StoreError::Unavailable(reason)),
                 Err(IdbError::Unusable(reason)) => self.switch_to_memory(reason, Vec::new()),
             }
         }
-        Ok(match &*self.backend.borrow() {
-            Backend::Memory(memory) => memory.all().into_iter().filter(|r| r.validate(None).is_ok()).collect(),
-            Backend::Idb(_) => Vec::new(),
-            Backend::Web(storage) => read_all(storage, &self.prefix).into_iter().filter_map(|(_, r)| r.ok()).collect(),
-        })
+        match self.web_or_memory() {
+            WebOrMemory::Memory(memory) => memory.list().await,
+            WebOrMemory::Web(storage) => Ok(read_all(&storage, &self.prefix)),
+        }
     }
-}
-
-fn validate(record: Option<IntentRecord>, intent_id: &str) -> Result<Option<IntentRecord>, StoreError> {
-    if let Some(record) = &record {
-        record.validate(Some(intent_id))?;
-    }
-    Ok(record)
 }
 
 /// Gets the storage object and proves it can be written (Safari private mode and full disks
@@ -231,19 +230,20 @@ fn probe(kind: StorageKind) -> Result<web_sys::Storage, String> {
     Ok(storage)
 }
 
-/// Every entry under `prefix`: `(intent id, record or why not)`.
-fn read_all(storage: &web_sys::Storage, prefix: &str) -> Vec<(String, Result<IntentRecord, StoreError>)> {
+/// Every valid record under `prefix` (foreign or corrupt entries are skipped).
+fn read_all(storage: &web_sys::Storage, prefix: &str) -> Vec<IntentRecord> {
     let length = storage.length().unwrap_or(0);
     let slots: Vec<String> = (0..length).filter_map(|i| storage.key(i).ok().flatten()).filter(|k| k.starts_with(prefix)).collect();
-    slots
-        .into_iter()
-        .filter_map(|slot| {
-            let text = storage.get_item(&slot).ok().flatten()?;
-            let id = slot[prefix.len()..].to_owned();
-            let record = decode(&text, Some(&id));
-            Some((id, record))
-        })
-        .collect()
+    let entries = slots.into_iter().filter_map(|slot| {
+        let text = storage.get_item(&slot).ok().flatten()?;
+        Some((slot[prefix.len()..].to_owned(), text))
+    });
+    decode_entries(entries)
+}
+
+/// The valid records among `(intent id, JSON text)` entries.
+fn decode_entries(entries: impl IntoIterator<Item = (String, String)>) -> Vec<IntentRecord> {
+    entries.into_iter().filter_map(|(id, text)| decode(&text, Some(&id)).ok()).collect()
 }
 
 /// JSON text -> validated record.
