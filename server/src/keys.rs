@@ -132,17 +132,7 @@ pub fn request_hash(method: &str, path: &str, body: &[u8]) -> String {
     hasher.update(path.as_bytes());
     hasher.update(b"\n");
     hasher.update(body);
-    hex(&hasher.finalize())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    out
+    format!("{:x}", hasher.finalize())
 }
 
 #[cfg(test)]
