@@ -245,8 +245,7 @@ pub async fn begin_prepared(inner: &Rc<ClientInner>, intent_id: String, prepared
     // overwrite the first's record while its attempt is in flight). A short lock, separate from
     // the one `send` holds for minutes, serialises create-or-resume across tabs.
     let lock_name = format!("idempotent-fetch:begin:{}:{intent_id}", inner.config.namespace);
-    let mut random = OsRandom;
-    let _lock = super::lock::acquire(&lock_name, None, &mut random).await;
+    let _lock = super::lock::acquire(&lock_name, None).await;
     let record = begin(&inner.store, &DateClock, &inner.random, &intent_id, &prepared.fingerprint(), &options)
         .await
         .map_err(|e| to_js_error(&e))?;

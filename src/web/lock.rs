@@ -17,7 +17,7 @@ use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::core::ports::{Clock, Interrupted, RandomSource};
+use crate::core::ports::{Clock, Interrupted, OsRandom, RandomSource};
 
 use super::clock::DateClock;
 use super::js::{global_property, object, property, set};
@@ -58,7 +58,7 @@ impl Drop for IntentLock {
 }
 
 /// Waits for the lock `name`, or until `signal` aborts.
-pub async fn acquire(name: &str, signal: Option<&web_sys::AbortSignal>, random: &mut dyn RandomSource) -> Result<IntentLock, Interrupted> {
+pub async fn acquire(name: &str, signal: Option<&web_sys::AbortSignal>) -> Result<IntentLock, Interrupted> {
     if signal.is_some_and(|s| s.aborted()) {
         return Err(Interrupted);
     }
@@ -69,7 +69,7 @@ pub async fn acquire(name: &str, signal: Option<&web_sys::AbortSignal>, random: 
         }
     }
     match global_property("localStorage").and_then(|s| s.dyn_into::<web_sys::Storage>().ok()) {
-        Some(storage) => Lease::acquire(storage, name, signal, random).await.map(IntentLock::Lease),
+        Some(storage) => Lease::acquire(storage, name, signal).await.map(IntentLock::Lease),
         None => Ok(IntentLock::None),
     }
 }
@@ -134,9 +134,9 @@ pub struct Lease {
 }
 
 impl Lease {
-    async fn acquire(storage: web_sys::Storage, name: &str, signal: Option<&web_sys::AbortSignal>, random: &mut dyn RandomSource) -> Result<Self, Interrupted> {
+    async fn acquire(storage: web_sys::Storage, name: &str, signal: Option<&web_sys::AbortSignal>) -> Result<Self, Interrupted> {
         let slot = format!("idempotent-fetch:lease:{name}");
-        let owner = format!("{:016x}", random.next_u64());
+        let owner = format!("{:016x}", OsRandom.next_u64());
         loop {
             if signal.is_some_and(|s| s.aborted()) {
                 return Err(Interrupted);
@@ -155,7 +155,7 @@ impl Lease {
                 }
                 // Two tabs may write at once: wait a moment, then see whose write stuck.
                 TimeoutFuture::new(30).await;
-                if storage.get_item(&slot).ok().flatten().is_some_and(|v| v.starts_with(&owner)) {
+                if held_by(&storage, &slot, &owner) {
                     let lease = Self { storage, slot, owner, renewing: Rc::new(Cell::new(true)) };
                     lease.keep_renewed();
                     return Ok(lease);
@@ -182,7 +182,7 @@ impl Lease {
                 }
                 // Renew only a lease still ours: if it lapsed (throttled timers) and another tab took it,
                 // taking it back would let both tabs believe they hold it.
-                if !storage.get_item(&slot).ok().flatten().is_some_and(|v| v.starts_with(&owner)) {
+                if !held_by(&storage, &slot, &owner) {
                     break;
                 }
                 let _ = storage.set_item(&slot, &lease_value(&owner, DateClock.now_ms() + LEASE_TTL_MS));
@@ -194,10 +194,15 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.renewing.set(false);
-        if self.storage.get_item(&self.slot).ok().flatten().is_some_and(|v| v.starts_with(&self.owner)) {
+        if held_by(&self.storage, &self.slot, &self.owner) {
             let _ = self.storage.remove_item(&self.slot);
         }
     }
+}
+
+/// Whether the lease in `slot` is `owner`'s.
+fn held_by(storage: &web_sys::Storage, slot: &str, owner: &str) -> bool {
+    storage.get_item(slot).ok().flatten().and_then(|value| value.split_once(':').map(|(o, _)| o == owner)).unwrap_or(false)
 }
 
 /// `"<owner>:<expires ms>"`.

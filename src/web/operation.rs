@@ -129,25 +129,13 @@ async fn send_operation(
             }
             return Ok(result);
         }
-        Err(_) => {
-            let key = record.borrow().key.clone();
-            let error = crate::core::SendError::new(ErrorCode::Aborted, "aborted while another call was sending this intent; the key is kept")
-                .with_key(&key);
-            return Err(to_js_error(&error));
-        }
+        Err(_) => return Err(aborted_while_waiting(&record.borrow().key)),
     };
     // One sender per intent across tabs: wait for the tab (or the other send) that holds it.
     // The namespace holds no `:`, so `send:<ns>:<id>` and `begin:<ns>:<id>` never collide.
     let lock_name = format!("idempotent-fetch:send:{}:{intent_id}", config.namespace);
-    let mut random = crate::core::ports::OsRandom;
-    let _lock = match super::lock::acquire(&lock_name, signal.as_ref(), &mut random).await {
-        Ok(lock) => lock,
-        Err(_) => {
-            let key = record.borrow().key.clone();
-            let error = crate::core::SendError::new(ErrorCode::Aborted, "aborted while another tab or call was sending this intent; the key is kept")
-                .with_key(&key);
-            return Err(to_js_error(&error));
-        }
+    let Ok(_lock) = super::lock::acquire(&lock_name, signal.as_ref()).await else {
+        return Err(aborted_while_waiting(&record.borrow().key));
     };
     let should_retry_fn = config.should_retry.clone();
     let should_retry = move |status: u16| -> Option<bool> {
@@ -213,6 +201,12 @@ async fn send_operation(
             Err(to_js_error(&error))
         }
     }
+}
+
+/// `ABORTED` for a send aborted before its turn came (another call or tab was sending the intent).
+fn aborted_while_waiting(key: &str) -> JsValue {
+    let error = crate::core::SendError::new(ErrorCode::Aborted, "aborted while another call or tab was sending this intent; the key is kept");
+    to_js_error(&error.with_key(key))
 }
 
 type SendArgs = (Option<web_sys::AbortSignal>, Option<Function>, Option<Function>);
