@@ -106,7 +106,7 @@ impl SqliteStore {
                 "SELECT id, account_id, idempotency_key, items, total_cents, currency, created_at
                  FROM orders WHERE account_id = ?1 ORDER BY seq DESC LIMIT ?2",
             )?;
-            let rows = stmt.query_map(params![account, limit], order_columns)?;
+            let rows = stmt.query_map(params![account, limit], |row| OrderColumns::try_from(row))?;
             let mut out = Vec::new();
             for row in rows {
                 out.push(decode_order(row?)?);
@@ -130,7 +130,7 @@ impl SqliteStore {
                     "SELECT id, account_id, idempotency_key, items, total_cents, currency, created_at
                      FROM orders WHERE account_id = ?1 AND id = ?2",
                     params![account, id],
-                    order_columns,
+                    |row| OrderColumns::try_from(row),
                 )
                 .optional()?;
             row.map(decode_order).transpose()
@@ -197,7 +197,7 @@ fn process_in_transaction(
             "SELECT request_hash, status_code, response_headers, response_body
                  FROM idempotency_keys WHERE account_id = ?1 AND key = ?2",
             params![account, key],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+            |row| row.try_into(),
         )?;
         let stored = StoredResponse::from_columns(status, headers.as_deref(), body)?;
         tx.commit()?;
@@ -248,16 +248,4 @@ fn process_in_transaction(
     }
     tx.commit()?;
     Ok(Outcome::Fresh(response))
-}
-
-fn order_columns(row: &rusqlite::Row<'_>) -> rusqlite::Result<OrderColumns> {
-    Ok((
-        row.get(0)?,
-        row.get(1)?,
-        row.get(2)?,
-        row.get(3)?,
-        row.get(4)?,
-        row.get(5)?,
-        row.get(6)?,
-    ))
 }
