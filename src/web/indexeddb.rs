@@ -182,23 +182,20 @@ fn store_request(transaction: &IdbTransaction, make: impl FnOnce(&web_sys::IdbOb
 }
 
 /// The database once the open request has fired `success` (after any upgrade transaction has
-/// finished), or its error.
+/// finished), or its error. Its `readyState` is "done" already during the upgrade, so the
+/// `finished` flag set by its handlers decides whether to wait.
 async fn open_settled(request: &IdbOpenDbRequest, finished: &Cell<bool>) -> Result<JsValue, JsValue> {
-    if !finished.get() {
-        let mut success = EventOnce::listen(request, "success");
-        let mut error = EventOnce::listen(request, "error");
-        let _ = select(&mut success.fired, &mut error.fired).await;
-    }
-    match request.error() {
-        Ok(Some(error)) => Err(error.into()),
-        Ok(None) => request.result(),
-        Err(e) => Err(e),
-    }
+    outcome(request, !finished.get()).await
 }
 
 /// The result of `request` once it succeeds, or its error.
 async fn settled(request: &IdbRequest) -> Result<JsValue, JsValue> {
-    if request.ready_state() == IdbRequestReadyState::Pending {
+    outcome(request, request.ready_state() == IdbRequestReadyState::Pending).await
+}
+
+/// Waits for `success` or `error` when `pending`, then reads the request's error or result.
+async fn outcome(request: &IdbRequest, pending: bool) -> Result<JsValue, JsValue> {
+    if pending {
         let mut success = EventOnce::listen(request, "success");
         let mut error = EventOnce::listen(request, "error");
         let _ = select(&mut success.fired, &mut error.fired).await;
