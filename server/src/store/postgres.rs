@@ -119,16 +119,16 @@ impl PostgresStore {
     ) -> Result<Outcome, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        tx.batch_execute("SET LOCAL lock_timeout = '5s'")
-            .await
-            .map_err(locked_or)?;
         let account = request.account.as_str();
         let key = request.key.as_str();
 
-        // '/' cannot occur in an account id, so "account/key" is unambiguous.
+        // One round-trip: try the key's lock (never waits) and set this transaction's `lock_timeout`,
+        // which bounds every later lock wait. '/' cannot occur in an account id, so "account/key" is
+        // unambiguous.
         let claimed: bool = tx
             .query_one(
-                "SELECT pg_try_advisory_xact_lock(hashtextextended($1 || '/' || $2, 0))",
+                "SELECT pg_try_advisory_xact_lock(hashtextextended($1 || '/' || $2, 0)),
+                        set_config('lock_timeout', '5s', true)",
                 &[&account, &key],
             )
             .await?
