@@ -2,8 +2,9 @@
 //
 //   playwrightCoreEntry()   env IF_PLAYWRIGHT_CORE (set by the xtask), else
 //                           tools/node_modules/playwright-core/index.mjs (`cd tools && npm ci`)
-//   chromiumPath()          env CHROMIUM_PATH, else the first of chromium, chromium-browser,
-//                           google-chrome, google-chrome-stable on PATH (as xtask/src/install.rs)
+//   chromiumPath()          env CHROMIUM_PATH (set by the xtask's installer, the source of truth),
+//                           else, for runs without the xtask, the first of chromium,
+//                           chromium-browser, google-chrome, google-chrome-stable on PATH
 //   chromiumMissing()       what is missing to launch it, as "do this" messages ([] when ready)
 //   launchChromium()        chromium.launch() with CHROMIUM_ARGS; throws one clear error listing
 //                           what is missing (plus `also` prerequisites of the caller) instead

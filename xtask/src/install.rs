@@ -189,31 +189,36 @@ pub fn npm_tools() -> Result {
     Ok(())
 }
 
-fn find_chromium() -> Option<PathBuf> {
-    ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
-        .iter()
-        .find_map(|n| which(n))
+/// The same names tests/support/chromium.mjs searches when run without the xtask.
+const CHROMIUM_NAMES: &[&str] = &["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"];
+
+/// `var` when it names an existing path, else `search()`.
+fn env_path_or(var: &str, search: impl FnOnce() -> Option<PathBuf>) -> Option<PathBuf> {
+    env::var_os(var).map(PathBuf::from).filter(|p| p.exists()).or_else(search)
 }
 
-/// The chromium binary for Playwright (CHROMIUM_PATH), honouring a CHROMIUM_PATH already set.
-pub fn chromium_path() -> Option<PathBuf> {
-    env::var_os("CHROMIUM_PATH").map(PathBuf::from).filter(|p| p.exists()).or_else(find_chromium)
-}
-
-pub fn chromedriver_path() -> Option<PathBuf> {
-    env::var_os("CHROMEDRIVER").map(PathBuf::from).filter(|p| p.exists()).or_else(|| which("chromedriver"))
-}
-
+/// Chromium and chromedriver from Debian when missing. The source of truth for where they are: on
+/// success sets CHROMIUM_PATH (Playwright, tests/support/chromium.mjs) and CHROMEDRIVER (wasm-pack
+/// test) for every layer, keeping valid ones already set.
 pub fn chromium() -> Result {
     step("chromium + chromedriver (Debian)");
-    if find_chromium().is_some() && which("chromedriver").is_some() {
-        println!("   already installed");
-    } else {
-        apt_install(&["chromium", "chromium-driver"])?;
-    }
-    let c = find_chromium().ok_or("chromium not found after install")?;
-    let d = which("chromedriver").ok_or("chromedriver not found after install")?;
+    let found = || {
+        let chromium = env_path_or("CHROMIUM_PATH", || CHROMIUM_NAMES.iter().find_map(|n| which(n)));
+        Some((chromium?, env_path_or("CHROMEDRIVER", || which("chromedriver"))?))
+    };
+    let (c, d) = match found() {
+        Some(both) => {
+            println!("   already installed");
+            both
+        }
+        None => {
+            apt_install(&["chromium", "chromium-driver"])?;
+            found().ok_or("chromium or chromedriver not found after install")?
+        }
+    };
     println!("   {} / {}", c.display(), d.display());
+    env::set_var("CHROMIUM_PATH", &c);
+    env::set_var("CHROMEDRIVER", &d);
     Ok(())
 }
 

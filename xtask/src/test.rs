@@ -97,8 +97,7 @@ fn wasm_tests(_: &mut Cx) -> Result<Outcome> {
     if env::var_os("WASM_BINDGEN_TEST_TIMEOUT").is_none() {
         env::set_var("WASM_BINDGEN_TEST_TIMEOUT", "120");
     }
-    let driver = install::chromedriver_path().ok_or("chromedriver not found (cargo xtask install)")?;
-    env::set_var("CHROMEDRIVER", &driver);
+    let driver = env::var_os("CHROMEDRIVER").ok_or("CHROMEDRIVER is not set (install::chromium sets it)")?;
     run(cmd("wasm-pack")
         .args(["test", "--headless", "--chrome", "--chromedriver"])
         .arg(&driver)
@@ -187,9 +186,6 @@ fn node_env(cx: &mut Cx) -> Result {
     env::set_var("IF_PKG_WEB", root().join("pkg/web"));
     env::set_var("IF_PKG_NODE", root().join("pkg/node"));
     env::set_var("IF_WWW_DIR", root().join("www"));
-    if let Some(c) = install::chromium_path() {
-        env::set_var("CHROMIUM_PATH", c);
-    }
     env::set_var("IF_SERVER_BIN", server_bin(cx)?);
     Ok(())
 }
@@ -257,9 +253,6 @@ fn ts_check(_: &mut Cx) -> Result<Outcome> {
 fn e2e_tests(cx: &mut Cx) -> Result<Outcome> {
     if !exists("www/tests") {
         return skip("www/tests/ does not exist yet");
-    }
-    if install::chromium_path().is_none() {
-        return Err("chromium not found (cargo xtask install)".into());
     }
     node_env(cx)?;
     match node_test("www/tests")? {
