@@ -2,7 +2,7 @@
 //! prints what it does. They never run a second copy of an install that another process on this
 //! machine is already doing: they wait for it, then check again.
 
-use crate::process::{self, cmd, output, prepend_path, root, run, which, Result};
+use crate::process::{self, append_path, cmd, output, prepend_path, root, run, which, Result};
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -37,20 +37,12 @@ pub fn toolchain() -> Result {
 /// PATH for us and every child: tools/node_modules/.bin first (wasm-pack picks up wasm-opt from
 /// PATH instead of downloading binaryen), then ~/.cargo/bin (where `cargo install` puts things).
 pub fn setup_path() {
-    if let Some(home) = env::var_os("CARGO_HOME").map(PathBuf::from).or_else(|| {
-        env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo"))
-    }) {
-        let bin = home.join("bin");
-        let on_path = env::var_os("PATH")
-            .map(|p| env::split_paths(&p).any(|d| d == bin))
-            .unwrap_or(false);
-        if !on_path {
-            // Appended-ish: keep rustup's proxies but make installed tools findable.
-            let old = env::var_os("PATH").unwrap_or_default();
-            let mut dirs: Vec<PathBuf> = env::split_paths(&old).collect();
-            dirs.push(bin);
-            env::set_var("PATH", env::join_paths(dirs).expect("joinable PATH"));
-        }
+    let cargo_home = env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    if let Some(home) = cargo_home {
+        // Appended: keep rustup's proxies first but make installed tools findable.
+        append_path(&home.join("bin"));
     }
     prepend_path(&root().join("tools/node_modules/.bin"));
 }
@@ -252,10 +244,7 @@ pub fn postgres() -> Result {
     println!("   {}", bin.display());
     if which("initdb").is_none() {
         // Appended, not prepended: Debian's bindir also has psql etc. that we don't want to shadow.
-        let old = env::var_os("PATH").unwrap_or_default();
-        let mut dirs: Vec<PathBuf> = env::split_paths(&old).collect();
-        dirs.push(bin.clone());
-        env::set_var("PATH", env::join_paths(dirs).expect("joinable PATH"));
+        append_path(&bin);
     }
     env::set_var("IF_PG_TESTS", "1");
     env::set_var("IF_PG_BINDIR", &bin);

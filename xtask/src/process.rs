@@ -102,6 +102,16 @@ pub fn prepend_path(dir: &Path) {
     env::set_var("PATH", env::join_paths(dirs).expect("PATH entries are joinable"));
 }
 
+/// Put `dir` last on PATH (unless it is already on it) for this process and every child.
+pub fn append_path(dir: &Path) {
+    let old = env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = env::split_paths(&old).collect();
+    if !dirs.iter().any(|d| d == dir) {
+        dirs.push(dir.to_path_buf());
+        env::set_var("PATH", env::join_paths(dirs).expect("PATH entries are joinable"));
+    }
+}
+
 /// Command lines (argv joined by spaces) of all other processes, from /proc.
 pub fn other_processes() -> Vec<String> {
     let me = std::process::id().to_string();
