@@ -106,7 +106,8 @@ impl SqliteStore {
                 "SELECT id, account_id, idempotency_key, items, total_cents, currency, created_at
                  FROM orders WHERE account_id = ?1 ORDER BY seq DESC LIMIT ?2",
             )?;
-            let rows = stmt.query_map(params![account, limit], |row| OrderColumns::try_from(row))?;
+            let rows =
+                stmt.query_map(params![account, limit], |row| OrderColumns::try_from(row))?;
             let mut out = Vec::new();
             for row in rows {
                 out.push(decode_order(row?)?);
