@@ -104,7 +104,7 @@ fn cargo_install_running(krate: &str) -> impl Fn(&str) -> bool + '_ {
 pub fn wasm_bindgen_cli() -> Result {
     let want = locked_version("wasm-bindgen")?;
     step(&format!("wasm-bindgen-cli {want} (the wasm-bindgen version in Cargo.lock)"));
-    let have = || output(&mut Command::new("wasm-bindgen").arg("--version"));
+    let have = || output(Command::new("wasm-bindgen").arg("--version"));
     let ok = |v: &Option<String>| {
         v.as_deref()
             .map(|s| s.split_whitespace().nth(1) == Some(want.as_str()))
@@ -133,7 +133,7 @@ pub fn wasm_bindgen_cli() -> Result {
 
 pub fn wasm_pack() -> Result {
     step("wasm-pack");
-    let have = || output(&mut Command::new("wasm-pack").arg("--version"));
+    let have = || output(Command::new("wasm-pack").arg("--version"));
     if let Some(v) = have() {
         println!("   already installed ({v})");
         return Ok(());
@@ -175,7 +175,7 @@ pub fn npm_tools() -> Result {
         let sub = if lock.exists() { "ci" } else { "install" };
         run(cmd("npm").current_dir(&tools).args([sub, "--no-audit", "--no-fund"]))?;
     }
-    let v = output(&mut Command::new("wasm-opt").arg("--version"))
+    let v = output(Command::new("wasm-opt").arg("--version"))
         .ok_or("wasm-opt --version does not run (tools/node_modules/.bin is on PATH)")?;
     println!("   {v}");
     Ok(())
@@ -260,7 +260,7 @@ fn apt_busy(p: &str) -> bool {
 }
 
 fn apt(args: &[&str]) -> Command {
-    let is_root = output(&mut Command::new("id").arg("-u")).as_deref() == Some("0");
+    let is_root = output(Command::new("id").arg("-u")).as_deref() == Some("0");
     let mut c = if is_root {
         Command::new("apt-get")
     } else {

@@ -14,10 +14,13 @@ fn brotli11(p: &Path) -> Result<u64> {
     Ok(output_bytes(cmd("brotli").args(["-q", "11", "-c"]).arg(p))?.len() as u64)
 }
 
+/// file, raw bytes, gzip -9 bytes, brotli -q 11 bytes (None without the brotli CLI).
+type Row = (String, u64, u64, Option<u64>);
+
 /// Print the table. Errors if pkg/web has not been built.
 pub fn report() -> Result {
     let has_brotli = which("brotli").is_some();
-    let mut rows: Vec<(String, u64, u64, Option<u64>)> = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
     for f in FILES {
         let p = root().join(f);
         let raw = fs::metadata(&p)
@@ -26,7 +29,7 @@ pub fn report() -> Result {
         let br = if has_brotli { Some(brotli11(&p)?) } else { None };
         rows.push((f.to_string(), raw, gzip9(&p)?, br));
     }
-    let sum = |f: fn(&(String, u64, u64, Option<u64>)) -> u64| rows.iter().map(f).sum::<u64>();
+    let sum = |f: fn(&Row) -> u64| rows.iter().map(f).sum::<u64>();
     let total = (
         "total".to_string(),
         sum(|r| r.1),
