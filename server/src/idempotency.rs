@@ -104,16 +104,12 @@ async fn handle(
     let now = crate::unix_now();
     let request = KeyedRequest {
         request_hash: request_hash(method.as_str(), uri.path(), &body),
-        account,
-        key,
+        account: account.clone(),
+        key: key.clone(),
         body,
         now,
         expired_before: now.saturating_sub(app.retention_secs),
     };
-    let (account_id, key_text) = (
-        request.account.as_str().to_owned(),
-        request.key.as_str().to_owned(),
-    );
     let options = ProcessOptions {
         work_delay: plan.latency,
         fail_before_commit: plan.crash_before_commit,
@@ -125,43 +121,46 @@ async fn handle(
         .map_err(|e| StoreError::Task(e.to_string()))
         .and_then(|r| r);
 
-    let summary = match &outcome {
-        Ok(Outcome::Fresh(r)) if plan.drop_after_commit => {
-            format!("{} committed, connection dropped", r.status)
-        }
-        Ok(Outcome::Fresh(r)) => format!("{} fresh", r.status),
-        Ok(Outcome::Replay(r)) => format!("{} replayed", r.status),
-        Ok(Outcome::Mismatch) => "422 key reused".to_owned(),
-        Ok(Outcome::InFlight) | Err(StoreError::Locked) => "409 in flight".to_owned(),
-        Err(error) => format!("500 {error}"),
-    };
-    tracing::info!(account = %account_id, key = %key_text, "POST /api/orders: {summary}");
-
-    match outcome {
-        Ok(Outcome::Fresh(_)) if plan.drop_after_commit => {
-            Ok(dropped_connection())
-        }
-        Ok(Outcome::Fresh(response)) => Ok(response.to_response(false)),
-        Ok(Outcome::Replay(response)) => Ok(response.to_response(true)),
-        Ok(Outcome::Mismatch) => Err(Problem::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "idempotency-key-reused",
-            "Idempotency-Key reused",
-            "This Idempotency-Key was already used for a different request (method, path or body). \
-             Use a new key for a new intent.",
-        )),
-        Ok(Outcome::InFlight) | Err(StoreError::Locked) => Err(in_flight()),
-        Err(StoreError::InjectedCrash) => Err(Problem::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "crashed-before-commit",
-            "Internal server error",
-            "Injected fault: the transaction was rolled back; nothing was done.",
-        )),
+    let (summary, answer) = match outcome {
+        Ok(Outcome::Fresh(response)) if plan.drop_after_commit => (
+            format!("{} committed, connection dropped", response.status),
+            Ok(dropped_connection()),
+        ),
+        Ok(Outcome::Fresh(response)) => (
+            format!("{} fresh", response.status),
+            Ok(response.into_http(false)),
+        ),
+        Ok(Outcome::Replay(response)) => (
+            format!("{} replayed", response.status),
+            Ok(response.into_http(true)),
+        ),
+        Ok(Outcome::Mismatch) => (
+            "422 key reused".to_owned(),
+            Err(Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency-key-reused",
+                "Idempotency-Key reused",
+                "This Idempotency-Key was already used for a different request (method, path or body). \
+                 Use a new key for a new intent.",
+            )),
+        ),
+        Ok(Outcome::InFlight) | Err(StoreError::Locked) => ("409 in flight".to_owned(), Err(in_flight())),
+        Err(error @ StoreError::InjectedCrash) => (
+            format!("500 {error}"),
+            Err(Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "crashed-before-commit",
+                "Internal server error",
+                "Injected fault: the transaction was rolled back; nothing was done.",
+            )),
+        ),
         Err(error) => {
             tracing::error!(%error, "POST /api/orders failed");
-            Err(Problem::internal())
+            (format!("500 {error}"), Err(Problem::internal()))
         }
-    }
+    };
+    tracing::info!(account = %account.as_str(), key = %key.as_str(), "POST /api/orders: {summary}");
+    answer
 }
 
 /// The injected refusal (429 before 503) that answers before any work, with the plan's `Retry-After`;

@@ -78,8 +78,8 @@ impl StoredResponse {
     }
 
     /// The HTTP response; `replayed` adds `Idempotent-Replayed: true`.
-    pub fn to_response(&self, replayed: bool) -> Response {
-        let mut response = Response::new(Body::from(self.body.clone()));
+    pub fn into_http(self, replayed: bool) -> Response {
+        let mut response = Response::new(Body::from(self.body));
         *response.status_mut() =
             StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let headers = response.headers_mut();
