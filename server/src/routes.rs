@@ -14,12 +14,12 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::services::ServeDir;
 
 use crate::config::Config;
-use crate::faults::{FaultConfig, Faults};
+use crate::faults::{FaultConfig, Faults, FAULT_HEADER};
 use crate::idempotency::{create_order, InFlight};
-use crate::keys::AccountId;
+use crate::keys::{AccountId, ACCOUNT_HEADER, IDEMPOTENCY_KEY_HEADER};
 use crate::orders::{Order, CATALOGUE};
 use crate::problem::Problem;
-use crate::store::Store;
+use crate::store::{Store, REPLAYED_HEADER};
 
 /// Most orders `GET /api/orders` returns.
 pub const ORDER_LIST_LIMIT: u32 = 100;
@@ -83,12 +83,12 @@ fn cors(origins: &[String]) -> Result<CorsLayer, crate::ServeError> {
         .allow_methods([Method::GET, Method::POST, Method::PUT])
         .allow_headers([
             header::CONTENT_TYPE,
-            HeaderName::from_static("idempotency-key"),
-            HeaderName::from_static("x-account-id"),
-            HeaderName::from_static("x-fault"),
+            HeaderName::from_static(IDEMPOTENCY_KEY_HEADER),
+            HeaderName::from_static(ACCOUNT_HEADER),
+            HeaderName::from_static(FAULT_HEADER),
         ])
         .expose_headers([
-            HeaderName::from_static("idempotent-replayed"),
+            HeaderName::from_static(REPLAYED_HEADER),
             header::RETRY_AFTER,
         ])
         .max_age(Duration::from_secs(600)))
