@@ -108,7 +108,7 @@ async fn handle(
         key: key.clone(),
         body,
         now,
-        expired_before: now.saturating_sub(app.retention_secs),
+        expired_before: crate::sweep::expired_before(now, app.retention),
     };
     let options = ProcessOptions {
         work_delay: plan.latency,

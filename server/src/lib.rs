@@ -161,7 +161,7 @@ pub async fn serve_with_store(config: Config, store: Store) -> Result<RunningSer
         store: store.clone(),
         faults: faults.clone(),
         in_flight: idempotency::InFlight::default(),
-        retention_secs: i64::try_from(config.retention.as_secs()).unwrap_or(i64::MAX),
+        retention: config.retention,
     };
     let app = routes::router(state, &config)?;
     let listener = tokio::net::TcpListener::bind(config.addr).await?;

@@ -33,8 +33,8 @@ pub struct AppState {
     pub faults: Faults,
     /// Keys this process is working on.
     pub in_flight: InFlight,
-    /// Key retention, in seconds.
-    pub retention_secs: i64,
+    /// Key retention.
+    pub retention: Duration,
 }
 
 /// Builds the whole application.

@@ -13,8 +13,12 @@ use crate::store::{Store, StoreError};
 
 /// Deletes key rows created more than `retention` before `now` (unix seconds); returns how many.
 pub async fn sweep_once(store: &Store, now: i64, retention: Duration) -> Result<u64, StoreError> {
-    let retention = i64::try_from(retention.as_secs()).unwrap_or(i64::MAX);
-    store.sweep(now.saturating_sub(retention)).await
+    store.sweep(expired_before(now, retention)).await
+}
+
+/// The cutoff (unix seconds) at `now`: key rows created before it are expired.
+pub fn expired_before(now: i64, retention: Duration) -> i64 {
+    now.saturating_sub(i64::try_from(retention.as_secs()).unwrap_or(i64::MAX))
 }
 
 /// Sweeps every `interval` until `shutdown` turns true.
