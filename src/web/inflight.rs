@@ -10,14 +10,13 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use futures_channel::oneshot;
-use futures_util::future::{select, Either};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
 use crate::core::ports::Interrupted;
 
 use super::js::{object, property, set};
-use super::waiter::EventOnce;
+use super::waiter::until_aborted;
 
 /// What a waiter receives: the finished call's result object, or `None` when it ended without a
 /// definite answer (then the waiter takes its turn and sends itself).
@@ -63,18 +62,7 @@ impl InFlight {
                     }
                 }
             };
-            let handoff = match signal {
-                None => receiver.await,
-                // An already aborted signal fires no more "abort" events: check it first.
-                Some(signal) if signal.aborted() => return Err(Interrupted),
-                Some(signal) => {
-                    let mut abort = EventOnce::listen(signal.as_ref(), "abort");
-                    match select(receiver, &mut abort.fired).await {
-                        Either::Left((handoff, _)) => handoff,
-                        Either::Right(_) => return Err(Interrupted),
-                    }
-                }
-            };
+            let handoff = until_aborted(signal, receiver).await?;
             if let Ok(Some(result)) = handoff {
                 return Ok(Turn::Shared(result));
             }

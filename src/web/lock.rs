@@ -21,7 +21,7 @@ use crate::core::ports::{Clock, Interrupted, OsRandom, RandomSource};
 
 use super::clock::DateClock;
 use super::js::{global_property, object, property, set};
-use super::waiter::EventOnce;
+use super::waiter::{until_aborted, EventOnce};
 
 /// How long a storage lease lives without renewal: a closed tab blocks others at most this long.
 pub const LEASE_TTL_MS: u64 = 5_000;
@@ -108,17 +108,7 @@ async fn acquire_web_lock(locks: &JsValue, name: &str, signal: Option<&web_sys::
     }
     // Made now, so that whatever happens next its Drop releases a lock granted late.
     let lock = IntentLock::WebLock(release);
-    let granted_or_refused = select(&mut granted, refused);
-    let outcome = match signal {
-        None => granted_or_refused.await,
-        Some(signal) => {
-            let mut abort = EventOnce::listen(signal.as_ref(), "abort");
-            match select(granted_or_refused, &mut abort.fired).await {
-                Either::Left((outcome, _)) => outcome,
-                Either::Right(_) => return Err(Interrupted),
-            }
-        }
-    };
+    let outcome = until_aborted(signal, select(&mut granted, refused)).await?;
     match outcome {
         Either::Left((Ok(()), _)) => Ok(Some(lock)),
         _ => Ok(None),

@@ -2,6 +2,8 @@
 //! by the caller's `AbortSignal`.
 
 use std::cell::Cell;
+use std::future::Future;
+use std::pin::pin;
 use std::rc::Rc;
 
 use futures_channel::oneshot;
@@ -24,31 +26,11 @@ impl BrowserWaiter {
     pub fn new(signal: Option<web_sys::AbortSignal>) -> Self {
         Self { signal }
     }
-
-    fn aborted(&self) -> bool {
-        self.signal.as_ref().is_some_and(|s| s.aborted())
-    }
 }
 
 impl Waiter for BrowserWaiter {
     async fn sleep(&self, ms: u64) -> Result<(), Interrupted> {
-        if self.aborted() {
-            return Err(Interrupted);
-        }
-        let timer = TimeoutFuture::new(clamp_ms(ms));
-        match &self.signal {
-            None => {
-                timer.await;
-                Ok(())
-            }
-            Some(signal) => {
-                let mut abort = EventOnce::listen(signal.as_ref(), "abort");
-                match select(timer, &mut abort.fired).await {
-                    Either::Left(_) => Ok(()),
-                    Either::Right(_) => Err(Interrupted),
-                }
-            }
-        }
+        until_aborted(self.signal.as_ref(), TimeoutFuture::new(clamp_ms(ms))).await
     }
 
     fn is_online(&self) -> bool {
@@ -60,24 +42,14 @@ impl Waiter for BrowserWaiter {
     }
 
     async fn wait_online(&self, max_ms: u64) -> Result<bool, Interrupted> {
-        if self.aborted() {
-            return Err(Interrupted);
-        }
         // Chromium flips a worker's `navigator.onLine` without firing `online` on the worker
         // scope, so the flag is also polled, every ONLINE_POLL_MS.
         let mut online = EventOnce::listen(&js_sys::global(), "online");
-        let mut abort = self.signal.as_ref().map(|signal| EventOnce::listen(signal.as_ref(), "abort"));
         let mut left = max_ms;
         loop {
             let step = left.min(ONLINE_POLL_MS);
             let online_or_timeout = select(&mut online.fired, TimeoutFuture::new(clamp_ms(step)));
-            let fired = match &mut abort {
-                None => matches!(online_or_timeout.await, Either::Left(_)),
-                Some(abort) => match select(online_or_timeout, &mut abort.fired).await {
-                    Either::Left((result, _)) => matches!(result, Either::Left(_)),
-                    Either::Right(_) => return Err(Interrupted),
-                },
-            };
+            let fired = matches!(until_aborted(self.signal.as_ref(), online_or_timeout).await?, Either::Left(_));
             if fired || self.is_online() {
                 return Ok(true);
             }
@@ -86,6 +58,20 @@ impl Waiter for BrowserWaiter {
                 return Ok(false);
             }
         }
+    }
+}
+
+/// Runs `future` to completion unless `signal` aborts first (an already aborted signal, which fires
+/// no more `abort` events, interrupts at once). The one place the caller's signal cuts a wait short.
+pub async fn until_aborted<F: Future>(signal: Option<&web_sys::AbortSignal>, future: F) -> Result<F::Output, Interrupted> {
+    let Some(signal) = signal else { return Ok(future.await) };
+    if signal.aborted() {
+        return Err(Interrupted);
+    }
+    let mut abort = EventOnce::listen(signal.as_ref(), "abort");
+    match select(pin!(future), &mut abort.fired).await {
+        Either::Left((output, _)) => Ok(output),
+        Either::Right(_) => Err(Interrupted),
     }
 }
 
