@@ -34,10 +34,9 @@ import http from "node:http";
 import path from "node:path";
 import { startCluster } from "./pg-cluster.mjs";
 import { collectPageErrors, launchChromium, waitForLibPage } from "../support/chromium.mjs";
-import { loadPkgNode, pkgWebMissing } from "../support/paths.mjs";
+import { loadPkgNode, pkgWebMissing, root } from "../support/paths.mjs";
 import { startReferenceServer } from "../support/reference-server.mjs";
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const here = path.join(root, "tests/fault");
 const started = Date.now();
 
@@ -86,7 +85,7 @@ const SERVER_FAULTS = {
   failBeforeWork: 0.12, dropAfterCommit: 0.08, status429: 0.06, retryAfterSecs: 1,
   latencyMs: 1500, latencyProbability: Number(process.env.FAULT_LATENCY_P ?? 0.05),
 };
-const SERVER_FAULTS_OFF = { failBeforeWork: 0, dropAfterCommit: 0, status429: 0, retryAfterSecs: 1, latencyMs: 0, latencyProbability: 0 };
+const SERVER_FAULTS_OFF = { retryAfterSecs: 1 }; // every fault off: setFaults() fills in NO_FAULTS
 const PROXY_FAULTS = { resetBefore: 0.04, resetAfter: 0.03 };
 // Generous attempts, small delays, an attempt timeout below the latency fault.
 const RETRY = { maxAttempts: 25, baseDelayMs: 30, maxDelayMs: 400, attemptTimeoutMs: 800, maxRetryAfterMs: 150, totalTimeoutMs: 20000 };
@@ -139,10 +138,7 @@ function startServer({ databaseUrl } = {}) {
 
 /** The fault configuration is per instance: set it on every one. */
 async function putFaults(servers, faults) {
-  for (const server of servers) {
-    const response = await fetch(`${server.url}/api/faults`, { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify(faults) });
-    if (!response.ok) throw new Error(`PUT ${server.url}/api/faults: ${response.status} ${await response.text()}`);
-  }
+  for (const server of servers) await server.setFaults(faults);
 }
 
 /** Every instance answers GET /api/health with the expected store. */
@@ -500,7 +496,6 @@ async function runBrowser(browserParts, intents) {
       })();
       events.push(offlineSpell);
     }
-    let reloaded = false;
     let finishedBeforeReload = new Set();
     if (reload) {
       events.push((async () => {
@@ -511,7 +506,6 @@ async function runBrowser(browserParts, intents) {
         await tabs[0].reload();
         await ready(tabs[0]);
         figures.browser.reloads += 1;
-        reloaded = true;
         // the new page load resumes what had not finished: begin must find the stored key
         const unfinished = batch.filter((i) => !before.has(i.id));
         figures.browser.resumedAfterReload += unfinished.length;
@@ -554,7 +548,6 @@ async function runBrowser(browserParts, intents) {
     await ready(tabs[0]);
     await tabs[1].reload();
     await ready(tabs[1]);
-    void reloaded;
     progress.browserDone += batch.length;
   }
 }
@@ -562,16 +555,14 @@ async function runBrowser(browserParts, intents) {
 // ---------------------------------------------------------------------------------------------
 // Checks against the server
 
-async function ordersOf(serverUrl, account) {
-  const response = await fetch(`${serverUrl}/api/orders`, { headers: { "x-account-id": account } });
-  if (!response.ok) throw new Error(`GET /api/orders for ${account}: ${response.status}`);
-  const { orders } = await response.json();
+async function ordersOf(server, account) {
+  const orders = await server.orders(account);
   if (orders.length >= 100) problem(`${account}: 100 orders listed, the list may be truncated`);
   return orders;
 }
 
-/** Maps the server's orders onto the intents. Returns { duplicates, lost, ordersByIntent }. */
-async function compare(serverUrl, intents, { final }) {
+/** Maps the server's orders onto the intents. Returns { duplicates, lost, orphans }. */
+async function compare(server, intents, { final }) {
   const byAccount = new Map();
   for (const intent of intents) {
     if (!byAccount.has(intent.account)) byAccount.set(intent.account, []);
@@ -581,7 +572,7 @@ async function compare(serverUrl, intents, { final }) {
   let lost = 0;
   let orphans = 0;
   for (const [account, list] of byAccount) {
-    const orders = await ordersOf(serverUrl, account);
+    const orders = await ordersOf(server, account);
     const byIntent = new Map();
     const byKey = new Map();
     for (const order of orders) {
@@ -668,7 +659,7 @@ async function main() {
     const phase1Ms = Date.now() - started;
 
     // every intent: succeeded exactly once, or pending with its original key (and at most one order)
-    const first = await compare(reader.url, intents, { final: false });
+    const first = await compare(reader, intents, { final: false });
     for (const i of intents) {
       if (i.outcome === "succeeded") figures.outcomes.succeeded += 1;
       else { figures.outcomes.pendingAfterRun += 1; bump(figures.outcomes.pendingCodes, i.pendingCode ?? i.outcome); }
@@ -709,7 +700,7 @@ async function main() {
     }
     figures.resumedSucceeded = pending.filter((i) => i.outcome === "succeeded").length;
 
-    const final = await compare(reader.url, intents, { final: true });
+    const final = await compare(reader, intents, { final: true });
     figures.checks.duplicates = Math.max(first.duplicates, final.duplicates);
     figures.checks.lost = first.lost + final.lost;
     figures.checks.orphanOrders = final.orphans;
