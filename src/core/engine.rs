@@ -283,6 +283,16 @@ where
 /// Deletes terminal records older than the TTL and marks stale pending ones `expired` (kept, so the
 /// app can reconcile them with its server). Returns `(removed, newly_expired)`.
 pub async fn sweep<S: IntentStore, C: Clock>(store: &S, clock: &C, key_ttl_ms: u64) -> Result<(u32, u32), StoreError> {
+    sweep_reporting(store, clock, key_ttl_ms, |_| {}).await
+}
+
+/// [`sweep`], calling `on_expired` with each record it newly marks `expired` (for the UI's event).
+pub async fn sweep_reporting<S: IntentStore, C: Clock>(
+    store: &S,
+    clock: &C,
+    key_ttl_ms: u64,
+    mut on_expired: impl FnMut(&IntentRecord),
+) -> Result<(u32, u32), StoreError> {
     let now = clock.now_ms();
     let (mut removed, mut expired) = (0, 0);
     for mut record in store.list().await? {
@@ -298,6 +308,7 @@ pub async fn sweep<S: IntentStore, C: Clock>(store: &S, clock: &C, key_ttl_ms: u
                 record.state = IntentState::Expired;
                 record.updated_at = now.max(record.created_at);
                 store.save(&record).await?;
+                on_expired(&record);
                 expired += 1;
             }
             IntentState::Expired => {}

@@ -20,7 +20,7 @@ pub mod retry_after;
 pub use backoff::{Backoff, Jitter};
 pub use budget::RetryBudget;
 pub use classify::{classify, Classification, FailureReason, RetryReason, ShouldRetryOverride};
-pub use engine::{begin, send, sweep, BeginOptions, Definite, KeyHeaderForm, SendContext};
+pub use engine::{begin, send, sweep, sweep_reporting, BeginOptions, Definite, KeyHeaderForm, SendContext};
 pub use error::{ErrorCode, ExhaustedReason, SendError};
 pub use fingerprint::Fingerprint;
 pub use intent::{IntentRecord, IntentState, RecordError};

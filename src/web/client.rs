@@ -8,8 +8,8 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 
-use crate::core::engine::sweep;
-use crate::core::intent::{IntentRecord, IntentState, PersistedRequest};
+use crate::core::engine::sweep_reporting;
+use crate::core::intent::{IntentRecord, PersistedRequest};
 use crate::core::ports::{IntentStore, OsRandom};
 use crate::core::{begin, BeginOptions, ErrorCode, RetryBudget};
 
@@ -91,11 +91,11 @@ impl IdempotentClient {
         let inner = self.inner.clone();
         let request: JsValue = request.into();
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
-        promise(async move {
+        future_to_promise(async move {
             let intent_id = intent_id_arg(&intent_id)?;
-            let begin_options = parse_begin_options(&options)?;
+            let replace = parse_begin_options(&options)?;
             let prepared = prepare_request(&request, &inner.config.header_name).await?;
-            let operation = begin_prepared(&inner, intent_id, prepared, begin_options.replace).await?;
+            let operation = begin_prepared(&inner, intent_id, prepared, replace).await?;
             Ok(operation.into())
         })
         .unchecked_into()
@@ -106,7 +106,7 @@ impl IdempotentClient {
     /// `INVALID_REQUEST` if its request was not persisted.
     pub fn resume(&self, intent_id: IntentIdArg) -> PromiseOperation {
         let inner = self.inner.clone();
-        promise(async move {
+        future_to_promise(async move {
             let intent_id = intent_id_arg(&intent_id)?;
             let record = inner.store.load(&intent_id).await.map_err(|e| js_error(ErrorCode::Storage, e.to_string()))?;
             let record = record.ok_or_else(|| js_error(ErrorCode::NotFound, format!("no stored intent \"{intent_id}\"")))?;
@@ -131,7 +131,7 @@ impl IdempotentClient {
     /// reload. Corrupt entries are skipped.
     pub fn pending(&self) -> PromiseIntentInfos {
         let inner = self.inner.clone();
-        promise(async move {
+        future_to_promise(async move {
             let records = inner.store.list().await.map_err(|e| js_error(ErrorCode::Storage, e.to_string()))?;
             let list = Array::new();
             for record in records.iter().filter(|r| !r.state.is_terminal()) {
@@ -146,7 +146,7 @@ impl IdempotentClient {
     /// Resolves to whether there was one.
     pub fn discard(&self, intent_id: IntentIdArg) -> PromiseBoolean {
         let inner = self.inner.clone();
-        promise(async move {
+        future_to_promise(async move {
             let intent_id = intent_id_arg(&intent_id)?;
             discard(&inner, &intent_id).await.map(JsValue::from)
         })
@@ -157,7 +157,7 @@ impl IdempotentClient {
     /// once on construction; call it again on long-lived pages.
     pub fn sweep(&self) -> PromiseSweep {
         let inner = self.inner.clone();
-        promise(async move { run_sweep(&inner).await }).unchecked_into()
+        future_to_promise(async move { run_sweep(&inner).await }).unchecked_into()
     }
 
     /// A `fetch`-shaped drop-in: `await client.fetch(url, { method: "POST", body, intent })`
@@ -167,7 +167,7 @@ impl IdempotentClient {
         let inner = self.inner.clone();
         let input: JsValue = input.into();
         let init: JsValue = init.map_or(JsValue::UNDEFINED, Into::into);
-        promise(async move {
+        future_to_promise(async move {
             let (url, method, headers, body, signal, intent) = read_fetch_args(&input, &init)?;
             let prepared = prepare_parts(url, &method, headers.as_ref(), &body, &inner.config.header_name).await?;
             let named = intent.is_some();
@@ -268,21 +268,15 @@ fn persisted(prepared: &PreparedRequest) -> PersistedRequest {
 }
 
 async fn run_sweep(inner: &ClientInner) -> Result<JsValue, JsValue> {
-    let before: Vec<String> = match inner.store.list().await {
-        Ok(records) => records.iter().filter(|r| r.state == IntentState::Expired).map(|r| r.id.clone()).collect(),
-        Err(e) => return Err(js_error(ErrorCode::Storage, e.to_string())),
+    let on_expired = |record: &IntentRecord| {
+        let e = event("expired");
+        set(&e, "intentId", record.id.as_str());
+        set(&e, "key", record.key.as_str());
+        inner.listeners.emit("expired", &e);
     };
-    let (removed, expired) = sweep(&inner.store, &DateClock, inner.config.key_ttl_ms).await.map_err(|e| js_error(ErrorCode::Storage, e.to_string()))?;
-    if expired > 0 {
-        if let Ok(records) = inner.store.list().await {
-            for record in records.iter().filter(|r| r.state == IntentState::Expired && !before.contains(&r.id)) {
-                let e = event("expired");
-                set(&e, "intentId", record.id.as_str());
-                set(&e, "key", record.key.as_str());
-                inner.listeners.emit("expired", &e);
-            }
-        }
-    }
+    let (removed, expired) = sweep_reporting(&inner.store, &DateClock, inner.config.key_ttl_ms, on_expired)
+        .await
+        .map_err(|e| js_error(ErrorCode::Storage, e.to_string()))?;
     let result = object();
     set(&result, "removed", removed);
     set(&result, "expired", expired);
@@ -309,29 +303,19 @@ pub fn intent_info(record: &IntentRecord) -> JsValue {
     info.into()
 }
 
-/// A future of `Result<JsValue, JsValue>` as a Promise.
-pub fn promise(future: impl std::future::Future<Output = Result<JsValue, JsValue>> + 'static) -> js_sys::Promise {
-    future_to_promise(future)
-}
-
 fn intent_id_arg(value: &JsValue) -> Result<String, JsValue> {
     value.as_string().ok_or_else(|| js_error(ErrorCode::InvalidRequest, "intentId must be a string such as \"checkout:cart-42\""))
 }
 
-/// Parsed `begin` options.
-pub struct ParsedBeginOptions {
-    /// Replace a mismatching stored intent.
-    pub replace: bool,
-}
-
-fn parse_begin_options(value: &JsValue) -> Result<ParsedBeginOptions, JsValue> {
+/// `begin`'s options: whether to replace a mismatching stored intent.
+fn parse_begin_options(value: &JsValue) -> Result<bool, JsValue> {
     if value.is_undefined() || value.is_null() {
-        return Ok(ParsedBeginOptions { replace: false });
+        return Ok(false);
     }
     let invalid = |message: String| js_error(ErrorCode::InvalidOptions, message);
     let fields = super::fields::Fields::of(value, "", "begin options").map_err(invalid)?;
     fields.only(&["replace"]).map_err(invalid)?;
-    Ok(ParsedBeginOptions { replace: fields.boolean("replace").map_err(invalid)?.unwrap_or(false) })
+    Ok(fields.boolean("replace").map_err(invalid)?.unwrap_or(false))
 }
 
 fn listener_args(event_type: JsValue, listener: JsValue) -> Result<(String, Function), JsValue> {

@@ -6,12 +6,13 @@ use std::rc::Rc;
 use js_sys::Function;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::future_to_promise;
 
 use crate::core::intent::IntentRecord;
 use crate::core::ports::IntentStore;
 use crate::core::{send, ErrorCode, SendContext};
 
-use super::client::{discard, promise, ClientInner};
+use super::client::{discard, ClientInner};
 use super::clock::DateClock;
 use super::errors::{js_error, to_js_error};
 use super::events::{event, SendObserver};
@@ -95,7 +96,7 @@ impl IdempotentOperation {
     pub fn send(&self, options: Option<SendOptionsArg>) -> PromiseSendResult {
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let (inner, record, request) = (self.inner.clone(), self.record.clone(), self.request.clone());
-        promise(async move {
+        future_to_promise(async move {
             let (signal, on_attempt, on_retry) = parse_send_options(&options)?;
             send_operation(inner, record, request, signal, on_attempt, on_retry).await
         })
@@ -106,7 +107,7 @@ impl IdempotentOperation {
     pub fn discard(&self) -> PromiseBoolean {
         let inner = self.inner.clone();
         let intent_id = self.intent_id();
-        promise(async move { discard(&inner, &intent_id).await.map(JsValue::from) }).unchecked_into()
+        future_to_promise(async move { discard(&inner, &intent_id).await.map(JsValue::from) }).unchecked_into()
     }
 }
 
