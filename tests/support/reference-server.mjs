@@ -1,7 +1,7 @@
 // The reference server (server/, binary idempotent-fetch-server) for the Node test runners.
 //
 //   serverBinary()   env IF_SERVER_BIN (set by the xtask; must exist), else
-//                    target/release/idempotent-fetch-server, built with
+//                    $CARGO_TARGET_DIR (default target/)/release/idempotent-fetch-server, built with
 //                    `cargo build --release -p idempotent-fetch-server` when missing
 //   startReferenceServer({ www, pkg, label, databaseUrl, startTimeoutMs })
 //                    starts it on 127.0.0.1:0 with a fresh SQLite db in its own temp folder (or on
@@ -33,7 +33,8 @@ export function serverBinary() {
     if (!existsSync(process.env.IF_SERVER_BIN)) throw new Error(`IF_SERVER_BIN=${process.env.IF_SERVER_BIN} does not exist`);
     return process.env.IF_SERVER_BIN;
   }
-  const bin = path.join(root, "target/release/idempotent-fetch-server");
+  // where the cargo build below puts it (a relative CARGO_TARGET_DIR is relative to its cwd, root)
+  const bin = path.resolve(root, process.env.CARGO_TARGET_DIR || "target", "release/idempotent-fetch-server");
   if (!existsSync(bin)) {
     console.log("the reference server is missing: building it (cargo build --release -p idempotent-fetch-server)");
     const built = spawnSync("cargo", ["build", "--release", "-p", "idempotent-fetch-server"], { cwd: root, stdio: ["ignore", "inherit", "inherit"] });
