@@ -64,7 +64,7 @@ pub fn rust_target() -> Result {
     }
 }
 
-/// The exact version of the `wasm-bindgen` package in Cargo.lock.
+/// The exact version of `package` in Cargo.lock (an error when it is there in several versions).
 pub fn locked_version(package: &str) -> Result<String> {
     let lock = fs::read_to_string(root().join("Cargo.lock"))
         .map_err(|e| format!("cannot read Cargo.lock: {e}"))?;
