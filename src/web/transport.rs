@@ -7,6 +7,7 @@ use std::rc::Rc;
 use js_sys::Uint8Array;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
+use gloo_timers::callback::Timeout;
 use wasm_bindgen_futures::JsFuture;
 
 use crate::core::ports::{AttemptRequest, HttpResponse, Transport, TransportError};
@@ -94,12 +95,12 @@ impl FetchTransport<'_> {
 }
 
 /// The per-attempt `AbortController`, its timeout and the link from the caller's signal; all
-/// undone in `Drop`, whichever way the attempt ends (after reqwest's `AbortGuard`).
+/// undone in `Drop`, whichever way the attempt ends (after reqwest's `AbortGuard`; the timer is a
+/// gloo `Timeout`, which clears itself when dropped).
 struct AbortGuard {
     controller: web_sys::AbortController,
     timed_out: Rc<Cell<bool>>,
-    timer_id: Option<JsValue>,
-    _on_timeout: Closure<dyn FnMut()>,
+    _timeout: Timeout,
     caller: Option<(web_sys::AbortSignal, Closure<dyn FnMut()>)>,
 }
 
@@ -107,48 +108,28 @@ impl AbortGuard {
     fn new(caller_signal: Option<&web_sys::AbortSignal>, timeout_ms: u64) -> Result<Self, JsValue> {
         let controller = web_sys::AbortController::new()?;
         let timed_out = Rc::new(Cell::new(false));
-        let on_timeout = {
+        let timeout = {
             let controller = controller.clone();
             let timed_out = timed_out.clone();
-            Closure::<dyn FnMut()>::new(move || {
+            Timeout::new(timeout_ms.min(i32::MAX as u64) as u32, move || {
                 timed_out.set(true);
                 controller.abort();
             })
         };
-        let delay = timeout_ms.min(i32::MAX as u64) as i32;
-        let timer_id = set_timeout(on_timeout.as_ref().unchecked_ref(), delay).ok();
         let caller = caller_signal.map(|signal| {
             let controller = controller.clone();
             let on_abort = Closure::<dyn FnMut()>::new(move || controller.abort());
             let _ = signal.add_event_listener_with_callback("abort", on_abort.as_ref().unchecked_ref());
             (signal.clone(), on_abort)
         });
-        Ok(Self { controller, timed_out, timer_id, _on_timeout: on_timeout, caller })
+        Ok(Self { controller, timed_out, _timeout: timeout, caller })
     }
 }
 
 impl Drop for AbortGuard {
     fn drop(&mut self) {
-        if let Some(id) = &self.timer_id {
-            clear_timeout(id);
-        }
         if let Some((signal, on_abort)) = &self.caller {
             let _ = signal.remove_event_listener_with_callback("abort", on_abort.as_ref().unchecked_ref());
         }
     }
-}
-
-#[wasm_bindgen]
-extern "C" {
-    /// The global `setTimeout` (windows, workers and Node alike).
-    #[wasm_bindgen(js_name = setTimeout, catch)]
-    fn set_timeout(handler: &js_sys::Function, timeout: i32) -> Result<JsValue, JsValue>;
-    /// The global `clearTimeout`.
-    #[wasm_bindgen(js_name = clearTimeout)]
-    fn clear_timeout_js(id: &JsValue);
-}
-
-/// Clears a timer; the id is a number in browsers and an object in Node.
-fn clear_timeout(id: &JsValue) {
-    clear_timeout_js(id);
 }
