@@ -8,6 +8,7 @@ use crate::core::{ErrorCode, Fingerprint};
 
 use super::body::{buffer_body, BufferedBody};
 use super::errors::{describe_js, js_error};
+use super::fields::Fields;
 use super::js::{global_property, property};
 use super::options::is_token_byte;
 
@@ -32,21 +33,11 @@ impl PreparedRequest {
 
 /// Reads `{ url, method, headers, body }` (method defaults to `POST`).
 pub async fn prepare_request(request: &JsValue, key_header: &str) -> Result<PreparedRequest, JsValue> {
-    if !request.is_object() {
-        return Err(bad("the request must be an object { url, method, headers, body }"));
-    }
-    let keys = js_sys::Object::keys(request.unchecked_ref::<js_sys::Object>());
-    for name in keys.iter() {
-        let name = name.as_string().unwrap_or_default();
-        if !["url", "method", "headers", "body"].contains(&name.as_str()) {
-            return Err(bad(format!("unknown request field \"{name}\" (expected url, method, headers, body)")));
-        }
-    }
+    let invalid = |message: String| bad(message);
+    let fields = Fields::of(request, "request.", "the request { url, method, headers, body }").map_err(invalid)?;
+    fields.only(&["url", "method", "headers", "body"]).map_err(invalid)?;
     let url = read_url(property(request, "url").as_ref())?;
-    let method = match property(request, "method") {
-        None => "POST".to_owned(),
-        Some(value) => value.as_string().ok_or_else(|| bad("request.method must be a string"))?,
-    };
+    let method = fields.string("method").map_err(invalid)?.unwrap_or_else(|| "POST".to_owned());
     prepare_parts(url, &method, property(request, "headers").as_ref(), &property(request, "body").unwrap_or(JsValue::UNDEFINED), key_header).await
 }
 
@@ -70,13 +61,9 @@ pub async fn prepare_parts(
     if body.is_some() && matches!(method.as_str(), "GET" | "HEAD") {
         return Err(bad(format!("a {method} request cannot have a body")));
     }
-    if let Some(buffered) = body.as_mut() {
-        // Keep the content type fetch would have derived from the original body object.
-        if let Some(content_type) = buffered.content_type.take() {
-            if !headers.iter().any(|(name, _)| name == "content-type") {
-                buffered.content_type = Some(content_type);
-            }
-        }
+    // The content type fetch would have derived from the body object, unless the caller set one.
+    if let Some(buffered) = body.as_mut().filter(|_| headers.iter().any(|(name, _)| name == "content-type")) {
+        buffered.content_type = None;
     }
     Ok(PreparedRequest { method, url, headers, body })
 }
