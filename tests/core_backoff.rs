@@ -29,12 +29,7 @@ fn jitter() -> impl Strategy<Value = Jitter> {
 
 /// Valid policies (as `RetryPolicy::validate` accepts them), including extreme ones.
 fn policy() -> impl Strategy<Value = RetryPolicy> {
-    (
-        1u32..=60,
-        prop_oneof![0u64..=2_000, 0u64..=MAX_DURATION_MS],
-        0u64..=MAX_DURATION_MS,
-        jitter(),
-    )
+    (1u32..=60, prop_oneof![0u64..=2_000, 0u64..=MAX_DURATION_MS], 0u64..=MAX_DURATION_MS, jitter())
         .prop_map(|(max_attempts, base, extra, jitter)| RetryPolicy {
             max_attempts,
             base_delay_ms: base,
@@ -50,7 +45,13 @@ fn policy() -> impl Strategy<Value = RetryPolicy> {
 
 #[test]
 fn no_jitter_is_capped_exponential() {
-    let policy = RetryPolicy { base_delay_ms: 250, max_delay_ms: 3_000, max_attempts: 8, jitter: Jitter::None, ..RetryPolicy::default() };
+    let policy = RetryPolicy {
+        base_delay_ms: 250,
+        max_delay_ms: 3_000,
+        max_attempts: 8,
+        jitter: Jitter::None,
+        ..RetryPolicy::default()
+    };
     assert_eq!(delays(&policy, &mut SeededRandom::new(1)), vec![250, 500, 1_000, 2_000, 3_000, 3_000, 3_000]);
 }
 
@@ -64,7 +65,13 @@ fn backoff_yields_max_attempts_minus_one_delays() {
 
 #[test]
 fn full_jitter_reaches_both_ends_of_its_range() {
-    let policy = RetryPolicy { base_delay_ms: 1_000, max_delay_ms: 1_000, max_attempts: 3, jitter: Jitter::Full, ..RetryPolicy::default() };
+    let policy = RetryPolicy {
+        base_delay_ms: 1_000,
+        max_delay_ms: 1_000,
+        max_attempts: 3,
+        jitter: Jitter::Full,
+        ..RetryPolicy::default()
+    };
     // next_u64 % (exp + 1): 0 gives 0, exp gives exp.
     assert_eq!(delays(&policy, &mut FixedRandom(0)), vec![0, 0]);
     assert_eq!(delays(&policy, &mut FixedRandom(1_000)), vec![1_000, 1_000]);
@@ -84,7 +91,13 @@ fn different_seeds_give_different_schedules() {
 
 #[test]
 fn full_jitter_is_spread_over_its_range() {
-    let policy = RetryPolicy { base_delay_ms: 10_000, max_delay_ms: 10_000, max_attempts: 1_000, jitter: Jitter::Full, ..RetryPolicy::default() };
+    let policy = RetryPolicy {
+        base_delay_ms: 10_000,
+        max_delay_ms: 10_000,
+        max_attempts: 1_000,
+        jitter: Jitter::Full,
+        ..RetryPolicy::default()
+    };
     let all = delays(&policy, &mut SeededRandom::new(3));
     let mean = all.iter().sum::<u64>() / all.len() as u64;
     assert!((4_000..=6_000).contains(&mean), "mean {mean}");
@@ -113,7 +126,8 @@ fn extreme_policies_do_not_overflow() {
 #[test]
 fn zero_base_delay_retries_immediately() {
     for jitter in JITTERS {
-        let policy = RetryPolicy { base_delay_ms: 0, max_delay_ms: 0, max_attempts: 5, jitter, ..RetryPolicy::default() };
+        let policy =
+            RetryPolicy { base_delay_ms: 0, max_delay_ms: 0, max_attempts: 5, jitter, ..RetryPolicy::default() };
         assert_eq!(delays(&policy, &mut SeededRandom::new(4)), vec![0; 4], "{jitter:?}");
     }
 }

@@ -60,7 +60,10 @@ fn status_422_is_key_mismatch() {
 #[test]
 fn stripe_should_retry_true_makes_a_definite_status_retried() {
     let response = FakeResponse::new(400).with("Stripe-Should-Retry", "true");
-    assert!(matches!(classify(&response, NOW, CAP, None), Classification::Retry { reason: RetryReason::Status(400), .. }));
+    assert!(matches!(
+        classify(&response, NOW, CAP, None),
+        Classification::Retry { reason: RetryReason::Status(400), .. }
+    ));
 }
 
 #[test]
@@ -219,7 +222,9 @@ fn retry_after_http_date() {
 
 #[test]
 fn bogus_retry_after_is_ignored() {
-    for value in ["", "   ", "-5", "1.5", "5s", "soon", "+5", "0x10", "Tue, 31 Feb 2023 25:00:00 GMT", "٣", &"9".repeat(65)] {
+    for value in
+        ["", "   ", "-5", "1.5", "5s", "soon", "+5", "0x10", "Tue, 31 Feb 2023 25:00:00 GMT", "٣", &"9".repeat(65)]
+    {
         assert_eq!(parse_retry_after(value, NOW, CAP), None, "{value:?}");
     }
 }
@@ -232,7 +237,10 @@ fn retry_after_is_attached_to_retried_statuses_only() {
         Classification::Retry { reason: RetryReason::Status(429), after_ms: Some(3_000) }
     );
     let capped = FakeResponse::new(503).with("retry-after", "3600");
-    assert_eq!(classify(&capped, NOW, 5_000, None), Classification::Retry { reason: RetryReason::Status(503), after_ms: Some(5_000) });
+    assert_eq!(
+        classify(&capped, NOW, 5_000, None),
+        Classification::Retry { reason: RetryReason::Status(503), after_ms: Some(5_000) }
+    );
     let definite = FakeResponse::new(400).with("Retry-After", "3");
     assert_eq!(classify(&definite, NOW, CAP, None), Classification::Failure(FailureReason::Status(400)));
 }
@@ -282,7 +290,8 @@ fn engine_uses_its_backoff_when_it_is_longer_than_retry_after() {
 fn engine_ignores_a_bogus_retry_after() {
     let rig = Rig::new(11);
     rig.begin_checkout(ID);
-    rig.transport.script([status_with(503, &[("Retry-After", "in a while")]), status_with(503, &[("Retry-After", "-1")])]);
+    rig.transport
+        .script([status_with(503, &[("Retry-After", "in a while")]), status_with(503, &[("Retry-After", "-1")])]);
     rig.send(ID).unwrap();
     assert_eq!(rig.waiter.sleeps(), vec![250, 500], "plain backoff");
 }

@@ -368,7 +368,10 @@ fn zero_total_timeout_sends_nothing() {
     rig.policy = RetryPolicy { total_timeout_ms: 0, ..plain_policy() };
     rig.begin_checkout(ID);
     let err = rig.send(ID).unwrap_err();
-    assert_eq!((err.code, err.exhausted, err.attempts), (ErrorCode::RetriesExhausted, Some(ExhaustedReason::Deadline), 0));
+    assert_eq!(
+        (err.code, err.exhausted, err.attempts),
+        (ErrorCode::RetriesExhausted, Some(ExhaustedReason::Deadline), 0)
+    );
     assert_eq!(rig.transport.calls(), 0);
 }
 
@@ -382,7 +385,16 @@ fn retry_events_report_the_delay_actually_slept_and_the_reason() {
     let delays: Vec<u64> = retries.iter().map(|r| r.delay_ms).collect();
     assert_eq!(delays, rig.waiter.sleeps());
     assert_eq!(delays, vec![250, 500, 1_000], "no jitter: exactly base * 2^n");
-    assert_eq!(retries[0], SeenRetry { key: key.clone(), attempt: 1, delay_ms: 250, reason: "server busy (503)".into(), status: Some(503) });
+    assert_eq!(
+        retries[0],
+        SeenRetry {
+            key: key.clone(),
+            attempt: 1,
+            delay_ms: 250,
+            reason: "server busy (503)".into(),
+            status: Some(503)
+        }
+    );
     assert_eq!((retries[1].reason.as_str(), retries[1].status), ("network error", None));
     assert_eq!((retries[2].reason.as_str(), retries[2].status), ("timed out", None));
 }
@@ -429,7 +441,10 @@ fn offline_past_the_deadline_exhausts_with_reason_deadline() {
     rig.waiter.go_offline_for(10 * 60_000);
     let start = rig.clock.now();
     let err = rig.send(ID).unwrap_err();
-    assert_eq!((err.code, err.exhausted, err.attempts), (ErrorCode::RetriesExhausted, Some(ExhaustedReason::Deadline), 0));
+    assert_eq!(
+        (err.code, err.exhausted, err.attempts),
+        (ErrorCode::RetriesExhausted, Some(ExhaustedReason::Deadline), 0)
+    );
     assert_eq!(err.key.as_deref(), Some(key.as_str()));
     assert_eq!(rig.transport.calls(), 0);
     assert_eq!(rig.clock.now() - start, 120_000, "waits exactly until the deadline");
@@ -598,7 +613,12 @@ fn a_failing_csprng_is_an_error_not_a_fixed_key() {
     let rig = Rig::new(44);
     let broken = std::cell::RefCell::new(Broken);
     let err = futures::executor::block_on(idempotent_fetch::core::begin(
-        &rig.store, &rig.clock, &broken, ID, &checkout(), &rig.options(),
+        &rig.store,
+        &rig.clock,
+        &broken,
+        ID,
+        &checkout(),
+        &rig.options(),
     ))
     .unwrap_err();
     assert_eq!(err.code, ErrorCode::Storage);

@@ -398,7 +398,9 @@ fn key_sf_string_form_is_quoted() {
 
 #[test]
 fn key_parse_rejects_non_canonical_text() {
-    for text in [&KEY.to_uppercase(), "8e03978e40d543e8bc936894a57f9324", "8e03978e-40d5-53e8-bc93-6894a57f9324", "x", ""] {
+    for text in
+        [&KEY.to_uppercase(), "8e03978e40d543e8bc936894a57f9324", "8e03978e-40d5-53e8-bc93-6894a57f9324", "x", ""]
+    {
         assert!(IdempotencyKey::parse(text).is_err(), "{text:?}");
     }
 }

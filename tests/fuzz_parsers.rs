@@ -49,7 +49,11 @@ const VALID_KEY: &str = "8e03978e-40d5-43e8-bc93-6894a57f9324";
 
 /// Text that looks like a key: a valid one with a few characters replaced, inserted or removed.
 fn near_key() -> impl Strategy<Value = String> {
-    let edit = (0usize..40, prop::sample::select(vec!['0', '4', '8', 'a', 'b', 'f', 'F', 'g', '-', '{', '\r', '\n', ' ', '"', 'é', '\0']), 0u8..3);
+    let edit = (
+        0usize..40,
+        prop::sample::select(vec!['0', '4', '8', 'a', 'b', 'f', 'F', 'g', '-', '{', '\r', '\n', ' ', '"', 'é', '\0']),
+        0u8..3,
+    );
     prop::collection::vec(edit, 0..4).prop_map(|edits| {
         let mut chars: Vec<char> = VALID_KEY.chars().collect();
         for (at, c, op) in edits {
@@ -100,7 +104,8 @@ fn json_value() -> impl Strategy<Value = Value> {
         any::<i64>().prop_map(Value::from),
         any::<u64>().prop_map(Value::from),
         any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
-        prop_oneof![Just(-1i64), Just(0), Just(1), Just(2), Just(599), Just(600), Just(65_536), Just(4_294_967_296)].prop_map(Value::from),
+        prop_oneof![Just(-1i64), Just(0), Just(1), Just(2), Just(599), Just(600), Just(65_536), Just(4_294_967_296)]
+            .prop_map(Value::from),
         any::<String>().prop_map(Value::from),
         near_key().prop_map(Value::from),
         prop::sample::select(vec!["pending", "succeeded", "failed", "expired", "PENDING", ""]).prop_map(Value::from),
@@ -108,12 +113,14 @@ fn json_value() -> impl Strategy<Value = Value> {
     leaf.prop_recursive(4, 32, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::btree_map("[a-zA-Z]{0,12}", inner, 0..6).prop_map(|m| Value::Object(m.into_iter().collect())),
+            prop::collection::btree_map("[a-zA-Z]{0,12}", inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
 }
 
-const FIELDS: &[&str] = &["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state", "lastStatus", "request", "evil"];
+const FIELDS: &[&str] =
+    &["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state", "lastStatus", "request", "evil"];
 
 /// A valid record with some fields replaced by arbitrary JSON, removed, or added.
 fn mutated_record() -> impl Strategy<Value = Value> {
@@ -153,7 +160,8 @@ fn check_record_text(text: &str, expected_id: Option<&str>) -> Result<(), TestCa
         if let Ok(key) = record.validate(expected_id) {
             check_accepted(&record, &key, expected_id)?;
             // what is accepted round-trips unchanged
-            let again: IntentRecord = serde_json::from_str(&serde_json::to_string(&record).expect("encodes")).expect("decodes");
+            let again: IntentRecord =
+                serde_json::from_str(&serde_json::to_string(&record).expect("encodes")).expect("decodes");
             prop_assert_eq!(&again, &record);
         }
         let _ = record.is_older_than(u64::MAX, 0);

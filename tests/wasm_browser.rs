@@ -28,7 +28,11 @@ fn local() -> web_sys::Storage {
 }
 
 fn session() -> web_sys::Storage {
-    web_sys::window().expect("window").session_storage().expect("sessionStorage readable").expect("sessionStorage exists")
+    web_sys::window()
+        .expect("window")
+        .session_storage()
+        .expect("sessionStorage readable")
+        .expect("sessionStorage exists")
 }
 
 fn slot(namespace: &str, intent_id: &str) -> String {
@@ -37,7 +41,10 @@ fn slot(namespace: &str, intent_id: &str) -> String {
 
 /// The stored record of an intent, parsed (panics if absent).
 fn stored(storage: &web_sys::Storage, namespace: &str, intent_id: &str) -> JsValue {
-    let text = storage.get_item(&slot(namespace, intent_id)).unwrap().unwrap_or_else(|| panic!("no stored record for {intent_id}"));
+    let text = storage
+        .get_item(&slot(namespace, intent_id))
+        .unwrap()
+        .unwrap_or_else(|| panic!("no stored record for {intent_id}"));
     js_sys::JSON::parse(&text).expect("stored record is JSON")
 }
 
@@ -129,7 +136,8 @@ async fn a_reload_resumes_the_same_key_from_local_storage() {
 async fn retries_exhausted_keeps_the_key_and_the_next_send_reuses_it() {
     let (ns, scenario) = (unique("ns-exhaust"), unique("exhaust"));
     let client = client(fast_options(&ns, json!({ "retry": { "maxAttempts": 2 } })));
-    let op = ok(begin(&client, "checkout:again", post(&scenario_url(&scenario, "503,503,503,201"), "x")).await, "begin");
+    let op =
+        ok(begin(&client, "checkout:again", post(&scenario_url(&scenario, "503,503,503,201"), "x")).await, "begin");
     let key = key(&op);
     let error = rejected(send(&op, None).await, "RETRIES_EXHAUSTED", "first send");
     assert_eq!(get(&error, "key").as_string(), Some(key.clone()));
@@ -162,7 +170,10 @@ async fn abort_during_a_backoff_sleep_rejects_aborted_and_keeps_the_pending_reco
         let controller = controller.clone();
         Closure::once_into_js(move || controller.abort())
     };
-    web_sys::window().unwrap().set_timeout_with_callback_and_timeout_and_arguments_0(abort.unchecked_ref(), 300).unwrap();
+    web_sys::window()
+        .unwrap()
+        .set_timeout_with_callback_and_timeout_and_arguments_0(abort.unchecked_ref(), 300)
+        .unwrap();
     let send_options = js_sys::Object::new();
     js_sys::Reflect::set(&send_options, &"signal".into(), &controller.signal()).unwrap();
     let started = js_sys::Date::now();
@@ -198,8 +209,11 @@ impl FullStorage {
 fn listen(client: &idempotent_fetch::IdempotentClient, event_type: &str) -> Rc<RefCell<Vec<JsValue>>> {
     let heard = Rc::new(RefCell::new(Vec::new()));
     let sink = heard.clone();
-    let listener = Closure::<dyn FnMut(JsValue)>::new(move |event: JsValue| sink.borrow_mut().push(event)).into_js_value();
-    client.add_event_listener(JsValue::from_str(event_type).unchecked_into(), listener.unchecked_into()).expect("addEventListener");
+    let listener =
+        Closure::<dyn FnMut(JsValue)>::new(move |event: JsValue| sink.borrow_mut().push(event)).into_js_value();
+    client
+        .add_event_listener(JsValue::from_str(event_type).unchecked_into(), listener.unchecked_into())
+        .expect("addEventListener");
     heard
 }
 
@@ -236,7 +250,8 @@ async fn storage_full_at_start_falls_back_to_memory_and_sending_still_works() {
     let full = FullStorage::fill();
     let client = IdempotentClientResult::new(fast_options(&ns, json!({})));
     full.restore();
-    let client = client.0.unwrap_or_else(|e| panic!("the constructor must not throw for full storage: {}", describe(&e)));
+    let client =
+        client.0.unwrap_or_else(|e| panic!("the constructor must not throw for full storage: {}", describe(&e)));
     let fallback = JsValue::from(client.storage_fallback()).as_string().expect("storageFallback is set");
     assert!(fallback.contains("QuotaExceededError"), "{fallback}");
     assert_eq!(JsValue::from(client.storage()).as_string().as_deref(), Some("memory"));
@@ -260,12 +275,18 @@ async fn a_corrupt_record_rejects_begin_with_storage_and_is_left_intact() {
     let ns = unique("ns-corrupt");
     let scenario = unique("corrupt");
     let client = client(fast_options(&ns, json!({})));
-    for (i, corrupt) in ["{not json", r#"{"v":1,"id":"x"}"#, "null", r#"{"v":99,"id":"checkout:c2"}"#].iter().enumerate() {
+    for (i, corrupt) in
+        ["{not json", r#"{"v":1,"id":"x"}"#, "null", r#"{"v":99,"id":"checkout:c2"}"#].iter().enumerate()
+    {
         let id = format!("checkout:c{i}");
         local().set_item(&slot(&ns, &id), corrupt).unwrap();
         let error = rejected(begin(&client, &id, post(&scenario_url(&scenario, "201"), "x")).await, "STORAGE", corrupt);
         assert!(get(&error, "key").is_null() || get(&error, "key").is_undefined(), "no key for a corrupt record");
-        assert_eq!(local().get_item(&slot(&ns, &id)).unwrap().as_deref(), Some(*corrupt), "the corrupt entry is left as it was");
+        assert_eq!(
+            local().get_item(&slot(&ns, &id)).unwrap().as_deref(),
+            Some(*corrupt),
+            "the corrupt entry is left as it was"
+        );
     }
     // Listing skips corrupt entries rather than failing.
     let pending = ok(wait(client.pending()).await, "pending");
@@ -286,7 +307,11 @@ async fn a_tampered_key_rejects_begin_with_storage_and_is_never_sent() {
         assert_ne!(tampered, record_text);
         local().set_item(&slot(&ns, "checkout:t"), &tampered).unwrap();
         let reloaded = support::client(fast_options(&ns, json!({})));
-        rejected(begin(&reloaded, "checkout:t", post(&url, "x")).await, "STORAGE", &format!("tampered key {bad_key:?}"));
+        rejected(
+            begin(&reloaded, "checkout:t", post(&url, "x")).await,
+            "STORAGE",
+            &format!("tampered key {bad_key:?}"),
+        );
         // The operation begun before the tampering re-reads storage when it sends.
         let result = send(&op, None).await;
         assert!(result.is_err(), "a send over a tampered record must fail, not send {bad_key:?}");
@@ -313,7 +338,10 @@ async fn neither_body_nor_authorization_reaches_storage() {
         for storage in [local(), session()] {
             for (k, v) in entries(&storage) {
                 for secret in [token, "tok_SECRET", card, "cvc=123", "Ada Lovelace", "Bearer"] {
-                    assert!(!k.contains(secret) && !v.contains(secret), "{when}: {secret:?} found in storage entry {k} = {v}");
+                    assert!(
+                        !k.contains(secret) && !v.contains(secret),
+                        "{when}: {secret:?} found in storage entry {k} = {v}"
+                    );
                 }
             }
         }
@@ -324,7 +352,11 @@ async fn neither_body_nor_authorization_reaches_storage() {
     let record = stored(&local(), &ns, "checkout:secret");
     let mut fields = keys_of(&record);
     fields.sort();
-    assert_eq!(fields, ["attempts", "createdAt", "fingerprint", "id", "key", "lastStatus", "state", "updatedAt", "v"], "stored fields");
+    assert_eq!(
+        fields,
+        ["attempts", "createdAt", "fingerprint", "id", "key", "lastStatus", "state", "updatedAt", "v"],
+        "stored fields"
+    );
     let result = ok(send(&op, None).await, "second send");
     assert_eq!(number(&result, "status"), 201.0);
     check("after success");
@@ -351,7 +383,10 @@ async fn two_namespaces_are_isolated() {
         assert_eq!(pending.length(), 1, "a client sees only its namespace");
         assert_eq!(get(&pending.get(0), "key").as_string(), Some(key(op)));
     }
-    assert_eq!(ok(wait(a.discard(JsValue::from_str("checkout:same").unchecked_into())).await, "discard").as_bool(), Some(true));
+    assert_eq!(
+        ok(wait(a.discard(JsValue::from_str("checkout:same").unchecked_into())).await, "discard").as_bool(),
+        Some(true)
+    );
     assert!(local().get_item(&slot(&ns_a, "checkout:same")).unwrap().is_none());
     assert!(local().get_item(&slot(&ns_b, "checkout:same")).unwrap().is_some(), "discarding in a leaves b alone");
     // A reload of b still resumes b's key.

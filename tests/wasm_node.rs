@@ -41,11 +41,15 @@ fn memory_storage_is_the_default() {
 async fn a_scripted_retry_sequence_succeeds_with_one_key() {
     let (ns, scenario) = (unique("ns-node-retry"), unique("node-retry"));
     let client = client(fast_options(&ns, json!({ "retry": { "maxAttempts": 6 } })));
-    let op = ok(begin(&client, "checkout:node", post(&scenario_url(&scenario, "503,reset,429,500,201"), r#"{"cart":7}"#)).await, "begin");
+    let op = ok(
+        begin(&client, "checkout:node", post(&scenario_url(&scenario, "503,reset,429,500,201"), r#"{"cart":7}"#)).await,
+        "begin",
+    );
     let key = key(&op);
     let retries = std::rc::Rc::new(std::cell::RefCell::new(Vec::<JsValue>::new()));
     let sink = retries.clone();
-    let on_retry = Closure::<dyn FnMut(JsValue)>::new(move |event: JsValue| sink.borrow_mut().push(event)).into_js_value();
+    let on_retry =
+        Closure::<dyn FnMut(JsValue)>::new(move |event: JsValue| sink.borrow_mut().push(event)).into_js_value();
     let send_options = js_sys::Object::new();
     js_sys::Reflect::set(&send_options, &"onRetry".into(), &on_retry).unwrap();
     let result = ok(send(&op, Some(&send_options)).await, "send");
@@ -59,7 +63,10 @@ async fn a_scripted_retry_sequence_succeeds_with_one_key() {
     let log = assert_log_keys(&scenario, 5, &key).await;
     assert!(log.iter().all(|l| l.body == r#"{"cart":7}"#));
     // Memory storage still resumes within the process: a second begin of the same intent.
-    let again = ok(begin(&client, "checkout:node", post(&scenario_url(&scenario, "503,reset,429,500,201"), r#"{"cart":7}"#)).await, "begin again");
+    let again = ok(
+        begin(&client, "checkout:node", post(&scenario_url(&scenario, "503,reset,429,500,201"), r#"{"cart":7}"#)).await,
+        "begin again",
+    );
     assert_eq!(support::key(&again), key);
     assert_eq!(get(&again, "state").as_string().as_deref(), Some("succeeded"));
 }
@@ -118,7 +125,16 @@ async fn invalid_send_and_begin_options_are_rejected() {
     let client = client(fast_options(&ns, json!({})));
     let request = post(&scenario_url(&scenario, "201"), "x");
     let unknown = js(json!({ "replce": true }));
-    rejected(wait(client.begin(JsValue::from_str("checkout:o").unchecked_into(), request.clone().unchecked_into(), Some(unknown.unchecked_into()))).await, "INVALID_OPTIONS", "begin options");
+    rejected(
+        wait(client.begin(
+            JsValue::from_str("checkout:o").unchecked_into(),
+            request.clone().unchecked_into(),
+            Some(unknown.unchecked_into()),
+        ))
+        .await,
+        "INVALID_OPTIONS",
+        "begin options",
+    );
     let op = ok(begin(&client, "checkout:o", request).await, "begin");
     rejected(send(&op, Some(&js(json!({ "signal": "nope" })))).await, "INVALID_OPTIONS", "send signal");
     rejected(send(&op, Some(&js(json!({ "onRety": 1 })))).await, "INVALID_OPTIONS", "send option typo");
@@ -129,10 +145,13 @@ async fn invalid_send_and_begin_options_are_rejected() {
 async fn a_readable_stream_body_is_body_not_replayable_and_nothing_is_sent() {
     let (ns, scenario) = (unique("ns-node-stream"), unique("node-stream"));
     let client = client(fast_options(&ns, json!({})));
-    let stream = run_js("return new ReadableStream({ start(c) { c.enqueue(new TextEncoder().encode('card=4242')); c.close(); } });");
+    let stream = run_js(
+        "return new ReadableStream({ start(c) { c.enqueue(new TextEncoder().encode('card=4242')); c.close(); } });",
+    );
     let request = js(json!({ "url": scenario_url(&scenario, "201"), "method": "POST" }));
     js_sys::Reflect::set(&request, &"body".into(), &stream).unwrap();
-    let error = rejected(begin(&client, "checkout:stream", request).await, "BODY_NOT_REPLAYABLE", "begin with a stream");
+    let error =
+        rejected(begin(&client, "checkout:stream", request).await, "BODY_NOT_REPLAYABLE", "begin with a stream");
     assert!(get(&error, "message").as_string().unwrap_or_default().contains("ReadableStream"));
     let pending = js_sys::Array::from(&ok(wait(client.pending()).await, "pending"));
     assert_eq!(pending.length(), 0, "no intent was stored");

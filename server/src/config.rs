@@ -13,11 +13,7 @@ pub const DEFAULT_DB: &str = "idempotent-fetch-demo.sqlite";
 
 /// `idempotent-fetch-server` flags.
 #[derive(Debug, Clone, Parser)]
-#[command(
-    name = "idempotent-fetch-server",
-    version,
-    about = "Reference server for idempotent-fetch"
-)]
+#[command(name = "idempotent-fetch-server", version, about = "Reference server for idempotent-fetch")]
 pub struct Cli {
     /// Address to listen on; port 0 picks a free port (printed as `listening on http://ADDR`).
     #[arg(long, default_value = "127.0.0.1:8080")]
@@ -92,10 +88,7 @@ impl Config {
 
     /// Like [`Config::sqlite`], with a PostgreSQL URL.
     pub fn postgres(url: impl Into<String>) -> Self {
-        Config {
-            database: Database::Postgres(url.into()),
-            ..Config::sqlite(":memory:")
-        }
+        Config { database: Database::Postgres(url.into()), ..Config::sqlite(":memory:") }
     }
 }
 

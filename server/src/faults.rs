@@ -58,12 +58,8 @@ impl Default for FaultConfig {
 impl FaultConfig {
     /// Parses and validates a `PUT /api/faults` body. Missing fields take their defaults.
     pub fn from_json(body: &[u8]) -> Result<Self, Problem> {
-        let config: FaultConfig = serde_json::from_slice(body).map_err(|e| {
-            Problem::bad_request(
-                "invalid-fault-config",
-                format!("Invalid fault config: {e}."),
-            )
-        })?;
+        let config: FaultConfig = serde_json::from_slice(body)
+            .map_err(|e| Problem::bad_request("invalid-fault-config", format!("Invalid fault config: {e}.")))?;
         config.validate()?;
         Ok(config)
     }
@@ -133,10 +129,7 @@ pub struct FaultPlan {
 impl FaultPlan {
     /// Parses an `X-Fault` header value.
     pub fn parse_header(value: &str, retry_after_secs: u64) -> Result<Self, Problem> {
-        let mut plan = FaultPlan {
-            retry_after_secs,
-            ..FaultPlan::default()
-        };
+        let mut plan = FaultPlan { retry_after_secs, ..FaultPlan::default() };
         for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             match item {
                 "fail-before-work" => plan.fail_before_work = true,
@@ -174,17 +167,12 @@ pub struct Faults {
 impl Faults {
     /// A switchboard starting with `config`.
     pub fn new(config: FaultConfig) -> Self {
-        Faults {
-            config: Arc::new(RwLock::new(config)),
-        }
+        Faults { config: Arc::new(RwLock::new(config)) }
     }
 
     /// The current configuration.
     pub fn get(&self) -> FaultConfig {
-        self.config
-            .read()
-            .map(|c| c.clone())
-            .unwrap_or_else(|p| p.into_inner().clone())
+        self.config.read().map(|c| c.clone()).unwrap_or_else(|p| p.into_inner().clone())
     }
 
     /// Replaces the configuration (already validated).
@@ -200,9 +188,9 @@ impl Faults {
         let config = self.get();
         match headers.get(FAULT_HEADER) {
             Some(value) => {
-                let text = value.to_str().map_err(|_| {
-                    Problem::bad_request("invalid-fault-header", "X-Fault must be ASCII.")
-                })?;
+                let text = value
+                    .to_str()
+                    .map_err(|_| Problem::bad_request("invalid-fault-header", "X-Fault must be ASCII."))?;
                 FaultPlan::parse_header(text, config.retry_after_secs)
             }
             None => Ok(config.roll()),
@@ -239,23 +227,14 @@ mod tests {
         assert!(FaultConfig::from_json(br#"{"dropAfterCommit":-0.1}"#).is_err());
         assert!(FaultConfig::from_json(br#"{"latencyMs":-5}"#).is_err());
         assert!(FaultConfig::from_json(br#"{"bogus":1}"#).is_err());
-        assert_eq!(
-            FaultConfig::from_json(b"{}").ok(),
-            Some(FaultConfig::default())
-        );
+        assert_eq!(FaultConfig::from_json(b"{}").ok(), Some(FaultConfig::default()));
     }
 
     #[test]
     fn zero_config_never_faults() {
         let config = FaultConfig::default();
         for _ in 0..1000 {
-            assert_eq!(
-                config.roll(),
-                FaultPlan {
-                    retry_after_secs: 1,
-                    ..FaultPlan::default()
-                }
-            );
+            assert_eq!(config.roll(), FaultPlan { retry_after_secs: 1, ..FaultPlan::default() });
         }
     }
 }

@@ -47,10 +47,7 @@ impl InFlight {
         if !keys.insert(entry.clone()) {
             return None;
         }
-        Some(InFlightGuard {
-            keys: Arc::clone(&self.keys),
-            entry,
-        })
+        Some(InFlightGuard { keys: Arc::clone(&self.keys), entry })
     }
 }
 
@@ -82,13 +79,7 @@ pub async fn create_order(
     }
 }
 
-async fn handle(
-    app: AppState,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, Problem> {
+async fn handle(app: AppState, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Result<Response, Problem> {
     let account = AccountId::from_headers(&headers)?;
     let key = IdempotencyKey::from_headers(&headers)?;
     let plan = app.faults.plan(&headers)?;
@@ -110,10 +101,7 @@ async fn handle(
         now,
         expired_before: crate::sweep::expired_before(now, app.retention),
     };
-    let options = ProcessOptions {
-        work_delay: plan.latency,
-        fail_before_commit: plan.crash_before_commit,
-    };
+    let options = ProcessOptions { work_delay: plan.latency, fail_before_commit: plan.crash_before_commit };
     // The step runs in its own task so that a client hanging up cannot cancel it half way.
     let store = app.store.clone();
     let outcome = tokio::spawn(async move { store.process(request, options).await })
@@ -122,18 +110,11 @@ async fn handle(
         .and_then(|r| r);
 
     let (summary, answer) = match outcome {
-        Ok(Outcome::Fresh(response)) if plan.drop_after_commit => (
-            format!("{} committed, connection dropped", response.status),
-            Ok(dropped_connection()),
-        ),
-        Ok(Outcome::Fresh(response)) => (
-            format!("{} fresh", response.status),
-            Ok(response.into_http(false)),
-        ),
-        Ok(Outcome::Replay(response)) => (
-            format!("{} replayed", response.status),
-            Ok(response.into_http(true)),
-        ),
+        Ok(Outcome::Fresh(response)) if plan.drop_after_commit => {
+            (format!("{} committed, connection dropped", response.status), Ok(dropped_connection()))
+        }
+        Ok(Outcome::Fresh(response)) => (format!("{} fresh", response.status), Ok(response.into_http(false))),
+        Ok(Outcome::Replay(response)) => (format!("{} replayed", response.status), Ok(response.into_http(true))),
         Ok(Outcome::Mismatch) => (
             "422 key reused".to_owned(),
             Err(Problem::new(
@@ -200,8 +181,6 @@ fn in_flight() -> Problem {
 /// (the status line is still buffered when the body errors), so the client sees a network error after
 /// the order was committed: the case retries with the same key exist for.
 fn dropped_connection() -> Response {
-    let failing = stream::once(async {
-        Err::<Bytes, std::io::Error>(std::io::Error::other("dropAfterCommit fault"))
-    });
+    let failing = stream::once(async { Err::<Bytes, std::io::Error>(std::io::Error::other("dropAfterCommit fault")) });
     Response::new(Body::from_stream(failing))
 }

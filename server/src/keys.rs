@@ -24,10 +24,8 @@ pub struct AccountId(String);
 impl AccountId {
     /// Validates an account id.
     pub fn parse(raw: &str) -> Result<Self, Problem> {
-        let ok = (1..=64).contains(&raw.len())
-            && raw
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        let ok =
+            (1..=64).contains(&raw.len()) && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
         if ok {
             Ok(AccountId(raw.to_owned()))
         } else {
@@ -80,13 +78,8 @@ impl IdempotencyKey {
             return Err(malformed("the key is longer than 255 characters"));
         }
         // Printable ASCII without space; '"' and '\' are excluded too, so the sf-string form never needs escapes.
-        if !inner
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
-        {
-            return Err(malformed(
-                "the key must be printable ASCII without spaces, quotes or backslashes",
-            ));
+        if !inner.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\') {
+            return Err(malformed("the key must be printable ASCII without spaces, quotes or backslashes"));
         }
         Ok(IdempotencyKey(inner.to_owned()))
     }
@@ -116,10 +109,7 @@ impl IdempotencyKey {
 }
 
 fn malformed(why: &str) -> Problem {
-    Problem::bad_request(
-        "malformed-idempotency-key",
-        format!("Malformed Idempotency-Key: {why}."),
-    )
+    Problem::bad_request("malformed-idempotency-key", format!("Malformed Idempotency-Key: {why}."))
 }
 
 /// The fingerprint of a request: lowercase hex SHA-256 of `METHOD \n path \n body`.
@@ -149,16 +139,7 @@ mod tests {
 
     #[test]
     fn malformed_keys_are_rejected() {
-        for bad in [
-            "",
-            "\"\"",
-            "a b",
-            "\"abc",
-            "caf\u{e9}",
-            "tab\tkey",
-            "a\"b",
-            "a\\b",
-        ] {
+        for bad in ["", "\"\"", "a b", "\"abc", "caf\u{e9}", "tab\tkey", "a\"b", "a\\b"] {
             assert!(IdempotencyKey::parse(bad).is_err(), "{bad:?} accepted");
         }
         assert!(IdempotencyKey::parse(&"k".repeat(255)).is_ok());

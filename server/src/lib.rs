@@ -58,10 +58,7 @@ pub enum ServeError {
 
 /// Current unix time in seconds.
 pub fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)).unwrap_or(0)
 }
 
 /// Opens the configured database and applies the schema.
@@ -153,10 +150,7 @@ pub async fn serve(config: Config) -> Result<RunningServer, ServeError> {
 /// Like [`serve`], with an already opened store (several servers may share one).
 pub async fn serve_with_store(config: Config, store: Store) -> Result<RunningServer, ServeError> {
     let faults = Faults::new(config.faults.clone());
-    faults
-        .get()
-        .validate()
-        .map_err(|p| ServeError::Config(p.detail))?;
+    faults.get().validate().map_err(|p| ServeError::Config(p.detail))?;
     let state = routes::AppState {
         store: store.clone(),
         faults: faults.clone(),
@@ -176,18 +170,6 @@ pub async fn serve_with_store(config: Config, store: Store) -> Result<RunningSer
             })
             .await
     });
-    let sweeper = tokio::spawn(sweep::run(
-        store.clone(),
-        config.retention,
-        config.sweep_interval,
-        rx,
-    ));
-    Ok(RunningServer {
-        addr,
-        store,
-        faults,
-        shutdown,
-        server,
-        sweeper,
-    })
+    let sweeper = tokio::spawn(sweep::run(store.clone(), config.retention, config.sweep_interval, rx));
+    Ok(RunningServer { addr, store, faults, shutdown, server, sweeper })
 }

@@ -33,36 +33,11 @@ pub struct Product {
 
 /// The catalogue served by `GET /api/products`.
 pub const CATALOGUE: &[Product] = &[
-    Product {
-        sku: "coffee-beans",
-        name: "Coffee beans, 1 kg",
-        price_cents: 2490,
-        currency: CURRENCY,
-    },
-    Product {
-        sku: "grinder",
-        name: "Hand grinder",
-        price_cents: 6900,
-        currency: CURRENCY,
-    },
-    Product {
-        sku: "mug",
-        name: "Enamel mug",
-        price_cents: 1200,
-        currency: CURRENCY,
-    },
-    Product {
-        sku: "filter-papers",
-        name: "Filter papers, 100",
-        price_cents: 450,
-        currency: CURRENCY,
-    },
-    Product {
-        sku: "kettle",
-        name: "Gooseneck kettle",
-        price_cents: 5400,
-        currency: CURRENCY,
-    },
+    Product { sku: "coffee-beans", name: "Coffee beans, 1 kg", price_cents: 2490, currency: CURRENCY },
+    Product { sku: "grinder", name: "Hand grinder", price_cents: 6900, currency: CURRENCY },
+    Product { sku: "mug", name: "Enamel mug", price_cents: 1200, currency: CURRENCY },
+    Product { sku: "filter-papers", name: "Filter papers, 100", price_cents: 450, currency: CURRENCY },
+    Product { sku: "kettle", name: "Gooseneck kettle", price_cents: 5400, currency: CURRENCY },
 ];
 
 /// Looks a product up by sku.
@@ -133,9 +108,7 @@ pub struct Order {
 /// request gets the same answer.
 pub fn prepare(body: &[u8]) -> Result<NewOrder, Problem> {
     let request: OrderRequest = serde_json::from_slice(body).map_err(|e| {
-        invalid(format!(
-            "The body must be JSON like {{\"items\":[{{\"sku\":\"mug\",\"qty\":1}}]}}: {e}."
-        ))
+        invalid(format!("The body must be JSON like {{\"items\":[{{\"sku\":\"mug\",\"qty\":1}}]}}: {e}."))
     })?;
     if request.items.is_empty() {
         return Err(invalid("An order needs at least one item.".to_owned()));
@@ -147,16 +120,10 @@ pub fn prepare(body: &[u8]) -> Result<NewOrder, Problem> {
     let mut total_cents = 0_i64;
     for item in request.items {
         let Some(product) = product(&item.sku) else {
-            return Err(invalid(format!(
-                "Unknown sku {:?}; see GET /api/products.",
-                item.sku
-            )));
+            return Err(invalid(format!("Unknown sku {:?}; see GET /api/products.", item.sku)));
         };
         if !(1..=MAX_QTY).contains(&item.qty) {
-            return Err(invalid(format!(
-                "qty of {:?} must be between 1 and {MAX_QTY}.",
-                item.sku
-            )));
+            return Err(invalid(format!("qty of {:?} must be between 1 and {MAX_QTY}.", item.sku)));
         }
         let line_total_cents = product.price_cents * item.qty;
         total_cents += line_total_cents;
@@ -172,12 +139,7 @@ pub fn prepare(body: &[u8]) -> Result<NewOrder, Problem> {
 }
 
 fn invalid(detail: String) -> Problem {
-    Problem::new(
-        StatusCode::BAD_REQUEST,
-        "invalid-order",
-        "Invalid order",
-        detail,
-    )
+    Problem::new(StatusCode::BAD_REQUEST, "invalid-order", "Invalid order", detail)
 }
 
 /// A fresh order id: `ord_` and 16 random hex digits.
@@ -226,11 +188,8 @@ mod tests {
 
     #[test]
     fn prices_an_order() {
-        let new =
-            prepare(br#"{"items":[{"sku":"mug","qty":2},{"sku":"grinder","qty":1}],"note":"x"}"#);
-        let Ok(new) = new else {
-            panic!("rejected: {new:?}")
-        };
+        let new = prepare(br#"{"items":[{"sku":"mug","qty":2},{"sku":"grinder","qty":1}],"note":"x"}"#);
+        let Ok(new) = new else { panic!("rejected: {new:?}") };
         assert_eq!(new.total_cents, 2 * 1200 + 6900);
         assert_eq!(new.items.len(), 2);
     }

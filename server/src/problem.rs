@@ -77,16 +77,11 @@ impl Problem {
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
-        let mut response = (
-            self.status_code(),
-            [(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON))],
-            self.to_json(),
-        )
-            .into_response();
+        let mut response =
+            (self.status_code(), [(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON))], self.to_json())
+                .into_response();
         if let Some(secs) = self.retry_after {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
     }

@@ -46,10 +46,7 @@ pub fn router(state: AppState, config: &Config) -> Result<Router, crate::ServeEr
         .route("/api/health", get(health))
         .route("/api/faults", get(get_faults).put(put_faults))
         .route("/api", get(api_not_found))
-        .route(
-            "/api/{*rest}",
-            get(api_not_found).post(api_not_found).put(api_not_found),
-        )
+        .route("/api/{*rest}", get(api_not_found).post(api_not_found).put(api_not_found))
         .with_state(state);
 
     let mut app = api;
@@ -72,8 +69,7 @@ fn cors(origins: &[String]) -> Result<CorsLayer, crate::ServeError> {
         let values = origins
             .iter()
             .map(|o| {
-                HeaderValue::from_str(o)
-                    .map_err(|_| crate::ServeError::Config(format!("bad --cors-origin {o:?}")))
+                HeaderValue::from_str(o).map_err(|_| crate::ServeError::Config(format!("bad --cors-origin {o:?}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
         AllowOrigin::list(values)
@@ -87,10 +83,7 @@ fn cors(origins: &[String]) -> Result<CorsLayer, crate::ServeError> {
             HeaderName::from_static(ACCOUNT_HEADER),
             HeaderName::from_static(FAULT_HEADER),
         ])
-        .expose_headers([
-            HeaderName::from_static(REPLAYED_HEADER),
-            header::RETRY_AFTER,
-        ])
+        .expose_headers([HeaderName::from_static(REPLAYED_HEADER), header::RETRY_AFTER])
         .max_age(Duration::from_secs(600)))
 }
 
@@ -105,16 +98,8 @@ struct OrderList<'a> {
 /// `GET /api/orders`: the account's orders, newest first.
 async fn list_orders(State(app): State<AppState>, headers: HeaderMap) -> Result<Response, Problem> {
     let account = AccountId::from_headers(&headers)?;
-    let orders = app
-        .store
-        .list_orders(&account, ORDER_LIST_LIMIT)
-        .await
-        .map_err(store_failed)?;
-    Ok(Json(OrderList {
-        account_id: account.as_str(),
-        orders,
-    })
-    .into_response())
+    let orders = app.store.list_orders(&account, ORDER_LIST_LIMIT).await.map_err(store_failed)?;
+    Ok(Json(OrderList { account_id: account.as_str(), orders }).into_response())
 }
 
 /// `GET /api/orders/{id}`: one of the account's orders.
@@ -124,19 +109,11 @@ async fn get_order(
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     let account = AccountId::from_headers(&headers)?;
-    match app
-        .store
-        .get_order(&account, &id)
-        .await
-        .map_err(store_failed)?
-    {
+    match app.store.get_order(&account, &id).await.map_err(store_failed)? {
         Some(order) => Ok(Json(order).into_response()),
-        None => Err(Problem::new(
-            StatusCode::NOT_FOUND,
-            "order-not-found",
-            "Not found",
-            "No such order in this account.",
-        )),
+        None => {
+            Err(Problem::new(StatusCode::NOT_FOUND, "order-not-found", "Not found", "No such order in this account."))
+        }
     }
 }
 
@@ -165,12 +142,7 @@ async fn put_faults(State(app): State<AppState>, body: Bytes) -> Result<Response
 }
 
 async fn api_not_found() -> Problem {
-    Problem::new(
-        StatusCode::NOT_FOUND,
-        "not-found",
-        "Not found",
-        "No such API endpoint.",
-    )
+    Problem::new(StatusCode::NOT_FOUND, "not-found", "Not found", "No such API endpoint.")
 }
 
 fn store_failed(error: crate::store::StoreError) -> Problem {

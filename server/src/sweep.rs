@@ -22,12 +22,7 @@ pub fn expired_before(now: i64, retention: Duration) -> i64 {
 }
 
 /// Sweeps every `interval` until `shutdown` turns true.
-pub async fn run(
-    store: Store,
-    retention: Duration,
-    interval: Duration,
-    mut shutdown: watch::Receiver<bool>,
-) {
+pub async fn run(store: Store, retention: Duration, interval: Duration, mut shutdown: watch::Receiver<bool>) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

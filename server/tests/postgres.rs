@@ -18,8 +18,8 @@ use reqwest::{Client, Response};
 use tokio_postgres::NoTls;
 
 use common::{
-    assert_fresh, assert_one_order, assert_problem, assert_replayed, crash_before_commit, header,
-    json, keyed_request, post_concurrently, post_to, spawn_post, GRINDER, MUGS, RETENTION,
+    assert_fresh, assert_one_order, assert_problem, assert_replayed, crash_before_commit, header, json, keyed_request,
+    post_concurrently, post_to, spawn_post, GRINDER, MUGS, RETENTION,
 };
 
 fn loud(message: &str) {
@@ -29,11 +29,7 @@ fn loud(message: &str) {
 
 /// The directory holding `initdb`, `pg_ctl` and `postgres`, if any.
 fn find_bin_dir() -> Option<PathBuf> {
-    let has_all = |dir: &Path| {
-        ["initdb", "pg_ctl", "postgres"]
-            .iter()
-            .all(|b| dir.join(b).is_file())
-    };
+    let has_all = |dir: &Path| ["initdb", "pg_ctl", "postgres"].iter().all(|b| dir.join(b).is_file());
     if let Some(path) = std::env::var_os("PATH") {
         if let Some(dir) = std::env::split_paths(&path).find(|d| has_all(d)) {
             return Some(dir);
@@ -45,21 +41,14 @@ fn find_bin_dir() -> Option<PathBuf> {
         .filter(|d| has_all(d))
         .collect();
     versions.sort_by_key(|d| {
-        d.parent()
-            .and_then(|v| v.file_name())
-            .and_then(|v| v.to_str())
-            .and_then(|v| v.parse::<u32>().ok())
-            .unwrap_or(0)
+        d.parent().and_then(|v| v.file_name()).and_then(|v| v.to_str()).and_then(|v| v.parse::<u32>().ok()).unwrap_or(0)
     });
     versions.pop()
 }
 
 fn gate() -> Option<PathBuf> {
     if std::env::var("IF_PG_TESTS").as_deref() != Ok("1") {
-        let _ = writeln!(
-            std::io::stderr(),
-            "note: PostgreSQL tests skipped (set IF_PG_TESTS=1 to run them)"
-        );
+        let _ = writeln!(std::io::stderr(), "note: PostgreSQL tests skipped (set IF_PG_TESTS=1 to run them)");
         return None;
     }
     let found = find_bin_dir();
@@ -74,11 +63,7 @@ fn gate() -> Option<PathBuf> {
 
 fn output(command: &mut Command) -> Result<String, String> {
     let out = command.output().map_err(|e| format!("{command:?}: {e}"))?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     if out.status.success() {
         Ok(text)
     } else {
@@ -97,46 +82,27 @@ struct Cluster {
 
 impl Cluster {
     fn start(bin: PathBuf) -> Result<Cluster, String> {
-        let dir = tempfile::Builder::new()
-            .prefix("ifpg")
-            .tempdir()
-            .map_err(|e| e.to_string())?;
+        let dir = tempfile::Builder::new().prefix("ifpg").tempdir().map_err(|e| e.to_string())?;
         let is_root = output(Command::new("id").arg("-u"))?.trim() == "0";
         let run_as = if is_root {
-            let user = if output(Command::new("id").args(["-u", "postgres"])).is_ok() {
-                "postgres"
-            } else {
-                "nobody"
-            };
-            let uid: u32 = output(Command::new("id").args(["-u", user]))?
-                .trim()
-                .parse()
-                .map_err(|e| format!("{e}"))?;
-            let gid: u32 = output(Command::new("id").args(["-g", user]))?
-                .trim()
-                .parse()
-                .map_err(|e| format!("{e}"))?;
-            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))
-                .map_err(|e| format!("chown: {e}"))?;
+            let user = if output(Command::new("id").args(["-u", "postgres"])).is_ok() { "postgres" } else { "nobody" };
+            let uid: u32 = output(Command::new("id").args(["-u", user]))?.trim().parse().map_err(|e| format!("{e}"))?;
+            let gid: u32 = output(Command::new("id").args(["-g", user]))?.trim().parse().map_err(|e| format!("{e}"))?;
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).map_err(|e| format!("chown: {e}"))?;
             Some(user.to_owned())
         } else {
             None
         };
         let data = dir.path().join("data");
-        let mut cluster = Cluster {
-            bin,
-            data,
-            port: 0,
-            run_as,
-            dir,
-        };
-        output(
-            cluster
-                .command("initdb")
-                .arg("-D")
-                .arg(&cluster.data)
-                .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"]),
-        )?;
+        let mut cluster = Cluster { bin, data, port: 0, run_as, dir };
+        output(cluster.command("initdb").arg("-D").arg(&cluster.data).args([
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ]))?;
         let mut last_error = String::new();
         for _ in 0..3 {
             cluster.port = free_port()?;
@@ -156,10 +122,7 @@ impl Cluster {
                     .args(["-w", "-t", "30", "-o", &options, "start"]),
             ) {
                 Ok(_) => return Ok(cluster),
-                Err(e) => {
-                    last_error =
-                        format!("{e}\n{}", std::fs::read_to_string(&log).unwrap_or_default())
-                }
+                Err(e) => last_error = format!("{e}\n{}", std::fs::read_to_string(&log).unwrap_or_default()),
             }
         }
         Err(last_error)
@@ -184,12 +147,7 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let stopped = output(self.command("pg_ctl").arg("-D").arg(&self.data).args([
-            "-m",
-            "immediate",
-            "-w",
-            "stop",
-        ]));
+        let stopped = output(self.command("pg_ctl").arg("-D").arg(&self.data).args(["-m", "immediate", "-w", "stop"]));
         if let Err(e) = stopped {
             loud(&format!("could not stop the test PostgreSQL cluster: {e}"));
         }
@@ -202,9 +160,7 @@ fn free_port() -> Result<u16, String> {
 }
 
 async fn sql(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .expect("connect to test cluster");
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await.expect("connect to test cluster");
     tokio::spawn(connection);
     client
 }
@@ -214,46 +170,22 @@ async fn count(db: &tokio_postgres::Client, sql: &str, account: &str) -> i64 {
 }
 
 async fn orders(db: &tokio_postgres::Client, account: &str) -> i64 {
-    count(
-        db,
-        "SELECT COUNT(*) FROM orders WHERE account_id = $1",
-        account,
-    )
-    .await
+    count(db, "SELECT COUNT(*) FROM orders WHERE account_id = $1", account).await
 }
 
 async fn keys(db: &tokio_postgres::Client, account: &str) -> i64 {
-    count(
-        db,
-        "SELECT COUNT(*) FROM idempotency_keys WHERE account_id = $1",
-        account,
-    )
-    .await
+    count(db, "SELECT COUNT(*) FROM idempotency_keys WHERE account_id = $1", account).await
 }
 
 /// `POST /api/orders` to one instance; the request must get an answer.
-async fn post(
-    client: &Client,
-    base: &str,
-    key: &str,
-    body: &str,
-    headers: &[(&str, &str)],
-) -> Response {
-    post_to(client, base, Some(key), body, headers)
-        .await
-        .expect("answer")
+async fn post(client: &Client, base: &str, key: &str, body: &str, headers: &[(&str, &str)]) -> Response {
+    post_to(client, base, Some(key), body, headers).await.expect("answer")
 }
 
 /// The sweep at unix time `at` from every instance at once; how many rows each deleted.
 async fn sweep_all(servers: &[RunningServer], at: i64) -> Vec<u64> {
-    let sweeps = servers
-        .iter()
-        .map(|s| idempotent_fetch_server::sweep::sweep_once(s.store(), at, RETENTION));
-    futures_util::future::join_all(sweeps)
-        .await
-        .into_iter()
-        .map(|r| r.expect("sweep"))
-        .collect()
+    let sweeps = servers.iter().map(|s| idempotent_fetch_server::sweep::sweep_once(s.store(), at, RETENTION));
+    futures_util::future::join_all(sweeps).await.into_iter().map(|r| r.expect("sweep")).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -261,10 +193,7 @@ async fn postgres_protocol_across_three_instances() {
     let Some(bin) = gate() else { return };
     let cluster = Cluster::start(bin).expect("start a throwaway PostgreSQL cluster");
     let admin = sql(&cluster.url("postgres")).await;
-    admin
-        .batch_execute("CREATE DATABASE idem")
-        .await
-        .expect("create database");
+    admin.batch_execute("CREATE DATABASE idem").await.expect("create database");
     let url = cluster.url("idem");
     let db = sql(&url).await;
 
@@ -302,13 +231,7 @@ async fn postgres_protocol_across_three_instances() {
 
     // In flight on instance 0 -> 409 from instances 1 and 2 (the database lock, not the process set).
     let account = [("x-account-id", "pg-inflight")];
-    let slow = spawn_post(
-        &client,
-        &bases[0],
-        "pg-slow",
-        MUGS,
-        &[account[0], ("x-fault", "latency=1500")],
-    );
+    let slow = spawn_post(&client, &bases[0], "pg-slow", MUGS, &[account[0], ("x-fault", "latency=1500")]);
     tokio::time::sleep(Duration::from_millis(400)).await;
     for base in &bases[1..] {
         let busy = post(&client, base, "pg-slow", MUGS, &account).await;
@@ -323,14 +246,7 @@ async fn postgres_protocol_across_three_instances() {
 
     // Crash before commit on one instance leaves nothing; the retry on another does the work once.
     let account = [("x-account-id", "pg-crash")];
-    let crashed = post(
-        &client,
-        &bases[0],
-        "pg-crash",
-        MUGS,
-        &[account[0], ("x-fault", "crash-before-commit")],
-    )
-    .await;
+    let crashed = post(&client, &bases[0], "pg-crash", MUGS, &[account[0], ("x-fault", "crash-before-commit")]).await;
     assert_problem(crashed, 500, "crashed-before-commit").await;
     assert_eq!(keys(&db, "pg-crash").await, 0);
     assert_eq!(orders(&db, "pg-crash").await, 0);
@@ -340,14 +256,8 @@ async fn postgres_protocol_across_three_instances() {
 
     // Drop after commit on one instance; the retry on another replays.
     let account = [("x-account-id", "pg-drop")];
-    let dropped = post_to(
-        &client,
-        &bases[2],
-        Some("pg-drop"),
-        MUGS,
-        &[account[0], ("x-fault", "drop-after-commit")],
-    )
-    .await;
+    let dropped =
+        post_to(&client, &bases[2], Some("pg-drop"), MUGS, &[account[0], ("x-fault", "drop-after-commit")]).await;
     assert!(dropped.is_err(), "the client must see a network error");
     let retry = post(&client, &bases[0], "pg-drop", MUGS, &account).await;
     assert_replayed(&retry);
@@ -355,40 +265,19 @@ async fn postgres_protocol_across_three_instances() {
 
     // Accounts are isolated.
     for account in ["pg-a", "pg-b"] {
-        let r = post(
-            &client,
-            &bases[1],
-            "shared",
-            MUGS,
-            &[("x-account-id", account)],
-        )
-        .await;
+        let r = post(&client, &bases[1], "shared", MUGS, &[("x-account-id", account)]).await;
         assert_eq!(header(&r, "idempotent-replayed"), None);
         assert_eq!(orders(&db, account).await, 1);
     }
 
     // The sweep is safe from every instance at once and deletes only expired rows.
-    let total: i64 = db
-        .query_one("SELECT COUNT(*) FROM idempotency_keys", &[])
-        .await
-        .expect("count")
-        .get(0);
+    let total: i64 = db.query_one("SELECT COUNT(*) FROM idempotency_keys", &[]).await.expect("count").get(0);
     let now = idempotent_fetch_server::unix_now();
     assert_eq!(sweep_all(&servers, now).await, [0, 0, 0]);
     let later = now + 2 * 86_400;
     let swept = sweep_all(&servers, later).await;
-    assert_eq!(
-        swept.iter().sum::<u64>(),
-        u64::try_from(total).expect("count")
-    );
-    let after = post(
-        &client,
-        &bases[0],
-        "shared",
-        MUGS,
-        &[("x-account-id", "pg-a")],
-    )
-    .await;
+    assert_eq!(swept.iter().sum::<u64>(), u64::try_from(total).expect("count"));
+    let after = post(&client, &bases[0], "shared", MUGS, &[("x-account-id", "pg-a")]).await;
     assert_fresh(&after);
     assert_eq!(orders(&db, "pg-a").await, 2);
 
@@ -396,21 +285,10 @@ async fn postgres_protocol_across_three_instances() {
     let store = Store::Postgres(PostgresStore::connect(&url).await.expect("connect store"));
     let request = keyed_request("pg-store", "k", MUGS, now);
     let result = store.process(request.clone(), crash_before_commit()).await;
-    assert!(
-        matches!(result, Err(StoreError::InjectedCrash)),
-        "{result:?}"
-    );
+    assert!(matches!(result, Err(StoreError::InjectedCrash)), "{result:?}");
     assert_eq!(orders(&db, "pg-store").await, 0);
-    assert!(matches!(
-        store
-            .process(request.clone(), ProcessOptions::default())
-            .await,
-        Ok(Outcome::Fresh(_))
-    ));
-    assert!(matches!(
-        store.process(request, ProcessOptions::default()).await,
-        Ok(Outcome::Replay(_))
-    ));
+    assert!(matches!(store.process(request.clone(), ProcessOptions::default()).await, Ok(Outcome::Fresh(_))));
+    assert!(matches!(store.process(request, ProcessOptions::default()).await, Ok(Outcome::Replay(_))));
     assert_eq!(orders(&db, "pg-store").await, 1);
 
     for server in servers {

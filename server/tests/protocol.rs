@@ -5,8 +5,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    assert_fresh, assert_one_order, assert_problem, assert_replayed, header, json,
-    post_concurrently, spawn_post, TestServer, GRINDER, MUGS,
+    assert_fresh, assert_one_order, assert_problem, assert_replayed, header, json, post_concurrently, spawn_post,
+    TestServer, GRINDER, MUGS,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -36,10 +36,7 @@ async fn replay_is_byte_identical() {
         let again = t.post(Some(key), MUGS, &[]).await.expect("replay");
         assert_replayed(&again);
         assert_eq!(header(&again, "content-type"), Some("application/json"));
-        assert_eq!(
-            header(&again, "location").map(str::to_owned),
-            first_location
-        );
+        assert_eq!(header(&again, "location").map(str::to_owned), first_location);
         assert_eq!(again.bytes().await.expect("body"), first_body);
     }
     assert_eq!(t.count_orders(), 1);
@@ -61,10 +58,7 @@ async fn rejected_bodies_are_stored_and_replayed_too() {
     let first_body = assert_problem(first, 400, "invalid-order").await;
     let again = t.post(Some("k-bad"), bad, &[]).await.expect("again");
     assert_eq!(header(&again, "idempotent-replayed"), Some("true"));
-    assert_eq!(
-        assert_problem(again, 400, "invalid-order").await,
-        first_body
-    );
+    assert_eq!(assert_problem(again, 400, "invalid-order").await, first_body);
     assert_eq!(t.count_orders(), 0);
     t.stop().await;
 }
@@ -82,12 +76,7 @@ async fn same_key_different_body_is_422() {
 #[tokio::test]
 async fn missing_or_malformed_keys_are_400() {
     let t = TestServer::start().await;
-    assert_problem(
-        t.post(None, MUGS, &[]).await.expect("missing"),
-        400,
-        "missing-idempotency-key",
-    )
-    .await;
+    assert_problem(t.post(None, MUGS, &[]).await.expect("missing"), 400, "missing-idempotency-key").await;
     let long = "k".repeat(256);
     for bad in ["a b", "\"unterminated", "\"\"", long.as_str(), "k\u{7f}"] {
         let response = t.post(Some(bad), MUGS, &[]).await;
@@ -107,13 +96,7 @@ async fn missing_or_malformed_keys_are_400() {
 #[tokio::test]
 async fn a_key_in_flight_gets_409_with_retry_after() {
     let t = TestServer::start().await;
-    let slow = spawn_post(
-        &t.client,
-        &t.server.url(),
-        "k-slow",
-        MUGS,
-        &[("x-fault", "latency=1500")],
-    );
+    let slow = spawn_post(&t.client, &t.server.url(), "k-slow", MUGS, &[("x-fault", "latency=1500")]);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let busy = t.post(Some("k-slow"), MUGS, &[]).await.expect("second");
     assert_eq!(header(&busy, "retry-after"), Some("1"));
@@ -130,19 +113,14 @@ async fn a_key_in_flight_gets_409_with_retry_after() {
 #[tokio::test]
 async fn drop_after_commit_then_retry_replays() {
     let t = TestServer::start().await;
-    let dropped = t
-        .post(Some("k-drop"), MUGS, &[("x-fault", "drop-after-commit")])
-        .await;
+    let dropped = t.post(Some("k-drop"), MUGS, &[("x-fault", "drop-after-commit")]).await;
     let error = dropped.expect_err("the client must see a network error, not an answer");
     assert!(!error.is_status() && !error.is_builder(), "{error:?}");
     // The order was committed before the connection was dropped.
     assert_eq!(t.count_orders(), 1);
 
     // The retry carries the same headers (as the client library would): it gets the replay.
-    let retry = t
-        .post(Some("k-drop"), MUGS, &[("x-fault", "drop-after-commit")])
-        .await
-        .expect("retry");
+    let retry = t.post(Some("k-drop"), MUGS, &[("x-fault", "drop-after-commit")]).await.expect("retry");
     assert_replayed(&retry);
     let order: serde_json::Value = retry.json().await.expect("json");
     assert_eq!(order["idempotencyKey"], "k-drop");
@@ -153,10 +131,7 @@ async fn drop_after_commit_then_retry_replays() {
 #[tokio::test]
 async fn crash_before_commit_leaves_nothing_and_the_retry_works_once() {
     let t = TestServer::start().await;
-    let crashed = t
-        .post(Some("k-crash"), MUGS, &[("x-fault", "crash-before-commit")])
-        .await
-        .expect("answer");
+    let crashed = t.post(Some("k-crash"), MUGS, &[("x-fault", "crash-before-commit")]).await.expect("answer");
     assert_problem(crashed, 500, "crashed-before-commit").await;
     assert_eq!(t.count_keys(), 0);
     assert_eq!(t.count_orders(), 0);
@@ -173,20 +148,12 @@ async fn crash_before_commit_leaves_nothing_and_the_retry_works_once() {
 async fn accounts_are_isolated() {
     let t = TestServer::start().await;
     for account in ["acct_a", "acct-b"] {
-        let response = t
-            .post(Some("shared-key"), MUGS, &[("x-account-id", account)])
-            .await
-            .expect("post");
+        let response = t.post(Some("shared-key"), MUGS, &[("x-account-id", account)]).await.expect("post");
         assert_fresh(&response);
     }
     assert_eq!(t.count_orders(), 2);
     for account in ["acct_a", "acct-b"] {
-        let listed = json(
-            t.client
-                .get(t.url("/api/orders"))
-                .header("x-account-id", account),
-        )
-        .await;
+        let listed = json(t.client.get(t.url("/api/orders")).header("x-account-id", account)).await;
         assert_eq!(listed["accountId"], account);
         assert_eq!(listed["orders"].as_array().map(Vec::len), Some(1));
         assert_eq!(listed["orders"][0]["accountId"], account);
@@ -196,10 +163,7 @@ async fn accounts_are_isolated() {
     assert_eq!(demo["accountId"], "demo");
     assert_eq!(demo["orders"].as_array().map(Vec::len), Some(0));
 
-    let bad = t
-        .post(Some("k"), MUGS, &[("x-account-id", "no/slashes")])
-        .await
-        .expect("post");
+    let bad = t.post(Some("k"), MUGS, &[("x-account-id", "no/slashes")]).await.expect("post");
     assert_problem(bad, 400, "invalid-account-id").await;
     t.stop().await;
 }
@@ -248,43 +212,21 @@ async fn fault_config_is_validated_and_applied() {
     assert_eq!(unchanged, initial);
 
     // Always 429: answered before any work.
-    let put = t
-        .client
-        .put(&faults)
-        .body(r#"{"status429":1,"retryAfterSecs":7}"#)
-        .send()
-        .await
-        .expect("put");
+    let put = t.client.put(&faults).body(r#"{"status429":1,"retryAfterSecs":7}"#).send().await.expect("put");
     assert_eq!(put.status(), 200);
     let limited = t.post(Some("k-429"), MUGS, &[]).await.expect("post");
     assert_eq!(header(&limited, "retry-after"), Some("7"));
     assert_problem(limited, 429, "rate-limited").await;
 
     // Always 503 before work: nothing is stored.
-    t.client
-        .put(&faults)
-        .body(r#"{"failBeforeWork":1}"#)
-        .send()
-        .await
-        .expect("put");
-    assert_problem(
-        t.post(Some("k-503"), MUGS, &[]).await.expect("post"),
-        503,
-        "unavailable",
-    )
-    .await;
+    t.client.put(&faults).body(r#"{"failBeforeWork":1}"#).send().await.expect("put");
+    assert_problem(t.post(Some("k-503"), MUGS, &[]).await.expect("post"), 503, "unavailable").await;
     assert_eq!(t.count_keys(), 0);
 
     // Per-request X-Fault overrides the dice; bad values are 400.
-    let forced = t
-        .post(Some("k-503"), MUGS, &[("x-fault", "latency=10")])
-        .await
-        .expect("post");
+    let forced = t.post(Some("k-503"), MUGS, &[("x-fault", "latency=10")]).await.expect("post");
     assert_eq!(forced.status(), 201);
-    let bad = t
-        .post(Some("k-x"), MUGS, &[("x-fault", "meteor")])
-        .await
-        .expect("post");
+    let bad = t.post(Some("k-x"), MUGS, &[("x-fault", "meteor")]).await.expect("post");
     assert_problem(bad, 400, "invalid-fault-header").await;
 
     // Back to no faults.
@@ -301,9 +243,7 @@ async fn catalogue_health_and_unknown_api_paths() {
     assert_eq!(health["status"], "ok");
     assert_eq!(health["store"], "sqlite");
     let products = t.get_json("/api/products").await;
-    assert!(products["products"]
-        .as_array()
-        .is_some_and(|p| p.iter().any(|p| p["sku"] == "mug")));
+    assert!(products["products"].as_array().is_some_and(|p| p.iter().any(|p| p["sku"] == "mug")));
     let missing = t.client.get(t.url("/api/nope")).send().await.expect("404");
     assert_problem(missing, 404, "not-found").await;
     t.stop().await;

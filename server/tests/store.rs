@@ -21,34 +21,17 @@ async fn a_crash_between_the_order_insert_and_commit_leaves_nothing() {
     let (store, path) = open(&dir);
     let crash = crash_before_commit();
 
-    let result = store
-        .process(keyed_request("demo", "k1", MUGS, 1_000), crash)
-        .await;
-    assert!(
-        matches!(result, Err(StoreError::InjectedCrash)),
-        "{result:?}"
-    );
+    let result = store.process(keyed_request("demo", "k1", MUGS, 1_000), crash).await;
+    assert!(matches!(result, Err(StoreError::InjectedCrash)), "{result:?}");
     // Another connection sees neither the key row nor the order.
     assert_eq!(count(&path, "SELECT COUNT(*) FROM idempotency_keys"), 0);
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 0);
 
     // The retry with the same key does the work, once.
-    let retry = store
-        .process(
-            keyed_request("demo", "k1", MUGS, 1_001),
-            ProcessOptions::default(),
-        )
-        .await;
-    let Ok(Outcome::Fresh(first)) = retry else {
-        panic!("expected fresh, got {retry:?}")
-    };
+    let retry = store.process(keyed_request("demo", "k1", MUGS, 1_001), ProcessOptions::default()).await;
+    let Ok(Outcome::Fresh(first)) = retry else { panic!("expected fresh, got {retry:?}") };
     assert_eq!(first.status, 201);
-    let again = store
-        .process(
-            keyed_request("demo", "k1", MUGS, 1_002),
-            ProcessOptions::default(),
-        )
-        .await;
+    let again = store.process(keyed_request("demo", "k1", MUGS, 1_002), ProcessOptions::default()).await;
     assert_eq!(again.ok(), Some(Outcome::Replay(first)));
     assert_eq!(count(&path, "SELECT COUNT(*) FROM idempotency_keys"), 1);
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 1);
@@ -61,14 +44,8 @@ async fn the_sweep_deletes_only_rows_older_than_retention() {
     let day = 86_400;
     let retention = Duration::from_secs(day as u64);
     let options = ProcessOptions::default();
-    for (key, created) in [
-        ("old", 10_000),
-        ("edge", 10_000 + day),
-        ("new", 10_000 + day + 500),
-    ] {
-        let outcome = store
-            .process(keyed_request("demo", key, MUGS, created), options)
-            .await;
+    for (key, created) in [("old", 10_000), ("edge", 10_000 + day), ("new", 10_000 + day + 500)] {
+        let outcome = store.process(keyed_request("demo", key, MUGS, created), options).await;
         assert!(matches!(outcome, Ok(Outcome::Fresh(_))), "{outcome:?}");
     }
     // At now = 10_000 + 2 days, "old" is 2 days old, "edge" exactly 1 day (kept), "new" less.
@@ -76,9 +53,7 @@ async fn the_sweep_deletes_only_rows_older_than_retention() {
     assert_eq!(sweep_once(&store, now, retention).await.ok(), Some(1));
     let keys: Vec<String> = {
         let conn = rusqlite::Connection::open(&path).expect("open");
-        let mut stmt = conn
-            .prepare("SELECT key FROM idempotency_keys ORDER BY key")
-            .expect("prepare");
+        let mut stmt = conn.prepare("SELECT key FROM idempotency_keys ORDER BY key").expect("prepare");
         let rows = stmt.query_map([], |row| row.get(0)).expect("query");
         rows.collect::<Result<_, _>>().expect("rows")
     };
@@ -87,13 +62,9 @@ async fn the_sweep_deletes_only_rows_older_than_retention() {
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 3);
 
     // The swept key is new again; the kept one replays.
-    let old = store
-        .process(keyed_request("demo", "old", MUGS, now), options)
-        .await;
+    let old = store.process(keyed_request("demo", "old", MUGS, now), options).await;
     assert!(matches!(old, Ok(Outcome::Fresh(_))), "{old:?}");
-    let edge = store
-        .process(keyed_request("demo", "edge", MUGS, now), options)
-        .await;
+    let edge = store.process(keyed_request("demo", "edge", MUGS, now), options).await;
     assert!(matches!(edge, Ok(Outcome::Replay(_))), "{edge:?}");
 }
 
@@ -102,16 +73,9 @@ async fn an_expired_key_behaves_as_new_even_before_the_sweep() {
     let dir = tempfile::tempdir().expect("dir");
     let (store, path) = open(&dir);
     let options = ProcessOptions::default();
-    let first = store
-        .process(keyed_request("demo", "k", MUGS, 1_000), options)
-        .await;
+    let first = store.process(keyed_request("demo", "k", MUGS, 1_000), options).await;
     assert!(matches!(first, Ok(Outcome::Fresh(_))), "{first:?}");
-    let mut later = keyed_request(
-        "demo",
-        "k",
-        r#"{"items":[{"sku":"kettle","qty":1}]}"#,
-        200_000,
-    );
+    let mut later = keyed_request("demo", "k", r#"{"items":[{"sku":"kettle","qty":1}]}"#, 200_000);
     later.expired_before = 200_000 - 86_400;
     let second = store.process(later, options).await;
     assert!(matches!(second, Ok(Outcome::Fresh(_))), "{second:?}");
@@ -124,23 +88,14 @@ async fn accounts_scope_keys_in_the_store() {
     let (store, path) = open(&dir);
     let options = ProcessOptions::default();
     for account in ["a", "b"] {
-        let outcome = store
-            .process(keyed_request(account, "k", MUGS, 1_000), options)
-            .await;
+        let outcome = store.process(keyed_request(account, "k", MUGS, 1_000), options).await;
         assert!(matches!(outcome, Ok(Outcome::Fresh(_))), "{outcome:?}");
     }
-    let mismatch = store
-        .process(
-            keyed_request("a", "k", r#"{"items":[{"sku":"kettle","qty":1}]}"#, 1_001),
-            options,
-        )
-        .await;
+    let mismatch =
+        store.process(keyed_request("a", "k", r#"{"items":[{"sku":"kettle","qty":1}]}"#, 1_001), options).await;
     assert_eq!(mismatch.ok(), Some(Outcome::Mismatch));
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 2);
-    let listed = store
-        .list_orders(&AccountId::parse("a").expect("account"), 10)
-        .await
-        .expect("list");
+    let listed = store.list_orders(&AccountId::parse("a").expect("account"), 10).await.expect("list");
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].account_id, "a");
 }
@@ -154,18 +109,9 @@ async fn two_connections_racing_on_one_file_do_the_work_once() {
     let second = Store::Sqlite(SqliteStore::open(&path).expect("second connection"));
     let mut tasks = Vec::new();
     for i in 0..40 {
-        let store = if i % 2 == 0 {
-            first.clone()
-        } else {
-            second.clone()
-        };
+        let store = if i % 2 == 0 { first.clone() } else { second.clone() };
         tasks.push(tokio::spawn(async move {
-            store
-                .process(
-                    keyed_request("demo", "race", MUGS, 1_000),
-                    ProcessOptions::default(),
-                )
-                .await
+            store.process(keyed_request("demo", "race", MUGS, 1_000), ProcessOptions::default()).await
         }));
     }
     let mut fresh = 0;

@@ -85,9 +85,8 @@ pub fn classify(
         .or_else(|| should_retry_hint(response))
         .unwrap_or(RETRIED_STATUSES.contains(&status));
     if retry {
-        let after_ms = response
-            .header("retry-after")
-            .and_then(|value| parse_retry_after(&value, now_ms, max_retry_after_ms));
+        let after_ms =
+            response.header("retry-after").and_then(|value| parse_retry_after(&value, now_ms, max_retry_after_ms));
         return Classification::Retry { reason: RetryReason::Status(status), after_ms };
     }
     if status == 422 {

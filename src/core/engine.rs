@@ -18,8 +18,8 @@ use super::intent::{is_valid_intent_id, IntentRecord, IntentState, PersistedRequ
 use super::key::IdempotencyKey;
 use super::policy::RetryPolicy;
 use super::ports::{
-    AttemptEvent, AttemptRequest, Clock, HttpResponse, IntentStore, Observer, RandomSource, RetryEvent,
-    StoreError, Transport, TransportError, Waiter,
+    AttemptEvent, AttemptRequest, Clock, HttpResponse, IntentStore, Observer, RandomSource, RetryEvent, StoreError,
+    Transport, TransportError, Waiter,
 };
 
 /// How `begin` treats an existing record.
@@ -178,8 +178,15 @@ where
             // Best effort: the error below matters more than recording it.
             let _ = ctx.store.save(&record).await;
         }
-        return Err(fail(ErrorCode::Expired, "the idempotency key is older than keyTtlMs; the server may have \
-            forgotten it, so it is not re-sent: check the outcome with your server, then discard the intent", &key, 0, record.last_status, None));
+        return Err(fail(
+            ErrorCode::Expired,
+            "the idempotency key is older than keyTtlMs; the server may have \
+            forgotten it, so it is not re-sent: check the outcome with your server, then discard the intent",
+            &key,
+            0,
+            record.last_status,
+            None,
+        ));
     }
     let deadline = started.saturating_add(ctx.policy.total_timeout_ms);
     let mut policy_random = RandomBorrow(ctx.random);
@@ -210,54 +217,68 @@ where
         }
         ctx.observer.on_attempt(&AttemptEvent { key: key.as_str(), attempt, total_attempts: record.attempts });
         let timeout_ms = ctx.policy.attempt_timeout_ms.min(deadline - now).max(1);
-        let outcome =
-            ctx.transport.send(AttemptRequest { key_header_value: &header_value, attempt, timeout_ms }).await;
+        let outcome = ctx.transport.send(AttemptRequest { key_header_value: &header_value, attempt, timeout_ms }).await;
         let now = ctx.clock.now_ms();
         record.updated_at = now.max(record.created_at);
-        let (reason, after_ms, status) = match outcome {
-            Ok(response) => {
-                let status = response.status();
-                // Only what `IntentRecord::validate` accepts (an opaque response has status 0):
-                // anything else would make the stored record unreadable, and its key lost.
-                record.last_status = (100..=599).contains(&status).then_some(status);
-                let replayed =
-                    response.header("idempotent-replayed").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-                match classify(&response, now, ctx.policy.max_retry_after_ms, ctx.should_retry) {
-                    Classification::Success => {
-                        ctx.budget.borrow_mut().on_success(last_retry_cost);
-                        record.state = IntentState::Succeeded;
-                        // The answer is what matters now; if this save fails the record stays
-                        // pending and a later send replays the same key (the server answers the same).
-                        let _ = ctx.store.save(&record).await;
-                        return Ok(Definite { response, status, ok: true, replayed, attempts: attempt, key: key.to_string() });
-                    }
-                    Classification::Failure(FailureReason::KeyMismatch) => {
-                        record.state = IntentState::Failed;
-                        let _ = ctx.store.save(&record).await;
-                        return Err(fail(
+        let (reason, after_ms, status) =
+            match outcome {
+                Ok(response) => {
+                    let status = response.status();
+                    // Only what `IntentRecord::validate` accepts (an opaque response has status 0):
+                    // anything else would make the stored record unreadable, and its key lost.
+                    record.last_status = (100..=599).contains(&status).then_some(status);
+                    let replayed =
+                        response.header("idempotent-replayed").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+                    match classify(&response, now, ctx.policy.max_retry_after_ms, ctx.should_retry) {
+                        Classification::Success => {
+                            ctx.budget.borrow_mut().on_success(last_retry_cost);
+                            record.state = IntentState::Succeeded;
+                            // The answer is what matters now; if this save fails the record stays
+                            // pending and a later send replays the same key (the server answers the same).
+                            let _ = ctx.store.save(&record).await;
+                            return Ok(Definite {
+                                response,
+                                status,
+                                ok: true,
+                                replayed,
+                                attempts: attempt,
+                                key: key.to_string(),
+                            });
+                        }
+                        Classification::Failure(FailureReason::KeyMismatch) => {
+                            record.state = IntentState::Failed;
+                            let _ = ctx.store.save(&record).await;
+                            return Err(fail(
                             ErrorCode::KeyMismatch,
                             "the server answered 422: this idempotency key was already used with a different request",
                             &key, attempt, Some(status), None,
                         ));
-                    }
-                    Classification::Failure(FailureReason::Status(status)) => {
-                        record.state = IntentState::Failed;
-                        let _ = ctx.store.save(&record).await;
-                        return Ok(Definite { response, status, ok: false, replayed, attempts: attempt, key: key.to_string() });
-                    }
-                    Classification::Retry { reason, after_ms } => {
-                        response.release();
-                        (reason, after_ms, Some(status))
+                        }
+                        Classification::Failure(FailureReason::Status(status)) => {
+                            record.state = IntentState::Failed;
+                            let _ = ctx.store.save(&record).await;
+                            return Ok(Definite {
+                                response,
+                                status,
+                                ok: false,
+                                replayed,
+                                attempts: attempt,
+                                key: key.to_string(),
+                            });
+                        }
+                        Classification::Retry { reason, after_ms } => {
+                            response.release();
+                            (reason, after_ms, Some(status))
+                        }
                     }
                 }
-            }
-            Err(TransportError::Aborted) => {
-                let _ = ctx.store.save(&record).await;
-                return Err(aborted(&key, attempt, record.last_status));
-            }
-            Err(TransportError::Timeout) => (RetryReason::Timeout, None, None),
-            Err(TransportError::Network(_)) => (RetryReason::Network, None, None),
-        };
+                Err(TransportError::Aborted) => {
+                    let _ = ctx.store.save(&record).await;
+                    return Err(aborted(&key, attempt, record.last_status));
+                }
+                Err(TransportError::Timeout) => (RetryReason::Timeout, None, None),
+                Err(TransportError::Network(_)) => (RetryReason::Network, None, None),
+            };
         if let Err(e) = ctx.store.save(&record).await {
             return Err(storage_error(intent_id, &e).with_progress(&key, attempt, record.last_status));
         }
@@ -348,15 +369,26 @@ fn fail(
 
 fn exhausted(reason: ExhaustedReason, key: &IdempotencyKey, attempts: u32, last_status: Option<u16>) -> SendError {
     let message = match reason {
-        ExhaustedReason::MaxAttempts => "no definite answer after maxAttempts attempts; the key is kept, send again to resume",
+        ExhaustedReason::MaxAttempts => {
+            "no definite answer after maxAttempts attempts; the key is kept, send again to resume"
+        }
         ExhaustedReason::Deadline => "no definite answer before totalTimeoutMs; the key is kept, send again to resume",
-        ExhaustedReason::Budget => "the client's retry budget is spent (many failures at once); the key is kept, send again later",
+        ExhaustedReason::Budget => {
+            "the client's retry budget is spent (many failures at once); the key is kept, send again later"
+        }
     };
     fail(ErrorCode::RetriesExhausted, message, key, attempts, last_status, Some(reason))
 }
 
 fn aborted(key: &IdempotencyKey, attempts: u32, last_status: Option<u16>) -> SendError {
-    fail(ErrorCode::Aborted, "aborted by the caller; the key is kept, send again to resume", key, attempts, last_status, None)
+    fail(
+        ErrorCode::Aborted,
+        "aborted by the caller; the key is kept, send again to resume",
+        key,
+        attempts,
+        last_status,
+        None,
+    )
 }
 
 fn storage_error(intent_id: &str, error: &StoreError) -> SendError {

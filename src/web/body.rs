@@ -34,7 +34,8 @@ pub async fn buffer_body(body: &JsValue) -> Result<Option<BufferedBody>, JsValue
              ArrayBuffer, typed array, Blob, URLSearchParams or FormData instead",
         ));
     }
-    let unreadable = |e: JsValue| js_error(ErrorCode::InvalidRequest, format!("body cannot be read: {}", describe_js(&e)));
+    let unreadable =
+        |e: JsValue| js_error(ErrorCode::InvalidRequest, format!("body cannot be read: {}", describe_js(&e)));
     let Some(response) = response_from_body(body).map_err(unreadable)? else {
         return Err(js_error(
             ErrorCode::InvalidRequest,

@@ -87,7 +87,12 @@ impl IdempotentClient {
     /// `IdempotentOperation`; rejects with `INVALID_REQUEST`, `BODY_NOT_REPLAYABLE`,
     /// `INTENT_MISMATCH` (the id was begun with another request; the message names the old key)
     /// or `STORAGE` (the stored record is corrupt: discard it after checking with your server).
-    pub fn begin(&self, intent_id: IntentIdArg, request: IntentRequestArg, options: Option<BeginOptionsArg>) -> PromiseOperation {
+    pub fn begin(
+        &self,
+        intent_id: IntentIdArg,
+        request: IntentRequestArg,
+        options: Option<BeginOptionsArg>,
+    ) -> PromiseOperation {
         let inner = self.inner.clone();
         let request: JsValue = request.into();
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
@@ -176,7 +181,11 @@ impl IdempotentClient {
                 None => {
                     let mut bytes = [0u8; 16];
                     use crate::core::ports::RandomSource;
-                    inner.random.borrow_mut().fill(&mut bytes).map_err(|e| js_error(ErrorCode::Storage, e.to_string()))?;
+                    inner
+                        .random
+                        .borrow_mut()
+                        .fill(&mut bytes)
+                        .map_err(|e| js_error(ErrorCode::Storage, e.to_string()))?;
                     format!("fetch:{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
                 }
             };
@@ -235,7 +244,12 @@ impl IdempotentClient {
 }
 
 /// Runs the core's `begin` for a prepared request and wraps the result.
-pub async fn begin_prepared(inner: &Rc<ClientInner>, intent_id: String, prepared: PreparedRequest, replace: bool) -> Result<IdempotentOperation, JsValue> {
+pub async fn begin_prepared(
+    inner: &Rc<ClientInner>,
+    intent_id: String,
+    prepared: PreparedRequest,
+    replace: bool,
+) -> Result<IdempotentOperation, JsValue> {
     let options = BeginOptions {
         replace,
         key_ttl_ms: inner.config.key_ttl_ms,
@@ -264,7 +278,12 @@ fn persisted(prepared: &PreparedRequest) -> PersistedRequest {
     if let Some(content_type) = prepared.body.as_ref().and_then(|b| b.content_type.clone()) {
         headers.push(("content-type".into(), content_type));
     }
-    PersistedRequest { method: prepared.method.clone(), url: prepared.url.clone(), headers, body: prepared.body.as_ref().map(|b| b.bytes.clone()) }
+    PersistedRequest {
+        method: prepared.method.clone(),
+        url: prepared.url.clone(),
+        headers,
+        body: prepared.body.as_ref().map(|b| b.bytes.clone()),
+    }
 }
 
 async fn run_sweep(inner: &ClientInner) -> Result<JsValue, JsValue> {
@@ -304,7 +323,9 @@ pub fn intent_info(record: &IntentRecord) -> JsValue {
 }
 
 fn intent_id_arg(value: &JsValue) -> Result<String, JsValue> {
-    value.as_string().ok_or_else(|| js_error(ErrorCode::InvalidRequest, "intentId must be a string such as \"checkout:cart-42\""))
+    value
+        .as_string()
+        .ok_or_else(|| js_error(ErrorCode::InvalidRequest, "intentId must be a string such as \"checkout:cart-42\""))
 }
 
 /// `begin`'s options: whether to replace a mismatching stored intent.
@@ -322,7 +343,9 @@ fn listener_args(event_type: JsValue, listener: JsValue) -> Result<(String, Func
     let event_type = event_type.as_string().filter(|t| EVENT_TYPES.contains(&t.as_str())).ok_or_else(|| {
         js_error(ErrorCode::InvalidOptions, format!("event type must be one of {}", EVENT_TYPES.join(", ")))
     })?;
-    let listener = listener.dyn_into::<Function>().map_err(|_| js_error(ErrorCode::InvalidOptions, "listener must be a function"))?;
+    let listener = listener
+        .dyn_into::<Function>()
+        .map_err(|_| js_error(ErrorCode::InvalidOptions, "listener must be a function"))?;
     Ok((event_type, listener))
 }
 
@@ -336,7 +359,10 @@ fn read_fetch_args(input: &JsValue, init: &JsValue) -> Result<FetchArgs, JsValue
     let (url, mut method, mut headers) = match from_request {
         Some(request) => {
             if request.body().is_some() && property(init, "body").is_none() {
-                return Err(js_error(ErrorCode::BodyNotReplayable, "a Request's body is a stream and cannot be retried; pass the body in init.body"));
+                return Err(js_error(
+                    ErrorCode::BodyNotReplayable,
+                    "a Request's body is a stream and cannot be retried; pass the body in init.body",
+                ));
             }
             (request.url(), request.method(), Some(JsValue::from(request.headers())))
         }

@@ -10,6 +10,10 @@ impl Clock for DateClock {
     fn now_ms(&self) -> u64 {
         let now = js_sys::Date::now();
         // Date.now() is a non-negative integer in every real engine; clamp anything else.
-        if now.is_finite() && now > 0.0 { now as u64 } else { 0 }
+        if now.is_finite() && now > 0.0 {
+            now as u64
+        } else {
+            0
+        }
     }
 }

@@ -39,7 +39,8 @@ impl<'a> Fields<'a> {
 
     /// The raw value; `None` for `undefined` (absent). A throwing getter is an error.
     pub fn value(&self, name: &str) -> Result<Option<JsValue>, FieldError> {
-        let value = Reflect::get(self.object, &JsValue::from_str(name)).map_err(|_| format!("{}{name} cannot be read", self.path))?;
+        let value = Reflect::get(self.object, &JsValue::from_str(name))
+            .map_err(|_| format!("{}{name} cannot be read", self.path))?;
         Ok((!value.is_undefined()).then_some(value))
     }
 

@@ -16,7 +16,10 @@ use futures_util::future::{select, Either};
 use gloo_timers::future::TimeoutFuture;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use web_sys::{IdbDatabase, IdbFactory, IdbKeyRange, IdbOpenDbRequest, IdbRequest, IdbRequestReadyState, IdbTransaction, IdbTransactionMode};
+use web_sys::{
+    IdbDatabase, IdbFactory, IdbKeyRange, IdbOpenDbRequest, IdbRequest, IdbRequestReadyState, IdbTransaction,
+    IdbTransactionMode,
+};
 
 use super::errors::{describe_js, js_error_name};
 use super::waiter::EventOnce;
@@ -58,16 +61,25 @@ impl IdbStore {
     /// Starts opening the database; `Err(reason)` when IndexedDB is absent or blocked outright.
     pub fn open(namespace: &str) -> Result<Self, String> {
         // Reading `indexedDB` can throw (SecurityError) where storage is blocked.
-        let factory = js_sys::Reflect::get(&js_sys::global(), &JsValue::from_str("indexedDB"))
-            .map_err(|e| format!("{}: indexedDB is blocked ({}); intents are kept in memory", js_error_name(&e).unwrap_or_default(), describe_js(&e)))?;
+        let factory = js_sys::Reflect::get(&js_sys::global(), &JsValue::from_str("indexedDB")).map_err(|e| {
+            format!(
+                "{}: indexedDB is blocked ({}); intents are kept in memory",
+                js_error_name(&e).unwrap_or_default(),
+                describe_js(&e)
+            )
+        })?;
         if factory.is_undefined() || factory.is_null() {
             return Err("indexedDB is not available here; intents are kept in memory".into());
         }
         let factory: IdbFactory = factory.unchecked_into();
         // `open` throws SecurityError in opaque origins (sandboxed frames, data: workers).
-        let request = factory
-            .open_with_u32(DATABASE, VERSION)
-            .map_err(|e| format!("{}: IndexedDB cannot be opened ({}); intents are kept in memory", js_error_name(&e).unwrap_or_default(), describe_js(&e)))?;
+        let request = factory.open_with_u32(DATABASE, VERSION).map_err(|e| {
+            format!(
+                "{}: IndexedDB cannot be opened ({}); intents are kept in memory",
+                js_error_name(&e).unwrap_or_default(),
+                describe_js(&e)
+            )
+        })?;
         let upgrading = request.clone();
         let on_upgrade = Closure::once_into_js(move || {
             if let Ok(database) = upgrading.result().and_then(|db| db.dyn_into::<IdbDatabase>()) {
@@ -97,7 +109,8 @@ impl IdbStore {
     /// Stores `text` for `intent_id` and waits until the transaction has committed.
     pub async fn put(&self, intent_id: &str, text: &str) -> Result<(), IdbError> {
         let transaction = self.transaction(IdbTransactionMode::Readwrite).await?;
-        store_request(&transaction, |s| s.put_with_key(&JsValue::from_str(text), &self.key(intent_id))).map_err(unusable("writing"))?;
+        store_request(&transaction, |s| s.put_with_key(&JsValue::from_str(text), &self.key(intent_id)))
+            .map_err(unusable("writing"))?;
         committed(&transaction).await.map_err(unusable("writing"))
     }
 
@@ -126,7 +139,9 @@ impl IdbStore {
         Ok(keys
             .iter()
             .zip(values.iter())
-            .filter_map(|(key, value)| Some((key.as_string()?.strip_prefix(&self.prefix)?.to_owned(), value.as_string()?)))
+            .filter_map(|(key, value)| {
+                Some((key.as_string()?.strip_prefix(&self.prefix)?.to_owned(), value.as_string()?))
+            })
             .collect())
     }
 
@@ -151,9 +166,15 @@ impl IdbStore {
         let timeout = TimeoutFuture::new(OPEN_TIMEOUT_MS);
         let opened = match select(Box::pin(open_settled(&request, &finished)), timeout).await {
             Either::Left((result, _)) => result.and_then(|db| db.dyn_into::<IdbDatabase>()).map_err(|e| {
-                format!("{}: IndexedDB cannot be opened ({}); intents are kept in memory", js_error_name(&e).unwrap_or_default(), describe_js(&e))
+                format!(
+                    "{}: IndexedDB cannot be opened ({}); intents are kept in memory",
+                    js_error_name(&e).unwrap_or_default(),
+                    describe_js(&e)
+                )
             }),
-            Either::Right(_) => Err(format!("IndexedDB did not open within {OPEN_TIMEOUT_MS} ms; intents are kept in memory")),
+            Either::Right(_) => {
+                Err(format!("IndexedDB did not open within {OPEN_TIMEOUT_MS} ms; intents are kept in memory"))
+            }
         };
         // Another operation may have settled it meanwhile: keep the first outcome.
         let mut state = self.database.borrow_mut();
@@ -177,7 +198,10 @@ impl IdbStore {
     }
 }
 
-fn store_request(transaction: &IdbTransaction, make: impl FnOnce(&web_sys::IdbObjectStore) -> Result<IdbRequest, JsValue>) -> Result<IdbRequest, JsValue> {
+fn store_request(
+    transaction: &IdbTransaction,
+    make: impl FnOnce(&web_sys::IdbObjectStore) -> Result<IdbRequest, JsValue>,
+) -> Result<IdbRequest, JsValue> {
     make(&transaction.object_store(STORE)?)
 }
 
@@ -214,7 +238,9 @@ async fn committed(transaction: &IdbTransaction) -> Result<(), JsValue> {
     let mut abort = EventOnce::listen(transaction, "abort");
     match select(&mut complete.fired, &mut abort.fired).await {
         Either::Left(_) => Ok(()),
-        Either::Right(_) => Err(transaction.error().map_or_else(|| JsValue::from_str("the transaction was aborted"), JsValue::from)),
+        Either::Right(_) => {
+            Err(transaction.error().map_or_else(|| JsValue::from_str("the transaction was aborted"), JsValue::from))
+        }
     }
 }
 
@@ -223,5 +249,11 @@ fn failed(doing: &'static str) -> impl Fn(JsValue) -> IdbError {
 }
 
 fn unusable(doing: &'static str) -> impl Fn(JsValue) -> IdbError {
-    move |e| IdbError::Unusable(format!("{}: {doing} IndexedDB failed ({}); intents are kept in memory", js_error_name(&e).unwrap_or_default(), describe_js(&e)))
+    move |e| {
+        IdbError::Unusable(format!(
+            "{}: {doing} IndexedDB failed ({}); intents are kept in memory",
+            js_error_name(&e).unwrap_or_default(),
+            describe_js(&e)
+        ))
+    }
 }

@@ -46,14 +46,22 @@ pub struct TurnGuard {
 
 impl InFlight {
     /// Waits until no other call of this client is sending `intent_id`.
-    pub async fn enter(registry: &Rc<Self>, intent_id: &str, signal: Option<&web_sys::AbortSignal>) -> Result<Turn, Interrupted> {
+    pub async fn enter(
+        registry: &Rc<Self>,
+        intent_id: &str,
+        signal: Option<&web_sys::AbortSignal>,
+    ) -> Result<Turn, Interrupted> {
         loop {
             let receiver = {
                 let mut waiting = registry.waiting.borrow_mut();
                 match waiting.get_mut(intent_id) {
                     None => {
                         waiting.insert(intent_id.to_owned(), Vec::new());
-                        return Ok(Turn::Mine(TurnGuard { registry: registry.clone(), intent_id: intent_id.to_owned(), result: None }));
+                        return Ok(Turn::Mine(TurnGuard {
+                            registry: registry.clone(),
+                            intent_id: intent_id.to_owned(),
+                            result: None,
+                        }));
                     }
                     Some(queue) => {
                         let (sender, receiver) = oneshot::channel();

@@ -75,7 +75,11 @@ pub async fn acquire(name: &str, signal: Option<&web_sys::AbortSignal>) -> Resul
 }
 
 /// `navigator.locks.request(name, { signal }, callback)`; `Ok(None)` if the API refuses outright.
-async fn acquire_web_lock(locks: &JsValue, name: &str, signal: Option<&web_sys::AbortSignal>) -> Result<Option<IntentLock>, Interrupted> {
+async fn acquire_web_lock(
+    locks: &JsValue,
+    name: &str,
+    signal: Option<&web_sys::AbortSignal>,
+) -> Result<Option<IntentLock>, Interrupted> {
     let Some(request) = property(locks, "request").and_then(|r| r.dyn_into::<Function>().ok()) else {
         return Ok(None);
     };
@@ -124,7 +128,11 @@ pub struct Lease {
 }
 
 impl Lease {
-    async fn acquire(storage: web_sys::Storage, name: &str, signal: Option<&web_sys::AbortSignal>) -> Result<Self, Interrupted> {
+    async fn acquire(
+        storage: web_sys::Storage,
+        name: &str,
+        signal: Option<&web_sys::AbortSignal>,
+    ) -> Result<Self, Interrupted> {
         let slot = format!("idempotent-fetch:lease:{name}");
         let owner = format!("{:016x}", OsRandom.next_u64());
         loop {
@@ -163,7 +171,8 @@ impl Lease {
 
     /// Renews the lease every third of its TTL while held.
     fn keep_renewed(&self) {
-        let (storage, slot, owner, renewing) = (self.storage.clone(), self.slot.clone(), self.owner.clone(), self.renewing.clone());
+        let (storage, slot, owner, renewing) =
+            (self.storage.clone(), self.slot.clone(), self.owner.clone(), self.renewing.clone());
         wasm_bindgen_futures::spawn_local(async move {
             loop {
                 TimeoutFuture::new((LEASE_TTL_MS / 3) as u32).await;
@@ -192,7 +201,12 @@ impl Drop for Lease {
 
 /// Whether the lease in `slot` is `owner`'s.
 fn held_by(storage: &web_sys::Storage, slot: &str, owner: &str) -> bool {
-    storage.get_item(slot).ok().flatten().and_then(|value| value.split_once(':').map(|(o, _)| o == owner)).unwrap_or(false)
+    storage
+        .get_item(slot)
+        .ok()
+        .flatten()
+        .and_then(|value| value.split_once(':').map(|(o, _)| o == owner))
+        .unwrap_or(false)
 }
 
 /// `"<owner>:<expires ms>"`.
@@ -204,4 +218,3 @@ fn lease_value(owner: &str, expires: u64) -> String {
 fn lease_expiry(value: &str) -> Option<u64> {
     value.split_once(':')?.1.parse().ok()
 }
-

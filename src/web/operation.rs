@@ -38,8 +38,14 @@ impl IdempotentOperation {
     }
 
     /// Sends until a definite answer; the `SendResult` object or an `IdempotentFetchError`.
-    pub async fn send_with(&self, signal: Option<web_sys::AbortSignal>, on_attempt: Option<Function>, on_retry: Option<Function>) -> Result<JsValue, JsValue> {
-        send_operation(self.inner.clone(), self.record.clone(), self.request.clone(), signal, on_attempt, on_retry).await
+    pub async fn send_with(
+        &self,
+        signal: Option<web_sys::AbortSignal>,
+        on_attempt: Option<Function>,
+        on_retry: Option<Function>,
+    ) -> Result<JsValue, JsValue> {
+        send_operation(self.inner.clone(), self.record.clone(), self.request.clone(), signal, on_attempt, on_retry)
+            .await
     }
 }
 
@@ -206,7 +212,10 @@ async fn send_operation(
 
 /// `ABORTED` for a send aborted before its turn came (another call or tab was sending the intent).
 fn aborted_while_waiting(key: &str) -> JsValue {
-    let error = crate::core::SendError::new(ErrorCode::Aborted, "aborted while another call or tab was sending this intent; the key is kept");
+    let error = crate::core::SendError::new(
+        ErrorCode::Aborted,
+        "aborted while another call or tab was sending this intent; the key is kept",
+    );
     to_js_error(&error.with_key(key))
 }
 
@@ -222,17 +231,26 @@ fn parse_send_options(options: &JsValue) -> Result<SendArgs, JsValue> {
     for name in js_sys::Object::keys(options.unchecked_ref::<js_sys::Object>()).iter() {
         let name = name.as_string().unwrap_or_default();
         if !["signal", "onAttempt", "onRetry"].contains(&name.as_str()) {
-            return Err(js_error(ErrorCode::InvalidOptions, format!("unknown send option \"{name}\" (expected signal, onAttempt, onRetry)")));
+            return Err(js_error(
+                ErrorCode::InvalidOptions,
+                format!("unknown send option \"{name}\" (expected signal, onAttempt, onRetry)"),
+            ));
         }
     }
     let signal = match property(options, "signal") {
         None => None,
-        Some(s) => Some(s.dyn_into::<web_sys::AbortSignal>().map_err(|_| js_error(ErrorCode::InvalidOptions, "signal must be an AbortSignal"))?),
+        Some(s) => Some(
+            s.dyn_into::<web_sys::AbortSignal>()
+                .map_err(|_| js_error(ErrorCode::InvalidOptions, "signal must be an AbortSignal"))?,
+        ),
     };
     let callback = |name: &str| -> Result<Option<Function>, JsValue> {
         match property(options, name) {
             None => Ok(None),
-            Some(f) => f.dyn_into::<Function>().map(Some).map_err(|_| js_error(ErrorCode::InvalidOptions, format!("{name} must be a function"))),
+            Some(f) => f
+                .dyn_into::<Function>()
+                .map(Some)
+                .map_err(|_| js_error(ErrorCode::InvalidOptions, format!("{name} must be a function"))),
         }
     };
     Ok((signal, callback("onAttempt")?, callback("onRetry")?))

@@ -60,8 +60,17 @@ pub struct ClientConfig {
     pub should_retry: Option<Function>,
 }
 
-const ROOT_FIELDS: &[&str] =
-    &["namespace", "storage", "retry", "keyTtlMs", "headerName", "headerForm", "retryBudget", "persistRequest", "shouldRetry"];
+const ROOT_FIELDS: &[&str] = &[
+    "namespace",
+    "storage",
+    "retry",
+    "keyTtlMs",
+    "headerName",
+    "headerForm",
+    "retryBudget",
+    "persistRequest",
+    "shouldRetry",
+];
 const RETRY_FIELDS: &[&str] =
     &["maxAttempts", "baseDelayMs", "maxDelayMs", "totalTimeoutMs", "attemptTimeoutMs", "maxRetryAfterMs", "jitter"];
 
@@ -76,7 +85,8 @@ pub fn parse_client_options(value: &JsValue) -> Result<ClientConfig, JsValue> {
     let retry = Fields::of(&retry_value, "retry.", "retry").map_err(invalid)?;
     retry.only(RETRY_FIELDS).map_err(invalid)?;
     let policy = RetryPolicy {
-        max_attempts: integer(&retry, "maxAttempts", defaults.max_attempts.into(), 1, MAX_ATTEMPTS_LIMIT.into())? as u32,
+        max_attempts: integer(&retry, "maxAttempts", defaults.max_attempts.into(), 1, MAX_ATTEMPTS_LIMIT.into())?
+            as u32,
         base_delay_ms: duration(&retry, "baseDelayMs", defaults.base_delay_ms)?,
         max_delay_ms: duration(&retry, "maxDelayMs", defaults.max_delay_ms)?,
         total_timeout_ms: duration(&retry, "totalTimeoutMs", defaults.total_timeout_ms)?,
@@ -85,7 +95,9 @@ pub fn parse_client_options(value: &JsValue) -> Result<ClientConfig, JsValue> {
         jitter: match retry.string("jitter").map_err(invalid)? {
             None => defaults.jitter,
             Some(text) => Jitter::parse(&text).ok_or_else(|| {
-                invalid(format!("retry.jitter must be \"full\", \"equal\", \"decorrelated\" or \"none\", got \"{text}\""))
+                invalid(format!(
+                    "retry.jitter must be \"full\", \"equal\", \"decorrelated\" or \"none\", got \"{text}\""
+                ))
             })?,
         },
     };
@@ -100,7 +112,11 @@ pub fn parse_client_options(value: &JsValue) -> Result<ClientConfig, JsValue> {
         Some("session") => StorageKind::Session,
         Some("indexeddb") => StorageKind::IndexedDb,
         Some("memory") => StorageKind::Memory,
-        Some(other) => return Err(invalid(format!("storage must be \"local\", \"session\", \"indexeddb\" or \"memory\", got \"{other}\""))),
+        Some(other) => {
+            return Err(invalid(format!(
+                "storage must be \"local\", \"session\", \"indexeddb\" or \"memory\", got \"{other}\""
+            )))
+        }
     };
     let header_name = root.string("headerName").map_err(invalid)?.unwrap_or_else(|| "Idempotency-Key".into());
     if header_name.is_empty() || header_name.len() > 64 || !header_name.bytes().all(is_token_byte) {

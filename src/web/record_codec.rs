@@ -40,7 +40,10 @@ pub fn encode(record: &IntentRecord) -> Result<String, String> {
             headers.push(&Array::of2(&JsValue::from_str(name), &JsValue::from_str(value)));
         }
         set(&r, "headers", headers);
-        let body = request.body.as_ref().map_or(JsValue::NULL, |bytes| Array::from(&Uint8Array::from(bytes.as_slice())).into());
+        let body = request
+            .body
+            .as_ref()
+            .map_or(JsValue::NULL, |bytes| Array::from(&Uint8Array::from(bytes.as_slice())).into());
         set(&r, "body", body);
         set(&o, "request", r);
     }

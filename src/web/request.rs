@@ -38,7 +38,14 @@ pub async fn prepare_request(request: &JsValue, key_header: &str) -> Result<Prep
     fields.only(&["url", "method", "headers", "body"]).map_err(invalid)?;
     let url = read_url(property(request, "url").as_ref())?;
     let method = fields.string("method").map_err(invalid)?.unwrap_or_else(|| "POST".to_owned());
-    prepare_parts(url, &method, property(request, "headers").as_ref(), &property(request, "body").unwrap_or(JsValue::UNDEFINED), key_header).await
+    prepare_parts(
+        url,
+        &method,
+        property(request, "headers").as_ref(),
+        &property(request, "body").unwrap_or(JsValue::UNDEFINED),
+        key_header,
+    )
+    .await
 }
 
 /// Builds a prepared request from its parts (also used by the fetch-shaped API).
@@ -82,14 +89,17 @@ pub fn read_url(value: Option<&JsValue>) -> Result<String, JsValue> {
     if text.is_empty() || text.len() > 8192 || text.chars().any(char::is_control) {
         return Err(bad("request.url must be a non-empty URL without control characters"));
     }
-    let base = global_property("location").and_then(|l| Reflect::get(&l, &"href".into()).ok()).and_then(|h| h.as_string());
+    let base =
+        global_property("location").and_then(|l| Reflect::get(&l, &"href".into()).ok()).and_then(|h| h.as_string());
     let resolved = match &base {
         Some(base) => web_sys::Url::new_with_base(&text, base),
         None => web_sys::Url::new(&text),
     };
     match resolved {
         Ok(url) => Ok(url.href()),
-        Err(_) if base.is_none() => Err(bad(format!("request.url \"{text}\" is not an absolute URL (there is no page to resolve it against)"))),
+        Err(_) if base.is_none() => {
+            Err(bad(format!("request.url \"{text}\" is not an absolute URL (there is no page to resolve it against)")))
+        }
         Err(e) => Err(bad(format!("request.url \"{text}\" is not a URL: {}", describe_js(&e)))),
     }
 }

@@ -66,7 +66,12 @@ impl WebStore {
                 Err(reason) => (Backend::Memory(MemoryStore::new()), Some(reason)),
             },
         };
-        Self { prefix, backend: RefCell::new(backend), fallback_reason: RefCell::new(reason), on_fallback: RefCell::new(None) }
+        Self {
+            prefix,
+            backend: RefCell::new(backend),
+            fallback_reason: RefCell::new(reason),
+            on_fallback: RefCell::new(None),
+        }
     }
 
     /// Why the store fell back to memory, if it did.
@@ -160,7 +165,9 @@ impl IntentStore for WebStore {
     async fn save(&self, record: &IntentRecord) -> Result<(), StoreError> {
         if let Some(idb) = self.idb() {
             let text = encode(record)?;
-            let Err(IdbError::Unusable(reason) | IdbError::Failed(reason)) = idb.put(&record.id, &text).await else { return Ok(()) };
+            let Err(IdbError::Unusable(reason) | IdbError::Failed(reason)) = idb.put(&record.id, &text).await else {
+                return Ok(());
+            };
             // Reads may still work after a refused write (quota): keep what is stored.
             let carried = decode_entries(idb.all().await.unwrap_or_default());
             self.switch_to_memory(reason, carried);
@@ -172,7 +179,10 @@ impl IntentStore for WebStore {
         let text = encode(record)?;
         if let Err(e) = storage.set_item(&self.slot(&record.id), &text) {
             let name = js_error_name(&e).unwrap_or_default();
-            self.fall_back(format!("{name}: writing to storage failed ({}); intents are kept in memory for this page", describe_js(&e)));
+            self.fall_back(format!(
+                "{name}: writing to storage failed ({}); intents are kept in memory for this page",
+                describe_js(&e)
+            ));
             if let WebOrMemory::Memory(memory) = self.web_or_memory() {
                 memory.put(record.clone());
             }
@@ -223,17 +233,17 @@ fn probe(kind: StorageKind) -> Result<web_sys::Storage, String> {
     }
     let storage: web_sys::Storage = value.dyn_into().map_err(|_| format!("{name} is not a Storage object"))?;
     let probe_key = format!("{PREFIX}probe");
-    storage
-        .set_item(&probe_key, "1")
-        .and_then(|()| storage.remove_item(&probe_key))
-        .map_err(|e| format!("{}: {name} cannot be written ({})", js_error_name(&e).unwrap_or_default(), describe_js(&e)))?;
+    storage.set_item(&probe_key, "1").and_then(|()| storage.remove_item(&probe_key)).map_err(|e| {
+        format!("{}: {name} cannot be written ({})", js_error_name(&e).unwrap_or_default(), describe_js(&e))
+    })?;
     Ok(storage)
 }
 
 /// Every valid record under `prefix` (foreign or corrupt entries are skipped).
 fn read_all(storage: &web_sys::Storage, prefix: &str) -> Vec<IntentRecord> {
     let length = storage.length().unwrap_or(0);
-    let slots: Vec<String> = (0..length).filter_map(|i| storage.key(i).ok().flatten()).filter(|k| k.starts_with(prefix)).collect();
+    let slots: Vec<String> =
+        (0..length).filter_map(|i| storage.key(i).ok().flatten()).filter(|k| k.starts_with(prefix)).collect();
     let entries = slots.into_iter().filter_map(|slot| {
         let text = storage.get_item(&slot).ok().flatten()?;
         Some((slot[prefix.len()..].to_owned(), text))

@@ -4,10 +4,10 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
+use gloo_timers::callback::Timeout;
 use js_sys::Uint8Array;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use gloo_timers::callback::Timeout;
 use wasm_bindgen_futures::JsFuture;
 
 use crate::core::ports::{AttemptRequest, HttpResponse, Transport, TransportError};
@@ -53,8 +53,11 @@ impl Transport for FetchTransport<'_> {
         if self.signal.is_some_and(|s| s.aborted()) {
             return Err(TransportError::Aborted);
         }
-        let guard = AbortGuard::new(self.signal, attempt.timeout_ms).map_err(|e| TransportError::Network(describe_js(&e)))?;
-        let request = self.build(attempt.key_header_value, &guard.controller.signal()).map_err(|e| TransportError::Network(describe_js(&e)))?;
+        let guard =
+            AbortGuard::new(self.signal, attempt.timeout_ms).map_err(|e| TransportError::Network(describe_js(&e)))?;
+        let request = self
+            .build(attempt.key_header_value, &guard.controller.signal())
+            .map_err(|e| TransportError::Network(describe_js(&e)))?;
         let result = match global_fetch(&request) {
             Ok(promise) => JsFuture::from(promise).await,
             Err(e) => Err(e),

@@ -63,7 +63,10 @@ impl Waiter for BrowserWaiter {
 
 /// Runs `future` to completion unless `signal` aborts first (an already aborted signal, which fires
 /// no more `abort` events, interrupts at once). The one place the caller's signal cuts a wait short.
-pub async fn until_aborted<F: Future>(signal: Option<&web_sys::AbortSignal>, future: F) -> Result<F::Output, Interrupted> {
+pub async fn until_aborted<F: Future>(
+    signal: Option<&web_sys::AbortSignal>,
+    future: F,
+) -> Result<F::Output, Interrupted> {
     let Some(signal) = signal else { return Ok(future.await) };
     if signal.aborted() {
         return Err(Interrupted);

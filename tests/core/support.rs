@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
 use idempotent_fetch::core::ports::{
-    AttemptEvent, AttemptRequest, Clock, HttpResponse, Interrupted, IntentStore, Observer, RandomSource,
-    RetryEvent, StoreError, Transport, TransportError, Waiter,
+    AttemptEvent, AttemptRequest, Clock, HttpResponse, IntentStore, Interrupted, Observer, RandomSource, RetryEvent,
+    StoreError, Transport, TransportError, Waiter,
 };
 use idempotent_fetch::core::{
     begin, send, BeginOptions, Definite, Fingerprint, IntentRecord, KeyHeaderForm, MemoryStore, RetryBudget,
@@ -551,7 +551,12 @@ impl<S: IntentStore> Rig<S> {
         self.begin_with(id, fingerprint, &self.options())
     }
 
-    pub fn begin_with(&self, id: &str, fingerprint: &Fingerprint, options: &BeginOptions) -> Result<IntentRecord, SendError> {
+    pub fn begin_with(
+        &self,
+        id: &str,
+        fingerprint: &Fingerprint,
+        options: &BeginOptions,
+    ) -> Result<IntentRecord, SendError> {
         futures::executor::block_on(begin(&self.store, &self.clock, &self.random, id, fingerprint, options))
     }
 

@@ -114,14 +114,20 @@ pub async fn send(op: &JsValue, options: Option<&JsValue>) -> Result<JsValue, Js
 
 /// `error.code` of an `IdempotentFetchError` (panics if `error` is not one).
 pub fn code(error: &JsValue) -> String {
-    assert_eq!(get(error, "name").as_string().as_deref(), Some("IdempotentFetchError"), "not an IdempotentFetchError: {}", describe(error));
+    assert_eq!(
+        get(error, "name").as_string().as_deref(),
+        Some("IdempotentFetchError"),
+        "not an IdempotentFetchError: {}",
+        describe(error)
+    );
     get(error, "code").as_string().expect("error.code is a string")
 }
 
 /// `"CODE: message"` for messages.
 pub fn describe(error: &JsValue) -> String {
     let code = get(error, "code").as_string().unwrap_or_else(|| "?".into());
-    let message = get(error, "message").as_string().or_else(|| error.as_string()).unwrap_or_else(|| format!("{error:?}"));
+    let message =
+        get(error, "message").as_string().or_else(|| error.as_string()).unwrap_or_else(|| format!("{error:?}"));
     format!("{code}: {message}")
 }
 
@@ -133,7 +139,9 @@ pub fn ok(result: Result<JsValue, JsValue>, what: &str) -> JsValue {
 /// Unwraps a rejection with the expected `code`, describing an unexpected success.
 pub fn rejected(result: Result<JsValue, JsValue>, expected_code: &str, what: &str) -> JsValue {
     match result {
-        Ok(value) => panic!("{what} should reject with {expected_code} but resolved to {:?}", JSON::stringify(&value).ok()),
+        Ok(value) => {
+            panic!("{what} should reject with {expected_code} but resolved to {:?}", JSON::stringify(&value).ok())
+        }
         Err(error) => {
             assert_eq!(code(&error), expected_code, "{what}: {}", describe(&error));
             error
@@ -171,7 +179,8 @@ impl Logged {
 pub async fn server_log(scenario: &str) -> Vec<Logged> {
     let fetch: Function = get(&js_sys::global(), "fetch").dyn_into().expect("global fetch");
     let url = format!("{}/log/{scenario}", server());
-    let response = wait(fetch.call1(&JsValue::UNDEFINED, &JsValue::from_str(&url)).expect("fetch call")).await.expect("GET /log");
+    let response =
+        wait(fetch.call1(&JsValue::UNDEFINED, &JsValue::from_str(&url)).expect("fetch call")).await.expect("GET /log");
     let json: Function = get(&response, "json").dyn_into().expect("response.json");
     let entries = wait(json.call0(&response).expect("json()")).await.expect("log JSON");
     js_sys::Array::from(&entries)

@@ -12,25 +12,25 @@ pub fn newest_mtime(p: &Path) -> Option<SystemTime> {
     if meta.is_file() {
         return meta.modified().ok();
     }
-    fs::read_dir(p)
-        .ok()?
-        .flatten()
-        .filter_map(|e| newest_mtime(&e.path()))
-        .max()
+    fs::read_dir(p).ok()?.flatten().filter_map(|e| newest_mtime(&e.path())).max()
 }
 
 fn pkg_web_stale() -> bool {
     let wasm = root().join("pkg/web/idempotent_fetch_bg.wasm");
     let Some(built) = newest_mtime(&wasm) else { return true };
-    ["src", "Cargo.toml", "Cargo.lock"]
-        .iter()
-        .filter_map(|p| newest_mtime(&root().join(p)))
-        .any(|t| t > built)
+    ["src", "Cargo.toml", "Cargo.lock"].iter().filter_map(|p| newest_mtime(&root().join(p))).any(|t| t > built)
 }
 
 pub fn build_pkg(target: &str, out: &str) -> Result {
     run(crate::process::cmd("wasm-pack").args([
-        "build", "--release", "--target", target, "--out-dir", out, "--out-name", "idempotent_fetch",
+        "build",
+        "--release",
+        "--target",
+        target,
+        "--out-dir",
+        out,
+        "--out-name",
+        "idempotent_fetch",
     ]))
 }
 
@@ -51,8 +51,16 @@ pub fn demo(port: u16) -> Result {
     fs::create_dir_all(root().join("target")).map_err(|e| format!("mkdir target: {e}"))?;
     let addr = format!("127.0.0.1:{port}");
     let mut c = cargo();
-    c.args(["run", "--release", "-p", "idempotent-fetch-server", "--"])
-        .args(["--addr", &addr, "--db", "target/demo.sqlite", "--www", "www", "--pkg", "pkg/web"]);
+    c.args(["run", "--release", "-p", "idempotent-fetch-server", "--"]).args([
+        "--addr",
+        &addr,
+        "--db",
+        "target/demo.sqlite",
+        "--www",
+        "www",
+        "--pkg",
+        "pkg/web",
+    ]);
     println!("== demo at http://{addr}/  (Ctrl-C stops it)");
     println!("$ {}", describe(&c));
     // Ctrl-C reaches the server through the terminal's process group; we only must not die

@@ -66,8 +66,7 @@ pub fn rust_target() -> Result {
 
 /// The exact version of `package` in Cargo.lock (an error when it is there in several versions).
 pub fn locked_version(package: &str) -> Result<String> {
-    let lock = fs::read_to_string(root().join("Cargo.lock"))
-        .map_err(|e| format!("cannot read Cargo.lock: {e}"))?;
+    let lock = fs::read_to_string(root().join("Cargo.lock")).map_err(|e| format!("cannot read Cargo.lock: {e}"))?;
     let mut versions: Vec<String> = Vec::new();
     for block in lock.split("[[package]]").skip(1) {
         let field = |key: &str| {
@@ -86,18 +85,14 @@ pub fn locked_version(package: &str) -> Result<String> {
     match versions.len() {
         0 => Err(format!("package {package} not found in Cargo.lock")),
         1 => Ok(versions.remove(0)),
-        _ => Err(format!(
-            "Cargo.lock has several {package} versions {versions:?}; pin one with `=`"
-        )),
+        _ => Err(format!("Cargo.lock has several {package} versions {versions:?}; pin one with `=`")),
     }
 }
 
 fn cargo_install_running(krate: &str) -> impl Fn(&str) -> bool + '_ {
     move |p: &str| {
         let words: Vec<&str> = p.split_whitespace().collect();
-        words.iter().any(|w| w.ends_with("cargo"))
-            && words.contains(&"install")
-            && words.contains(&krate)
+        words.iter().any(|w| w.ends_with("cargo")) && words.contains(&"install") && words.contains(&krate)
     }
 }
 
@@ -105,11 +100,8 @@ pub fn wasm_bindgen_cli() -> Result {
     let want = locked_version("wasm-bindgen")?;
     step(&format!("wasm-bindgen-cli {want} (the wasm-bindgen version in Cargo.lock)"));
     let have = || output(Command::new("wasm-bindgen").arg("--version"));
-    let ok = |v: &Option<String>| {
-        v.as_deref()
-            .map(|s| s.split_whitespace().nth(1) == Some(want.as_str()))
-            .unwrap_or(false)
-    };
+    let ok =
+        |v: &Option<String>| v.as_deref().map(|s| s.split_whitespace().nth(1) == Some(want.as_str())).unwrap_or(false);
     if ok(&have()) {
         println!("   already installed");
         return Ok(());

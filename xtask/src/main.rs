@@ -26,7 +26,14 @@ fn main() -> ExitCode {
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy();
         if k.starts_with("CARGO_PKG_")
-            || matches!(&*k, "CARGO_MANIFEST_DIR" | "CARGO_MANIFEST_PATH" | "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE")
+            || matches!(
+                &*k,
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+            )
         {
             std::env::remove_var(&*k);
         }

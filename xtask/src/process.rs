@@ -14,10 +14,7 @@ pub type Result<T = ()> = std::result::Result<T, String>;
 
 /// Repository root (the parent of xtask/).
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask has a parent dir")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask has a parent dir").to_path_buf()
 }
 
 /// A new `Command` that runs in the repository root.

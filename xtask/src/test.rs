@@ -98,10 +98,7 @@ fn wasm_tests(_: &mut Cx) -> Result<Outcome> {
         env::set_var("WASM_BINDGEN_TEST_TIMEOUT", "120");
     }
     let driver = env::var_os("CHROMEDRIVER").ok_or("CHROMEDRIVER is not set (install::chromium sets it)")?;
-    run(cmd("wasm-pack")
-        .args(["test", "--headless", "--chrome", "--chromedriver"])
-        .arg(&driver)
-        .arg("--release"))?;
+    run(cmd("wasm-pack").args(["test", "--headless", "--chrome", "--chromedriver"]).arg(&driver).arg("--release"))?;
     run(cmd("wasm-pack").args(["test", "--node", "--release"]))?;
     Ok(Outcome::Ran)
     // `_server` is dropped here, or on any `?` above: the test server never outlives the layer.
@@ -218,9 +215,7 @@ pub fn target_dir() -> Result<PathBuf> {
 fn node_test(dir: &str) -> Result<Option<String>> {
     let files = node_test_files(&root().join(dir));
     if files.is_empty() {
-        return Ok(Some(format!(
-            "{dir} has no test files (name them *.test.mjs)"
-        )));
+        return Ok(Some(format!("{dir} has no test files (name them *.test.mjs)")));
     }
     let mut c = cmd("node");
     c.arg("--test");

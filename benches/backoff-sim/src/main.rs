@@ -43,46 +43,18 @@ fn paper(jitter: Jitter) -> Schedule {
 fn strategies() -> Vec<Strategy> {
     // Our default policy as shipped, with only the numbers the paper fixes changed (base, cap) and
     // attempts unlimited: whatever jitter `RetryPolicy::default()` picks is what runs here.
-    let ours = RetryPolicy {
-        base_delay_ms: BASE_MS,
-        max_delay_ms: CAP_MS,
-        max_attempts: UNLIMITED,
-        ..RetryPolicy::default()
-    };
+    let ours =
+        RetryPolicy { base_delay_ms: BASE_MS, max_delay_ms: CAP_MS, max_attempts: UNLIMITED, ..RetryPolicy::default() };
     // Our real defaults (base 250 ms, cap 20 s), attempts unlimited, for reference.
-    let ours_real = RetryPolicy {
-        max_attempts: UNLIMITED,
-        ..RetryPolicy::default()
-    };
+    let ours_real = RetryPolicy { max_attempts: UNLIMITED, ..RetryPolicy::default() };
     vec![
-        Strategy {
-            name: "no backoff",
-            schedule: Schedule::Immediate,
-        },
-        Strategy {
-            name: "exponential",
-            schedule: paper(Jitter::None),
-        },
-        Strategy {
-            name: "full jitter",
-            schedule: paper(Jitter::Full),
-        },
-        Strategy {
-            name: "equal jitter",
-            schedule: paper(Jitter::Equal),
-        },
-        Strategy {
-            name: "decorrelated",
-            schedule: paper(Jitter::Decorrelated),
-        },
-        Strategy {
-            name: "our default",
-            schedule: Schedule::Policy(ours),
-        },
-        Strategy {
-            name: "ours 250ms/20s",
-            schedule: Schedule::Policy(ours_real),
-        },
+        Strategy { name: "no backoff", schedule: Schedule::Immediate },
+        Strategy { name: "exponential", schedule: paper(Jitter::None) },
+        Strategy { name: "full jitter", schedule: paper(Jitter::Full) },
+        Strategy { name: "equal jitter", schedule: paper(Jitter::Equal) },
+        Strategy { name: "decorrelated", schedule: paper(Jitter::Decorrelated) },
+        Strategy { name: "our default", schedule: Schedule::Policy(ours) },
+        Strategy { name: "ours 250ms/20s", schedule: Schedule::Policy(ours_real) },
     ]
 }
 
@@ -92,10 +64,7 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        runs: RUNS,
-        seed: 2015,
-    };
+    let mut args = Args { runs: RUNS, seed: 2015 };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -107,12 +76,7 @@ fn parse_args() -> Result<Args, String> {
                     .filter(|&n| n > 0)
                     .ok_or("--runs needs a positive integer")?
             }
-            "--seed" => {
-                args.seed = it
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .ok_or("--seed needs an integer")?
-            }
+            "--seed" => args.seed = it.next().and_then(|v| v.parse().ok()).ok_or("--seed needs an integer")?,
             "-h" | "--help" => {
                 println!("backoff-sim [--quick] [--runs N] [--seed S]\n  --quick   {QUICK_RUNS} runs per point instead of {RUNS}\n  --runs N  runs per point\n  --seed S  base seed (default 2015)");
                 std::process::exit(0);
@@ -201,21 +165,11 @@ fn print_table(
 /// Our default against each paper strategy, summed over every N (the total work and the total
 /// time across the sweep), plus the per-N worst case against full jitter.
 fn print_comparison(strategies: &[Strategy], sizes: &[usize], means: &[Vec<(f64, f64)>]) {
-    let index = |name: &str| {
-        strategies
-            .iter()
-            .position(|s| s.name == name)
-            .expect("a known strategy")
-    };
+    let index = |name: &str| strategies.iter().position(|s| s.name == name).expect("a known strategy");
     let ours = index("our default");
     let full = index("full jitter");
-    let total =
-        |j: usize, pick: fn(&(f64, f64)) -> f64| means.iter().map(|row| pick(&row[j])).sum::<f64>();
-    println!(
-        "## Our default against the others (summed over N = {}..{})",
-        sizes[0],
-        sizes[sizes.len() - 1]
-    );
+    let total = |j: usize, pick: fn(&(f64, f64)) -> f64| means.iter().map(|row| pick(&row[j])).sum::<f64>();
+    println!("## Our default against the others (summed over N = {}..{})", sizes[0], sizes[sizes.len() - 1]);
     println!();
     println!("| strategy | calls, ours / theirs | time, ours / theirs |");
     println!("|---|---:|---:|");
@@ -230,10 +184,7 @@ fn print_comparison(strategies: &[Strategy], sizes: &[usize], means: &[Vec<(f64,
             total(ours, |m| m.1) / total(j, |m| m.1)
         );
     }
-    let worst = means
-        .iter()
-        .map(|row| row[ours].0 / row[full].0)
-        .fold(f64::MIN, f64::max);
+    let worst = means.iter().map(|row| row[ours].0 / row[full].0).fold(f64::MIN, f64::max);
     println!();
     println!("Worst single N, our default's calls / full jitter's calls: {worst:.3}.");
     let identical = means.iter().all(|row| row[ours] == row[full]);
@@ -255,8 +206,5 @@ fn print_comparison(strategies: &[Strategy], sizes: &[usize], means: &[Vec<(f64,
             }
         })
         .collect();
-    println!(
-        "Completion time, fastest to slowest (base 5 ms strategies, summed over N): {}.",
-        names.join(" < ")
-    );
+    println!("Completion time, fastest to slowest (base 5 ms strategies, summed over N): {}.", names.join(" < "));
 }

@@ -110,10 +110,7 @@ impl PartialOrd for Event {
 impl Ord for Event {
     /// Reversed, so `BinaryHeap` (a max-heap) pops the earliest event first.
     fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .at
-            .total_cmp(&self.at)
-            .then_with(|| other.seq.cmp(&self.seq))
+        other.at.total_cmp(&self.at).then_with(|| other.seq.cmp(&self.seq))
     }
 }
 
@@ -126,12 +123,7 @@ struct Queue {
 impl Queue {
     fn push(&mut self, at: f64, client: usize, message: Message) {
         self.seq += 1;
-        self.heap.push(Event {
-            at,
-            seq: self.seq,
-            client,
-            message,
-        });
+        self.heap.push(Event { at, seq: self.seq, client, message });
     }
 }
 
@@ -153,21 +145,13 @@ pub fn run(clients: usize, schedule: &Schedule, seed: u64) -> Outcome {
         normal: Normal::new(10.0, 2.0).expect("a finite mean and a positive standard deviation"),
         rng: StdRng::seed_from_u64(mix(seed, 0)),
     };
-    let mut randoms: Vec<SeededRandom> = (0..clients)
-        .map(|c| SeededRandom::new(mix(seed, 1 + c as u64)))
-        .collect();
+    let mut randoms: Vec<SeededRandom> = (0..clients).map(|c| SeededRandom::new(mix(seed, 1 + c as u64))).collect();
     let mut backoffs: Vec<Option<Backoff<'_>>> = match schedule {
         Schedule::Immediate => (0..clients).map(|_| None).collect(),
-        Schedule::Policy(policy) => randoms
-            .iter_mut()
-            .map(|r| Some(Backoff::new(policy, r)))
-            .collect(),
+        Schedule::Policy(policy) => randoms.iter_mut().map(|r| Some(Backoff::new(policy, r))).collect(),
     };
 
-    let mut queue = Queue {
-        heap: BinaryHeap::with_capacity(clients * 2),
-        seq: 0,
-    };
+    let mut queue = Queue { heap: BinaryHeap::with_capacity(clients * 2), seq: 0 };
     for client in 0..clients {
         let at = network.delay();
         queue.push(at, client, Message::Read);
@@ -179,29 +163,17 @@ pub fn run(clients: usize, schedule: &Schedule, seed: u64) -> Outcome {
         let now = event.at;
         let client = event.client;
         match event.message {
-            Message::Read => queue.push(
-                now + network.delay(),
-                client,
-                Message::ReadResponse { version },
-            ),
-            Message::ReadResponse {
-                version: read_version,
-            } => queue.push(
-                now + network.delay(),
-                client,
-                Message::Write { read_version },
-            ),
+            Message::Read => queue.push(now + network.delay(), client, Message::ReadResponse { version }),
+            Message::ReadResponse { version: read_version } => {
+                queue.push(now + network.delay(), client, Message::Write { read_version })
+            }
             Message::Write { read_version } => {
                 outcome.calls += 1;
                 let success = read_version == version;
                 if success {
                     version += 1;
                 }
-                queue.push(
-                    now + network.delay(),
-                    client,
-                    Message::WriteResponse { success },
-                );
+                queue.push(now + network.delay(), client, Message::WriteResponse { success });
             }
             Message::WriteResponse { success: true } => {
                 outcome.successes += 1;
@@ -244,21 +216,13 @@ mod tests {
         let outcome = run(1, &Schedule::Immediate, 7);
         assert_eq!(outcome.calls, 1);
         // Four messages of about 10 ms each.
-        assert!(
-            outcome.completion_ms > 20.0 && outcome.completion_ms < 60.0,
-            "{}",
-            outcome.completion_ms
-        );
+        assert!(outcome.completion_ms > 20.0 && outcome.completion_ms < 60.0, "{}", outcome.completion_ms);
     }
 
     #[test]
     fn every_client_succeeds_exactly_once() {
-        for schedule in [
-            Schedule::Immediate,
-            policy(Jitter::None),
-            policy(Jitter::Full),
-            policy(Jitter::Decorrelated),
-        ] {
+        for schedule in [Schedule::Immediate, policy(Jitter::None), policy(Jitter::Full), policy(Jitter::Decorrelated)]
+        {
             let outcome = run(30, &schedule, 11);
             assert_eq!(outcome.successes, 30, "{schedule:?}");
             assert!(outcome.calls >= 30, "{schedule:?}: {}", outcome.calls);

@@ -56,8 +56,7 @@ impl StoredResponse {
 
     /// Decodes the `response_headers` column.
     pub fn decode_headers(text: &str) -> Result<Vec<(String, String)>, StoreError> {
-        serde_json::from_str(text)
-            .map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))
+        serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))
     }
 
     /// The stored response from the key row's `status_code`, `response_headers` and `response_body`
@@ -80,14 +79,11 @@ impl StoredResponse {
     /// The HTTP response; `replayed` adds `Idempotent-Replayed: true`.
     pub fn into_http(self, replayed: bool) -> Response {
         let mut response = Response::new(Body::from(self.body));
-        *response.status_mut() =
-            StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        *response.status_mut() = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let headers = response.headers_mut();
         for (name, value) in &self.headers {
-            if let (Ok(name), Ok(value)) = (
-                HeaderName::try_from(name.as_str()),
-                HeaderValue::try_from(value.as_str()),
-            ) {
+            if let (Ok(name), Ok(value)) = (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str()))
+            {
                 headers.append(name, value);
             }
         }
@@ -142,11 +138,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Decides the outcome for an existing key row.
-    pub(crate) fn for_existing(
-        request_hash: &str,
-        stored_hash: &str,
-        stored: Option<StoredResponse>,
-    ) -> Outcome {
+    pub(crate) fn for_existing(request_hash: &str, stored_hash: &str, stored: Option<StoredResponse>) -> Outcome {
         match stored {
             None => Outcome::InFlight,
             Some(_) if stored_hash != request_hash => Outcome::Mismatch,
@@ -163,17 +155,9 @@ pub(crate) type OrderColumns = (String, String, String, String, i64, String, i64
 pub(crate) fn decode_order(
     (id, account_id, idempotency_key, items, total_cents, currency, created_at): OrderColumns,
 ) -> Result<Order, StoreError> {
-    let items = crate::orders::decode_items(&items)
-        .map_err(|e| StoreError::Corrupt(format!("order {id} items: {e}")))?;
-    Ok(Order {
-        id,
-        account_id,
-        idempotency_key,
-        items,
-        total_cents,
-        currency,
-        created_at,
-    })
+    let items =
+        crate::orders::decode_items(&items).map_err(|e| StoreError::Corrupt(format!("order {id} items: {e}")))?;
+    Ok(Order { id, account_id, idempotency_key, items, total_cents, currency, created_at })
 }
 
 /// Errors of the store.
@@ -223,29 +207,17 @@ macro_rules! backend {
 
 impl Store {
     /// The protocol step: see the module docs.
-    pub async fn process(
-        &self,
-        request: KeyedRequest,
-        options: ProcessOptions,
-    ) -> Result<Outcome, StoreError> {
+    pub async fn process(&self, request: KeyedRequest, options: ProcessOptions) -> Result<Outcome, StoreError> {
         backend!(self, store => store.process(request, options).await)
     }
 
     /// The account's orders, newest first, at most `limit`.
-    pub async fn list_orders(
-        &self,
-        account: &AccountId,
-        limit: u32,
-    ) -> Result<Vec<Order>, StoreError> {
+    pub async fn list_orders(&self, account: &AccountId, limit: u32) -> Result<Vec<Order>, StoreError> {
         backend!(self, store => store.list_orders(account, limit).await)
     }
 
     /// One of the account's orders.
-    pub async fn get_order(
-        &self,
-        account: &AccountId,
-        id: &str,
-    ) -> Result<Option<Order>, StoreError> {
+    pub async fn get_order(&self, account: &AccountId, id: &str) -> Result<Option<Order>, StoreError> {
         backend!(self, store => store.get_order(account, id).await)
     }
 

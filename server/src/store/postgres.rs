@@ -65,9 +65,7 @@ pub struct PostgresStore {
 
 impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PostgresStore")
-            .field("status", &self.pool.status())
-            .finish()
+        f.debug_struct("PostgresStore").field("status", &self.pool.status()).finish()
     }
 }
 
@@ -75,13 +73,7 @@ impl PostgresStore {
     /// Connects to `url` (`postgres://user[:password]@host:port/db`, no TLS) and applies the schema.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         let config = tokio_postgres::Config::from_str(url)?;
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
             .runtime(Runtime::Tokio1)
@@ -95,28 +87,20 @@ impl PostgresStore {
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Client, StoreError> {
-        self.pool
-            .get()
-            .await
-            .map_err(|e| StoreError::Pool(e.to_string()))
+        self.pool.get().await.map_err(|e| StoreError::Pool(e.to_string()))
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-            .await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
         tx.batch_execute(SCHEMA).await?;
         tx.commit().await?;
         Ok(())
     }
 
     /// See [`super::Store::process`]. The `work_delay` is slept inside the transaction, with the key locked.
-    pub async fn process(
-        &self,
-        request: KeyedRequest,
-        options: ProcessOptions,
-    ) -> Result<Outcome, StoreError> {
+    pub async fn process(&self, request: KeyedRequest, options: ProcessOptions) -> Result<Outcome, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         let account = request.account.as_str();
@@ -163,20 +147,13 @@ impl PostgresStore {
             let stored_hash: String = row.try_get(0)?;
             let status: Option<i32> = row.try_get(1)?;
             let status = status
-                .map(|status| {
-                    u16::try_from(status)
-                        .map_err(|_| StoreError::Corrupt(format!("status_code {status}")))
-                })
+                .map(|status| u16::try_from(status).map_err(|_| StoreError::Corrupt(format!("status_code {status}"))))
                 .transpose()?;
             let headers: Option<String> = row.try_get(2)?;
             let body: Option<String> = row.try_get(3)?;
             let stored = StoredResponse::from_columns(status, headers.as_deref(), body)?;
             tx.commit().await?;
-            return Ok(Outcome::for_existing(
-                &request.request_hash,
-                &stored_hash,
-                stored,
-            ));
+            return Ok(Outcome::for_existing(&request.request_hash, &stored_hash, stored));
         }
 
         if let Some(delay) = options.work_delay {
@@ -218,11 +195,7 @@ impl PostgresStore {
     }
 
     /// See [`super::Store::list_orders`].
-    pub async fn list_orders(
-        &self,
-        account: &AccountId,
-        limit: u32,
-    ) -> Result<Vec<Order>, StoreError> {
+    pub async fn list_orders(&self, account: &AccountId, limit: u32) -> Result<Vec<Order>, StoreError> {
         let client = self.client().await?;
         let rows = client
             .query(
@@ -235,11 +208,7 @@ impl PostgresStore {
     }
 
     /// See [`super::Store::get_order`].
-    pub async fn get_order(
-        &self,
-        account: &AccountId,
-        id: &str,
-    ) -> Result<Option<Order>, StoreError> {
+    pub async fn get_order(&self, account: &AccountId, id: &str) -> Result<Option<Order>, StoreError> {
         let client = self.client().await?;
         let row = client
             .query_opt(
@@ -254,12 +223,7 @@ impl PostgresStore {
     /// See [`super::Store::sweep`]. Deleting by age is safe to run from every instance at once.
     pub async fn sweep(&self, cutoff: i64) -> Result<u64, StoreError> {
         let client = self.client().await?;
-        Ok(client
-            .execute(
-                "DELETE FROM idempotency_keys WHERE created_at < $1",
-                &[&cutoff],
-            )
-            .await?)
+        Ok(client.execute("DELETE FROM idempotency_keys WHERE created_at < $1", &[&cutoff]).await?)
     }
 
     /// See [`super::Store::health`].

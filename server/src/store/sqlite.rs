@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::{
-    decode_order, KeyedRequest, OrderColumns, Outcome, ProcessOptions, StoreError, StoredResponse,
-};
+use super::{decode_order, KeyedRequest, OrderColumns, Outcome, ProcessOptions, StoreError, StoredResponse};
 use crate::keys::AccountId;
 use crate::orders::{self, Order};
 
@@ -62,9 +60,7 @@ impl SqliteStore {
         let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
         conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
         conn.execute_batch(SCHEMA)?;
-        Ok(SqliteStore {
-            conn: Arc::new(Mutex::new(conn)),
-        })
+        Ok(SqliteStore { conn: Arc::new(Mutex::new(conn)) })
     }
 
     /// Runs `f` with the connection on the blocking pool.
@@ -74,40 +70,28 @@ impl SqliteStore {
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let conn = Arc::clone(&self.conn);
-        tokio::task::spawn_blocking(move || f(&mut lock(&conn)))
-            .await
-            .map_err(|e| StoreError::Task(e.to_string()))?
+        tokio::task::spawn_blocking(move || f(&mut lock(&conn))).await.map_err(|e| StoreError::Task(e.to_string()))?
     }
 
     /// See [`super::Store::process`]. The `work_delay` is slept before the transaction, while the
     /// caller holds the key's in-process claim: sleeping inside would stall every other writer,
     /// since SQLite has one.
-    pub async fn process(
-        &self,
-        request: KeyedRequest,
-        options: ProcessOptions,
-    ) -> Result<Outcome, StoreError> {
+    pub async fn process(&self, request: KeyedRequest, options: ProcessOptions) -> Result<Outcome, StoreError> {
         if let Some(delay) = options.work_delay {
             tokio::time::sleep(delay).await;
         }
-        self.with_conn(move |conn| process_in_transaction(conn, &request, options))
-            .await
+        self.with_conn(move |conn| process_in_transaction(conn, &request, options)).await
     }
 
     /// See [`super::Store::list_orders`].
-    pub async fn list_orders(
-        &self,
-        account: &AccountId,
-        limit: u32,
-    ) -> Result<Vec<Order>, StoreError> {
+    pub async fn list_orders(&self, account: &AccountId, limit: u32) -> Result<Vec<Order>, StoreError> {
         let account = account.as_str().to_owned();
         self.with_conn(move |conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT id, account_id, idempotency_key, items, total_cents, currency, created_at
                  FROM orders WHERE account_id = ?1 ORDER BY seq DESC LIMIT ?2",
             )?;
-            let rows =
-                stmt.query_map(params![account, limit], |row| OrderColumns::try_from(row))?;
+            let rows = stmt.query_map(params![account, limit], |row| OrderColumns::try_from(row))?;
             let mut out = Vec::new();
             for row in rows {
                 out.push(decode_order(row?)?);
@@ -118,11 +102,7 @@ impl SqliteStore {
     }
 
     /// See [`super::Store::get_order`].
-    pub async fn get_order(
-        &self,
-        account: &AccountId,
-        id: &str,
-    ) -> Result<Option<Order>, StoreError> {
+    pub async fn get_order(&self, account: &AccountId, id: &str) -> Result<Option<Order>, StoreError> {
         let account = account.as_str().to_owned();
         let id = id.to_owned();
         self.with_conn(move |conn| {
@@ -142,10 +122,7 @@ impl SqliteStore {
     /// See [`super::Store::sweep`].
     pub async fn sweep(&self, cutoff: i64) -> Result<u64, StoreError> {
         self.with_conn(move |conn| {
-            let deleted = conn.execute(
-                "DELETE FROM idempotency_keys WHERE created_at < ?1",
-                params![cutoff],
-            )?;
+            let deleted = conn.execute("DELETE FROM idempotency_keys WHERE created_at < ?1", params![cutoff])?;
             Ok(deleted as u64)
         })
         .await
@@ -189,24 +166,16 @@ fn process_in_transaction(
     )?;
 
     if inserted == 0 {
-        let (stored_hash, status, headers, body): (
-            String,
-            Option<u16>,
-            Option<String>,
-            Option<String>,
-        ) = tx.query_row(
-            "SELECT request_hash, status_code, response_headers, response_body
+        let (stored_hash, status, headers, body): (String, Option<u16>, Option<String>, Option<String>) = tx
+            .query_row(
+                "SELECT request_hash, status_code, response_headers, response_body
                  FROM idempotency_keys WHERE account_id = ?1 AND key = ?2",
-            params![account, key],
-            |row| row.try_into(),
-        )?;
+                params![account, key],
+                |row| row.try_into(),
+            )?;
         let stored = StoredResponse::from_columns(status, headers.as_deref(), body)?;
         tx.commit()?;
-        return Ok(Outcome::for_existing(
-            &request.request_hash,
-            &stored_hash,
-            stored,
-        ));
+        return Ok(Outcome::for_existing(&request.request_hash, &stored_hash, stored));
     }
 
     // The key is ours: do the work inside the same transaction.
@@ -234,13 +203,7 @@ fn process_in_transaction(
     tx.execute(
         "UPDATE idempotency_keys SET status_code = ?1, response_headers = ?2, response_body = ?3
          WHERE account_id = ?4 AND key = ?5",
-        params![
-            response.status,
-            response.encode_headers(),
-            response.body,
-            account,
-            key
-        ],
+        params![response.status, response.encode_headers(), response.body, account, key],
     )?;
     if options.fail_before_commit {
         // Dropping `tx` rolls back: neither the key row nor the order survives.

@@ -35,12 +35,7 @@ impl TestServer {
         let mut config = Config::sqlite(db.to_string_lossy().into_owned());
         adjust(&mut config);
         let server = serve(config).await.expect("server starts");
-        TestServer {
-            server,
-            client: Client::new(),
-            db,
-            _dir: dir,
-        }
+        TestServer { server, client: Client::new(), db, _dir: dir }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -48,27 +43,13 @@ impl TestServer {
     }
 
     /// `POST /api/orders` with the given key (None: no header) and extra headers.
-    pub async fn post(
-        &self,
-        key: Option<&str>,
-        body: &str,
-        headers: &[(&str, &str)],
-    ) -> reqwest::Result<Response> {
+    pub async fn post(&self, key: Option<&str>, body: &str, headers: &[(&str, &str)]) -> reqwest::Result<Response> {
         post_to(&self.client, &self.server.url(), key, body, headers).await
     }
 
     /// The status of `POST /api/orders` (see [`TestServer::post`]); the request must get an answer.
-    pub async fn post_status(
-        &self,
-        key: Option<&str>,
-        body: &str,
-        headers: &[(&str, &str)],
-    ) -> u16 {
-        self.post(key, body, headers)
-            .await
-            .expect("post")
-            .status()
-            .as_u16()
+    pub async fn post_status(&self, key: Option<&str>, body: &str, headers: &[(&str, &str)]) -> u16 {
+        self.post(key, body, headers).await.expect("post").status().as_u16()
     }
 
     /// `GET path` as JSON.
@@ -78,9 +59,7 @@ impl TestServer {
 
     /// [`idempotent_fetch_server::sweep::sweep_once`] on this server's store at unix time `at`.
     pub async fn sweep(&self, at: i64) -> Option<u64> {
-        idempotent_fetch_server::sweep::sweep_once(self.server.store(), at, RETENTION)
-            .await
-            .ok()
+        idempotent_fetch_server::sweep::sweep_once(self.server.store(), at, RETENTION).await.ok()
     }
 
     /// Rows in `orders` (all accounts), read straight from the SQLite file.
@@ -105,10 +84,8 @@ pub async fn post_to(
     body: &str,
     headers: &[(&str, &str)],
 ) -> reqwest::Result<Response> {
-    let mut request = client
-        .post(format!("{base}/api/orders"))
-        .header("content-type", "application/json")
-        .body(body.to_owned());
+    let mut request =
+        client.post(format!("{base}/api/orders")).header("content-type", "application/json").body(body.to_owned());
     if let Some(key) = key {
         request = request.header("idempotency-key", key);
     }
@@ -128,9 +105,7 @@ pub fn spawn_post(
 ) -> JoinHandle<reqwest::Result<Response>> {
     let (client, base, key) = (client.clone(), base.to_owned(), key.to_owned());
     let headers = owned(headers);
-    tokio::spawn(
-        async move { post_to(&client, &base, Some(&key), body, &borrowed(&headers)).await },
-    )
+    tokio::spawn(async move { post_to(&client, &base, Some(&key), body, &borrowed(&headers)).await })
 }
 
 /// What a test needs of one answer, read in full.
@@ -149,12 +124,7 @@ impl Answer {
         let replayed = header(&response, "idempotent-replayed") == Some("true");
         let retry_after = header(&response, "retry-after").map(str::to_owned);
         let body = response.bytes().await?;
-        Ok(Answer {
-            status,
-            replayed,
-            retry_after,
-            body,
-        })
+        Ok(Answer { status, replayed, retry_after, body })
     }
 }
 
@@ -169,15 +139,10 @@ pub async fn post_concurrently(
 ) -> Vec<Answer> {
     let tasks: Vec<_> = (0..count)
         .map(|i| {
-            let (client, base, key) = (
-                client.clone(),
-                bases[i % bases.len()].clone(),
-                key.to_owned(),
-            );
+            let (client, base, key) = (client.clone(), bases[i % bases.len()].clone(), key.to_owned());
             let headers = owned(headers);
             tokio::spawn(async move {
-                let response =
-                    post_to(&client, &base, Some(&key), body, &borrowed(&headers)).await?;
+                let response = post_to(&client, &base, Some(&key), body, &borrowed(&headers)).await?;
                 Answer::read(response).await
             })
         })
@@ -205,35 +170,20 @@ pub fn assert_one_order(answers: &[Answer]) {
         }
     }
     assert!(originals <= 1, "{originals} original answers");
-    assert!(
-        bodies.windows(2).all(|w| w[0] == w[1]),
-        "all 201 bodies are the same order"
-    );
+    assert!(bodies.windows(2).all(|w| w[0] == w[1]), "all 201 bodies are the same order");
 }
 
 fn owned(headers: &[(&str, &str)]) -> Vec<(String, String)> {
-    headers
-        .iter()
-        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
-        .collect()
+    headers.iter().map(|(name, value)| ((*name).to_owned(), (*value).to_owned())).collect()
 }
 
 fn borrowed(headers: &[(String, String)]) -> Vec<(&str, &str)> {
-    headers
-        .iter()
-        .map(|(name, value)| (name.as_str(), value.as_str()))
-        .collect()
+    headers.iter().map(|(name, value)| (name.as_str(), value.as_str())).collect()
 }
 
 /// Sends the request and reads the answer as JSON.
 pub async fn json(request: RequestBuilder) -> serde_json::Value {
-    request
-        .send()
-        .await
-        .expect("send")
-        .json()
-        .await
-        .expect("json")
+    request.send().await.expect("send").json().await.expect("json")
 }
 
 /// The store-level request `POST /api/orders` with `body` makes, for `account` and `key` at unix time `now`.
@@ -250,10 +200,7 @@ pub fn keyed_request(account: &str, key: &str, body: &str, now: i64) -> KeyedReq
 
 /// Options that roll the transaction back after the work, as a crash before `COMMIT` would.
 pub fn crash_before_commit() -> ProcessOptions {
-    ProcessOptions {
-        fail_before_commit: true,
-        ..ProcessOptions::default()
-    }
+    ProcessOptions { fail_before_commit: true, ..ProcessOptions::default() }
 }
 
 pub fn count(db: &std::path::Path, sql: &str) -> i64 {
@@ -280,10 +227,7 @@ pub fn assert_replayed(response: &Response) {
 /// Asserts a problem+json answer with the given status and code.
 pub async fn assert_problem(response: Response, status: u16, code: &str) -> serde_json::Value {
     assert_eq!(response.status().as_u16(), status);
-    assert_eq!(
-        header(&response, "content-type"),
-        Some("application/problem+json")
-    );
+    assert_eq!(header(&response, "content-type"), Some("application/problem+json"));
     let body: serde_json::Value = response.json().await.expect("problem json");
     assert_eq!(body["status"], status);
     assert_eq!(body["code"], code, "{body}");
