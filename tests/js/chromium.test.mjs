@@ -1,7 +1,7 @@
 // Runs every case of cases.mjs in headless Chromium (real localStorage/sessionStorage) against the
 // built package pkg/web, plus real `page.reload()` cases. One node:test test per case.
 //
-// Needs: pkg/web (wasm-pack build --release --target web --out-dir pkg/web), playwright-core
+// Needs: pkg/web (cargo xtask build), playwright-core
 // (IF_PLAYWRIGHT_CORE or tools/node_modules: cd tools && npm ci) and Chromium (CHROMIUM_PATH or on
 // PATH; the xtask installs it): see tests/support/chromium.mjs. A missing prerequisite fails every
 // test with a message saying what to do.

@@ -13,7 +13,7 @@
 // on; the test clicks Pay and waits for the page to say it is paid, then checks the server holds
 // exactly one new order, carrying the key the page showed, and that every POST carried that key.
 //
-// Needs: pkg/web (built here with wasm-pack when missing and wasm-pack is on PATH), the reference
+// Needs: pkg/web (built here with `cargo xtask build` when missing), the reference
 // server (IF_SERVER_BIN or target/release/idempotent-fetch-server; built with cargo when missing:
 // tests/support/reference-server.mjs), playwright-core and Chromium (tests/support/chromium.mjs) and
 // the npm registry for the first `npm ci` of the Vite app.
@@ -53,9 +53,8 @@ function run(command, args, { cwd = root, env } = {}) {
 
 function ensurePackage() {
   if (existsSync(path.join(pkgDir, "idempotent_fetch.js"))) return;
-  const wasmPackPath = [path.join(root, "tools/node_modules/.bin"), process.env.PATH].join(path.delimiter);
-  log("pkg/web is missing: building it (wasm-pack build --release --target web --out-dir pkg/web)");
-  run("wasm-pack", ["build", "--release", "--target", "web", "--out-dir", "pkg/web"], { env: { PATH: wasmPackPath } });
+  log("pkg/web is missing: building it");
+  run("cargo", ["xtask", "build"]);
 }
 
 /** `npm ci` in the Vite app unless its node_modules matches its lockfile already. */

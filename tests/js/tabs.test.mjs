@@ -14,7 +14,7 @@
 // namespace. Faults are server-wide: the tests run one after another and reset them afterwards.
 //
 // Needs: the reference server (IF_SERVER_BIN or target/release, built when missing:
-// tests/support/reference-server.mjs), pkg/web (wasm-pack build --target web), playwright-core and
+// tests/support/reference-server.mjs), pkg/web (cargo xtask build), playwright-core and
 // Chromium (CHROMIUM_PATH or on PATH: tests/support/chromium.mjs).
 // Run: node --test tests/js/tabs.test.mjs (about 30 s).
 import { test, before, after, afterEach } from "node:test";
