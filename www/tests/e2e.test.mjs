@@ -15,8 +15,8 @@ import { collectPageErrors, launchChromium } from "../../tests/support/chromium.
 import { pkgWebMissing, root } from "../../tests/support/paths.mjs";
 import { startReferenceServer } from "../../tests/support/reference-server.mjs";
 
-// Each run writes its screenshots under target/ (ignored by git), so running the tests never dirties
-// the checkout; www/tests/screenshots/ holds a reviewed set. IF_SCREENSHOT_DIR overrides the place.
+// Each run writes its screenshots under target/ (ignored by git) for a person to look at; they are
+// never compared (the tests assert states and orders instead). IF_SCREENSHOT_DIR overrides the place.
 const screenshotDir = process.env.IF_SCREENSHOT_DIR ?? path.join(root, "target", "screenshots");
 const TEST_TIMEOUT_MS = 45_000;
 
