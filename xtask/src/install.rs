@@ -46,16 +46,10 @@ fn step(name: &str) {
     println!("-- install: {name}");
 }
 
+/// `rustup target add` is a quick no-op when the target is there.
 fn rust_target() -> Result {
     step(&format!("rust target {WASM_TARGET}"));
-    match output(cmd("rustup").args(["target", "list", "--installed"])) {
-        Some(list) if list.lines().any(|l| l.trim() == WASM_TARGET) => Ok(()),
-        Some(_) => run(cmd("rustup").args(["target", "add", WASM_TARGET])),
-        None => {
-            println!("   no rustup: assuming {WASM_TARGET} is installed (the build will tell)");
-            Ok(())
-        }
-    }
+    run(cmd("rustup").args(["target", "add", WASM_TARGET]))
 }
 
 /// `cargo install <krate>` unless `<bin> --version` prints `version` (any version when None).
