@@ -42,7 +42,7 @@ fn setup_path() {
     add_to_path(&root().join(TOOLS_DIR).join("node_modules/.bin"), true);
 }
 
-fn step(name: &str) {
+pub fn step(name: &str) {
     println!("-- install: {name}");
 }
 
@@ -54,7 +54,7 @@ fn rust_target() -> Result {
 
 /// `cargo install <krate>` unless `<bin> --version` prints `version` (any version when None).
 /// No --locked: the CLIs' own lock files pin crates that no longer build on current rustc.
-fn cargo_tool(krate: &str, bin: &str, version: Option<&str>) -> Result {
+pub fn cargo_tool(krate: &str, bin: &str, version: Option<&str>) -> Result {
     step(&format!("{krate} {}", version.unwrap_or("(any version)")));
     let installed = || {
         let v = output(cmd(bin).arg("--version"));
@@ -90,13 +90,13 @@ fn npm_tools() -> Result {
 }
 
 /// `var` when it names an existing file, else the first of `names` on PATH.
-fn find(var: &str, names: &[&str]) -> Option<PathBuf> {
+pub fn find(var: &str, names: &[&str]) -> Option<PathBuf> {
     let given = env::var_os(var).map(PathBuf::from).filter(|p| p.is_file());
     given.or_else(|| names.iter().find_map(|n| which::which(n).ok()))
 }
 
 /// Run `found`; when it finds nothing, install `packages` from Debian and run it again.
-fn apt_tool<T>(packages: &[&str], found: impl Fn() -> Option<T>) -> Result<T> {
+pub fn apt_tool<T>(packages: &[&str], found: impl Fn() -> Option<T>) -> Result<T> {
     step(&format!("{} (Debian)", packages.join(" + ")));
     if let Some(t) = found() {
         return Ok(t);
