@@ -239,3 +239,19 @@ impl KeyTransaction for SqliteTransaction<'_> {
         Ok(self.0.commit()?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn synchronous_is_applied() {
+        let dir = tempfile::tempdir().expect("dir");
+        for (setting, expected) in [(Synchronous::Full, 2), (Synchronous::Normal, 1)] {
+            let store = SqliteStore::open(dir.path().join("s.sqlite"), setting).expect("open");
+            let value: i64 =
+                store.with_conn(|conn| Ok(conn.query_row("PRAGMA synchronous", [], |row| row.get(0))?)).await.expect("read");
+            assert_eq!(value, expected, "{setting:?}");
+        }
+    }
+}
