@@ -31,7 +31,7 @@ import { serverBinary, startReferenceServer } from "../support/reference-server.
 const pkgDir = path.join(root, "pkg/web");
 const viteApp = path.join(root, "tests/package/vite-app");
 const plainSrc = path.join(root, "tests/package/plain");
-const ACCOUNT = "acct_42"; // main.js: namespace and X-Account-Id
+const ACCOUNT = "acct_42"; // main.js: namespace; the server account of the context's session cookie
 const TEST_TIMEOUT_MS = 180_000;
 
 const log = (message) => console.log(`package: ${message}`);
@@ -77,6 +77,7 @@ const ordersOf = async (server) => (await server.api("/api/orders", { account: A
  */
 async function payOnce(server, faults, label, { loseFirstAnswer = false } = {}) {
   const context = await browser.newContext();
+  await server.signIn(context, ACCOUNT); // the page's requests carry its session cookie
   try {
     const page = await context.newPage();
     const errors = [];

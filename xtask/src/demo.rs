@@ -51,7 +51,8 @@ pub fn demo(port: u16) -> Result {
     fs::create_dir_all(root().join("target")).map_err(|e| format!("mkdir target: {e}"))?;
     let addr = format!("127.0.0.1:{port}");
     let mut c = cargo();
-    c.args(["run", "--release", "-p", "idempotent-fetch-server", "--"]).args([
+    c.args(["run", "--profile", "server", "-p", "idempotent-fetch-server", "--"]).args([
+        "--enable-faults",
         "--addr",
         &addr,
         "--db",

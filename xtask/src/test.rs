@@ -48,6 +48,8 @@ fn skip(why: impl Into<String>) -> Result<Outcome> {
 
 fn native_tests(_: &mut Cx) -> Result<Outcome> {
     run(cargo().args(["test", "--workspace", "--exclude", "xtask"]))?;
+    // The server's #[ignore]d tests need PostgreSQL, which the installers provide.
+    run(cargo().args(["test", "-p", "idempotent-fetch-server", "--", "--ignored"]))?;
     Ok(Outcome::Ran)
 }
 
@@ -187,13 +189,13 @@ fn node_env(cx: &mut Cx) -> Result {
     Ok(())
 }
 
-/// Build the release server once and return the binary's absolute path.
+/// Build the server once (its own `server` profile: speed, unwinding) and return the binary's absolute path.
 fn server_bin(cx: &mut Cx) -> Result<PathBuf> {
     if let Some(p) = &cx.server_bin {
         return Ok(p.clone());
     }
-    run(cargo().args(["build", "-p", "idempotent-fetch-server", "--release"]))?;
-    let p = target_dir()?.join("release/idempotent-fetch-server");
+    run(cargo().args(["build", "-p", "idempotent-fetch-server", "--profile", "server"]))?;
+    let p = target_dir()?.join("server/idempotent-fetch-server");
     if !p.exists() {
         return Err(format!("server binary not found at {}", p.display()));
     }
