@@ -270,9 +270,7 @@ async fn postgres(args: &Args) -> Result<Report, String> {
     tokio::spawn(connection);
     admin.batch_execute("CREATE DATABASE load").await.map_err(|e| e.to_string())?;
     let url = cluster.url("load");
-    let servers = (0..3)
-        .map(|_| ServerProcess::start(&["--database-url", &url]))
-        .collect::<Result<Vec<_>, _>>()?;
+    let servers = (0..3).map(|_| ServerProcess::start(&["--database-url", &url])).collect::<Result<Vec<_>, _>>()?;
     let bases = servers.iter().map(|s| s.url.clone()).collect();
     let (mut report, _) = drive("PostgreSQL, 3 instances", bases, args).await?;
     drop(servers);

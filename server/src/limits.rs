@@ -6,10 +6,14 @@
 
 use std::any::Any;
 
+use axum::error_handling::HandleErrorLayer;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use tower::layer::util::{Identity, Stack};
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower::load_shed::LoadShedLayer;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
@@ -36,27 +40,20 @@ pub fn apply(app: Router, limits: &Limits) -> Router {
 
 /// The concurrency limit of the API routes: at most `max_concurrent_requests` at once, shared by every
 /// route; over it a request is refused at once with 503 and `Retry-After` instead of queueing.
-pub fn concurrency(
-    limits: &Limits,
-) -> ServiceBuilder<
-    tower::layer::util::Stack<
-        tower::limit::GlobalConcurrencyLimitLayer,
-        tower::layer::util::Stack<
-            tower::load_shed::LoadShedLayer,
-            tower::layer::util::Stack<
-                axum::error_handling::HandleErrorLayer<OverloadedFn, ()>,
-                tower::layer::util::Identity,
-            >,
-        >,
-    >,
-> {
+pub fn concurrency(limits: &Limits) -> ConcurrencyLayer {
     let overloaded: OverloadedFn = |_| std::future::ready(Overloaded);
     let max = usize::try_from(limits.max_concurrent_requests).unwrap_or(usize::MAX);
     ServiceBuilder::new()
-        .layer(axum::error_handling::HandleErrorLayer::new(overloaded))
+        .layer(HandleErrorLayer::new(overloaded))
         .load_shed()
-        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(max))
+        .layer(GlobalConcurrencyLimitLayer::new(max))
 }
+
+/// The layers of [`concurrency`]: answer [`Overloaded`] for the error of shedding when the shared semaphore
+/// has no permit left.
+pub type ConcurrencyLayer = ServiceBuilder<
+    Stack<GlobalConcurrencyLimitLayer, Stack<LoadShedLayer, Stack<HandleErrorLayer<OverloadedFn, ()>, Identity>>>,
+>;
 
 /// Maps the load-shedding error to [`Overloaded`].
 pub type OverloadedFn = fn(tower::BoxError) -> std::future::Ready<Overloaded>;

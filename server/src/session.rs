@@ -96,7 +96,8 @@ impl SessionKey {
     pub fn verify(&self, token: &str, now: i64) -> Option<AccountId> {
         let (payload, tag) = token.rsplit_once('.')?;
         let mut parts = payload.split('.');
-        let (Some(VERSION), Some(account), Some(expires), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+        let (Some(VERSION), Some(account), Some(expires), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
         else {
             return None;
         };
@@ -138,7 +139,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 || !text.is_ascii() {
+    if !text.len().is_multiple_of(2) || !text.is_ascii() {
         return None;
     }
     (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok()).collect()

@@ -165,7 +165,8 @@ async fn accounts_are_isolated() {
         assert_eq!(listed["orders"][0]["id"], own.as_str());
     }
     // Another account's order is not found, even by id.
-    let foreign = t.client.get(t.url(&format!("/api/orders/{}", first_ids[0]))).header("authorization", bearer("acct-b"));
+    let foreign =
+        t.client.get(t.url(&format!("/api/orders/{}", first_ids[0]))).header("authorization", bearer("acct-b"));
     assert_problem(foreign.send().await.expect("get"), 404, "order-not-found").await;
     // A third account replays nothing with the same key: it is a new key there.
     let third = t.post(Some("shared-key"), MUGS, &[("authorization", &bearer("acct_c"))]).await.expect("post");

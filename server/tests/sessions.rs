@@ -57,7 +57,8 @@ async fn a_browser_gets_a_fresh_account_in_an_httponly_strict_cookie_and_keeps_i
     let other = Client::builder().cookie_store(true).build().expect("client");
     let theirs: serde_json::Value = new_session(&other, &t, "").await.json().await.expect("json");
     assert_ne!(theirs["accountId"], account.as_str());
-    let listed: serde_json::Value = other.get(t.url("/api/orders")).send().await.expect("list").json().await.expect("j");
+    let listed: serde_json::Value =
+        other.get(t.url("/api/orders")).send().await.expect("list").json().await.expect("j");
     assert_eq!(listed["orders"].as_array().map(Vec::len), Some(0));
     let same_key = other
         .post(t.url("/api/orders"))
@@ -113,13 +114,12 @@ async fn session_requests_must_be_json_and_named_accounts_need_enable_faults() {
     let bad = new_session(&t.client, &t, r#"{"acount":"typo"}"#).await;
     assert_problem(bad, 400, "invalid-session-request").await;
     // With faults enabled (the test harnesses), a session for a named account.
-    let named: serde_json::Value = new_session(&t.client, &t, r#"{"account":"acct_42"}"#).await.json().await.expect("j");
+    let named: serde_json::Value =
+        new_session(&t.client, &t, r#"{"account":"acct_42"}"#).await.json().await.expect("j");
     assert_eq!(named["accountId"], "acct_42");
     let token = named["token"].as_str().expect("token");
-    let listed: serde_json::Value = common::json(
-        t.client.get(t.url("/api/orders")).header("authorization", format!("Bearer {token}")),
-    )
-    .await;
+    let listed: serde_json::Value =
+        common::json(t.client.get(t.url("/api/orders")).header("authorization", format!("Bearer {token}"))).await;
     assert_eq!(listed["accountId"], "acct_42");
     t.stop().await;
 

@@ -93,8 +93,9 @@ async fn accounts_scope_keys_in_the_store() {
         let outcome = store.process(keyed_request(account, "k", MUGS, 1_000), options, place_order).await;
         assert!(matches!(outcome, Ok(Outcome::Fresh(_))), "{outcome:?}");
     }
-    let mismatch =
-        store.process(keyed_request("a", "k", r#"{"items":[{"sku":"kettle","qty":1}]}"#, 1_001), options, place_order).await;
+    let mismatch = store
+        .process(keyed_request("a", "k", r#"{"items":[{"sku":"kettle","qty":1}]}"#, 1_001), options, place_order)
+        .await;
     assert_eq!(mismatch.ok(), Some(Outcome::Mismatch));
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 2);
     let listed = store.list_orders(&AccountId::parse("a").expect("account"), 10).await.expect("list");

@@ -116,7 +116,8 @@ pub(crate) fn stored_from_columns(
     headers: Option<&str>,
     body: Option<String>,
 ) -> Result<Option<StoredResponse>, StoreError> {
-    StoredResponse::from_columns(status, headers, body).map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))
+    StoredResponse::from_columns(status, headers, body)
+        .map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))
 }
 
 /// Errors of the store.

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
-use super::{decode_order, stored_from_columns, Claim, KeyTransaction, OrderColumns, ProcessOptions, StoreError, WorkFn};
+use super::{
+    decode_order, stored_from_columns, Claim, KeyTransaction, OrderColumns, ProcessOptions, StoreError, WorkFn,
+};
 use crate::keys::AccountId;
 use crate::orders::{self, Order};
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
@@ -249,8 +251,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         for (setting, expected) in [(Synchronous::Full, 2), (Synchronous::Normal, 1)] {
             let store = SqliteStore::open(dir.path().join("s.sqlite"), setting).expect("open");
-            let value: i64 =
-                store.with_conn(|conn| Ok(conn.query_row("PRAGMA synchronous", [], |row| row.get(0))?)).await.expect("read");
+            let value: i64 = store
+                .with_conn(|conn| Ok(conn.query_row("PRAGMA synchronous", [], |row| row.get(0))?))
+                .await
+                .expect("read");
             assert_eq!(value, expected, "{setting:?}");
         }
     }
