@@ -1,7 +1,7 @@
 //! Persistence of idempotency keys and orders, and the protocol step that ties them together.
 //!
 //! [`Store`] is an enum over the backends (embedded SQLite by default; PostgreSQL for several server
-//! instances). The protocol step is written once, in [`step`], over the small [`KeyTransaction`] trait
+//! instances). The protocol step is written once, in `step`, over the small `KeyTransaction` trait
 //! that each backend implements with SQL only: in ONE transaction, insert the key row (the primary key
 //! `(account_id, key)` settles races), and if it was inserted do the work (passed in by the caller, so
 //! the store knows nothing of the business) and store its answer on the row, then commit. If the row
