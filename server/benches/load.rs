@@ -16,7 +16,7 @@
 //! ```
 //!
 //! `--profile server` builds the server binary the harness starts (and the harness) the way the server
-//! ships. Under `cargo test` (no `--bench` argument) it runs a small SQLite smoke pass instead and fails
+//! ships; `IF_SERVER_BIN` points the harness at another server binary. Under `cargo test` (no `--bench` argument) it runs a small SQLite smoke pass instead and fails
 //! only if the protocol broke (a duplicate order, an unexpected status), never on timing.
 
 #[path = "../tests/common/pg_cluster.rs"]
@@ -28,7 +28,10 @@ use std::time::{Duration, Instant};
 
 use reqwest::Client;
 
-const SERVER: &str = env!("CARGO_BIN_EXE_idempotent-fetch-server");
+/// The server binary cargo built along with this harness (same profile), unless `IF_SERVER_BIN` names one.
+fn server_bin() -> String {
+    std::env::var("IF_SERVER_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_idempotent-fetch-server").to_owned())
+}
 const SECRET: &str = "the load benchmark's shared session secret";
 /// Share of operations that retry one of the client's earlier keys.
 const RETRY_SHARE: f64 = 0.10;
@@ -71,7 +74,8 @@ struct ServerProcess {
 
 impl ServerProcess {
     fn start(extra: &[&str]) -> Result<ServerProcess, String> {
-        let mut child = Command::new(SERVER)
+        let server = server_bin();
+        let mut child = Command::new(&server)
             .args(["--addr", "127.0.0.1:0", "--session-secret", SECRET])
             // The limiter still runs, but no client of the benchmark should be throttled.
             .args(["--account-rate-per-sec", "1000000", "--account-burst", "1000000"])
@@ -80,7 +84,7 @@ impl ServerProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| format!("{SERVER}: {e}"))?;
+            .map_err(|e| format!("{server}: {e}"))?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line).map_err(|e| e.to_string())?;
