@@ -94,7 +94,7 @@ async fn handle(
         return Err(problem);
     }
     if let Err(not_until) = app.limiter.check_key(&account.as_str().to_owned()) {
-        let wait = not_until.wait_time_from(governor::clock::Clock::now(&governor::clock::DefaultClock::default()));
+        let wait = not_until.wait_time_from(governor::clock::Clock::now(app.limiter.clock()));
         return Err(Problem::new(
             StatusCode::TOO_MANY_REQUESTS,
             "rate-limited",
