@@ -16,7 +16,7 @@
 // it skipped it.
 //
 // Pieces (see FAULTS.md for what each fault proves):
-//   reference server  IF_SERVER_BIN or target/release/idempotent-fetch-server, temp SQLite db,
+//   reference server  IF_SERVER_BIN or target/server/idempotent-fetch-server, temp SQLite db,
 //                     probabilistic faults: 503 before work, commit then drop, 429 + Retry-After,
 //                     latency past the client's attempt timeout (-> 409 for the retry)
 //   fault proxy       Node HTTP proxy in front of it: connection resets before forwarding and

@@ -14,7 +14,7 @@
 // exactly one new order, carrying the key the page showed, and that every POST carried that key.
 //
 // Needs: pkg/web (built here with wasm-pack when missing and wasm-pack is on PATH), the reference
-// server (IF_SERVER_BIN or target/release/idempotent-fetch-server; built with cargo when missing:
+// server (IF_SERVER_BIN or target/server/idempotent-fetch-server; built with cargo when missing:
 // tests/support/reference-server.mjs), playwright-core and Chromium (tests/support/chromium.mjs) and
 // the npm registry for the first `npm ci` of the Vite app.
 import { test, before, after } from "node:test";
