@@ -14,7 +14,7 @@
 // exactly one new order, carrying the key the page showed, and that every POST carried that key.
 //
 // Needs: pkg/web (built here with `cargo xtask build` when missing), the reference
-// server (IF_SERVER_BIN or target/release/idempotent-fetch-server; built with cargo when missing:
+// server (IF_SERVER_BIN or target/server/idempotent-fetch-server; built with cargo when missing:
 // tests/support/reference-server.mjs), playwright-core and Chromium (tests/support/chromium.mjs) and
 // the npm registry for the first `npm ci` of the Vite app.
 import { test, before, after } from "node:test";
@@ -31,7 +31,7 @@ import { serverBinary, startReferenceServer } from "../support/reference-server.
 const pkgDir = path.join(root, "pkg/web");
 const viteApp = path.join(root, "tests/package/vite-app");
 const plainSrc = path.join(root, "tests/package/plain");
-const ACCOUNT = "acct_42"; // main.js: namespace and X-Account-Id
+const ACCOUNT = "acct_42"; // main.js: namespace; the server account of the context's session cookie
 const TEST_TIMEOUT_MS = 180_000;
 
 const log = (message) => console.log(`package: ${message}`);
@@ -76,6 +76,7 @@ const ordersOf = async (server) => (await server.api("/api/orders", { account: A
  */
 async function payOnce(server, faults, label, { loseFirstAnswer = false } = {}) {
   const context = await browser.newContext();
+  await server.signIn(context, ACCOUNT); // the page's requests carry its session cookie
   try {
     const page = await context.newPage();
     const errors = [];

@@ -16,6 +16,7 @@ pub fn demo(port: u16) -> Result {
     ctrlc::set_handler(|| STOPPED.store(true, Ordering::SeqCst)).map_err(|e| format!("cannot handle Ctrl-C: {e}"))?;
     println!("== demo at http://{addr}/  (Ctrl-C stops it)");
     let served = run(cargo().args(["run", "--profile", SERVER_PROFILE, "-p", SERVER_PACKAGE, "--"]).args([
+        "--enable-faults",
         "--addr",
         &addr,
         "--db",

@@ -31,7 +31,7 @@ pub const WWW_DIR: &str = "www";
 pub const TOOLS_DIR: &str = "tools";
 /// The reference server's package and the cargo profile its tests and the demo use.
 pub const SERVER_PACKAGE: &str = "idempotent-fetch-server";
-pub const SERVER_PROFILE: &str = "release";
+pub const SERVER_PROFILE: &str = "server";
 
 /// Build the npm package, the only place that knows the build command lines.
 pub fn build_package() -> Result {

@@ -4,7 +4,7 @@
 
 use crate::install;
 use crate::process::{cargo, cmd, free_port, run, spawn_listening, Result};
-use crate::project::{ensure_package, root, server_binary, TOOLS_DIR, TSCONFIGS, WEB_PACKAGE, WWW_DIR};
+use crate::project::{ensure_package, root, server_binary, SERVER_PACKAGE, TOOLS_DIR, TSCONFIGS, WEB_PACKAGE, WWW_DIR};
 use crate::size;
 use std::env;
 use std::fs;
@@ -92,7 +92,9 @@ fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
 }
 
 fn native_tests() -> Result {
-    run(cargo().args(["test", "--workspace", "--exclude", "xtask"]))
+    run(cargo().args(["test", "--workspace", "--exclude", "xtask"]))?;
+    // The server's #[ignore]d tests need PostgreSQL, which the installers provide.
+    run(cargo().args(["test", "-p", SERVER_PACKAGE, "--", "--ignored"]))
 }
 
 fn wasm_build() -> Result {
