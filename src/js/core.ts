@@ -1,0 +1,49 @@
+// What one client shares between its operations, and the record I/O every operation does:
+// read + decode + validate (STORAGE errors name the intent), encode + write.
+
+import type { Listeners } from "./events.js";
+import type { InFlight } from "./inflight.js";
+import type { Engine, Machine } from "./machine.js";
+import { storageUnavailable } from "./messages.js";
+import type { Config } from "./options.js";
+import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest } from "./record.js";
+import type { SendResult } from "./send.js";
+import { StorageFailure } from "./storage/backend.js";
+import type { Store } from "./storage/store.js";
+
+export interface ClientCore {
+  readonly config: Config;
+  readonly store: Store;
+  readonly listeners: Listeners;
+  /** Sends in flight in this client, by intent. */
+  readonly inFlight: InFlight<SendResult>;
+  /** The client's Engine, once the wasm module is ready. */
+  engine(): Promise<Engine>;
+}
+
+/** The stored record of `intentId`, validated; `undefined` when there is none. Throws STORAGE. */
+export async function loadRecord(core: ClientCore, engine: Engine, intentId: string): Promise<LoadedRecord | undefined> {
+  let text: string | undefined;
+  try {
+    text = await core.store.get(intentId);
+  } catch (thrown) {
+    if (thrown instanceof StorageFailure) throw storageUnavailable(intentId, thrown.reason);
+    throw thrown;
+  }
+  return text === undefined ? undefined : decodeRecord(engine, intentId, text);
+}
+
+/** Writes the machine's record (with the persisted request, if any) and marks it saved. */
+export async function saveRecord(core: ClientCore, machine: Machine, request: PersistedRequest | undefined): Promise<void> {
+  const intentId = machine.intentId();
+  try {
+    await core.store.put(intentId, encodeRecord(machine, request));
+  } catch (thrown) {
+    throw storageUnavailable(intentId, thrown instanceof StorageFailure ? thrown.reason : String(thrown));
+  }
+  machine.markSaved();
+}
+
+/** Lock names: the namespace holds no ':', so `send:<ns>:<id>` and `begin:<ns>:<id>` never collide. */
+export const lockName = (core: ClientCore, kind: "begin" | "send", intentId: string): string =>
+  `idempotent-fetch:${kind}:${core.config.namespace}:${intentId}`;
