@@ -252,7 +252,6 @@ export class IdempotentClient {
     const release = await acquire(lockName(core, "begin", intentId));
     try {
       const stored = await loadRecord(core, engine, intentId);
-      // Read before `begin`, which may take the stored record over.
       const storedKey = stored?.machine.key();
       let machine;
       try {
@@ -260,6 +259,8 @@ export class IdempotentClient {
       } catch (thrown) {
         const error = fromThrown(thrown, { intentId, key: storedKey ?? null });
         throw error.code === "INTENT_MISMATCH" && storedKey ? intentMismatch(intentId, storedKey) : error;
+      } finally {
+        stored?.machine.free(); // `begin` borrowed it; a resumed record is a copy
       }
       try {
         const resumedStored = stored !== undefined && machine.key() === storedKey;
