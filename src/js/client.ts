@@ -252,6 +252,7 @@ export class IdempotentClient {
     const release = await acquire(lockName(core, "begin", intentId));
     try {
       const stored = await loadRecord(core, engine, intentId);
+      // Read first: `begin` consumes the stored Machine (its JS object is emptied by the call).
       const storedKey = stored?.machine.key();
       let machine;
       try {
@@ -259,8 +260,6 @@ export class IdempotentClient {
       } catch (thrown) {
         const error = fromThrown(thrown, { intentId, key: storedKey ?? null });
         throw error.code === "INTENT_MISMATCH" && storedKey ? intentMismatch(intentId, storedKey) : error;
-      } finally {
-        stored?.machine.free(); // `begin` borrowed it; a resumed record is a copy
       }
       try {
         const resumedStored = stored !== undefined && machine.key() === storedKey;
