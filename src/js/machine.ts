@@ -56,6 +56,7 @@ export interface Machine {
   errorDetail(): number;
   /** Frees the wasm memory (wasm-bindgen). */
   free(): void;
+  [Symbol.dispose](): void;
 }
 
 /** One per client: the policy and the client-wide retry budget. */

@@ -14,7 +14,7 @@ import { StorageFailure } from "./storage/backend.js";
 /** Where an intent stands. */
 export type IntentState = "pending" | "succeeded" | "failed" | "expired";
 
-/** What an operation shows of its record, as of the last `begin`/`send`. */
+/** @internal What an operation shows of its record, as of the last `begin`/`send`. */
 export interface RecordView {
   intentId: string;
   key: string;
@@ -25,7 +25,7 @@ export interface RecordView {
   updatedAt: number;
 }
 
-/** A view of the machine's record (the machine itself stays owned by the caller). */
+/** @internal A view of the machine's record (the machine itself stays owned by the caller). */
 export function viewOf(machine: Machine): RecordView {
   return {
     intentId: machine.intentId(),
@@ -190,7 +190,7 @@ export class IdempotentOperation {
   }
 }
 
-/** Deletes a record; `true` if there was one (a corrupt one included). */
+/** @internal Deletes a record; `true` if there was one (a corrupt one included). */
 export async function discardIntent(core: ClientCore, intentId: unknown): Promise<boolean> {
   const id = intentIdArg(intentId);
   let existed = true;
@@ -207,7 +207,7 @@ export async function discardIntent(core: ClientCore, intentId: unknown): Promis
   return existed;
 }
 
-/** An intent id argument: a string (its content is the machine's to check). */
+/** @internal An intent id argument: a string (its content is the machine's to check). */
 export function intentIdArg(value: unknown): string {
   if (typeof value !== "string") {
     throw new IdempotentFetchError("INVALID_REQUEST", 'intentId must be a string such as "checkout:cart-42"');
