@@ -497,6 +497,25 @@ add("INTENT_MISMATCH on a changed body names the old key; replace:true makes a n
   await assert.rejects(client.begin("checkout:cart-42", { url, body: "x" }, { replce: true }), "INVALID_OPTIONS", "unknown begin option");
 });
 
+add("without crypto.subtle (a plain-http page) the fingerprint falls back and agrees with it", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const request = () => ({ url: ctx.url("nosubtle", "201"), headers: { "content-type": "application/json" }, body: '{"cart":42}' });
+  const withSubtle = await client.begin("pay", request());
+  const restore = override(globalThis.crypto, "subtle", { value: undefined });
+  try {
+    assert.equal(globalThis.crypto.subtle, undefined, "crypto.subtle is hidden");
+    const without = await client.begin("pay", request());
+    assert.equal(without.key, withSubtle.key, "same fingerprint without crypto.subtle: the intent resumes");
+    await assert.rejects(client.begin("pay", { ...request(), body: '{"cart":43}' }), "INTENT_MISMATCH", "a changed body is still caught");
+    const fresh = await client.begin("other", request());
+    assert.equal((await fresh.send()).status, 201);
+  } finally {
+    restore();
+  }
+  await assert.rejects(client.begin("pay", { ...request(), headers: { "content-type": "text/plain" } }), "INTENT_MISMATCH", "the content type is fingerprinted");
+});
+
 add("discard forgets the intent: a new begin mints a new key", async (ctx) => {
   const { assert } = ctx;
   const client = ctx.client();
