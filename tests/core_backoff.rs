@@ -1,13 +1,13 @@
 //! Backoff delays and the engine's limits, as properties over policies and RNG seeds: delays stay
 //! in `[0, max_delay_ms]`, jitter keeps its floor, attempts never exceed `max_attempts`, and a
 //! `send` never runs past its total deadline.
-#![cfg(not(target_arch = "wasm32"))]
+#![cfg(all(not(target_arch = "wasm32"), feature = "legacy-web"))]
 
 #[path = "core/support.rs"]
 mod support;
 
-use idempotent_fetch::core::policy::{MAX_ATTEMPTS_LIMIT, MAX_DURATION_MS};
-use idempotent_fetch::core::{Backoff, ErrorCode, ExhaustedReason, Jitter, RetryBudget, RetryPolicy};
+use idempotent_fetch::legacy::policy::{MAX_ATTEMPTS_LIMIT, MAX_DURATION_MS};
+use idempotent_fetch::legacy::{Backoff, ErrorCode, ExhaustedReason, Jitter, RetryBudget, RetryPolicy};
 use proptest::prelude::*;
 use support::*;
 
@@ -19,7 +19,7 @@ fn exp(policy: &RetryPolicy, n: usize) -> u64 {
     policy.base_delay_ms.saturating_mul(factor).min(policy.max_delay_ms)
 }
 
-fn delays(policy: &RetryPolicy, random: &mut dyn idempotent_fetch::core::ports::RandomSource) -> Vec<u64> {
+fn delays(policy: &RetryPolicy, random: &mut dyn idempotent_fetch::legacy::ports::RandomSource) -> Vec<u64> {
     Backoff::new(policy, random).collect()
 }
 
@@ -266,7 +266,7 @@ fn run_forever_failing(
     seed: u64,
     outcomes: &[Outcome],
     latency: u64,
-) -> (Rig, Result<(), idempotent_fetch::core::SendError>, u64) {
+) -> (Rig, Result<(), idempotent_fetch::legacy::SendError>, u64) {
     let mut rig = Rig::new(seed);
     rig.policy = policy;
     rig.budget.replace(RetryBudget::new(u32::MAX));

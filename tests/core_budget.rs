@@ -1,14 +1,14 @@
 //! The client-wide retry budget (a token bucket): unit behaviour, and how the engine spends and
 //! refills it without ever minting a new key.
-#![cfg(not(target_arch = "wasm32"))]
+#![cfg(all(not(target_arch = "wasm32"), feature = "legacy-web"))]
 
 #[path = "core/support.rs"]
 mod support;
 
-use idempotent_fetch::core::budget::{
+use idempotent_fetch::legacy::budget::{
     DEFAULT_CAPACITY, SUCCESS_INCREMENT, THROTTLING_RETRY_COST, TRANSIENT_RETRY_COST,
 };
-use idempotent_fetch::core::{ErrorCode, ExhaustedReason, IntentState, RetryBudget, RetryReason};
+use idempotent_fetch::legacy::{ErrorCode, ExhaustedReason, IntentState, RetryBudget, RetryReason};
 use support::*;
 
 const ID: &str = "checkout:cart-42";

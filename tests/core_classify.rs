@@ -1,12 +1,12 @@
 //! Classification of answers (definite vs retried, server hints, caller override) and
 //! `Retry-After`, both as pure functions and through the engine.
-#![cfg(not(target_arch = "wasm32"))]
+#![cfg(all(not(target_arch = "wasm32"), feature = "legacy-web"))]
 
 #[path = "core/support.rs"]
 mod support;
 
-use idempotent_fetch::core::retry_after::parse_retry_after;
-use idempotent_fetch::core::{
+use idempotent_fetch::legacy::retry_after::parse_retry_after;
+use idempotent_fetch::legacy::{
     classify, Classification, ErrorCode, FailureReason, IntentState, RetryPolicy, RetryReason,
 };
 use proptest::prelude::*;

@@ -1,12 +1,12 @@
 //! The retry engine's protocol rules (DESIGN.md, "The protocol, client side"): one key per intent,
 //! kept across attempts, reloads, aborts and exhaustion; offline waits; expiry; persistence order.
-#![cfg(not(target_arch = "wasm32"))]
+#![cfg(all(not(target_arch = "wasm32"), feature = "legacy-web"))]
 
 #[path = "core/support.rs"]
 mod support;
 
 use futures::FutureExt;
-use idempotent_fetch::core::{
+use idempotent_fetch::legacy::{
     send, BeginOptions, ErrorCode, ExhaustedReason, IdempotencyKey, IntentState, KeyHeaderForm, RetryPolicy,
     SendContext,
 };
@@ -605,14 +605,14 @@ fn replayed_definite_failure_reports_replayed() {
 #[test]
 fn a_failing_csprng_is_an_error_not_a_fixed_key() {
     struct Broken;
-    impl idempotent_fetch::core::ports::RandomSource for Broken {
+    impl idempotent_fetch::legacy::ports::RandomSource for Broken {
         fn fill(&mut self, _: &mut [u8]) -> Result<(), getrandom::Error> {
             Err(getrandom::Error::UNSUPPORTED)
         }
     }
     let rig = Rig::new(44);
     let broken = std::cell::RefCell::new(Broken);
-    let err = futures::executor::block_on(idempotent_fetch::core::begin(
+    let err = futures::executor::block_on(idempotent_fetch::legacy::begin(
         &rig.store,
         &rig.clock,
         &broken,

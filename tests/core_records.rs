@@ -1,15 +1,15 @@
 //! What is stored and how it is checked when read back: intent records (validation and serde),
 //! keys, fingerprints, the memory store, tampered storage, and the sweep.
-#![cfg(not(target_arch = "wasm32"))]
+#![cfg(all(not(target_arch = "wasm32"), feature = "legacy-web"))]
 
 #[path = "core/support.rs"]
 mod support;
 
 use std::collections::HashSet;
 
-use idempotent_fetch::core::intent::{PersistedRequest, RECORD_VERSION};
-use idempotent_fetch::core::ports::{IntentStore, OsRandom, StoreError};
-use idempotent_fetch::core::{
+use idempotent_fetch::legacy::intent::{PersistedRequest, RECORD_VERSION};
+use idempotent_fetch::legacy::ports::{IntentStore, OsRandom, StoreError};
+use idempotent_fetch::legacy::{
     sweep, ErrorCode, ExhaustedReason, Fingerprint, IdempotencyKey, IntentRecord, IntentState, MemoryStore,
     RecordError, RetryPolicy, SendError,
 };

@@ -10,13 +10,13 @@
 //! The wasm side's record reader (`src/web/record_codec.rs`, over `JSON.parse`) is covered by the
 //! tampered-storage rows of tests/fault/bad-input-cases.mjs; here the same shape goes through
 //! serde (the native codec) and `IntentRecord::validate`, which both readers share.
-#![cfg(not(target_arch = "wasm32"))]
+#![cfg(all(not(target_arch = "wasm32"), feature = "legacy-web"))]
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use idempotent_fetch::core::intent::{is_valid_intent_id, RECORD_VERSION};
-use idempotent_fetch::core::retry_after::parse_retry_after;
-use idempotent_fetch::core::{Fingerprint, IdempotencyKey, IntentRecord, IntentState};
+use idempotent_fetch::legacy::intent::{is_valid_intent_id, RECORD_VERSION};
+use idempotent_fetch::legacy::retry_after::parse_retry_after;
+use idempotent_fetch::legacy::{Fingerprint, IdempotencyKey, IntentRecord, IntentState};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 use serde_json::{json, Value};

@@ -4,7 +4,7 @@
 //!
 //! Run by `wasm-pack test --headless --chrome --release` (skipped by `--node`: this file is
 //! configured `run_in_browser`). Needs `IF_TEST_SERVER` at compile time (see `wasm/support.rs`).
-#![cfg(target_arch = "wasm32")]
+#![cfg(all(target_arch = "wasm32", feature = "legacy-web"))]
 
 #[path = "wasm/support.rs"]
 mod support;

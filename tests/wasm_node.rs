@@ -3,7 +3,7 @@
 //!
 //! Run by `wasm-pack test --node --release` (skipped by `--chrome`: this file is not configured
 //! `run_in_browser`, so it is a Node suite). Needs `IF_TEST_SERVER` at compile time.
-#![cfg(target_arch = "wasm32")]
+#![cfg(all(target_arch = "wasm32", feature = "legacy-web"))]
 
 #[path = "wasm/support.rs"]
 mod support;

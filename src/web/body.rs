@@ -10,7 +10,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
-use crate::core::ErrorCode;
+use crate::legacy::ErrorCode;
 
 use super::errors::{describe_js, js_error};
 

@@ -8,10 +8,10 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 
-use crate::core::engine::sweep_reporting;
-use crate::core::intent::{IntentRecord, PersistedRequest};
-use crate::core::ports::{IntentStore, OsRandom};
-use crate::core::{begin, BeginOptions, ErrorCode, RetryBudget};
+use crate::legacy::engine::sweep_reporting;
+use crate::legacy::intent::{IntentRecord, PersistedRequest};
+use crate::legacy::ports::{IntentStore, OsRandom};
+use crate::legacy::{begin, BeginOptions, ErrorCode, RetryBudget};
 
 use super::body::BufferedBody;
 use super::clock::DateClock;
@@ -180,7 +180,7 @@ impl IdempotentClient {
                 Some(id) => id,
                 None => {
                     let mut bytes = [0u8; 16];
-                    use crate::core::ports::RandomSource;
+                    use crate::legacy::ports::RandomSource;
                     inner
                         .random
                         .borrow_mut()

@@ -1,6 +1,6 @@
 //! The wall clock: `Date.now()`.
 
-use crate::core::ports::Clock;
+use crate::legacy::ports::Clock;
 
 /// `Date.now()` (milliseconds since the epoch).
 #[derive(Clone, Copy, Debug, Default)]

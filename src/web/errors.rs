@@ -3,7 +3,7 @@
 use js_sys::{Error, Reflect};
 use wasm_bindgen::prelude::*;
 
-use crate::core::{ErrorCode, SendError};
+use crate::legacy::{ErrorCode, SendError};
 
 /// The `name` every error from this library carries.
 pub const ERROR_NAME: &str = "IdempotentFetchError";

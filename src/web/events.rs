@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use js_sys::Function;
 use wasm_bindgen::prelude::*;
 
-use crate::core::ports::{AttemptEvent, Observer, RetryEvent};
+use crate::legacy::ports::{AttemptEvent, Observer, RetryEvent};
 
 use super::js::{object, set};
 

@@ -13,7 +13,7 @@ use futures_channel::oneshot;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::core::ports::Interrupted;
+use crate::legacy::ports::Interrupted;
 
 use super::js::{object, property, set};
 use super::waiter::until_aborted;

@@ -17,7 +17,7 @@ use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::core::ports::{Clock, Interrupted, OsRandom, RandomSource};
+use crate::legacy::ports::{Clock, Interrupted, OsRandom, RandomSource};
 
 use super::clock::DateClock;
 use super::js::{global_property, object, property, set};

@@ -8,9 +8,9 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 
-use crate::core::intent::IntentRecord;
-use crate::core::ports::IntentStore;
-use crate::core::{send, ErrorCode, SendContext};
+use crate::legacy::intent::IntentRecord;
+use crate::legacy::ports::IntentStore;
+use crate::legacy::{send, ErrorCode, SendContext};
 
 use super::client::{discard, ClientInner};
 use super::clock::DateClock;
@@ -212,7 +212,7 @@ async fn send_operation(
 
 /// `ABORTED` for a send aborted before its turn came (another call or tab was sending the intent).
 fn aborted_while_waiting(key: &str) -> JsValue {
-    let error = crate::core::SendError::new(
+    let error = crate::legacy::SendError::new(
         ErrorCode::Aborted,
         "aborted while another call or tab was sending this intent; the key is kept",
     );

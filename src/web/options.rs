@@ -1,13 +1,13 @@
 //! Client options from JavaScript: parsed strictly (unknown fields, wrong types, NaN, negatives and
 //! absurd values are `INVALID_OPTIONS` naming the field) and defaulted in one place
-//! ([`crate::core::RetryPolicy`]'s `# Default` table).
+//! ([`crate::legacy::RetryPolicy`]'s `# Default` table).
 
 use js_sys::{Function, Object};
 use wasm_bindgen::prelude::*;
 
-use crate::core::engine::KeyHeaderForm;
-use crate::core::policy::{DEFAULT_KEY_TTL_MS, MAX_ATTEMPTS_LIMIT, MAX_DURATION_MS};
-use crate::core::{ErrorCode, Jitter, RetryPolicy};
+use crate::legacy::engine::KeyHeaderForm;
+use crate::legacy::policy::{DEFAULT_KEY_TTL_MS, MAX_ATTEMPTS_LIMIT, MAX_DURATION_MS};
+use crate::legacy::{ErrorCode, Jitter, RetryPolicy};
 
 use super::errors::js_error;
 use super::fields::{js_number_text, Fields};
@@ -135,7 +135,7 @@ pub fn parse_client_options(value: &JsValue) -> Result<ClientConfig, JsValue> {
         key_ttl_ms,
         header_name,
         header_form,
-        retry_budget: integer(&root, "retryBudget", crate::core::budget::DEFAULT_CAPACITY.into(), 0, 1_000_000)? as u32,
+        retry_budget: integer(&root, "retryBudget", crate::legacy::budget::DEFAULT_CAPACITY.into(), 0, 1_000_000)? as u32,
         persist_request: root.boolean("persistRequest").map_err(invalid)?.unwrap_or(false),
         should_retry: root.function("shouldRetry").map_err(invalid)?,
     })

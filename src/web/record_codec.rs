@@ -7,7 +7,7 @@
 use js_sys::{Array, Uint8Array};
 use wasm_bindgen::prelude::*;
 
-use crate::core::intent::{IntentRecord, IntentState, PersistedRequest, RecordError};
+use crate::legacy::intent::{IntentRecord, IntentState, PersistedRequest, RecordError};
 
 use super::fields::Fields;
 use super::js::{object, set};

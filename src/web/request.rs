@@ -4,7 +4,7 @@ use js_sys::{Array, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::core::{ErrorCode, Fingerprint};
+use crate::legacy::{ErrorCode, Fingerprint};
 
 use super::body::{buffer_body, BufferedBody};
 use super::errors::{describe_js, js_error};

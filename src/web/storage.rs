@@ -16,9 +16,9 @@ use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::core::intent::{IntentRecord, RecordError};
-use crate::core::ports::{IntentStore, StoreError};
-use crate::core::MemoryStore;
+use crate::legacy::intent::{IntentRecord, RecordError};
+use crate::legacy::ports::{IntentStore, StoreError};
+use crate::legacy::MemoryStore;
 
 use super::errors::{describe_js, js_error_name};
 use super::indexeddb::{IdbError, IdbStore};

@@ -10,7 +10,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
-use crate::core::ports::{AttemptRequest, HttpResponse, Transport, TransportError};
+use crate::legacy::ports::{AttemptRequest, HttpResponse, Transport, TransportError};
 
 use super::errors::describe_js;
 use super::js::global_fetch;

@@ -12,7 +12,7 @@ use gloo_timers::future::TimeoutFuture;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::core::ports::{Interrupted, Waiter};
+use crate::legacy::ports::{Interrupted, Waiter};
 
 use super::js::{global_property, property};
 

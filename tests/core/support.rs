@@ -9,11 +9,11 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
-use idempotent_fetch::core::ports::{
+use idempotent_fetch::legacy::ports::{
     AttemptEvent, AttemptRequest, Clock, HttpResponse, IntentStore, Interrupted, Observer, RandomSource, RetryEvent,
     StoreError, Transport, TransportError, Waiter,
 };
-use idempotent_fetch::core::{
+use idempotent_fetch::legacy::{
     begin, send, BeginOptions, Definite, Fingerprint, IntentRecord, KeyHeaderForm, MemoryStore, RetryBudget,
     RetryPolicy, SendContext, SendError, ShouldRetryOverride,
 };
@@ -450,7 +450,7 @@ impl JsonStore {
         self.set_raw(id, &value.to_string());
     }
     fn parse(id: &str, text: &str) -> Result<IntentRecord, StoreError> {
-        use idempotent_fetch::core::RecordError;
+        use idempotent_fetch::legacy::RecordError;
         let record: IntentRecord =
             serde_json::from_str(text).map_err(|e| StoreError::Corrupt(RecordError::Malformed(e.to_string())))?;
         record.validate(Some(id))?;
@@ -501,7 +501,7 @@ pub struct Rig<S = RecordingStore> {
 
 /// A deterministic policy for engine tests: no jitter, so delays are exactly the schedule.
 pub fn plain_policy() -> RetryPolicy {
-    RetryPolicy { jitter: idempotent_fetch::core::Jitter::None, ..RetryPolicy::default() }
+    RetryPolicy { jitter: idempotent_fetch::legacy::Jitter::None, ..RetryPolicy::default() }
 }
 
 impl Rig<RecordingStore> {
