@@ -14,7 +14,7 @@
 //      -> pkg/idempotent_fetch_bg.wasm
 //   4. esbuild: src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: ESM that loads the wasm
 //      with `new URL("./idempotent_fetch_bg.wasm", import.meta.url)`) and pkg/node.cjs (Node: reads the
-//      wasm from disk), plus pkg/node.js, the ESM face of node.cjs (one instance for import and require)
+//      wasm from disk and instantiates it on load), plus pkg/node.js, the ESM face of node.cjs (one instance for import and require)
 //   5. tsc --emitDeclarationOnly -> pkg/types/ (the driver's own .d.ts; no hand-written types)
 //   6. package.json (fields from Cargo.toml), README.md, LICENSE-* next to them
 import { spawnSync } from "node:child_process";

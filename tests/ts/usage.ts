@@ -2,10 +2,11 @@
 //   tools/node_modules/.bin/tsc -p tests/ts/tsconfig.json --noEmit
 // The @ts-expect-error lines prove the check can fail: if a wrong type were accepted, tsc would
 // report the unused directive.
-import init, {
+import {
   IdempotentClient,
   IdempotentOperation,
   isIdempotentFetchError,
+  ready,
   type AttemptEvent,
   type BeginOptions,
   type ClientEventMap,
@@ -57,7 +58,9 @@ const wrongJitter: RetryOptions = { jitter: "random" };
 const typo: ClientOptions = { retries: {} };
 
 async function checkout(cart: { id: string; amount: number }, signal: AbortSignal): Promise<string> {
-  await init();
+  // No init: optional warm-up, the first begin/fetch waits for the wasm anyway.
+  const warm: Promise<void> = ready;
+  await warm;
   const client = new IdempotentClient(options);
   const storage: "local" | "session" | "indexeddb" | "memory" = client.storage;
   const fallback: string | null = client.storageFallback;
