@@ -39,7 +39,7 @@ const GLUE = "idempotent_fetch.js";
 
 /** Runs a command from the repository root, printing it; throws on a non-zero exit. */
 function run(command, args, { capture = false } = {}) {
-  console.log(`$ ${[command, ...args].map((a) => (/[\s"']/.test(a) ? JSON.stringify(a) : a)).join(" ")}`);
+  console.error(`$ ${[command, ...args].map((a) => (/[\s"']/.test(a) ? JSON.stringify(a) : a)).join(" ")}`);
   const env = { ...process.env, PATH: [toolsBin, process.env.PATH, path.join(os.homedir(), ".cargo/bin")].join(path.delimiter) };
   const result = spawnSync(command, args, { cwd: root, env, stdio: capture ? ["ignore", "pipe", "inherit"] : "inherit", encoding: "utf8", maxBuffer: 64 << 20 });
   if (result.error) throw new Error(`${command}: ${result.error.message}`);
@@ -48,7 +48,7 @@ function run(command, args, { capture = false } = {}) {
 }
 
 /** The crate as cargo sees it: target dir, version, description, license, wasm-opt flags. */
-function crateMetadata() {
+export function crateMetadata() {
   const meta = JSON.parse(run("cargo", ["metadata", "--format-version", "1", "--no-deps"], { capture: true }));
   const crate = meta.packages.find((p) => p.name === CRATE);
   if (!crate) throw new Error(`cargo metadata lists no package ${CRATE}`);
