@@ -3,8 +3,8 @@
 // (esbuild --bundle --minify of `import { IdempotentClient } from "idempotent-fetch"`, resolved through
 // the package's `exports` like an installed package, plus the .wasm it loads), each file gzip -9 and
 // brotli q11, next to the package as shipped, the size before the lean core (issue 12), and the JS
-// retry libraries users pick today bundled the same way. Then where the bytes are: the minified JS
-// by source file (esbuild's metafile) and the .wasm by function (twiggy, when installed).
+// retry libraries users pick today bundled the same way. Then where the bytes are: the driver's
+// minified JS by source file (esbuild's metafile) and the .wasm by function (twiggy, when installed).
 //
 //   node benches/size.mjs              build pkg/ (node package/build.mjs), then measure
 //   node benches/size.mjs --no-build   measure pkg/ as it is
@@ -63,7 +63,6 @@ try {
   symlinkSync(PKG_DIR, join(work, "node_modules", "idempotent-fetch"), "dir");
   const userBundle = await esbuild.build({
     ...bundleOptions,
-    metafile: true,
     stdin: { contents: `import { IdempotentClient } from "idempotent-fetch";\nexport { IdempotentClient };\n`, resolveDir: work, loader: "js" },
   });
   const js = Buffer.from(userBundle.outputFiles[0].contents);
@@ -109,12 +108,17 @@ try {
   }
 
   // ---- where the JS bytes are ----------------------------------------------------------------------
-  console.log("\n## The minified JS by source file (esbuild metafile: bytes in the minified bundle, before gzip)\n");
-  console.log("| source | bytes |");
-  console.log("|---|---:|");
-  const inputs = Object.values(userBundle.metafile.outputs)[0].inputs;
-  for (const [file, { bytesInOutput }] of Object.entries(inputs).sort((a, b) => b[1].bytesInOutput - a[1].bytesInOutput)) {
-    if (bytesInOutput > 0) console.log(`| ${file.replace(/^.*node_modules\/idempotent-fetch\//, "pkg/")} | ${bytesInOutput} |`);
+  // pkg/index.js is one file, so bundle the driver's sources the same way to see which of them costs what.
+  const driverEntry = join(root, "src/js/index.ts");
+  if (existsSync(driverEntry)) {
+    const bySource = await esbuild.build({ ...bundleOptions, metafile: true, entryPoints: [driverEntry] });
+    console.log("\n## The minified JS by source file (esbuild's metafile for src/js/index.ts bundled and minified; bytes before gzip)\n");
+    console.log("| source | bytes |");
+    console.log("|---|---:|");
+    const inputs = Object.values(bySource.metafile.outputs)[0].inputs;
+    for (const [file, { bytesInOutput }] of Object.entries(inputs).sort((x, y) => y[1].bytesInOutput - x[1].bytesInOutput)) {
+      if (bytesInOutput > 0) console.log(`| ${file} | ${bytesInOutput} |`);
+    }
   }
 
   // ---- where the wasm bytes are --------------------------------------------------------------------
