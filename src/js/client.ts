@@ -166,7 +166,7 @@ export class IdempotentClient {
       try {
         const verdict = engine.sweep(machine, Date.now());
         if (verdict === REMOVE) {
-          await this.core.store.delete(id).catch(() => {});
+          await discardIntent(this.core, id);
           removed += 1;
         } else if (verdict === NOW_EXPIRED) {
           await saveRecord(this.core, machine, request);
