@@ -351,10 +351,7 @@ fn zero_total_timeout_sends_nothing() {
     rig.policy = Policy { total_timeout_ms: 0, ..plain_policy() };
     rig.begin_checkout(ID);
     let err = rig.send(ID).unwrap_err();
-    assert_eq!(
-        (err.code, err.detail, err.attempts),
-        (code::RETRIES_EXHAUSTED, exhausted::DEADLINE, 0)
-    );
+    assert_eq!((err.code, err.detail, err.attempts), (code::RETRIES_EXHAUSTED, exhausted::DEADLINE, 0));
     assert_eq!(rig.transport.calls(), 0);
 }
 
@@ -370,13 +367,7 @@ fn retry_events_report_the_delay_actually_slept_and_the_reason() {
     assert_eq!(delays, vec![250, 500, 1_000], "no jitter: exactly base * 2^n");
     assert_eq!(
         retries[0],
-        SeenRetry {
-            key: key.clone(),
-            attempt: 1,
-            delay_ms: 250,
-            reason: RetryReason::Status(503),
-            status: Some(503)
-        }
+        SeenRetry { key: key.clone(), attempt: 1, delay_ms: 250, reason: RetryReason::Status(503), status: Some(503) }
     );
     assert_eq!((retries[1].reason, retries[1].status), (RetryReason::Network, None));
     assert_eq!((retries[2].reason, retries[2].status), (RetryReason::Timeout, None));
@@ -424,10 +415,7 @@ fn offline_past_the_deadline_exhausts_with_reason_deadline() {
     rig.waiter.go_offline_for(10 * 60_000);
     let start = rig.clock.now();
     let err = rig.send(ID).unwrap_err();
-    assert_eq!(
-        (err.code, err.detail, err.attempts),
-        (code::RETRIES_EXHAUSTED, exhausted::DEADLINE, 0)
-    );
+    assert_eq!((err.code, err.detail, err.attempts), (code::RETRIES_EXHAUSTED, exhausted::DEADLINE, 0));
     assert_eq!(err.key.as_deref(), Some(key.as_str()));
     assert_eq!(rig.transport.calls(), 0);
     assert_eq!(rig.clock.now() - start, 120_000, "waits exactly until the deadline");

@@ -88,7 +88,8 @@ impl Engine {
                     return Err(Error::new(code::INTENT_MISMATCH, 0));
                 }
                 let mut record = record.clone();
-                let stale = record.state == State::Pending && record.is_older_than(self.shared.policy.key_ttl_ms, now_ms);
+                let stale =
+                    record.state == State::Pending && record.is_older_than(self.shared.policy.key_ttl_ms, now_ms);
                 if stale {
                     record.state = State::Expired;
                     record.touch(now_ms);

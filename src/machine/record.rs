@@ -122,7 +122,8 @@ impl StoredFields<'_> {
             whole(self.updated_at, MAX_SAFE_INTEGER).filter(|&t| t >= created_at).ok_or(bad(field::UPDATED_AT))?;
         let attempts = whole(self.attempts, u32::MAX.into()).ok_or(bad(field::ATTEMPTS))?;
         let state = State::parse(self.state).ok_or(bad(field::STATE))?;
-        let last_status = whole(self.last_status, 599).filter(|&s| s == 0 || s >= 100).ok_or(bad(field::LAST_STATUS))?;
+        let last_status =
+            whole(self.last_status, 599).filter(|&s| s == 0 || s >= 100).ok_or(bad(field::LAST_STATUS))?;
         Ok(Record {
             id: String::from(self.id),
             key,

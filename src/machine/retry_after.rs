@@ -22,7 +22,8 @@ pub fn parse_retry_after(value: &str, now_ms: u64, cap_ms: u64) -> Option<u64> {
 }
 
 const WEEKDAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
-const MONTHS: [&[u8; 3]; 12] = [b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec"];
+const MONTHS: [&[u8; 3]; 12] =
+    [b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec"];
 
 /// An HTTP-date in ms since the epoch: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the obsolete
 /// RFC 850 form (`Sunday, 06-Nov-94 08:49:37 GMT`, two-digit years 70-99 are 19xx, 00-69 are 20xx)

@@ -135,7 +135,8 @@ pub fn parse_client_options(value: &JsValue) -> Result<ClientConfig, JsValue> {
         key_ttl_ms,
         header_name,
         header_form,
-        retry_budget: integer(&root, "retryBudget", crate::legacy::budget::DEFAULT_CAPACITY.into(), 0, 1_000_000)? as u32,
+        retry_budget: integer(&root, "retryBudget", crate::legacy::budget::DEFAULT_CAPACITY.into(), 0, 1_000_000)?
+            as u32,
         persist_request: root.boolean("persistRequest").map_err(invalid)?.unwrap_or(false),
         should_retry: root.function("shouldRetry").map_err(invalid)?,
     })

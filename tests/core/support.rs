@@ -419,7 +419,8 @@ pub fn encode(record: &Record) -> String {
     .to_string()
 }
 
-const FIELDS: [&str; 9] = ["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state", "lastStatus"];
+const FIELDS: [&str; 9] =
+    ["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state", "lastStatus"];
 
 /// The driver's type check (JSON, an object, known fields, strings and numbers), then the machine.
 pub fn decode(engine: &Engine, id: &str, text: &str) -> Result<Machine, LoadError> {
@@ -617,7 +618,12 @@ impl Rig {
     }
 
     /// The driver's loop.
-    pub fn drive(&self, machine: &mut Machine, mut action: Action, should_retry: Option<ShouldRetry<'_>>) -> Result<Done, Failure> {
+    pub fn drive(
+        &self,
+        machine: &mut Machine,
+        mut action: Action,
+        should_retry: Option<ShouldRetry<'_>>,
+    ) -> Result<Done, Failure> {
         loop {
             if machine.dirty() {
                 let saved = self.store.save(machine.record());
