@@ -1,12 +1,11 @@
 // `IdempotentClient`: the entry point. Makes state-changing requests safe to retry: one idempotency
 // key per intent, kept in storage across reloads, re-sent until the server gives a definite answer.
 
-import { type ClientCore, loadRecord, lockName, saveRecord } from "./core.js";
+import { type ClientCore, intentLock, loadRecord, saveRecord } from "./core.js";
 import { IdempotentFetchError, invalidOptions, invalidRequest } from "./errors.js";
 import { Listeners, type ClientEventMap } from "./events.js";
 import { fingerprint, hex } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
-import { acquire } from "./lock.js";
 import { type Engine, KEEP, NOW_EXPIRED, REMOVE } from "./machine.js";
 import { fromThrown, intentMismatch } from "./messages.js";
 import {
@@ -88,7 +87,7 @@ export class IdempotentClient {
     const id = intentIdArg(intentId);
     const replace = parseBeginOptions(options);
     const prepared = await prepareRequest(request, this.core.config.headerName);
-    return this.beginPrepared(id, prepared, replace);
+    return this.beginPrepared(id, prepared, replace, true);
   }
 
   /**
@@ -190,13 +189,14 @@ export class IdempotentClient {
   async fetch(input: RequestInfo | URL, init?: IdempotentRequestInit): Promise<Response> {
     const args = readFetchArgs(input, init);
     const prepared = await prepareParts(args.url, args.method, args.headers, args.body, this.core.config.headerName);
+    const named = args.intent !== undefined;
     const intentId = args.intent ?? `fetch:${hex(crypto.getRandomValues(new Uint8Array(16)))}`;
-    const operation = await this.beginPrepared(intentId, prepared, false);
+    const operation = await this.beginPrepared(intentId, prepared, false, named);
     const result = await operation.send(args.signal ? { signal: args.signal } : undefined);
-    if (args.intent === undefined) {
+    if (!named) {
       // Nobody can begin a random id again, so its retired record would only take up storage for
       // keyTtlMs. (Unfinished ones stay: `pending()` lists them.)
-      await discardIntent(this.core, intentId).catch(() => false);
+      await this.core.store.delete(intentId).catch(() => {});
     }
     return result.response;
   }
@@ -244,12 +244,18 @@ export class IdempotentClient {
 
   /** Create-or-resume, decided by the machine, under a short lock (two tabs beginning one intent at
    *  once must not each mint a key: the second would overwrite the first's record while its
-   *  attempt is in flight). Separate from the lock `send` holds for minutes. */
-  private async beginPrepared(intentId: string, prepared: PreparedRequest, replace: boolean): Promise<IdempotentOperation> {
+   *  attempt is in flight). Separate from the lock `send` holds for minutes. `shared`: another tab
+   *  could begin this id too (false for the random id of an anonymous `fetch`: no lock needed). */
+  private async beginPrepared(
+    intentId: string,
+    prepared: PreparedRequest,
+    replace: boolean,
+    shared: boolean,
+  ): Promise<IdempotentOperation> {
     const { core } = this;
     const fp = await fingerprint(prepared);
     const engine = await core.engine();
-    const release = await acquire(lockName(core, "begin", intentId));
+    const release = shared ? await intentLock(core, "begin", intentId) : () => {};
     try {
       const stored = await loadRecord(core, engine, intentId);
       // Read first: `begin` consumes the stored Machine (its JS object is emptied by the call).

@@ -2,6 +2,7 @@
 // read + decode + validate (STORAGE errors name the intent), encode + write.
 
 import type { Listeners } from "./events.js";
+import { acquire, type Release } from "./lock.js";
 import type { InFlight } from "./inflight.js";
 import type { Engine, Machine } from "./machine.js";
 import { storageUnavailable } from "./messages.js";
@@ -47,3 +48,10 @@ export async function saveRecord(core: ClientCore, machine: Machine, request: Pe
 /** Lock names: the namespace holds no ':', so `send:<ns>:<id>` and `begin:<ns>:<id>` never collide. */
 export const lockName = (core: ClientCore, kind: "begin" | "send", intentId: string): string =>
   `idempotent-fetch:${kind}:${core.config.namespace}:${intentId}`;
+
+/** The cross-tab lock of an intent (lock.ts). A client asked for memory storage keeps its intents
+ *  where no other tab or worker can see them: the in-page turn (inflight.ts) is all it needs, so it
+ *  takes no lock (a lock round trip costs about as much as a storage write). */
+export function intentLock(core: ClientCore, kind: "begin" | "send", intentId: string, signal?: AbortSignal): Promise<Release> {
+  return core.config.storage === "memory" ? Promise.resolve(() => {}) : acquire(lockName(core, kind, intentId), signal);
+}

@@ -1,9 +1,9 @@
 // `IdempotentOperation`: one intent (one click on "Pay") and its key, and `send`.
 
-import { type ClientCore, loadRecord, lockName } from "./core.js";
+import { type ClientCore, intentLock, loadRecord } from "./core.js";
 import { IdempotentFetchError, invalidOptions } from "./errors.js";
 import { Fields } from "./fields.js";
-import { acquire, type Release } from "./lock.js";
+import type { Release } from "./lock.js";
 import type { Machine } from "./machine.js";
 import { ABORTED_WAITING_MESSAGE, notFound, storageUnavailable } from "./messages.js";
 import type { PersistedRequest } from "./record.js";
@@ -108,7 +108,7 @@ export class IdempotentOperation {
       // One sender per intent across tabs: wait for the tab (or worker) that holds it.
       let release: Release;
       try {
-        release = await acquire(lockName(core, "send", intentId), signal);
+        release = await intentLock(core, "send", intentId, signal);
       } catch {
         throw abortedWaiting();
       }
