@@ -1,7 +1,7 @@
 // `IdempotentClient`: the entry point. Makes state-changing requests safe to retry: one idempotency
 // key per intent, kept in storage across reloads, re-sent until the server gives a definite answer.
 
-import { type ClientCore, intentLock, loadRecord, saveRecord } from "./core.js";
+import { type ClientCore, intentLock, loadRecord, offerSendLock, saveRecord } from "./core.js";
 import { IdempotentFetchError, invalidOptions, invalidRequest } from "./errors.js";
 import { Listeners, type ClientEventMap } from "./events.js";
 import { fingerprint, hex } from "./fingerprint.js";
@@ -253,34 +253,43 @@ export class IdempotentClient {
     shared: boolean,
   ): Promise<IdempotentOperation> {
     const { core } = this;
-    const fp = await fingerprint(prepared);
-    const engine = await core.engine();
-    const release = shared ? await intentLock(core, "begin", intentId) : () => {};
+    const sendLock = offerSendLock(core, intentId);
+    let operation: IdempotentOperation | undefined;
     try {
-      const stored = await loadRecord(core, engine, intentId);
-      // Read first: `begin` consumes the stored Machine (its JS object is emptied by the call).
-      const storedKey = stored?.machine.key();
-      let machine;
+      const fp = await fingerprint(prepared);
+      const engine = await core.engine();
+      const release = shared ? await intentLock(core, "begin", intentId) : () => {};
+      let view;
       try {
-        machine = engine.begin(intentId, fp, Date.now(), replace, stored?.machine);
-      } catch (thrown) {
-        const error = fromThrown(thrown, { intentId, key: storedKey ?? null });
-        throw error.code === "INTENT_MISMATCH" && storedKey ? intentMismatch(intentId, storedKey) : error;
-      }
-      try {
-        const resumedStored = stored !== undefined && machine.key() === storedKey;
-        const request: PersistedRequest | undefined = resumedStored
-          ? stored.request
-          : core.config.persistRequest
-            ? persisted(prepared)
-            : undefined;
-        if (machine.dirty()) await saveRecord(core, machine, request);
-        return new IdempotentOperation(core, viewOf(machine), prepared);
+        const stored = await loadRecord(core, engine, intentId);
+        // Read first: `begin` consumes the stored Machine (its JS object is emptied by the call).
+        const storedKey = stored?.machine.key();
+        let machine;
+        try {
+          machine = engine.begin(intentId, fp, Date.now(), replace, stored?.machine);
+        } catch (thrown) {
+          const error = fromThrown(thrown, { intentId, key: storedKey ?? null });
+          throw error.code === "INTENT_MISMATCH" && storedKey ? intentMismatch(intentId, storedKey) : error;
+        }
+        try {
+          const resumedStored = stored !== undefined && machine.key() === storedKey;
+          const request: PersistedRequest | undefined = resumedStored
+            ? stored.request
+            : core.config.persistRequest
+              ? persisted(prepared)
+              : undefined;
+          if (machine.dirty()) await saveRecord(core, machine, request);
+          view = viewOf(machine);
+        } finally {
+          machine.free();
+        }
       } finally {
-        machine.free();
+        release();
       }
+      operation = new IdempotentOperation(core, view, prepared, await sendLock);
+      return operation;
     } finally {
-      release();
+      if (!operation) void sendLock.then((release) => release?.());
     }
   }
 }

@@ -2,7 +2,7 @@
 // read + decode + validate (STORAGE errors name the intent), encode + write.
 
 import type { Listeners } from "./events.js";
-import { acquire, type Release } from "./lock.js";
+import { acquire, type Release, tryAcquire } from "./lock.js";
 import type { InFlight } from "./inflight.js";
 import type { Engine, Machine } from "./machine.js";
 import { storageUnavailable } from "./messages.js";
@@ -55,3 +55,12 @@ export const lockName = (core: ClientCore, kind: "begin" | "send", intentId: str
 export function intentLock(core: ClientCore, kind: "begin" | "send", intentId: string, signal?: AbortSignal): Promise<Release> {
   return core.config.storage === "memory" ? Promise.resolve(() => {}) : acquire(lockName(core, kind, intentId), signal);
 }
+
+/** `begin` also asks for the intent's send lock, without waiting (`ifAvailable`), in parallel with
+ *  its own work: when it is free, the operation holds it for SEND_LOCK_OFFER_MS and a `send` made
+ *  right after `begin` (the usual "click Pay") adopts it instead of a second lock round trip. Holding
+ *  a lock a little longer never weakens it; another tab's send just starts that much later. */
+export function offerSendLock(core: ClientCore, intentId: string): Promise<Release | undefined> {
+  return core.config.storage === "memory" ? Promise.resolve(undefined) : tryAcquire(lockName(core, "send", intentId));
+}
+export const SEND_LOCK_OFFER_MS = 100;

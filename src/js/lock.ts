@@ -31,7 +31,11 @@ const LEASE_POLL_MS = 250;
 export type Release = () => void;
 
 interface LockManagerLike {
-  request(name: string, options: { signal?: AbortSignal }, callback: (lock: unknown) => Promise<void>): Promise<void>;
+  request(
+    name: string,
+    options: { signal?: AbortSignal; ifAvailable?: boolean },
+    callback: (lock: unknown) => Promise<void> | undefined,
+  ): Promise<void>;
 }
 
 /** Waits for the lock `name`; rejects INTERRUPTED when `signal` aborts first. */
@@ -66,14 +70,7 @@ function localStorageOrNull(): Storage | null {
 /** `navigator.locks.request(name, { signal }, callback)`; `undefined` when the API refuses outright
  *  (a SecurityError in opaque origins: sandboxed frames, data: workers), so the caller falls back. */
 function webLock(locks: LockManagerLike, name: string, signal?: AbortSignal): Promise<Release | undefined> {
-  let releaseHeld!: () => void;
-  const held = new Promise<void>((resolve) => (releaseHeld = resolve));
-  let released = false;
-  const release: Release = () => {
-    if (released) return;
-    released = true;
-    setTimeout(releaseHeld, WEB_LOCK_SETTLE_MS);
-  };
+  const { held, release } = holder();
   return abortable<Release | undefined>(signal, (resolve) => {
     let granted = false;
     const callback = () => {
@@ -95,6 +92,44 @@ function webLock(locks: LockManagerLike, name: string, signal?: AbortSignal): Pr
   }).catch((thrown: unknown) => {
     release(); // a grant racing the abort is given back, not leaked
     throw thrown;
+  });
+}
+
+/** What a Web Lock callback returns to keep the lock (`held`), and the release that ends it after
+ *  WEB_LOCK_SETTLE_MS. */
+function holder(): { held: Promise<void>; release: Release } {
+  let releaseHeld!: () => void;
+  const held = new Promise<void>((resolve) => (releaseHeld = resolve));
+  let released = false;
+  const release: Release = () => {
+    if (released) return;
+    released = true;
+    setTimeout(releaseHeld, WEB_LOCK_SETTLE_MS);
+  };
+  return { held, release };
+}
+
+/** Takes the Web Lock `name` only if it is free at once (`ifAvailable`); `undefined` when it is
+ *  held elsewhere or there are no Web Locks. Never waits for another holder. */
+export function tryAcquire(name: string): Promise<Release | undefined> {
+  const locks = webLocks();
+  if (!locks) return Promise.resolve(undefined);
+  return new Promise((resolve) => {
+    const { held, release } = holder();
+    try {
+      locks
+        .request(name, { ifAvailable: true }, (lock) => {
+          if (lock === null) {
+            resolve(undefined);
+            return undefined;
+          }
+          resolve(release);
+          return held;
+        })
+        .catch(() => resolve(undefined));
+    } catch {
+      resolve(undefined);
+    }
   });
 }
 

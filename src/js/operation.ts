@@ -1,6 +1,6 @@
 // `IdempotentOperation`: one intent (one click on "Pay") and its key, and `send`.
 
-import { type ClientCore, intentLock, loadRecord } from "./core.js";
+import { type ClientCore, intentLock, loadRecord, SEND_LOCK_OFFER_MS } from "./core.js";
 import { IdempotentFetchError, invalidOptions } from "./errors.js";
 import { Fields } from "./fields.js";
 import type { Release } from "./lock.js";
@@ -10,6 +10,7 @@ import type { PersistedRequest } from "./record.js";
 import type { PreparedRequest } from "./request.js";
 import { runSend, type SendOptions, type SendResult } from "./send.js";
 import { StorageFailure } from "./storage/backend.js";
+import { INTERRUPTED } from "./wait.js";
 
 /** Where an intent stands. */
 export type IntentState = "pending" | "succeeded" | "failed" | "expired";
@@ -40,12 +41,29 @@ export function viewOf(machine: Machine): RecordView {
 
 /** One user intent (one click on "Pay") and its idempotency key. Get one from `client.begin`. */
 export class IdempotentOperation {
+  /** The send lock `begin` took on the way (core.ts, offerSendLock), until a `send` adopts it. */
+  private offered: { release: Release; timer: ReturnType<typeof setTimeout> } | undefined;
+
   /** @internal */
   constructor(
     private readonly core: ClientCore,
     private view: RecordView,
     private readonly request: PreparedRequest,
-  ) {}
+    sendLock?: Release,
+  ) {
+    if (sendLock) {
+      const timer = setTimeout(() => this.adoptLock()?.(), SEND_LOCK_OFFER_MS);
+      this.offered = { release: sendLock, timer };
+    }
+  }
+
+  /** Takes over the offered send lock, if it is still held. */
+  private adoptLock(): Release | undefined {
+    const offered = this.offered;
+    this.offered = undefined;
+    if (offered) clearTimeout(offered.timer);
+    return offered?.release;
+  }
 
   /** The idempotency key: the same on every attempt and after a reload. */
   get key(): string {
@@ -106,10 +124,12 @@ export class IdempotentOperation {
     let result: SendResult | undefined;
     try {
       // One sender per intent across tabs: wait for the tab (or worker) that holds it.
-      let release: Release;
+      let release = this.adoptLock();
       try {
-        release = await intentLock(core, "send", intentId, signal);
+        if (signal?.aborted) throw INTERRUPTED;
+        release ??= await intentLock(core, "send", intentId, signal);
       } catch {
+        release?.();
         throw abortedWaiting();
       }
       try {
