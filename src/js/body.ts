@@ -48,9 +48,43 @@ export async function bufferBody(body: unknown): Promise<BufferedBody | null> {
     if (!["Blob", "URLSearchParams", "FormData"].some((name) => isA(body, name))) throw invalidRequest(UNSUPPORTED);
     const response = new Response(body as BodyInit);
     const contentType = response.headers.get("content-type");
-    return { bytes: new Uint8Array(await response.arrayBuffer()), contentType };
+    try {
+      return { bytes: new Uint8Array(await response.arrayBuffer()), contentType };
+    } catch (thrown) {
+      // WebKit cannot read a FormData holding a Blob/File through a Response ("Unable to read form
+      // data blob"): encode it here, as fetch would (multipart/form-data, HTML's encoding algorithm).
+      if (isA(body, "FormData")) return await multipart(body as FormData);
+      throw thrown;
+    }
   } catch (thrown) {
     if (thrown instanceof IdempotentFetchError) throw thrown;
     throw invalidRequest(`body cannot be read: ${describe(thrown)}`);
   }
+}
+
+/** @internal HTML's multipart/form-data encoding of `form`, with a random boundary (exported for tests). */
+export async function multipart(form: FormData): Promise<BufferedBody> {
+  const boundary = `----idempotent-fetch-${Array.from(crypto.getRandomValues(new Uint8Array(12)), (b) => b.toString(16).padStart(2, "0")).join("")}`;
+  // Names and file names: CR, LF and '"' percent-escaped; line breaks of values normalised to CRLF.
+  const escape = (text: string) => text.replace(/\r\n|\r|\n/g, "\r\n").replace(/[\r\n"]/g, (c) => encodeURIComponent(c));
+  const crlf = (text: string) => text.replace(/\r\n|\r|\n/g, "\r\n");
+  const encoder = new TextEncoder();
+  const parts: Uint8Array[] = [];
+  for (const [name, value] of form) {
+    let head = `--${boundary}\r\nContent-Disposition: form-data; name="${escape(name)}"`;
+    if (typeof value === "string") {
+      parts.push(encoder.encode(`${head}\r\n\r\n${crlf(value)}\r\n`));
+    } else {
+      head += `; filename="${escape(value.name)}"\r\nContent-Type: ${value.type || "application/octet-stream"}\r\n\r\n`;
+      parts.push(encoder.encode(head), new Uint8Array(await value.arrayBuffer()), encoder.encode("\r\n"));
+    }
+  }
+  parts.push(encoder.encode(`--${boundary}--\r\n`));
+  const bytes = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
+  let offset = 0;
+  for (const part of parts) {
+    bytes.set(part, offset);
+    offset += part.length;
+  }
+  return { bytes, contentType: `multipart/form-data; boundary=${boundary}` };
 }

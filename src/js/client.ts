@@ -187,7 +187,7 @@ export class IdempotentClient {
    * otherwise. Without `intent`, each call is its own intent.
    */
   async fetch(input: RequestInfo | URL, init?: IdempotentRequestInit): Promise<Response> {
-    const args = readFetchArgs(input, init);
+    const args = await readFetchArgs(input, init);
     const prepared = await prepareParts(args.url, args.method, args.headers, args.body, this.core.config.headerName);
     const named = args.intent !== undefined;
     const intentId = args.intent ?? `fetch:${hex(crypto.getRandomValues(new Uint8Array(16)))}`;
@@ -335,6 +335,18 @@ function shareResult(result: SendResult): SendResult {
   return { ...result, response: result.response.clone() };
 }
 
+/** Whether a Request carries a body. Firefox has no `Request.prototype.body` (undefined): there a
+ *  clone is read to find out. */
+async function hasBody(request: Request): Promise<boolean> {
+  const body: unknown = request.body;
+  if (body !== undefined) return body !== null;
+  try {
+    return (await request.clone().arrayBuffer()).byteLength > 0;
+  } catch {
+    return true; // unreadable: it has one, and it cannot be replayed
+  }
+}
+
 /** `value[name]`, with `undefined` and `null` both meaning absent. */
 function prop(value: object | undefined | null, name: string): unknown {
   const v = value ? (value as Record<string, unknown>)[name] : undefined;
@@ -352,14 +364,14 @@ interface FetchArgs {
 
 /** Reads `fetch(input, init)`: input a URL string, a `URL` or a `Request` (whose body, if any, must
  *  be passed in `init.body` instead: a Request's body is a stream). */
-function readFetchArgs(input: unknown, init: unknown): FetchArgs {
+async function readFetchArgs(input: unknown, init: unknown): Promise<FetchArgs> {
   if (init !== undefined && init !== null && typeof init !== "object") throw invalidRequest("init must be an object");
   const options = (init ?? undefined) as object | undefined;
   let url: string;
   let method = "GET";
   let headers: unknown;
   if (typeof Request === "function" && input instanceof Request) {
-    if (input.body !== null && prop(options, "body") === undefined) {
+    if (prop(options, "body") === undefined && (await hasBody(input))) {
       throw new IdempotentFetchError(
         "BODY_NOT_REPLAYABLE",
         "a Request's body is a stream and cannot be retried; pass the body in init.body",
