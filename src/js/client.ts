@@ -53,6 +53,7 @@ export class IdempotentClient {
   private engineReady: Promise<Engine> | undefined;
   /** The Engine once made (the wasm module is ready). */
   private engineMade: Engine | undefined;
+  private freed = false;
 
   /**
    * Creates a client. Throws `IdempotentFetchError` (`INVALID_OPTIONS`, naming the field) for a bad
@@ -68,7 +69,10 @@ export class IdempotentClient {
     const create = (module: MachineModule) => (this.engineMade = makeEngine(module, config));
     const loaded = machineIfLoaded();
     if (loaded) this.engineReady = Promise.resolve(create(loaded)); // a refused option throws here
-    const engine = () => (this.engineReady ??= loadMachine().then(create));
+    const engine = () => {
+      if (this.freed) return Promise.reject(new TypeError("this IdempotentClient was freed"));
+      return (this.engineReady ??= loadMachine().then(create));
+    };
     this.core = { config, store, listeners, inFlight, engine };
     // After the constructor returns, so listeners added right away still hear about it.
     void Promise.resolve().then(async () => {
@@ -115,7 +119,7 @@ export class IdempotentClient {
       if ((await fingerprint(prepared)) !== machine.fingerprint()) {
         throw new IdempotentFetchError("STORAGE", `the persisted request of intent "${id}" does not match its fingerprint`);
       }
-      return new IdempotentOperation(this.core, viewOf(machine), prepared);
+      return IdempotentOperation.create(this.core, viewOf(machine), prepared);
     } finally {
       machine.free();
     }
@@ -212,6 +216,15 @@ export class IdempotentClient {
     this.core.listeners.remove(type, listener);
   }
 
+  /** Releases the client's wasm memory (its retry policy and budget). The client cannot be used
+   *  afterwards; intents stay stored. Optional (garbage collection does it too); kept from the
+   *  wasm-bindgen API. */
+  free(): void {
+    this.freed = true;
+    this.engineMade?.free();
+    this.engineMade = undefined;
+  }
+
   /** The namespace (account) this client's intents live under. */
   get namespace(): string {
     return this.core.config.namespace;
@@ -286,7 +299,7 @@ export class IdempotentClient {
       } finally {
         release();
       }
-      operation = new IdempotentOperation(core, view, prepared, await sendLock);
+      operation = IdempotentOperation.create(core, view, prepared, await sendLock);
       return operation;
     } finally {
       if (!operation) void sendLock.then((release) => release?.());

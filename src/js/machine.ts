@@ -77,6 +77,8 @@ export interface Engine {
   ): Machine;
   /** 0 keep, 1 remove, 2 now expired (save it, emit `expired`). */
   sweep(record: Machine, nowMs: number): number;
+  /** Frees the wasm memory (wasm-bindgen). */
+  free(): void;
 }
 
 export interface EngineConstructor {

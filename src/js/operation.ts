@@ -44,17 +44,21 @@ export class IdempotentOperation {
   /** The send lock `begin` took on the way (core.ts, offerSendLock), until a `send` adopts it. */
   private offered: { release: Release; timer: ReturnType<typeof setTimeout> } | undefined;
 
-  /** @internal */
-  constructor(
+  private constructor(
     private readonly core: ClientCore,
     private view: RecordView,
     private readonly request: PreparedRequest,
-    sendLock?: Release,
+    sendLock: Release | undefined,
   ) {
     if (sendLock) {
       const timer = setTimeout(() => this.adoptLock()?.(), SEND_LOCK_OFFER_MS);
       this.offered = { release: sendLock, timer };
     }
+  }
+
+  /** @internal Made by the client only (`begin`, `resume`). */
+  static create(core: ClientCore, view: RecordView, request: PreparedRequest, sendLock?: Release): IdempotentOperation {
+    return new IdempotentOperation(core, view, request, sendLock);
   }
 
   /** Takes over the offered send lock, if it is still held. */
@@ -141,6 +145,12 @@ export class IdempotentOperation {
     } finally {
       turn.finish(result);
     }
+  }
+
+  /** Lets go of what the operation holds (a send lock taken by `begin` for a `send` right after).
+   *  Optional: it lets go by itself after 100 ms. Kept from the wasm-bindgen API. */
+  free(): void {
+    this.adoptLock()?.();
   }
 
   /** Forgets this intent and its key. Resolves to whether it was stored. */

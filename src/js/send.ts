@@ -35,7 +35,7 @@ export interface SendResult {
   intentId: string;
 }
 
-/** One `send`'s inputs. */
+/** @internal One `send`'s inputs. */
 export interface SendContext {
   core: ClientCore;
   machine: M.Machine;
@@ -58,7 +58,7 @@ function override(shouldRetry: ((status: number) => unknown) | undefined, status
   }
 }
 
-/** Drives the intent to DONE (resolves) or FAIL (rejects with IdempotentFetchError). */
+/** @internal Drives the intent to DONE (resolves) or FAIL (rejects with IdempotentFetchError). */
 export async function runSend(ctx: SendContext): Promise<SendResult> {
   const { core, machine, request, signal } = ctx;
   const { config, listeners } = core;
