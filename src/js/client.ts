@@ -139,9 +139,7 @@ export class IdempotentClient {
       }
       const view = viewOf(loaded.machine);
       loaded.machine.free();
-      if (view.state === "succeeded" || view.state === "failed") continue;
-      const { intentId, key, state, attempts, createdAt, updatedAt, lastStatus } = view;
-      out.push({ intentId, key, state, attempts, createdAt, updatedAt, lastStatus, resumable: loaded.request !== undefined });
+      if (view.state !== "succeeded" && view.state !== "failed") out.push({ ...view, resumable: loaded.request !== undefined });
     }
     return out;
   }

@@ -57,19 +57,19 @@ export class Fields {
 
   /** A number (any, NaN included: range checks are the caller's). */
   number(name: string): number | undefined {
-    return this.typed(name, "number", "a number") as number | undefined;
+    return this.typed(name, "number") as number | undefined;
   }
 
   string(name: string): string | undefined {
-    return this.typed(name, "string", "a string") as string | undefined;
+    return this.typed(name, "string") as string | undefined;
   }
 
   boolean(name: string): boolean | undefined {
-    return this.typed(name, "boolean", "a boolean") as boolean | undefined;
+    return this.typed(name, "boolean") as boolean | undefined;
   }
 
   function<F>(name: string): F | undefined {
-    return this.typed(name, "function", "a function") as F | undefined;
+    return this.typed(name, "function") as F | undefined;
   }
 
   /** A finite whole number in `[min, max]`, or `fallback` when absent. */
@@ -95,10 +95,12 @@ export class Fields {
     return value as T;
   }
 
-  private typed(name: string, type: string, expected: string): unknown {
+  /** The value when it is a `type` ("must be a number, got string" otherwise). */
+  private typed(name: string, type: string): unknown {
     const value = this.value(name);
-    if (value === undefined) return undefined;
-    if (typeof value !== type) throw this.fail(`${this.pathOf(name)} must be ${expected}, got ${typeName(value)}`);
+    if (value !== undefined && typeof value !== type) {
+      throw this.fail(`${this.pathOf(name)} must be a ${type}, got ${typeName(value)}`);
+    }
     return value;
   }
 }

@@ -122,22 +122,18 @@ export function fromThrown(thrown: unknown, context: ErrorContext): IdempotentFe
   throw thrown;
 }
 
-/** The UI text of a retry reason (the `reason` of the `retry` event). */
+/** UI texts of the retried statuses with a name of their own (others are "server error (<status>)"). */
+const STATUS_TEXTS: Record<number, string> = {
+  408: "request timeout",
+  409: "same payment still in progress",
+  425: "too early",
+  429: "rate limited",
+  503: "server busy",
+};
+
+/** The UI text of a retry reason (the `reason` of the `retry` event): "server busy (503)". */
 export function retryReasonText(reason: number, status: number): string {
   if (reason === 1) return "network error";
   if (reason === 2) return "timed out";
-  switch (status) {
-    case 408:
-      return "request timeout (408)";
-    case 409:
-      return "same payment still in progress (409)";
-    case 425:
-      return "too early (425)";
-    case 429:
-      return "rate limited (429)";
-    case 503:
-      return "server busy (503)";
-    default:
-      return `server error (${status})`;
-  }
+  return `${STATUS_TEXTS[status] ?? "server error"} (${status})`;
 }

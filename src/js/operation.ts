@@ -28,14 +28,15 @@ export interface RecordView {
 
 /** @internal A view of the machine's record (the machine itself stays owned by the caller). */
 export function viewOf(machine: Machine): RecordView {
+  // In IntentInfo's order (pending() spreads it).
   return {
     intentId: machine.intentId(),
     key: machine.key(),
     state: machine.state() as IntentState,
     attempts: machine.attempts(),
-    lastStatus: machine.lastStatus() || null,
     createdAt: machine.createdAt(),
     updatedAt: machine.updatedAt(),
+    lastStatus: machine.lastStatus() || null,
   };
 }
 
