@@ -71,7 +71,11 @@ export class IdempotentClient {
     if (loaded) this.engineReady = Promise.resolve(create(loaded)); // a refused option throws here
     const engine = () => {
       if (this.freed) return Promise.reject(new TypeError("this IdempotentClient was freed"));
-      return (this.engineReady ??= loadMachine().then(create));
+      // A failed load is not remembered (the next call loads again); a refused option is.
+      return (this.engineReady ??= loadMachine().then(create, (error: unknown) => {
+        this.engineReady = undefined;
+        throw error;
+      }));
     };
     this.core = { config, store, listeners, inFlight, engine };
     // After the constructor returns, so listeners added right away still hear about it.
