@@ -12,7 +12,7 @@
 //      by git) and the raw .wasm
 //   3. wasm-opt with the flags of Cargo.toml [package.metadata.wasm-pack.profile.release] wasm-opt
 //      -> pkg/idempotent_fetch_bg.wasm
-//   4. esbuild: src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: ESM that loads the wasm
+//   4. esbuild: src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: minified ESM + source map that loads the wasm
 //      with `new URL("./idempotent_fetch_bg.wasm", import.meta.url)`) and pkg/node.cjs (Node: reads the
 //      wasm from disk and instantiates it on load), plus pkg/node.js, the ESM face of node.cjs (one instance for import and require)
 //   5. tsc --emitDeclarationOnly -> pkg/types/ (the driver's own .d.ts; no hand-written types)
@@ -105,8 +105,11 @@ function wasmSourcePlugin(platform) {
 async function bundles(entry) {
   const esbuild = createRequire(path.join(tools, "package.json"))("esbuild");
   const common = { entryPoints: [entry], bundle: true, target: "es2020", legalComments: "none", logLevel: "warning", metafile: true };
+  // Minified (with a source map holding the TypeScript sources): a page without a bundler downloads
+  // this file as it is, and an app's bundler gets nothing more to remove.
   const browser = await esbuild.build({
-    ...common, platform: "browser", format: "esm", outfile: path.join(PKG_DIR, BROWSER_ENTRY), plugins: [wasmSourcePlugin("browser")],
+    ...common, platform: "browser", format: "esm", minify: true, sourcemap: true, sourcesContent: true,
+    outfile: path.join(PKG_DIR, BROWSER_ENTRY), plugins: [wasmSourcePlugin("browser")],
   });
   await esbuild.build({
     ...common, platform: "node", target: "node18", format: "cjs", outfile: path.join(PKG_DIR, "node.cjs"), plugins: [wasmSourcePlugin("node")],
@@ -154,7 +157,7 @@ function manifest(crate) {
       },
       "./package.json": "./package.json",
     },
-    files: [BROWSER_ENTRY, "node.js", "node.cjs", WASM_FILE, "types/", "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
+    files: [BROWSER_ENTRY, `${BROWSER_ENTRY}.map`, "node.js", "node.cjs", WASM_FILE, "types/", "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
     engines: { node: ">=18" },
   };
   writeFileSync(path.join(PKG_DIR, "package.json"), `${JSON.stringify(pkg, null, 2)}\n`);

@@ -91,7 +91,10 @@ fn obsolete_forms(secs: u64) -> [String; 2] {
         .into_iter()
         .find(|d| d.starts_with(wd))
         .expect("a weekday");
-    let asctime_day = if day.starts_with('0') { format!(" {}", &day[1..]) } else { day.to_owned() };
+    let asctime_day = match day.strip_prefix('0') {
+        Some(digit) => format!(" {digit}"),
+        None => day.to_owned(),
+    };
     [format!("{long}, {day}-{month}-{} {time} GMT", &year[2..]), format!("{wd} {month} {asctime_day} {time} {year}")]
 }
 
