@@ -76,7 +76,7 @@ try {
   console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const [name, o] of [
     ["idempotent-fetch, bundled by the app (esbuild --bundle --minify) + .wasm", bundled],
-    [`idempotent-fetch as shipped (pkg/${BROWSER_ENTRY}, not minified) + .wasm`, shipped],
+    [`idempotent-fetch as shipped (pkg/${BROWSER_ENTRY}, minified by the package build) + .wasm`, shipped],
   ]) {
     const t = add(o.js, o.wasm);
     console.log(`| ${name} | ${kb(o.wasm.raw)} | ${kb(o.wasm.gzip)} | ${kb(o.wasm.brotli)} | ${kb(o.js.raw)} | ${kb(o.js.gzip)} | ${kb(o.js.brotli)} | ${kb(t.raw)} | ${kb(t.gzip)} | ${kb(t.brotli)} |`);
