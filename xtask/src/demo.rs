@@ -1,4 +1,4 @@
-//! `cargo xtask demo [--port 8080]`: build pkg/web if stale, then run the reference server.
+//! `cargo xtask demo [--port 8080]`: build the package (pkg/) if stale, then run the reference server.
 
 use crate::install;
 use crate::process::{cargo, describe, root, run, Result};
@@ -15,23 +15,17 @@ pub fn newest_mtime(p: &Path) -> Option<SystemTime> {
     fs::read_dir(p).ok()?.flatten().filter_map(|e| newest_mtime(&e.path())).max()
 }
 
-fn pkg_web_stale() -> bool {
-    let wasm = root().join("pkg/web/idempotent_fetch_bg.wasm");
-    let Some(built) = newest_mtime(&wasm) else { return true };
-    ["src", "Cargo.toml", "Cargo.lock"].iter().filter_map(|p| newest_mtime(&root().join(p))).any(|t| t > built)
+fn package_stale() -> bool {
+    let Some(built) = newest_mtime(&root().join("pkg/package.json")) else { return true };
+    ["src", "package", "Cargo.toml", "Cargo.lock"]
+        .iter()
+        .filter_map(|p| newest_mtime(&root().join(p)))
+        .any(|t| t > built)
 }
 
-pub fn build_pkg(target: &str, out: &str) -> Result {
-    run(crate::process::cmd("wasm-pack").args([
-        "build",
-        "--release",
-        "--target",
-        target,
-        "--out-dir",
-        out,
-        "--out-name",
-        "idempotent_fetch",
-    ]))
+/// Build the npm package into pkg/: every command line is in package/build.mjs (package/README.md).
+pub fn build_package() -> Result {
+    run(crate::process::cmd("node").arg(root().join("package/build.mjs")))
 }
 
 extern "C" {
@@ -42,11 +36,11 @@ extern "C" fn on_sigint(_: i32) {}
 
 pub fn demo(port: u16) -> Result {
     install::toolchain()?;
-    if pkg_web_stale() {
-        println!("== pkg/web is missing or older than src/: building it");
-        build_pkg("web", "pkg/web")?;
+    if package_stale() {
+        println!("== pkg/ is missing or older than src/ or package/: building it");
+        build_package()?;
     } else {
-        println!("== pkg/web is up to date");
+        println!("== pkg/ is up to date");
     }
     fs::create_dir_all(root().join("target")).map_err(|e| format!("mkdir target: {e}"))?;
     let addr = format!("127.0.0.1:{port}");
@@ -59,7 +53,7 @@ pub fn demo(port: u16) -> Result {
         "--www",
         "www",
         "--pkg",
-        "pkg/web",
+        "pkg",
     ]);
     println!("== demo at http://{addr}/  (Ctrl-C stops it)");
     println!("$ {}", describe(&c));

@@ -14,10 +14,10 @@ usage: cargo xtask <command>
 commands:
   test [LAYER...]       install missing tools, then run every test layer (what CI runs);
                         with letters (e.g. `test e f`) only those layers
-  demo [--port 8080]    build pkg/web if stale and run the reference server on 127.0.0.1
+  demo [--port 8080]    build pkg/ if stale and run the reference server on 127.0.0.1
   install               only install/check the tools (rust target, wasm-bindgen-cli, wasm-pack,
                         npm tools, chromium + chromedriver, postgresql)
-  size                  gzip/brotli size of pkg/web (js glue + wasm)
+  size                  gzip/brotli size of pkg/ (index.js + wasm) against its budget
   bench                 run benchmarks (benches/run.sh) if there are any
   help                  this text";
 

@@ -3,7 +3,7 @@
 //! files exist always runs. To add a layer: write `fn my_layer(cx: &mut Cx) -> Result<Outcome>`
 //! and add it to `LAYERS` (see xtask/README.md).
 
-use crate::demo::build_pkg;
+use crate::demo::build_package;
 use crate::install;
 use crate::process::{cargo, cmd, root, run, spawn_and_wait_for_line, Result};
 use crate::size;
@@ -28,7 +28,7 @@ type Layer = (&'static str, fn(&mut Cx) -> Result<Outcome>);
 pub const LAYERS: &[Layer] = &[
     ("a. native tests (cargo test --workspace)", native_tests),
     ("b. wasm32 release build", wasm_build),
-    ("c. wasm-pack packages (web, nodejs, bundler)", packages),
+    ("c. the npm package (pkg/: node package/build.mjs)", packages),
     ("d. size report", size_report),
     ("e. wasm-bindgen-test (headless chrome, node)", wasm_tests),
     ("f. JS tests (tests/js)", js_tests),
@@ -57,9 +57,7 @@ fn wasm_build(_: &mut Cx) -> Result<Outcome> {
 }
 
 fn packages(_: &mut Cx) -> Result<Outcome> {
-    for (target, out) in [("web", "pkg/web"), ("nodejs", "pkg/node"), ("bundler", "pkg/bundler")] {
-        build_pkg(target, out)?;
-    }
+    build_package()?;
     Ok(Outcome::Ran)
 }
 
@@ -180,8 +178,7 @@ fn node_env(cx: &mut Cx) -> Result {
     env::set_var("NODE_PATH", node_path);
     env::set_var("IF_TOOLS_DIR", &tools);
     env::set_var("IF_PLAYWRIGHT_CORE", nm.join("playwright-core/index.mjs"));
-    env::set_var("IF_PKG_WEB", root().join("pkg/web"));
-    env::set_var("IF_PKG_NODE", root().join("pkg/node"));
+    env::set_var("IF_PKG", root().join("pkg"));
     env::set_var("IF_WWW_DIR", root().join("www"));
     env::set_var("IF_SERVER_BIN", server_bin(cx)?);
     Ok(())
