@@ -1,9 +1,12 @@
-// The wasm machine as the driver sees it (docs/WASM-BOUNDARY.md, the contract). wasm.ts checks the
-// generated bindings against these types, so a change on either side fails `tsc`. Every call is
-// synchronous; errors are thrown as numbers (`code * 256 + detail`, messages.ts).
+// The wasm machine as the driver sees it (docs/WASM-BOUNDARY.md, the contract). The generated
+// bindings must offer at least these members (checked below: a removed or changed export fails `tsc`;
+// the machine may add exports freely). Every call is synchronous; errors are thrown as numbers
+// (`code * 256 + detail`, messages.ts).
 
-/** One intent's record and one `send` loop. */
-export interface Machine {
+import type { Engine as WasmEngine, Machine as WasmMachine } from "./generated/idempotent_fetch.js";
+
+/** One intent's record and one `send` loop: what the driver calls. */
+export interface MachineContract {
   intentId(): string;
   key(): string;
   fingerprint(): string;
@@ -59,10 +62,10 @@ export interface Machine {
   [Symbol.dispose](): void;
 }
 
-/** One per client: the policy and the client-wide retry budget. */
-export interface Engine {
+/** One per client: the policy and the client-wide retry budget. `M`: the generated Machine class. */
+export interface EngineContract<M extends MachineContract> {
   budget(): number;
-  begin(intentId: string, fingerprint: string, nowMs: number, replace: boolean, stored: Machine | undefined): Machine;
+  begin(intentId: string, fingerprint: string, nowMs: number, replace: boolean, stored: M | undefined): M;
   load(
     intentId: string,
     v: number,
@@ -74,14 +77,14 @@ export interface Engine {
     attempts: number,
     state: string,
     lastStatus: number,
-  ): Machine;
+  ): M;
   /** 0 keep, 1 remove, 2 now expired (save it, emit `expired`). */
-  sweep(record: Machine, nowMs: number): number;
+  sweep(record: M, nowMs: number): number;
   /** Frees the wasm memory (wasm-bindgen). */
   free(): void;
 }
 
-export interface EngineConstructor {
+export interface EngineConstructorContract<M extends MachineContract> {
   new (
     maxAttempts: number,
     baseDelayMs: number,
@@ -93,8 +96,16 @@ export interface EngineConstructor {
     keyTtlMs: number,
     retryBudget: number,
     sfHeader: boolean,
-  ): Engine;
+  ): EngineContract<M>;
 }
+
+/** `T`, once it is known to offer `U`. */
+type Satisfies<T extends U, U> = T;
+
+/** The generated classes, checked against the contract: the driver uses these types. */
+export type Machine = Satisfies<WasmMachine, MachineContract>;
+export type Engine = Satisfies<WasmEngine, EngineContract<WasmMachine>>;
+export type EngineConstructor = Satisfies<typeof WasmEngine, EngineConstructorContract<WasmMachine>>;
 
 /** Actions returned by the send loop's calls. */
 export const SEND = 1;
