@@ -18,7 +18,7 @@
 //   5. tsc --emitDeclarationOnly -> pkg/types/ (the driver's own .d.ts; no hand-written types)
 //   6. package.json (fields from Cargo.toml), README.md, LICENSE-* next to them
 import { spawnSync } from "node:child_process";
-import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
@@ -102,17 +102,17 @@ function wasmSourcePlugin(platform) {
 }
 
 /** Step 4: the bundles. Returns the names the entry exports (for node.js, the ESM face of node.cjs). */
-async function bundles(entry) {
+async function bundles(entry, out) {
   const esbuild = createRequire(path.join(tools, "package.json"))("esbuild");
   const common = { entryPoints: [entry], bundle: true, target: "es2020", legalComments: "none", logLevel: "warning", metafile: true };
   // Minified (with a source map holding the TypeScript sources): a page without a bundler downloads
   // this file as it is, and an app's bundler gets nothing more to remove.
   const browser = await esbuild.build({
     ...common, platform: "browser", format: "esm", minify: true, sourcemap: true, sourcesContent: true,
-    outfile: path.join(PKG_DIR, BROWSER_ENTRY), plugins: [wasmSourcePlugin("browser")],
+    outfile: path.join(out, BROWSER_ENTRY), plugins: [wasmSourcePlugin("browser")],
   });
   await esbuild.build({
-    ...common, platform: "node", target: "node18", format: "cjs", outfile: path.join(PKG_DIR, "node.cjs"), plugins: [wasmSourcePlugin("node")],
+    ...common, platform: "node", target: "node18", format: "cjs", outfile: path.join(out, "node.cjs"), plugins: [wasmSourcePlugin("node")],
   });
   const exports = Object.values(browser.metafile.outputs).flatMap((o) => o.exports ?? []);
   if (exports.includes("default")) throw new Error("the driver has a default export; the package API is named exports only");
@@ -120,10 +120,10 @@ async function bundles(entry) {
 }
 
 /** Step 5: the driver's declarations into pkg/types/ (tsc with the driver's tsconfig). */
-function types(entry) {
+function types(entry, pkg) {
   const tsconfig = path.join(path.dirname(entry), "tsconfig.json");
   if (!existsSync(tsconfig)) throw new Error(`${path.relative(root, tsconfig)} is missing: the driver's tsc settings`);
-  const out = path.join(PKG_DIR, "types");
+  const out = path.join(pkg, "types");
   run(path.join(toolsBin, "tsc"), ["-p", tsconfig, "--noEmit", "false", "--declaration", "--emitDeclarationOnly", "--declarationMap", "false", "--outDir", out]);
   if (!existsSync(path.join(out, "index.d.ts"))) throw new Error(`tsc wrote no ${path.relative(root, out)}/index.d.ts (rootDir should be src/js)`);
   // The glue's declarations, in case a public type refers to an exported wasm class.
@@ -131,7 +131,7 @@ function types(entry) {
 }
 
 /** Step 6: package.json. The conditions, most specific first (package/README.md explains each). */
-function manifest(crate) {
+function manifest(crate, out) {
   const pkg = {
     name: crate.name,
     version: crate.version,
@@ -160,7 +160,7 @@ function manifest(crate) {
     files: [BROWSER_ENTRY, `${BROWSER_ENTRY}.map`, "node.js", "node.cjs", WASM_FILE, "types/", "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
     engines: { node: ">=18" },
   };
-  writeFileSync(path.join(PKG_DIR, "package.json"), `${JSON.stringify(pkg, null, 2)}\n`);
+  writeFileSync(path.join(out, "package.json"), `${JSON.stringify(pkg, null, 2)}\n`);
 }
 
 /**
@@ -173,17 +173,26 @@ export async function build({ bindingsOnly = false, entry = path.join(DRIVER_DIR
   try {
     if (bindingsOnly) return;
     if (!existsSync(entry)) throw new Error(`${path.relative(root, entry)} does not exist: the driver's entry (src/js/README.md)`);
-    rmSync(PKG_DIR, { recursive: true, force: true });
-    mkdirSync(PKG_DIR, { recursive: true });
-    run(path.join(toolsBin, "wasm-opt"), [...meta.wasmOpt, rawWasm, "-o", path.join(PKG_DIR, WASM_FILE)]);
-    const names = await bundles(entry);
-    console.log(`esbuild: pkg/${BROWSER_ENTRY}, pkg/node.cjs (exports: ${names.join(", ")})`);
-    writeFileSync(path.join(PKG_DIR, "node.js"),
-      `// Node ESM: the same instance as require("idempotent-fetch") (no dual-package hazard).\n` +
-      `import lib from "./node.cjs";\nexport const { ${names.join(", ")} } = lib;\n`);
-    types(entry);
-    manifest(meta.crate);
-    for (const file of ["README.md", "LICENSE-MIT", "LICENSE-APACHE"]) copyFileSync(path.join(root, file), path.join(PKG_DIR, file));
+    // Built next to pkg/ and swapped in at the end, so tests and servers reading pkg/ meanwhile never
+    // see half a package (the worktree is shared).
+    const out = `${PKG_DIR}-building-${process.pid}`;
+    rmSync(out, { recursive: true, force: true });
+    mkdirSync(out, { recursive: true });
+    try {
+      run(path.join(toolsBin, "wasm-opt"), [...meta.wasmOpt, rawWasm, "-o", path.join(out, WASM_FILE)]);
+      const names = await bundles(entry, out);
+      console.log(`esbuild: ${BROWSER_ENTRY}, node.cjs (exports: ${names.join(", ")})`);
+      writeFileSync(path.join(out, "node.js"),
+        `// Node ESM: the same instance as require("idempotent-fetch") (no dual-package hazard).\n` +
+        `import lib from "./node.cjs";\nexport const { ${names.join(", ")} } = lib;\n`);
+      types(entry, out);
+      manifest(meta.crate, out);
+      for (const file of ["README.md", "LICENSE-MIT", "LICENSE-APACHE"]) copyFileSync(path.join(root, file), path.join(out, file));
+      rmSync(PKG_DIR, { recursive: true, force: true });
+      renameSync(out, PKG_DIR);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
     console.log(`built ${path.relative(root, PKG_DIR)}/`);
   } finally {
     rmSync(tmp, { recursive: true, force: true });
