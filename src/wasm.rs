@@ -33,7 +33,8 @@ pub struct Engine(m::Engine);
 #[wasm_bindgen]
 impl Engine {
     /// Range-checks the options (the driver did the type checks and defaults); throws
-    /// `INVALID_OPTIONS * 256 + index` naming the first argument out of range.
+    /// `INVALID_OPTIONS * 256 + index` naming the first argument out of range. `maxTotalAttempts`
+    /// may be left out (`undefined`: no limit; 0 also means none).
     #[wasm_bindgen(constructor)]
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -47,8 +48,9 @@ impl Engine {
         key_ttl_ms: f64,
         retry_budget: f64,
         sf_header: bool,
+        max_total_attempts: Option<f64>,
     ) -> Result<Engine, JsValue> {
-        use m::policy::{option as i, MAX_ATTEMPTS_LIMIT, MAX_DURATION_MS, MAX_RETRY_BUDGET};
+        use m::policy::{option as i, MAX_ATTEMPTS_LIMIT, MAX_DURATION_MS, MAX_RETRY_BUDGET, MAX_TOTAL_ATTEMPTS};
         let jitter = option(jitter, 3, i::JITTER)?;
         let policy = Policy {
             max_attempts: option(max_attempts, MAX_ATTEMPTS_LIMIT.into(), i::MAX_ATTEMPTS)? as u32,
@@ -61,6 +63,10 @@ impl Engine {
             key_ttl_ms: option(key_ttl_ms, MAX_DURATION_MS, i::KEY_TTL_MS)?,
             retry_budget: option(retry_budget, MAX_RETRY_BUDGET.into(), i::RETRY_BUDGET)? as u32,
             sf_header,
+            max_total_attempts: match max_total_attempts {
+                Some(n) => option(n, MAX_TOTAL_ATTEMPTS.into(), i::MAX_TOTAL_ATTEMPTS)? as u32,
+                None => 0,
+            },
         };
         m::Engine::new(policy, alloc::boxed::Box::new(m::OsRandom)).map(Engine).map_err(thrown)
     }
@@ -87,7 +93,7 @@ impl Engine {
     }
 
     /// Validates a stored record's values (the driver parsed the JSON and checked the types);
-    /// throws `STORAGE * 256 + field`.
+    /// throws `STORAGE * 256 + field`. `uncertain` may be left out (records from before it: false).
     #[allow(clippy::too_many_arguments)]
     pub fn load(
         &self,
@@ -101,8 +107,11 @@ impl Engine {
         attempts: f64,
         state: &str,
         last_status: f64,
+        uncertain: Option<bool>,
     ) -> Result<Machine, JsValue> {
-        let fields = StoredFields { v, id, key, fingerprint, created_at, updated_at, attempts, state, last_status };
+        let uncertain = uncertain.unwrap_or(false);
+        let fields =
+            StoredFields { v, id, key, fingerprint, created_at, updated_at, attempts, state, last_status, uncertain };
         self.0.load(intent_id, &fields).map(Machine).map_err(thrown)
     }
 
@@ -161,6 +170,12 @@ impl Machine {
     #[wasm_bindgen(js_name = lastStatus)]
     pub fn last_status(&self) -> u32 {
         self.0.record().last_status.into()
+    }
+
+    /// Whether an attempt may have reached the server without a known outcome (stored as
+    /// `uncertain`; on DONE with a 4xx the result says so).
+    pub fn uncertain(&self) -> bool {
+        self.0.uncertain()
     }
 
     /// Whether the record changed since the last `markSaved()`.

@@ -28,6 +28,7 @@ fn fields() -> StoredFields<'static> {
         attempts: 2.0,
         state: "pending",
         last_status: 503.0,
+        uncertain: false,
     }
 }
 
@@ -200,7 +201,10 @@ fn the_driver_writes_the_documented_fields_and_nothing_else() {
     let value: serde_json::Value = serde_json::from_str(&rig.store.raw(ID).unwrap()).unwrap();
     let mut names: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
     names.sort_unstable();
-    assert_eq!(names, ["attempts", "createdAt", "fingerprint", "id", "key", "lastStatus", "state", "updatedAt", "v"]);
+    assert_eq!(
+        names,
+        ["attempts", "createdAt", "fingerprint", "id", "key", "lastStatus", "state", "uncertain", "updatedAt", "v"]
+    );
     assert_eq!(value["v"], json!(1));
     assert_eq!(value["state"], json!("pending"));
     assert_eq!(value["key"], json!(key));

@@ -178,6 +178,7 @@ fn check_record(machine: &Machine, engine: &Engine) -> Result<(), TestCaseError>
         attempts: f64::from(r.attempts),
         state: r.state.as_str(),
         last_status: f64::from(r.last_status),
+        uncertain: r.uncertain,
     };
     let back = engine.load(&r.id, &fields);
     // Times beyond 2^53 cannot be stored exactly by JavaScript; the driver only passes Date.now().
@@ -375,6 +376,7 @@ proptest! {
             attempts: numbers[3],
             state: &strings[3],
             last_status: numbers[4],
+            uncertain: numbers[5] > 0.0,
         };
         match engine.load(&slot, &fields) {
             Ok(machine) => {
@@ -450,7 +452,7 @@ proptest! {
             v: 1.0, id: ID, key: key.as_str(), fingerprint: VALID_FINGERPRINT,
             created_at: machine.record().created_at as f64, updated_at: machine.record().updated_at as f64,
             attempts: f64::from(machine.record().attempts), state: machine.record().state.as_str(),
-            last_status: f64::from(machine.record().last_status),
+            last_status: f64::from(machine.record().last_status), uncertain: machine.record().uncertain,
         });
         if let Ok(stored) = stored {
             let state = stored.record().state;
@@ -476,6 +478,7 @@ fn the_valid_record_is_accepted() {
         attempts: 2.0,
         state: "pending",
         last_status: 503.0,
+        uncertain: false,
     };
     let machine = engine.load(ID, &fields).expect("valid");
     assert_eq!(machine.record().state, State::Pending);

@@ -16,6 +16,7 @@ pub struct Backoff {
     retry: u32,
     remaining: u32,
     previous: u64,
+    last_exp: u64,
 }
 
 /// Why no delay came out.
@@ -37,7 +38,19 @@ impl Backoff {
             retry: 0,
             remaining: policy.max_attempts.saturating_sub(1),
             previous: policy.base_delay_ms,
+            last_exp: 0,
         }
+    }
+
+    /// The jitter mode.
+    pub fn jitter(&self) -> Jitter {
+        self.jitter
+    }
+
+    /// The un-jittered step `min(cap, base * 2^n)` of the last delay handed out: the width of the
+    /// window a `Retry-After` wait is spread over.
+    pub fn last_exp(&self) -> u64 {
+        self.last_exp
     }
 
     /// The next delay, drawing jitter from `random`.
@@ -47,6 +60,7 @@ impl Backoff {
         }
         self.remaining -= 1;
         let exp = self.exponential(self.retry);
+        self.last_exp = exp;
         self.retry = self.retry.saturating_add(1);
         let delay = match self.jitter {
             Jitter::Full => uniform(random, 0, exp)?,

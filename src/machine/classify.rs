@@ -96,19 +96,24 @@ impl RetryReason {
 /// Statuses retried with the same key.
 pub const RETRIED_STATUSES: [u16; 8] = [408, 409, 425, 429, 500, 502, 503, 504];
 
-/// Classifies an answer. Precedence: 2xx is always success; then the caller's override; then the
-/// server's `Stripe-Should-Retry` hint; then the status table. A retried answer's `Retry-After`
-/// (seconds or HTTP-date) is read relative to `now_ms` and capped at `max_retry_after_ms`.
+/// Classifies an answer. Precedence: 2xx is always success; then a replayed answer is definite
+/// (the server stored that outcome for this key: retrying can never change it); then the caller's
+/// override; then the server's `Stripe-Should-Retry` hint; then the status table. A retried
+/// answer's `Retry-After` (seconds or HTTP-date) is read relative to `now_ms` and capped at
+/// `max_retry_after_ms`.
 pub fn classify(answer: &Answer<'_>, now_ms: u64, max_retry_after_ms: u64) -> Classification {
     let status = answer.status;
     if (200..=299).contains(&status) {
         return Classification::Success;
     }
-    let retry = match answer.caller {
-        Override::Retry => true,
-        Override::Definite => false,
-        Override::None => answer.should_retry.and_then(should_retry_hint).unwrap_or(RETRIED_STATUSES.contains(&status)),
-    };
+    let retry = !is_replayed(answer.replayed)
+        && match answer.caller {
+            Override::Retry => true,
+            Override::Definite => false,
+            Override::None => {
+                answer.should_retry.and_then(should_retry_hint).unwrap_or(RETRIED_STATUSES.contains(&status))
+            }
+        };
     if retry {
         let after_ms = answer.retry_after.and_then(|value| parse_retry_after(value, now_ms, max_retry_after_ms));
         return Classification::Retry { reason: RetryReason::Status(status), after_ms };
@@ -129,7 +134,9 @@ fn should_retry_hint(value: &str) -> Option<bool> {
     }
 }
 
-/// Whether an `Idempotent-Replayed` value says the server replayed a stored answer (`true`, any case).
+/// Whether a replay header's value says the server replayed a stored answer (`true`, any case, with
+/// surrounding whitespace). Which header names count is the driver's list (`Idempotent-Replayed`,
+/// `Idempotency-Replayed`, ... and the app's own); it hands over the first one present.
 pub fn is_replayed(value: Option<&str>) -> bool {
     value.is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }

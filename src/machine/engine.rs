@@ -61,7 +61,8 @@ impl Engine {
     /// - a pending or terminal record with the same fingerprint: resumed with its key;
     /// - a pending or succeeded (or expired) record with another fingerprint: `INTENT_MISMATCH`;
     /// - a failed record with another fingerprint: the user changed the request after a definite
-    ///   failure, so the old key is retired and a new one made;
+    ///   failure, so the old key is retired and a new one made; unless the record is `uncertain`
+    ///   (an earlier attempt may have done the work): then `INTENT_MISMATCH` until the app discards it;
     /// - a pending record older than the TTL: marked expired (dirty) and returned; sending it fails `EXPIRED`.
     pub fn begin(
         &self,
@@ -83,7 +84,7 @@ impl Engine {
                 return Err(Error::new(code::STORAGE, field::ID));
             }
             let same_request = record.fingerprint == fingerprint;
-            if same_request || record.state != State::Failed {
+            if same_request || record.state != State::Failed || record.uncertain {
                 if !same_request {
                     return Err(Error::new(code::INTENT_MISMATCH, 0));
                 }

@@ -35,6 +35,8 @@ pub mod exhausted {
     pub const DEADLINE: u8 = 2;
     /// The client's retry budget is empty.
     pub const BUDGET: u8 = 3;
+    /// The intent reached `maxTotalAttempts` across all its sends.
+    pub const MAX_TOTAL_ATTEMPTS: u8 = 4;
 }
 
 /// Details of [`code::INVALID_REQUEST`].

@@ -44,6 +44,7 @@ impl Jitter {
 /// | `key_ttl_ms` | 24 h | Stripe keeps keys for 24 hours |
 /// | `retry_budget` | 500 | AWS standard mode's bucket (see [`crate::machine::budget`]) |
 /// | `sf_header` | false | the raw key (Stripe); true sends the IETF draft's sf-string |
+/// | `max_total_attempts` | 0 (none) | an app may bound an intent's attempts across sends and reloads |
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Policy {
     /// Attempts per `send`, including the first (`1..=MAX_ATTEMPTS_LIMIT`).
@@ -66,6 +67,8 @@ pub struct Policy {
     pub retry_budget: u32,
     /// Whether the key header is the sf-string form (`"<key>"`).
     pub sf_header: bool,
+    /// Attempts of one intent across every send and page load (0: no limit; `..=MAX_TOTAL_ATTEMPTS`).
+    pub max_total_attempts: u32,
 }
 
 /// Upper bound for any duration option (about 30 days), so arithmetic never overflows.
@@ -74,6 +77,8 @@ pub const MAX_DURATION_MS: u64 = 30 * 24 * 60 * 60 * 1000;
 pub const MAX_ATTEMPTS_LIMIT: u32 = 1_000;
 /// Upper bound for `retry_budget`.
 pub const MAX_RETRY_BUDGET: u32 = 1_000_000;
+/// Upper bound for `max_total_attempts`.
+pub const MAX_TOTAL_ATTEMPTS: u32 = 1_000_000;
 /// The default key lifetime: Stripe keeps keys for 24 hours.
 pub const DEFAULT_KEY_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 
@@ -90,6 +95,7 @@ impl Default for Policy {
             key_ttl_ms: DEFAULT_KEY_TTL_MS,
             retry_budget: super::budget::DEFAULT_CAPACITY,
             sf_header: false,
+            max_total_attempts: 0,
         }
     }
 }
@@ -114,6 +120,10 @@ pub mod option {
     pub const KEY_TTL_MS: u8 = 7;
     /// `retryBudget`.
     pub const RETRY_BUDGET: u8 = 8;
+    /// `sfHeader` (a boolean: never out of range).
+    pub const SF_HEADER: u8 = 9;
+    /// `maxTotalAttempts`.
+    pub const MAX_TOTAL_ATTEMPTS: u8 = 10;
 }
 
 impl Policy {
@@ -144,6 +154,9 @@ impl Policy {
         }
         if self.retry_budget > MAX_RETRY_BUDGET {
             return Err(option::RETRY_BUDGET);
+        }
+        if self.max_total_attempts > MAX_TOTAL_ATTEMPTS {
+            return Err(option::MAX_TOTAL_ATTEMPTS);
         }
         Ok(())
     }

@@ -76,6 +76,11 @@ pub struct Record {
     pub state: State,
     /// HTTP status of the last answer, 0 when there was none.
     pub last_status: u16,
+    /// Whether an attempt may have reached the server without a known outcome (it was sent, then a
+    /// network error, a timeout, an abort or a 5xx followed). Cleared by a 2xx or a replayed answer.
+    /// A later plain 4xx then cannot tell whether the work was done: the result says `uncertain`,
+    /// and the intent cannot be re-begun with another request until the app discards it.
+    pub uncertain: bool,
 }
 
 /// A stored record's fields as the driver read them from JSON (type-checked, values unchecked).
@@ -100,6 +105,8 @@ pub struct StoredFields<'a> {
     pub state: &'a str,
     /// `lastStatus` (`null` in JSON is 0 here).
     pub last_status: f64,
+    /// `uncertain` (absent in records written before it existed: false).
+    pub uncertain: bool,
 }
 
 impl StoredFields<'_> {
@@ -133,6 +140,7 @@ impl StoredFields<'_> {
             attempts: attempts as u32,
             state,
             last_status: last_status as u16,
+            uncertain: self.uncertain,
         })
     }
 }
@@ -149,6 +157,7 @@ impl Record {
             attempts: 0,
             state: State::Pending,
             last_status: 0,
+            uncertain: false,
         }
     }
 

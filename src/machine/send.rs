@@ -12,11 +12,12 @@
 use alloc::rc::Rc;
 use alloc::string::String;
 
-use super::backoff::{Backoff, NoDelay};
+use super::backoff::{uniform, Backoff, NoDelay};
 use super::budget::RetryBudget;
 use super::classify::{classify, is_replayed, Answer, Classification, FailureReason, RetryReason};
 use super::engine::Shared;
 use super::error::{code, exhausted, field, protocol, Error};
+use super::policy::Jitter;
 use super::record::{Record, State};
 
 /// What the driver does next.
@@ -168,6 +169,12 @@ impl Machine {
         self.error
     }
 
+    /// Whether an attempt may have reached the server without a known outcome (see
+    /// [`Record::uncertain`]); on DONE with a 4xx, the app must reconcile with its server.
+    pub fn uncertain(&self) -> bool {
+        self.record.uncertain
+    }
+
     // --- events -------------------------------------------------------------------------------
 
     /// Starts a `send` at `now_ms`: checks the key's age, sets the deadline, then sends or waits
@@ -206,12 +213,20 @@ impl Machine {
         self.record.last_status = if (100..=599).contains(&status) { status } else { 0 };
         self.status = status;
         self.replayed = is_replayed(answer.replayed);
+        if self.replayed {
+            // The server answered from what it stored for this key: the outcome is known.
+            self.record.uncertain = false;
+        } else if status >= 500 {
+            // A 5xx may come after the work was committed (a crash before the answer).
+            self.record.uncertain = true;
+        }
         match classify(answer, now_ms, self.shared.policy.max_retry_after_ms) {
             Classification::Success => {
                 let mut budget = self.shared.budget.get();
                 budget.on_success(self.last_retry_cost);
                 self.shared.budget.set(budget);
                 self.record.state = State::Succeeded;
+                self.record.uncertain = false;
                 self.done(true)
             }
             Classification::Failure(FailureReason::KeyMismatch) => {
@@ -240,6 +255,8 @@ impl Machine {
     pub fn on_abort(&mut self, now_ms: u64) -> Action {
         if self.phase == Phase::Sending {
             self.outcome(now_ms);
+            // The request was on its way: the server may have done the work.
+            self.record.uncertain = true;
         }
         self.fail(code::ABORTED, 0)
     }
@@ -274,6 +291,9 @@ impl Machine {
         if now_ms >= self.deadline {
             return self.fail(code::RETRIES_EXHAUSTED, exhausted::DEADLINE);
         }
+        if self.at_total_limit() {
+            return self.fail(code::RETRIES_EXHAUSTED, exhausted::MAX_TOTAL_ATTEMPTS);
+        }
         if !online {
             self.phase = Phase::Offline;
             self.timeout_ms = self.deadline - now_ms;
@@ -295,18 +315,39 @@ impl Machine {
         }
         self.outcome(now_ms);
         self.status = 0;
+        // Sent, then no answer: the server may have done the work.
+        self.record.uncertain = true;
         self.retry(now_ms, reason, None)
     }
 
     /// After a retryable outcome: the next delay, unless attempts, deadline or budget say stop.
     fn retry(&mut self, now_ms: u64, reason: RetryReason, after_ms: Option<u64>) -> Action {
         self.reason = Some(reason);
+        if self.at_total_limit() {
+            // No wait before an attempt that will not be made (as after the last of maxAttempts).
+            return self.fail(code::RETRIES_EXHAUSTED, exhausted::MAX_TOTAL_ATTEMPTS);
+        }
         let backoff_ms = match self.backoff.next_delay(&*self.shared.random) {
             Ok(ms) => ms,
             Err(NoDelay::Exhausted) => return self.fail(code::RETRIES_EXHAUSTED, exhausted::MAX_ATTEMPTS),
             Err(NoDelay::RandomFailed) => return self.fail(code::STORAGE, field::CSPRNG),
         };
-        let delay_ms = after_ms.map_or(backoff_ms, |after| after.max(backoff_ms));
+        let delay_ms = match after_ms {
+            None => backoff_ms,
+            // Honour Retry-After, spread above it so that every client told the same thing does
+            // not come back in the same millisecond: after + U(0, min(after, this step)), never
+            // below the backoff. `Jitter::None` keeps the lockstep it asks for.
+            Some(after) => {
+                let spread = match self.backoff.jitter() {
+                    Jitter::None => 0,
+                    _ => match uniform(&*self.shared.random, 0, after.min(self.backoff.last_exp())) {
+                        Ok(ms) => ms,
+                        Err(_) => return self.fail(code::STORAGE, field::CSPRNG),
+                    },
+                };
+                after.saturating_add(spread).max(backoff_ms)
+            }
+        };
         if now_ms.saturating_add(delay_ms) >= self.deadline {
             return self.fail(code::RETRIES_EXHAUSTED, exhausted::DEADLINE);
         }
@@ -319,6 +360,12 @@ impl Machine {
         self.phase = Phase::Waiting;
         self.delay_ms = delay_ms;
         Action::Wait
+    }
+
+    /// Whether the intent used every attempt `maxTotalAttempts` allows (0: no limit).
+    fn at_total_limit(&self) -> bool {
+        let max_total = self.shared.policy.max_total_attempts;
+        max_total != 0 && self.record.attempts >= max_total
     }
 
     /// The record changed at `now_ms`: touch it and mark it for saving.

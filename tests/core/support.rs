@@ -415,12 +415,13 @@ pub fn encode(record: &Record) -> String {
         "attempts": record.attempts,
         "state": record.state.as_str(),
         "lastStatus": last_status,
+        "uncertain": record.uncertain,
     })
     .to_string()
 }
 
-const FIELDS: [&str; 9] =
-    ["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state", "lastStatus"];
+const FIELDS: [&str; 10] =
+    ["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state", "lastStatus", "uncertain"];
 
 /// The driver's type check (JSON, an object, known fields, strings and numbers), then the machine.
 pub fn decode(engine: &Engine, id: &str, text: &str) -> Result<Machine, LoadError> {
@@ -436,6 +437,10 @@ pub fn decode(engine: &Engine, id: &str, text: &str) -> Result<Machine, LoadErro
         None | Some(Value::Null) => 0.0,
         Some(v) => v.as_f64().ok_or_else(|| malformed("lastStatus"))?,
     };
+    let uncertain = match object.get("uncertain") {
+        None => false,
+        Some(v) => v.as_bool().ok_or_else(|| malformed("uncertain"))?,
+    };
     let fields = StoredFields {
         v: number("v")?,
         id: string("id")?,
@@ -446,6 +451,7 @@ pub fn decode(engine: &Engine, id: &str, text: &str) -> Result<Machine, LoadErro
         attempts: number("attempts")?,
         state: string("state")?,
         last_status,
+        uncertain,
     };
     engine.load(id, &fields).map_err(|e| {
         assert_eq!(e.code, code::STORAGE, "load throws only STORAGE");
@@ -465,6 +471,8 @@ pub struct Done {
     /// Attempts made by this `send`.
     pub attempts: u32,
     pub key: String,
+    /// An earlier attempt may have reached the server (issue 13): the app must reconcile.
+    pub uncertain: bool,
 }
 
 /// An error (the driver rejects with `IdempotentFetchError`).
@@ -711,6 +719,7 @@ impl Rig {
                         replayed: machine.replayed(),
                         attempts: machine.attempt(),
                         key,
+                        uncertain: machine.uncertain(),
                     })
                 }
                 Action::Fail => return Err(Failure::of(machine)),

@@ -30,8 +30,20 @@ pub fn fingerprint() -> String {
 
 /// `new Engine(...)` with today's defaults and the given jitter and header form.
 pub fn engine_with(max_attempts: f64, jitter: f64, sf_header: bool) -> Engine {
-    Engine::new(max_attempts, 250.0, 20_000.0, 120_000.0, 15_000.0, 60_000.0, jitter, 86_400_000.0, 500.0, sf_header)
-        .unwrap_or_else(|e| panic!("default options refused: {e:?}"))
+    Engine::new(
+        max_attempts,
+        250.0,
+        20_000.0,
+        120_000.0,
+        15_000.0,
+        60_000.0,
+        jitter,
+        86_400_000.0,
+        500.0,
+        sf_header,
+        None,
+    )
+    .unwrap_or_else(|e| panic!("default options refused: {e:?}"))
 }
 
 pub fn engine() -> Engine {
@@ -72,6 +84,7 @@ fn load(engine: &Engine, m: &Machine) -> Result<Machine, JsValue> {
         f64::from(m.attempts()),
         &m.state(),
         f64::from(m.last_status()),
+        Some(m.uncertain()),
     )
 }
 
@@ -113,7 +126,7 @@ fn every_option_out_of_range_throws_its_index() {
         for &value in *values {
             let mut o = good;
             o[index] = value;
-            let result = Engine::new(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[8], false);
+            let result = Engine::new(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[8], false, None);
             let err = result.err().unwrap_or_else(|| panic!("option {index} = {value} accepted"));
             assert_eq!(thrown(err), packed(7, index as u32), "option {index} = {value}");
         }
@@ -199,15 +212,15 @@ fn stored_records_load_or_throw_the_field() {
     let key = m.key();
     let fp = fingerprint();
     let cases: [(u32, Result<Machine, JsValue>); 9] = [
-        (1, engine.load(ID, 2.0, ID, &key, &fp, NOW, NOW, 0.0, "pending", 0.0)),
-        (2, engine.load(ID, 1.0, "other", &key, &fp, NOW, NOW, 0.0, "pending", 0.0)),
-        (3, engine.load(ID, 1.0, ID, "8E03978E-40D5-43E8-BC93-6894A57F9324", &fp, NOW, NOW, 0.0, "pending", 0.0)),
-        (4, engine.load(ID, 1.0, ID, &key, "zz", NOW, NOW, 0.0, "pending", 0.0)),
-        (5, engine.load(ID, 1.0, ID, &key, &fp, f64::NAN, NOW, 0.0, "pending", 0.0)),
-        (6, engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW - 1.0, 0.0, "pending", 0.0)),
-        (7, engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW, -1.0, "pending", 0.0)),
-        (8, engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW, 0.0, "done", 0.0)),
-        (9, engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW, 0.0, "pending", 600.0)),
+        (1, engine.load(ID, 2.0, ID, &key, &fp, NOW, NOW, 0.0, "pending", 0.0, None)),
+        (2, engine.load(ID, 1.0, "other", &key, &fp, NOW, NOW, 0.0, "pending", 0.0, None)),
+        (3, engine.load(ID, 1.0, ID, "8E03978E-40D5-43E8-BC93-6894A57F9324", &fp, NOW, NOW, 0.0, "pending", 0.0, None)),
+        (4, engine.load(ID, 1.0, ID, &key, "zz", NOW, NOW, 0.0, "pending", 0.0, None)),
+        (5, engine.load(ID, 1.0, ID, &key, &fp, f64::NAN, NOW, 0.0, "pending", 0.0, None)),
+        (6, engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW - 1.0, 0.0, "pending", 0.0, None)),
+        (7, engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW, -1.0, "pending", 0.0, None)),
+        (8, engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW, 0.0, "done", 0.0, None)),
+        (9, engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW, 0.0, "pending", 600.0, None)),
     ];
     for (field, result) in cases {
         let err = result.err().unwrap_or_else(|| panic!("field {field} accepted"));
@@ -266,4 +279,43 @@ fn hostile_numbers_never_trap() {
     }
     assert!(is_canonical_v4(&m.key()));
     assert!(m.updated_at() >= m.created_at());
+}
+
+#[wasm_bindgen_test]
+fn issue_13_rules_cross_the_boundary() {
+    // maxTotalAttempts: an optional trailing argument (undefined: no limit).
+    let engine = Engine::new(8.0, 0.0, 0.0, 120_000.0, 15_000.0, 60_000.0, 3.0, 86_400_000.0, 500.0, false, Some(2.0))
+        .expect("options");
+    let bad = Engine::new(8.0, 0.0, 0.0, 120_000.0, 15_000.0, 60_000.0, 3.0, 86_400_000.0, 500.0, false, Some(0.5));
+    assert_eq!(thrown(bad.err().unwrap()), packed(7, 10));
+
+    let mut m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();
+    assert_eq!(m.start(NOW, true), SEND);
+    assert_eq!(m.on_network_error(NOW + 1.0), WAIT);
+    assert!(m.uncertain(), "sent, then no answer");
+    assert_eq!(m.on_wake(NOW + 2.0, true), SEND);
+    assert_eq!(m.on_response(NOW + 3.0, 500, None, None, None, 0), FAIL);
+    assert_eq!((m.error_code(), m.error_detail()), (1, 4), "maxTotalAttempts");
+
+    // Replayed: definite, certain.
+    let engine = engine_with(8.0, 3.0, false);
+    let mut m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();
+    assert_eq!(m.start(NOW, true), SEND);
+    assert_eq!(m.on_timeout(NOW + 1.0), WAIT);
+    assert_eq!(m.on_wake(NOW + 300.0, true), SEND);
+    assert_eq!(m.on_response(NOW + 400.0, 500, None, None, Some("true".into()), 1), DONE);
+    assert!(m.replayed() && !m.ok() && !m.uncertain());
+
+    // Uncertain is stored and read back; a plain 4xx then says so.
+    let mut m = engine.begin("u", &fingerprint(), NOW, false, None).unwrap();
+    assert_eq!(m.start(NOW, true), SEND);
+    assert_eq!(m.on_abort(NOW + 1.0), FAIL);
+    let (key, fp) = (m.key(), m.fingerprint());
+    let stored =
+        engine.load("u", 1.0, "u", &key, &fp, m.created_at(), m.updated_at(), 1.0, "pending", 0.0, Some(true)).unwrap();
+    assert!(stored.uncertain());
+    let mut again = engine.begin("u", &fp, NOW + 10.0, false, Some(stored)).unwrap();
+    assert_eq!(again.start(NOW + 10.0, true), SEND);
+    assert_eq!(again.on_response(NOW + 11.0, 404, None, None, None, 0), DONE);
+    assert!(again.uncertain() && !again.ok());
 }
