@@ -324,6 +324,7 @@ function makeEngine(module: MachineModule, config: Config): Engine {
       config.keyTtlMs,
       config.retryBudget,
       config.headerForm === "sf-string",
+      p.maxTotalAttempts,
     );
   } catch (thrown) {
     if (typeof thrown === "number" && Math.floor(thrown / 256) === 7) {

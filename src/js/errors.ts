@@ -15,7 +15,7 @@ export type ErrorCode =
   | "NOT_FOUND";
 
 /** For `RETRIES_EXHAUSTED`: which limit was reached. */
-export type ExhaustedReason = "maxAttempts" | "deadline" | "budget";
+export type ExhaustedReason = "maxAttempts" | "deadline" | "budget" | "maxTotalAttempts";
 
 /** The `name` of every error from this library (also how `isIdempotentFetchError` recognises one). */
 const ERROR_NAME = "IdempotentFetchError";

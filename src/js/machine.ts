@@ -17,6 +17,8 @@ export interface MachineContract {
   state(): string;
   /** 0 = none. */
   lastStatus(): number;
+  /** An attempt may have reached the server without a known outcome (issue 13). */
+  uncertain(): boolean;
   /** The record changed since the last `markSaved()`: save it before anything else. */
   dirty(): boolean;
   markSaved(): void;
@@ -77,6 +79,7 @@ export interface EngineContract<M extends MachineContract> {
     attempts: number,
     state: string,
     lastStatus: number,
+    uncertain: boolean | undefined,
   ): M;
   /** 0 keep, 1 remove, 2 now expired (save it, emit `expired`). */
   sweep(record: M, nowMs: number): number;
@@ -96,6 +99,7 @@ export interface EngineConstructorContract<M extends MachineContract> {
     keyTtlMs: number,
     retryBudget: number,
     sfHeader: boolean,
+    maxTotalAttempts: number | undefined,
   ): EngineContract<M>;
 }
 

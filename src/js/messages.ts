@@ -19,12 +19,15 @@ const CODES: readonly (ErrorCode | undefined)[] = [
 ];
 
 /** `RETRIES_EXHAUSTED` details. */
-const EXHAUSTED: readonly (ExhaustedReason | undefined)[] = [undefined, "maxAttempts", "deadline", "budget"];
+const EXHAUSTED: readonly (ExhaustedReason | undefined)[] = [undefined, "maxAttempts", "deadline", "budget", "maxTotalAttempts"];
 
 const EXHAUSTED_MESSAGES: Record<ExhaustedReason, string> = {
   maxAttempts: "no definite answer after maxAttempts attempts; the key is kept, send again to resume",
   deadline: "no definite answer before totalTimeoutMs; the key is kept, send again to resume",
   budget: "the client's retry budget is spent (many failures at once); the key is kept, send again later",
+  maxTotalAttempts:
+    "the intent reached retry.maxTotalAttempts attempts across its sends; the key is kept: check the outcome " +
+    "with your server, then discard the intent",
 };
 
 export const ABORTED_MESSAGE = "aborted by the caller; the key is kept, send again to resume";

@@ -27,6 +27,9 @@ export interface RetryOptions {
   maxRetryAfterMs?: number;
   /** Backoff randomisation. Default "full". */
   jitter?: Jitter;
+  /** Attempts of one intent across every `send` and reload; reaching it rejects `RETRIES_EXHAUSTED`
+   *  (reason "maxTotalAttempts", the key kept). Default none (0). */
+  maxTotalAttempts?: number;
 }
 
 /** Options of `new IdempotentClient(options)`. Unknown fields are rejected. */
@@ -52,6 +55,9 @@ export interface ClientOptions {
   persistRequest?: boolean;
   /** Overrides the built-in classification: true = retry, false = definite, undefined = default. */
   shouldRetry?: (status: number) => boolean | undefined;
+  /** More answer headers that mark a replayed answer (`<name>: true`), besides the ones server
+   *  libraries use: `Idempotent-Replayed` and `Idempotency-Replayed`. */
+  replayHeaders?: string[];
 }
 
 /** The retry policy as the Engine takes it (every field present). */
@@ -63,6 +69,8 @@ export interface Policy {
   attemptTimeoutMs: number;
   maxRetryAfterMs: number;
   jitter: Jitter;
+  /** 0: no limit. */
+  maxTotalAttempts: number;
 }
 
 /** The parsed, validated, defaulted options of one client. */
@@ -76,6 +84,8 @@ export interface Config {
   retryBudget: number;
   persistRequest: boolean;
   shouldRetry: ((status: number) => unknown) | undefined;
+  /** Lower-case names of the headers that mark a replay, the defaults first. */
+  replayHeaders: string[];
 }
 
 /** # Default (the README's "Options" table says why). */
@@ -87,7 +97,11 @@ export const DEFAULT_POLICY: Readonly<Policy> = {
   attemptTimeoutMs: 15_000,
   maxRetryAfterMs: 60_000,
   jitter: "full",
+  maxTotalAttempts: 0,
 };
+/** The replay headers of the widely used server libraries (Stripe and most middlewares; some spell it
+ *  after the request header). */
+export const DEFAULT_REPLAY_HEADERS = ["idempotent-replayed", "idempotency-replayed"];
 export const DEFAULT_NAMESPACE = "default";
 export const DEFAULT_KEY_TTL_MS = 24 * 60 * 60 * 1000; // Stripe keeps keys 24 h
 export const DEFAULT_HEADER_NAME = "Idempotency-Key";
@@ -97,6 +111,7 @@ export const DEFAULT_RETRY_BUDGET = 500;
 export const MAX_DURATION_MS = 30 * 24 * 60 * 60 * 1000;
 export const MAX_ATTEMPTS_LIMIT = 1000;
 export const MAX_RETRY_BUDGET = 1_000_000;
+export const MAX_TOTAL_ATTEMPTS = 1_000_000;
 
 /** The Engine constructor's arguments, in order: the names of INVALID_OPTIONS details. */
 export const ENGINE_ARGUMENTS = [
@@ -110,6 +125,7 @@ export const ENGINE_ARGUMENTS = [
   "keyTtlMs",
   "retryBudget",
   "headerForm",
+  "retry.maxTotalAttempts",
 ] as const;
 
 export const JITTERS: readonly Jitter[] = ["full", "equal", "decorrelated", "none"];
@@ -124,6 +140,7 @@ const ROOT_FIELDS = [
   "retryBudget",
   "persistRequest",
   "shouldRetry",
+  "replayHeaders",
 ];
 const RETRY_FIELDS = Object.keys(DEFAULT_POLICY);
 
@@ -135,6 +152,14 @@ export function parseClientOptions(options: unknown): Config {
   const root = Fields.of(options ?? {}, "", "options", invalidOptions).only(ROOT_FIELDS);
   const retry = Fields.of(root.value("retry") ?? {}, "retry.", "retry", invalidOptions).only(RETRY_FIELDS);
   const duration = (name: keyof Policy) => retry.integer(name, DEFAULT_POLICY[name] as number, 0, MAX_DURATION_MS);
+  const extraReplayHeaders = root.value("replayHeaders") ?? [];
+  if (
+    !Array.isArray(extraReplayHeaders) ||
+    extraReplayHeaders.length > 16 ||
+    !extraReplayHeaders.every((name) => typeof name === "string" && name.length <= 64 && TOKEN.test(name))
+  ) {
+    throw invalidOptions("replayHeaders must be an array of at most 16 HTTP header names");
+  }
   const policy: Policy = {
     maxAttempts: retry.integer("maxAttempts", DEFAULT_POLICY.maxAttempts, 1, MAX_ATTEMPTS_LIMIT),
     baseDelayMs: duration("baseDelayMs"),
@@ -143,6 +168,7 @@ export function parseClientOptions(options: unknown): Config {
     attemptTimeoutMs: duration("attemptTimeoutMs"),
     maxRetryAfterMs: duration("maxRetryAfterMs"),
     jitter: retry.oneOf("jitter", JITTERS, DEFAULT_POLICY.jitter),
+    maxTotalAttempts: retry.integer("maxTotalAttempts", 0, 0, MAX_TOTAL_ATTEMPTS),
   };
   if (policy.attemptTimeoutMs === 0) throw invalidOptions("retry.attemptTimeoutMs must be greater than 0");
   if (policy.maxDelayMs < policy.baseDelayMs) throw invalidOptions("retry.maxDelayMs must be at least retry.baseDelayMs");
@@ -167,6 +193,7 @@ export function parseClientOptions(options: unknown): Config {
     retryBudget: root.integer("retryBudget", DEFAULT_RETRY_BUDGET, 0, MAX_RETRY_BUDGET),
     persistRequest: root.boolean("persistRequest") ?? false,
     shouldRetry: root.function<(status: number) => unknown>("shouldRetry"),
+    replayHeaders: [...DEFAULT_REPLAY_HEADERS, ...(extraReplayHeaders as string[]).map((name) => name.toLowerCase())],
   };
 }
 

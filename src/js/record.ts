@@ -26,7 +26,19 @@ export interface LoadedRecord {
   request: PersistedRequest | undefined;
 }
 
-const RECORD_FIELDS = ["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state", "lastStatus", "request"];
+const RECORD_FIELDS = [
+  "v",
+  "id",
+  "key",
+  "fingerprint",
+  "createdAt",
+  "updatedAt",
+  "attempts",
+  "state",
+  "lastStatus",
+  "uncertain",
+  "request",
+];
 const REQUEST_FIELDS = ["method", "url", "headers", "body"];
 const U32_MAX = 0xffffffff;
 
@@ -38,6 +50,7 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
   let fields: Fields;
   let request: PersistedRequest | undefined;
   let lastStatus: number;
+  let uncertain: boolean | undefined;
   let values: { v: number; id: string; key: string; fingerprint: string; createdAt: number; updatedAt: number; attempts: number; state: string };
   try {
     if (text.length > MAX_RECORD_CHARS) throw malformed("record larger than 1 MiB");
@@ -54,6 +67,8 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
     lastStatus = status === undefined || status === null ? 0 : whole(fields, "lastStatus", 0xffff);
     // 0 means "none" to the machine: a stored 0 is no HTTP status, so it is refused here.
     if (status !== undefined && status !== null && lastStatus === 0) throw malformed("record status 0 is not an HTTP status");
+    // Absent in records written before it (the machine reads that as false).
+    uncertain = fields.boolean("uncertain");
     const requestValue = fields.value("request");
     request = requestValue === undefined ? undefined : decodeRequest(requestValue);
     values = {
@@ -72,7 +87,19 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
   }
   const v = values;
   try {
-    const machine = engine.load(intentId, v.v, v.id, v.key, v.fingerprint, v.createdAt, v.updatedAt, v.attempts, v.state, lastStatus);
+    const machine = engine.load(
+      intentId,
+      v.v,
+      v.id,
+      v.key,
+      v.fingerprint,
+      v.createdAt,
+      v.updatedAt,
+      v.attempts,
+      v.state,
+      lastStatus,
+      uncertain,
+    );
     return { machine, request };
   } catch (thrown) {
     throw fromThrown(thrown, { intentId });
@@ -131,6 +158,7 @@ export function encodeRecord(machine: Machine, request: PersistedRequest | undef
     attempts: machine.attempts(),
     state: machine.state(),
     lastStatus: lastStatus === 0 ? null : lastStatus,
+    uncertain: machine.uncertain(),
     ...(request ? { request } : {}),
   });
 }

@@ -27,8 +27,11 @@ export interface SendResult {
   status: number;
   /** `true` for 2xx; a definite 4xx resolves with `ok: false`. */
   ok: boolean;
-  /** The server replayed a stored answer (`Idempotent-Replayed: true`). */
+  /** The server replayed a stored answer (`Idempotent-Replayed: true`): definite, 2xx or not. */
   replayed: boolean;
+  /** A definite 4xx came after an attempt that may have reached the server: the work may have been
+   *  done. Ask your server for the outcome of this key before letting the user try again. */
+  uncertain: boolean;
   /** Attempts made by this `send`. */
   attempts: number;
   key: string;
@@ -98,12 +101,14 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         if (outcome.kind === "response") {
           const { status, headers } = outcome.response;
           const header = (name: string) => headers.get(name) ?? undefined;
+          // The first replay header present, in the configured order (the machine reads "true").
+          const replayed = config.replayHeaders.map(header).find((value) => value !== undefined);
           action = machine.onResponse(
             now,
             status,
             header("retry-after"),
             header("stripe-should-retry"),
-            header("idempotent-replayed"),
+            replayed,
             override(config.shouldRetry, status),
           );
           if (action === M.DONE) response = outcome.response;
@@ -155,6 +160,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
           status: machine.status(),
           ok: machine.ok(),
           replayed: machine.replayed(),
+          uncertain: machine.uncertain(),
           attempts: machine.attempt(),
           key,
           intentId,
