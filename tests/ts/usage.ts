@@ -125,15 +125,15 @@ async function checkout(cart: { id: string; amount: number }, signal: AbortSigna
   try {
     const result: SendResult = await op.send(sendOptions);
     const response: Response = result.response;
-    const fields: [number, boolean, boolean, number, string, string] =
-      [result.status, result.ok, result.replayed, result.attempts, result.key, result.intentId];
+    const fields: [number, boolean, boolean, boolean, number, string, string] =
+      [result.status, result.ok, result.replayed, result.uncertain, result.attempts, result.key, result.intentId];
     console.log(fields, response.headers.get("content-type"));
     return result.ok ? "paid" : `declined (${result.status})`;
   } catch (error: unknown) {
     if (isIdempotentFetchError(error)) {
       const typed: IdempotentFetchError = error;
       const code: ErrorCode = typed.code;
-      const reason: "maxAttempts" | "deadline" | "budget" | null = typed.reason;
+      const reason: "maxAttempts" | "deadline" | "budget" | "maxTotalAttempts" | null = typed.reason;
       const details: [string, string | null, number, number | null] = [typed.name, typed.key, typed.attempts, typed.lastStatus];
       console.log(details, reason);
       switch (code) {
