@@ -3,6 +3,7 @@
 
 import { type ClientCore, intentLock, loadRecord, offerSendLock, saveRecord } from "./core.js";
 import { IdempotentFetchError, invalidOptions, invalidRequest } from "./errors.js";
+import { type IdempotentRequestInit, readFetchArgs } from "./fetch-args.js";
 import { Listeners, type ClientEventMap } from "./events.js";
 import { fingerprint, hex } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
@@ -20,8 +21,7 @@ import {
 } from "./options.js";
 import { discardIntent, IdempotentOperation, intentIdArg, type IntentState, viewOf } from "./operation.js";
 import { decodeRecord, type PersistedRequest } from "./record.js";
-import { type IntentRequest, prepareParts, prepareRequest, type PreparedRequest, readUrl } from "./request.js";
-import type { ReplayableBody } from "./body.js";
+import { type IntentRequest, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./send.js";
 import { Store } from "./storage/store.js";
 import { loadMachine, machineIfLoaded, type MachineModule } from "./wasm.js";
@@ -37,13 +37,6 @@ export interface IntentInfo {
   lastStatus: number | null;
   /** Whether the request was persisted (`persistRequest`) so `client.resume` can re-send it. */
   resumable: boolean;
-}
-
-/** `fetch`'s init plus the intent id (one is made per call when omitted). */
-export interface IdempotentRequestInit extends Omit<RequestInit, "body" | "signal"> {
-  body?: ReplayableBody | null;
-  signal?: AbortSignal;
-  intent?: string;
 }
 
 /** Makes state-changing requests safe to retry: one idempotency key per intent, kept in storage
@@ -349,65 +342,4 @@ function persisted(prepared: PreparedRequest): PersistedRequest {
 /** A copy of a SendResult with its own Response clone (a body can be read once per clone). */
 function shareResult(result: SendResult): SendResult {
   return { ...result, response: result.response.clone() };
-}
-
-/** Whether a Request carries a body. Firefox has no `Request.prototype.body` (undefined): there a
- *  clone is read to find out. */
-async function hasBody(request: Request): Promise<boolean> {
-  const body: unknown = request.body;
-  if (body !== undefined) return body !== null;
-  try {
-    return (await request.clone().arrayBuffer()).byteLength > 0;
-  } catch {
-    return true; // unreadable: it has one, and it cannot be replayed
-  }
-}
-
-/** `value[name]`, with `undefined` and `null` both meaning absent. */
-function prop(value: object | undefined | null, name: string): unknown {
-  const v = value ? (value as Record<string, unknown>)[name] : undefined;
-  return v === null ? undefined : v;
-}
-
-interface FetchArgs {
-  url: string;
-  method: string;
-  headers: unknown;
-  body: unknown;
-  signal: AbortSignal | undefined;
-  intent: string | undefined;
-}
-
-/** Reads `fetch(input, init)`: input a URL string, a `URL` or a `Request` (whose body, if any, must
- *  be passed in `init.body` instead: a Request's body is a stream). */
-async function readFetchArgs(input: unknown, init: unknown): Promise<FetchArgs> {
-  if (init !== undefined && init !== null && typeof init !== "object") throw invalidRequest("init must be an object");
-  const options = (init ?? undefined) as object | undefined;
-  let url: string;
-  let method = "GET";
-  let headers: unknown;
-  if (typeof Request === "function" && input instanceof Request) {
-    if (prop(options, "body") === undefined && (await hasBody(input))) {
-      throw new IdempotentFetchError(
-        "BODY_NOT_REPLAYABLE",
-        "a Request's body is a stream and cannot be retried; pass the body in init.body",
-      );
-    }
-    url = input.url;
-    method = input.method;
-    headers = input.headers;
-  } else {
-    url = readUrl(input);
-  }
-  const m = prop(options, "method");
-  if (m !== undefined) {
-    if (typeof m !== "string") throw invalidRequest("init.method must be a string");
-    method = m;
-  }
-  headers = prop(options, "headers") ?? headers;
-  const signal = prop(options, "signal");
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalidRequest("init.signal must be an AbortSignal");
-  const intent = prop(options, "intent");
-  if (intent !== undefined && typeof intent !== "string") throw invalidRequest("init.intent must be a string");
-  return { url, method, headers, body: prop(options, "body"), signal, intent };
 }
