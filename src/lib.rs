@@ -14,13 +14,6 @@ pub mod machine;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
 
-/// The old async engine behind the old browser layer (`legacy-web`, removed once the driver ships).
-#[cfg(feature = "legacy-web")]
-#[allow(missing_docs)]
-pub mod legacy;
-#[cfg(all(target_arch = "wasm32", feature = "legacy-web"))]
-mod web;
-
 // The shipped wasm is `no_std`: talc instead of dlmalloc, and a panic handler that only traps
 // (std's would pull in core::fmt). A panic is a bug: every input from JavaScript is validated.
 #[cfg(all(target_arch = "wasm32", not(feature = "std")))]
@@ -32,7 +25,3 @@ static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_all
 fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     core::arch::wasm32::unreachable()
 }
-
-/// The old JavaScript API's classes (`legacy-web`).
-#[cfg(all(target_arch = "wasm32", feature = "legacy-web"))]
-pub use web::{IdempotentClient, IdempotentOperation};

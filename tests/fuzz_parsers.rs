@@ -248,7 +248,7 @@ proptest! {
     fn retry_after_never_panics_and_is_capped(text in retry_after_text(), now in any::<u64>(), cap in prop_oneof![Just(0u64), 0u64..120_000, Just(u64::MAX)]) {
         if let Some(ms) = parse_retry_after(&text, now, cap) {
             prop_assert!(ms <= cap, "{:?} -> {} over the cap {}", text, ms, cap);
-            let trimmed = text.trim();
+            let trimmed = text.trim_ascii();
             prop_assert!(!trimmed.is_empty() && trimmed.len() <= 64);
         }
     }
@@ -307,7 +307,7 @@ proptest! {
         if let Classification::Retry { after_ms: Some(ms), .. } = verdict {
             prop_assert!(ms <= cap);
         }
-        let said_true = replayed.as_deref().is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        let said_true = replayed.as_deref().is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case("true"));
         prop_assert_eq!(is_replayed(replayed.as_deref()), said_true);
     }
 

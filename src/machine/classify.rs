@@ -127,7 +127,7 @@ pub fn classify(answer: &Answer<'_>, now_ms: u64, max_retry_after_ms: u64) -> Cl
 
 /// `Stripe-Should-Retry: true|false`, when well-formed.
 fn should_retry_hint(value: &str) -> Option<bool> {
-    match value.trim() {
+    match value.trim_ascii() {
         "true" => Some(true),
         "false" => Some(false),
         _ => None,
@@ -138,5 +138,5 @@ fn should_retry_hint(value: &str) -> Option<bool> {
 /// surrounding whitespace). Which header names count is the driver's list (`Idempotent-Replayed`,
 /// `Idempotency-Replayed`, ... and the app's own); it hands over the first one present.
 pub fn is_replayed(value: Option<&str>) -> bool {
-    value.is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    value.is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case("true"))
 }

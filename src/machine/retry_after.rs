@@ -8,7 +8,8 @@
 /// that do not exist or name the wrong weekday) yields `None`, and the caller falls back to its own
 /// backoff.
 pub fn parse_retry_after(value: &str, now_ms: u64, cap_ms: u64) -> Option<u64> {
-    let value = value.trim();
+    // ASCII whitespace only (HTTP's OWS is space and tab): str::trim would pull in the Unicode tables.
+    let value = value.trim_ascii();
     if value.is_empty() || value.len() > 64 {
         return None;
     }
