@@ -1,6 +1,7 @@
-// Intent records to and from the JSON text kept in storage (the same fields as every earlier
-// version, so stored intents survive an upgrade). Decoding checks every field's TYPE and refuses
-// unknown fields; the machine (`Engine.load`) then checks the VALUES. One place each way.
+// Intent records to and from the JSON text kept in storage: the fields of the Rust record codec
+// (src/web/record_codec.rs), so stored intents survive the upgrade, plus `uncertain` (issue 13;
+// absent in older records = false). Decoding checks every field's TYPE and refuses unknown fields;
+// the machine (`Engine.load`) then checks the VALUES. One place each way.
 
 import { Fields, typeName } from "./fields.js";
 import type { Engine, Machine } from "./machine.js";
