@@ -1,5 +1,5 @@
-// Intent records to and from the JSON text kept in storage: the fields of the Rust record codec
-// (src/web/record_codec.rs), so stored intents survive the upgrade, plus `uncertain` (issue 13;
+// Intent records to and from the JSON text kept in storage: the fields of the record format before
+// the TypeScript driver (v 1), so stored intents survive the upgrade, plus `uncertain` (issue 13;
 // absent in older records = false). Decoding checks every field's TYPE and refuses unknown fields;
 // the machine (`Engine.load`) then checks the VALUES. One place each way.
 
