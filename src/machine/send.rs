@@ -299,7 +299,7 @@ impl Machine {
             self.timeout_ms = self.deadline - now_ms;
             return Action::WaitOnline;
         }
-        self.attempt += 1;
+        self.attempt = self.attempt.saturating_add(1);
         self.record.attempts = self.record.attempts.saturating_add(1);
         self.record.state = State::Pending;
         // Saved before sending: a reload during this attempt must find the key.
