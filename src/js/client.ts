@@ -116,7 +116,7 @@ export class IdempotentClient {
       if ((await fingerprint(prepared)) !== machine.fingerprint()) {
         throw new IdempotentFetchError("STORAGE", `the persisted request of intent "${id}" does not match its fingerprint`);
       }
-      return IdempotentOperation.create(this.core, viewOf(machine), prepared);
+      return IdempotentOperation.create(this.core, viewOf(machine, loaded.ids), prepared);
     } finally {
       machine.free();
     }
@@ -134,7 +134,7 @@ export class IdempotentClient {
       } catch {
         continue;
       }
-      const view = viewOf(loaded.machine);
+      const view = viewOf(loaded.machine, loaded.ids);
       loaded.machine.free();
       if (view.state !== "succeeded" && view.state !== "failed") out.push({ ...view, resumable: loaded.request !== undefined });
     }
@@ -160,16 +160,16 @@ export class IdempotentClient {
       } catch {
         continue; // corrupt entries are left alone (never silently overwritten)
       }
-      const { machine, request } = loaded;
+      const { machine, ids, request } = loaded;
       try {
         const verdict = engine.sweep(machine, Date.now());
         if (verdict === REMOVE) {
           await discardIntent(this.core, id);
           removed += 1;
         } else if (verdict === NOW_EXPIRED) {
-          await saveRecord(this.core, machine, request);
+          await saveRecord(this.core, machine, ids, request);
           expired += 1;
-          this.core.listeners.emit({ type: "expired", intentId: id, key: machine.key() });
+          this.core.listeners.emit({ type: "expired", intentId: id, key: ids.key });
         } else if (verdict !== KEEP) {
           continue;
         }
@@ -270,8 +270,8 @@ export class IdempotentClient {
       let view;
       try {
         const stored = await loadRecord(core, engine, intentId);
-        // Read first: `begin` consumes the stored Machine (its JS object is emptied by the call).
-        const storedKey = stored?.machine.key();
+        // From the parsed record: `begin` consumes the stored Machine (its JS object is emptied by the call).
+        const storedKey = stored?.ids.key;
         let machine;
         try {
           machine = engine.begin(intentId, fp, Date.now(), replace, stored?.machine);
@@ -280,14 +280,16 @@ export class IdempotentClient {
           throw error.code === "INTENT_MISMATCH" && storedKey ? intentMismatch(intentId, storedKey) : error;
         }
         try {
-          const resumedStored = stored !== undefined && machine.key() === storedKey;
+          const key = machine.key();
+          const resumedStored = stored !== undefined && key === storedKey;
           const request: PersistedRequest | undefined = resumedStored
             ? stored.request
             : core.config.persistRequest
               ? persisted(prepared)
               : undefined;
-          if (machine.dirty()) await saveRecord(core, machine, request);
-          view = viewOf(machine);
+          const ids = { intentId, key, fingerprint: fp };
+          if (machine.dirty()) await saveRecord(core, machine, ids, request);
+          view = viewOf(machine, ids);
         } finally {
           machine.free();
         }

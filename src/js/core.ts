@@ -7,7 +7,7 @@ import type { InFlight } from "./inflight.js";
 import type { Engine, Machine } from "./machine.js";
 import { storageUnavailable } from "./messages.js";
 import type { Config } from "./options.js";
-import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest } from "./record.js";
+import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import type { SendResult } from "./send.js";
 import { StorageFailure } from "./storage/backend.js";
 import type { Store } from "./storage/store.js";
@@ -35,10 +35,15 @@ export async function loadRecord(core: ClientCore, engine: Engine, intentId: str
 }
 
 /** Writes the machine's record (with the persisted request, if any) and marks it saved. */
-export async function saveRecord(core: ClientCore, machine: Machine, request: PersistedRequest | undefined): Promise<void> {
-  const intentId = machine.intentId();
+export async function saveRecord(
+  core: ClientCore,
+  machine: Machine,
+  ids: RecordIds,
+  request: PersistedRequest | undefined,
+): Promise<void> {
+  const { intentId } = ids;
   try {
-    await core.store.put(intentId, encodeRecord(machine, request));
+    await core.store.put(intentId, encodeRecord(machine, ids, request));
   } catch (thrown) {
     throw storageUnavailable(intentId, thrown instanceof StorageFailure ? thrown.reason : String(thrown));
   }

@@ -6,7 +6,7 @@ import { Fields } from "./fields.js";
 import type { Release } from "./lock.js";
 import type { Machine } from "./machine.js";
 import { ABORTED_WAITING_MESSAGE, notFound, storageUnavailable } from "./messages.js";
-import type { PersistedRequest } from "./record.js";
+import type { PersistedRequest, RecordIds } from "./record.js";
 import type { PreparedRequest } from "./request.js";
 import { runSend, type SendOptions, type SendResult } from "./send.js";
 import { StorageFailure } from "./storage/backend.js";
@@ -27,11 +27,11 @@ export interface RecordView {
 }
 
 /** @internal A view of the machine's record (the machine itself stays owned by the caller). */
-export function viewOf(machine: Machine): RecordView {
+export function viewOf(machine: Machine, ids: Pick<RecordIds, "intentId" | "key">): RecordView {
   // In IntentInfo's order (pending() spreads it).
   return {
-    intentId: machine.intentId(),
-    key: machine.key(),
+    intentId: ids.intentId,
+    key: ids.key,
     state: machine.state() as IntentState,
     attempts: machine.attempts(),
     createdAt: machine.createdAt(),
@@ -173,7 +173,7 @@ export class IdempotentOperation {
       if (!loaded) throw notFound(intentId);
       machine = loaded.machine;
       const persisted: PersistedRequest | undefined = loaded.request;
-      const result = await runSend({ core, machine, persisted, request: this.request, signal, onAttempt, onRetry });
+      const result = await runSend({ core, machine, ids: loaded.ids, persisted, request: this.request, signal, onAttempt, onRetry });
       core.listeners.emit(
         result.ok
           ? { type: "success", intentId, key: result.key, status: result.status, attempts: result.attempts, replayed: result.replayed }
@@ -201,7 +201,7 @@ export class IdempotentOperation {
       throw error;
     } finally {
       if (machine) {
-        this.view = viewOf(machine);
+        this.view = viewOf(machine, this.view);
         machine.free();
       }
     }
@@ -212,7 +212,7 @@ export class IdempotentOperation {
     try {
       const loaded = await loadRecord(this.core, await this.core.engine(), this.view.intentId);
       if (loaded) {
-        this.view = viewOf(loaded.machine);
+        this.view = viewOf(loaded.machine, loaded.ids);
         loaded.machine.free();
       }
     } catch {

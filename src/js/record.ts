@@ -21,9 +21,18 @@ export interface PersistedRequest {
   body: number[] | null;
 }
 
-/** A stored intent: the machine's record, plus the driver-only persisted request. */
+/** What never changes in a record, kept by the driver so that encoding and views do not ask the
+ *  machine again (each string getter crosses into wasm and copies). */
+export interface RecordIds {
+  intentId: string;
+  key: string;
+  fingerprint: string;
+}
+
+/** A stored intent: the machine's record, its ids, and the driver-only persisted request. */
 export interface LoadedRecord {
   machine: Machine;
+  ids: RecordIds;
   request: PersistedRequest | undefined;
 }
 
@@ -101,7 +110,8 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
       lastStatus,
       uncertain,
     );
-    return { machine, request };
+    // The machine accepted these values as they are: they are the record's ids.
+    return { machine, ids: { intentId, key: v.key, fingerprint: v.fingerprint }, request };
   } catch (thrown) {
     throw fromThrown(thrown, { intentId });
   }
@@ -147,13 +157,13 @@ function whole(fields: Fields, name: string, max: number): number {
 }
 
 /** The machine's record (+ the persisted request) -> JSON text, fields in the stored order. */
-export function encodeRecord(machine: Machine, request: PersistedRequest | undefined): string {
+export function encodeRecord(machine: Machine, ids: RecordIds, request: PersistedRequest | undefined): string {
   const lastStatus = machine.lastStatus();
   return JSON.stringify({
     v: RECORD_VERSION,
-    id: machine.intentId(),
-    key: machine.key(),
-    fingerprint: machine.fingerprint(),
+    id: ids.intentId,
+    key: ids.key,
+    fingerprint: ids.fingerprint,
     createdAt: machine.createdAt(),
     updatedAt: machine.updatedAt(),
     attempts: machine.attempts(),

@@ -9,7 +9,7 @@ import { call, type AttemptEvent, type RetryEvent } from "./events.js";
 import * as M from "./machine.js";
 import { errorFor, retryReasonText } from "./messages.js";
 import { isOnline, waitOnline } from "./online.js";
-import type { PersistedRequest } from "./record.js";
+import type { PersistedRequest, RecordIds } from "./record.js";
 import type { PreparedRequest } from "./request.js";
 import { INTERRUPTED, sleep } from "./wait.js";
 
@@ -42,6 +42,7 @@ export interface SendResult {
 export interface SendContext {
   core: ClientCore;
   machine: M.Machine;
+  ids: RecordIds;
   /** The persisted request kept in the record (driver-only data). */
   persisted: PersistedRequest | undefined;
   request: PreparedRequest;
@@ -63,16 +64,16 @@ function override(shouldRetry: ((status: number) => unknown) | undefined, status
 
 /** @internal Drives the intent to DONE (resolves) or FAIL (rejects with IdempotentFetchError). */
 export async function runSend(ctx: SendContext): Promise<SendResult> {
-  const { core, machine, request, signal } = ctx;
+  const { core, machine, request, signal, ids } = ctx;
   const { config, listeners } = core;
-  const intentId = machine.intentId();
-  const key = machine.key();
+  const { intentId, key } = ids;
+  const header = machine.header();
   let response: Response | undefined;
   let action = machine.start(Date.now(), isOnline());
   for (;;) {
     if (machine.dirty()) {
       try {
-        await saveRecord(core, machine, ctx.persisted);
+        await saveRecord(core, machine, ids, ctx.persisted);
       } catch (error) {
         // A reload during the attempt must find the key: never send unsaved. After an answer, the
         // answer matters more (a later send replays the same key and the server answers the same).
@@ -96,18 +97,18 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         };
         call(ctx.onAttempt, event);
         listeners.emit(event);
-        const outcome = await sendAttempt(request, config.headerName, machine.header(), machine.timeoutMs(), signal);
+        const outcome = await sendAttempt(request, config.headerName, header, machine.timeoutMs(), signal);
         const now = Date.now();
         if (outcome.kind === "response") {
           const { status, headers } = outcome.response;
-          const header = (name: string) => headers.get(name) ?? undefined;
+          const get = (name: string) => headers.get(name) ?? undefined;
           // The first replay header present, in the configured order (the machine reads "true").
-          const replayed = config.replayHeaders.map(header).find((value) => value !== undefined);
+          const replayed = config.replayHeaders.map(get).find((value) => value !== undefined);
           action = machine.onResponse(
             now,
             status,
-            header("retry-after"),
-            header("stripe-should-retry"),
+            get("retry-after"),
+            get("stripe-should-retry"),
             replayed,
             override(config.shouldRetry, status),
           );
