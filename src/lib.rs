@@ -3,7 +3,7 @@
 //! One idempotency key per user intent, kept in browser storage across reloads, sent in an
 //! `Idempotency-Key` header and re-sent with capped exponential backoff and full jitter until the
 //! server gives a definite answer. Every decision is made by the sans-IO [`machine`] (pure Rust,
-//! tested natively); [`wasm`] exports it to the TypeScript driver, which does the I/O.
+//! tested natively); `wasm` (built for wasm32 only) exports it to the TypeScript driver, which does the I/O.
 #![cfg_attr(all(target_arch = "wasm32", not(feature = "std")), no_std)]
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
