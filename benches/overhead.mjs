@@ -6,6 +6,9 @@
 //   node benches/overhead.mjs --quick    200 POSTs per variant, 1,000 intents, 3 page loads
 //   --pkg DIR                            serve the package from DIR (default pkg/, built by
 //                                        `node package/build.mjs` when missing)
+//   --before DIR                         also time the start-up of a `wasm-pack --target web` build of
+//                                        0.1 (the async Rust layer, e.g. main at df381f9) in DIR: its loads
+//                                        alternate with the package's, so both see the same machine load
 //
 // 1. Per request: plain fetch, fetch with a hand-made Idempotency-Key, the "floor" (a hand-written
 //    fetch that takes a Web Lock and writes localStorage before and after: what any correct
@@ -38,6 +41,8 @@ const compareDir = join(benches, "size-compare");
 const quick = process.argv.includes("--quick");
 const pkgArg = process.argv.indexOf("--pkg");
 const pkgDir = pkgArg >= 0 ? resolve(process.argv[pkgArg + 1]) : join(root, "pkg");
+const beforeArg = process.argv.indexOf("--before");
+const beforeDir = beforeArg >= 0 ? resolve(process.argv[beforeArg + 1]) : null;
 const REQUESTS = quick ? 200 : 1000;
 const FLOOR = "floor: fetch + Web Lock + localStorage before and after";
 const WARMUP = quick ? 20 : 50;
@@ -97,9 +102,10 @@ const server = createServer((req, res) => {
   } else if (url.pathname === "/ky.js") {
     res.writeHead(200, { ...headers, "content-type": "text/javascript" });
     res.end(kyBundle);
-  } else if (url.pathname.startsWith("/pkg/")) {
-    const file = normalize(join(pkgDir, url.pathname.slice("/pkg/".length)));
-    if (!file.startsWith(pkgDir + "/") || !existsSync(file)) {
+  } else if (url.pathname.startsWith("/pkg/") || (beforeDir && url.pathname.startsWith("/before/"))) {
+    const [prefix, dir] = url.pathname.startsWith("/pkg/") ? ["/pkg/", pkgDir] : ["/before/", beforeDir];
+    const file = normalize(join(dir, url.pathname.slice(prefix.length)));
+    if (!file.startsWith(dir + "/") || !existsSync(file)) {
       res.writeHead(404).end();
       return;
     }
@@ -118,6 +124,18 @@ async function startup() {
   const mod = await import("/pkg/index.js");
   const t1 = performance.now();
   await mod.ready;
+  const t2 = performance.now();
+  new mod.IdempotentClient({ namespace: `startup-${Math.random()}`, storage: "memory" });
+  const t3 = performance.now();
+  return { importMs: t1 - t0, initMs: t2 - t1, clientMs: t3 - t2, totalMs: t3 - t0 };
+}
+
+// 0.1's API: import the wasm-bindgen glue, await its init(), then the constructor.
+async function startupBefore() {
+  const t0 = performance.now();
+  const mod = await import("/before/idempotent_fetch.js");
+  const t1 = performance.now();
+  await mod.default();
   const t2 = performance.now();
   new mod.IdempotentClient({ namespace: `startup-${Math.random()}`, storage: "memory" });
   const t3 = performance.now();
@@ -258,11 +276,17 @@ try {
 
   // Start-up, each on a fresh page load (cache off: the server says no-store).
   const loads = [];
-  for (let i = 0; i < LOADS; i++) {
+  const beforeLoads = [];
+  const load = async (fn, sink) => {
     const page = await context.newPage();
     await page.goto(`${origin}/`);
-    loads.push(await page.evaluate(startup));
+    sink.push(await page.evaluate(fn));
     await page.close();
+  };
+  for (let i = 0; i < LOADS; i++) {
+    // With --before, the two alternate and take turns going first.
+    const order = beforeDir ? (i % 2 ? [[startupBefore, beforeLoads], [startup, loads]] : [[startup, loads], [startupBefore, beforeLoads]]) : [[startup, loads]];
+    for (const [fn, sink] of order) await load(fn, sink);
   }
 
   const page = await context.newPage();
@@ -297,18 +321,28 @@ try {
   }
   if (req.fallback) console.log(`\nlocalStorage fell back to memory: ${req.fallback}`);
 
-  console.log(`\n## Start-up (ms, ${LOADS} fresh page loads, no cache)\n`);
+  console.log(`\n## Start-up (ms, ${LOADS} fresh page loads, no cache${beforeDir ? `, alternating with 0.1's (${beforeDir})` : ""})\n`);
   console.log("| step | first load | median | min | max |");
   console.log("|---|---:|---:|---:|---:|");
-  for (const [key, label] of [
-    ["importMs", "import(\"/pkg/index.js\") (starts fetching the .wasm)"],
-    ["initMs", "await ready: the .wasm fetched, compiled, instantiated"],
-    ["clientMs", "new IdempotentClient({storage: \"memory\"})"],
-    ["totalMs", "total"],
-  ]) {
-    const xs = loads.map((l) => l[key]);
+  const rows = [
+    [loads, "importMs", "import(\"/pkg/index.js\") (starts fetching the .wasm)"],
+    [loads, "initMs", "await ready: the .wasm fetched, compiled, instantiated"],
+    [loads, "clientMs", "new IdempotentClient({storage: \"memory\"})"],
+    [loads, "totalMs", "**total**"],
+  ];
+  if (beforeDir) {
+    rows.push(
+      [beforeLoads, "importMs", "0.1: import the wasm-bindgen glue"],
+      [beforeLoads, "initMs", "0.1: await init(): fetch + compile + instantiate the .wasm"],
+      [beforeLoads, "clientMs", "0.1: new IdempotentClient({storage: \"memory\"})"],
+      [beforeLoads, "totalMs", "**0.1: total**"],
+    );
+  }
+  for (const [sample, key, label] of rows) {
+    const xs = sample.map((l) => l[key]);
     console.log(`| ${label} | ${ms(xs[0])} | ${ms(median(xs))} | ${ms(Math.min(...xs))} | ${ms(Math.max(...xs))} |`);
   }
+  if (beforeDir) console.log(`\nMedian total: ${ms(median(loads.map((l) => l.totalMs)))} ms, 0.1's ${ms(median(beforeLoads.map((l) => l.totalMs)))} ms in the same run.`);
 
   console.log(`\n## ${INTENTS.toLocaleString("en")} intents on localStorage (ms per intent)\n`);
   console.log(
