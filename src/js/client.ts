@@ -261,12 +261,20 @@ export class IdempotentClient {
     shared: boolean,
   ): Promise<IdempotentOperation> {
     const { core } = this;
+    // Both locks are asked for at once, while the request is fingerprinted: their round trips overlap.
     const sendLock = offerSendLock(core, intentId);
+    const beginLock = shared ? intentLock(core, "begin", intentId) : Promise.resolve(() => {});
     let operation: IdempotentOperation | undefined;
     try {
-      const fp = await fingerprint(prepared);
-      const engine = await core.engine();
-      const release = shared ? await intentLock(core, "begin", intentId) : () => {};
+      let fp: string;
+      let engine: Engine;
+      try {
+        [fp, engine] = await Promise.all([fingerprint(prepared), core.engine()]);
+      } catch (error) {
+        void beginLock.then((release) => release());
+        throw error;
+      }
+      const release = await beginLock;
       let view;
       try {
         const stored = await loadRecord(core, engine, intentId);
