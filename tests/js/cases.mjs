@@ -568,6 +568,21 @@ add("without crypto.subtle (a plain-http page) the fingerprint falls back and ag
   await assert.rejects(client.begin("pay", { ...request(), headers: { "content-type": "text/plain" } }), "INTENT_MISMATCH", "the content type is fingerprinted");
 });
 
+add("free(): an operation lets go of the lock begin took and still sends; a freed client refuses to work", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const op = await client.begin("pay", { url: ctx.url("free", "201"), body: "x" });
+  op.free();
+  op.free(); // twice is fine
+  assert.equal((await op.send()).status, 201);
+  const other = ctx.client();
+  other.free();
+  let error;
+  try { await other.begin("x", { url: ctx.url("free2", "201"), body: "x" }); } catch (e) { error = e; }
+  assert.ok(error instanceof TypeError, `a freed client rejects, got ${error}`);
+  assert.equal((await ctx.log("free2")).length, 0);
+});
+
 add("discard forgets the intent: a new begin mints a new key", async (ctx) => {
   const { assert } = ctx;
   const client = ctx.client();
