@@ -265,7 +265,9 @@ test("Node: import (ESM) and require (CommonJS) of the tarball, one order each u
     await server.setFaults({ failBeforeWork: 0.5, dropAfterCommit: 0.5 });
     for (const script of ["pay.mjs", "pay.cjs"]) {
       const account = `acct_node_${path.extname(script).slice(1)}`;
-      const out = JSON.parse(run(process.execPath, [script, server.url, account], { cwd: app }).trim().split("\n").pop());
+      // How this server knows the account (tests/support/reference-server.mjs api() does the same).
+      const accountHeaders = JSON.stringify({ "x-account-id": account });
+      const out = JSON.parse(run(process.execPath, [script, server.url, account, accountHeaders], { cwd: app }).trim().split("\n").pop());
       log(`${script}: ${JSON.stringify(out)}`);
       assert.equal(out.code, undefined, `${script}: send rejected with ${out.code}`);
       assert.equal(out.ok, true, `${script}: a 2xx`);
