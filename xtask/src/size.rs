@@ -6,9 +6,9 @@ use std::path::Path;
 
 pub const FILES: &[&str] = &["pkg/idempotent_fetch_bg.wasm", "pkg/index.js"];
 
-/// The size step fails when the sum of the gzip -9 sizes of `FILES` grows past this: what the package
-/// reached (benches/size.mjs, BENCHMARKS.md) plus a small margin. Lower it when the package shrinks.
-pub const SIZE_BUDGET_BYTES: u64 = 28_700;
+/// The size step fails when the sum of the gzip -9 sizes of `FILES` grows past this: 26,871 B measured on
+/// 2026-11-30 at 10:20 UTC (the package of a19a526), plus about 2 %. Lower it when the package shrinks.
+pub const SIZE_BUDGET_BYTES: u64 = 27_500;
 
 fn gzip9(p: &Path) -> Result<u64> {
     Ok(output_bytes(cmd("gzip").arg("-9").arg("-c").arg(p))?.len() as u64)
