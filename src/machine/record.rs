@@ -173,6 +173,7 @@ impl Record {
 }
 
 /// Intent ids are 1 to 256 bytes with no control characters.
+#[inline(never)] // one copy for begin and load
 pub fn is_valid_intent_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= MAX_INTENT_ID_LEN && !id.chars().any(char::is_control)
 }

@@ -70,6 +70,7 @@ pub struct Machine {
 }
 
 impl Machine {
+    #[inline(never)] // one copy for begin and load (measured: docs/WASM-BOUNDARY.md, "Size")
     pub(crate) fn new(shared: Rc<Shared>, record: Record, dirty: bool, resumed: bool) -> Self {
         let backoff = Backoff::new(&shared.policy);
         Self {
@@ -287,6 +288,7 @@ impl Machine {
 
     // --- the rules ----------------------------------------------------------------------------
 
+    #[inline(never)] // shared by start, onWake and onOnline (measured)
     fn next_attempt(&mut self, now_ms: u64, online: bool) -> Action {
         if now_ms >= self.deadline {
             return self.fail(code::RETRIES_EXHAUSTED, exhausted::DEADLINE);
@@ -374,6 +376,7 @@ impl Machine {
         self.dirty = true;
     }
 
+    #[inline(never)] // called from every rule: one copy (measured)
     fn fail(&mut self, code: u8, detail: u8) -> Action {
         self.error = Error::new(code, detail);
         self.phase = Phase::Idle;
