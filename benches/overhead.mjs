@@ -4,21 +4,28 @@
 //
 //   node benches/overhead.mjs            1,000 POSTs per variant, 10,000 intents, 10 page loads
 //   node benches/overhead.mjs --quick    200 POSTs per variant, 1,000 intents, 3 page loads
-//   --pkg DIR                            serve the wasm-pack --target web output from DIR (default pkg/web)
+//   --pkg DIR                            serve the package from DIR (default pkg/, built by
+//                                        `node package/build.mjs` when missing)
+//   --before DIR                         also time the start-up of a `wasm-pack --target web` build of
+//                                        0.1 (the async Rust layer, e.g. main at df381f9) in DIR: its loads
+//                                        alternate with the package's, so both see the same machine load
 //
-// 1. Per request: plain fetch, fetch with a hand-made Idempotency-Key, ky with retries, and
-//    idempotent-fetch (client.fetch, and begin + send; memory and localStorage). All in one page, in
-//    one run, interleaved round-robin (the start variant rotates each round) so that load from other
-//    processes on the machine falls on every variant alike. Each request reads the response body.
-// 2. Start-up: import of the glue + init() (fetch, compile and instantiate the .wasm) and
-//    new IdempotentClient(), on fresh page loads with caching off.
+// 1. Per request: plain fetch, fetch with a hand-made Idempotency-Key, the "floor" (a hand-written
+//    fetch that takes a Web Lock and writes localStorage before and after: what any correct
+//    implementation must do), ky with retries, and idempotent-fetch (client.fetch, and begin + send;
+//    memory and localStorage). All in one page, in one run, interleaved round-robin (the start variant
+//    rotates each round) so that load from other processes on the machine falls on every variant
+//    alike. Each request reads the response body.
+// 2. Start-up: import of the package (pkg/index.js, which starts fetching the .wasm), `await ready`
+//    (the .wasm compiled and instantiated) and new IdempotentClient(), on fresh page loads with
+//    caching off.
 // 3. Intents: N sequential intents on localStorage, each `begin` (fingerprint, new key, record
 //    saved) then `send` (record updated, POST with the key, 201, record marked succeeded: the key is
 //    retired; the record itself stays until the keyTtl sweep).
 //
-// Needs pkg/web (built here with `cargo xtask build` when missing), tools/node_modules (playwright-core),
-// benches/size-compare/node_modules (ky, esbuild; `npm ci` is run there when missing), and Chromium at
-// CHROMIUM_PATH (`cargo xtask bench` sets it). Prints figures; never fails on them.
+// Needs the package (pkg/, built here when missing), tools/node_modules (playwright-core) and
+// benches/size-compare/node_modules (ky, esbuild; `npm ci` is run there when missing), and Chromium
+// at CHROMIUM_PATH (`cargo xtask bench` sets it). Prints figures; never fails on them.
 
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
@@ -34,8 +41,11 @@ const root = dirname(benches);
 const compareDir = join(benches, "size-compare");
 const quick = process.argv.includes("--quick");
 const pkgArg = process.argv.indexOf("--pkg");
-const pkgDir = pkgArg >= 0 ? resolve(process.argv[pkgArg + 1]) : join(root, "pkg", "web");
+const pkgDir = pkgArg >= 0 ? resolve(process.argv[pkgArg + 1]) : join(root, "pkg");
+const beforeArg = process.argv.indexOf("--before");
+const beforeDir = beforeArg >= 0 ? resolve(process.argv[beforeArg + 1]) : null;
 const REQUESTS = quick ? 200 : 1000;
+const FLOOR = "floor: fetch + Web Lock + localStorage before and after";
 const WARMUP = quick ? 20 : 50;
 const INTENTS = quick ? 1000 : 10000;
 const LOADS = quick ? 3 : 10;
@@ -46,9 +56,7 @@ function run(cmd, argv, cwd) {
   if (r.status !== 0) throw new Error(`${cmd} exited with ${r.status ?? r.signal}`);
 }
 
-if (!existsSync(join(pkgDir, "idempotent_fetch_bg.wasm"))) {
-  run("cargo", ["xtask", "build"], root);
-}
+if (!existsSync(join(pkgDir, "package.json"))) run(process.execPath, [join(root, "package", "build.mjs")], root);
 if (!existsSync(join(compareDir, "node_modules", "esbuild"))) run("npm", ["ci", "--no-audit", "--no-fund"], compareDir);
 const requireCompare = createRequire(join(compareDir, "package.json"));
 const esbuild = requireCompare("esbuild");
@@ -85,9 +93,10 @@ const server = createServer((req, res) => {
   } else if (url.pathname === "/ky.js") {
     res.writeHead(200, { ...headers, "content-type": "text/javascript" });
     res.end(kyBundle);
-  } else if (url.pathname.startsWith("/pkg/web/")) {
-    const file = normalize(join(pkgDir, url.pathname.slice("/pkg/web/".length)));
-    if (!file.startsWith(pkgDir + "/") || !existsSync(file)) {
+  } else if (url.pathname.startsWith("/pkg/") || (beforeDir && url.pathname.startsWith("/before/"))) {
+    const [prefix, dir] = url.pathname.startsWith("/pkg/") ? ["/pkg/", pkgDir] : ["/before/", beforeDir];
+    const file = normalize(join(dir, url.pathname.slice(prefix.length)));
+    if (!file.startsWith(dir + "/") || !existsSync(file)) {
       res.writeHead(404).end();
       return;
     }
@@ -103,20 +112,31 @@ const origin = `http://127.0.0.1:${server.address().port}`;
 // ---- in the page ------------------------------------------------------------------------------------
 async function startup() {
   const t0 = performance.now();
-  const mod = await import("/pkg/web/idempotent_fetch.js");
+  const mod = await import("/pkg/index.js");
   const t1 = performance.now();
-  await mod.default();
+  await mod.ready;
   const t2 = performance.now();
-  const client = new mod.IdempotentClient({ namespace: `startup-${Math.random()}`, storage: "memory" });
+  new mod.IdempotentClient({ namespace: `startup-${Math.random()}`, storage: "memory" });
   const t3 = performance.now();
-  client.free?.();
   return { importMs: t1 - t0, initMs: t2 - t1, clientMs: t3 - t2, totalMs: t3 - t0 };
 }
 
-async function perRequest({ requests, warmup }) {
+// 0.1's API: import the wasm-bindgen glue, await its init(), then the constructor.
+async function startupBefore() {
+  const t0 = performance.now();
+  const mod = await import("/before/idempotent_fetch.js");
+  const t1 = performance.now();
+  await mod.default();
+  const t2 = performance.now();
+  new mod.IdempotentClient({ namespace: `startup-${Math.random()}`, storage: "memory" });
+  const t3 = performance.now();
+  return { importMs: t1 - t0, initMs: t2 - t1, clientMs: t3 - t2, totalMs: t3 - t0 };
+}
+
+async function perRequest({ requests, warmup, FLOOR }) {
   localStorage.clear();
-  const { default: init, IdempotentClient } = await import("/pkg/web/idempotent_fetch.js");
-  await init();
+  const { IdempotentClient, ready } = await import("/pkg/index.js");
+  await ready;
   const { default: ky } = await import("/ky.js");
   const url = "/api/orders";
   const bodyOf = (i) => JSON.stringify({ cart: "cart-42", amount: 4200, currency: "eur", i });
@@ -134,6 +154,18 @@ async function perRequest({ requests, warmup }) {
       const headers = { ...json, "idempotency-key": crypto.randomUUID() };
       const r = await fetch(url, { method: "POST", headers, body: bodyOf(i) });
       await r.text();
+    },
+    // What any correct implementation must do at least: one sender per intent across tabs (a Web
+    // Lock) and the key on disk before the POST and the outcome after it (two localStorage writes).
+    [FLOOR]: async (i, round) => {
+      const id = `floor:${round}-${i}`;
+      const key = crypto.randomUUID();
+      await navigator.locks.request(id, async () => {
+        localStorage.setItem(id, JSON.stringify({ key, state: "pending", attempts: 1, at: Date.now() }));
+        const r = await fetch(url, { method: "POST", headers: { ...json, "idempotency-key": key }, body: bodyOf(i) });
+        await r.text();
+        localStorage.setItem(id, JSON.stringify({ key, state: "succeeded", status: r.status, attempts: 1, at: Date.now() }));
+      });
     },
     [`ky (retry: limit 3, POST included)`]: async (i) => {
       await ky.post(url, { headers: json, body: bodyOf(i), retry: { limit: 3, methods: ["post"] } }).text();
@@ -173,8 +205,8 @@ async function perRequest({ requests, warmup }) {
 
 async function intents({ count }) {
   localStorage.clear();
-  const { default: init, IdempotentClient } = await import("/pkg/web/idempotent_fetch.js");
-  await init();
+  const { IdempotentClient, ready } = await import("/pkg/index.js");
+  await ready;
   const client = new IdempotentClient({ namespace: "bench-intents", storage: "local" });
   let fallback = null;
   client.addEventListener("storagefallback", (e) => (fallback = e.reason));
@@ -235,16 +267,22 @@ try {
 
   // Start-up, each on a fresh page load (cache off: the server says no-store).
   const loads = [];
-  for (let i = 0; i < LOADS; i++) {
+  const beforeLoads = [];
+  const load = async (fn, sink) => {
     const page = await context.newPage();
     await page.goto(`${origin}/`);
-    loads.push(await page.evaluate(startup));
+    sink.push(await page.evaluate(fn));
     await page.close();
+  };
+  for (let i = 0; i < LOADS; i++) {
+    // With --before, the two alternate and take turns going first.
+    const order = beforeDir ? (i % 2 ? [[startupBefore, beforeLoads], [startup, loads]] : [[startup, loads], [startupBefore, beforeLoads]]) : [[startup, loads]];
+    for (const [fn, sink] of order) await load(fn, sink);
   }
 
   const page = await context.newPage();
   await page.goto(`${origin}/`);
-  const req = await page.evaluate(perRequest, { requests: REQUESTS, warmup: WARMUP });
+  const req = await page.evaluate(perRequest, { requests: REQUESTS, warmup: WARMUP, FLOOR });
   const int = await page.evaluate(intents, { count: INTENTS });
   await page.close();
 
@@ -255,27 +293,47 @@ try {
   );
   console.log("## Per request (ms, wall clock in the page: request sent to body read)\n");
   const base = req.samples.fetch;
-  console.log("| variant | median | p99 | median ÷ fetch | p99 ÷ fetch |");
-  console.log("|---|---:|---:|---:|---:|");
+  const floor = req.samples[FLOOR];
+  console.log("| variant | median | p99 | median ÷ fetch | p99 ÷ fetch | median ÷ floor | median − fetch |");
+  console.log("|---|---:|---:|---:|---:|---:|---:|");
   for (const [name, xs] of Object.entries(req.samples)) {
     console.log(
-      `| ${name} | ${ms(median(xs))} | ${ms(p99(xs))} | ${(median(xs) / median(base)).toFixed(2)}× | ${(p99(xs) / p99(base)).toFixed(2)}× |`,
+      `| ${name} | ${ms(median(xs))} | ${ms(p99(xs))} | ${(median(xs) / median(base)).toFixed(2)}× | ${(p99(xs) / p99(base)).toFixed(2)}× | ` +
+        `${(median(xs) / median(floor)).toFixed(2)}× | ${ms(median(xs) - median(base))} |`,
+    );
+  }
+  const kyName = Object.keys(req.samples).find((n) => n.startsWith("ky "));
+  for (const name of Object.keys(req.samples).filter((n) => n.startsWith("idempotent-fetch") && n.endsWith("localStorage"))) {
+    const m = median(req.samples[name]);
+    console.log(
+      `\n${name}: ${(m / median(floor)).toFixed(2)}× the floor's median (${ms(m - median(floor))} ms over it); ` +
+        `${m < median(req.samples[kyName]) ? "below" : "not below"} ky's median (${ms(m)} vs ${ms(median(req.samples[kyName]))} ms).`,
     );
   }
   if (req.fallback) console.log(`\nlocalStorage fell back to memory: ${req.fallback}`);
 
-  console.log(`\n## Start-up (ms, ${LOADS} fresh page loads, no cache)\n`);
-  console.log("| step | first load | median | max |");
-  console.log("|---|---:|---:|---:|");
-  for (const [key, label] of [
-    ["importMs", "import the JS glue"],
-    ["initMs", "await init(): fetch + compile + instantiate the .wasm"],
-    ["clientMs", "new IdempotentClient({storage: \"memory\"})"],
-    ["totalMs", "total"],
-  ]) {
-    const xs = loads.map((l) => l[key]);
-    console.log(`| ${label} | ${ms(xs[0])} | ${ms(median(xs))} | ${ms(Math.max(...xs))} |`);
+  console.log(`\n## Start-up (ms, ${LOADS} fresh page loads, no cache${beforeDir ? `, alternating with 0.1's (${beforeDir})` : ""})\n`);
+  console.log("| step | first load | median | min | max |");
+  console.log("|---|---:|---:|---:|---:|");
+  const rows = [
+    [loads, "importMs", "import(\"/pkg/index.js\") (starts fetching the .wasm)"],
+    [loads, "initMs", "await ready: the .wasm fetched, compiled, instantiated"],
+    [loads, "clientMs", "new IdempotentClient({storage: \"memory\"})"],
+    [loads, "totalMs", "**total**"],
+  ];
+  if (beforeDir) {
+    rows.push(
+      [beforeLoads, "importMs", "0.1: import the wasm-bindgen glue"],
+      [beforeLoads, "initMs", "0.1: await init(): fetch + compile + instantiate the .wasm"],
+      [beforeLoads, "clientMs", "0.1: new IdempotentClient({storage: \"memory\"})"],
+      [beforeLoads, "totalMs", "**0.1: total**"],
+    );
   }
+  for (const [sample, key, label] of rows) {
+    const xs = sample.map((l) => l[key]);
+    console.log(`| ${label} | ${ms(xs[0])} | ${ms(median(xs))} | ${ms(Math.min(...xs))} | ${ms(Math.max(...xs))} |`);
+  }
+  if (beforeDir) console.log(`\nMedian total: ${ms(median(loads.map((l) => l.totalMs)))} ms, 0.1's ${ms(median(beforeLoads.map((l) => l.totalMs)))} ms in the same run.`);
 
   console.log(`\n## ${INTENTS.toLocaleString("en")} intents on localStorage (ms per intent)\n`);
   console.log(

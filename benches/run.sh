@@ -9,7 +9,7 @@ quick=()
 echo "== 1. backoff simulation"
 cargo run --quiet --release --manifest-path benches/backoff-sim/Cargo.toml -- "${quick[@]}"
 echo
-echo "== 2. what ships (builds pkg/web, pkg/node, pkg/bundler)"
+echo "== 2. what ships (builds pkg/: node package/build.mjs)"
 node benches/size.mjs
 echo
 echo "== 3. overhead per request in headless Chromium"

@@ -6,8 +6,10 @@
 #[path = "core/support.rs"]
 mod support;
 
-use idempotent_fetch::core::policy::{MAX_ATTEMPTS_LIMIT, MAX_DURATION_MS};
-use idempotent_fetch::core::{Backoff, ErrorCode, ExhaustedReason, Jitter, RetryBudget, RetryPolicy};
+use idempotent_fetch::machine::backoff::NoDelay;
+use idempotent_fetch::machine::error::{code, exhausted};
+use idempotent_fetch::machine::policy::{option, MAX_ATTEMPTS_LIMIT, MAX_DURATION_MS, MAX_RETRY_BUDGET};
+use idempotent_fetch::machine::{Backoff, Jitter, Policy as RetryPolicy, RandomSource};
 use proptest::prelude::*;
 use support::*;
 
@@ -19,8 +21,17 @@ fn exp(policy: &RetryPolicy, n: usize) -> u64 {
     policy.base_delay_ms.saturating_mul(factor).min(policy.max_delay_ms)
 }
 
-fn delays(policy: &RetryPolicy, random: &mut dyn idempotent_fetch::core::ports::RandomSource) -> Vec<u64> {
-    Backoff::new(policy, random).collect()
+/// Every delay of one send's schedule.
+fn delays(policy: &RetryPolicy, random: &mut dyn RandomSource) -> Vec<u64> {
+    let mut backoff = Backoff::new(policy);
+    let mut all = Vec::new();
+    loop {
+        match backoff.next_delay(random) {
+            Ok(delay) => all.push(delay),
+            Err(NoDelay::Exhausted) => return all,
+            Err(NoDelay::RandomFailed) => panic!("the test's random source does not fail"),
+        }
+    }
 }
 
 fn jitter() -> impl Strategy<Value = Jitter> {
@@ -133,28 +144,42 @@ fn zero_base_delay_retries_immediately() {
 }
 
 #[test]
-fn jitter_parses_its_javascript_spelling() {
-    assert_eq!(Jitter::parse("full"), Some(Jitter::Full));
-    assert_eq!(Jitter::parse("equal"), Some(Jitter::Equal));
-    assert_eq!(Jitter::parse("decorrelated"), Some(Jitter::Decorrelated));
-    assert_eq!(Jitter::parse("none"), Some(Jitter::None));
-    assert_eq!(Jitter::parse("Full"), None);
+fn jitter_has_its_boundary_numbers() {
+    assert_eq!(Jitter::from_index(0), Some(Jitter::Full));
+    assert_eq!(Jitter::from_index(1), Some(Jitter::Equal));
+    assert_eq!(Jitter::from_index(2), Some(Jitter::Decorrelated));
+    assert_eq!(Jitter::from_index(3), Some(Jitter::None));
+    assert_eq!(Jitter::from_index(4), None);
     assert_eq!(Jitter::default(), Jitter::Full);
 }
 
 #[test]
-fn policy_validation_names_the_field() {
+fn policy_validation_names_the_option_by_its_index() {
     assert!(RetryPolicy::default().validate().is_ok());
     let bad = [
-        (RetryPolicy { max_attempts: 0, ..RetryPolicy::default() }, "retry.maxAttempts"),
-        (RetryPolicy { max_attempts: MAX_ATTEMPTS_LIMIT + 1, ..RetryPolicy::default() }, "retry.maxAttempts"),
-        (RetryPolicy { attempt_timeout_ms: 0, ..RetryPolicy::default() }, "retry.attemptTimeoutMs"),
-        (RetryPolicy { total_timeout_ms: MAX_DURATION_MS + 1, ..RetryPolicy::default() }, "retry.totalTimeoutMs"),
-        (RetryPolicy { base_delay_ms: 500, max_delay_ms: 100, ..RetryPolicy::default() }, "retry.maxDelayMs"),
+        (RetryPolicy { max_attempts: 0, ..RetryPolicy::default() }, option::MAX_ATTEMPTS),
+        (RetryPolicy { max_attempts: MAX_ATTEMPTS_LIMIT + 1, ..RetryPolicy::default() }, option::MAX_ATTEMPTS),
+        (RetryPolicy { attempt_timeout_ms: 0, ..RetryPolicy::default() }, option::ATTEMPT_TIMEOUT_MS),
+        (RetryPolicy { total_timeout_ms: MAX_DURATION_MS + 1, ..RetryPolicy::default() }, option::TOTAL_TIMEOUT_MS),
+        (RetryPolicy { base_delay_ms: 500, max_delay_ms: 100, ..RetryPolicy::default() }, option::MAX_DELAY_MS),
+        (RetryPolicy { base_delay_ms: MAX_DURATION_MS + 1, ..RetryPolicy::default() }, option::BASE_DELAY_MS),
+        (RetryPolicy { max_retry_after_ms: MAX_DURATION_MS + 1, ..RetryPolicy::default() }, option::MAX_RETRY_AFTER_MS),
+        (RetryPolicy { key_ttl_ms: 0, ..RetryPolicy::default() }, option::KEY_TTL_MS),
+        (RetryPolicy { key_ttl_ms: MAX_DURATION_MS + 1, ..RetryPolicy::default() }, option::KEY_TTL_MS),
+        (RetryPolicy { retry_budget: MAX_RETRY_BUDGET + 1, ..RetryPolicy::default() }, option::RETRY_BUDGET),
     ];
-    for (policy, field) in bad {
-        let message = policy.validate().unwrap_err();
-        assert!(message.contains(field), "{message:?} should name {field}");
+    for (policy, index) in bad {
+        assert_eq!(policy.validate(), Err(index), "{policy:?}");
+    }
+    let edges = [
+        RetryPolicy { max_attempts: MAX_ATTEMPTS_LIMIT, ..RetryPolicy::default() },
+        RetryPolicy { retry_budget: 0, ..RetryPolicy::default() },
+        RetryPolicy { retry_budget: MAX_RETRY_BUDGET, ..RetryPolicy::default() },
+        RetryPolicy { total_timeout_ms: 0, base_delay_ms: 0, max_delay_ms: 0, ..RetryPolicy::default() },
+        RetryPolicy { key_ttl_ms: MAX_DURATION_MS, max_delay_ms: MAX_DURATION_MS, ..RetryPolicy::default() },
+    ];
+    for policy in edges {
+        assert_eq!(policy.validate(), Ok(()), "{policy:?}");
     }
 }
 
@@ -256,6 +281,8 @@ fn engine_policy() -> impl Strategy<Value = RetryPolicy> {
             attempt_timeout_ms: attempt_timeout,
             max_retry_after_ms: max_retry_after,
             jitter,
+            retry_budget: MAX_RETRY_BUDGET,
+            ..RetryPolicy::default()
         },
     )
 }
@@ -266,10 +293,9 @@ fn run_forever_failing(
     seed: u64,
     outcomes: &[Outcome],
     latency: u64,
-) -> (Rig, Result<(), idempotent_fetch::core::SendError>, u64) {
+) -> (Rig, Result<(), Failure>, u64) {
     let mut rig = Rig::new(seed);
     rig.policy = policy;
-    rig.budget.replace(RetryBudget::new(u32::MAX));
     rig.begin_checkout(ID);
     rig.transport.script(outcomes.iter().map(step));
     rig.transport.always(Step::Network);
@@ -292,15 +318,15 @@ proptest! {
         let max_attempts = policy.max_attempts;
         let (rig, result, _) = run_forever_failing(policy, seed, &outcomes, latency);
         let err = result.unwrap_err();
-        prop_assert_eq!(err.code, ErrorCode::RetriesExhausted);
+        prop_assert_eq!(err.code, code::RETRIES_EXHAUSTED);
         prop_assert!(rig.transport.calls() <= max_attempts as usize);
         prop_assert_eq!(err.attempts as usize, rig.transport.calls());
         prop_assert_eq!(rig.record(ID).attempts as usize, rig.transport.calls());
-        if err.exhausted == Some(ExhaustedReason::MaxAttempts) {
+        if err.detail == exhausted::MAX_ATTEMPTS {
             prop_assert_eq!(err.attempts, max_attempts);
         }
         let key = rig.record(ID).key;
-        prop_assert!(rig.transport.keys().iter().all(|k| *k == key));
+        prop_assert!(rig.transport.keys().iter().all(|k| k == key.as_str()));
     }
 
     #[test]
@@ -321,7 +347,8 @@ proptest! {
         }
         prop_assert!(rig.clock.now() <= deadline, "ended at +{} > +{}", rig.clock.now() - start, total);
         for d in rig.waiter.sleeps() {
-            prop_assert!(d <= max_delay.max(max_retry_after));
+            // A Retry-After wait is spread above itself by at most one backoff step (issue 13).
+            prop_assert!(d <= max_delay.max(max_retry_after + max_retry_after.min(max_delay)));
         }
     }
 

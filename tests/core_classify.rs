@@ -1,13 +1,15 @@
 //! Classification of answers (definite vs retried, server hints, caller override) and
-//! `Retry-After`, both as pure functions and through the engine.
+//! `Retry-After`, both as pure functions and through the machine.
 #![cfg(not(target_arch = "wasm32"))]
 
 #[path = "core/support.rs"]
 mod support;
 
-use idempotent_fetch::core::retry_after::parse_retry_after;
-use idempotent_fetch::core::{
-    classify, Classification, ErrorCode, FailureReason, IntentState, RetryPolicy, RetryReason,
+use idempotent_fetch::machine::error::code;
+use idempotent_fetch::machine::retry_after::{parse_http_date, parse_retry_after};
+use idempotent_fetch::machine::{
+    classify as classify_answer, Answer, Classification, FailureReason, Override, Policy as RetryPolicy, RetryReason,
+    State as IntentState,
 };
 use proptest::prelude::*;
 use support::*;
@@ -15,6 +17,24 @@ use support::*;
 const ID: &str = "checkout:cart-42";
 const NOW: u64 = T0;
 const CAP: u64 = 60_000;
+
+/// Classifies a scripted response the way the driver hands it over (headers by name, the
+/// caller's `shouldRetry` verdict as an override).
+fn classify(response: &FakeResponse, now: u64, cap: u64, caller: Option<ShouldRetry<'_>>) -> Classification {
+    let caller = match caller.and_then(|decide| decide(response.status)) {
+        Some(true) => Override::Retry,
+        Some(false) => Override::Definite,
+        None => Override::None,
+    };
+    let answer = Answer {
+        status: response.status,
+        retry_after: response.header("retry-after"),
+        should_retry: response.header("stripe-should-retry"),
+        replayed: response.header("idempotent-replayed"),
+        caller,
+    };
+    classify_answer(&answer, now, cap)
+}
 
 fn classify_status(code: u16) -> Classification {
     classify(&FakeResponse::new(code), NOW, CAP, None)
@@ -102,9 +122,15 @@ fn success_cannot_be_overridden_into_a_retry() {
 }
 
 #[test]
-fn retry_reasons_describe_themselves_and_know_throttling() {
-    assert_eq!(RetryReason::Status(409).describe(), "same payment still in progress (409)");
-    assert_eq!(RetryReason::Status(500).describe(), "server error (500)");
+fn retry_reasons_have_boundary_numbers_and_know_throttling() {
+    assert_eq!(RetryReason::Network.index(), 1);
+    assert_eq!(RetryReason::Timeout.index(), 2);
+    assert_eq!(RetryReason::Status(409).index(), 3);
+    assert_eq!(Override::from_index(1), Override::Retry);
+    assert_eq!(Override::from_index(2), Override::Definite);
+    for n in [0, 3, 255, u32::MAX] {
+        assert_eq!(Override::from_index(n), Override::None, "{n}");
+    }
     for code in [429, 409, 503] {
         assert!(RetryReason::Status(code).is_throttling(), "{code}");
     }
@@ -122,7 +148,7 @@ fn engine_retries_each_retried_status_with_the_same_key() {
         let rig = Rig::new(u64::from(code));
         let key = rig.begin_checkout(ID);
         rig.transport.script([status(code)]);
-        let done = rig.send(ID).unwrap_or_else(|e| panic!("{code}: {e}"));
+        let done = rig.send(ID).unwrap_or_else(|e| panic!("{code}: {e:?}"));
         assert_eq!((done.status, done.attempts), (200, 2), "{code}");
         assert_eq!(rig.transport.keys(), vec![key.clone(), key], "{code}");
     }
@@ -134,7 +160,7 @@ fn engine_ends_on_each_definite_status_after_one_attempt() {
         let rig = Rig::new(u64::from(code));
         rig.begin_checkout(ID);
         rig.transport.always(status(code));
-        let done = rig.send(ID).unwrap_or_else(|e| panic!("{code}: {e}"));
+        let done = rig.send(ID).unwrap_or_else(|e| panic!("{code}: {e:?}"));
         assert_eq!((done.status, done.ok, done.attempts), (code, false, 1), "{code}");
         assert_eq!(rig.record(ID).state, IntentState::Failed, "{code}");
     }
@@ -146,11 +172,11 @@ fn engine_turns_422_into_key_mismatch_and_fails_the_intent() {
     let key = rig.begin_checkout(ID);
     rig.transport.always(status(422));
     let err = rig.send(ID).unwrap_err();
-    assert_eq!(err.code, ErrorCode::KeyMismatch);
+    assert_eq!(err.code, code::KEY_MISMATCH);
     assert_eq!((err.key.as_deref(), err.attempts, err.last_status), (Some(key.as_str()), 1, Some(422)));
     assert_eq!(rig.transport.calls(), 1);
     let record = rig.record(ID);
-    assert_eq!((record.state, record.last_status), (IntentState::Failed, Some(422)));
+    assert_eq!((record.state, record.last_status), (IntentState::Failed, 422));
 }
 
 #[test]
@@ -218,6 +244,51 @@ fn retry_after_http_date() {
     assert_eq!(parse_retry_after(&http_date(NOW - 30_000), NOW, CAP), Some(0), "a past date means now");
     // Sub-second "now": the date has whole seconds, so it can be up to 1 s behind.
     assert_eq!(parse_retry_after("Tue, 14 Nov 2023 22:13:50 GMT", NOW + 400, CAP), Some(29_600));
+}
+
+#[test]
+fn retry_after_accepts_the_three_rfc_9110_date_forms() {
+    // RFC 9110 §5.6.7's example, in each form.
+    let sunday = 784_111_777_000;
+    assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), Some(sunday));
+    assert_eq!(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), Some(sunday));
+    assert_eq!(parse_http_date("Sun Nov  6 08:49:37 1994"), Some(sunday));
+    assert_eq!(parse_http_date("Sun Nov 06 08:49:37 1994"), Some(sunday));
+    // RFC 850 two-digit years: 70-99 are 19xx, 00-69 are 20xx (as httpdate reads them).
+    assert_eq!(parse_http_date("Thursday, 01-Jan-70 00:00:00 GMT"), Some(0));
+    assert_eq!(parse_http_date("Tuesday, 14-Nov-23 22:13:20 GMT"), Some(T0));
+    // Leap days, and the last second of a day.
+    assert_eq!(parse_http_date("Thu, 29 Feb 2024 12:00:00 GMT"), Some(1_709_208_000_000));
+    assert_eq!(parse_http_date("Fri, 31 Dec 9999 23:59:59 GMT"), Some(253_402_300_799_000));
+    for value in ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"] {
+        assert_eq!(parse_retry_after(value, sunday - 5_000, CAP), Some(5_000), "{value}");
+    }
+}
+
+#[test]
+fn http_dates_that_do_not_exist_or_name_the_wrong_weekday_are_rejected() {
+    for value in [
+        "Mon, 06 Nov 1994 08:49:37 GMT",  // 6 Nov 1994 was a Sunday
+        "Monday, 06-Nov-94 08:49:37 GMT", // same
+        "Mon Nov  6 08:49:37 1994",       // same
+        "Thu, 29 Feb 2023 12:00:00 GMT",  // 2023 is not a leap year
+        "Wed, 31 Apr 2024 12:00:00 GMT",  // April has 30 days
+        "Sun, 06 Nov 1994 24:00:00 GMT",  // hour 24
+        "Sun, 06 Nov 1994 08:60:00 GMT",  // minute 60
+        "Sun, 06 Nov 1994 08:49:60 GMT",  // leap second
+        "Sun, 06 Nov 1994 08:49:37 UTC",  // only GMT
+        "Sun, 06 nov 1994 08:49:37 GMT",  // month names are case-sensitive
+        "Wed, 31 Dec 1969 23:59:59 GMT",  // before the epoch
+        "Sun,  6 Nov 1994 08:49:37 GMT",  // IMF-fixdate has two-digit days
+        "Sun, 06 Nov 1994 08:49:37 GMT ", // 30 bytes (the caller trims; the parser does not)
+        "Sunday, 06-Nov-1994 08:49:37 GMT",
+        "Sun Nov 6 08:49:37 1994",
+        "Sunday 06-Nov-94 08:49:37 GMT",
+        ",",
+        "",
+    ] {
+        assert_eq!(parse_http_date(value), None, "{value:?}");
+    }
 }
 
 #[test]

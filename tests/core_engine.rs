@@ -1,15 +1,13 @@
-//! The retry engine's protocol rules (docs/ARCHITECTURE.md, "The protocol, client side"): one key per intent,
-//! kept across attempts, reloads, aborts and exhaustion; offline waits; expiry; persistence order.
+//! The machine's protocol rules (docs/ARCHITECTURE.md, "The protocol, client side"), driven by the reference
+//! driver in `core/support.rs`: one key per intent, kept across attempts, reloads, aborts and
+//! exhaustion; offline waits; expiry; persistence order.
 #![cfg(not(target_arch = "wasm32"))]
 
 #[path = "core/support.rs"]
 mod support;
 
-use futures::FutureExt;
-use idempotent_fetch::core::{
-    send, BeginOptions, ErrorCode, ExhaustedReason, IdempotencyKey, IntentState, KeyHeaderForm, RetryPolicy,
-    SendContext,
-};
+use idempotent_fetch::machine::error::{code, exhausted, field};
+use idempotent_fetch::machine::{Key, Policy, RetryReason, State};
 use support::*;
 
 const ID: &str = "checkout:cart-42";
@@ -39,14 +37,14 @@ fn key_is_a_valid_v4_in_the_raw_header_form_by_default() {
     let rig = Rig::new(2);
     let key = rig.begin_checkout(ID);
     rig.send(ID).unwrap();
-    assert!(IdempotencyKey::parse(&key).is_ok());
+    assert!(Key::parse(&key).is_some());
     assert_eq!(rig.transport.keys(), vec![key]);
 }
 
 #[test]
 fn sf_string_header_form_quotes_the_key_on_every_attempt() {
     let mut rig = Rig::new(3);
-    rig.header_form = KeyHeaderForm::SfString;
+    rig.policy.sf_header = true;
     let key = rig.begin_checkout(ID);
     rig.transport.script([status(503)]);
     rig.send(ID).unwrap();
@@ -56,26 +54,26 @@ fn sf_string_header_form_quotes_the_key_on_every_attempt() {
 #[test]
 fn same_key_after_reload_and_attempts_accumulate() {
     let mut first = Rig::new(4);
-    first.policy = RetryPolicy { max_attempts: 3, ..plain_policy() };
+    first.policy = Policy { max_attempts: 3, ..plain_policy() };
     let key = first.begin_checkout(ID);
     first.transport.always(Step::Network);
     let err = first.send(ID).unwrap_err();
-    assert_eq!(err.code, ErrorCode::RetriesExhausted);
+    assert_eq!(err.code, code::RETRIES_EXHAUSTED);
     assert_eq!(first.record(ID).attempts, 3);
 
     // The page reloads: a new client (other RNG seed) over the same storage.
     let second = first.reload(999);
     let resumed = second.begin(ID, &checkout()).unwrap();
-    assert_eq!(resumed.key, key, "a reload must resume the stored key");
+    assert_eq!(resumed.key.as_str(), key, "a reload must resume the stored key");
     assert_eq!(resumed.attempts, 3);
-    assert_eq!(resumed.state, IntentState::Pending);
+    assert_eq!(resumed.state, State::Pending);
 
     let done = second.send(ID).unwrap();
     assert_eq!(done.key, key);
     assert_eq!(done.attempts, 1, "attempts of this send");
     assert_eq!(second.transport.keys(), vec![key.clone()]);
     let record = second.record(ID);
-    assert_eq!((record.attempts, record.state), (4, IntentState::Succeeded));
+    assert_eq!((record.attempts, record.state), (4, State::Succeeded));
     assert_eq!(second.observer.attempts.borrow()[0], (key, 1, 4), "total_attempts counts earlier page loads");
 }
 
@@ -84,24 +82,11 @@ fn page_closed_mid_attempt_then_reload_resends_the_same_key() {
     let first = Rig::new(5);
     let key = first.begin_checkout(ID);
     first.transport.script([Step::Hang]);
-    let ctx = SendContext {
-        transport: &first.transport,
-        store: &first.store,
-        waiter: &first.waiter,
-        clock: &first.clock,
-        random: &first.random,
-        budget: &first.budget,
-        observer: &first.observer,
-        policy: &first.policy,
-        key_ttl_ms: first.key_ttl_ms,
-        header_form: first.header_form,
-        should_retry: None,
-    };
-    // Poll until the request is in flight, then drop the future: the tab is closed.
-    assert!(send(&ctx, ID).now_or_never().is_none());
+    // The request goes out and never answers: the tab is closed with it in flight.
+    assert_eq!(first.send(ID).unwrap_err().code, HUNG);
     assert_eq!(first.transport.calls(), 1);
     let stored = first.record(ID);
-    assert_eq!((stored.attempts, stored.state), (1, IntentState::Pending), "saved before the request went out");
+    assert_eq!((stored.attempts, stored.state), (1, State::Pending), "saved before the request went out");
 
     let second = first.reload(6);
     assert_eq!(second.begin_checkout(ID), key);
@@ -132,11 +117,10 @@ fn changed_request_is_intent_mismatch_naming_the_old_key() {
     let rig = Rig::new(9);
     let key = rig.begin_checkout(ID);
     let err = rig.begin(ID, &changed_checkout()).unwrap_err();
-    assert_eq!(err.code, ErrorCode::IntentMismatch);
-    assert!(err.message.contains(&key), "message must name the old key: {}", err.message);
-    assert_eq!(err.key.as_deref(), Some(key.as_str()));
+    assert_eq!(err.code, code::INTENT_MISMATCH);
+    assert_eq!(err.key.as_deref(), Some(key.as_str()), "the driver names the old key");
     let record = rig.record(ID);
-    assert_eq!((record.key, record.fingerprint), (key, checkout().as_str().to_owned()), "old intent untouched");
+    assert_eq!((record.key.as_str(), record.fingerprint), (key.as_str(), checkout()), "old intent untouched");
 }
 
 #[test]
@@ -145,20 +129,19 @@ fn changed_request_after_success_is_intent_mismatch() {
     let key = rig.begin_checkout(ID);
     rig.send(ID).unwrap();
     let err = rig.begin(ID, &changed_checkout()).unwrap_err();
-    assert_eq!(err.code, ErrorCode::IntentMismatch);
-    assert!(err.message.contains(&key));
+    assert_eq!(err.code, code::INTENT_MISMATCH);
+    assert_eq!(err.key.as_deref(), Some(key.as_str()));
 }
 
 #[test]
 fn replace_true_mints_a_new_key_for_a_changed_request() {
     let rig = Rig::new(11);
     let old = rig.begin_checkout(ID);
-    let options = BeginOptions { replace: true, ..rig.options() };
-    let new = rig.begin_with(ID, &changed_checkout(), &options).unwrap();
-    assert_ne!(new.key, old);
-    assert_eq!((new.state, new.attempts), (IntentState::Pending, 0));
+    let new = rig.begin_with(ID, &changed_checkout(), true).unwrap();
+    assert_ne!(new.key.as_str(), old);
+    assert_eq!((new.state, new.attempts), (State::Pending, 0));
     assert_eq!(rig.record(ID).key, new.key);
-    assert_eq!(rig.record(ID).fingerprint, changed_checkout().as_str());
+    assert_eq!(rig.record(ID).fingerprint, changed_checkout());
 }
 
 #[test]
@@ -168,11 +151,11 @@ fn failed_intent_with_changed_request_gets_a_new_key() {
     rig.transport.script([status(400)]);
     let done = rig.send(ID).unwrap();
     assert!(!done.ok);
-    assert_eq!(rig.record(ID).state, IntentState::Failed);
+    assert_eq!(rig.record(ID).state, State::Failed);
 
     let new = rig.begin(ID, &changed_checkout()).unwrap();
-    assert_ne!(new.key, old, "the user fixed the request: a new intent");
-    assert_eq!((new.state, new.attempts, new.last_status), (IntentState::Pending, 0, None));
+    assert_ne!(new.key.as_str(), old, "the user fixed the request: a new intent");
+    assert_eq!((new.state, new.attempts, new.last_status), (State::Pending, 0, 0));
 }
 
 #[test]
@@ -181,7 +164,7 @@ fn succeeded_intent_with_same_request_reuses_the_key() {
     let key = rig.begin_checkout(ID);
     rig.send(ID).unwrap();
     let again = rig.begin(ID, &checkout()).unwrap();
-    assert_eq!((again.key.as_str(), again.state), (key.as_str(), IntentState::Succeeded));
+    assert_eq!((again.key.as_str(), again.state), (key.as_str(), State::Succeeded));
 
     // Sending it again carries the same key; the server replays its stored answer.
     rig.transport.script([status_with(200, &[("Idempotent-Replayed", "true")])]);
@@ -196,7 +179,7 @@ fn invalid_intent_ids_are_rejected() {
     let rig = Rig::new(14);
     for id in ["", "a\nb", "tab\there", &"x".repeat(257)] {
         let err = rig.begin(id, &checkout()).unwrap_err();
-        assert_eq!(err.code, ErrorCode::InvalidRequest, "id {id:?}");
+        assert_eq!(err.code, code::INVALID_REQUEST, "id {id:?}");
     }
     assert!(rig.begin(&"x".repeat(256), &checkout()).is_ok());
 }
@@ -205,7 +188,7 @@ fn invalid_intent_ids_are_rejected() {
 fn send_of_an_unknown_intent_is_not_found() {
     let rig = Rig::new(15);
     let err = rig.send("never-begun").unwrap_err();
-    assert_eq!(err.code, ErrorCode::NotFound);
+    assert_eq!(err.code, code::NOT_FOUND);
     assert_eq!(rig.transport.calls(), 0);
 }
 
@@ -221,7 +204,7 @@ fn success_reports_status_attempts_key_and_retires_the_intent() {
     assert_eq!((done.status, done.ok, done.replayed, done.attempts), (200, true, false, 2));
     assert_eq!(done.key, key);
     let record = rig.record(ID);
-    assert_eq!((record.state, record.last_status, record.attempts), (IntentState::Succeeded, Some(200), 2));
+    assert_eq!((record.state, record.last_status, record.attempts), (State::Succeeded, 200, 2));
 }
 
 #[test]
@@ -233,7 +216,7 @@ fn definite_failure_is_returned_as_a_response_and_retires_the_intent() {
     assert_eq!((done.status, done.ok, done.attempts), (402, false, 1));
     assert_eq!(rig.transport.calls(), 1);
     let record = rig.record(ID);
-    assert_eq!((record.state, record.last_status), (IntentState::Failed, Some(402)));
+    assert_eq!((record.state, record.last_status), (State::Failed, 402));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -245,10 +228,10 @@ fn abort_during_a_request_keeps_the_key_and_a_later_send_reuses_it() {
     let key = rig.begin_checkout(ID);
     rig.transport.script([status(503), Step::Aborted]);
     let err = rig.send(ID).unwrap_err();
-    assert_eq!(err.code, ErrorCode::Aborted);
+    assert_eq!(err.code, code::ABORTED);
     assert_eq!((err.key.as_deref(), err.attempts, err.last_status), (Some(key.as_str()), 2, Some(503)));
     let record = rig.record(ID);
-    assert_eq!((record.state, record.attempts), (IntentState::Pending, 2));
+    assert_eq!((record.state, record.attempts), (State::Pending, 2));
 
     rig.send(ID).unwrap();
     assert_eq!(rig.transport.keys(), vec![key.clone(), key.clone(), key]);
@@ -261,12 +244,12 @@ fn abort_during_a_backoff_sleep_keeps_the_key_and_a_later_send_reuses_it() {
     rig.waiter.abort_after(1);
     rig.transport.always(status(503));
     let err = rig.send(ID).unwrap_err();
-    assert_eq!(err.code, ErrorCode::Aborted);
+    assert_eq!(err.code, code::ABORTED);
     assert_eq!((err.attempts, err.last_status), (2, Some(503)));
     assert_eq!(err.key.as_deref(), Some(key.as_str()));
     assert_eq!(rig.transport.calls(), 2, "nothing is sent after the abort");
     let record = rig.record(ID);
-    assert_eq!((record.state, record.attempts, record.last_status), (IntentState::Pending, 2, Some(503)));
+    assert_eq!((record.state, record.attempts, record.last_status), (State::Pending, 2, 503));
 
     let later = rig.reload(20);
     later.send(ID).unwrap();
@@ -280,10 +263,10 @@ fn abort_while_waiting_to_come_online_is_aborted_without_sending() {
     rig.waiter.go_offline_for(60_000);
     rig.waiter.abort_after(0);
     let err = rig.send(ID).unwrap_err();
-    assert_eq!((err.code, err.attempts), (ErrorCode::Aborted, 0));
+    assert_eq!((err.code, err.attempts), (code::ABORTED, 0));
     assert_eq!(err.key.as_deref(), Some(key.as_str()));
     assert_eq!(rig.transport.calls(), 0);
-    assert_eq!(rig.record(ID).state, IntentState::Pending);
+    assert_eq!(rig.record(ID).state, State::Pending);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -292,17 +275,17 @@ fn abort_while_waiting_to_come_online_is_aborted_without_sending() {
 #[test]
 fn exhausted_attempts_keep_the_key_and_a_later_send_reuses_it() {
     let mut rig = Rig::new(22);
-    rig.policy = RetryPolicy { max_attempts: 4, ..plain_policy() };
+    rig.policy = Policy { max_attempts: 4, ..plain_policy() };
     let key = rig.begin_checkout(ID);
     rig.transport.always(status(503));
     let err = rig.send(ID).unwrap_err();
-    assert_eq!(err.code, ErrorCode::RetriesExhausted);
-    assert_eq!(err.exhausted, Some(ExhaustedReason::MaxAttempts));
+    assert_eq!(err.code, code::RETRIES_EXHAUSTED);
+    assert_eq!(err.detail, exhausted::MAX_ATTEMPTS);
     assert_eq!((err.attempts, err.last_status), (4, Some(503)));
     assert_eq!(err.key.as_deref(), Some(key.as_str()));
     assert_eq!(rig.waiter.sleeps().len(), 3, "no sleep after the last attempt");
     let record = rig.record(ID);
-    assert_eq!((record.state, record.attempts, record.last_status), (IntentState::Pending, 4, Some(503)));
+    assert_eq!((record.state, record.attempts, record.last_status), (State::Pending, 4, 503));
 
     // Giving up never mints a new key: begin resumes it, "Try again" sends it.
     assert_eq!(rig.begin_checkout(ID), key);
@@ -316,7 +299,7 @@ fn exhausted_attempts_keep_the_key_and_a_later_send_reuses_it() {
 #[test]
 fn deadline_reached_is_retries_exhausted_with_reason_deadline() {
     let mut rig = Rig::new(23);
-    rig.policy = RetryPolicy {
+    rig.policy = Policy {
         max_attempts: 100,
         base_delay_ms: 1_000,
         max_delay_ms: 1_000,
@@ -328,21 +311,21 @@ fn deadline_reached_is_retries_exhausted_with_reason_deadline() {
     rig.transport.latency_ms.set(1_500);
     let start = rig.clock.now();
     let err = rig.send(ID).unwrap_err();
-    assert_eq!((err.code, err.exhausted), (ErrorCode::RetriesExhausted, Some(ExhaustedReason::Deadline)));
+    assert_eq!((err.code, err.detail), (code::RETRIES_EXHAUSTED, exhausted::DEADLINE));
     assert_eq!(err.key.as_deref(), Some(key.as_str()));
     assert!(err.attempts >= 3 && err.attempts < 100, "attempts {}", err.attempts);
     assert!(rig.clock.now() - start <= 10_000, "ran {} ms past start", rig.clock.now() - start);
-    assert_eq!(rig.record(ID).state, IntentState::Pending);
+    assert_eq!(rig.record(ID).state, State::Pending);
 }
 
 #[test]
 fn retry_after_beyond_the_deadline_gives_up_instead_of_sleeping_past_it() {
     let mut rig = Rig::new(24);
-    rig.policy = RetryPolicy { total_timeout_ms: 30_000, ..plain_policy() };
+    rig.policy = Policy { total_timeout_ms: 30_000, ..plain_policy() };
     rig.begin_checkout(ID);
     rig.transport.script([status_with(503, &[("Retry-After", "45")])]);
     let err = rig.send(ID).unwrap_err();
-    assert_eq!(err.exhausted, Some(ExhaustedReason::Deadline));
+    assert_eq!(err.detail, exhausted::DEADLINE);
     assert_eq!(err.attempts, 1);
     assert!(rig.waiter.sleeps().is_empty());
 }
@@ -350,7 +333,7 @@ fn retry_after_beyond_the_deadline_gives_up_instead_of_sleeping_past_it() {
 #[test]
 fn attempt_timeout_is_passed_to_the_transport_and_capped_by_the_remaining_time() {
     let mut rig = Rig::new(25);
-    rig.policy = RetryPolicy { total_timeout_ms: 20_000, attempt_timeout_ms: 15_000, ..plain_policy() };
+    rig.policy = Policy { total_timeout_ms: 20_000, attempt_timeout_ms: 15_000, ..plain_policy() };
     rig.begin_checkout(ID);
     // The first attempt hangs until its timeout; the second has only what is left of the deadline.
     rig.transport.script([Step::Slow(60_000, FakeResponse::new(200)), status(200)]);
@@ -365,13 +348,10 @@ fn attempt_timeout_is_passed_to_the_transport_and_capped_by_the_remaining_time()
 #[test]
 fn zero_total_timeout_sends_nothing() {
     let mut rig = Rig::new(26);
-    rig.policy = RetryPolicy { total_timeout_ms: 0, ..plain_policy() };
+    rig.policy = Policy { total_timeout_ms: 0, ..plain_policy() };
     rig.begin_checkout(ID);
     let err = rig.send(ID).unwrap_err();
-    assert_eq!(
-        (err.code, err.exhausted, err.attempts),
-        (ErrorCode::RetriesExhausted, Some(ExhaustedReason::Deadline), 0)
-    );
+    assert_eq!((err.code, err.detail, err.attempts), (code::RETRIES_EXHAUSTED, exhausted::DEADLINE, 0));
     assert_eq!(rig.transport.calls(), 0);
 }
 
@@ -387,16 +367,10 @@ fn retry_events_report_the_delay_actually_slept_and_the_reason() {
     assert_eq!(delays, vec![250, 500, 1_000], "no jitter: exactly base * 2^n");
     assert_eq!(
         retries[0],
-        SeenRetry {
-            key: key.clone(),
-            attempt: 1,
-            delay_ms: 250,
-            reason: "server busy (503)".into(),
-            status: Some(503)
-        }
+        SeenRetry { key: key.clone(), attempt: 1, delay_ms: 250, reason: RetryReason::Status(503), status: Some(503) }
     );
-    assert_eq!((retries[1].reason.as_str(), retries[1].status), ("network error", None));
-    assert_eq!((retries[2].reason.as_str(), retries[2].status), ("timed out", None));
+    assert_eq!((retries[1].reason, retries[1].status), (RetryReason::Network, None));
+    assert_eq!((retries[2].reason, retries[2].status), (RetryReason::Timeout, None));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -421,7 +395,7 @@ fn offline_waits_for_the_network_without_spending_attempts() {
 #[test]
 fn going_offline_between_attempts_pauses_without_spending_attempts() {
     let mut rig = Rig::new(29);
-    rig.policy = RetryPolicy { max_attempts: 3, ..plain_policy() };
+    rig.policy = Policy { max_attempts: 3, ..plain_policy() };
     rig.begin_checkout(ID);
     // Offline from just after the first attempt for a minute (longer than every backoff).
     rig.waiter.go_offline_between(T0 + 1, T0 + 60_000);
@@ -436,19 +410,16 @@ fn going_offline_between_attempts_pauses_without_spending_attempts() {
 #[test]
 fn offline_past_the_deadline_exhausts_with_reason_deadline() {
     let mut rig = Rig::new(30);
-    rig.policy = RetryPolicy { total_timeout_ms: 120_000, ..plain_policy() };
+    rig.policy = Policy { total_timeout_ms: 120_000, ..plain_policy() };
     let key = rig.begin_checkout(ID);
     rig.waiter.go_offline_for(10 * 60_000);
     let start = rig.clock.now();
     let err = rig.send(ID).unwrap_err();
-    assert_eq!(
-        (err.code, err.exhausted, err.attempts),
-        (ErrorCode::RetriesExhausted, Some(ExhaustedReason::Deadline), 0)
-    );
+    assert_eq!((err.code, err.detail, err.attempts), (code::RETRIES_EXHAUSTED, exhausted::DEADLINE, 0));
     assert_eq!(err.key.as_deref(), Some(key.as_str()));
     assert_eq!(rig.transport.calls(), 0);
     assert_eq!(rig.clock.now() - start, 120_000, "waits exactly until the deadline");
-    assert_eq!(rig.record(ID).state, IntentState::Pending);
+    assert_eq!(rig.record(ID).state, State::Pending);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -460,12 +431,12 @@ fn pending_intent_older_than_the_ttl_fails_expired_and_is_never_sent() {
     let key = rig.begin_checkout(ID);
     rig.clock.advance(DAY + 1);
     let err = rig.send(ID).unwrap_err();
-    assert_eq!(err.code, ErrorCode::Expired);
+    assert_eq!(err.code, code::EXPIRED);
     assert_eq!(err.key.as_deref(), Some(key.as_str()));
     assert_eq!(rig.transport.calls(), 0);
-    assert_eq!(rig.record(ID).state, IntentState::Expired);
+    assert_eq!(rig.record(ID).state, State::Expired);
     // And it stays expired.
-    assert_eq!(rig.send(ID).unwrap_err().code, ErrorCode::Expired);
+    assert_eq!(rig.send(ID).unwrap_err().code, code::EXPIRED);
     assert_eq!(rig.transport.calls(), 0);
 }
 
@@ -484,16 +455,16 @@ fn begin_on_an_old_pending_intent_returns_it_expired() {
     first.clock.advance(2 * DAY);
     let second = first.reload(34);
     let record = second.begin(ID, &checkout()).unwrap();
-    assert_eq!((record.state, record.key.as_str()), (IntentState::Expired, key.as_str()));
-    assert_eq!(second.record(ID).state, IntentState::Expired, "persisted");
-    assert_eq!(second.send(ID).unwrap_err().code, ErrorCode::Expired);
+    assert_eq!((record.state, record.key.as_str()), (State::Expired, key.as_str()));
+    assert_eq!(second.record(ID).state, State::Expired, "persisted");
+    assert_eq!(second.send(ID).unwrap_err().code, code::EXPIRED);
     assert_eq!(second.transport.calls(), 0);
 
     // The app reconciled with its server and starts over explicitly.
-    let fresh = second.begin_with(ID, &checkout(), &BeginOptions { replace: true, ..second.options() }).unwrap();
-    assert_ne!(fresh.key, key);
+    let fresh = second.begin_with(ID, &checkout(), true).unwrap();
+    assert_ne!(fresh.key.as_str(), key);
     second.send(ID).unwrap();
-    assert_eq!(second.transport.keys(), vec![fresh.key]);
+    assert_eq!(second.transport.keys(), vec![fresh.key.as_str().to_owned()]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -530,7 +501,7 @@ fn save_failing_before_the_first_attempt_is_storage_and_nothing_is_sent() {
     rig.begin_checkout(ID);
     rig.store.fail_saves_after(0);
     let err = rig.send(ID).unwrap_err();
-    assert_eq!(err.code, ErrorCode::Storage);
+    assert_eq!(err.code, code::STORAGE);
     assert_eq!(rig.transport.calls(), 0);
 }
 
@@ -539,8 +510,8 @@ fn save_failing_on_begin_is_storage() {
     let rig = Rig::new(38);
     rig.store.fail_saves_after(0);
     let err = rig.begin(ID, &checkout()).unwrap_err();
-    assert_eq!(err.code, ErrorCode::Storage);
-    assert!(rig.memory().get(ID).is_none());
+    assert_eq!(err.code, code::STORAGE);
+    assert!(rig.store.raw(ID).is_none());
 }
 
 #[test]
@@ -550,7 +521,7 @@ fn save_failing_after_an_attempt_stops_retrying_with_storage_and_keeps_progress(
     rig.store.fail_saves_after(1);
     rig.transport.always(status(503));
     let err = rig.send(ID).unwrap_err();
-    assert_eq!(err.code, ErrorCode::Storage);
+    assert_eq!(err.code, code::STORAGE);
     assert_eq!((err.key.as_deref(), err.attempts, err.last_status), (Some(key.as_str()), 1, Some(503)));
     assert_eq!(rig.transport.calls(), 1, "no retry that could not be recorded");
 }
@@ -559,13 +530,11 @@ fn save_failing_after_an_attempt_stops_retrying_with_storage_and_keeps_progress(
 fn corrupt_stored_record_is_storage_and_nothing_is_sent() {
     let rig = Rig::new(40);
     rig.begin_checkout(ID);
-    let mut tampered = rig.memory().get(ID).unwrap();
-    tampered.key = "8e03978e-40d5-43e8-bc93-6894a57f9324\r\nX-Evil: 1".into();
-    rig.memory().put(tampered);
+    rig.store.tamper(ID, |r| r["key"] = "8e03978e-40d5-43e8-bc93-6894a57f9324\r\nX-Evil: 1".into());
     let err = rig.send(ID).unwrap_err();
-    assert_eq!(err.code, ErrorCode::Storage);
+    assert_eq!((err.code, err.detail), (code::STORAGE, field::KEY));
     assert_eq!(rig.transport.calls(), 0);
-    assert_eq!(rig.begin(ID, &checkout()).unwrap_err().code, ErrorCode::Storage);
+    assert_eq!(rig.begin(ID, &checkout()).unwrap_err().code, code::STORAGE);
 }
 
 #[test]
@@ -577,7 +546,7 @@ fn succeeded_intent_older_than_the_ttl_is_not_resent_with_its_old_key() {
     rig.clock.advance(DAY + 1);
     assert_eq!(rig.begin_checkout(ID), key);
     let err = rig.send(ID).unwrap_err();
-    assert_eq!(err.code, ErrorCode::Expired);
+    assert_eq!(err.code, code::EXPIRED);
     assert_eq!(err.key.as_deref(), Some(key.as_str()));
     assert_eq!(rig.transport.calls(), 1, "only the original attempt");
 }
@@ -589,7 +558,7 @@ fn failed_intent_older_than_the_ttl_is_not_resent_with_its_old_key() {
     rig.transport.script([status(400)]);
     rig.send(ID).unwrap();
     rig.clock.advance(DAY + 1);
-    assert_eq!(rig.send(ID).unwrap_err().code, ErrorCode::Expired);
+    assert_eq!(rig.send(ID).unwrap_err().code, code::EXPIRED);
     assert_eq!(rig.transport.calls(), 1);
 }
 
@@ -604,38 +573,38 @@ fn replayed_definite_failure_reports_replayed() {
 
 #[test]
 fn a_failing_csprng_is_an_error_not_a_fixed_key() {
-    struct Broken;
-    impl idempotent_fetch::core::ports::RandomSource for Broken {
-        fn fill(&mut self, _: &mut [u8]) -> Result<(), getrandom::Error> {
-            Err(getrandom::Error::UNSUPPORTED)
-        }
-    }
     let rig = Rig::new(44);
-    let broken = std::cell::RefCell::new(Broken);
-    let err = futures::executor::block_on(idempotent_fetch::core::begin(
-        &rig.store,
-        &rig.clock,
-        &broken,
-        ID,
-        &checkout(),
-        &rig.options(),
-    ))
-    .unwrap_err();
-    assert_eq!(err.code, ErrorCode::Storage);
-    assert!(err.message.contains("CSPRNG"), "{}", err.message);
-    assert!(rig.memory().get(ID).is_none());
+    *rig.random.borrow_mut() = Some(Box::new(FailingRandom::after(0)));
+    let err = rig.begin(ID, &checkout()).unwrap_err();
+    assert_eq!((err.code, err.detail), (code::STORAGE, field::CSPRNG));
+    assert!(rig.store.raw(ID).is_none());
+}
+
+#[test]
+fn a_failing_csprng_during_a_retry_is_an_error_not_a_zero_delay() {
+    let mut rig = Rig::new(47);
+    rig.policy.jitter = idempotent_fetch::machine::Jitter::Full;
+    // One good draw (the key's 16 bytes are one fill), then the CSPRNG fails.
+    *rig.random.borrow_mut() = Some(Box::new(FailingRandom::after(1)));
+    let key = rig.begin_checkout(ID);
+    rig.transport.always(status(503));
+    let err = rig.send(ID).unwrap_err();
+    assert_eq!((err.code, err.detail, err.attempts), (code::STORAGE, field::CSPRNG, 1));
+    assert_eq!(err.key.as_deref(), Some(key.as_str()));
+    assert!(rig.waiter.sleeps().is_empty(), "never a zero delay");
+    assert_eq!(rig.record(ID).state, State::Pending, "the key is kept");
 }
 
 #[test]
 fn a_status_outside_100_to_599_never_makes_the_stored_record_unreadable() {
     // An opaque (no-cors) fetch response has status 0; a broken proxy may send anything.
-    for code in [0, 99, 600, 999] {
+    for code in [0u16, 99, 600, 999] {
         let rig = Rig::new(45);
         let key = rig.begin_checkout(ID);
         rig.transport.script([status(code)]);
         let _ = rig.send(ID);
-        let record = rig.load(ID).unwrap_or_else(|e| panic!("status {code}: stored record unreadable: {e}"));
-        assert_eq!(record.expect("stored").key, key, "status {code}");
+        let record = rig.load(ID).unwrap_or_else(|e| panic!("status {code}: stored record unreadable: {e:?}"));
+        assert_eq!(record.expect("stored").key.as_str(), key, "status {code}");
         assert!(rig.begin(ID, &checkout()).is_ok(), "status {code}");
     }
 }
@@ -649,7 +618,7 @@ fn clock_moving_backwards_keeps_the_record_valid() {
     rig.send(ID).unwrap();
     let record = rig.record(ID);
     assert!(record.updated_at >= record.created_at);
-    assert_eq!(record.key, key);
+    assert_eq!(record.key.as_str(), key);
 }
 
 mod invariants {
@@ -681,31 +650,30 @@ mod invariants {
             max_attempts in 1u32..6,
         ) {
             let mut rig = Rig::new(seed);
-            rig.policy = RetryPolicy { max_attempts, ..plain_policy() };
+            rig.policy = Policy { max_attempts, ..plain_policy() };
             let key = rig.begin_checkout(ID);
             let mut total = 0usize;
             for (n, script) in sends.iter().enumerate() {
                 let mut page = rig.reload(seed.wrapping_add(n as u64 + 1));
-                page.policy = RetryPolicy { max_attempts, ..plain_policy() };
+                page.policy = Policy { max_attempts, ..plain_policy() };
                 page.transport.script(script.iter().cloned());
                 page.transport.always(Step::Network);
                 let before = page.record(ID).state;
                 let result = page.send(ID);
                 total += page.transport.calls();
                 prop_assert!(page.transport.keys().iter().all(|k| *k == key));
-                let record = page.load(ID).map_err(|e| TestCaseError::fail(e.to_string()))?.expect("stored");
-                prop_assert!(record.validate(Some(ID)).is_ok());
-                prop_assert_eq!(&record.key, &key);
+                let record = page.load(ID).map_err(|e| TestCaseError::fail(format!("{e:?}")))?.expect("stored");
+                prop_assert_eq!(record.key.as_str(), key.as_str());
                 prop_assert_eq!(record.attempts as usize, total);
                 match result {
                     Ok(done) => {
                         prop_assert_eq!(&done.key, &key);
-                        let state = if done.ok { IntentState::Succeeded } else { IntentState::Failed };
+                        let state = if done.ok { State::Succeeded } else { State::Failed };
                         prop_assert_eq!(record.state, state);
                     }
                     Err(err) => {
                         prop_assert_eq!(err.key.as_deref(), Some(key.as_str()));
-                        let expected = if err.code == ErrorCode::KeyMismatch { IntentState::Failed } else { IntentState::Pending };
+                        let expected = if err.code == code::KEY_MISMATCH { State::Failed } else { State::Pending };
                         prop_assert!(record.state == expected || (page.transport.calls() == 0 && record.state == before));
                     }
                 }

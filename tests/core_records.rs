@@ -1,5 +1,6 @@
-//! What is stored and how it is checked when read back: intent records (validation and serde),
-//! keys, fingerprints, the memory store, tampered storage, and the sweep.
+//! What is stored and how it is checked when read back: the values of a stored record (the
+//! machine's half of the codec; the driver checks the JSON types), keys, fingerprints, tampered
+//! storage through the reference driver, the sweep, and the stable error numbers.
 #![cfg(not(target_arch = "wasm32"))]
 
 #[path = "core/support.rs"]
@@ -7,115 +8,74 @@ mod support;
 
 use std::collections::HashSet;
 
-use idempotent_fetch::core::intent::{PersistedRequest, RECORD_VERSION};
-use idempotent_fetch::core::ports::{IntentStore, OsRandom, StoreError};
-use idempotent_fetch::core::{
-    sweep, ErrorCode, ExhaustedReason, Fingerprint, IdempotencyKey, IntentRecord, IntentState, MemoryStore,
-    RecordError, RetryPolicy, SendError,
-};
+use idempotent_fetch::machine::error::{code, exhausted, field, protocol, request};
+use idempotent_fetch::machine::record::{is_valid_intent_id, whole, MAX_SAFE_INTEGER, RECORD_VERSION};
+use idempotent_fetch::machine::{fingerprint, Error, Key, OsRandom, State, StoredFields};
 use serde_json::json;
 use support::*;
 
 const ID: &str = "checkout:cart-42";
 const KEY: &str = "8e03978e-40d5-43e8-bc93-6894a57f9324";
 
-fn record() -> IntentRecord {
-    let key = IdempotencyKey::parse(KEY).unwrap();
-    let mut record = IntentRecord::new(ID, &key, &checkout(), T0);
-    record.updated_at = T0 + 5;
-    record.attempts = 2;
-    record.last_status = Some(503);
-    record
+fn fields() -> StoredFields<'static> {
+    StoredFields {
+        v: 1.0,
+        id: ID,
+        key: KEY,
+        fingerprint: "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1",
+        created_at: T0 as f64,
+        updated_at: (T0 + 5) as f64,
+        attempts: 2.0,
+        state: "pending",
+        last_status: 503.0,
+        uncertain: false,
+    }
 }
 
-fn record_json() -> serde_json::Value {
-    serde_json::to_value(record()).unwrap()
-}
-
-fn from_json(value: serde_json::Value) -> Result<IntentRecord, serde_json::Error> {
-    serde_json::from_value(value)
-}
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    futures::executor::block_on(future)
+/// The field a tampered record is rejected for.
+fn rejected(edit: impl FnOnce(&mut StoredFields<'static>)) -> u8 {
+    let mut f = fields();
+    edit(&mut f);
+    let err = f.validate(ID).expect_err("tampered record accepted");
+    assert_eq!(err.code, code::STORAGE);
+    err.detail
 }
 
 // ---------------------------------------------------------------------------------------------
-// Record format
+// Record values
 
 #[test]
-fn record_serializes_to_the_documented_camel_case_fields_and_nothing_else() {
-    let value = record_json();
-    let mut fields: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
-    fields.sort_unstable();
-    assert_eq!(fields, ["attempts", "createdAt", "fingerprint", "id", "key", "lastStatus", "state", "updatedAt", "v"]);
-    assert_eq!(value["v"], json!(RECORD_VERSION));
-    assert_eq!(value["state"], json!("pending"));
-    assert_eq!(value["key"], json!(KEY));
-}
-
-#[test]
-fn record_round_trips_through_json() {
-    let original = record();
-    let back: IntentRecord = serde_json::from_str(&serde_json::to_string(&original).unwrap()).unwrap();
-    assert_eq!(back, original);
-    assert_eq!(back.validate(Some(ID)).unwrap().as_str(), KEY);
-}
-
-#[test]
-fn request_is_persisted_only_when_opted_in() {
-    let stored = serde_json::to_string(&record()).unwrap();
-    assert!(!stored.contains("request") && !stored.contains("amount"), "{stored}");
-
-    let mut opted_in = record();
-    opted_in.request = Some(PersistedRequest {
-        method: "POST".into(),
-        url: "/api/orders".into(),
-        headers: vec![("content-type".into(), "application/json".into())],
-        body: Some(b"{}".to_vec()),
-    });
-    let text = serde_json::to_string(&opted_in).unwrap();
-    let back: IntentRecord = serde_json::from_str(&text).unwrap();
-    assert_eq!(back, opted_in);
-}
-
-#[test]
-fn a_fresh_record_is_pending_with_no_attempts() {
-    let key = IdempotencyKey::parse(KEY).unwrap();
-    let fresh = IntentRecord::new(ID, &key, &checkout(), T0);
-    assert_eq!((fresh.state, fresh.attempts, fresh.last_status), (IntentState::Pending, 0, None));
-    assert_eq!((fresh.created_at, fresh.updated_at), (T0, T0));
-    assert!(fresh.validate(Some(ID)).is_ok());
+fn a_valid_record_reads_back_with_every_value() {
+    let record = fields().validate(ID).unwrap();
+    assert_eq!((record.id.as_str(), record.key.as_str()), (ID, KEY));
+    assert_eq!((record.created_at, record.updated_at, record.attempts), (T0, T0 + 5, 2));
+    assert_eq!((record.state, record.last_status), (State::Pending, 503));
+    assert_eq!(RECORD_VERSION, 1);
 }
 
 #[test]
 fn intent_states_have_lowercase_names_and_know_which_are_terminal() {
     let states = [
-        (IntentState::Pending, "pending", false),
-        (IntentState::Succeeded, "succeeded", true),
-        (IntentState::Failed, "failed", true),
-        (IntentState::Expired, "expired", false),
+        (State::Pending, "pending", false),
+        (State::Succeeded, "succeeded", true),
+        (State::Failed, "failed", true),
+        (State::Expired, "expired", false),
     ];
     for (state, name, terminal) in states {
         assert_eq!(state.as_str(), name);
-        assert_eq!(serde_json::to_value(state).unwrap(), json!(name));
+        assert_eq!(State::parse(name), Some(state));
         assert_eq!(state.is_terminal(), terminal);
+    }
+    for name in ["Pending", "done", "", " pending"] {
+        assert_eq!(State::parse(name), None, "{name:?}");
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Validation of tampered records
-
-fn invalid(edit: impl FnOnce(&mut IntentRecord)) -> RecordError {
-    let mut r = record();
-    edit(&mut r);
-    r.validate(Some(ID)).unwrap_err()
-}
-
 #[test]
-fn validate_rejects_a_future_version() {
-    assert_eq!(invalid(|r| r.v = 2), RecordError::UnsupportedVersion(2));
-    assert_eq!(invalid(|r| r.v = 0), RecordError::UnsupportedVersion(0));
+fn validate_rejects_another_version() {
+    for v in [0.0, 2.0, 1.5, -1.0, f64::NAN, f64::INFINITY] {
+        assert_eq!(rejected(|f| f.v = v), field::VERSION, "{v}");
+    }
 }
 
 #[test]
@@ -126,198 +86,152 @@ fn validate_rejects_keys_that_could_inject_or_are_not_v4() {
         "8E03978E-40D5-43E8-BC93-6894A57F9324", // uppercase
         "8e03978e-40d5-13e8-bc93-6894a57f9324", // version 1
         "8e03978e-40d5-43e8-7c93-6894a57f9324", // NCS variant
+        "8e03978e-40d5-43e8-cc93-6894a57f9324", // Microsoft variant
         "8e03978e40d543e8bc936894a57f9324",     // simple form
         "{8e03978e-40d5-43e8-bc93-6894a57f9324}",
         "urn:uuid:8e03978e-40d5-43e8-bc93-6894a57f9324",
         " 8e03978e-40d5-43e8-bc93-6894a57f9324",
+        "8e03978e_40d5-43e8-bc93-6894a57f9324",
         "00000000-0000-0000-0000-000000000000",
         "",
         "not-a-key",
         "\"8e03978e-40d5-43e8-bc93-6894a57f9324\"",
     ];
     for key in bad_keys {
-        assert_eq!(invalid(|r| r.key = key.into()), RecordError::BadKey, "{key:?}");
+        assert_eq!(rejected(|f| f.key = key), field::KEY, "{key:?}");
     }
 }
 
 #[test]
 fn validate_rejects_a_bad_fingerprint() {
-    for fingerprint in ["", "abc", &"g".repeat(64), &"A".repeat(64), &"a".repeat(63), &"a".repeat(65)] {
-        assert_eq!(invalid(|r| r.fingerprint = fingerprint.into()), RecordError::BadFingerprint, "{fingerprint:?}");
+    let bad: [&'static str; 6] = [
+        "",
+        "abc",
+        "gggggggggggggggggggggggggggggggggggggggggggggggggggggggggggggggg",
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    ];
+    for fingerprint in bad {
+        assert_eq!(rejected(|f| f.fingerprint = fingerprint), field::FINGERPRINT, "{fingerprint:?}");
     }
 }
 
 #[test]
 fn validate_rejects_an_id_mismatch_or_a_bad_id() {
-    assert_eq!(invalid(|r| r.id = "checkout:cart-43".into()), RecordError::BadId);
-    assert_eq!(record().validate(Some("other-slot")).unwrap_err(), RecordError::BadId);
-    let mut r = record();
-    r.id = String::new();
-    assert_eq!(r.validate(None).unwrap_err(), RecordError::BadId);
-    r.id = "x\u{0}y".into();
-    assert_eq!(r.validate(None).unwrap_err(), RecordError::BadId);
-    r.id = "x".repeat(257);
-    assert_eq!(r.validate(None).unwrap_err(), RecordError::BadId);
+    assert_eq!(rejected(|f| f.id = "checkout:cart-43"), field::ID);
+    assert_eq!(fields().validate("other-slot").unwrap_err(), Error::new(code::STORAGE, field::ID));
+    for id in ["", "x\u{0}y", "a\nb"] {
+        let mut f = fields();
+        f.id = id;
+        assert_eq!(f.validate(id).unwrap_err().detail, field::ID, "{id:?}");
+    }
+    let long = "x".repeat(257);
+    let mut f = fields();
+    f.id = &long;
+    assert_eq!(f.validate(&long).unwrap_err().detail, field::ID);
 }
 
 #[test]
-fn validate_rejects_updated_before_created() {
-    assert_eq!(invalid(|r| r.updated_at = r.created_at - 1), RecordError::BadTimes);
+fn validate_rejects_impossible_times_and_counts() {
+    assert_eq!(rejected(|f| f.updated_at = f.created_at - 1.0), field::UPDATED_AT);
+    for bad in [-1.0, 0.5, f64::NAN, f64::INFINITY, (MAX_SAFE_INTEGER + 1) as f64 * 2.0] {
+        assert_eq!(rejected(|f| f.created_at = bad), field::CREATED_AT, "{bad}");
+        assert_eq!(rejected(|f| f.updated_at = bad), field::UPDATED_AT, "{bad}");
+    }
+    for bad in [-1.0, 1.5, 4_294_967_296.0, f64::NAN] {
+        assert_eq!(rejected(|f| f.attempts = bad), field::ATTEMPTS, "{bad}");
+    }
+    let mut f = fields();
+    f.attempts = f64::from(u32::MAX);
+    assert_eq!(f.validate(ID).unwrap().attempts, u32::MAX);
+}
+
+#[test]
+fn validate_rejects_an_unknown_state() {
+    for state in ["done", "Pending", "", "pending "] {
+        assert_eq!(rejected(|f| f.state = state), field::STATE, "{state:?}");
+    }
 }
 
 #[test]
 fn validate_rejects_a_status_that_is_not_http() {
-    assert_eq!(invalid(|r| r.last_status = Some(999)), RecordError::BadStatus(999));
-    assert_eq!(invalid(|r| r.last_status = Some(99)), RecordError::BadStatus(99));
-    assert_eq!(invalid(|r| r.last_status = Some(0)), RecordError::BadStatus(0));
-    let mut ok = record();
-    for status in [100, 599] {
-        ok.last_status = Some(status);
-        assert!(ok.validate(Some(ID)).is_ok());
+    for status in [999.0, 99.0, 600.0, 1.0, -1.0, 200.5, 70_000.0] {
+        assert_eq!(rejected(|f| f.last_status = status), field::LAST_STATUS, "{status}");
     }
+    for status in [0.0, 100.0, 599.0] {
+        let mut f = fields();
+        f.last_status = status;
+        assert!(f.validate(ID).is_ok(), "{status}");
+    }
+}
+
+#[test]
+fn whole_numbers_are_exact_and_in_range() {
+    assert_eq!(whole(0.0, 10), Some(0));
+    assert_eq!(whole(-0.0, 10), Some(0));
+    assert_eq!(whole(10.0, 10), Some(10));
+    assert_eq!(whole(MAX_SAFE_INTEGER as f64, u64::MAX), Some(MAX_SAFE_INTEGER));
+    for bad in [11.0, -1.0, 0.1, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        assert_eq!(whole(bad, 10), None, "{bad}");
+    }
+    for beyond_exact in [2f64.powi(53), 2f64.powi(64), f64::MAX] {
+        assert_eq!(whole(beyond_exact, u64::MAX), None, "{beyond_exact}");
+    }
+}
+
+#[test]
+fn intent_ids_are_1_to_256_bytes_without_control_characters() {
+    assert!(is_valid_intent_id("checkout:cart-42"));
+    assert!(is_valid_intent_id(&"x".repeat(256)));
+    assert!(is_valid_intent_id("panier:élan"));
+    for id in ["", "a\nb", "tab\there", "nul\u{0}", "del\u{7f}", "c1\u{85}"] {
+        assert!(!is_valid_intent_id(id), "{id:?}");
+    }
+    assert!(!is_valid_intent_id(&"x".repeat(257)));
 }
 
 // ---------------------------------------------------------------------------------------------
-// Serde of tampered records
+// Stored JSON through the reference driver
 
 #[test]
-fn serde_accepts_a_future_version_for_validate_to_reject() {
-    let mut value = record_json();
-    value["v"] = json!(2);
-    let parsed = from_json(value).unwrap();
-    assert_eq!(parsed.validate(Some(ID)).unwrap_err(), RecordError::UnsupportedVersion(2));
+fn the_driver_writes_the_documented_fields_and_nothing_else() {
+    let rig = Rig::new(1);
+    let key = rig.begin_checkout(ID);
+    let value: serde_json::Value = serde_json::from_str(&rig.store.raw(ID).unwrap()).unwrap();
+    let mut names: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["attempts", "createdAt", "fingerprint", "id", "key", "lastStatus", "state", "uncertain", "updatedAt", "v"]
+    );
+    assert_eq!(value["v"], json!(1));
+    assert_eq!(value["state"], json!("pending"));
+    assert_eq!(value["key"], json!(key));
+    assert_eq!(value["lastStatus"], json!(null));
 }
 
 #[test]
-fn serde_rejects_unknown_fields() {
-    for (field, val) in [("body", json!("card=4242")), ("Key", json!(KEY)), ("extra", json!(null))] {
-        let mut value = record_json();
-        value[field] = val;
-        assert!(from_json(value).is_err(), "unknown field {field} accepted");
-    }
-}
-
-#[test]
-fn serde_rejects_missing_required_fields() {
-    for field in ["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state"] {
-        let mut value = record_json();
-        value.as_object_mut().unwrap().remove(field);
-        assert!(from_json(value).is_err(), "missing {field} accepted");
-    }
-}
-
-#[test]
-fn serde_treats_missing_optional_fields_as_absent() {
-    let mut value = record_json();
-    value.as_object_mut().unwrap().remove("lastStatus");
-    assert_eq!(from_json(value).unwrap().last_status, None);
-}
-
-#[test]
-fn serde_rejects_wrong_types_and_out_of_range_values() {
-    let cases = [
-        ("state", json!("done")),
-        ("state", json!("Pending")),
-        ("attempts", json!(-1)),
-        ("attempts", json!(1.5)),
-        ("lastStatus", json!(70_000)),
-        ("createdAt", json!("yesterday")),
-        ("key", json!(42)),
-        ("v", json!("1")),
-    ];
-    for (field, val) in cases {
-        let mut value = record_json();
-        value[field] = val.clone();
-        assert!(from_json(value).is_err(), "{field} = {val} accepted");
-    }
-    assert!(serde_json::from_str::<IntentRecord>("not json").is_err());
-    assert!(serde_json::from_str::<IntentRecord>("[]").is_err());
-}
-
-#[test]
-fn serde_accepts_a_status_999_for_validate_to_reject() {
-    let mut value = record_json();
-    value["lastStatus"] = json!(999);
-    assert_eq!(from_json(value).unwrap().validate(Some(ID)).unwrap_err(), RecordError::BadStatus(999));
-}
-
-#[test]
-fn serde_plus_validate_reject_a_key_with_crlf() {
-    let mut value = record_json();
-    value["key"] = json!(format!("{KEY}\r\nSet-Cookie: x=1"));
-    assert_eq!(from_json(value).unwrap().validate(Some(ID)).unwrap_err(), RecordError::BadKey);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Stores
-
-#[test]
-fn memory_store_load_of_a_tampered_record_is_corrupt() {
-    let store = MemoryStore::new();
-    let mut tampered = record();
-    tampered.key = KEY.to_uppercase();
-    store.put(tampered);
-    assert_eq!(block_on(store.load(ID)), Err(StoreError::Corrupt(RecordError::BadKey)));
-}
-
-#[test]
-fn a_record_copied_into_another_slot_is_corrupt() {
-    let store = JsonStore::default();
-    let rig = json_rig(5, &store, &VirtualClock::at(T0));
+fn a_record_copied_into_another_slot_is_rejected() {
+    let rig = Rig::new(5);
     rig.begin_checkout(ID);
     // Tampered storage: the record of one intent appears under another intent's slot.
-    store.set_raw("checkout:cart-43", &store.raw(ID).unwrap());
-    assert_eq!(rig.load("checkout:cart-43"), Err(StoreError::Corrupt(RecordError::BadId)));
-    assert_eq!(rig.send("checkout:cart-43").unwrap_err().code, ErrorCode::Storage);
+    rig.store.set_raw("checkout:cart-43", &rig.store.raw(ID).unwrap());
+    assert_eq!(rig.load("checkout:cart-43").unwrap_err(), LoadError::Field(field::ID));
+    assert_eq!(rig.send("checkout:cart-43").unwrap_err().code, code::STORAGE);
     assert_eq!(rig.transport.calls(), 0);
 }
 
 #[test]
-fn memory_store_list_skips_corrupt_records_and_clones_share_data() {
-    let store = MemoryStore::new();
-    let other_tab = store.clone();
-    store.put(record());
-    let mut bad = record();
-    bad.id = "bad".into();
-    bad.v = 2;
-    other_tab.put(bad);
-    assert_eq!(store.all().len(), 2);
-    let listed = block_on(store.list()).unwrap();
-    assert_eq!(listed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), vec![ID]);
-    block_on(other_tab.remove(ID)).unwrap();
-    block_on(other_tab.remove("missing")).unwrap();
-    assert!(store.get(ID).is_none());
-}
-
-#[test]
-fn send_over_a_tampered_memory_record_is_storage_and_nothing_is_sent() {
-    let rig = Rig::new(1);
-    rig.begin_checkout(ID);
-    let mut tampered = rig.memory().get(ID).unwrap();
-    tampered.fingerprint = "zz".into();
-    rig.memory().put(tampered);
-    let err = rig.send(ID).unwrap_err();
-    assert_eq!(err.code, ErrorCode::Storage);
-    assert!(err.message.contains("corrupt"), "{}", err.message);
-    assert_eq!(rig.transport.calls(), 0);
-}
-
-fn json_rig(seed: u64, store: &JsonStore, clock: &VirtualClock) -> Rig<JsonStore> {
-    Rig::with_store(seed, clock.clone(), EventLog::default(), store.clone())
-}
-
-#[test]
-fn json_store_reload_resumes_the_same_key() {
-    let store = JsonStore::default();
-    let clock = VirtualClock::at(T0);
-    let mut first = json_rig(1, &store, &clock);
-    first.policy = RetryPolicy { max_attempts: 2, ..plain_policy() };
+fn reload_resumes_the_same_key() {
+    let mut first = Rig::new(1);
+    first.policy.max_attempts = 2;
     let key = first.begin_checkout(ID);
     first.transport.always(status(503));
-    assert_eq!(first.send(ID).unwrap_err().exhausted, Some(ExhaustedReason::MaxAttempts));
-    assert!(store.raw(ID).unwrap().contains(&key));
+    assert_eq!(first.send(ID).unwrap_err().detail, exhausted::MAX_ATTEMPTS);
+    assert!(first.store.raw(ID).unwrap().contains(&key));
 
-    let second = json_rig(2, &store, &clock);
+    let second = first.reload(2);
     assert_eq!(second.begin_checkout(ID), key);
     second.send(ID).unwrap();
     assert_eq!(second.transport.keys(), vec![key]);
@@ -325,43 +239,79 @@ fn json_store_reload_resumes_the_same_key() {
 }
 
 #[test]
-fn json_store_tampering_is_rejected_and_nothing_is_sent() {
+fn tampering_is_rejected_and_nothing_is_sent() {
     type Tamper = Box<dyn Fn(&mut serde_json::Value)>;
-    let tamperings: Vec<(&str, Tamper)> = vec![
-        ("future version", Box::new(|v| v["v"] = json!(2))),
-        ("CRLF key", Box::new(|v| v["key"] = json!(format!("{KEY}\r\nX: 1")))),
-        ("uppercase key", Box::new(|v| v["key"] = json!(KEY.to_uppercase()))),
-        ("v1 key", Box::new(|v| v["key"] = json!("8e03978e-40d5-11e8-bc93-6894a57f9324"))),
-        ("junk key", Box::new(|v| v["key"] = json!("<script>"))),
-        ("bad fingerprint", Box::new(|v| v["fingerprint"] = json!("00"))),
-        ("id mismatch", Box::new(|v| v["id"] = json!("checkout:cart-43"))),
-        ("time travel", Box::new(|v| v["updatedAt"] = json!(0))),
-        ("status 999", Box::new(|v| v["lastStatus"] = json!(999))),
-        ("unknown field", Box::new(|v| v["cardNumber"] = json!("4242424242424242"))),
-        ("missing field", Box::new(|v| drop(v.as_object_mut().unwrap().remove("key")))),
+    let tamperings: Vec<(&str, Tamper, LoadError)> = vec![
+        ("future version", Box::new(|v| v["v"] = json!(2)), LoadError::Field(field::VERSION)),
+        ("CRLF key", Box::new(|v| v["key"] = json!(format!("{KEY}\r\nX: 1"))), LoadError::Field(field::KEY)),
+        ("uppercase key", Box::new(|v| v["key"] = json!(KEY.to_uppercase())), LoadError::Field(field::KEY)),
+        (
+            "v1 key",
+            Box::new(|v| v["key"] = json!("8e03978e-40d5-11e8-bc93-6894a57f9324")),
+            LoadError::Field(field::KEY),
+        ),
+        ("junk key", Box::new(|v| v["key"] = json!("<script>")), LoadError::Field(field::KEY)),
+        ("bad fingerprint", Box::new(|v| v["fingerprint"] = json!("00")), LoadError::Field(field::FINGERPRINT)),
+        ("id mismatch", Box::new(|v| v["id"] = json!("checkout:cart-43")), LoadError::Field(field::ID)),
+        ("time travel", Box::new(|v| v["updatedAt"] = json!(0)), LoadError::Field(field::UPDATED_AT)),
+        ("negative attempts", Box::new(|v| v["attempts"] = json!(-1)), LoadError::Field(field::ATTEMPTS)),
+        ("state", Box::new(|v| v["state"] = json!("done")), LoadError::Field(field::STATE)),
+        ("status 999", Box::new(|v| v["lastStatus"] = json!(999)), LoadError::Field(field::LAST_STATUS)),
+        ("unknown field", Box::new(|v| v["cardNumber"] = json!("4242")), LoadError::Malformed("".into())),
+        (
+            "missing field",
+            Box::new(|v| drop(v.as_object_mut().unwrap().remove("key"))),
+            LoadError::Malformed("".into()),
+        ),
+        ("wrong type", Box::new(|v| v["createdAt"] = json!("yesterday")), LoadError::Malformed("".into())),
     ];
-    for (name, tamper) in tamperings {
-        let store = JsonStore::default();
-        let rig = json_rig(3, &store, &VirtualClock::at(T0));
+    for (name, tamper, expected) in tamperings {
+        let rig = Rig::new(3);
         rig.begin_checkout(ID);
-        store.tamper(ID, |v| tamper(v));
-        assert!(matches!(rig.load(ID), Err(StoreError::Corrupt(_))), "{name}: load accepted it");
+        rig.store.tamper(ID, |v| tamper(v));
+        match (rig.load(ID), &expected) {
+            (Err(LoadError::Malformed(_)), LoadError::Malformed(_)) => {}
+            (got, _) => assert_eq!(got.map(|_| ()), Err(expected.clone()), "{name}"),
+        }
         let err = rig.send(ID).unwrap_err();
-        assert_eq!(err.code, ErrorCode::Storage, "{name}");
+        assert_eq!(err.code, code::STORAGE, "{name}");
         assert_eq!(rig.transport.calls(), 0, "{name}: sent");
-        assert_eq!(rig.begin(ID, &checkout()).unwrap_err().code, ErrorCode::Storage, "{name}: begin");
+        assert_eq!(rig.begin(ID, &checkout()).unwrap_err().code, code::STORAGE, "{name}: begin");
     }
 }
 
 #[test]
-fn json_store_garbage_is_rejected() {
-    let store = JsonStore::default();
-    let rig = json_rig(4, &store, &VirtualClock::at(T0));
-    for text in ["", "{", "null", "\"a string\"", "{\"v\":1}"] {
-        store.set_raw(ID, text);
-        assert_eq!(rig.send(ID).unwrap_err().code, ErrorCode::Storage, "{text:?}");
+fn garbage_is_rejected() {
+    let rig = Rig::new(4);
+    for text in ["", "{", "null", "\"a string\"", "{\"v\":1}", "[]"] {
+        rig.store.set_raw(ID, text);
+        assert_eq!(rig.send(ID).unwrap_err().code, code::STORAGE, "{text:?}");
     }
     assert_eq!(rig.transport.calls(), 0);
+}
+
+#[test]
+fn begin_refuses_a_stored_record_of_another_intent() {
+    // The driver hands `begin` what it loaded; a record of another id is a driver or storage bug.
+    let rig = Rig::new(6);
+    rig.begin_checkout("a");
+    let engine = rig.engine();
+    let other = rig.store.load(&engine, "a").unwrap().unwrap();
+    let err = engine.begin("b", &checkout(), T0, false, Some(&other)).err().unwrap();
+    assert_eq!(err, Error::new(code::STORAGE, field::ID));
+    // With `replace` the stored record does not matter.
+    assert!(engine.begin("b", &checkout(), T0, true, Some(&other)).is_ok());
+}
+
+#[test]
+fn begin_rejects_a_malformed_fingerprint() {
+    let rig = Rig::new(7);
+    for fingerprint in ["", "zz", &"A1".repeat(32), &"a1".repeat(33)] {
+        let err = rig.begin(ID, fingerprint).unwrap_err();
+        assert_eq!((err.code, err.detail), (code::INVALID_REQUEST, request::FINGERPRINT), "{fingerprint:?}");
+    }
+    let err = rig.begin("", "zz").unwrap_err();
+    assert_eq!(err.detail, request::INTENT_ID, "the id is checked first");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -369,31 +319,31 @@ fn json_store_garbage_is_rejected() {
 
 #[test]
 fn generated_keys_are_distinct_canonical_v4() {
-    let mut random = OsRandom;
     let mut seen = HashSet::new();
     for _ in 0..1000 {
-        let key = IdempotencyKey::generate(&mut random).unwrap();
+        let key = Key::generate(&OsRandom).unwrap();
         let uuid = uuid::Uuid::parse_str(key.as_str()).unwrap();
         assert_eq!(uuid.get_version_num(), 4);
         assert_eq!(uuid.get_variant(), uuid::Variant::RFC4122);
-        assert_eq!(IdempotencyKey::parse(key.as_str()), Ok(key.clone()));
+        assert_eq!(Key::parse(key.as_str()), Some(key.clone()));
         assert!(key.as_str().bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase() || b == b'-'));
-        assert!(seen.insert(key.to_string()), "duplicate key {key}");
+        assert!(seen.insert(key.as_str().to_owned()), "duplicate key {key:?}");
     }
 }
 
 #[test]
-fn key_parse_round_trips_and_displays_as_itself() {
-    let key = IdempotencyKey::parse(KEY).unwrap();
-    assert_eq!(key.as_str(), KEY);
-    assert_eq!(key.to_string(), KEY);
-    assert_eq!(IdempotencyKey::parse(&key.to_string()), Ok(key));
+fn keys_come_from_the_random_source() {
+    assert_eq!(Key::generate(&FixedRandom(0)).unwrap().as_str(), "00000000-0000-4000-8000-000000000000");
+    assert_eq!(Key::generate(&FixedRandom(u64::MAX)).unwrap().as_str(), "ffffffff-ffff-4fff-bfff-ffffffffffff");
+    assert!(Key::generate(&FailingRandom::after(0)).is_err());
 }
 
 #[test]
-fn key_sf_string_form_is_quoted() {
-    let key = IdempotencyKey::parse(KEY).unwrap();
-    assert_eq!(key.as_sf_string(), format!("\"{KEY}\""));
+fn key_header_forms() {
+    let key = Key::parse(KEY).unwrap();
+    assert_eq!(key.as_str(), KEY);
+    assert_eq!(key.header(false), KEY);
+    assert_eq!(key.header(true), format!("\"{KEY}\""));
 }
 
 #[test]
@@ -401,125 +351,130 @@ fn key_parse_rejects_non_canonical_text() {
     for text in
         [&KEY.to_uppercase(), "8e03978e40d543e8bc936894a57f9324", "8e03978e-40d5-53e8-bc93-6894a57f9324", "x", ""]
     {
-        assert!(IdempotencyKey::parse(text).is_err(), "{text:?}");
+        assert_eq!(Key::parse(text), None, "{text:?}");
     }
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fingerprints
+// Fingerprints (computed by the driver; checked and compared here)
 
 #[test]
-fn fingerprint_is_sha256_of_method_url_body() {
-    assert_eq!(
-        Fingerprint::of("POST", "/api/orders", br#"{"a":1}"#).as_str(),
-        "cbdda195dbcc57208bc7490ca55b156e07f24018a7c4c69d7b026e031fc3a2ea"
-    );
-}
-
-#[test]
-fn fingerprint_differs_on_method_url_and_body() {
-    let base = Fingerprint::of("POST", "/api/orders", b"{}");
-    assert_ne!(base, Fingerprint::of("PUT", "/api/orders", b"{}"));
-    assert_ne!(base, Fingerprint::of("POST", "/api/orders/2", b"{}"));
-    assert_ne!(base, Fingerprint::of("POST", "/api/orders", b"{ }"));
-    assert_ne!(base, Fingerprint::of("POST", "/api/orders", b""));
-}
-
-#[test]
-fn fingerprint_is_case_insensitive_on_the_method_only() {
-    assert_eq!(Fingerprint::of("post", "/api/orders", b"{}"), Fingerprint::of("POST", "/api/orders", b"{}"));
-    assert_eq!(Fingerprint::of("PoSt", "/api/orders", b"{}"), Fingerprint::of("POST", "/api/orders", b"{}"));
-    assert_ne!(Fingerprint::of("POST", "/API/orders", b"{}"), Fingerprint::of("POST", "/api/orders", b"{}"));
-}
-
-#[test]
-fn fingerprint_parse_accepts_only_64_lowercase_hex() {
-    let fingerprint = checkout();
-    assert_eq!(fingerprint.as_str().len(), 64);
-    assert_eq!(Fingerprint::parse(fingerprint.as_str()), Some(fingerprint.clone()));
-    assert_eq!(Fingerprint::parse(&fingerprint.as_str().to_uppercase()), None);
-    assert_eq!(Fingerprint::parse(&fingerprint.as_str()[1..]), None);
-    assert_eq!(Fingerprint::parse(""), None);
+fn fingerprint_must_be_64_lowercase_hex() {
+    let good = "cbdda195dbcc57208bc7490ca55b156e07f24018a7c4c69d7b026e031fc3a2ea";
+    assert!(fingerprint::is_valid(good));
+    assert!(!fingerprint::is_valid(&good.to_uppercase()));
+    assert!(!fingerprint::is_valid(&good[1..]));
+    assert!(!fingerprint::is_valid(&format!("{good}0")));
+    assert!(!fingerprint::is_valid(""));
+    assert!(!fingerprint::is_valid(&good.replace('c', "g")));
 }
 
 // ---------------------------------------------------------------------------------------------
 // Sweep
 
-fn stored(store: &MemoryStore, id: &str, state: IntentState, created_at: u64) {
-    let key = IdempotencyKey::generate(&mut OsRandom).unwrap();
-    let mut r = IntentRecord::new(id, &key, &checkout(), created_at);
-    r.state = state;
-    store.put(r);
+fn stored(rig: &Rig, id: &str, state: &str, created_at: u64) {
+    let key = Key::generate(&OsRandom).unwrap();
+    let value = json!({
+        "v": 1, "id": id, "key": key.as_str(), "fingerprint": checkout(), "createdAt": created_at,
+        "updatedAt": created_at, "attempts": 1, "state": state, "lastStatus": null,
+    });
+    rig.store.set_raw(id, &value.to_string());
 }
 
 #[test]
 fn sweep_removes_old_terminal_records_expires_old_pending_and_keeps_young_ones() {
-    let store = MemoryStore::new();
+    let rig = Rig::new(1);
     let now = T0 + 10 * DAY;
     let old = now - DAY - 1;
     let young = now - DAY + HOUR;
-    stored(&store, "old-succeeded", IntentState::Succeeded, old);
-    stored(&store, "old-failed", IntentState::Failed, old);
-    stored(&store, "old-pending", IntentState::Pending, old);
-    stored(&store, "old-expired", IntentState::Expired, old);
-    stored(&store, "young-succeeded", IntentState::Succeeded, young);
-    stored(&store, "young-failed", IntentState::Failed, young);
-    stored(&store, "young-pending", IntentState::Pending, young);
+    stored(&rig, "old-succeeded", "succeeded", old);
+    stored(&rig, "old-failed", "failed", old);
+    stored(&rig, "old-pending", "pending", old);
+    stored(&rig, "old-expired", "expired", old);
+    stored(&rig, "young-succeeded", "succeeded", young);
+    stored(&rig, "young-failed", "failed", young);
+    stored(&rig, "young-pending", "pending", young);
+    stored(&rig, "exactly-ttl", "succeeded", now - DAY);
 
-    let clock = VirtualClock::at(now);
-    assert_eq!(block_on(sweep(&store, &clock, DAY)), Ok((2, 1)));
+    rig.clock.set(now);
+    assert_eq!(rig.sweep(), (2, 1));
 
-    let state = |id: &str| store.get(id).map(|r| r.state);
+    let state = |id: &str| rig.load(id).unwrap().map(|r| r.state);
     assert_eq!(state("old-succeeded"), None);
     assert_eq!(state("old-failed"), None);
-    assert_eq!(state("old-pending"), Some(IntentState::Expired), "kept so the app can reconcile");
-    assert_eq!(store.get("old-pending").unwrap().updated_at, now);
-    assert_eq!(state("old-expired"), Some(IntentState::Expired));
-    assert_eq!(state("young-succeeded"), Some(IntentState::Succeeded));
-    assert_eq!(state("young-failed"), Some(IntentState::Failed));
-    assert_eq!(state("young-pending"), Some(IntentState::Pending));
+    assert_eq!(state("old-pending"), Some(State::Expired), "kept so the app can reconcile");
+    assert_eq!(rig.record("old-pending").updated_at, now);
+    assert_eq!(state("old-expired"), Some(State::Expired));
+    assert_eq!(state("young-succeeded"), Some(State::Succeeded));
+    assert_eq!(state("young-failed"), Some(State::Failed));
+    assert_eq!(state("young-pending"), Some(State::Pending));
+    assert_eq!(state("exactly-ttl"), Some(State::Succeeded));
 
     // A second sweep has nothing left to do.
-    assert_eq!(block_on(sweep(&store, &clock, DAY)), Ok((0, 0)));
+    assert_eq!(rig.sweep(), (0, 0));
 }
 
 #[test]
 fn sweep_leaves_corrupt_records_alone() {
-    let store = MemoryStore::new();
-    stored(&store, "old-succeeded", IntentState::Succeeded, T0);
-    let mut bad = store.get("old-succeeded").unwrap();
-    bad.id = "bad".into();
-    bad.key = "junk".into();
-    store.put(bad);
-    let clock = VirtualClock::at(T0 + 2 * DAY);
-    assert_eq!(block_on(sweep(&store, &clock, DAY)), Ok((1, 0)));
-    assert!(store.get("bad").is_some());
+    let rig = Rig::new(2);
+    stored(&rig, "old-succeeded", "succeeded", T0);
+    rig.store.set_raw("bad", "{\"v\":1,\"key\":\"junk\"}");
+    rig.clock.set(T0 + 2 * DAY);
+    assert_eq!(rig.sweep(), (1, 0));
+    assert!(rig.store.raw("bad").is_some());
+}
+
+#[test]
+fn sweep_marks_the_expired_record_dirty_for_the_driver() {
+    let rig = Rig::new(3);
+    stored(&rig, "p", "pending", T0);
+    let engine = rig.engine();
+    let mut machine = rig.store.load(&engine, "p").unwrap().unwrap();
+    assert!(!machine.dirty(), "a loaded record is what storage holds");
+    assert_eq!(engine.sweep(&mut machine, T0 + DAY), idempotent_fetch::machine::Sweep::Keep);
+    assert!(!machine.dirty());
+    assert_eq!(engine.sweep(&mut machine, T0 + DAY + 1), idempotent_fetch::machine::Sweep::Expired);
+    assert!(machine.dirty());
+    assert_eq!(machine.record().updated_at, T0 + DAY + 1);
 }
 
 // ---------------------------------------------------------------------------------------------
-// Error codes
+// Error numbers (the driver's messages are keyed by them: they never change)
 
 #[test]
-fn error_codes_and_reasons_have_stable_strings() {
+fn error_codes_and_details_have_stable_numbers() {
     let codes = [
-        (ErrorCode::RetriesExhausted, "RETRIES_EXHAUSTED"),
-        (ErrorCode::Aborted, "ABORTED"),
-        (ErrorCode::KeyMismatch, "KEY_MISMATCH"),
-        (ErrorCode::IntentMismatch, "INTENT_MISMATCH"),
-        (ErrorCode::Expired, "EXPIRED"),
-        (ErrorCode::BodyNotReplayable, "BODY_NOT_REPLAYABLE"),
-        (ErrorCode::InvalidOptions, "INVALID_OPTIONS"),
-        (ErrorCode::InvalidRequest, "INVALID_REQUEST"),
-        (ErrorCode::Storage, "STORAGE"),
-        (ErrorCode::NotFound, "NOT_FOUND"),
+        (code::RETRIES_EXHAUSTED, 1),
+        (code::ABORTED, 2),
+        (code::KEY_MISMATCH, 3),
+        (code::INTENT_MISMATCH, 4),
+        (code::EXPIRED, 5),
+        (code::BODY_NOT_REPLAYABLE, 6),
+        (code::INVALID_OPTIONS, 7),
+        (code::INVALID_REQUEST, 8),
+        (code::STORAGE, 9),
+        (code::NOT_FOUND, 10),
+        (code::PROTOCOL, 15),
     ];
-    for (code, text) in codes {
-        assert_eq!(code.as_str(), text);
+    for (code, number) in codes {
+        assert_eq!(code, number);
     }
-    assert_eq!(ExhaustedReason::MaxAttempts.as_str(), "maxAttempts");
-    assert_eq!(ExhaustedReason::Deadline.as_str(), "deadline");
-    assert_eq!(ExhaustedReason::Budget.as_str(), "budget");
-    let err = SendError::new(ErrorCode::Expired, "too old").with_key(KEY);
-    assert_eq!(err.to_string(), "EXPIRED: too old");
-    assert_eq!(err.key.as_deref(), Some(KEY));
+    assert_eq!((exhausted::MAX_ATTEMPTS, exhausted::DEADLINE, exhausted::BUDGET), (1, 2, 3));
+    assert_eq!((request::INTENT_ID, request::FINGERPRINT), (1, 2));
+    let fields = [
+        field::VERSION,
+        field::ID,
+        field::KEY,
+        field::FINGERPRINT,
+        field::CREATED_AT,
+        field::UPDATED_AT,
+        field::ATTEMPTS,
+        field::STATE,
+        field::LAST_STATUS,
+    ];
+    assert_eq!(fields, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert_eq!(field::CSPRNG, 32);
+    assert_eq!((protocol::NOT_SENDING, protocol::NOT_WAITING, protocol::NOT_OFFLINE), (1, 2, 3));
+    assert_eq!(Error::new(code::STORAGE, field::CSPRNG).packed(), 9 * 256 + 32);
+    assert_eq!(Error::new(code::INVALID_OPTIONS, 0).packed(), 7 * 256);
 }

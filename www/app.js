@@ -6,7 +6,7 @@
 //                  account or starts a fresh one
 //   ?fast=1        a quick retry policy (base 100 ms, cap 1 s) so tests do not wait on real backoff
 //   ?attempts=N    attempts per send (to see "gave up" quickly)
-import init, { IdempotentClient, isIdempotentFetchError } from "/pkg/idempotent_fetch.js";
+import { IdempotentClient, isIdempotentFetchError, ready } from "/pkg/index.js";
 
 const params = new URLSearchParams(location.search);
 const FAST = params.has("fast") && params.get("fast") !== "0";
@@ -563,7 +563,9 @@ async function main() {
   el.accountId.textContent = ACCOUNT;
   wire();
   try {
-    await init();
+    // No init needed: the client's first operation waits for the wasm. Awaiting `ready` here only
+    // lets the page say "unavailable" at once when the library cannot load.
+    await ready;
     const retry = retryPolicy();
     page.client = new IdempotentClient({ namespace: ACCOUNT, ...(retry ? { retry } : {}) });
   } catch (error) {

@@ -1,6 +1,10 @@
-//! Shared fakes for the native core tests: a virtual clock, a waiter that sleeps instantly, a
-//! scripted transport, a seeded RNG, a recording observer and stores that record, fail or hold
-//! raw JSON (a twin of localStorage, so tests can tamper with what is stored).
+//! The native tests' reference driver: what `src/js/` does, in Rust, over a virtual clock.
+//!
+//! It performs the machine's actions the way the TypeScript driver does (save when dirty, send,
+//! wait, wait for the network) with fakes: a virtual clock, a seeded random source, a scripted
+//! transport, an offline/abort schedule, an observer, and a store of JSON text (a twin of
+//! localStorage, so tests can tamper with what is stored). The JSON codec here plays the driver's
+//! `record.ts`: it checks the field types; the machine checks the values.
 //!
 //! Included by each `tests/core_*.rs` with `#[path = "core/support.rs"] mod support;`.
 #![allow(dead_code)]
@@ -9,14 +13,12 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
-use idempotent_fetch::core::ports::{
-    AttemptEvent, AttemptRequest, Clock, HttpResponse, IntentStore, Interrupted, Observer, RandomSource, RetryEvent,
-    StoreError, Transport, TransportError, Waiter,
+use idempotent_fetch::machine::error::{code, field};
+use idempotent_fetch::machine::{
+    Action, Answer, Engine, Jitter, Machine, Override, Policy, RandomFailed, RandomSource, Record, RetryReason,
+    StoredFields, Sweep,
 };
-use idempotent_fetch::core::{
-    begin, send, BeginOptions, Definite, Fingerprint, IntentRecord, KeyHeaderForm, MemoryStore, RetryBudget,
-    RetryPolicy, SendContext, SendError, ShouldRetryOverride,
-};
+use serde_json::{json, Value};
 
 /// A realistic start time (2023-11-14T22:13:20Z), so HTTP dates make sense.
 pub const T0: u64 = 1_700_000_000_000;
@@ -24,6 +26,8 @@ pub const T0: u64 = 1_700_000_000_000;
 pub const HOUR: u64 = 60 * 60 * 1000;
 /// A day in ms (Stripe's key retention; the default TTL).
 pub const DAY: u64 = 24 * HOUR;
+/// The "code" of a send that never finished (the page was closed with the request in flight).
+pub const HUNG: u8 = 0;
 
 // ---------------------------------------------------------------------------------------------
 // Clock and shared event log
@@ -47,13 +51,7 @@ impl VirtualClock {
     }
 }
 
-impl Clock for VirtualClock {
-    fn now_ms(&self) -> u64 {
-        self.now()
-    }
-}
-
-/// An ordered log shared by the fakes, to check what happened before what.
+/// What happened, in order (saves, sends, sleeps), shared by the fakes of one test.
 #[derive(Clone, Debug, Default)]
 pub struct EventLog(Rc<RefCell<Vec<String>>>);
 
@@ -70,15 +68,82 @@ impl EventLog {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Waiter
+// Randomness
 
-/// Sleeps by advancing the virtual clock. Can be offline until a virtual time, and can be
-/// aborted: after `abort_after_sleeps` successful sleeps, the next sleep (or offline wait) is
-/// `Interrupted`.
+/// xorshift64*: deterministic per seed. Test-only (production uses the CSPRNG).
+#[derive(Clone, Debug)]
+pub struct SeededRandom(Cell<u64>);
+
+impl SeededRandom {
+    pub fn new(seed: u64) -> Self {
+        // Never zero (xorshift's fixed point); mix the seed so nearby seeds differ.
+        Self(Cell::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1))
+    }
+}
+
+impl RandomSource for SeededRandom {
+    fn fill(&self, bytes: &mut [u8]) -> Result<(), RandomFailed> {
+        for chunk in bytes.chunks_mut(8) {
+            let mut x = self.0.get();
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            self.0.set(x);
+            let value = x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+            chunk.copy_from_slice(&value[..chunk.len()]);
+        }
+        Ok(())
+    }
+}
+
+/// Always returns the same value from `next_u64` (to pin jitter at an extreme).
+#[derive(Clone, Debug)]
+pub struct FixedRandom(pub u64);
+
+impl RandomSource for FixedRandom {
+    fn fill(&self, bytes: &mut [u8]) -> Result<(), RandomFailed> {
+        let value = self.0.to_le_bytes();
+        for chunk in bytes.chunks_mut(8) {
+            chunk.copy_from_slice(&value[..chunk.len()]);
+        }
+        Ok(())
+    }
+}
+
+/// Works for `good` draws, then fails (`crypto.getRandomValues` throwing).
+#[derive(Debug)]
+pub struct FailingRandom {
+    pub good: Cell<usize>,
+    pub inner: SeededRandom,
+}
+
+impl FailingRandom {
+    pub fn after(good: usize) -> Self {
+        Self { good: Cell::new(good), inner: SeededRandom::new(1) }
+    }
+}
+
+impl RandomSource for FailingRandom {
+    fn fill(&self, bytes: &mut [u8]) -> Result<(), RandomFailed> {
+        match self.good.get() {
+            0 => Err(RandomFailed),
+            n => {
+                self.good.set(n - 1);
+                self.inner.fill(bytes)
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Waiting: backoff sleeps, offline periods, the caller's abort
+
+/// Sleeps by advancing the virtual clock. Can be offline during a window of virtual time, and can
+/// be aborted: after `abort_after_sleeps` sleeps, the next sleep (or offline wait) is aborted.
 pub struct FakeWaiter {
     pub clock: VirtualClock,
     pub sleeps: RefCell<Vec<u64>>,
-    /// `(asked max_ms, waited ms)` for every `wait_online`.
+    /// `(asked max_ms, waited ms)` for every wait for the network.
     pub online_waits: RefCell<Vec<(u64, u64)>>,
     /// Offline while `offline_from <= now < offline_until`.
     pub offline_from: Cell<u64>,
@@ -119,47 +184,21 @@ impl FakeWaiter {
         self.sleeps.borrow().clone()
     }
 
-    fn should_abort(&self) -> bool {
-        self.abort_after_sleeps.get().is_some_and(|k| self.sleeps.borrow().len() >= k)
-    }
-}
-
-impl Waiter for FakeWaiter {
-    async fn sleep(&self, ms: u64) -> Result<(), Interrupted> {
-        if self.should_abort() {
-            self.log.push("sleep interrupted");
-            return Err(Interrupted);
-        }
-        self.sleeps.borrow_mut().push(ms);
-        self.log.push(format!("sleep {ms}"));
-        self.clock.advance(ms);
-        Ok(())
-    }
-
-    fn is_online(&self) -> bool {
+    pub fn is_online(&self) -> bool {
         let now = self.clock.now();
         !(self.offline_from.get() <= now && now < self.offline_until.get())
     }
 
-    async fn wait_online(&self, max_ms: u64) -> Result<bool, Interrupted> {
-        if self.should_abort() {
-            self.log.push("wait_online interrupted");
-            return Err(Interrupted);
-        }
-        let needed = if self.is_online() { 0 } else { self.offline_until.get() - self.clock.now() };
-        let waited = needed.min(max_ms);
-        self.clock.advance(waited);
-        self.online_waits.borrow_mut().push((max_ms, waited));
-        self.log.push(format!("wait_online {waited}"));
-        Ok(self.is_online())
+    fn should_abort(&self) -> bool {
+        self.abort_after_sleeps.get().is_some_and(|k| self.sleeps.borrow().len() >= k)
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Transport
 
-/// A response: a status and headers (looked up case-insensitively).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A scripted HTTP answer.
+#[derive(Clone, Debug)]
 pub struct FakeResponse {
     pub status: u16,
     pub headers: Vec<(String, String)>,
@@ -173,14 +212,9 @@ impl FakeResponse {
         self.headers.push((name.to_owned(), value.to_owned()));
         self
     }
-}
-
-impl HttpResponse for FakeResponse {
-    fn status(&self) -> u16 {
-        self.status
-    }
-    fn header(&self, name: &str) -> Option<String> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
+    /// A header by case-insensitive name, as `Headers.get` does.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }
 
@@ -241,115 +275,50 @@ impl FakeTransport {
             log,
         }
     }
-
     pub fn script(&self, steps: impl IntoIterator<Item = Step>) {
         self.script.borrow_mut().extend(steps);
     }
-
     pub fn always(&self, step: Step) {
         *self.fallback.borrow_mut() = step;
     }
-
     pub fn calls(&self) -> usize {
         self.seen.borrow().len()
     }
-
     pub fn keys(&self) -> Vec<String> {
         self.seen.borrow().iter().map(|s| s.key_header_value.clone()).collect()
     }
-
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.borrow().clone()
     }
-}
 
-impl Transport for FakeTransport {
-    type Response = FakeResponse;
-
-    async fn send(&self, attempt: AttemptRequest<'_>) -> Result<FakeResponse, TransportError> {
-        let at_ms = self.clock.now();
-        self.seen.borrow_mut().push(Seen {
-            key_header_value: attempt.key_header_value.to_owned(),
-            attempt: attempt.attempt,
-            timeout_ms: attempt.timeout_ms,
-            at_ms,
-        });
-        self.log.push(format!("send attempt={}", attempt.attempt));
+    /// Sends one attempt: the scripted step after its latency (a timeout past `timeout_ms`).
+    fn send(&self, header: String, attempt: u32, timeout_ms: u64) -> Step {
+        self.seen.borrow_mut().push(Seen { key_header_value: header, attempt, timeout_ms, at_ms: self.clock.now() });
+        self.log.push(format!("send attempt={attempt}"));
         let step = self.script.borrow_mut().pop_front().unwrap_or_else(|| self.fallback.borrow().clone());
-        if matches!(step, Step::Hang) {
-            std::future::pending::<()>().await;
-        }
         let (latency, step) = match step {
             Step::Slow(ms, response) => (ms, Step::Respond(response)),
+            Step::Hang => return Step::Hang,
             other => (self.latency_ms.get(), other),
         };
-        if latency > attempt.timeout_ms {
-            self.clock.advance(attempt.timeout_ms);
-            return Err(TransportError::Timeout);
+        if latency > timeout_ms {
+            self.clock.advance(timeout_ms);
+            return Step::Timeout;
         }
         self.clock.advance(latency);
-        match step {
-            Step::Respond(response) => Ok(response),
-            Step::Network => Err(TransportError::Network("connection reset".into())),
-            Step::Timeout => Err(TransportError::Timeout),
-            Step::Aborted => Err(TransportError::Aborted),
-            Step::Slow(..) | Step::Hang => unreachable!(),
-        }
+        step
     }
 }
 
 // ---------------------------------------------------------------------------------------------
-// Randomness
-
-/// xorshift64*: deterministic per seed. Test-only (production uses the CSPRNG).
-#[derive(Clone, Debug)]
-pub struct SeededRandom(u64);
-
-impl SeededRandom {
-    pub fn new(seed: u64) -> Self {
-        // Never zero (xorshift's fixed point); mix the seed so nearby seeds differ.
-        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-}
-
-impl RandomSource for SeededRandom {
-    fn fill(&mut self, bytes: &mut [u8]) -> Result<(), getrandom::Error> {
-        for chunk in bytes.chunks_mut(8) {
-            let mut x = self.0;
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            self.0 = x;
-            let value = x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
-            chunk.copy_from_slice(&value[..chunk.len()]);
-        }
-        Ok(())
-    }
-}
-
-/// Always returns the same value from `next_u64` (to pin jitter at an extreme).
-#[derive(Clone, Debug)]
-pub struct FixedRandom(pub u64);
-
-impl RandomSource for FixedRandom {
-    fn fill(&mut self, bytes: &mut [u8]) -> Result<(), getrandom::Error> {
-        let value = self.0.to_le_bytes();
-        for chunk in bytes.chunks_mut(8) {
-            chunk.copy_from_slice(&value[..chunk.len()]);
-        }
-        Ok(())
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Observer
+// Observer (the driver's events)
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SeenRetry {
     pub key: String,
     pub attempt: u32,
     pub delay_ms: u64,
-    pub reason: String,
+    pub reason: RetryReason,
     pub status: Option<u16>,
 }
 
@@ -367,244 +336,439 @@ impl RecordingObserver {
     }
 }
 
-impl Observer for RecordingObserver {
-    fn on_attempt(&self, event: &AttemptEvent<'_>) {
-        self.attempts.borrow_mut().push((event.key.to_owned(), event.attempt, event.total_attempts));
-    }
-    fn on_retry(&self, event: &RetryEvent<'_>) {
-        self.retries.borrow_mut().push(SeenRetry {
-            key: event.key.to_owned(),
-            attempt: event.attempt,
-            delay_ms: event.delay_ms,
-            reason: event.reason.to_owned(),
-            status: event.status,
-        });
-    }
-    fn on_offline(&self, key: &str) {
-        self.offline.borrow_mut().push(key.to_owned());
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
-// Stores
+// Storage: JSON text per intent id, like localStorage
 
-/// A MemoryStore that logs every save into the event log and can start failing: the first
-/// `fail_after` saves succeed, later ones fail with `Unavailable`.
-#[derive(Clone)]
-pub struct RecordingStore {
-    pub inner: MemoryStore,
+/// Records as JSON strings. Saves are logged and can start failing (quota, blocked storage).
+#[derive(Clone, Default)]
+pub struct JsonStore {
+    pub raw: Rc<RefCell<BTreeMap<String, String>>>,
     pub log: EventLog,
     pub saves: Rc<Cell<usize>>,
     pub fail_after: Rc<Cell<Option<usize>>>,
 }
 
-impl RecordingStore {
-    pub fn new(inner: MemoryStore, log: EventLog) -> Self {
-        Self { inner, log, saves: Rc::default(), fail_after: Rc::default() }
-    }
-    pub fn fail_saves_after(&self, n: usize) {
-        self.fail_after.set(Some(self.saves.get() + n));
-    }
-}
-
-impl IntentStore for RecordingStore {
-    async fn load(&self, intent_id: &str) -> Result<Option<IntentRecord>, StoreError> {
-        self.inner.load(intent_id).await
-    }
-    async fn save(&self, record: &IntentRecord) -> Result<(), StoreError> {
-        let n = self.saves.get();
-        self.saves.set(n + 1);
-        if self.fail_after.get().is_some_and(|limit| n >= limit) {
-            self.log.push(format!("save FAILED attempts={}", record.attempts));
-            return Err(StoreError::Unavailable("QuotaExceededError".into()));
-        }
-        self.log.push(format!("save attempts={} state={}", record.attempts, record.state.as_str()));
-        self.inner.save(record).await
-    }
-    async fn remove(&self, intent_id: &str) -> Result<(), StoreError> {
-        self.inner.remove(intent_id).await
-    }
-    async fn list(&self) -> Result<Vec<IntentRecord>, StoreError> {
-        self.inner.list().await
-    }
-}
-
-/// Records as JSON strings, like localStorage: tests can tamper with the raw text. Reads parse
-/// with serde_json and validate, so a tampered entry is `Corrupt`.
-#[derive(Clone, Default)]
-pub struct JsonStore {
-    pub raw: Rc<RefCell<BTreeMap<String, String>>>,
+/// Why the store could not give a record back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LoadError {
+    /// Not JSON, or a field of the wrong type, missing or unknown (the driver's type check).
+    Malformed(String),
+    /// The machine rejected a value: `STORAGE` with this field.
+    Field(u8),
 }
 
 impl JsonStore {
+    pub fn new(log: EventLog) -> Self {
+        Self { log, ..Self::default() }
+    }
     pub fn raw(&self, id: &str) -> Option<String> {
         self.raw.borrow().get(id).cloned()
     }
     pub fn set_raw(&self, id: &str, text: &str) {
         self.raw.borrow_mut().insert(id.to_owned(), text.to_owned());
     }
+    pub fn remove(&self, id: &str) {
+        self.raw.borrow_mut().remove(id);
+    }
+    pub fn ids(&self) -> Vec<String> {
+        self.raw.borrow().keys().cloned().collect()
+    }
     /// Rewrites the stored JSON of `id` through `edit`.
-    pub fn tamper(&self, id: &str, edit: impl FnOnce(&mut serde_json::Value)) {
-        let mut value: serde_json::Value = serde_json::from_str(&self.raw(id).expect("stored")).unwrap();
+    pub fn tamper(&self, id: &str, edit: impl FnOnce(&mut Value)) {
+        let mut value: Value = serde_json::from_str(&self.raw(id).expect("stored")).expect("stored JSON");
         edit(&mut value);
         self.set_raw(id, &value.to_string());
     }
-    fn parse(id: &str, text: &str) -> Result<IntentRecord, StoreError> {
-        use idempotent_fetch::core::RecordError;
-        let record: IntentRecord =
-            serde_json::from_str(text).map_err(|e| StoreError::Corrupt(RecordError::Malformed(e.to_string())))?;
-        record.validate(Some(id))?;
-        Ok(record)
+    /// The first `n` saves from now succeed, later ones fail.
+    pub fn fail_saves_after(&self, n: usize) {
+        self.fail_after.set(Some(self.saves.get() + n));
+    }
+    /// Saves a machine's record (the driver's encoder); `Err` when storage refuses.
+    pub fn save(&self, record: &Record) -> Result<(), ()> {
+        let n = self.saves.get();
+        self.saves.set(n + 1);
+        if self.fail_after.get().is_some_and(|limit| n >= limit) {
+            self.log.push(format!("save FAILED attempts={}", record.attempts));
+            return Err(());
+        }
+        self.log.push(format!("save attempts={} state={}", record.attempts, record.state.as_str()));
+        self.set_raw(&record.id, &encode(record));
+        Ok(())
+    }
+    /// Loads `id` into a machine of `engine` (the driver's decoder, then `Engine::load`).
+    pub fn load(&self, engine: &Engine, id: &str) -> Result<Option<Machine>, LoadError> {
+        let Some(text) = self.raw(id) else { return Ok(None) };
+        decode(engine, id, &text).map(Some)
     }
 }
 
-impl IntentStore for JsonStore {
-    async fn load(&self, intent_id: &str) -> Result<Option<IntentRecord>, StoreError> {
-        match self.raw(intent_id) {
-            Some(text) => Self::parse(intent_id, &text).map(Some),
-            None => Ok(None),
+/// The record as the driver writes it.
+pub fn encode(record: &Record) -> String {
+    let last_status = if record.last_status == 0 { Value::Null } else { json!(record.last_status) };
+    json!({
+        "v": 1,
+        "id": record.id,
+        "key": record.key.as_str(),
+        "fingerprint": record.fingerprint,
+        "createdAt": record.created_at,
+        "updatedAt": record.updated_at,
+        "attempts": record.attempts,
+        "state": record.state.as_str(),
+        "lastStatus": last_status,
+        "uncertain": record.uncertain,
+    })
+    .to_string()
+}
+
+const FIELDS: [&str; 10] =
+    ["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state", "lastStatus", "uncertain"];
+
+/// The driver's type check (JSON, an object, known fields, strings and numbers), then the machine.
+pub fn decode(engine: &Engine, id: &str, text: &str) -> Result<Machine, LoadError> {
+    let malformed = |what: &str| LoadError::Malformed(what.to_owned());
+    let value: Value = serde_json::from_str(text).map_err(|_| malformed("not JSON"))?;
+    let object = value.as_object().ok_or_else(|| malformed("not an object"))?;
+    if let Some(unknown) = object.keys().find(|k| !FIELDS.contains(&k.as_str()) && k.as_str() != "request") {
+        return Err(LoadError::Malformed(format!("unknown field {unknown}")));
+    }
+    let string = |name: &str| object.get(name).and_then(Value::as_str).ok_or_else(|| malformed(name));
+    let number = |name: &str| object.get(name).and_then(Value::as_f64).ok_or_else(|| malformed(name));
+    let last_status = match object.get("lastStatus") {
+        None | Some(Value::Null) => 0.0,
+        Some(v) => v.as_f64().ok_or_else(|| malformed("lastStatus"))?,
+    };
+    let uncertain = match object.get("uncertain") {
+        None => false,
+        Some(v) => v.as_bool().ok_or_else(|| malformed("uncertain"))?,
+    };
+    let fields = StoredFields {
+        v: number("v")?,
+        id: string("id")?,
+        key: string("key")?,
+        fingerprint: string("fingerprint")?,
+        created_at: number("createdAt")?,
+        updated_at: number("updatedAt")?,
+        attempts: number("attempts")?,
+        state: string("state")?,
+        last_status,
+        uncertain,
+    };
+    engine.load(id, &fields).map_err(|e| {
+        assert_eq!(e.code, code::STORAGE, "load throws only STORAGE");
+        LoadError::Field(e.detail)
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outcomes as the driver reports them
+
+/// A definite answer (the driver resolves with the Response).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Done {
+    pub status: u16,
+    pub ok: bool,
+    pub replayed: bool,
+    /// Attempts made by this `send`.
+    pub attempts: u32,
+    pub key: String,
+    /// An earlier attempt may have reached the server (issue 13): the app must reconcile.
+    pub uncertain: bool,
+}
+
+/// An error (the driver rejects with `IdempotentFetchError`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub code: u8,
+    pub detail: u8,
+    pub key: Option<String>,
+    /// Attempts made by this `send`.
+    pub attempts: u32,
+    pub last_status: Option<u16>,
+}
+
+impl Failure {
+    fn new(code: u8, detail: u8) -> Self {
+        Self { code, detail, key: None, attempts: 0, last_status: None }
+    }
+    fn of(machine: &Machine) -> Self {
+        let error = machine.error();
+        Self {
+            code: error.code,
+            detail: error.detail,
+            key: Some(machine.record().key.as_str().to_owned()),
+            attempts: machine.attempt(),
+            last_status: status_of(machine.record()),
         }
     }
-    async fn save(&self, record: &IntentRecord) -> Result<(), StoreError> {
-        let text = serde_json::to_string(record).map_err(|e| StoreError::Unavailable(e.to_string()))?;
-        self.raw.borrow_mut().insert(record.id.clone(), text);
-        Ok(())
-    }
-    async fn remove(&self, intent_id: &str) -> Result<(), StoreError> {
-        self.raw.borrow_mut().remove(intent_id);
-        Ok(())
-    }
-    async fn list(&self) -> Result<Vec<IntentRecord>, StoreError> {
-        let raw = self.raw.borrow().clone();
-        Ok(raw.iter().filter_map(|(id, text)| Self::parse(id, text).ok()).collect())
-    }
 }
+
+/// `lastStatus` as an option.
+pub fn status_of(record: &Record) -> Option<u16> {
+    (record.last_status != 0).then_some(record.last_status)
+}
+
+/// The caller's `shouldRetry(status)`: `Some(true)` retry, `Some(false)` definite, `None` default.
+pub type ShouldRetry<'a> = &'a dyn Fn(u16) -> Option<bool>;
 
 // ---------------------------------------------------------------------------------------------
 // The rig: one "page load" of a client
 
-/// Everything `begin`/`send` need, wired together over a virtual clock. `reload()` makes a new
-/// page load over the same store and clock (fresh transport, waiter, budget, observer).
-pub struct Rig<S = RecordingStore> {
+/// An engine and the driver's fakes over a virtual clock. `reload()` makes a new page load over
+/// the same store and clock (fresh engine and budget, transport, waiter, observer).
+pub struct Rig {
     pub clock: VirtualClock,
     pub log: EventLog,
-    pub store: S,
+    pub store: JsonStore,
     pub waiter: FakeWaiter,
     pub transport: FakeTransport,
-    pub random: RefCell<SeededRandom>,
-    pub budget: RefCell<RetryBudget>,
     pub observer: RecordingObserver,
-    pub policy: RetryPolicy,
-    pub key_ttl_ms: u64,
-    pub header_form: KeyHeaderForm,
+    /// The policy the engine is made with (on first use; change it before begin/send).
+    pub policy: Policy,
+    pub seed: u64,
+    /// Replaces the seeded random source when set before first use.
+    pub random: RefCell<Option<Box<dyn RandomSource>>>,
+    engine: RefCell<Option<Rc<Engine>>>,
 }
 
-/// A deterministic policy for engine tests: no jitter, so delays are exactly the schedule.
-pub fn plain_policy() -> RetryPolicy {
-    RetryPolicy { jitter: idempotent_fetch::core::Jitter::None, ..RetryPolicy::default() }
+/// A deterministic policy for machine tests: no jitter, so delays are exactly the schedule.
+pub fn plain_policy() -> Policy {
+    Policy { jitter: Jitter::None, ..Policy::default() }
 }
 
-impl Rig<RecordingStore> {
-    /// A fresh client over an empty recording memory store, seeded with `seed`.
+impl Rig {
+    /// A fresh client over an empty store, seeded with `seed`.
     pub fn new(seed: u64) -> Self {
         let log = EventLog::default();
-        let store = RecordingStore::new(MemoryStore::new(), log.clone());
-        Self::with_store(seed, VirtualClock::at(T0), log, store)
+        Self::with_store(seed, VirtualClock::at(T0), log.clone(), JsonStore::new(log))
     }
 
-    /// A new page load over the same storage and clock.
+    /// A new page load over the same storage and clock (same policy).
     pub fn reload(&self, seed: u64) -> Self {
-        let store = RecordingStore::new(self.store.inner.clone(), self.log.clone());
-        let mut rig = Self::with_store(seed, self.clock.clone(), self.log.clone(), store);
+        let mut rig = Self::with_store(seed, self.clock.clone(), self.log.clone(), self.store.clone());
         rig.policy = self.policy.clone();
-        rig.key_ttl_ms = self.key_ttl_ms;
         rig
     }
 
-    pub fn memory(&self) -> &MemoryStore {
-        &self.store.inner
-    }
-}
-
-impl<S: IntentStore> Rig<S> {
-    pub fn with_store(seed: u64, clock: VirtualClock, log: EventLog, store: S) -> Self {
+    pub fn with_store(seed: u64, clock: VirtualClock, log: EventLog, store: JsonStore) -> Self {
         Self {
             waiter: FakeWaiter::new(clock.clone(), log.clone()),
             transport: FakeTransport::new(clock.clone(), log.clone()),
             clock,
             log,
             store,
-            random: RefCell::new(SeededRandom::new(seed)),
-            budget: RefCell::new(RetryBudget::default()),
             observer: RecordingObserver::default(),
             policy: plain_policy(),
-            key_ttl_ms: DAY,
-            header_form: KeyHeaderForm::Raw,
+            seed,
+            random: RefCell::new(None),
+            engine: RefCell::new(None),
         }
     }
 
-    pub fn options(&self) -> BeginOptions {
-        BeginOptions { key_ttl_ms: self.key_ttl_ms, ..BeginOptions::default() }
+    /// The page's engine (made on first use from `policy`).
+    pub fn engine(&self) -> Rc<Engine> {
+        self.engine
+            .borrow_mut()
+            .get_or_insert_with(|| {
+                let random = self.random.borrow_mut().take().unwrap_or_else(|| Box::new(SeededRandom::new(self.seed)));
+                Rc::new(Engine::new(self.policy.clone(), random).expect("valid test policy"))
+            })
+            .clone()
     }
 
-    pub fn begin(&self, id: &str, fingerprint: &Fingerprint) -> Result<IntentRecord, SendError> {
-        self.begin_with(id, fingerprint, &self.options())
+    pub fn budget(&self) -> u32 {
+        self.engine().budget()
     }
 
-    pub fn begin_with(
-        &self,
-        id: &str,
-        fingerprint: &Fingerprint,
-        options: &BeginOptions,
-    ) -> Result<IntentRecord, SendError> {
-        futures::executor::block_on(begin(&self.store, &self.clock, &self.random, id, fingerprint, options))
+    /// `client.begin`: load what is stored, create or resume, save when the machine says so.
+    pub fn begin(&self, id: &str, fingerprint: &str) -> Result<Record, Failure> {
+        self.begin_with(id, fingerprint, false)
     }
 
-    pub fn send(&self, id: &str) -> Result<Definite<FakeResponse>, SendError> {
-        self.send_with(id, None)
-    }
-
-    pub fn send_with(
-        &self,
-        id: &str,
-        should_retry: Option<ShouldRetryOverride<'_>>,
-    ) -> Result<Definite<FakeResponse>, SendError> {
-        let ctx = SendContext {
-            transport: &self.transport,
-            store: &self.store,
-            waiter: &self.waiter,
-            clock: &self.clock,
-            random: &self.random,
-            budget: &self.budget,
-            observer: &self.observer,
-            policy: &self.policy,
-            key_ttl_ms: self.key_ttl_ms,
-            header_form: self.header_form,
-            should_retry,
-        };
-        futures::executor::block_on(send(&ctx, id))
+    pub fn begin_with(&self, id: &str, fingerprint: &str, replace: bool) -> Result<Record, Failure> {
+        let engine = self.engine();
+        let stored = if replace { None } else { self.load_machine(id)? };
+        let stored_key = stored.as_ref().map(|m| m.record().key.as_str().to_owned());
+        let machine = engine.begin(id, fingerprint, self.clock.now(), replace, stored.as_ref()).map_err(|e| {
+            let mut failure = Failure::new(e.code, e.detail);
+            failure.key = stored_key;
+            failure
+        })?;
+        if machine.dirty() {
+            self.store.save(machine.record()).map_err(|()| Failure::new(code::STORAGE, 0))?;
+        }
+        Ok(machine.record().clone())
     }
 
     /// Begins `id` with the standard checkout request and returns its key.
     pub fn begin_checkout(&self, id: &str) -> String {
-        self.begin(id, &checkout()).expect("begin").key
+        self.begin(id, &checkout()).expect("begin").key.as_str().to_owned()
     }
 
-    pub fn load(&self, id: &str) -> Result<Option<IntentRecord>, StoreError> {
-        futures::executor::block_on(self.store.load(id))
+    fn load_machine(&self, id: &str) -> Result<Option<Machine>, Failure> {
+        self.store.load(&self.engine(), id).map_err(|e| match e {
+            LoadError::Malformed(_) => Failure::new(code::STORAGE, 0),
+            LoadError::Field(detail) => Failure::new(code::STORAGE, detail),
+        })
     }
 
-    pub fn record(&self, id: &str) -> IntentRecord {
+    /// `client.send(id)` with no `shouldRetry`.
+    pub fn send(&self, id: &str) -> Result<Done, Failure> {
+        self.send_with(id, None)
+    }
+
+    /// `client.send(id)`: load the record, then perform the machine's actions until DONE or FAIL.
+    pub fn send_with(&self, id: &str, should_retry: Option<ShouldRetry<'_>>) -> Result<Done, Failure> {
+        let Some(mut machine) = self.load_machine(id)? else {
+            return Err(Failure::new(code::NOT_FOUND, 0));
+        };
+        let action = machine.start(self.clock.now(), self.waiter.is_online());
+        self.drive(&mut machine, action, should_retry)
+    }
+
+    /// The driver's loop.
+    pub fn drive(
+        &self,
+        machine: &mut Machine,
+        mut action: Action,
+        should_retry: Option<ShouldRetry<'_>>,
+    ) -> Result<Done, Failure> {
+        loop {
+            if machine.dirty() {
+                let saved = self.store.save(machine.record());
+                machine.mark_saved();
+                // Before an attempt or a retry a failed save stops the send (an attempt that cannot
+                // be recorded is not made); after a definite answer or an error, that outcome wins.
+                if saved.is_err() && matches!(action, Action::Send | Action::Wait | Action::WaitOnline) {
+                    let mut failure = Failure::of(machine);
+                    failure.code = code::STORAGE;
+                    failure.detail = 0;
+                    return Err(failure);
+                }
+            }
+            let key = machine.record().key.as_str().to_owned();
+            action = match action {
+                Action::Send => {
+                    self.observer.attempts.borrow_mut().push((key, machine.attempt(), machine.record().attempts));
+                    match self.transport.send(machine.header(), machine.attempt(), machine.timeout_ms()) {
+                        Step::Hang => return Err(Failure::new(HUNG, 0)),
+                        Step::Respond(response) => {
+                            let caller = match should_retry.and_then(|decide| decide(response.status)) {
+                                Some(true) => Override::Retry,
+                                Some(false) => Override::Definite,
+                                None => Override::None,
+                            };
+                            let answer = Answer {
+                                status: response.status,
+                                retry_after: response.header("retry-after"),
+                                should_retry: response.header("stripe-should-retry"),
+                                replayed: response.header("idempotent-replayed"),
+                                caller,
+                            };
+                            machine.on_response(self.clock.now(), &answer)
+                        }
+                        Step::Network => machine.on_network_error(self.clock.now()),
+                        Step::Timeout => machine.on_timeout(self.clock.now()),
+                        Step::Aborted => machine.on_abort(self.clock.now()),
+                        Step::Slow(..) => unreachable!("resolved by the transport"),
+                    }
+                }
+                Action::Wait => {
+                    let reason = machine.reason().expect("a WAIT has a reason");
+                    let status = matches!(reason, RetryReason::Status(_)).then(|| machine.record().last_status);
+                    let delay_ms = machine.delay_ms();
+                    self.observer.retries.borrow_mut().push(SeenRetry {
+                        key,
+                        attempt: machine.attempt(),
+                        delay_ms,
+                        reason,
+                        status,
+                    });
+                    if self.waiter.should_abort() {
+                        self.log.push("sleep interrupted");
+                        machine.on_abort(self.clock.now())
+                    } else {
+                        self.waiter.sleeps.borrow_mut().push(delay_ms);
+                        self.log.push(format!("sleep {delay_ms}"));
+                        self.clock.advance(delay_ms);
+                        machine.on_wake(self.clock.now(), self.waiter.is_online())
+                    }
+                }
+                Action::WaitOnline => {
+                    self.observer.offline.borrow_mut().push(key);
+                    if self.waiter.should_abort() {
+                        self.log.push("wait_online interrupted");
+                        machine.on_abort(self.clock.now())
+                    } else {
+                        let max_ms = machine.timeout_ms();
+                        let needed = self.waiter.offline_until.get().saturating_sub(self.clock.now());
+                        let waited = needed.min(max_ms);
+                        self.clock.advance(waited);
+                        self.waiter.online_waits.borrow_mut().push((max_ms, waited));
+                        self.log.push(format!("wait_online {waited}"));
+                        if self.waiter.is_online() {
+                            machine.on_online(self.clock.now())
+                        } else {
+                            machine.on_online_timeout(self.clock.now())
+                        }
+                    }
+                }
+                Action::Done => {
+                    return Ok(Done {
+                        status: machine.status(),
+                        ok: machine.ok(),
+                        replayed: machine.replayed(),
+                        attempts: machine.attempt(),
+                        key,
+                        uncertain: machine.uncertain(),
+                    })
+                }
+                Action::Fail => return Err(Failure::of(machine)),
+            };
+        }
+    }
+
+    /// `client.sweep()`: every stored record through the machine's rule; corrupt ones are left alone.
+    /// Returns `(removed, newly_expired)`.
+    pub fn sweep(&self) -> (u32, u32) {
+        let engine = self.engine();
+        let (mut removed, mut expired) = (0, 0);
+        for id in self.store.ids() {
+            let Ok(Some(mut machine)) = self.store.load(&engine, &id) else { continue };
+            match engine.sweep(&mut machine, self.clock.now()) {
+                Sweep::Keep => {}
+                Sweep::Remove => {
+                    self.store.remove(&id);
+                    removed += 1;
+                }
+                Sweep::Expired => {
+                    self.store.save(machine.record()).expect("save");
+                    expired += 1;
+                }
+            }
+        }
+        (removed, expired)
+    }
+
+    /// The stored record of `id` (through the driver's decoder and the machine's checks).
+    pub fn load(&self, id: &str) -> Result<Option<Record>, LoadError> {
+        Ok(self.store.load(&self.engine(), id)?.map(|m| m.record().clone()))
+    }
+
+    /// The stored record of `id`, which must exist and be valid.
+    pub fn record(&self, id: &str) -> Record {
         self.load(id).expect("load").expect("record stored")
     }
 }
 
-/// The standard request of these tests.
-pub fn checkout() -> Fingerprint {
-    Fingerprint::of("POST", "/api/orders", br#"{"cart":"42","amount":1999}"#)
+/// The standard request of these tests (a fingerprint as the driver computes it: 64 hex digits).
+pub fn checkout() -> String {
+    "a1".repeat(32)
 }
 
 /// The same intent with a changed body (the user edited the cart).
-pub fn changed_checkout() -> Fingerprint {
-    Fingerprint::of("POST", "/api/orders", br#"{"cart":"42","amount":2999}"#)
+pub fn changed_checkout() -> String {
+    "b2".repeat(32)
 }
+
+/// A STORAGE field detail, for readable assertions.
+pub const FIELD_KEY: u8 = field::KEY;

@@ -1,17 +1,17 @@
 // The bad-input matrix (rows in bad-input-cases.mjs), one node:test test per row and environment:
-// Node against pkg/node (memory storage) and headless Chromium against pkg/web (real localStorage,
+// Node against the package (memory storage) and headless Chromium against pkg/index.js (real localStorage,
 // page bad-input.html). After every row runCase (tests/js/cases.mjs) does a sanity begin+send
 // against a 201 endpoint, so a row that trapped the wasm instance fails itself or the next one.
 //
 // Run: node --test tests/fault/bad-input.test.mjs (run.mjs --ci runs it too, for `cargo xtask test`).
-// Needs pkg/node and pkg/web built, playwright-core and Chromium (tests/support/chromium.mjs). The
+// Needs the package built (node package/build.mjs), playwright-core and Chromium (tests/support/chromium.mjs). The
 // Chromium rows launch the browser lazily, so the Node rows run without it.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import net from "node:net";
 
 import { collectPageErrors, launchChromium, openLibPage, throwPageFailure } from "../support/chromium.mjs";
-import { loadPkgNode, pkgWebMissing } from "../support/paths.mjs";
+import { pkgMissing, requirePackage } from "../support/paths.mjs";
 import { startStaticServer } from "../support/static-server.mjs";
 import { startTestServer } from "../support/test-server.mjs";
 import { withTimeout } from "../support/timing.mjs";
@@ -20,7 +20,8 @@ import { rows } from "./bad-input-cases.mjs";
 
 const ROW_TIMEOUT_MS = 20_000;
 
-const lib = loadPkgNode();
+// Node `require` of the package (the "node" + "require" condition); node.test.mjs covers `import`.
+const lib = requirePackage();
 
 /** A TCP server that writes broken HTTP, by path. Answers preflights so a page could use it too. */
 function startRawServer() {
@@ -95,7 +96,7 @@ after(async () => {
 });
 
 async function openPage() {
-  browser = await launchChromium({ what: "the Chromium rows", also: [pkgWebMissing()] });
+  browser = await launchChromium({ what: "the Chromium rows", also: [pkgMissing()] });
   statics = await startStaticServer();
   page = await (await browser.newContext()).newPage();
   collectPageErrors(page, pageErrors);

@@ -1,5 +1,5 @@
-// Fault harness: many payment intents through the REAL package (Node: pkg/node; headless Chromium:
-// pkg/web in a page) to the REAL reference server, with faults on every path, then a count of the
+// Fault harness: many payment intents through the REAL package (Node: pkg/ by `import`; headless
+// Chromium: pkg/index.js in a page) to the REAL reference server, with faults on every path, then a count of the
 // server's orders against the intents. Exits non-zero on any duplicate or lost intent.
 //
 //   node tests/fault/run.mjs [--ci | --full] [--intents N] [--browser-share 0.3] [--seed S]
@@ -34,7 +34,7 @@ import http from "node:http";
 import path from "node:path";
 import { startCluster } from "./pg-cluster.mjs";
 import { collectPageErrors, launchChromium, waitForLibPage } from "../support/chromium.mjs";
-import { loadPkgNode, pkgWebMissing, root } from "../support/paths.mjs";
+import { importPackage, pkgDir, pkgMissing, root } from "../support/paths.mjs";
 import { startReferenceServer } from "../support/reference-server.mjs";
 
 const here = path.join(root, "tests/fault");
@@ -129,11 +129,11 @@ const bump = (map, k) => (map[k] = (map[k] ?? 0) + 1);
 
 /**
  * One server instance (tests/support/reference-server.mjs: IF_SERVER_BIN or target/release, built
- * when missing; killed at process exit if still running) serving the fault page and pkg/web, on a
+ * when missing; killed at process exit if still running) serving the fault page and the package (pkg/), on a
  * temp SQLite db, or on PostgreSQL when `databaseUrl` is given.
  */
 function startServer({ databaseUrl } = {}) {
-  return startReferenceServer({ www: path.join(here, "www"), pkg: path.join(root, "pkg/web"), label: "fault", databaseUrl, startTimeoutMs: 20_000 });
+  return startReferenceServer({ www: path.join(here, "www"), pkg: pkgDir, label: "fault", databaseUrl, startTimeoutMs: 20_000 });
 }
 
 /** The fault configuration is per instance: set it on every one. */
@@ -410,7 +410,7 @@ async function record(intent, { result, error }) {
 // Chromium part
 
 async function openBrowser(proxyUrl) {
-  const browser = await launchChromium({ what: "the Chromium part", also: [pkgWebMissing()] });
+  const browser = await launchChromium({ what: "the Chromium part", also: [pkgMissing()] });
   const context = await browser.newContext();
   const pageErrors = [];
   const open = async () => {
@@ -620,7 +620,7 @@ async function compare(server, intents, { final }) {
 // Main
 
 async function main() {
-  const lib = loadPkgNode();
+  const lib = await importPackage();
   const cleanups = []; // run in reverse order in `finally`, also when the set-up fails half way
   let browserParts;
   let exitCode = 1;

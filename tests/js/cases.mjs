@@ -345,6 +345,58 @@ add("Idempotent-Replayed: true is reported as replayed", async (ctx) => {
   assert.equal(result.ok, true);
 });
 
+add("a replayed failure is definite: ok:false, replayed:true, one attempt, key retired (every replay header spelling)", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const stripe = await client.begin("a", { url: ctx.url("rp-a", "503r,201"), body: "x" });
+  const result = await stripe.send();
+  assert.deepEqual([result.status, result.ok, result.replayed, result.attempts], [503, false, true, 1]);
+  assert.equal(stripe.state, "failed");
+  const other = await (await client.begin("b", { url: ctx.url("rp-b", "404q,201"), body: "x" })).send();
+  assert.deepEqual([other.status, other.replayed], [404, true], "Idempotency-Replayed");
+  const unknown = await (await client.begin("c", { url: ctx.url("rp-c", "500x,201"), body: "x" })).send();
+  assert.deepEqual([unknown.status, unknown.replayed, unknown.attempts], [201, false, 2], "X-Replayed is not known by default");
+  const named = ctx.client({ replayHeaders: ["X-Replayed"] });
+  const custom = await (await named.begin("d", { url: ctx.url("rp-d", "500x,201"), body: "x" })).send();
+  assert.deepEqual([custom.status, custom.replayed, custom.attempts], [500, true, 1], "replayHeaders adds a spelling");
+  assert.equal((await ctx.log("rp-a")).length, 1);
+  assert.throws(() => ctx.client({ replayHeaders: ["bad header"] }), "INVALID_OPTIONS", "replayHeaders are header names");
+  assert.throws(() => ctx.client({ replayHeaders: "X-Replayed" }), "INVALID_OPTIONS", "replayHeaders is an array");
+});
+
+add("uncertain: a 4xx after an attempt that may have reached the server says so and keeps the intent's request", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const request = { url: ctx.url("unc", "500,404"), body: '{"cart":1}' };
+  const op = await client.begin("pay", request);
+  const result = await op.send();
+  assert.deepEqual([result.status, result.ok, result.uncertain, result.attempts], [404, false, true, 2]);
+  assert.equal(op.state, "failed");
+  if (ctx.browser) assert.equal(JSON.parse(localStorage.getItem(`${PREFIX}${ctx.ns}:pay`)).uncertain, true, "stored");
+  const error = await assert.rejects(client.begin("pay", { ...request, body: '{"cart":2}' }), "INTENT_MISMATCH", "a changed request");
+  assert.equal(error.key, op.key);
+  const plain = await (await client.begin("plain", { url: ctx.url("unc2", "404"), body: "x" })).send();
+  assert.deepEqual([plain.status, plain.uncertain], [404, false], "a 4xx on the first attempt is certain");
+  const fresh = await client.begin("plain", { url: ctx.url("unc2", "404"), body: "changed" });
+  assert.notEqual(fresh.key, plain.key, "a certain failure lets a changed request start a new key");
+});
+
+add("retry.maxTotalAttempts bounds the attempts of an intent across sends (key kept)", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { maxAttempts: 2, maxTotalAttempts: 3 } });
+  const op = await client.begin("pay", { url: ctx.url("mta", "503"), body: "x" });
+  const first = await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  assert.deepEqual([first.reason, first.attempts], ["maxAttempts", 2]);
+  const second = await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  assert.deepEqual([second.reason, second.attempts, second.key], ["maxTotalAttempts", 1, op.key]);
+  const third = await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  assert.deepEqual([third.reason, third.attempts], ["maxTotalAttempts", 0]);
+  assert.equal((await ctx.log("mta")).length, 3);
+  assert.equal(op.state, "pending");
+  assert.throws(() => ctx.client({ retry: { maxTotalAttempts: -1 } }), "INVALID_OPTIONS", "negative");
+  assert.throws(() => ctx.client({ retry: { maxTotalAttempts: 1.5 } }), "INVALID_OPTIONS", "fraction");
+});
+
 add("Retry-After in seconds is honoured", async (ctx) => {
   const { assert } = ctx;
   const client = ctx.client({ retry: { baseDelayMs: 1, maxDelayMs: 2 } });
@@ -495,6 +547,40 @@ add("INTENT_MISMATCH on a changed body names the old key; replace:true makes a n
   assert.equal((await ctx.log("im"))[0].body, '{"amount":200}');
   await assert.rejects(client.begin("checkout:cart-42", { url, body: "x" }, { replace: "yes" }), "INVALID_OPTIONS", "replace must be boolean");
   await assert.rejects(client.begin("checkout:cart-42", { url, body: "x" }, { replce: true }), "INVALID_OPTIONS", "unknown begin option");
+});
+
+add("without crypto.subtle (a plain-http page) the fingerprint falls back and agrees with it", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const request = () => ({ url: ctx.url("nosubtle", "201"), headers: { "content-type": "application/json" }, body: '{"cart":42}' });
+  const withSubtle = await client.begin("pay", request());
+  const restore = override(globalThis.crypto, "subtle", { value: undefined });
+  try {
+    assert.equal(globalThis.crypto.subtle, undefined, "crypto.subtle is hidden");
+    const without = await client.begin("pay", request());
+    assert.equal(without.key, withSubtle.key, "same fingerprint without crypto.subtle: the intent resumes");
+    await assert.rejects(client.begin("pay", { ...request(), body: '{"cart":43}' }), "INTENT_MISMATCH", "a changed body is still caught");
+    const fresh = await client.begin("other", request());
+    assert.equal((await fresh.send()).status, 201);
+  } finally {
+    restore();
+  }
+  await assert.rejects(client.begin("pay", { ...request(), headers: { "content-type": "text/plain" } }), "INTENT_MISMATCH", "the content type is fingerprinted");
+});
+
+add("free(): an operation lets go of the lock begin took and still sends; a freed client refuses to work", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const op = await client.begin("pay", { url: ctx.url("free", "201"), body: "x" });
+  op.free();
+  op.free(); // twice is fine
+  assert.equal((await op.send()).status, 201);
+  const other = ctx.client();
+  other.free();
+  let error;
+  try { await other.begin("x", { url: ctx.url("free2", "201"), body: "x" }); } catch (e) { error = e; }
+  assert.ok(error instanceof TypeError, `a freed client rejects, got ${error}`);
+  assert.equal((await ctx.log("free2")).length, 0);
 });
 
 add("discard forgets the intent: a new begin mints a new key", async (ctx) => {

@@ -1,14 +1,14 @@
 // Runs every case of cases.mjs in headless Chromium (real localStorage/sessionStorage) against the
-// built package pkg/web, plus real `page.reload()` cases. One node:test test per case.
+// built package (pkg/index.js), plus real `page.reload()` cases. One node:test test per case.
 //
-// Needs: pkg/web (cargo xtask build), playwright-core
+// Needs: the package (node package/build.mjs), playwright-core
 // (IF_PLAYWRIGHT_CORE or tools/node_modules: cd tools && npm ci) and Chromium (CHROMIUM_PATH or on
 // PATH; the xtask installs it): see tests/support/chromium.mjs. A missing prerequisite fails every
 // test with a message saying what to do.
 import { test, before, after } from "node:test";
 
 import { collectPageErrors, launchChromium, openLibPage, throwPageFailure, waitForLibPage } from "../support/chromium.mjs";
-import { pkgWebMissing } from "../support/paths.mjs";
+import { pkgMissing } from "../support/paths.mjs";
 import { startStaticServer } from "../support/static-server.mjs";
 import { startTestServer } from "../support/test-server.mjs";
 import { waitFor, withTimeout } from "../support/timing.mjs";
@@ -24,7 +24,7 @@ let page;
 const pageErrors = [];
 
 before(async () => {
-  browser = await launchChromium({ what: "the Chromium tests", also: [pkgWebMissing()] });
+  browser = await launchChromium({ what: "the Chromium tests", also: [pkgMissing()] });
   server = await startTestServer();
   statics = await startStaticServer();
   page = await (await browser.newContext()).newPage(); // a context can hold a second tab

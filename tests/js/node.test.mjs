@@ -1,13 +1,13 @@
-// Runs every case of cases.mjs in Node (memory storage) against the built package pkg/node.
-// Build it first: cargo xtask build
+// Runs every case of cases.mjs in Node (memory storage) against the built package (pkg/), loaded as
+// Node's `import` loads it (package.json exports: "node" + "import"). Build it: node package/build.mjs
 // Browser-only cases (real Web Storage) are reported as skipped here and run in chromium.test.mjs.
 import { test, before, after } from "node:test";
 
-import { loadPkgNode } from "../support/paths.mjs";
+import { importPackage } from "../support/paths.mjs";
 import { startTestServer } from "../support/test-server.mjs";
 import { cases, makeContext, runCase } from "./cases.mjs";
 
-const lib = loadPkgNode();
+const lib = await importPackage();
 
 let server;
 before(async () => {

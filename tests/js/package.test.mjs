@@ -1,42 +1,48 @@
-// The package as a JavaScript developer gets it: `npm install` the built pkg/web into a fresh app,
-// paste the README quick start, click Pay once, get one order, even while the server fails requests
-// and drops answers after committing.
+// The package as a JavaScript developer gets it: `npm pack` of the built pkg/, that one tarball installed
+// into a fresh app, the README quick start pasted in (tests/package/quick-start.js, copied as main.js:
+// no init call), Pay clicked once, one order, even while the server fails requests and drops answers
+// after committing.
 //
-//   vite-app  tests/package/vite-app: a fresh Vite app (vite pinned in its package.json/lockfile,
-//             "idempotent-fetch": "file:../../../pkg/web"); `npm ci` when node_modules is missing, then
-//             `vite build` into a temporary folder.
-//   plain     tests/package/plain: a plain ES-module page (no bundler, an import map for the bare
-//             specifier) copied to a temporary folder, where `npm install` installs the tarball that
-//             `npm pack pkg/web` makes: exactly the files the registry would ship.
+//   vite-app     tests/package/vite-app: a fresh Vite app (vite pinned in its package.json/lockfile);
+//                `npm ci` when its node_modules is missing or stale, the tarball installed with
+//                `npm install --no-save`, then `vite build` into a temporary folder.
+//   webpack-app  tests/package/webpack-app: webpack 5 with no plugins, loaders or experiments (its
+//                webpack.config.cjs), same install, `webpack(config)` into a temporary folder.
+//   plain        tests/package/plain: a plain ES-module page (no bundler, an import map for the bare
+//                specifier) copied to a temporary folder where the tarball is installed.
+//   node         tests/package/node: `import` (pay.mjs) and `require` (pay.cjs) of the installed
+//                package in Node, against the same server.
 //
 // Each page is served by the reference server (--www), opened in headless Chromium; faults are turned
 // on; the test clicks Pay and waits for the page to say it is paid, then checks the server holds
 // exactly one new order, carrying the key the page showed, and that every POST carried that key.
 //
-// Needs: pkg/web (built here with `cargo xtask build` when missing), the reference
+// Needs: the package (built here with `cargo xtask build` when pkg/ is missing), the reference
 // server (IF_SERVER_BIN or target/server/idempotent-fetch-server; built with cargo when missing:
 // tests/support/reference-server.mjs), playwright-core and Chromium (tests/support/chromium.mjs) and
-// the npm registry for the first `npm ci` of the Vite app.
+// the npm registry (or npm's cache) for the first `npm ci` of the Vite and webpack apps.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 
 import { launchChromium } from "../support/chromium.mjs";
-import { root } from "../support/paths.mjs";
+import { pkgDir, pkgMissing, root } from "../support/paths.mjs";
 import { serverBinary, startReferenceServer } from "../support/reference-server.mjs";
 
-const pkgDir = path.join(root, "pkg/web");
-const viteApp = path.join(root, "tests/package/vite-app");
-const plainSrc = path.join(root, "tests/package/plain");
-const ACCOUNT = "acct_42"; // main.js: namespace; the server account of the context's session cookie
+const apps = path.join(root, "tests/package");
+const quickStart = path.join(apps, "quick-start.js");
+const WASM = "idempotent_fetch_bg.wasm"; // package/build.mjs WASM_FILE
+const ACCOUNT = "acct_42"; // quick-start.js: namespace; the server account of the context's session cookie
 const TEST_TIMEOUT_MS = 180_000;
 
 const log = (message) => console.log(`package: ${message}`);
 let tmpDir;
 let browser;
+let tarball;
 
 /** Runs a command, printing what it runs and how long it took; throws with its output on failure. */
 function run(command, args, { cwd = root, env } = {}) {
@@ -52,23 +58,41 @@ function run(command, args, { cwd = root, env } = {}) {
 }
 
 function ensurePackage() {
-  if (existsSync(path.join(pkgDir, "idempotent_fetch.js"))) return;
-  log("pkg/web is missing: building it");
-  run("cargo", ["xtask", "build"]);
+  if (!pkgMissing()) return;
+  log("pkg/ is missing: building it (node package/build.mjs)");
+  run(process.execPath, [path.join(root, "package/build.mjs")]);
 }
 
-/** `npm ci` in the Vite app unless its node_modules matches its lockfile already. */
-function ensureViteAppInstalled() {
-  const marker = path.join(viteApp, "node_modules/.package-lock.json");
-  const lock = path.join(viteApp, "package-lock.json");
-  const fresh = existsSync(marker) && existsSync(path.join(viteApp, "node_modules/.bin/vite"))
+/**
+ * A bundler app of tests/package: `npm ci` unless its node_modules matches its lockfile, then the
+ * packed tarball installed without touching package.json or the lockfile, and the quick start as main.js.
+ */
+function prepareApp(app, bin) {
+  const marker = path.join(app, "node_modules/.package-lock.json");
+  const lock = path.join(app, "package-lock.json");
+  const fresh = existsSync(marker) && existsSync(path.join(app, "node_modules/.bin", bin))
     && statSync(marker).mtimeMs >= statSync(lock).mtimeMs;
-  if (fresh) return;
-  log("installing the Vite app's dependencies from the npm registry (npm ci); this takes a few seconds");
-  run("npm", ["ci", "--no-audit", "--no-fund"], { cwd: viteApp });
+  if (!fresh) {
+    log(`installing ${path.basename(app)}'s dependencies from its lockfile (npm ci); this takes a few seconds`);
+    run("npm", ["ci", "--no-audit", "--no-fund"], { cwd: app });
+  }
+  run("npm", ["install", "--no-save", "--no-audit", "--no-fund", "--offline", tarball], { cwd: app });
+  assert.ok(existsSync(path.join(app, "node_modules/idempotent-fetch", WASM)), `npm installed the tarball into ${path.basename(app)}`);
+  copyFileSync(quickStart, path.join(app, "main.js"));
 }
 
-const ordersOf = async (server) => (await server.api("/api/orders", { account: ACCOUNT })).orders;
+/** Bundled output: the one emitted .wasm is the package's, and the JS refers to it, not to node_modules. */
+function checkBundle(dir, label) {
+  const files = readdirSync(dir, { recursive: true }).map(String);
+  const wasm = files.filter((file) => file.endsWith(".wasm"));
+  assert.equal(wasm.length, 1, `${label}: one .wasm emitted: ${files.join(", ")}`);
+  assert.deepEqual(readFileSync(path.join(dir, wasm[0])), readFileSync(path.join(pkgDir, WASM)), `${label}: the emitted wasm is the package's`);
+  const js = files.filter((file) => file.endsWith(".js")).map((file) => readFileSync(path.join(dir, file), "utf8")).join("\n");
+  assert.ok(js.includes(path.basename(wasm[0])), `${label}: the bundle refers to the emitted wasm by its name`);
+  assert.ok(!js.includes("node_modules"), `${label}: the bundle does not refer to node_modules`);
+}
+
+const ordersOf = async (server, account = ACCOUNT) => (await server.api("/api/orders", { account })).orders;
 
 /**
  * Opens `server`'s page in a fresh browser context (empty storage), turns `faults` on, clicks Pay
@@ -104,7 +128,7 @@ async function payOnce(server, faults, label, { loseFirstAnswer = false } = {}) 
     }
     await page.goto(`${server.url}/`);
     await page.waitForFunction(() => document.body.dataset.ready === "true", null, { timeout: 20_000 })
-      .catch((error) => { throw new Error(`${label}: the page never became ready (init failed?)\n${errors.join("\n")}\n${error.message}`); });
+      .catch((error) => { throw new Error(`${label}: the page never became ready (the package failed to load?)\n${errors.join("\n")}\n${error.message}`); });
 
     const before = await ordersOf(server);
     await server.setFaults(faults);
@@ -172,6 +196,19 @@ before(async () => {
   ensurePackage();
   serverBinary(); // builds it now when missing, not inside a test's timeout
   tmpDir = mkdtempSync(path.join(os.tmpdir(), "if-package-"));
+  // npm pack: the tarball holds what publishing would ship (package.json "files"). Every app installs it.
+  const packDir = path.join(tmpDir, "pack");
+  mkdirSync(packDir);
+  const packed = JSON.parse(run("npm", ["pack", pkgDir, "--json", "--pack-destination", packDir]));
+  tarball = path.join(packDir, packed[0].filename);
+  const shipped = packed[0].files.map((file) => file.path).sort();
+  log(`the tarball ships: ${shipped.join(", ")}`);
+  const manifest = JSON.parse(readFileSync(path.join(pkgDir, "package.json"), "utf8"));
+  const needed = new Set(["package.json", "README.md", "LICENSE-MIT", "LICENSE-APACHE", WASM, manifest.types]);
+  for (const target of JSON.stringify(manifest.exports).match(/"\.\/[^"]+"/g)) needed.add(JSON.parse(target));
+  for (const file of needed) {
+    assert.ok(shipped.includes(file.replace(/^\.\//, "")), `the packed package ships ${file} (package.json names it): ${shipped.join(", ")}`);
+  }
 });
 
 after(async () => {
@@ -179,45 +216,72 @@ after(async () => {
   if (tmpDir) rmSync(tmpDir, { recursive: true, force: true });
 });
 
-test("Vite app: npm ci + vite build of the README quick start, one click is one order under faults", { timeout: TEST_TIMEOUT_MS }, async () => {
-  ensureViteAppInstalled();
-  const installed = path.join(viteApp, "node_modules/idempotent-fetch");
-  assert.ok(existsSync(path.join(installed, "idempotent_fetch.js")), "npm installed idempotent-fetch from pkg/web");
-
+test("Vite app: the tarball + vite build of the README quick start, one click is one order under faults", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const app = path.join(apps, "vite-app");
+  prepareApp(app, "vite");
   const dist = path.join(tmpDir, "vite-dist");
-  run(path.join(viteApp, "node_modules/.bin/vite"), ["build", "--outDir", dist, "--emptyOutDir", "--logLevel", "warn"], { cwd: viteApp });
-
-  // The wasm must be an emitted asset that the bundle fetches (Vite rewrites
-  // `new URL("idempotent_fetch_bg.wasm", import.meta.url)`), not left pointing into node_modules.
-  const assets = readdirSync(path.join(dist, "assets"));
-  const wasm = assets.filter((file) => file.endsWith(".wasm"));
-  assert.equal(wasm.length, 1, `one .wasm asset in dist/assets: ${assets.join(", ")}`);
-  assert.deepEqual(readFileSync(path.join(dist, "assets", wasm[0])), readFileSync(path.join(pkgDir, "idempotent_fetch_bg.wasm")),
-    "the emitted wasm is pkg/web's");
-  const bundle = assets.filter((file) => file.endsWith(".js")).map((file) => readFileSync(path.join(dist, "assets", file), "utf8")).join("\n");
-  assert.ok(bundle.includes(wasm[0]), "the bundle refers to the emitted wasm by its hashed name");
-  assert.ok(!bundle.includes("node_modules"), "the bundle does not refer to node_modules");
-
+  run(path.join(app, "node_modules/.bin/vite"), ["build", "--outDir", dist, "--emptyOutDir", "--logLevel", "warn"], { cwd: app });
+  checkBundle(path.join(dist, "assets"), "vite");
   await checkPage(dist, "vite");
 });
 
-test("plain ES modules: npm install of the packed pkg/web, import map, one click is one order under faults", { timeout: TEST_TIMEOUT_MS }, async () => {
-  // npm pack: the tarball holds what publishing would ship (package.json "files").
-  const packDir = path.join(tmpDir, "pack");
-  mkdirSync(packDir);
-  const packed = JSON.parse(run("npm", ["pack", pkgDir, "--json", "--pack-destination", packDir]));
-  const shipped = packed[0].files.map((file) => file.path).sort();
-  for (const needed of ["idempotent_fetch.js", "idempotent_fetch_bg.wasm", "idempotent_fetch.d.ts", "package.json"]) {
-    assert.ok(shipped.includes(needed), `the packed package ships ${needed}: ${shipped.join(", ")}`);
-  }
-  const tarball = path.join(packDir, packed[0].filename);
+test("webpack 5 app (no plugins): the tarball + webpack of the README quick start, one click is one order under faults", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const app = path.join(apps, "webpack-app");
+  prepareApp(app, "webpack");
+  const dist = path.join(tmpDir, "webpack-dist");
+  const load = createRequire(path.join(app, "package.json"));
+  const webpack = load("webpack");
+  const config = { ...load("./webpack.config.cjs") };
+  config.output = { ...config.output, path: dist };
+  log("webpack-app$ webpack(webpack.config.cjs)");
+  const stats = await new Promise((resolve, reject) => webpack(config, (error, result) => (error ? reject(error) : resolve(result))));
+  const info = stats.toJson({ all: false, errors: true, warnings: true });
+  assert.deepEqual(info.errors.map((e) => e.message), [], "webpack errors");
+  assert.deepEqual(info.warnings.map((w) => w.message).filter((m) => !/asset size limit|entrypoint size limit|performance/i.test(m)), [],
+    "webpack warnings (other than its size hints)");
+  copyFileSync(path.join(app, "index.html"), path.join(dist, "index.html"));
+  checkBundle(dist, "webpack");
+  await checkPage(dist, "webpack");
+});
 
+test("plain ES modules: the tarball, an import map, one click is one order under faults", { timeout: TEST_TIMEOUT_MS }, async () => {
   const app = path.join(tmpDir, "plain");
   mkdirSync(app);
-  for (const file of ["index.html", "main.js", "package.json"]) copyFileSync(path.join(plainSrc, file), path.join(app, file));
+  for (const file of ["index.html", "package.json"]) copyFileSync(path.join(apps, "plain", file), path.join(app, file));
+  copyFileSync(quickStart, path.join(app, "main.js"));
   // A tarball without dependencies: nothing is fetched from the registry.
   run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball], { cwd: app });
-  assert.ok(existsSync(path.join(app, "node_modules/idempotent-fetch/idempotent_fetch_bg.wasm")), "npm installed the wasm");
-
+  assert.ok(existsSync(path.join(app, "node_modules/idempotent-fetch", WASM)), "npm installed the wasm");
   await checkPage(app, "plain");
+});
+
+test("Node: import (ESM) and require (CommonJS) of the tarball, one order each under faults", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const app = path.join(tmpDir, "node");
+  mkdirSync(app);
+  writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "node-app", private: true, version: "0.0.0" }));
+  run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball], { cwd: app });
+  for (const file of ["pay.mjs", "pay.cjs"]) copyFileSync(path.join(apps, "node", file), path.join(app, file));
+  const server = await startReferenceServer({ www: app, label: "package-node" });
+  try {
+    await server.setFaults({ failBeforeWork: 0.5, dropAfterCommit: 0.5 });
+    for (const script of ["pay.mjs", "pay.cjs"]) {
+      const account = `acct_node_${path.extname(script).slice(1)}`;
+      // How this server knows the account (tests/support/reference-server.mjs api() does the same).
+      const accountHeaders = JSON.stringify({ authorization: `Bearer ${await server.session(account)}` });
+      const out = JSON.parse(run(process.execPath, [script, server.url, account, accountHeaders], { cwd: app }).trim().split("\n").pop());
+      log(`${script}: ${JSON.stringify(out)}`);
+      assert.equal(out.code, undefined, `${script}: send rejected with ${out.code}`);
+      assert.equal(out.ok, true, `${script}: a 2xx`);
+      assert.equal(out.storage, "memory", `${script}: Node's default storage`);
+      if (script === "pay.mjs") assert.equal(out.sameInstance, true, "import and require give the same IdempotentClient");
+      await server.setFaults({});
+      const orders = await ordersOf(server, account);
+      assert.equal(orders.length, 1, `${script}: one order`);
+      assert.equal(orders[0].idempotencyKey, out.key, `${script}: the order carries the key`);
+      assert.equal(orders[0].id, out.orderId, `${script}: the answer is that order`);
+      await server.setFaults({ failBeforeWork: 0.5, dropAfterCommit: 0.5 });
+    }
+  } finally {
+    await server.stop();
+  }
 });

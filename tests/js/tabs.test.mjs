@@ -9,12 +9,12 @@
 //   5, 6. the lease path: a full localStorage does not hang begin/send; renewal never steals a lease.
 //
 // The server binary runs on 127.0.0.1:0 with its own temp SQLite db and serves tests/tabs (the test
-// page) at / and pkg/web at /pkg/, so the page and the API share one origin (no CORS). Every test has
+// page) at / and the package (pkg/) at /pkg/, so the page and the API share one origin (no CORS). Every test has
 // its own browser context (fresh storage), its own account (a session cookie: exact order counts) and
 // namespace. Faults are server-wide: the tests run one after another and reset them afterwards.
 //
-// Needs: the reference server (IF_SERVER_BIN or target/release, built when missing:
-// tests/support/reference-server.mjs), pkg/web (cargo xtask build), playwright-core and
+// Needs: the reference server (IF_SERVER_BIN or target/server, built when missing:
+// tests/support/reference-server.mjs), the package (cargo xtask build), playwright-core and
 // Chromium (CHROMIUM_PATH or on PATH: tests/support/chromium.mjs).
 // Run: node --test tests/js/tabs.test.mjs (about 30 s).
 import { test, before, after, afterEach } from "node:test";
@@ -22,13 +22,11 @@ import assert from "node:assert/strict";
 import path from "node:path";
 
 import { collectPageErrors, launchChromium, openLibPage } from "../support/chromium.mjs";
-import { pkgWebMissing, root } from "../support/paths.mjs";
+import { pkgDir, pkgMissing, root } from "../support/paths.mjs";
 import { startReferenceServer } from "../support/reference-server.mjs";
 import { waitFor as poll } from "../support/timing.mjs";
 
 const pageDir = path.join(root, "tests/tabs");
-// IF_PKG_WEB: another `wasm-pack --target web` output to test (e.g. a deliberately broken build).
-const pkgDir = process.env.IF_PKG_WEB ? path.resolve(process.env.IF_PKG_WEB) : path.join(root, "pkg/web");
 const TEST_TIMEOUT_MS = 30_000;
 const LEASE_TTL_MS = 5_000; // src/web/lock.rs
 
@@ -41,7 +39,7 @@ const setFaults = (faults) => server.setFaults(faults);
 const ordersOf = (account) => server.orders(account);
 
 before(async () => {
-  browser = await launchChromium({ what: "the cross-tab tests", also: [pkgWebMissing(pkgDir)] });
+  browser = await launchChromium({ what: "the cross-tab tests", also: [pkgMissing()] });
   server = await startReferenceServer({ www: pageDir, pkg: pkgDir, label: "tabs" });
 });
 
@@ -70,7 +68,7 @@ async function newContext(account, { withoutWebLocks = false } = {}) {
   return context;
 }
 
-/** Opens the test page in `context` and waits for pkg/web to load; page errors are collected. */
+/** Opens the test page in `context` and waits for the package to load; page errors are collected. */
 async function openTab(context) {
   const page = await context.newPage();
   page.errors = collectPageErrors(page);

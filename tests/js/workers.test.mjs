@@ -1,17 +1,17 @@
 // The library in workers and with IndexedDB storage, in headless Chromium against the built
-// package pkg/web: a module dedicated worker and a module service worker (tests/workers/agent.mjs)
+// package (pkg/index.js): a module dedicated worker and a module service worker (tests/workers/agent.mjs)
 // send an intent, are killed mid-retry (page reload; CDP ServiceWorker.stopAllWorkers), and a new
 // worker resumes it with the same key from IndexedDB; IndexedDB blocked, failing to open or full
 // falls back to memory with a reason; and storage: "indexeddb" in a page survives page.reload().
 //
 // Each test has its own browser context (its own storage), its own namespace and its own scenario
 // on the scripted test server (another origin than the page: CORS included, as in production).
-// Needs the same as chromium.test.mjs: pkg/web, playwright-core, Chromium (tests/support/chromium.mjs).
+// Needs the same as chromium.test.mjs: the package (pkg/), playwright-core, Chromium (tests/support/chromium.mjs).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 
 import { collectPageErrors, launchChromium, openLibPage, waitForLibPage } from "../support/chromium.mjs";
-import { pkgWebMissing } from "../support/paths.mjs";
+import { pkgMissing } from "../support/paths.mjs";
 import { startStaticServer } from "../support/static-server.mjs";
 import { startTestServer } from "../support/test-server.mjs";
 import { waitFor } from "../support/timing.mjs";
@@ -26,7 +26,7 @@ let browser;
 const pageErrors = [];
 
 before(async () => {
-  browser = await launchChromium({ what: "the worker tests", also: [pkgWebMissing()] });
+  browser = await launchChromium({ what: "the worker tests", also: [pkgMissing()] });
   server = await startTestServer();
   // CORS-open so an opaque-origin (data:) worker can import the package.
   statics = await startStaticServer({ cors: true });

@@ -10,7 +10,7 @@
 //   CHROMIUM_ARGS           headless, no sandbox (root in CI), no GPU, no background traffic, no QUIC:
 //                           the flags of webdriver.json, which wasm-pack test reads too
 //
-// Test pages that load pkg/web (tests/browser/cases.html, tests/workers/page.html,
+// Test pages that load the package (pkg/index.js) (tests/browser/cases.html, tests/workers/page.html,
 // tests/fault/bad-input.html, tests/tabs/index.html) set window.__ready or window.__initError;
 // openLibPage() waits for that. A page runs a case with tests/support/page.mjs's outcomeOf() and the
 // runner turns a failed outcome into a test failure with throwPageFailure().
@@ -50,7 +50,7 @@ export function chromiumMissing() {
 
 /**
  * Launches headless Chromium. `what` names the caller in the error ("the Chromium tests"); `also`
- * lists the caller's own missing prerequisites (e.g. pkgWebMissing()), reported together.
+ * lists the caller's own missing prerequisites (e.g. pkgMissing()), reported together.
  */
 export async function launchChromium({ what = "the Chromium tests", also = [] } = {}) {
   requirePrerequisites(what, [...also, ...chromiumMissing()]);
@@ -64,11 +64,11 @@ export function collectPageErrors(page, sink = []) {
   return sink;
 }
 
-/** Waits for a test page that loads pkg/web: resolves on window.__ready, throws on window.__initError. */
+/** Waits for a test page that loads the package: resolves on window.__ready, throws on window.__initError. */
 export async function waitForLibPage(page, { timeout = 15_000 } = {}) {
   await page.waitForFunction(() => window.__ready || window.__initError, null, { timeout });
   const initError = await page.evaluate(() => window.__initError);
-  if (initError) throw new Error(`the page could not load pkg/web: ${initError}`);
+  if (initError) throw new Error(`the page could not load the package (pkg/): ${initError}`);
 }
 
 /** page.goto(url), then waitForLibPage. */

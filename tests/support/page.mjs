@@ -1,15 +1,16 @@
-// Browser side of the test pages that load pkg/web from a static server rooted at the repository
-// (tests/browser/cases.html, tests/workers/page.html, tests/fault/bad-input.html). The Node side is
-// tests/support/chromium.mjs (waitForLibPage, throwPageFailure).
+// Browser side of the test pages that load the package (pkg/index.js) from a static server rooted at
+// the repository (tests/browser/cases.html, tests/workers/page.html, tests/fault/bad-input.html). The
+// Node side is tests/support/chromium.mjs (waitForLibPage, throwPageFailure).
 //
-//   initLibrary(init, lib)  runs the wasm-bindgen init(), exposes the module as window.__lib and
-//                           sets window.__ready, or window.__initError (the stack) if init failed
+//   initLibrary(lib)        awaits the package's `ready` (the wasm fetched, compiled, instantiated: the
+//                           package starts that itself on import), exposes the module as window.__lib and
+//                           sets window.__ready, or window.__initError (the stack) if loading failed
 //   outcomeOf(run)          awaits run() and returns a structured-cloneable outcome for
 //                           page.evaluate: { ok: true } or { ok: false, message, code, stack }
 
-export async function initLibrary(init, lib) {
+export async function initLibrary(lib) {
   try {
-    await init();
+    await lib.ready;
     window.__lib = lib;
     window.__ready = true;
   } catch (error) {

@@ -1,30 +1,38 @@
 // Where things are, for the Node test runners, and the one way they report a missing prerequisite.
 //
 //   root                    the repository root
-//   pkgWebMissing(dir)      a "build it like this" message when `dir` (default pkg/web) has no package
-//   loadPkgNode()           require()s pkg/node (wasm-pack --target nodejs), or throws how to build it
+//   pkgDir                  the built package: $IF_PKG (set by the xtask), else <root>/pkg
+//   pkgMissing(dir)         a "build it like this" message when `dir` (default pkgDir) has no package
+//   importPackage()         the package as Node's `import` gets it (package.json exports, "node" + "import")
+//   requirePackage()        the package as Node's `require` gets it ("node" + "require")
 //   requirePrerequisites()  throws one error listing everything missing, so a test run says at once
 //                           what to install or build instead of failing test by test
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const pkgDir = process.env.IF_PKG ? path.resolve(process.env.IF_PKG) : path.join(root, "pkg");
 
-/** null when `dir` holds a `wasm-pack --target web` build, else what to run. */
-export function pkgWebMissing(dir = path.join(root, "pkg/web")) {
-  if (existsSync(path.join(dir, "idempotent_fetch.js"))) return null;
-  return `${dir} is not built: run \`cargo xtask build\` (cargo xtask test does)`;
+/** null when `dir` holds a built package, else what to run. */
+export function pkgMissing(dir = pkgDir) {
+  if (existsSync(path.join(dir, "package.json"))) return null;
+  return `${dir} is not built: run \`node package/build.mjs\` (cargo xtask test does)`;
 }
 
-export function loadPkgNode() {
-  const entry = path.join(root, "pkg/node/idempotent_fetch.js");
-  if (!existsSync(entry)) {
-    throw new Error(`${entry} is missing: build it with \`cargo xtask build\` (cargo xtask test does)`);
-  }
-  return createRequire(import.meta.url)(entry);
+/** The file package.json's `exports["."].node[condition]` names: what Node itself would load. */
+function nodeEntry(condition) {
+  const missing = pkgMissing();
+  if (missing) throw new Error(missing);
+  const manifest = JSON.parse(readFileSync(path.join(pkgDir, "package.json"), "utf8"));
+  const target = manifest.exports?.["."]?.node?.[condition];
+  if (typeof target !== "string") throw new Error(`${pkgDir}/package.json has no exports["."].node.${condition}`);
+  return path.join(pkgDir, target);
 }
+
+export const importPackage = () => import(pathToFileURL(nodeEntry("import")).href);
+export const requirePackage = () => createRequire(import.meta.url)(nodeEntry("require"));
 
 /** Throws `cannot run <what>:` and one line per non-empty entry of `missing`; returns otherwise. */
 export function requirePrerequisites(what, missing) {

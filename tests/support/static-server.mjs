@@ -1,7 +1,7 @@
 // A static file server for test pages: serves `dir` (default: the repository root) on
 // 127.0.0.1:<free port>, with the content types a browser insists on (application/wasm for
 // WebAssembly.instantiateStreaming, text/javascript for module scripts and workers), no caching,
-// 403 outside `dir`, 404 for a missing file.
+// 403 outside `dir`, 404 for a missing file. /pkg/ serves the built package (paths.mjs pkgDir).
 //
 //   const statics = await startStaticServer({ dir, cors: true });  // statics.url, await statics.close()
 //
@@ -10,7 +10,7 @@ import { readFile } from "node:fs/promises";
 import http from "node:http";
 import path from "node:path";
 
-import { root } from "./paths.mjs";
+import { pkgDir, root } from "./paths.mjs";
 
 export const CONTENT_TYPES = {
   ".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".mjs": "text/javascript; charset=utf-8",
@@ -21,8 +21,10 @@ export function startStaticServer({ dir = root, cors = false } = {}) {
   const base = path.resolve(dir);
   const httpServer = http.createServer(async (req, res) => {
     const pathname = decodeURIComponent(new URL(req.url, "http://127.0.0.1").pathname);
-    const file = path.resolve(base, "." + pathname);
-    if (!file.startsWith(base + path.sep)) {
+    // /pkg/ is the built package wherever it is ($IF_PKG), as the reference server's --pkg serves it.
+    const [dirOfUrl, rest] = pathname.startsWith("/pkg/") ? [path.resolve(pkgDir), pathname.slice(4)] : [base, pathname];
+    const file = path.resolve(dirOfUrl, "." + rest);
+    if (!file.startsWith(dirOfUrl + path.sep)) {
       res.writeHead(403).end();
       return;
     }

@@ -4,7 +4,7 @@
 // separated; the last step repeats), and logged so a test can check what the client sent:
 //   201        answer with that status (any 100..599), JSON body {attempt, key}
 //   429~2      ... with `Retry-After: 2`; `503~Wed, 21 Oct 2015 07:28:00 GMT` for a date
-//   201r       ... with `Idempotent-Replayed: true`
+//   201r       ... with `Idempotent-Replayed: true` (201q: `Idempotency-Replayed: true`, 201x: `X-Replayed: true`)
 //   503s       ... with `Stripe-Should-Retry: false` (400t: `Stripe-Should-Retry: true`)
 //   delay300   wait 300 ms, then answer 201
 //   reset      destroy the connection without answering
@@ -27,7 +27,7 @@ export function startTestServer(port = 0) {
       "access-control-allow-origin": "*",
       "access-control-allow-headers": "*",
       "access-control-allow-methods": "GET,POST,PUT,PATCH,DELETE",
-      "access-control-expose-headers": "idempotent-replayed, retry-after, stripe-should-retry",
+      "access-control-expose-headers": "idempotent-replayed, idempotency-replayed, x-replayed, retry-after, stripe-should-retry",
     };
     const url = new URL(req.url, "http://127.0.0.1");
     if (url.searchParams.has("close")) cors.connection = "close";
@@ -86,7 +86,7 @@ async function answer(step, res, cors, info) {
     res.on("close", () => clearInterval(timer));
     return;
   }
-  const match = /^(\d{3})(r|s|t)?(?:~(.*))?$/.exec(step);
+  const match = /^(\d{3})(r|q|x|s|t)?(?:~(.*))?$/.exec(step);
   if (!match) {
     res.writeHead(500, cors).end("bad script step " + step);
     return;
@@ -95,6 +95,8 @@ async function answer(step, res, cors, info) {
   const headers = { ...cors, "content-type": "application/json" };
   if (retryAfter !== undefined) headers["retry-after"] = retryAfter;
   if (flag === "r") headers["idempotent-replayed"] = "true";
+  if (flag === "q") headers["idempotency-replayed"] = "true";
+  if (flag === "x") headers["x-replayed"] = "true";
   if (flag === "s") headers["stripe-should-retry"] = "false";
   if (flag === "t") headers["stripe-should-retry"] = "true";
   res.writeHead(Number(status), headers);

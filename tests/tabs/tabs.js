@@ -1,7 +1,7 @@
-// Page half of tests/js/tabs.test.mjs: loads pkg/web (served at /pkg/ by the reference server) and
+// Page half of tests/js/tabs.test.mjs: loads the package (pkg/, served at /pkg/ by the reference server) and
 // exposes `window.__tabs`, which the test drives with page.evaluate. Every event is logged with a
 // Date.now() timestamp so the test can compare what two tabs did and when.
-import init, * as lib from "/pkg/idempotent_fetch.js";
+import * as lib from "/pkg/index.js";
 
 const tabs = {
   client: null,
@@ -68,7 +68,7 @@ const tabs = {
 };
 
 window.__tabs = tabs;
-init().then(
+lib.ready.then(
   () => { window.__ready = true; },
   (error) => { window.__initError = String(error?.stack ?? error); },
 );

@@ -2,10 +2,11 @@
 //   tools/node_modules/.bin/tsc -p tests/ts/tsconfig.json --noEmit
 // The @ts-expect-error lines prove the check can fail: if a wrong type were accepted, tsc would
 // report the unused directive.
-import init, {
+import {
   IdempotentClient,
   IdempotentOperation,
   isIdempotentFetchError,
+  ready,
   type AttemptEvent,
   type BeginOptions,
   type ClientEventMap,
@@ -57,7 +58,9 @@ const wrongJitter: RetryOptions = { jitter: "random" };
 const typo: ClientOptions = { retries: {} };
 
 async function checkout(cart: { id: string; amount: number }, signal: AbortSignal): Promise<string> {
-  await init();
+  // No init: optional warm-up, the first begin/fetch waits for the wasm anyway.
+  const warm: Promise<void> = ready;
+  await warm;
   const client = new IdempotentClient(options);
   const storage: "local" | "session" | "indexeddb" | "memory" = client.storage;
   const fallback: string | null = client.storageFallback;
@@ -122,15 +125,15 @@ async function checkout(cart: { id: string; amount: number }, signal: AbortSigna
   try {
     const result: SendResult = await op.send(sendOptions);
     const response: Response = result.response;
-    const fields: [number, boolean, boolean, number, string, string] =
-      [result.status, result.ok, result.replayed, result.attempts, result.key, result.intentId];
+    const fields: [number, boolean, boolean, boolean, number, string, string] =
+      [result.status, result.ok, result.replayed, result.uncertain, result.attempts, result.key, result.intentId];
     console.log(fields, response.headers.get("content-type"));
     return result.ok ? "paid" : `declined (${result.status})`;
   } catch (error: unknown) {
     if (isIdempotentFetchError(error)) {
       const typed: IdempotentFetchError = error;
       const code: ErrorCode = typed.code;
-      const reason: "maxAttempts" | "deadline" | "budget" | null = typed.reason;
+      const reason: "maxAttempts" | "deadline" | "budget" | "maxTotalAttempts" | null = typed.reason;
       const details: [string, string | null, number, number | null] = [typed.name, typed.key, typed.attempts, typed.lastStatus];
       console.log(details, reason);
       switch (code) {

@@ -1,216 +1,321 @@
-//! Shared helpers of the wasm-bindgen-test suites (`tests/wasm_browser.rs`, `tests/wasm_node.rs`).
+//! The machine's exports in a real JavaScript engine: the cases both wasm-bindgen-test suites run
+//! (`tests/wasm_browser.rs` in headless Chromium, `tests/wasm_node.rs` in Node).
 //!
-//! The suites drive the exported classes exactly as JavaScript would: options and requests are
-//! plain JS objects (built from JSON), promises are awaited with `JsFuture`, operations are the JS
-//! wrapper objects (`op.key`, `op.send(...)` through `Reflect`), errors are read by their `code`.
-//!
-//! The scripted test server (`tests/support/test-server.mjs`) is found through `IF_TEST_SERVER`,
-//! read at COMPILE time (`cargo xtask test` sets it, layer e). Without it every test that needs the
-//! server fails with a message saying how to run it: these tests never skip silently.
-#![allow(dead_code)] // each suite uses a different subset
+//! They call the exported `Engine` and `Machine` (`idempotent_fetch::wasm`) the way the driver does:
+//! JavaScript numbers (NaN, fractions, negatives included), strings and booleans in, action numbers
+//! out, errors thrown as the number `code * 256 + detail`. What only a real engine can show: keys
+//! come from `crypto.getRandomValues` through getrandom's JS backend, thrown values are plain JS
+//! numbers, and nothing the driver may pass traps the instance. The rules themselves are covered
+//! natively (tests/core_*.rs); the JS API by the JS suites.
+#![allow(dead_code)] // each suite uses the shared cases plus its own
 
-use idempotent_fetch::IdempotentClient;
-use js_sys::{Function, Object, Promise, Reflect, JSON};
-use wasm_bindgen::prelude::*;
-use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::JsFuture;
+use std::collections::HashSet;
 
-/// Base URL of the scripted test server, e.g. `http://127.0.0.1:40123`.
-pub fn server() -> &'static str {
-    match option_env!("IF_TEST_SERVER") {
-        Some(url) if url.starts_with("http") => url.trim_end_matches('/'),
-        _ => panic!(
-            "IF_TEST_SERVER was not set when these tests were compiled. Run them with `cargo xtask test`, \
-             or start `node tests/support/test-server.mjs`, export IF_TEST_SERVER=<the printed \
-             http://127.0.0.1:PORT> and rebuild (wasm-pack test ...)."
-        ),
-    }
+use idempotent_fetch::wasm::{Engine, Machine};
+use wasm_bindgen::JsValue;
+use wasm_bindgen_test::*;
+
+pub const ID: &str = "checkout:cart-42";
+pub const NOW: f64 = 1_700_000_000_000.0;
+
+pub const SEND: u32 = 1;
+pub const WAIT: u32 = 2;
+pub const WAIT_ONLINE: u32 = 3;
+pub const DONE: u32 = 4;
+pub const FAIL: u32 = 5;
+
+pub fn fingerprint() -> String {
+    "a1".repeat(32)
 }
 
-/// A name unique to this test and this run (the server's logs outlive a run; browsers may not
-/// start with empty storage): `<prefix>-<time>-<random>`.
-pub fn unique(prefix: &str) -> String {
-    let now = js_sys::Date::now() as u64;
-    let random = (js_sys::Math::random() * 1e9) as u64; // test ids only; keys come from the CSPRNG
-    format!("{prefix}-{now:x}-{random:x}")
+/// `new Engine(...)` with today's defaults and the given jitter and header form.
+pub fn engine_with(max_attempts: f64, jitter: f64, sf_header: bool) -> Engine {
+    Engine::new(
+        max_attempts,
+        250.0,
+        20_000.0,
+        120_000.0,
+        15_000.0,
+        60_000.0,
+        jitter,
+        86_400_000.0,
+        500.0,
+        sf_header,
+        None,
+    )
+    .unwrap_or_else(|e| panic!("default options refused: {e:?}"))
 }
 
-/// `/s/<scenario>?script=<script>` on the test server.
-pub fn scenario_url(scenario: &str, script: &str) -> String {
-    format!("{}/s/{scenario}?script={script}", server())
+pub fn engine() -> Engine {
+    engine_with(8.0, 3.0, false)
 }
 
-/// A JS value from JSON text (panics on bad JSON: a bug in the test).
-pub fn js(value: serde_json::Value) -> JsValue {
-    JSON::parse(&value.to_string()).expect("test JSON parses")
+/// The number thrown, which must be a plain JS number.
+pub fn thrown(value: JsValue) -> u32 {
+    let n = value.as_f64().unwrap_or_else(|| panic!("thrown value is not a number: {value:?}"));
+    assert_eq!(n.fract(), 0.0, "thrown {n}");
+    n as u32
 }
 
-/// Client options with fast retries: `{ namespace, retry: { baseDelayMs: 5, maxDelayMs: 20, ... } }`
-/// merged with `extra` (top-level fields; `retry` fields are merged into the fast defaults).
-pub fn fast_options(namespace: &str, extra: serde_json::Value) -> JsValue {
-    let mut options = serde_json::json!({
-        "namespace": namespace,
-        "retry": { "baseDelayMs": 5, "maxDelayMs": 20, "maxAttempts": 5 },
-    });
-    if let serde_json::Value::Object(extra) = extra {
-        for (name, value) in extra {
-            if name == "retry" {
-                if let serde_json::Value::Object(retry) = value {
-                    for (field, v) in retry {
-                        options["retry"][field] = v;
-                    }
-                }
-            } else {
-                options[name] = value;
-            }
-        }
-    }
-    js(options)
+pub fn packed(code: u32, detail: u32) -> u32 {
+    code * 256 + detail
 }
 
-/// `new IdempotentClient(options)`, panicking with the error's code and message if it throws.
-pub fn client(options: JsValue) -> IdempotentClient {
-    match IdempotentClient::new(Some(options.unchecked_into())) {
-        Ok(client) => client,
-        Err(e) => panic!("new IdempotentClient failed: {}", describe(&e)),
-    }
-}
-
-/// Awaits a promise-like value.
-pub async fn wait(promise: impl Into<JsValue>) -> Result<JsValue, JsValue> {
-    let promise: Promise = promise.into().dyn_into().expect("a Promise");
-    JsFuture::from(promise).await
-}
-
-/// `client.begin(intentId, request)`: the operation (a JS `IdempotentOperation`) or the error.
-pub async fn begin(client: &IdempotentClient, intent_id: &str, request: JsValue) -> Result<JsValue, JsValue> {
-    wait(client.begin(JsValue::from_str(intent_id).unchecked_into(), request.unchecked_into(), None)).await
-}
-
-/// A POST of `body` to `url`, as an intent request object.
-pub fn post(url: &str, body: &str) -> JsValue {
-    js(serde_json::json!({ "url": url, "method": "POST", "body": body }))
-}
-
-/// `op[name]` as a JS value.
-pub fn get(target: &JsValue, name: &str) -> JsValue {
-    Reflect::get(target, &JsValue::from_str(name)).unwrap_or(JsValue::UNDEFINED)
-}
-
-/// `op.key`.
-pub fn key(op: &JsValue) -> String {
-    get(op, "key").as_string().expect("op.key is a string")
-}
-
-/// `op.send(options)`: the `SendResult` or the rejection.
-pub async fn send(op: &JsValue, options: Option<&JsValue>) -> Result<JsValue, JsValue> {
-    let method: Function = get(op, "send").dyn_into().expect("op.send is a function");
-    let promise = match options {
-        Some(options) => method.call1(op, options)?,
-        None => method.call0(op)?,
-    };
-    wait(promise).await
-}
-
-/// `error.code` of an `IdempotentFetchError` (panics if `error` is not one).
-pub fn code(error: &JsValue) -> String {
-    assert_eq!(
-        get(error, "name").as_string().as_deref(),
-        Some("IdempotentFetchError"),
-        "not an IdempotentFetchError: {}",
-        describe(error)
-    );
-    get(error, "code").as_string().expect("error.code is a string")
-}
-
-/// `"CODE: message"` for messages.
-pub fn describe(error: &JsValue) -> String {
-    let code = get(error, "code").as_string().unwrap_or_else(|| "?".into());
-    let message =
-        get(error, "message").as_string().or_else(|| error.as_string()).unwrap_or_else(|| format!("{error:?}"));
-    format!("{code}: {message}")
-}
-
-/// Unwraps a result, describing a rejection.
-pub fn ok(result: Result<JsValue, JsValue>, what: &str) -> JsValue {
-    result.unwrap_or_else(|e| panic!("{what} rejected: {}", describe(&e)))
-}
-
-/// Unwraps a rejection with the expected `code`, describing an unexpected success.
-pub fn rejected(result: Result<JsValue, JsValue>, expected_code: &str, what: &str) -> JsValue {
-    match result {
-        Ok(value) => {
-            panic!("{what} should reject with {expected_code} but resolved to {:?}", JSON::stringify(&value).ok())
-        }
-        Err(error) => {
-            assert_eq!(code(&error), expected_code, "{what}: {}", describe(&error));
-            error
-        }
-    }
-}
-
-/// A number property as `f64` (panics if absent).
-pub fn number(target: &JsValue, name: &str) -> f64 {
-    get(target, name).as_f64().unwrap_or_else(|| panic!("{name} is not a number"))
-}
-
-/// One request the test server received.
-#[derive(Debug, Clone)]
-pub struct Logged {
-    /// HTTP method.
-    pub method: String,
-    /// The `idempotency-key` header, if any.
-    pub key: Option<String>,
-    /// The body as latin1 text.
-    pub body: String,
-    /// All headers (lower-case names).
-    pub headers: JsValue,
-}
-
-impl Logged {
-    /// A received header.
-    pub fn header(&self, name: &str) -> Option<String> {
-        get(&self.headers, name).as_string()
-    }
-}
-
-/// What the server received for `scenario` (`GET /log/<scenario>`), in order. Uses the global
-/// `fetch` directly, so it works in windows and Node alike.
-pub async fn server_log(scenario: &str) -> Vec<Logged> {
-    let fetch: Function = get(&js_sys::global(), "fetch").dyn_into().expect("global fetch");
-    let url = format!("{}/log/{scenario}", server());
-    let response =
-        wait(fetch.call1(&JsValue::UNDEFINED, &JsValue::from_str(&url)).expect("fetch call")).await.expect("GET /log");
-    let json: Function = get(&response, "json").dyn_into().expect("response.json");
-    let entries = wait(json.call0(&response).expect("json()")).await.expect("log JSON");
-    js_sys::Array::from(&entries)
-        .iter()
-        .map(|entry| Logged {
-            method: get(&entry, "method").as_string().unwrap_or_default(),
-            key: get(&entry, "key").as_string(),
-            body: get(&entry, "body").as_string().unwrap_or_default(),
-            headers: get(&entry, "headers"),
+fn is_canonical_v4(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            14 => *c == b'4',
+            19 => matches!(c, b'8' | b'9' | b'a' | b'b'),
+            _ => c.is_ascii_digit() || (b'a'..=b'f').contains(c),
         })
-        .collect()
 }
 
-/// Asserts the server got `count` requests for `scenario`, all carrying `key`.
-pub async fn assert_log_keys(scenario: &str, count: usize, key: &str) -> Vec<Logged> {
-    let log = server_log(scenario).await;
-    assert_eq!(log.len(), count, "requests received for {scenario}: {log:?}");
-    for (i, entry) in log.iter().enumerate() {
-        assert_eq!(entry.key.as_deref(), Some(key), "attempt {} of {scenario} carried another key", i + 1);
+fn load(engine: &Engine, m: &Machine) -> Result<Machine, JsValue> {
+    engine.load(
+        ID,
+        1.0,
+        &m.intent_id(),
+        &m.key(),
+        &m.fingerprint(),
+        m.created_at(),
+        m.updated_at(),
+        f64::from(m.attempts()),
+        &m.state(),
+        f64::from(m.last_status()),
+        Some(m.uncertain()),
+    )
+}
+
+#[wasm_bindgen_test]
+fn keys_come_from_the_platform_csprng_and_are_distinct_v4() {
+    let engine = engine();
+    let mut seen = HashSet::new();
+    for i in 0..200 {
+        let machine = engine.begin(&format!("intent-{i}"), &fingerprint(), NOW, false, None).expect("begin");
+        let key = machine.key();
+        assert!(is_canonical_v4(&key), "{key}");
+        assert!(seen.insert(key.clone()), "duplicate key {key}");
+        assert!(machine.dirty() && !machine.resumed());
+        assert_eq!(machine.header(), key);
     }
-    log
 }
 
-/// A plain object's own enumerable property names.
-pub fn keys_of(value: &JsValue) -> Vec<String> {
-    Object::keys(value.unchecked_ref::<Object>()).iter().filter_map(|k| k.as_string()).collect()
+#[wasm_bindgen_test]
+fn the_sf_string_header_quotes_the_key() {
+    let machine = engine_with(8.0, 0.0, true).begin(ID, &fingerprint(), NOW, false, None).unwrap();
+    assert_eq!(machine.header(), format!("\"{}\"", machine.key()));
 }
 
-/// Runs JavaScript source as the body of a function and returns its result (test plumbing such
-/// as overriding `Storage.prototype.setItem`).
-pub fn run_js(body: &str) -> JsValue {
-    Function::new_no_args(body).call0(&JsValue::UNDEFINED).unwrap_or_else(|e| panic!("test JS threw: {e:?}"))
+#[wasm_bindgen_test]
+fn every_option_out_of_range_throws_its_index() {
+    let good = [8.0, 250.0, 20_000.0, 120_000.0, 15_000.0, 60_000.0, 0.0, 86_400_000.0, 500.0];
+    let bad: [&[f64]; 9] = [
+        &[0.0, 1001.0, 1.5, -1.0, f64::NAN],
+        &[-1.0, 0.5, f64::INFINITY, 2_592_000_001.0],
+        &[100.0, f64::NAN, 2_592_000_001.0],
+        &[-1.0, 1.25, f64::NAN],
+        &[0.0, -5.0, 0.1],
+        &[f64::NEG_INFINITY, 3.5],
+        &[4.0, -1.0, 1.5, f64::NAN],
+        &[0.0, 2_592_000_001.0, 0.5],
+        &[-1.0, 1_000_001.0, 2.5],
+    ];
+    for (index, values) in bad.iter().enumerate() {
+        for &value in *values {
+            let mut o = good;
+            o[index] = value;
+            let result = Engine::new(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[8], false, None);
+            let err = result.err().unwrap_or_else(|| panic!("option {index} = {value} accepted"));
+            assert_eq!(thrown(err), packed(7, index as u32), "option {index} = {value}");
+        }
+    }
+}
+
+#[wasm_bindgen_test]
+fn a_send_runs_through_the_exports() {
+    let engine = engine();
+    let mut m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();
+    m.mark_saved();
+    assert_eq!(m.start(NOW, true), SEND);
+    assert!(m.dirty(), "saved before the attempt");
+    assert_eq!((m.attempt(), m.total_attempts(), m.timeout_ms()), (1, 1, 15_000.0));
+    m.mark_saved();
+    assert_eq!(m.on_response(NOW + 10.0, 503, Some("2".into()), None, None, 0), WAIT);
+    assert_eq!((m.delay_ms(), m.reason(), m.last_status()), (2_000.0, 3, 503));
+    assert_eq!(engine.budget(), 495);
+    assert_eq!(m.on_wake(NOW + 2_010.0, false), WAIT_ONLINE);
+    assert_eq!(m.timeout_ms(), 120_000.0 - 2_010.0);
+    assert_eq!(m.on_online(NOW + 3_000.0), SEND);
+    assert_eq!(m.on_network_error(NOW + 3_100.0), WAIT);
+    assert_eq!((m.delay_ms(), m.reason()), (500.0, 1), "no jitter: the second step");
+    assert_eq!(m.on_wake(NOW + 3_600.0, true), SEND);
+    assert_eq!(m.on_timeout(NOW + 18_600.0), WAIT);
+    assert_eq!(m.reason(), 2);
+    assert_eq!(m.on_wake(NOW + 19_600.0, true), SEND);
+    let done = m.on_response(NOW + 19_700.0, 201, None, None, Some(" True ".into()), 0);
+    assert_eq!(done, DONE);
+    assert_eq!((m.status(), m.ok(), m.replayed(), m.attempt()), (201, true, true, 4));
+    assert_eq!((m.state(), m.attempts()), ("succeeded".to_owned(), 4));
+    assert_eq!(m.updated_at(), NOW + 19_700.0);
+}
+
+#[wasm_bindgen_test]
+fn failures_carry_their_code_and_detail() {
+    let engine = engine_with(2.0, 3.0, false);
+    let mut m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();
+    assert_eq!(m.start(NOW, true), SEND);
+    assert_eq!(m.on_response(NOW, 500, None, None, None, 0), WAIT);
+    assert_eq!(m.on_wake(NOW + 250.0, true), SEND);
+    assert_eq!(m.on_response(NOW + 300.0, 500, None, None, None, 0), FAIL);
+    assert_eq!((m.error_code(), m.error_detail(), m.attempt()), (1, 1, 2));
+    assert_eq!(m.state(), "pending", "the key is kept");
+
+    assert_eq!(m.start(NOW + 1_000.0, true), SEND, "a machine can start again");
+    assert_eq!(m.on_response(NOW + 1_000.0, 422, None, None, None, 0), FAIL);
+    assert_eq!((m.error_code(), m.state()), (3, "failed".to_owned()));
+
+    let mut m = engine.begin("other", &fingerprint(), NOW, false, None).unwrap();
+    assert_eq!(m.start(NOW, true), SEND);
+    assert_eq!(m.on_abort(NOW + 5.0), FAIL);
+    assert_eq!((m.error_code(), m.error_detail(), m.attempt()), (2, 0, 1));
+    assert_eq!(m.on_wake(NOW, true), FAIL, "out of order");
+    assert_eq!((m.error_code(), m.error_detail()), (15, 2));
+    assert_eq!(m.on_response(NOW, 200, None, None, None, 0), FAIL);
+    assert_eq!((m.error_code(), m.error_detail()), (15, 1));
+}
+
+#[wasm_bindgen_test]
+fn the_callers_override_and_the_server_hint_cross_as_numbers_and_strings() {
+    let engine = engine();
+    let mut m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();
+    assert_eq!(m.start(NOW, true), SEND);
+    assert_eq!(m.on_response(NOW, 503, None, None, None, 2), DONE, "override 2: definite");
+    assert!(!m.ok());
+    assert_eq!(m.start(NOW, true), SEND);
+    assert_eq!(m.on_response(NOW, 404, None, None, None, 1), WAIT, "override 1: retry");
+    assert_eq!(m.on_wake(NOW + 250.0, true), SEND);
+    assert_eq!(m.on_response(NOW, 503, None, Some("false".into()), None, 0), DONE, "Stripe-Should-Retry");
+    assert_eq!(m.start(NOW, true), SEND);
+    assert_eq!(m.on_response(NOW, 503, Some("Sun, 06 Nov 1994 08:49:37 GMT".into()), None, None, 0), WAIT);
+    assert_eq!(m.delay_ms(), 250.0, "a past date means now: the backoff");
+}
+
+#[wasm_bindgen_test]
+fn stored_records_load_or_throw_the_field() {
+    let engine = engine();
+    let m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();
+    let loaded = load(&engine, &m).expect("its own record loads");
+    assert_eq!((loaded.key(), loaded.dirty(), loaded.resumed()), (m.key(), false, true));
+
+    let key = m.key();
+    let fp = fingerprint();
+    let cases: [(u32, Result<Machine, JsValue>); 9] = [
+        (1, engine.load(ID, 2.0, ID, &key, &fp, NOW, NOW, 0.0, "pending", 0.0, None)),
+        (2, engine.load(ID, 1.0, "other", &key, &fp, NOW, NOW, 0.0, "pending", 0.0, None)),
+        (3, engine.load(ID, 1.0, ID, "8E03978E-40D5-43E8-BC93-6894A57F9324", &fp, NOW, NOW, 0.0, "pending", 0.0, None)),
+        (4, engine.load(ID, 1.0, ID, &key, "zz", NOW, NOW, 0.0, "pending", 0.0, None)),
+        (5, engine.load(ID, 1.0, ID, &key, &fp, f64::NAN, NOW, 0.0, "pending", 0.0, None)),
+        (6, engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW - 1.0, 0.0, "pending", 0.0, None)),
+        (7, engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW, -1.0, "pending", 0.0, None)),
+        (8, engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW, 0.0, "done", 0.0, None)),
+        (9, engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW, 0.0, "pending", 600.0, None)),
+    ];
+    for (field, result) in cases {
+        let err = result.err().unwrap_or_else(|| panic!("field {field} accepted"));
+        assert_eq!(thrown(err), packed(9, field), "field {field}");
+    }
+}
+
+#[wasm_bindgen_test]
+fn begin_resumes_refuses_or_renews_against_the_stored_record() {
+    let engine = engine();
+    let m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();
+    let key = m.key();
+    let stored = load(&engine, &m).unwrap();
+    let again = engine.begin(ID, &fingerprint(), NOW + 1.0, false, Some(stored)).unwrap();
+    assert_eq!((again.key(), again.resumed(), again.dirty()), (key.clone(), true, false));
+
+    let stored = load(&engine, &m).unwrap();
+    let err = engine.begin(ID, &"b2".repeat(32), NOW, false, Some(stored)).err().unwrap();
+    assert_eq!(thrown(err), packed(4, 0), "INTENT_MISMATCH");
+
+    let stored = load(&engine, &m).unwrap();
+    let replaced = engine.begin(ID, &"b2".repeat(32), NOW, true, Some(stored)).unwrap();
+    assert_ne!(replaced.key(), key);
+
+    assert_eq!(thrown(engine.begin("", &fingerprint(), NOW, false, None).err().unwrap()), packed(8, 1));
+    assert_eq!(thrown(engine.begin(ID, "nope", NOW, false, None).err().unwrap()), packed(8, 2));
+}
+
+#[wasm_bindgen_test]
+fn sweep_and_expiry_through_the_exports() {
+    let engine = engine();
+    let mut m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();
+    m.mark_saved();
+    assert_eq!(engine.sweep(&mut m, NOW + 86_400_000.0), 0);
+    assert_eq!(engine.sweep(&mut m, NOW + 86_400_001.0), 2);
+    assert!(m.dirty());
+    assert_eq!(m.state(), "expired");
+    assert_eq!(m.start(NOW + 86_400_002.0, true), FAIL);
+    assert_eq!(m.error_code(), 5);
+}
+
+#[wasm_bindgen_test]
+fn hostile_numbers_never_trap() {
+    let engine = engine_with(3.0, 0.0, false);
+    let mut m = engine.begin(ID, &fingerprint(), f64::NAN, false, None).unwrap();
+    for now in [f64::NAN, -1.0, f64::INFINITY, f64::NEG_INFINITY, 1e300, -0.0, 0.5] {
+        let _ = m.start(now, true);
+        let _ = m.on_response(now, 65_535, Some("\u{0}".into()), Some("".into()), Some("x".into()), u32::MAX);
+        let _ = m.on_network_error(now);
+        let _ = m.on_wake(now, false);
+        let _ = m.on_online(now);
+        let _ = m.on_online_timeout(now);
+        let _ = m.on_timeout(now);
+        let _ = m.on_abort(now);
+        let _ = engine.sweep(&mut m, now);
+    }
+    assert!(is_canonical_v4(&m.key()));
+    assert!(m.updated_at() >= m.created_at());
+}
+
+#[wasm_bindgen_test]
+fn issue_13_rules_cross_the_boundary() {
+    // maxTotalAttempts: an optional trailing argument (undefined: no limit).
+    let engine = Engine::new(8.0, 0.0, 0.0, 120_000.0, 15_000.0, 60_000.0, 3.0, 86_400_000.0, 500.0, false, Some(2.0))
+        .expect("options");
+    let bad = Engine::new(8.0, 0.0, 0.0, 120_000.0, 15_000.0, 60_000.0, 3.0, 86_400_000.0, 500.0, false, Some(0.5));
+    assert_eq!(thrown(bad.err().unwrap()), packed(7, 10));
+
+    let mut m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();
+    assert_eq!(m.start(NOW, true), SEND);
+    assert_eq!(m.on_network_error(NOW + 1.0), WAIT);
+    assert!(m.uncertain(), "sent, then no answer");
+    assert_eq!(m.on_wake(NOW + 2.0, true), SEND);
+    assert_eq!(m.on_response(NOW + 3.0, 500, None, None, None, 0), FAIL);
+    assert_eq!((m.error_code(), m.error_detail()), (1, 4), "maxTotalAttempts");
+
+    // Replayed: definite, certain.
+    let engine = engine_with(8.0, 3.0, false);
+    let mut m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();
+    assert_eq!(m.start(NOW, true), SEND);
+    assert_eq!(m.on_timeout(NOW + 1.0), WAIT);
+    assert_eq!(m.on_wake(NOW + 300.0, true), SEND);
+    assert_eq!(m.on_response(NOW + 400.0, 500, None, None, Some("true".into()), 1), DONE);
+    assert!(m.replayed() && !m.ok() && !m.uncertain());
+
+    // Uncertain is stored and read back; a plain 4xx then says so.
+    let mut m = engine.begin("u", &fingerprint(), NOW, false, None).unwrap();
+    assert_eq!(m.start(NOW, true), SEND);
+    assert_eq!(m.on_abort(NOW + 1.0), FAIL);
+    let (key, fp) = (m.key(), m.fingerprint());
+    let stored =
+        engine.load("u", 1.0, "u", &key, &fp, m.created_at(), m.updated_at(), 1.0, "pending", 0.0, Some(true)).unwrap();
+    assert!(stored.uncertain());
+    let mut again = engine.begin("u", &fp, NOW + 10.0, false, Some(stored)).unwrap();
+    assert_eq!(again.start(NOW + 10.0, true), SEND);
+    assert_eq!(again.on_response(NOW + 11.0, 404, None, None, None, 0), DONE);
+    assert!(again.uncertain() && !again.ok());
 }

@@ -2,17 +2,17 @@
 // (`new Worker(url, { type: "module" })`) and as a module service worker. The page sends
 // `{ cmd: "run", ... }` with a MessagePort; the answer (or the error) comes back on that port.
 //
-// status: loads the library; answers the events and the outcome of the detached send so far:
+// status: waits for the library to load; answers the events and the outcome of the detached send so far:
 //   { events, outcome, onLine }.
 // run: { namespace, options, intentId, url, body, detach, hideIndexedDB }
 //   makes a client (options merged with { namespace }), lists pending(), begins the intent and sends
 //   it. With `detach` the send is left running and the answer comes back at once (the test then
 //   reloads the page or stops the worker mid-retry). Answers the key, the storage in use, the
 //   fallback reason and events, pending() before begin, and the send's result.
-import init, { IdempotentClient } from "/pkg/web/idempotent_fetch.js";
+import { IdempotentClient, ready } from "/pkg/index.js";
 
-// No top-level await: service workers forbid it. Loaded on the first message.
-let loaded;
+// No top-level await (service workers forbid it) and no init call: the package loads its wasm itself,
+// and the client's first operation waits for it. `status` awaits `ready` to report a failed load.
 const detached = [];
 const status = { events: [], outcome: null };
 
@@ -33,12 +33,11 @@ globalThis.addEventListener("message", (event) => {
 
 async function run({ cmd, namespace, options = {}, intentId = "checkout:cart-42", url, body = '{"cart":42}', detach = false, hideIndexedDB = false }) {
   if (cmd === "status") {
-    await (loaded ??= init());
+    await ready;
     return { ...status, onLine: navigator.onLine };
   }
   if (cmd !== "run") throw new Error(`unknown command ${cmd}`);
   if (hideIndexedDB) Object.defineProperty(globalThis, "indexedDB", { value: undefined, configurable: true });
-  await (loaded ??= init());
   const fallbackEvents = [];
   const client = new IdempotentClient({ namespace, ...options });
   client.addEventListener("storagefallback", (e) => fallbackEvents.push(e.reason));

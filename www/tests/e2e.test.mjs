@@ -1,10 +1,10 @@
 // End-to-end tests of the demo checkout page: the real server binary (own temp SQLite db, port 0), the
-// built wasm package (pkg/web) and headless Chromium driven by playwright-core. Every test uses its own
-// browser context (fresh localStorage) and its own account (X-Account-Id), so order counts are exact.
+// built package (pkg/) and headless Chromium driven by playwright-core. Every test uses its own
+// browser context (fresh localStorage) and its own account (a session cookie), so order counts are exact.
 // Faults are server-wide, so the tests run one after another and reset them afterwards.
 //
 // Needs: the reference server (IF_SERVER_BIN or target/release, built when missing:
-// tests/support/reference-server.mjs), pkg/web (cargo xtask build), playwright-core and
+// tests/support/reference-server.mjs), the package (node package/build.mjs), playwright-core and
 // Chromium (CHROMIUM_PATH or on PATH: tests/support/chromium.mjs).
 import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
@@ -12,7 +12,7 @@ import { mkdirSync } from "node:fs";
 import path from "node:path";
 
 import { collectPageErrors, launchChromium } from "../../tests/support/chromium.mjs";
-import { pkgWebMissing, root } from "../../tests/support/paths.mjs";
+import { pkgDir, pkgMissing, root } from "../../tests/support/paths.mjs";
 import { startReferenceServer } from "../../tests/support/reference-server.mjs";
 
 // Each run writes its screenshots under target/ (ignored by git) for a person to look at; they are
@@ -79,8 +79,8 @@ function assertNoPageErrors(...pages) {
 }
 
 before(async () => {
-  browser = await launchChromium({ what: "the e2e tests", also: [pkgWebMissing()] });
-  server = await startReferenceServer({ www: path.join(root, "www"), pkg: path.join(root, "pkg/web"), label: "e2e" });
+  browser = await launchChromium({ what: "the e2e tests", also: [pkgMissing()] });
+  server = await startReferenceServer({ www: path.join(root, "www"), pkg: pkgDir, label: "e2e" });
   mkdirSync(screenshotDir, { recursive: true });
 });
 

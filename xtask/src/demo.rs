@@ -2,7 +2,7 @@
 
 use crate::install;
 use crate::process::{cargo, run, Result};
-use crate::project::{ensure_package, SERVER_PACKAGE, SERVER_PROFILE, WEB_PACKAGE, WWW_DIR};
+use crate::project::{ensure_package, SERVER_PACKAGE, SERVER_PROFILE, PACKAGE_DIR, WWW_DIR};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub fn demo(port: u16) -> Result {
@@ -24,7 +24,7 @@ pub fn demo(port: u16) -> Result {
         "--www",
         WWW_DIR,
         "--pkg",
-        WEB_PACKAGE,
+        PACKAGE_DIR,
     ]));
     if STOPPED.load(Ordering::SeqCst) {
         println!("== demo stopped");

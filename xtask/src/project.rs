@@ -15,16 +15,13 @@ pub fn root() -> PathBuf {
     xtask.parent().unwrap_or(xtask).to_path_buf()
 }
 
-/// The npm package(s): `wasm-pack build --target` and the output directory of each.
-pub const PACKAGE_TARGETS: &[(&str, &str)] =
-    &[("web", WEB_PACKAGE), ("nodejs", "pkg/node"), ("bundler", "pkg/bundler")];
-/// The package the demo page and the browser tests load.
-pub const WEB_PACKAGE: &str = "pkg/web";
+/// The one npm package (browsers, bundlers, workers, Node), built by `package/build.mjs`.
+pub const PACKAGE_DIR: &str = "pkg";
 /// Everything the package is built from: it is rebuilt when one of these is newer than it.
-pub const PACKAGE_INPUTS: &[&str] = &["src", "Cargo.toml", "Cargo.lock"];
+pub const PACKAGE_INPUTS: &[&str] = &["src", "package", "Cargo.toml", "Cargo.lock"];
 /// Every TypeScript project; the `tsc` gate runs `tsc -p <it> --strict --noEmit` on each, and fails
 /// on a `.ts` file outside their directories.
-pub const TSCONFIGS: &[&str] = &["tests/ts/tsconfig.json"];
+pub const TSCONFIGS: &[&str] = &["src/js/tsconfig.json", "tests/ts/tsconfig.json"];
 /// The demo page and its end-to-end tests.
 pub const WWW_DIR: &str = "www";
 /// The npm tools (wasm-opt, tsc, playwright-core), pinned in tools/package.json.
@@ -33,21 +30,15 @@ pub const TOOLS_DIR: &str = "tools";
 pub const SERVER_PACKAGE: &str = "idempotent-fetch-server";
 pub const SERVER_PROFILE: &str = "server";
 
-/// Build the npm package, the only place that knows the build command lines.
+/// Build the npm package into pkg/: every command line is in package/build.mjs (package/README.md).
 pub fn build_package() -> Result {
-    for (target, out) in PACKAGE_TARGETS {
-        let args = ["build", "--release", "--target", target, "--out-dir", out, "--out-name", "idempotent_fetch"];
-        run(cmd("wasm-pack").args(args))?;
-    }
-    Ok(())
+    run(cmd("node").arg(root().join("package/build.mjs")))
 }
 
 /// Build the package unless every file of it is newer than every input (fast when nothing changed).
 pub fn ensure_package() -> Result {
-    // None when one output directory is missing or empty.
-    let oldest: Option<Vec<_>> =
-        PACKAGE_TARGETS.iter().map(|(_, out)| mtimes(Path::new(out)).into_iter().min()).collect();
-    let built = oldest.and_then(|each| each.into_iter().min());
+    // None when the output directory is missing or empty.
+    let built = mtimes(Path::new(PACKAGE_DIR)).into_iter().min();
     let changed = PACKAGE_INPUTS.iter().flat_map(|p| mtimes(Path::new(p))).max();
     match (built, changed) {
         (Some(built), Some(changed)) if built > changed => {

@@ -4,7 +4,7 @@
 
 use crate::install;
 use crate::process::{cargo, cmd, free_port, run, spawn_listening, Result};
-use crate::project::{ensure_package, root, server_binary, SERVER_PACKAGE, TOOLS_DIR, TSCONFIGS, WEB_PACKAGE, WWW_DIR};
+use crate::project::{ensure_package, root, server_binary, SERVER_PACKAGE, TOOLS_DIR, TSCONFIGS, PACKAGE_DIR, WWW_DIR};
 use crate::size;
 use std::env;
 use std::fs;
@@ -139,8 +139,7 @@ fn node_env() -> Result {
     env::set_var("NODE_PATH", env::join_paths(node_path).map_err(|e| e.to_string())?);
     env::set_var("IF_TOOLS_DIR", root().join(TOOLS_DIR));
     env::set_var("IF_PLAYWRIGHT_CORE", modules.join("playwright-core/index.mjs"));
-    env::set_var("IF_PKG_WEB", root().join(WEB_PACKAGE));
-    env::set_var("IF_PKG_NODE", root().join("pkg/node"));
+    env::set_var("IF_PKG", root().join(PACKAGE_DIR));
     env::set_var("IF_WWW_DIR", root().join(WWW_DIR));
     env::set_var("IF_SERVER_BIN", server_binary()?);
     Ok(())

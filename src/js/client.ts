@@ -1,0 +1,355 @@
+// `IdempotentClient`: the entry point. Makes state-changing requests safe to retry: one idempotency
+// key per intent, kept in storage across reloads, re-sent until the server gives a definite answer.
+
+import { type ClientCore, intentLock, loadRecord, offerSendLock, saveRecord } from "./core.js";
+import { IdempotentFetchError, invalidOptions, invalidRequest } from "./errors.js";
+import { type IdempotentRequestInit, readFetchArgs } from "./fetch-args.js";
+import { Listeners, type ClientEventMap } from "./events.js";
+import { fingerprint, hex } from "./fingerprint.js";
+import { InFlight } from "./inflight.js";
+import { type Engine, KEEP, NOW_EXPIRED, REMOVE } from "./machine.js";
+import { fromThrown, intentMismatch } from "./messages.js";
+import {
+  type BeginOptions,
+  type ClientOptions,
+  type Config,
+  ENGINE_ARGUMENTS,
+  JITTERS,
+  parseBeginOptions,
+  parseClientOptions,
+  type StorageKind,
+} from "./options.js";
+import { discardIntent, IdempotentOperation, intentIdArg, type IntentState, viewOf } from "./operation.js";
+import { decodeRecord, type PersistedRequest } from "./record.js";
+import { type IntentRequest, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
+import type { SendResult } from "./send.js";
+import { Store } from "./storage/store.js";
+import { loadMachine, machineIfLoaded, type MachineModule } from "./wasm.js";
+
+/** A stored intent, as listed by `client.pending()`. */
+export interface IntentInfo {
+  intentId: string;
+  key: string;
+  state: IntentState;
+  attempts: number;
+  createdAt: number;
+  updatedAt: number;
+  lastStatus: number | null;
+  /** Whether the request was persisted (`persistRequest`) so `client.resume` can re-send it. */
+  resumable: boolean;
+}
+
+/** Makes state-changing requests safe to retry: one idempotency key per intent, kept in storage
+ *  across reloads, re-sent until the server gives a definite answer. */
+export class IdempotentClient {
+  private readonly core: ClientCore;
+  private engineReady: Promise<Engine> | undefined;
+  /** The Engine once made (the wasm module is ready). */
+  private engineMade: Engine | undefined;
+  private freed = false;
+
+  /**
+   * Creates a client. Throws `IdempotentFetchError` (`INVALID_OPTIONS`, naming the field) for a bad
+   * option. Never throws because storage is blocked or full: it falls back to memory and says so in
+   * `storageFallback` and a `storagefallback` event.
+   */
+  constructor(options?: ClientOptions) {
+    const config = parseClientOptions(options);
+    const store = new Store(config.storage, config.namespace);
+    const listeners = new Listeners();
+    store.onFallback = (reason) => listeners.emit({ type: "storagefallback", reason });
+    const inFlight = new InFlight<SendResult>(shareResult);
+    const create = (module: MachineModule) => (this.engineMade = makeEngine(module, config));
+    const loaded = machineIfLoaded();
+    if (loaded) this.engineReady = Promise.resolve(create(loaded)); // a refused option throws here
+    const engine = () => {
+      if (this.freed) return Promise.reject(new TypeError("this IdempotentClient was freed"));
+      // A failed load is not remembered (the next call loads again); a refused option is.
+      return (this.engineReady ??= loadMachine().then(create, (error: unknown) => {
+        this.engineReady = undefined;
+        throw error;
+      }));
+    };
+    this.core = { config, store, listeners, inFlight, engine };
+    // After the constructor returns, so listeners added right away still hear about it.
+    void Promise.resolve().then(async () => {
+      if (store.fallbackReason !== null) listeners.emit({ type: "storagefallback", reason: store.fallbackReason });
+      await this.sweep().catch(() => {});
+    });
+  }
+
+  /**
+   * Begins the intent `intentId`, or resumes it after a reload (same key). Rejects with
+   * `INVALID_REQUEST`, `BODY_NOT_REPLAYABLE`, `INTENT_MISMATCH` (the id was begun with another
+   * request; the message names the old key) or `STORAGE` (the stored record is corrupt: discard it
+   * after checking with your server).
+   */
+  async begin(intentId: string, request: IntentRequest, options?: BeginOptions): Promise<IdempotentOperation> {
+    const id = intentIdArg(intentId);
+    const replace = parseBeginOptions(options);
+    const prepared = await prepareRequest(request, this.core.config.headerName);
+    return this.beginPrepared(id, prepared, replace, true);
+  }
+
+  /**
+   * Resumes a stored intent whose request was persisted (`persistRequest: true`), e.g. one listed by
+   * `pending()` after a reload. Rejects with `NOT_FOUND` if there is no such intent and
+   * `INVALID_REQUEST` if its request was not persisted.
+   */
+  async resume(intentId: string): Promise<IdempotentOperation> {
+    const id = intentIdArg(intentId);
+    const loaded = await loadRecord(this.core, await this.core.engine(), id);
+    if (!loaded) throw new IdempotentFetchError("NOT_FOUND", `no stored intent "${id}"`);
+    const { machine, request } = loaded;
+    try {
+      if (!request) {
+        throw invalidRequest(
+          `intent "${id}" was stored without its request (persistRequest is off); begin it again with the same request`,
+        );
+      }
+      const prepared: PreparedRequest = {
+        method: request.method,
+        url: request.url,
+        headers: request.headers,
+        body: request.body ? { bytes: new Uint8Array(request.body), contentType: null } : null,
+      };
+      if ((await fingerprint(prepared)) !== machine.fingerprint()) {
+        throw new IdempotentFetchError("STORAGE", `the persisted request of intent "${id}" does not match its fingerprint`);
+      }
+      return IdempotentOperation.create(this.core, viewOf(machine, loaded.ids), prepared);
+    } finally {
+      machine.free();
+    }
+  }
+
+  /** Intents not yet definitely answered (`pending` and `expired`), e.g. to offer "resume" after a
+   *  reload. Corrupt entries are skipped. */
+  async pending(): Promise<IntentInfo[]> {
+    const engine = await this.core.engine();
+    const out: IntentInfo[] = [];
+    for (const [id, text] of await this.entries()) {
+      let loaded;
+      try {
+        loaded = decodeRecord(engine, id, text);
+      } catch {
+        continue;
+      }
+      const view = viewOf(loaded.machine, loaded.ids);
+      loaded.machine.free();
+      if (view.state !== "succeeded" && view.state !== "failed") out.push({ ...view, resumable: loaded.request !== undefined });
+    }
+    return out;
+  }
+
+  /** Forgets an intent and its key (after the app settled it with its server, or to start over).
+   *  Resolves to whether there was one. */
+  async discard(intentId: string): Promise<boolean> {
+    return discardIntent(this.core, intentId);
+  }
+
+  /** Deletes terminal intents older than `keyTtlMs` and marks stale pending ones `expired`. Runs once
+   *  on construction; call it again on long-lived pages. */
+  async sweep(): Promise<{ removed: number; expired: number }> {
+    const engine = await this.core.engine();
+    let removed = 0;
+    let expired = 0;
+    for (const [id, text] of await this.entries()) {
+      let loaded;
+      try {
+        loaded = decodeRecord(engine, id, text);
+      } catch {
+        continue; // corrupt entries are left alone (never silently overwritten)
+      }
+      const { machine, ids, request } = loaded;
+      try {
+        const verdict = engine.sweep(machine, Date.now());
+        if (verdict === REMOVE) {
+          await discardIntent(this.core, id);
+          removed += 1;
+        } else if (verdict === NOW_EXPIRED) {
+          await saveRecord(this.core, machine, ids, request);
+          expired += 1;
+          this.core.listeners.emit({ type: "expired", intentId: id, key: ids.key });
+        } else if (verdict !== KEEP) {
+          continue;
+        }
+      } finally {
+        machine.free();
+      }
+    }
+    return { removed, expired };
+  }
+
+  /**
+   * A `fetch`-shaped drop-in: `await client.fetch(url, { method: "POST", body, intent })` resolves to
+   * the `Response` of the definite answer (a 4xx included) and rejects with `IdempotentFetchError`
+   * otherwise. Without `intent`, each call is its own intent.
+   */
+  async fetch(input: RequestInfo | URL, init?: IdempotentRequestInit): Promise<Response> {
+    const args = await readFetchArgs(input, init);
+    const prepared = await prepareParts(args.url, args.method, args.headers, args.body, this.core.config.headerName);
+    const named = args.intent !== undefined;
+    const intentId = args.intent ?? `fetch:${hex(crypto.getRandomValues(new Uint8Array(16)))}`;
+    const operation = await this.beginPrepared(intentId, prepared, false, named);
+    const result = await operation.send(args.signal ? { signal: args.signal } : undefined);
+    if (!named) {
+      // Nobody can begin a random id again, so its retired record would only take up storage for
+      // keyTtlMs. (Unfinished ones stay: `pending()` lists them.)
+      await this.core.store.delete(intentId).catch(() => {});
+    }
+    return result.response;
+  }
+
+  /** Adds a listener for `"attempt" | "retry" | "offline" | "success" | "failure" | "expired" |
+   *  "storagefallback"`. Throws `INVALID_OPTIONS` for another type. */
+  addEventListener<K extends keyof ClientEventMap>(type: K, listener: (event: ClientEventMap[K]) => void): void {
+    this.core.listeners.add(type, listener);
+  }
+
+  /** Removes a listener added with `addEventListener`. */
+  removeEventListener<K extends keyof ClientEventMap>(type: K, listener: (event: ClientEventMap[K]) => void): void {
+    this.core.listeners.remove(type, listener);
+  }
+
+  /** Releases the client's wasm memory (its retry policy and budget). The client cannot be used
+   *  afterwards; intents stay stored. Optional (garbage collection does it too); kept from the
+   *  wasm-bindgen API. */
+  free(): void {
+    this.freed = true;
+    this.engineMade?.free();
+    this.engineMade = undefined;
+  }
+
+  /** The namespace (account) this client's intents live under. */
+  get namespace(): string {
+    return this.core.config.namespace;
+  }
+
+  /** The storage in use now: the requested one, or `"memory"` after a fallback. */
+  get storage(): StorageKind {
+    return this.core.store.kind;
+  }
+
+  /** Why storage fell back to memory (blocked, full, absent), or `null`. */
+  get storageFallback(): string | null {
+    return this.core.store.fallbackReason;
+  }
+
+  /** Tokens left in the retry budget. */
+  get retryBudget(): number {
+    // Before the wasm module is ready nothing was spent: the bucket is full.
+    return this.engineMade?.budget() ?? this.core.config.retryBudget;
+  }
+
+  /** Every `(intent id, record text)` of the namespace. */
+  private async entries(): Promise<[string, string][]> {
+    try {
+      return await this.core.store.all();
+    } catch (thrown) {
+      throw new IdempotentFetchError("STORAGE", `listing intents failed: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
+    }
+  }
+
+  /** Create-or-resume, decided by the machine, under a short lock (two tabs beginning one intent at
+   *  once must not each mint a key: the second would overwrite the first's record while its
+   *  attempt is in flight). Separate from the lock `send` holds for minutes. `shared`: another tab
+   *  could begin this id too (false for the random id of an anonymous `fetch`: no lock needed). */
+  private async beginPrepared(
+    intentId: string,
+    prepared: PreparedRequest,
+    replace: boolean,
+    shared: boolean,
+  ): Promise<IdempotentOperation> {
+    const { core } = this;
+    // Both locks are asked for at once, while the request is fingerprinted: their round trips overlap.
+    const sendLock = offerSendLock(core, intentId);
+    const beginLock = shared ? intentLock(core, "begin", intentId) : Promise.resolve(() => {});
+    let operation: IdempotentOperation | undefined;
+    try {
+      let fp: string;
+      let engine: Engine;
+      try {
+        [fp, engine] = await Promise.all([fingerprint(prepared), core.engine()]);
+      } catch (error) {
+        void beginLock.then((release) => release());
+        throw error;
+      }
+      const release = await beginLock;
+      let view;
+      try {
+        const stored = await loadRecord(core, engine, intentId);
+        // From the parsed record: `begin` consumes the stored Machine (its JS object is emptied by the call).
+        const storedKey = stored?.ids.key;
+        let machine;
+        try {
+          machine = engine.begin(intentId, fp, Date.now(), replace, stored?.machine);
+        } catch (thrown) {
+          const error = fromThrown(thrown, { intentId, key: storedKey ?? null });
+          throw error.code === "INTENT_MISMATCH" && storedKey ? intentMismatch(intentId, storedKey) : error;
+        }
+        try {
+          const key = machine.key();
+          const resumedStored = stored !== undefined && key === storedKey;
+          const request: PersistedRequest | undefined = resumedStored
+            ? stored.request
+            : core.config.persistRequest
+              ? persisted(prepared)
+              : undefined;
+          const ids = { intentId, key, fingerprint: fp };
+          if (machine.dirty()) await saveRecord(core, machine, ids, request);
+          view = viewOf(machine, ids);
+        } finally {
+          machine.free();
+        }
+      } finally {
+        release();
+      }
+      operation = IdempotentOperation.create(core, view, prepared, await sendLock);
+      return operation;
+    } finally {
+      if (!operation) void sendLock.then((release) => release?.());
+    }
+  }
+}
+
+/** The Engine of a client (the policy and the client-wide retry budget). */
+function makeEngine(module: MachineModule, config: Config): Engine {
+  const p = config.policy;
+  try {
+    return new module.Engine(
+      p.maxAttempts,
+      p.baseDelayMs,
+      p.maxDelayMs,
+      p.totalTimeoutMs,
+      p.attemptTimeoutMs,
+      p.maxRetryAfterMs,
+      JITTERS.indexOf(p.jitter),
+      config.keyTtlMs,
+      config.retryBudget,
+      config.headerForm === "sf-string",
+      p.maxTotalAttempts,
+    );
+  } catch (thrown) {
+    if (typeof thrown === "number" && Math.floor(thrown / 256) === 7) {
+      throw invalidOptions(`${ENGINE_ARGUMENTS[thrown % 256] ?? "an option"} is out of range`);
+    }
+    throw thrown;
+  }
+}
+
+/** The request as stored with `persistRequest` (the body's own content type becomes a header). */
+function persisted(prepared: PreparedRequest): PersistedRequest {
+  const headers = [...prepared.headers];
+  if (prepared.body?.contentType) headers.push(["content-type", prepared.body.contentType]);
+  return {
+    method: prepared.method,
+    url: prepared.url,
+    headers,
+    body: prepared.body ? Array.from(prepared.body.bytes) : null,
+  };
+}
+
+/** A copy of a SendResult with its own Response clone (a body can be read once per clone). */
+function shareResult(result: SendResult): SendResult {
+  return { ...result, response: result.response.clone() };
+}

@@ -1,0 +1,71 @@
+// What one client shares between its operations, and the record I/O every operation does:
+// read + decode + validate (STORAGE errors name the intent), encode + write.
+
+import type { Listeners } from "./events.js";
+import { acquire, type Release, tryAcquire } from "./lock.js";
+import type { InFlight } from "./inflight.js";
+import type { Engine, Machine } from "./machine.js";
+import { storageUnavailable } from "./messages.js";
+import type { Config } from "./options.js";
+import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
+import type { SendResult } from "./send.js";
+import { StorageFailure } from "./storage/backend.js";
+import type { Store } from "./storage/store.js";
+
+export interface ClientCore {
+  readonly config: Config;
+  readonly store: Store;
+  readonly listeners: Listeners;
+  /** Sends in flight in this client, by intent. */
+  readonly inFlight: InFlight<SendResult>;
+  /** The client's Engine, once the wasm module is ready. */
+  engine(): Promise<Engine>;
+}
+
+/** The stored record of `intentId`, validated; `undefined` when there is none. Throws STORAGE. */
+export async function loadRecord(core: ClientCore, engine: Engine, intentId: string): Promise<LoadedRecord | undefined> {
+  let text: string | undefined;
+  try {
+    text = await core.store.get(intentId);
+  } catch (thrown) {
+    if (thrown instanceof StorageFailure) throw storageUnavailable(intentId, thrown.reason);
+    throw thrown;
+  }
+  return text === undefined ? undefined : decodeRecord(engine, intentId, text);
+}
+
+/** Writes the machine's record (with the persisted request, if any) and marks it saved. */
+export async function saveRecord(
+  core: ClientCore,
+  machine: Machine,
+  ids: RecordIds,
+  request: PersistedRequest | undefined,
+): Promise<void> {
+  const { intentId } = ids;
+  try {
+    await core.store.put(intentId, encodeRecord(machine, ids, request));
+  } catch (thrown) {
+    throw storageUnavailable(intentId, thrown instanceof StorageFailure ? thrown.reason : String(thrown));
+  }
+  machine.markSaved();
+}
+
+/** Lock names: the namespace holds no ':', so `send:<ns>:<id>` and `begin:<ns>:<id>` never collide. */
+export const lockName = (core: ClientCore, kind: "begin" | "send", intentId: string): string =>
+  `idempotent-fetch:${kind}:${core.config.namespace}:${intentId}`;
+
+/** The cross-tab lock of an intent (lock.ts). A client asked for memory storage keeps its intents
+ *  where no other tab or worker can see them: the in-page turn (inflight.ts) is all it needs, so it
+ *  takes no lock (a lock round trip costs about as much as a storage write). */
+export function intentLock(core: ClientCore, kind: "begin" | "send", intentId: string, signal?: AbortSignal): Promise<Release> {
+  return core.config.storage === "memory" ? Promise.resolve(() => {}) : acquire(lockName(core, kind, intentId), signal);
+}
+
+/** `begin` also asks for the intent's send lock, without waiting (`ifAvailable`), in parallel with
+ *  its own work: when it is free, the operation holds it for SEND_LOCK_OFFER_MS and a `send` made
+ *  right after `begin` (the usual "click Pay") adopts it instead of a second lock round trip. Holding
+ *  a lock a little longer never weakens it; another tab's send just starts that much later. */
+export function offerSendLock(core: ClientCore, intentId: string): Promise<Release | undefined> {
+  return core.config.storage === "memory" ? Promise.resolve(undefined) : tryAcquire(lockName(core, "send", intentId));
+}
+export const SEND_LOCK_OFFER_MS = 100;

@@ -1,0 +1,85 @@
+// `IdempotentFetchError`: every error this library throws or rejects with. A JavaScript `Error` with a
+// stable `code` (never match on messages), the intent's key and what the failed `send` got to.
+
+/** Stable error codes carried by `IdempotentFetchError.code`. */
+export type ErrorCode =
+  | "RETRIES_EXHAUSTED"
+  | "ABORTED"
+  | "KEY_MISMATCH"
+  | "INTENT_MISMATCH"
+  | "EXPIRED"
+  | "BODY_NOT_REPLAYABLE"
+  | "INVALID_OPTIONS"
+  | "INVALID_REQUEST"
+  | "STORAGE"
+  | "NOT_FOUND";
+
+/** For `RETRIES_EXHAUSTED`: which limit was reached. */
+export type ExhaustedReason = "maxAttempts" | "deadline" | "budget" | "maxTotalAttempts";
+
+/** The `name` of every error from this library (also how `isIdempotentFetchError` recognises one). */
+const ERROR_NAME = "IdempotentFetchError";
+
+/** What an error knows beyond its code and message. */
+export interface ErrorDetails {
+  key?: string | null;
+  attempts?: number;
+  lastStatus?: number | null;
+  reason?: ExhaustedReason | null;
+}
+
+/** Every error thrown or rejected by this library: an `Error` with `name === "IdempotentFetchError"`. */
+export class IdempotentFetchError extends Error {
+  override name: "IdempotentFetchError" = ERROR_NAME;
+  /** The stable code. */
+  readonly code: ErrorCode;
+  /** The intent's key, when there is one. Kept for the next `send` unless the intent ended. */
+  readonly key: string | null;
+  /** Attempts made by the failed `send`. */
+  readonly attempts: number;
+  /** HTTP status of the last answer, if any. */
+  readonly lastStatus: number | null;
+  /** For `RETRIES_EXHAUSTED`: which limit was reached. */
+  readonly reason: ExhaustedReason | null;
+
+  /** @internal Made by the library only. */
+  constructor(code: ErrorCode, message: string, details: ErrorDetails = {}) {
+    super(message);
+    this.code = code;
+    this.key = details.key ?? null;
+    this.attempts = details.attempts ?? 0;
+    this.lastStatus = details.lastStatus ?? null;
+    this.reason = details.reason ?? null;
+  }
+}
+
+/** `true` when `error` was thrown by this library (also by another copy of it: the name decides). */
+export function isIdempotentFetchError(error: unknown): error is IdempotentFetchError {
+  try {
+    return typeof error === "object" && error !== null && (error as { name?: unknown }).name === ERROR_NAME;
+  } catch {
+    return false; // a hostile getter
+  }
+}
+
+/** Shorthands for the codes without details. */
+export const invalidOptions = (message: string): IdempotentFetchError =>
+  new IdempotentFetchError("INVALID_OPTIONS", message);
+export const invalidRequest = (message: string): IdempotentFetchError =>
+  new IdempotentFetchError("INVALID_REQUEST", message);
+
+/** Describes whatever JavaScript threw, for messages. */
+export function describe(thrown: unknown): string {
+  if (thrown instanceof Error) return thrown.message;
+  return typeof thrown === "string" ? thrown : "unknown JavaScript error";
+}
+
+/** The `name` of a thrown `DOMException`/`Error` (`"QuotaExceededError"`, `"SecurityError"`, ...), or "". */
+export function errorName(thrown: unknown): string {
+  try {
+    const name = (thrown as { name?: unknown } | null)?.name;
+    return typeof name === "string" ? name : "";
+  } catch {
+    return "";
+  }
+}

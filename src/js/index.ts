@@ -1,0 +1,32 @@
+// The package entry (browsers, bundlers, workers and Node alike: package/build.mjs bundles it once
+// per platform): classes, the error guard, `ready`, and the TypeScript types (the package's .d.ts
+// is generated from these sources).
+import { loadMachine } from "./wasm.js";
+
+export { IdempotentClient, type IntentInfo } from "./client.js";
+export type { IdempotentRequestInit } from "./fetch-args.js";
+export { IdempotentOperation, type IntentState } from "./operation.js";
+export { IdempotentFetchError, isIdempotentFetchError, type ErrorCode, type ExhaustedReason } from "./errors.js";
+export type {
+  AttemptEvent,
+  ClientEventMap,
+  ExpiredEvent,
+  FailureEvent,
+  OfflineEvent,
+  RetryEvent,
+  StorageFallbackEvent,
+  SuccessEvent,
+} from "./events.js";
+export type { BeginOptions, ClientOptions, Jitter, RetryOptions, StorageKind } from "./options.js";
+export type { IntentRequest } from "./request.js";
+export type { ReplayableBody } from "./body.js";
+export type { SendOptions, SendResult } from "./send.js";
+
+/**
+ * Resolves once the wasm module is compiled and initialised. Optional: the first `begin`/`fetch`
+ * waits for it by itself; await it (or just import the package early) to warm up before the user
+ * clicks. Loading starts when the package is imported.
+ */
+export const ready: Promise<void> = loadMachine().then(() => undefined);
+// Observed here so a failed load is never an unhandled rejection; `begin` reports it (and retries).
+ready.catch(() => {});

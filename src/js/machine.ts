@@ -1,0 +1,129 @@
+// The wasm machine as the driver sees it (docs/WASM-BOUNDARY.md, the contract). The generated
+// bindings must offer at least these members (checked below: a removed or changed export fails `tsc`;
+// the machine may add exports freely). Every call is synchronous; errors are thrown as numbers
+// (`code * 256 + detail`, messages.ts).
+
+import type { Engine as WasmEngine, Machine as WasmMachine } from "./generated/idempotent_fetch.js";
+
+/** One intent's record and one `send` loop: what the driver calls. */
+export interface MachineContract {
+  intentId(): string;
+  key(): string;
+  fingerprint(): string;
+  createdAt(): number;
+  updatedAt(): number;
+  attempts(): number;
+  /** "pending" | "succeeded" | "failed" | "expired". */
+  state(): string;
+  /** 0 = none. */
+  lastStatus(): number;
+  /** An attempt may have reached the server without a known outcome (issue 13). */
+  uncertain(): boolean;
+  /** The record changed since the last `markSaved()`: save it before anything else. */
+  dirty(): boolean;
+  markSaved(): void;
+  resumed(): boolean;
+  /** The key header value (raw or sf-string). */
+  header(): string;
+
+  start(nowMs: number, online: boolean): number;
+  onResponse(
+    nowMs: number,
+    status: number,
+    retryAfter: string | undefined,
+    stripeShouldRetry: string | undefined,
+    replayed: string | undefined,
+    override: number,
+  ): number;
+  onNetworkError(nowMs: number): number;
+  onTimeout(nowMs: number): number;
+  onAbort(nowMs: number): number;
+  onWake(nowMs: number, online: boolean): number;
+  onOnline(nowMs: number): number;
+  onOnlineTimeout(nowMs: number): number;
+
+  /** SEND: this attempt's timeout; WAIT_ONLINE: what is left of the deadline. */
+  timeoutMs(): number;
+  /** Attempt number within this send, 1-based. */
+  attempt(): number;
+  /** Attempts across every send of the intent. */
+  totalAttempts(): number;
+  /** WAIT: the delay. */
+  delayMs(): number;
+  /** WAIT: 1 network, 2 timeout, 3 status. */
+  reason(): number;
+  /** DONE: the answer's status. */
+  status(): number;
+  ok(): boolean;
+  replayed(): boolean;
+  /** FAIL: the error. */
+  errorCode(): number;
+  errorDetail(): number;
+  /** Frees the wasm memory (wasm-bindgen). */
+  free(): void;
+  [Symbol.dispose](): void;
+}
+
+/** One per client: the policy and the client-wide retry budget. `M`: the generated Machine class. */
+export interface EngineContract<M extends MachineContract> {
+  budget(): number;
+  begin(intentId: string, fingerprint: string, nowMs: number, replace: boolean, stored: M | undefined): M;
+  load(
+    intentId: string,
+    v: number,
+    id: string,
+    key: string,
+    fingerprint: string,
+    createdAt: number,
+    updatedAt: number,
+    attempts: number,
+    state: string,
+    lastStatus: number,
+    uncertain: boolean | undefined,
+  ): M;
+  /** 0 keep, 1 remove, 2 now expired (save it, emit `expired`). */
+  sweep(record: M, nowMs: number): number;
+  /** Frees the wasm memory (wasm-bindgen). */
+  free(): void;
+}
+
+export interface EngineConstructorContract<M extends MachineContract> {
+  new (
+    maxAttempts: number,
+    baseDelayMs: number,
+    maxDelayMs: number,
+    totalTimeoutMs: number,
+    attemptTimeoutMs: number,
+    maxRetryAfterMs: number,
+    jitter: number,
+    keyTtlMs: number,
+    retryBudget: number,
+    sfHeader: boolean,
+    maxTotalAttempts: number | undefined,
+  ): EngineContract<M>;
+}
+
+/** `T`, once it is known to offer `U`. */
+type Satisfies<T extends U, U> = T;
+
+/** The generated classes, checked against the contract: the driver uses these types. */
+export type Machine = Satisfies<WasmMachine, MachineContract>;
+export type Engine = Satisfies<WasmEngine, EngineContract<WasmMachine>>;
+export type EngineConstructor = Satisfies<typeof WasmEngine, EngineConstructorContract<WasmMachine>>;
+
+/** Actions returned by the send loop's calls. */
+export const SEND = 1;
+export const WAIT = 2;
+export const WAIT_ONLINE = 3;
+export const DONE = 4;
+export const FAIL = 5;
+
+/** `sweep` verdicts. */
+export const KEEP = 0;
+export const REMOVE = 1;
+export const NOW_EXPIRED = 2;
+
+/** `onResponse`'s override: the caller's `shouldRetry`. */
+export const OVERRIDE_NONE = 0;
+export const OVERRIDE_RETRY = 1;
+export const OVERRIDE_DEFINITE = 2;

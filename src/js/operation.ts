@@ -1,0 +1,259 @@
+// `IdempotentOperation`: one intent (one click on "Pay") and its key, and `send`.
+
+import { type ClientCore, intentLock, loadRecord, SEND_LOCK_OFFER_MS } from "./core.js";
+import { IdempotentFetchError, invalidOptions } from "./errors.js";
+import { Fields } from "./fields.js";
+import type { Release } from "./lock.js";
+import type { Machine } from "./machine.js";
+import { ABORTED_WAITING_MESSAGE, notFound, storageUnavailable } from "./messages.js";
+import type { PersistedRequest, RecordIds } from "./record.js";
+import type { PreparedRequest } from "./request.js";
+import { runSend, type SendOptions, type SendResult } from "./send.js";
+import { StorageFailure } from "./storage/backend.js";
+import { INTERRUPTED } from "./wait.js";
+
+/** Where an intent stands. */
+export type IntentState = "pending" | "succeeded" | "failed" | "expired";
+
+/** @internal What an operation shows of its record, as of the last `begin`/`send`. */
+export interface RecordView {
+  intentId: string;
+  key: string;
+  state: IntentState;
+  attempts: number;
+  lastStatus: number | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** @internal A view of the machine's record (the machine itself stays owned by the caller). */
+export function viewOf(machine: Machine, ids: Pick<RecordIds, "intentId" | "key">): RecordView {
+  // In IntentInfo's order (pending() spreads it).
+  return {
+    intentId: ids.intentId,
+    key: ids.key,
+    state: machine.state() as IntentState,
+    attempts: machine.attempts(),
+    createdAt: machine.createdAt(),
+    updatedAt: machine.updatedAt(),
+    lastStatus: machine.lastStatus() || null,
+  };
+}
+
+/** One user intent (one click on "Pay") and its idempotency key. Get one from `client.begin`. */
+export class IdempotentOperation {
+  /** The send lock `begin` took on the way (core.ts, offerSendLock), until a `send` adopts it. */
+  private offered: { release: Release; timer: ReturnType<typeof setTimeout> } | undefined;
+
+  private constructor(
+    private readonly core: ClientCore,
+    private view: RecordView,
+    private readonly request: PreparedRequest,
+    sendLock: Release | undefined,
+  ) {
+    if (sendLock) {
+      const timer = setTimeout(() => this.adoptLock()?.(), SEND_LOCK_OFFER_MS);
+      this.offered = { release: sendLock, timer };
+    }
+  }
+
+  /** @internal Made by the client only (`begin`, `resume`). */
+  static create(core: ClientCore, view: RecordView, request: PreparedRequest, sendLock?: Release): IdempotentOperation {
+    return new IdempotentOperation(core, view, request, sendLock);
+  }
+
+  /** Takes over the offered send lock, if it is still held. */
+  private adoptLock(): Release | undefined {
+    const offered = this.offered;
+    this.offered = undefined;
+    if (offered) clearTimeout(offered.timer);
+    return offered?.release;
+  }
+
+  /** The idempotency key: the same on every attempt and after a reload. */
+  get key(): string {
+    return this.view.key;
+  }
+
+  /** The app's id of the intent. */
+  get intentId(): string {
+    return this.view.intentId;
+  }
+
+  /** Where the intent stands, as of the last `begin`/`send`. */
+  get state(): IntentState {
+    return this.view.state;
+  }
+
+  /** Attempts across every `send` of this intent, including earlier page loads. */
+  get attempts(): number {
+    return this.view.attempts;
+  }
+
+  /** Status of the last answer, or `null`. */
+  get lastStatus(): number | null {
+    return this.view.lastStatus;
+  }
+
+  /** When the intent began (ms since the epoch). */
+  get createdAt(): number {
+    return this.view.createdAt;
+  }
+
+  /** Whether this intent resumed an earlier one (a reload) rather than starting fresh. */
+  get resumed(): boolean {
+    return this.view.attempts > 0;
+  }
+
+  /**
+   * Sends with the intent's key until the server gives a definite answer.
+   *
+   * Resolves to `SendResult` on 2xx and on a definite failure such as 400 (`ok: false`).
+   * Rejects with `IdempotentFetchError`: `RETRIES_EXHAUSTED` or `ABORTED` (the key is kept: call
+   * `send` again, now or after a reload, to resume), `KEY_MISMATCH` (422), `EXPIRED`, `STORAGE`,
+   * `NOT_FOUND`.
+   */
+  async send(options?: SendOptions): Promise<SendResult> {
+    const { signal, onAttempt, onRetry } = parseSendOptions(options);
+    const { core } = this;
+    const intentId = this.view.intentId;
+    const abortedWaiting = () => new IdempotentFetchError("ABORTED", ABORTED_WAITING_MESSAGE, { key: this.view.key });
+    // One send per intent in this client: a second call waits and shares the first one's answer.
+    const turn = await core.inFlight.enter(intentId, signal).catch(() => {
+      throw abortedWaiting();
+    });
+    if (!turn.mine) {
+      await this.refresh();
+      return turn.result;
+    }
+    let result: SendResult | undefined;
+    try {
+      // One sender per intent across tabs: wait for the tab (or worker) that holds it.
+      let release = this.adoptLock();
+      try {
+        if (signal?.aborted) throw INTERRUPTED;
+        release ??= await intentLock(core, "send", intentId, signal);
+      } catch {
+        release?.();
+        throw abortedWaiting();
+      }
+      try {
+        result = await this.sendLocked(signal, onAttempt, onRetry);
+      } finally {
+        release();
+      }
+      return result;
+    } finally {
+      turn.finish(result);
+    }
+  }
+
+  /** Lets go of what the operation holds (a send lock taken by `begin` for a `send` right after).
+   *  Optional: it lets go by itself after 100 ms. Kept from the wasm-bindgen API. */
+  free(): void {
+    this.adoptLock()?.();
+  }
+
+  /** Forgets this intent and its key. Resolves to whether it was stored. */
+  discard(): Promise<boolean> {
+    return discardIntent(this.core, this.view.intentId);
+  }
+
+  private async sendLocked(
+    signal: AbortSignal | undefined,
+    onAttempt: SendOptions["onAttempt"],
+    onRetry: SendOptions["onRetry"],
+  ): Promise<SendResult> {
+    const { core } = this;
+    const { intentId } = this.view;
+    let machine: Machine | undefined;
+    try {
+      const engine = await core.engine();
+      const loaded = await loadRecord(core, engine, intentId);
+      if (!loaded) throw notFound(intentId);
+      machine = loaded.machine;
+      const persisted: PersistedRequest | undefined = loaded.request;
+      const result = await runSend({ core, machine, ids: loaded.ids, persisted, request: this.request, signal, onAttempt, onRetry });
+      core.listeners.emit(
+        result.ok
+          ? { type: "success", intentId, key: result.key, status: result.status, attempts: result.attempts, replayed: result.replayed }
+          : {
+              type: "failure",
+              intentId,
+              key: result.key,
+              status: result.status,
+              code: "HTTP_STATUS",
+              message: `the server answered ${result.status}`,
+            },
+      );
+      return result;
+    } catch (error) {
+      if (error instanceof IdempotentFetchError) {
+        core.listeners.emit({
+          type: "failure",
+          intentId,
+          key: error.key,
+          status: error.lastStatus,
+          code: error.code,
+          message: error.message,
+        });
+      }
+      throw error;
+    } finally {
+      if (machine) {
+        this.view = viewOf(machine, this.view);
+        machine.free();
+      }
+    }
+  }
+
+  /** Re-reads the record (another call sent meanwhile). */
+  private async refresh(): Promise<void> {
+    try {
+      const loaded = await loadRecord(this.core, await this.core.engine(), this.view.intentId);
+      if (loaded) {
+        this.view = viewOf(loaded.machine, loaded.ids);
+        loaded.machine.free();
+      }
+    } catch {
+      // the view stays as it was
+    }
+  }
+}
+
+/** @internal Deletes a record; `true` if there was one (a corrupt one included). */
+export async function discardIntent(core: ClientCore, intentId: unknown): Promise<boolean> {
+  const id = intentIdArg(intentId);
+  let existed = true;
+  try {
+    existed = (await core.store.get(id)) !== undefined;
+  } catch {
+    // unreadable: delete it anyway
+  }
+  try {
+    await core.store.delete(id);
+  } catch (thrown) {
+    throw storageUnavailable(id, thrown instanceof StorageFailure ? thrown.reason : String(thrown));
+  }
+  return existed;
+}
+
+/** @internal An intent id argument: a string (its content is the machine's to check). */
+export function intentIdArg(value: unknown): string {
+  if (typeof value !== "string") {
+    throw new IdempotentFetchError("INVALID_REQUEST", 'intentId must be a string such as "checkout:cart-42"');
+  }
+  return value;
+}
+
+function parseSendOptions(options: unknown): SendOptions {
+  if (options === undefined || options === null) return {};
+  const fields = Fields.of(options, "", "send options", invalidOptions).only(["signal", "onAttempt", "onRetry"]);
+  const signal = fields.value("signal");
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalidOptions("signal must be an AbortSignal");
+  return {
+    ...(signal ? { signal } : {}),
+    onAttempt: fields.function<NonNullable<SendOptions["onAttempt"]>>("onAttempt"),
+    onRetry: fields.function<NonNullable<SendOptions["onRetry"]>>("onRetry"),
+  };
+}

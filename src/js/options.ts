@@ -1,0 +1,227 @@
+// Client options: type-checked (unknown fields, wrong types, NaN, negatives and absurd values are
+// INVALID_OPTIONS naming the field) and defaulted here, in one place. The machine's Engine checks
+// the same ranges again (it trusts nothing from JavaScript); these bounds give the messages.
+
+import { invalidOptions } from "./errors.js";
+import { Fields } from "./fields.js";
+
+/** Where intents are kept. */
+export type StorageKind = "local" | "session" | "indexeddb" | "memory";
+
+/** Backoff randomisation. */
+export type Jitter = "full" | "equal" | "decorrelated" | "none";
+
+/** Retry policy. Defaults: see the README ("Options"). */
+export interface RetryOptions {
+  /** Attempts per `send`, including the first. Default 8, 1..1000. */
+  maxAttempts?: number;
+  /** First backoff step in ms. Default 250. */
+  baseDelayMs?: number;
+  /** Longest single wait in ms. Default 20000. */
+  maxDelayMs?: number;
+  /** A `send` gives up (keeping the key) after this many ms. Default 120000. */
+  totalTimeoutMs?: number;
+  /** One attempt is abandoned after this many ms. Default 15000. */
+  attemptTimeoutMs?: number;
+  /** `Retry-After` is honoured up to this many ms. Default 60000. */
+  maxRetryAfterMs?: number;
+  /** Backoff randomisation. Default "full". */
+  jitter?: Jitter;
+  /** Attempts of one intent across every `send` and reload; reaching it rejects `RETRIES_EXHAUSTED`
+   *  (reason "maxTotalAttempts", the key kept). Default none (0). */
+  maxTotalAttempts?: number;
+}
+
+/** Options of `new IdempotentClient(options)`. Unknown fields are rejected. */
+export interface ClientOptions {
+  /** Keeps one account's intents apart from another's (e.g. the account id). Default "default". */
+  namespace?: string;
+  /**
+   * Where intents are kept. Default "local" in a page, "indexeddb" in a worker (no localStorage there),
+   * "memory" where there is neither (Node). Blocked, absent or full storage falls back to "memory"
+   * (see `storageFallback`); for "indexeddb" that is known once the first operation has settled.
+   */
+  storage?: StorageKind;
+  retry?: RetryOptions;
+  /** Keys older than this are reported as expired rather than re-sent. Default 86400000 (24 h). */
+  keyTtlMs?: number;
+  /** Header carrying the key. Default "Idempotency-Key". */
+  headerName?: string;
+  /** "raw" (Stripe: `Idempotency-Key: <uuid>`) or "sf-string" (IETF draft: `"<uuid>"`). Default "raw". */
+  headerForm?: "raw" | "sf-string";
+  /** Retry budget (token bucket) capacity shared by the client's intents. Default 500. */
+  retryBudget?: number;
+  /** Also persist the request (headers and body) so `resume` can re-send it after a reload. Default false. */
+  persistRequest?: boolean;
+  /** Overrides the built-in classification: true = retry, false = definite, undefined = default. */
+  shouldRetry?: (status: number) => boolean | undefined;
+  /** More answer headers that mark a replayed answer (`<name>: true`), besides the ones server
+   *  libraries use: `Idempotent-Replayed` and `Idempotency-Replayed`. */
+  replayHeaders?: string[];
+}
+
+/** The retry policy as the Engine takes it (every field present). */
+export interface Policy {
+  maxAttempts: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+  totalTimeoutMs: number;
+  attemptTimeoutMs: number;
+  maxRetryAfterMs: number;
+  jitter: Jitter;
+  /** 0: no limit. */
+  maxTotalAttempts: number;
+}
+
+/** The parsed, validated, defaulted options of one client. */
+export interface Config {
+  namespace: string;
+  storage: StorageKind;
+  policy: Policy;
+  keyTtlMs: number;
+  headerName: string;
+  headerForm: "raw" | "sf-string";
+  retryBudget: number;
+  persistRequest: boolean;
+  shouldRetry: ((status: number) => unknown) | undefined;
+  /** Lower-case names of the headers that mark a replay, the defaults first. */
+  replayHeaders: string[];
+}
+
+/** # Default (the README's "Options" table says why). */
+export const DEFAULT_POLICY: Readonly<Policy> = {
+  maxAttempts: 8,
+  baseDelayMs: 250,
+  maxDelayMs: 20_000,
+  totalTimeoutMs: 120_000,
+  attemptTimeoutMs: 15_000,
+  maxRetryAfterMs: 60_000,
+  jitter: "full",
+  maxTotalAttempts: 0,
+};
+/** The replay headers of the widely used server libraries (Stripe and most middlewares; some spell it
+ *  after the request header). */
+export const DEFAULT_REPLAY_HEADERS = ["idempotent-replayed", "idempotency-replayed"];
+export const DEFAULT_NAMESPACE = "default";
+export const DEFAULT_KEY_TTL_MS = 24 * 60 * 60 * 1000; // Stripe keeps keys 24 h
+export const DEFAULT_HEADER_NAME = "Idempotency-Key";
+export const DEFAULT_RETRY_BUDGET = 500;
+
+/** Upper bound of any duration option (about 30 days), so no arithmetic overflows. */
+export const MAX_DURATION_MS = 30 * 24 * 60 * 60 * 1000;
+export const MAX_ATTEMPTS_LIMIT = 1000;
+export const MAX_RETRY_BUDGET = 1_000_000;
+export const MAX_TOTAL_ATTEMPTS = 1_000_000;
+
+/** The Engine constructor's arguments, in order: the names of INVALID_OPTIONS details. */
+export const ENGINE_ARGUMENTS = [
+  "retry.maxAttempts",
+  "retry.baseDelayMs",
+  "retry.maxDelayMs",
+  "retry.totalTimeoutMs",
+  "retry.attemptTimeoutMs",
+  "retry.maxRetryAfterMs",
+  "retry.jitter",
+  "keyTtlMs",
+  "retryBudget",
+  "headerForm",
+  "retry.maxTotalAttempts",
+] as const;
+
+export const JITTERS: readonly Jitter[] = ["full", "equal", "decorrelated", "none"];
+const STORAGE_KINDS: readonly StorageKind[] = ["local", "session", "indexeddb", "memory"];
+const ROOT_FIELDS = [
+  "namespace",
+  "storage",
+  "retry",
+  "keyTtlMs",
+  "headerName",
+  "headerForm",
+  "retryBudget",
+  "persistRequest",
+  "shouldRetry",
+  "replayHeaders",
+];
+const RETRY_FIELDS = Object.keys(DEFAULT_POLICY);
+
+/** RFC 9110 `token` (header names, methods). */
+export const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/** Parses `new IdempotentClient(options)`'s argument (`undefined`/`null` mean all defaults). */
+export function parseClientOptions(options: unknown): Config {
+  const root = Fields.of(options ?? {}, "", "options", invalidOptions).only(ROOT_FIELDS);
+  const retry = Fields.of(root.value("retry") ?? {}, "retry.", "retry", invalidOptions).only(RETRY_FIELDS);
+  const duration = (name: keyof Policy) => retry.integer(name, DEFAULT_POLICY[name] as number, 0, MAX_DURATION_MS);
+  const extraReplayHeaders = root.value("replayHeaders") ?? [];
+  if (
+    !Array.isArray(extraReplayHeaders) ||
+    extraReplayHeaders.length > 16 ||
+    !extraReplayHeaders.every((name) => typeof name === "string" && name.length <= 64 && TOKEN.test(name))
+  ) {
+    throw invalidOptions("replayHeaders must be an array of at most 16 HTTP header names");
+  }
+  const policy: Policy = {
+    maxAttempts: retry.integer("maxAttempts", DEFAULT_POLICY.maxAttempts, 1, MAX_ATTEMPTS_LIMIT),
+    baseDelayMs: duration("baseDelayMs"),
+    maxDelayMs: duration("maxDelayMs"),
+    totalTimeoutMs: duration("totalTimeoutMs"),
+    attemptTimeoutMs: duration("attemptTimeoutMs"),
+    maxRetryAfterMs: duration("maxRetryAfterMs"),
+    jitter: retry.oneOf("jitter", JITTERS, DEFAULT_POLICY.jitter),
+    maxTotalAttempts: retry.integer("maxTotalAttempts", 0, 0, MAX_TOTAL_ATTEMPTS),
+  };
+  if (policy.attemptTimeoutMs === 0) throw invalidOptions("retry.attemptTimeoutMs must be greater than 0");
+  if (policy.maxDelayMs < policy.baseDelayMs) throw invalidOptions("retry.maxDelayMs must be at least retry.baseDelayMs");
+  const namespace = root.string("namespace") ?? DEFAULT_NAMESPACE;
+  // No ':' so that `<namespace>:<intent id>` slots and lock names of two namespaces never collide.
+  // eslint-disable-next-line no-control-regex
+  if (namespace.length === 0 || namespace.length > 128 || /[\u0000-\u001f\u007f-\u009f:]/.test(namespace)) {
+    throw invalidOptions("namespace must be 1 to 128 characters, without ':' or control characters");
+  }
+  const storage = root.oneOf("storage", STORAGE_KINDS, defaultStorage());
+  const headerName = root.string("headerName") ?? DEFAULT_HEADER_NAME;
+  if (headerName.length > 64 || !TOKEN.test(headerName)) {
+    throw invalidOptions("headerName must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)");
+  }
+  return {
+    namespace,
+    storage,
+    policy,
+    keyTtlMs: root.integer("keyTtlMs", DEFAULT_KEY_TTL_MS, 1, MAX_DURATION_MS),
+    headerName,
+    headerForm: root.oneOf("headerForm", ["raw", "sf-string"] as const, "raw"),
+    retryBudget: root.integer("retryBudget", DEFAULT_RETRY_BUDGET, 0, MAX_RETRY_BUDGET),
+    persistRequest: root.boolean("persistRequest") ?? false,
+    shouldRetry: root.function<(status: number) => unknown>("shouldRetry"),
+    replayHeaders: [...DEFAULT_REPLAY_HEADERS, ...(extraReplayHeaders as string[]).map((name) => name.toLowerCase())],
+  };
+}
+
+/** localStorage in a window; IndexedDB in a worker (no Web Storage there); memory in Node. */
+function defaultStorage(): StorageKind {
+  const global = globalThis as { window?: unknown; indexedDB?: unknown };
+  if (hasGlobal("localStorage") || global.window !== undefined) return "local";
+  return hasGlobal("indexedDB") ? "indexeddb" : "memory";
+}
+
+/** Whether `globalThis[name]` is there (reading it can throw where storage is blocked: then it is). */
+function hasGlobal(name: string): boolean {
+  try {
+    const value = (globalThis as Record<string, unknown>)[name];
+    return value !== undefined && value !== null;
+  } catch {
+    return true;
+  }
+}
+
+/** Options of `client.begin`. */
+export interface BeginOptions {
+  /** Replace a stored intent of the same id that has a different request (a new key is made). */
+  replace?: boolean;
+}
+
+/** `begin`'s options: whether to replace a mismatching stored intent. */
+export function parseBeginOptions(options: unknown): boolean {
+  if (options === undefined || options === null) return false;
+  return Fields.of(options, "", "begin options", invalidOptions).only(["replace"]).boolean("replace") ?? false;
+}

@@ -1,0 +1,119 @@
+// The request of an intent, read from JavaScript and checked before anything is stored or sent.
+
+import { bufferBody, type BufferedBody, type ReplayableBody } from "./body.js";
+import { describe, invalidRequest } from "./errors.js";
+import { Fields } from "./fields.js";
+import { TOKEN } from "./options.js";
+
+/** The request of an intent. */
+export interface IntentRequest {
+  url: string | URL;
+  /** Default "POST". */
+  method?: string;
+  headers?: HeadersInit;
+  body?: ReplayableBody | null;
+}
+
+/** A validated, buffered request: what every attempt sends. */
+export interface PreparedRequest {
+  /** Upper-case method. */
+  method: string;
+  /** Absolute URL where a base is known (the page), else as given. */
+  url: string;
+  /** Header pairs as `Headers` normalised them (lower-case names), without the key header. */
+  headers: [string, string][];
+  /** The buffered body; its `contentType` is null when the caller set one in `headers`. */
+  body: BufferedBody | null;
+}
+
+/** The content type the request is sent with (the caller's header, else the body's own), or "". */
+export function contentTypeOf(request: PreparedRequest): string {
+  const header = request.headers.find(([name]) => name === "content-type");
+  return header?.[1] ?? request.body?.contentType ?? "";
+}
+
+/** Reads `{ url, method, headers, body }` (method defaults to POST). */
+export async function prepareRequest(request: unknown, keyHeader: string): Promise<PreparedRequest> {
+  const fields = Fields.of(request, "request.", "the request { url, method, headers, body }", invalidRequest);
+  fields.only(["url", "method", "headers", "body"]);
+  const url = readUrl(fields.value("url"));
+  const method = fields.string("method") ?? "POST";
+  return prepareParts(url, method, fields.value("headers"), fields.value("body"), keyHeader);
+}
+
+/** Builds a prepared request from its parts (also used by the fetch-shaped API). */
+export async function prepareParts(
+  url: string,
+  rawMethod: string,
+  headersInit: unknown,
+  bodyValue: unknown,
+  keyHeader: string,
+): Promise<PreparedRequest> {
+  if (rawMethod.length > 32 || !TOKEN.test(rawMethod)) {
+    throw invalidRequest(`request.method "${rawMethod}" is not an HTTP method`);
+  }
+  const method = rawMethod.toUpperCase();
+  if (method === "CONNECT" || method === "TRACE" || method === "TRACK") {
+    throw invalidRequest(`request.method ${method} cannot be sent by fetch`);
+  }
+  const headers = readHeaders(headersInit, keyHeader);
+  const body = await bufferBody(bodyValue);
+  if (body && (method === "GET" || method === "HEAD")) throw invalidRequest(`a ${method} request cannot have a body`);
+  // The content type fetch would have derived from the body object, unless the caller set one.
+  if (body && headers.some(([name]) => name === "content-type")) body.contentType = null;
+  return { method, url, headers, body };
+}
+
+/** A string or `URL`, resolved against the page's location when there is one. */
+export function readUrl(value: unknown): string {
+  if (value === undefined || value === null) throw invalidRequest("request.url is required");
+  let text: unknown = value;
+  if (typeof value === "object") {
+    try {
+      text = (value as { href?: unknown }).href;
+    } catch {
+      text = undefined;
+    }
+  }
+  if (typeof text !== "string") throw invalidRequest("request.url must be a string or a URL");
+  // eslint-disable-next-line no-control-regex
+  if (text.length === 0 || text.length > 8192 || /[\u0000-\u001f\u007f-\u009f]/.test(text)) {
+    throw invalidRequest("request.url must be a non-empty URL without control characters");
+  }
+  const base = pageLocation();
+  try {
+    return new URL(text, base).href;
+  } catch (thrown) {
+    if (base === undefined) {
+      throw invalidRequest(`request.url "${text}" is not an absolute URL (there is no page to resolve it against)`);
+    }
+    throw invalidRequest(`request.url "${text}" is not a URL: ${describe(thrown)}`);
+  }
+}
+
+/** `location.href` in a page or worker; undefined in Node. */
+function pageLocation(): string | undefined {
+  try {
+    const href = (globalThis as { location?: { href?: unknown } }).location?.href;
+    return typeof href === "string" ? href : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Reads headers through `new Headers(init)`, which rejects CR/LF and invalid names exactly as
+ *  fetch would. A caller-supplied key header is refused: the library owns it. */
+function readHeaders(init: unknown, keyHeader: string): [string, string][] {
+  if (init === undefined || init === null) return [];
+  let pairs: [string, string][];
+  try {
+    pairs = [...new Headers(init as HeadersInit)];
+  } catch (thrown) {
+    throw invalidRequest(`request.headers are invalid: ${describe(thrown)}`);
+  }
+  const reserved = keyHeader.toLowerCase();
+  if (pairs.some(([name]) => name === reserved)) {
+    throw invalidRequest(`request.headers must not set ${keyHeader}: the library sets it from the intent`);
+  }
+  return pairs;
+}

@@ -1,0 +1,180 @@
+// The send loop: the machine decides, the driver performs. Each call into the machine returns an
+// action; the driver saves the record first when it is dirty, performs the action (an attempt, a
+// wait, waiting for the network), and feeds the outcome back, until DONE or FAIL.
+
+import { sendAttempt } from "./attempt.js";
+import { type ClientCore, saveRecord } from "./core.js";
+import { IdempotentFetchError } from "./errors.js";
+import { call, type AttemptEvent, type RetryEvent } from "./events.js";
+import * as M from "./machine.js";
+import { errorFor, retryReasonText } from "./messages.js";
+import { isOnline, waitOnline } from "./online.js";
+import type { PersistedRequest, RecordIds } from "./record.js";
+import type { PreparedRequest } from "./request.js";
+import { INTERRUPTED, sleep } from "./wait.js";
+
+/** Options of `operation.send`. */
+export interface SendOptions {
+  /** Aborts the current attempt or wait; the intent keeps its key (`ABORTED`). */
+  signal?: AbortSignal;
+  onAttempt?: (event: AttemptEvent) => void;
+  onRetry?: (event: RetryEvent) => void;
+}
+
+/** The definite answer of a `send`. */
+export interface SendResult {
+  response: Response;
+  status: number;
+  /** `true` for 2xx; a definite 4xx resolves with `ok: false`. */
+  ok: boolean;
+  /** The server replayed a stored answer (`Idempotent-Replayed: true`): definite, 2xx or not. */
+  replayed: boolean;
+  /** A definite 4xx came after an attempt that may have reached the server: the work may have been
+   *  done. Ask your server for the outcome of this key before letting the user try again. */
+  uncertain: boolean;
+  /** Attempts made by this `send`. */
+  attempts: number;
+  key: string;
+  intentId: string;
+}
+
+/** @internal One `send`'s inputs. */
+export interface SendContext {
+  core: ClientCore;
+  machine: M.Machine;
+  ids: RecordIds;
+  /** The persisted request kept in the record (driver-only data). */
+  persisted: PersistedRequest | undefined;
+  request: PreparedRequest;
+  signal: AbortSignal | undefined;
+  onAttempt: ((event: AttemptEvent) => void) | undefined;
+  onRetry: ((event: RetryEvent) => void) | undefined;
+}
+
+/** The caller's `shouldRetry(status)` as the machine's override (a throwing or junk answer: none). */
+function override(shouldRetry: ((status: number) => unknown) | undefined, status: number): number {
+  if (!shouldRetry || (status >= 200 && status <= 299)) return M.OVERRIDE_NONE;
+  try {
+    const decision = shouldRetry(status);
+    return decision === true ? M.OVERRIDE_RETRY : decision === false ? M.OVERRIDE_DEFINITE : M.OVERRIDE_NONE;
+  } catch {
+    return M.OVERRIDE_NONE;
+  }
+}
+
+/** @internal Drives the intent to DONE (resolves) or FAIL (rejects with IdempotentFetchError). */
+export async function runSend(ctx: SendContext): Promise<SendResult> {
+  const { core, machine, request, signal, ids } = ctx;
+  const { config, listeners } = core;
+  const { intentId, key } = ids;
+  const header = machine.header();
+  let response: Response | undefined;
+  let action = machine.start(Date.now(), isOnline());
+  for (;;) {
+    if (machine.dirty()) {
+      try {
+        await saveRecord(core, machine, ids, ctx.persisted);
+      } catch (error) {
+        // A reload during the attempt must find the key: never send unsaved. After an answer, the
+        // answer matters more (a later send replays the same key and the server answers the same).
+        if (action === M.SEND && error instanceof IdempotentFetchError) {
+          throw new IdempotentFetchError(error.code, error.message, {
+            key,
+            attempts: machine.attempt() - 1,
+            lastStatus: machine.lastStatus() || null,
+          });
+        }
+      }
+    }
+    switch (action) {
+      case M.SEND: {
+        const event: AttemptEvent = {
+          type: "attempt",
+          intentId,
+          key,
+          attempt: machine.attempt(),
+          totalAttempts: machine.totalAttempts(),
+        };
+        call(ctx.onAttempt, event);
+        listeners.emit(event);
+        const outcome = await sendAttempt(request, config.headerName, header, machine.timeoutMs(), signal);
+        const now = Date.now();
+        if (outcome.kind === "response") {
+          const { status, headers } = outcome.response;
+          const get = (name: string) => headers.get(name) ?? undefined;
+          // The first replay header present, in the configured order (the machine reads "true").
+          const replayed = config.replayHeaders.map(get).find((value) => value !== undefined);
+          action = machine.onResponse(
+            now,
+            status,
+            get("retry-after"),
+            get("stripe-should-retry"),
+            replayed,
+            override(config.shouldRetry, status),
+          );
+          if (action === M.DONE) response = outcome.response;
+          // A retried answer's body is never read: cancel it so the connection can be reused.
+          else outcome.response.body?.cancel().catch(() => {});
+        } else if (outcome.kind === "network") action = machine.onNetworkError(now);
+        else if (outcome.kind === "timeout") action = machine.onTimeout(now);
+        else action = machine.onAbort(now);
+        break;
+      }
+      case M.WAIT: {
+        const reason = machine.reason();
+        const status = reason === 3 ? machine.lastStatus() : 0;
+        const event: RetryEvent = {
+          type: "retry",
+          intentId,
+          key,
+          attempt: machine.attempt(),
+          delayMs: machine.delayMs(),
+          reason: retryReasonText(reason, status),
+          status: status || null,
+        };
+        call(ctx.onRetry, event);
+        listeners.emit(event);
+        try {
+          await sleep(event.delayMs, signal);
+          action = machine.onWake(Date.now(), isOnline());
+        } catch (thrown) {
+          if (thrown !== INTERRUPTED) throw thrown;
+          action = machine.onAbort(Date.now());
+        }
+        break;
+      }
+      case M.WAIT_ONLINE: {
+        listeners.emit({ type: "offline", intentId, key });
+        try {
+          const online = await waitOnline(machine.timeoutMs(), signal);
+          action = online ? machine.onOnline(Date.now()) : machine.onOnlineTimeout(Date.now());
+        } catch (thrown) {
+          if (thrown !== INTERRUPTED) throw thrown;
+          action = machine.onAbort(Date.now());
+        }
+        break;
+      }
+      case M.DONE:
+        if (!response) throw errorFor(0, 0, { intentId, key });
+        return {
+          response,
+          status: machine.status(),
+          ok: machine.ok(),
+          replayed: machine.replayed(),
+          uncertain: machine.uncertain(),
+          attempts: machine.attempt(),
+          key,
+          intentId,
+        };
+      case M.FAIL:
+        throw errorFor(machine.errorCode(), machine.errorDetail(), {
+          intentId,
+          key,
+          attempts: machine.attempt(),
+          lastStatus: machine.lastStatus() || null,
+        });
+      default:
+        throw errorFor(0, action, { intentId, key });
+    }
+  }
+}

@@ -1,0 +1,160 @@
+// IndexedDB, for workers (which have no Web Storage) and on request in pages: database
+// `idempotent-fetch`, object store `intents`, one record per intent under the key
+// `<namespace>:<intent id>` (namespaces have no ':', so a namespace's records are the key range
+// [`<namespace>:`, `<namespace>;`)). Values are the same JSON text as in localStorage.
+//
+// Opening starts at once and is awaited by the first operation; an open that fails, or hangs (an
+// old Safari bug) for OPEN_TIMEOUT_MS, makes the backend unusable: the store falls back to memory.
+
+import { describe, errorName } from "../errors.js";
+import { StorageFailure, type Backend } from "./backend.js";
+
+/** The database every client of this library shares (one store; namespaces are key prefixes). */
+export const DATABASE = "idempotent-fetch";
+/** The object store of intent records. */
+export const STORE = "intents";
+/** The schema version: bump it (and migrate in `upgradeneeded`) if the layout changes. */
+const VERSION = 1;
+/** How long the first operation waits for the database to open before falling back to memory. */
+export const OPEN_TIMEOUT_MS = 5_000;
+
+const KEPT_IN_MEMORY = "intents are kept in memory";
+
+/** `request`'s result once it succeeds, or its error. */
+function settled<T>(request: IDBRequest<T>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    request.onsuccess = () => resolve(request.result);
+    request.onerror = () => reject(request.error);
+  });
+}
+
+/** Resolves when `transaction` commits; rejects with its error once it aborts (QuotaExceededError
+ *  at commit, a failed request). */
+function committed(transaction: IDBTransaction): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    transaction.oncomplete = () => resolve();
+    transaction.onabort = () => reject(transaction.error ?? new Error("the transaction was aborted"));
+  });
+}
+
+const unusable = (doing: string) => (thrown: unknown) =>
+  new StorageFailure(`${errorName(thrown)}: ${doing} IndexedDB failed (${describe(thrown)}); ${KEPT_IN_MEMORY}`, true);
+const failed = (doing: string) => (thrown: unknown) =>
+  new StorageFailure(`${doing} IndexedDB failed: ${describe(thrown)}`, false);
+
+export class IndexedDbBackend implements Backend {
+  private readonly prefix: string;
+  /** The open database, or why it cannot be used (settles once). */
+  private readonly database: Promise<IDBDatabase>;
+
+  private constructor(request: IDBOpenDBRequest, namespace: string) {
+    this.prefix = `${namespace}:`;
+    request.onupgradeneeded = () => {
+      const database = request.result;
+      if (!database.objectStoreNames.contains(STORE)) database.createObjectStore(STORE);
+    };
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new StorageFailure(`IndexedDB did not open within ${OPEN_TIMEOUT_MS} ms; ${KEPT_IN_MEMORY}`, true)),
+        OPEN_TIMEOUT_MS,
+      );
+    });
+    // `success` fires after any upgrade transaction has finished.
+    const opened = settled(request).then(
+      (database) => {
+        // Let a newer version of this library upgrade the schema instead of blocking it.
+        database.onversionchange = () => database.close();
+        return database;
+      },
+      (thrown: unknown) => {
+        throw new StorageFailure(
+          `${errorName(thrown)}: IndexedDB cannot be opened (${describe(thrown)}); ${KEPT_IN_MEMORY}`,
+          true,
+        );
+      },
+    );
+    this.database = Promise.race([opened, timeout]).finally(() => clearTimeout(timer));
+    this.database.catch(() => {}); // observed by the first operation; never an unhandled rejection
+  }
+
+  /** Starts opening the database; returns the reason when IndexedDB is absent or blocked outright. */
+  static open(namespace: string): IndexedDbBackend | string {
+    let factory: IDBFactory | undefined;
+    try {
+      // Reading `indexedDB` can throw (SecurityError) where storage is blocked.
+      factory = (globalThis as { indexedDB?: IDBFactory }).indexedDB ?? undefined;
+    } catch (thrown) {
+      return `${errorName(thrown)}: indexedDB is blocked (${describe(thrown)}); ${KEPT_IN_MEMORY}`;
+    }
+    if (!factory) return `indexedDB is not available here; ${KEPT_IN_MEMORY}`;
+    try {
+      // `open` throws SecurityError in opaque origins (sandboxed frames, data: workers).
+      return new IndexedDbBackend(factory.open(DATABASE, VERSION), namespace);
+    } catch (thrown) {
+      return `${errorName(thrown)}: IndexedDB cannot be opened (${describe(thrown)}); ${KEPT_IN_MEMORY}`;
+    }
+  }
+
+  async get(intentId: string): Promise<string | undefined> {
+    const store = (await this.transaction("readonly")).objectStore(STORE);
+    const value: unknown = await settled(store.get(this.prefix + intentId)).catch((e: unknown) => {
+      throw failed("reading")(e);
+    });
+    if (value === undefined) return undefined;
+    if (typeof value !== "string") throw new StorageFailure("reading IndexedDB failed: the value is not text", false);
+    return value;
+  }
+
+  async put(intentId: string, text: string): Promise<void> {
+    const transaction = await this.transaction("readwrite");
+    try {
+      transaction.objectStore(STORE).put(text, this.prefix + intentId);
+      await committed(transaction);
+    } catch (thrown) {
+      throw unusable("writing")(thrown);
+    }
+  }
+
+  async delete(intentId: string): Promise<void> {
+    const transaction = await this.transaction("readwrite");
+    try {
+      transaction.objectStore(STORE).delete(this.prefix + intentId);
+      await committed(transaction);
+    } catch (thrown) {
+      throw failed("removing from")(thrown);
+    }
+  }
+
+  async all(): Promise<[string, string][]> {
+    const store = (await this.transaction("readonly")).objectStore(STORE);
+    try {
+      const range = IDBKeyRange.bound(this.prefix, `${this.prefix.slice(0, -1)};`, false, true);
+      // Both requests are made before awaiting, so the transaction stays active for both.
+      const keys = settled(store.getAllKeys(range));
+      const values = settled(store.getAll(range));
+      const [k, v] = await Promise.all([keys, values]);
+      const out: [string, string][] = [];
+      k.forEach((key, i) => {
+        const value: unknown = v[i];
+        if (typeof key === "string" && key.startsWith(this.prefix) && typeof value === "string") {
+          out.push([key.slice(this.prefix.length), value]);
+        }
+      });
+      return out;
+    } catch (thrown) {
+      throw failed("reading")(thrown);
+    }
+  }
+
+  /** A transaction on the intents store, once the database is open. */
+  private async transaction(mode: IDBTransactionMode): Promise<IDBTransaction> {
+    const database = await this.database;
+    try {
+      return database.transaction(STORE, mode);
+    } catch (thrown) {
+      // InvalidStateError once the database was closed (storage cleared, versionchange).
+      throw unusable("opening a transaction on")(thrown);
+    }
+  }
+}

@@ -1,0 +1,94 @@
+// The intent store of one client: the requested backend, and memory when it cannot be used. When
+// storage is blocked (SecurityError; IndexedDB absent or failing to open) or full
+// (QuotaExceededError), the store continues in memory for the rest of the page's life, carrying
+// what it could read, and says why (`fallbackReason`, and the `storagefallback` event). It never
+// throws because storage is unusable; one failed read or delete is a STORAGE error.
+
+import type { StorageKind } from "../options.js";
+import { StorageFailure, type Backend } from "./backend.js";
+import { IndexedDbBackend } from "./indexeddb.js";
+import { MemoryBackend } from "./memory.js";
+import { WebStorageBackend } from "./web.js";
+
+export class Store {
+  private backend: Backend;
+  private inMemory: boolean;
+  /** Why the store fell back to memory, if it did. */
+  fallbackReason: string | null = null;
+  /** Told (once) when a later operation makes the store fall back. */
+  onFallback: ((reason: string) => void) | undefined;
+
+  constructor(
+    private readonly requested: StorageKind,
+    namespace: string,
+  ) {
+    let opened: Backend | string;
+    switch (requested) {
+      case "memory":
+        opened = new MemoryBackend();
+        break;
+      case "indexeddb":
+        opened = IndexedDbBackend.open(namespace);
+        break;
+      default:
+        opened = WebStorageBackend.open(requested === "session" ? "sessionStorage" : "localStorage", namespace);
+    }
+    this.inMemory = typeof opened === "string" || requested === "memory";
+    if (typeof opened === "string") this.fallbackReason = opened;
+    this.backend = typeof opened === "string" ? new MemoryBackend() : opened;
+  }
+
+  /** What is in use now: the requested storage, or "memory" after a fallback. */
+  get kind(): StorageKind {
+    return this.inMemory ? "memory" : this.requested;
+  }
+
+  /** The record text of `intentId`. Rejects with a StorageFailure when it cannot be read. */
+  async get(intentId: string): Promise<string | undefined> {
+    return this.attempt((backend) => backend.get(intentId));
+  }
+
+  /** Writes a record text. Never fails for a full or blocked storage: it falls back to memory. */
+  async put(intentId: string, text: string): Promise<void> {
+    const backend = this.backend;
+    try {
+      await backend.put(intentId, text);
+    } catch (thrown) {
+      if (!(thrown instanceof StorageFailure)) throw thrown;
+      // Reads may still work after a refused write (quota): keep what is stored.
+      await this.fallBack(thrown.reason, backend);
+      await this.backend.put(intentId, text);
+    }
+  }
+
+  async delete(intentId: string): Promise<void> {
+    return this.attempt((backend) => backend.delete(intentId));
+  }
+
+  /** Every readable `(intent id, record text)`. */
+  async all(): Promise<[string, string][]> {
+    return this.attempt((backend) => backend.all());
+  }
+
+  /** Runs `operation`; an unusable backend is replaced by memory and the operation runs there. */
+  private async attempt<T>(operation: (backend: Backend) => Promise<T>): Promise<T> {
+    const backend = this.backend;
+    try {
+      return await operation(backend);
+    } catch (thrown) {
+      if (!(thrown instanceof StorageFailure) || !thrown.unusable) throw thrown;
+      await this.fallBack(thrown.reason, backend);
+      return operation(this.backend);
+    }
+  }
+
+  /** Continues in memory with what `failed` can still give, reporting `reason` (once). */
+  private async fallBack(reason: string, failed: Backend): Promise<void> {
+    const carried = await failed.all().catch((): [string, string][] => []);
+    if (this.inMemory) return; // another operation fell back meanwhile
+    this.inMemory = true;
+    this.backend = new MemoryBackend(carried);
+    this.fallbackReason = reason;
+    this.onFallback?.(reason);
+  }
+}

@@ -1,0 +1,92 @@
+// localStorage / sessionStorage: one JSON text per intent under
+// `idempotent-fetch:v1:<namespace>:<intent id>`, so one account's intents are never seen by another's.
+// Unlike gloo's `LocalStorage::raw()` (which throws when storage is blocked), opening reports why it
+// cannot be used, and the store falls back to memory.
+
+import { describe, errorName } from "../errors.js";
+import { StorageFailure, WEB_STORAGE_PREFIX, type Backend } from "./backend.js";
+
+/** What a backend needs of `Storage` (a real one, or a twin in tests). */
+export type StorageArea = Pick<Storage, "getItem" | "setItem" | "removeItem" | "key" | "length">;
+
+export class WebStorageBackend implements Backend {
+  private readonly prefix: string;
+
+  constructor(
+    private readonly area: StorageArea,
+    namespace: string,
+  ) {
+    this.prefix = `${WEB_STORAGE_PREFIX}${namespace}:`;
+  }
+
+  /** Gets `localStorage`/`sessionStorage` and proves it can be written (Safari private mode and
+   *  full disks throw only on write). Returns the reason it cannot be used, as a string. */
+  static open(which: "localStorage" | "sessionStorage", namespace: string): WebStorageBackend | string {
+    let area: unknown;
+    try {
+      // Reading `localStorage` itself throws SecurityError when storage is blocked.
+      area = (globalThis as Record<string, unknown>)[which];
+    } catch (thrown) {
+      return `${errorName(thrown)}: ${which} is blocked (${describe(thrown)})`;
+    }
+    if (area === undefined || area === null) return `${which} is not available here; intents are kept in memory`;
+    const storage = area as StorageArea;
+    const probe = `${WEB_STORAGE_PREFIX}probe`;
+    try {
+      storage.setItem(probe, "1");
+      storage.removeItem(probe);
+    } catch (thrown) {
+      return `${errorName(thrown)}: ${which} cannot be written (${describe(thrown)})`;
+    }
+    return new WebStorageBackend(storage, namespace);
+  }
+
+  async get(intentId: string): Promise<string | undefined> {
+    let text: unknown;
+    try {
+      text = this.area.getItem(this.prefix + intentId);
+    } catch (thrown) {
+      throw new StorageFailure(`reading storage failed: ${describe(thrown)}`, false);
+    }
+    if (text === null || text === undefined) return undefined;
+    if (typeof text !== "string") throw new StorageFailure("reading storage failed: the value is not text", false);
+    return text;
+  }
+
+  async put(intentId: string, text: string): Promise<void> {
+    try {
+      this.area.setItem(this.prefix + intentId, text);
+    } catch (thrown) {
+      throw new StorageFailure(
+        `${errorName(thrown)}: writing to storage failed (${describe(thrown)}); intents are kept in memory for this page`,
+        true,
+      );
+    }
+  }
+
+  async delete(intentId: string): Promise<void> {
+    try {
+      this.area.removeItem(this.prefix + intentId);
+    } catch (thrown) {
+      throw new StorageFailure(`removing from storage failed: ${describe(thrown)}`, false);
+    }
+  }
+
+  async all(): Promise<[string, string][]> {
+    const out: [string, string][] = [];
+    try {
+      const slots: string[] = [];
+      for (let i = 0; i < this.area.length; i++) {
+        const slot = this.area.key(i);
+        if (slot?.startsWith(this.prefix)) slots.push(slot);
+      }
+      for (const slot of slots) {
+        const text: unknown = this.area.getItem(slot);
+        if (typeof text === "string") out.push([slot.slice(this.prefix.length), text]);
+      }
+    } catch {
+      // What could be read (a listing skips what it cannot read, like corrupt entries).
+    }
+    return out;
+  }
+}

@@ -1,0 +1,64 @@
+//! Idempotency keys: a UUID v4 from the CSPRNG, and strict validation of keys read back from storage.
+
+use alloc::string::String;
+
+use super::random::{RandomFailed, RandomSource};
+
+/// Length of a hyphenated UUID.
+pub const KEY_LEN: usize = 36;
+
+/// A well-formed idempotency key: a lowercase hyphenated UUID v4.
+///
+/// The only ways to get one are [`Key::generate`] (fresh CSPRNG bytes) and [`Key::parse`] (strict
+/// validation), so a key can always go into a header as it is: it holds only `[0-9a-f-]`, never
+/// CR/LF or quotes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Key(String);
+
+impl Key {
+    /// A new key from 16 bytes of `random`; `Err` when the source failed.
+    pub fn generate(random: &dyn RandomSource) -> Result<Self, RandomFailed> {
+        let mut bytes = [0u8; 16];
+        random.fill(&mut bytes)?;
+        let uuid = uuid::Builder::from_random_bytes(bytes).into_uuid();
+        // encode_lower writes into a buffer without core::fmt (to_string would pull it in).
+        let mut buffer = [0u8; KEY_LEN];
+        Ok(Self(String::from(&*uuid.hyphenated().encode_lower(&mut buffer))))
+    }
+
+    /// Accepts only the canonical form `xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx` (lowercase hex), so
+    /// tampered storage cannot smuggle anything else into a header.
+    pub fn parse(text: &str) -> Option<Self> {
+        is_canonical_v4(text).then(|| Self(String::from(text)))
+    }
+
+    /// The key as it goes into the header in the default raw-token form.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The header value: the raw token, or the IETF draft's structured-field string (in double
+    /// quotes; safe without escaping because a key holds only hex digits and hyphens).
+    pub fn header(&self, sf_string: bool) -> String {
+        if !sf_string {
+            return self.0.clone();
+        }
+        let mut value = String::with_capacity(KEY_LEN + 2);
+        value.push('"');
+        value.push_str(&self.0);
+        value.push('"');
+        value
+    }
+}
+
+/// Whether `text` is a lowercase hyphenated UUID of version 4 and the RFC 9562 variant.
+fn is_canonical_v4(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.len() == KEY_LEN
+        && bytes.iter().enumerate().all(|(i, &b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            14 => b == b'4',
+            19 => matches!(b, b'8' | b'9' | b'a' | b'b'),
+            _ => b.is_ascii_digit() || (b'a'..=b'f').contains(&b),
+        })
+}

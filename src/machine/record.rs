@@ -1,0 +1,186 @@
+//! The persisted intent record: what survives a page reload, and the checks of its values when it
+//! is read back (the driver parses the JSON and checks the field types; the values are checked here).
+
+use alloc::string::String;
+
+use super::error::{code, field, Error};
+use super::fingerprint;
+use super::key::Key;
+
+/// The record format version written by this build. Records of another version are rejected.
+pub const RECORD_VERSION: u32 = 1;
+
+/// Longest intent id accepted, in UTF-8 bytes (ids are app-chosen strings such as `"checkout:cart-42"`).
+pub const MAX_INTENT_ID_LEN: usize = 256;
+
+/// Largest integer a JavaScript number holds exactly: the bound of every stored time.
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// Where an intent stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Not yet definitely answered: the key is kept and the next `send` reuses it.
+    Pending,
+    /// A 2xx answer; the key is retired.
+    Succeeded,
+    /// A definite failure (a 4xx other than the retried ones); the key is retired.
+    Failed,
+    /// Pending for longer than the key TTL: the server may have forgotten the key, so it is not re-sent.
+    Expired,
+}
+
+impl State {
+    /// The lowercase name used in storage and in JavaScript.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Expired => "expired",
+        }
+    }
+
+    /// The state named `name` (exact lowercase spelling).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "pending" => Some(Self::Pending),
+            "succeeded" => Some(Self::Succeeded),
+            "failed" => Some(Self::Failed),
+            "expired" => Some(Self::Expired),
+            _ => None,
+        }
+    }
+
+    /// Whether a definite answer ended the intent.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed)
+    }
+}
+
+/// One user intent and its idempotency key. The version `v` is implied ([`RECORD_VERSION`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The app's name for the intent, e.g. `"checkout:cart-42"`.
+    pub id: String,
+    /// The idempotency key.
+    pub key: Key,
+    /// Hex SHA-256 of the request (from the driver).
+    pub fingerprint: String,
+    /// When the intent began, ms since the epoch.
+    pub created_at: u64,
+    /// Last change, ms since the epoch (never before `created_at`).
+    pub updated_at: u64,
+    /// Attempts across every `send`, including earlier page loads.
+    pub attempts: u32,
+    /// Where it stands.
+    pub state: State,
+    /// HTTP status of the last answer, 0 when there was none.
+    pub last_status: u16,
+    /// Whether an attempt may have reached the server without a known outcome (it was sent, then a
+    /// network error, a timeout, an abort or a 5xx followed). Cleared by a 2xx or a replayed answer.
+    /// A later plain 4xx then cannot tell whether the work was done: the result says `uncertain`,
+    /// and the intent cannot be re-begun with another request until the app discards it.
+    pub uncertain: bool,
+}
+
+/// A stored record's fields as the driver read them from JSON (type-checked, values unchecked).
+/// Numbers are JavaScript numbers, so any `f64` may arrive; [`StoredFields::validate`] checks them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StoredFields<'a> {
+    /// `v`.
+    pub v: f64,
+    /// `id`.
+    pub id: &'a str,
+    /// `key`.
+    pub key: &'a str,
+    /// `fingerprint`.
+    pub fingerprint: &'a str,
+    /// `createdAt`.
+    pub created_at: f64,
+    /// `updatedAt`.
+    pub updated_at: f64,
+    /// `attempts`.
+    pub attempts: f64,
+    /// `state`.
+    pub state: &'a str,
+    /// `lastStatus` (`null` in JSON is 0 here).
+    pub last_status: f64,
+    /// `uncertain` (absent in records written before it existed: false).
+    pub uncertain: bool,
+}
+
+impl StoredFields<'_> {
+    /// Checks every value of a record read back from storage under `intent_id`; the error is
+    /// `STORAGE` with the failing field ([`field`]) as its detail.
+    pub fn validate(&self, intent_id: &str) -> Result<Record, Error> {
+        let bad = |detail| Error::new(code::STORAGE, detail);
+        if whole(self.v, u64::from(RECORD_VERSION)) != Some(u64::from(RECORD_VERSION)) {
+            return Err(bad(field::VERSION));
+        }
+        if !is_valid_intent_id(self.id) || self.id != intent_id {
+            return Err(bad(field::ID));
+        }
+        let key = Key::parse(self.key).ok_or(bad(field::KEY))?;
+        if !fingerprint::is_valid(self.fingerprint) {
+            return Err(bad(field::FINGERPRINT));
+        }
+        let created_at = whole(self.created_at, MAX_SAFE_INTEGER).ok_or(bad(field::CREATED_AT))?;
+        let updated_at =
+            whole(self.updated_at, MAX_SAFE_INTEGER).filter(|&t| t >= created_at).ok_or(bad(field::UPDATED_AT))?;
+        let attempts = whole(self.attempts, u32::MAX.into()).ok_or(bad(field::ATTEMPTS))?;
+        let state = State::parse(self.state).ok_or(bad(field::STATE))?;
+        let last_status =
+            whole(self.last_status, 599).filter(|&s| s == 0 || s >= 100).ok_or(bad(field::LAST_STATUS))?;
+        Ok(Record {
+            id: String::from(self.id),
+            key,
+            fingerprint: String::from(self.fingerprint),
+            created_at,
+            updated_at,
+            attempts: attempts as u32,
+            state,
+            last_status: last_status as u16,
+            uncertain: self.uncertain,
+        })
+    }
+}
+
+impl Record {
+    /// A fresh pending record.
+    pub fn new(id: &str, key: Key, fingerprint: &str, now_ms: u64) -> Self {
+        Self {
+            id: String::from(id),
+            key,
+            fingerprint: String::from(fingerprint),
+            created_at: now_ms,
+            updated_at: now_ms,
+            attempts: 0,
+            state: State::Pending,
+            last_status: 0,
+            uncertain: false,
+        }
+    }
+
+    /// Whether the key is older than `ttl_ms` at `now_ms`.
+    pub fn is_older_than(&self, ttl_ms: u64, now_ms: u64) -> bool {
+        now_ms.saturating_sub(self.created_at) > ttl_ms
+    }
+
+    /// Records a change at `now_ms` (a clock that went backwards never makes `updated_at < created_at`).
+    pub fn touch(&mut self, now_ms: u64) {
+        self.updated_at = now_ms.max(self.created_at);
+    }
+}
+
+/// Intent ids are 1 to 256 bytes with no control characters.
+#[inline(never)] // one copy for begin and load
+pub fn is_valid_intent_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= MAX_INTENT_ID_LEN && !id.chars().any(char::is_control)
+}
+
+/// `x` as a whole number in `[0, max]`, or `None` (NaN, infinities, fractions, negatives, too big).
+pub fn whole(x: f64, max: u64) -> Option<u64> {
+    // `as` saturates (NaN -> 0), so the round trip rejects everything that is not exactly a u64.
+    let n = x as u64;
+    (n as f64 == x && n <= max && n <= MAX_SAFE_INTEGER).then_some(n)
+}

@@ -1,0 +1,319 @@
+//! The JavaScript exports: `Engine` and `Machine` (docs/WASM-BOUNDARY.md is the contract).
+//!
+//! Thin shims over [`crate::machine`]: numbers, booleans and strings in and out; errors thrown as
+//! the number `code * 256 + detail`. JavaScript numbers may be anything (NaN, fractions, negatives),
+//! so every option is range-checked here and times are clamped by `as` (never a panic).
+
+use alloc::string::String;
+
+use wasm_bindgen::prelude::*;
+
+use crate::machine::{self as m, Answer, Override, Policy, StoredFields};
+
+/// The thrown value of an error: a plain number (the driver maps it to its messages).
+fn thrown(error: m::Error) -> JsValue {
+    JsValue::from(error.packed())
+}
+
+/// A time from JavaScript (`Date.now()`): `as` saturates NaN and negatives to 0.
+fn ms(now_ms: f64) -> u64 {
+    now_ms as u64
+}
+
+/// An option given as a JavaScript number: a whole number in `[0, max]`, else `INVALID_OPTIONS`
+/// with the option's argument index.
+fn option(x: f64, max: u64, index: u8) -> Result<u64, JsValue> {
+    m::record::whole(x, max).ok_or_else(|| thrown(m::Error::new(m::code::INVALID_OPTIONS, index)))
+}
+
+/// One client's engine: the policy and the client-wide retry budget.
+#[wasm_bindgen]
+pub struct Engine(m::Engine);
+
+#[wasm_bindgen]
+impl Engine {
+    /// Range-checks the options (the driver did the type checks and defaults); throws
+    /// `INVALID_OPTIONS * 256 + index` naming the first argument out of range. `maxTotalAttempts`
+    /// may be left out (`undefined`: no limit; 0 also means none).
+    #[wasm_bindgen(constructor)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        max_attempts: f64,
+        base_delay_ms: f64,
+        max_delay_ms: f64,
+        total_timeout_ms: f64,
+        attempt_timeout_ms: f64,
+        max_retry_after_ms: f64,
+        jitter: f64,
+        key_ttl_ms: f64,
+        retry_budget: f64,
+        sf_header: bool,
+        max_total_attempts: Option<f64>,
+    ) -> Result<Engine, JsValue> {
+        use m::policy::{option as i, MAX_ATTEMPTS_LIMIT, MAX_DURATION_MS, MAX_RETRY_BUDGET, MAX_TOTAL_ATTEMPTS};
+        let jitter = option(jitter, 3, i::JITTER)?;
+        let policy = Policy {
+            max_attempts: option(max_attempts, MAX_ATTEMPTS_LIMIT.into(), i::MAX_ATTEMPTS)? as u32,
+            base_delay_ms: option(base_delay_ms, MAX_DURATION_MS, i::BASE_DELAY_MS)?,
+            max_delay_ms: option(max_delay_ms, MAX_DURATION_MS, i::MAX_DELAY_MS)?,
+            total_timeout_ms: option(total_timeout_ms, MAX_DURATION_MS, i::TOTAL_TIMEOUT_MS)?,
+            attempt_timeout_ms: option(attempt_timeout_ms, MAX_DURATION_MS, i::ATTEMPT_TIMEOUT_MS)?,
+            max_retry_after_ms: option(max_retry_after_ms, MAX_DURATION_MS, i::MAX_RETRY_AFTER_MS)?,
+            jitter: m::Jitter::from_index(jitter as u32).unwrap_or_default(),
+            key_ttl_ms: option(key_ttl_ms, MAX_DURATION_MS, i::KEY_TTL_MS)?,
+            retry_budget: option(retry_budget, MAX_RETRY_BUDGET.into(), i::RETRY_BUDGET)? as u32,
+            sf_header,
+            max_total_attempts: match max_total_attempts {
+                Some(n) => option(n, MAX_TOTAL_ATTEMPTS.into(), i::MAX_TOTAL_ATTEMPTS)? as u32,
+                None => 0,
+            },
+        };
+        m::Engine::new(policy, alloc::boxed::Box::new(m::OsRandom)).map(Engine).map_err(thrown)
+    }
+
+    /// Tokens left in the client-wide retry budget.
+    pub fn budget(&self) -> u32 {
+        self.0.budget()
+    }
+
+    /// Create-or-resume (see `machine::Engine::begin`). `stored` is what `load` made from storage;
+    /// it is consumed.
+    pub fn begin(
+        &self,
+        intent_id: &str,
+        fingerprint: &str,
+        now_ms: f64,
+        replace: bool,
+        stored: Option<Machine>,
+    ) -> Result<Machine, JsValue> {
+        // By value: wasm-bindgen has no optional borrowed class argument. The JS object of `stored`
+        // is emptied by the call (the driver names the old key from the record it parsed).
+        let stored = stored.as_ref().map(|machine| &machine.0);
+        self.0.begin(intent_id, fingerprint, ms(now_ms), replace, stored).map(Machine).map_err(thrown)
+    }
+
+    /// Validates a stored record's values (the driver parsed the JSON and checked the types);
+    /// throws `STORAGE * 256 + field`. `uncertain` may be left out (records from before it: false).
+    #[allow(clippy::too_many_arguments)]
+    pub fn load(
+        &self,
+        intent_id: &str,
+        v: f64,
+        id: &str,
+        key: &str,
+        fingerprint: &str,
+        created_at: f64,
+        updated_at: f64,
+        attempts: f64,
+        state: &str,
+        last_status: f64,
+        uncertain: Option<bool>,
+    ) -> Result<Machine, JsValue> {
+        let uncertain = uncertain.unwrap_or(false);
+        let fields =
+            StoredFields { v, id, key, fingerprint, created_at, updated_at, attempts, state, last_status, uncertain };
+        self.0.load(intent_id, &fields).map(Machine).map_err(thrown)
+    }
+
+    /// The sweep's rule for one record: 0 keep, 1 remove, 2 now expired (save it, emit `expired`).
+    pub fn sweep(&self, record: &mut Machine, now_ms: f64) -> u32 {
+        self.0.sweep(&mut record.0, ms(now_ms)) as u32
+    }
+}
+
+/// One intent's record and its `send` loop. Every event returns an action number
+/// (1 SEND, 2 WAIT, 3 WAIT_ONLINE, 4 DONE, 5 FAIL); save the record first when `dirty()`.
+#[wasm_bindgen]
+pub struct Machine(m::Machine);
+
+#[wasm_bindgen]
+impl Machine {
+    /// The intent id.
+    #[wasm_bindgen(js_name = intentId)]
+    pub fn intent_id(&self) -> String {
+        self.0.record().id.clone()
+    }
+
+    /// The idempotency key.
+    pub fn key(&self) -> String {
+        String::from(self.0.record().key.as_str())
+    }
+
+    /// The request fingerprint.
+    pub fn fingerprint(&self) -> String {
+        self.0.record().fingerprint.clone()
+    }
+
+    /// When the intent began (ms since the epoch).
+    #[wasm_bindgen(js_name = createdAt)]
+    pub fn created_at(&self) -> f64 {
+        self.0.record().created_at as f64
+    }
+
+    /// Last change (ms since the epoch).
+    #[wasm_bindgen(js_name = updatedAt)]
+    pub fn updated_at(&self) -> f64 {
+        self.0.record().updated_at as f64
+    }
+
+    /// Attempts across every send, including earlier page loads.
+    pub fn attempts(&self) -> u32 {
+        self.0.record().attempts
+    }
+
+    /// `"pending" | "succeeded" | "failed" | "expired"`.
+    pub fn state(&self) -> String {
+        String::from(self.0.record().state.as_str())
+    }
+
+    /// The status of the last answer, 0 when there was none.
+    #[wasm_bindgen(js_name = lastStatus)]
+    pub fn last_status(&self) -> u32 {
+        self.0.record().last_status.into()
+    }
+
+    /// Whether an attempt may have reached the server without a known outcome (stored as
+    /// `uncertain`; on DONE with a 4xx the result says so).
+    pub fn uncertain(&self) -> bool {
+        self.0.uncertain()
+    }
+
+    /// Whether the record changed since the last `markSaved()`.
+    pub fn dirty(&self) -> bool {
+        self.0.dirty()
+    }
+
+    /// The driver saved the record.
+    #[wasm_bindgen(js_name = markSaved)]
+    pub fn mark_saved(&mut self) {
+        self.0.mark_saved();
+    }
+
+    /// Whether `begin` resumed the stored intent (or `load` read it) rather than making a new one.
+    pub fn resumed(&self) -> bool {
+        self.0.resumed()
+    }
+
+    /// The key header's value (raw, or sf-string if the engine says so).
+    pub fn header(&self) -> String {
+        self.0.header()
+    }
+
+    /// SEND: the attempt's timeout; WAIT_ONLINE: ms left until the deadline.
+    #[wasm_bindgen(js_name = timeoutMs)]
+    pub fn timeout_ms(&self) -> f64 {
+        self.0.timeout_ms() as f64
+    }
+
+    /// WAIT: how long to wait.
+    #[wasm_bindgen(js_name = delayMs)]
+    pub fn delay_ms(&self) -> f64 {
+        self.0.delay_ms() as f64
+    }
+
+    /// WAIT: why (1 network, 2 timeout, 3 status: see `lastStatus()`); 0 before any retry.
+    pub fn reason(&self) -> u32 {
+        self.0.reason().map_or(0, m::RetryReason::index)
+    }
+
+    /// Attempts of the current send, including the one in flight.
+    pub fn attempt(&self) -> u32 {
+        self.0.attempt()
+    }
+
+    /// Attempts across every send (= `attempts()`).
+    #[wasm_bindgen(js_name = totalAttempts)]
+    pub fn total_attempts(&self) -> u32 {
+        self.0.record().attempts
+    }
+
+    /// DONE: the answer's status.
+    pub fn status(&self) -> u32 {
+        self.0.status().into()
+    }
+
+    /// DONE: whether the status is 2xx.
+    pub fn ok(&self) -> bool {
+        self.0.ok()
+    }
+
+    /// DONE: whether the server said it replayed a stored answer.
+    pub fn replayed(&self) -> bool {
+        self.0.replayed()
+    }
+
+    /// FAIL: the error code.
+    #[wasm_bindgen(js_name = errorCode)]
+    pub fn error_code(&self) -> u32 {
+        self.0.error().code.into()
+    }
+
+    /// FAIL: the error's detail.
+    #[wasm_bindgen(js_name = errorDetail)]
+    pub fn error_detail(&self) -> u32 {
+        self.0.error().detail.into()
+    }
+
+    /// Starts a send (deadline = now + totalTimeoutMs).
+    pub fn start(&mut self, now_ms: f64, online: bool) -> u32 {
+        self.0.start(ms(now_ms), online) as u32
+    }
+
+    /// The attempt got an answer. `override_`: the caller's `shouldRetry(status)`: 0 none, 1 retry,
+    /// 2 definite. Header values as `Headers.get` returns them (`undefined` when absent).
+    #[wasm_bindgen(js_name = onResponse)]
+    pub fn on_response(
+        &mut self,
+        now_ms: f64,
+        status: u16,
+        retry_after: Option<String>,
+        stripe_should_retry: Option<String>,
+        replayed: Option<String>,
+        override_: u32,
+    ) -> u32 {
+        let answer = Answer {
+            status,
+            retry_after: retry_after.as_deref(),
+            should_retry: stripe_should_retry.as_deref(),
+            replayed: replayed.as_deref(),
+            caller: Override::from_index(override_),
+        };
+        self.0.on_response(ms(now_ms), &answer) as u32
+    }
+
+    /// The attempt failed below HTTP.
+    #[wasm_bindgen(js_name = onNetworkError)]
+    pub fn on_network_error(&mut self, now_ms: f64) -> u32 {
+        self.0.on_network_error(ms(now_ms)) as u32
+    }
+
+    /// The attempt's timeout fired.
+    #[wasm_bindgen(js_name = onTimeout)]
+    pub fn on_timeout(&mut self, now_ms: f64) -> u32 {
+        self.0.on_timeout(ms(now_ms)) as u32
+    }
+
+    /// The caller aborted.
+    #[wasm_bindgen(js_name = onAbort)]
+    pub fn on_abort(&mut self, now_ms: f64) -> u32 {
+        self.0.on_abort(ms(now_ms)) as u32
+    }
+
+    /// A WAIT elapsed.
+    #[wasm_bindgen(js_name = onWake)]
+    pub fn on_wake(&mut self, now_ms: f64, online: bool) -> u32 {
+        self.0.on_wake(ms(now_ms), online) as u32
+    }
+
+    /// The network came back during WAIT_ONLINE.
+    #[wasm_bindgen(js_name = onOnline)]
+    pub fn on_online(&mut self, now_ms: f64) -> u32 {
+        self.0.on_online(ms(now_ms)) as u32
+    }
+
+    /// WAIT_ONLINE reached the deadline offline.
+    #[wasm_bindgen(js_name = onOnlineTimeout)]
+    pub fn on_online_timeout(&mut self, now_ms: f64) -> u32 {
+        self.0.on_online_timeout(ms(now_ms)) as u32
+    }
+}

@@ -1,0 +1,49 @@
+// The driver's own multipart/form-data encoding (src/js/body.ts `multipart`: the fallback where a
+// FormData holding a Blob cannot be read through a Response, as in WebKit) against the runtime's
+// encoding of the same FormData (Node's fetch, spec'd by HTML's algorithm), boundary aside.
+// The TypeScript is bundled on the fly with esbuild (tools/node_modules: cd tools && npm ci).
+// Run: node --test tests/js/body.test.mjs
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+import path from "node:path";
+
+import { root } from "../support/paths.mjs";
+
+const esbuild = createRequire(path.join(root, "tools/package.json"))("esbuild");
+const { outputFiles } = await esbuild.build({
+  entryPoints: [path.join(root, "src/js/body.ts")], bundle: true, format: "esm", write: false, logLevel: "warning",
+});
+const { multipart, bufferBody } = await import(`data:text/javascript;base64,${Buffer.from(outputFiles[0].text).toString("base64")}`);
+
+/** The runtime's own encoding of `form`: its bytes and its boundary. */
+async function native(form) {
+  const response = new Response(form);
+  const type = response.headers.get("content-type");
+  return { bytes: new Uint8Array(await response.arrayBuffer()), boundary: /boundary=(.+)$/.exec(type)[1], type };
+}
+
+const text = (bytes) => Buffer.from(bytes).toString("latin1");
+
+test("multipart equals the runtime's encoding (strings, line breaks, quotes, files, typeless blobs)", async () => {
+  const form = new FormData();
+  form.append("amount", "10.00");
+  form.append('we"ird\r\nname', "line1\nline2\rline3\r\nline4");
+  form.append("file", new Blob([new Uint8Array([0, 1, 2, 255, 13, 10])], { type: "application/x-test" }), 'a "b".bin');
+  form.append("blob", new Blob(["plain"]));
+  form.append("empty", "");
+  const ours = await multipart(form);
+  const theirs = await native(form);
+  const boundary = /boundary=(.+)$/.exec(ours.contentType)[1];
+  assert.equal(ours.contentType, `multipart/form-data; boundary=${boundary}`);
+  assert.equal(text(ours.bytes).replaceAll(boundary, "B"), text(theirs.bytes).replaceAll(theirs.boundary, "B"));
+});
+
+test("bufferBody: a FormData keeps its own content type and boundary; a stream is refused", async () => {
+  const form = new FormData();
+  form.append("a", "1");
+  const buffered = await bufferBody(form);
+  const boundary = /boundary=(.+)$/.exec(buffered.contentType)[1];
+  assert.ok(text(buffered.bytes).includes(`--${boundary}`));
+  await assert.rejects(bufferBody(new ReadableStream()), (e) => e.code === "BODY_NOT_REPLAYABLE");
+});

@@ -1,0 +1,51 @@
+// The fingerprint's SHA-256 fallback (src/js/sha256.ts: pages on plain http have no crypto.subtle)
+// against the FIPS 180-4 examples and Node's own SHA-256 on every length around the block edges.
+// The TypeScript file is compiled on the fly with esbuild (tools/node_modules: cd tools && npm ci).
+// Run: node --test tests/js/fingerprint.test.mjs
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createHash, randomBytes } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import path from "node:path";
+
+import { root } from "../support/paths.mjs";
+
+const esbuild = createRequire(path.join(root, "tools/package.json"))("esbuild");
+const source = await readFile(path.join(root, "src/js/sha256.ts"), "utf8");
+const { code } = await esbuild.transform(source, { loader: "ts", format: "esm" });
+const { sha256 } = await import(`data:text/javascript;base64,${Buffer.from(code).toString("base64")}`);
+
+const hex = (bytes) => Buffer.from(bytes).toString("hex");
+const node = (bytes) => createHash("sha256").update(bytes).digest("hex");
+
+test("FIPS 180-4 examples", () => {
+  const text = (s) => new TextEncoder().encode(s);
+  assert.equal(hex(sha256(text(""))), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  assert.equal(hex(sha256(text("abc"))), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  assert.equal(
+    hex(sha256(text("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"))),
+    "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1",
+  );
+  assert.equal(
+    hex(sha256(new Uint8Array(1_000_000).fill(0x61))),
+    "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0",
+  );
+});
+
+test("equals Node's SHA-256 for every length 0..300 and a few large random inputs", () => {
+  for (let length = 0; length <= 300; length++) {
+    const data = new Uint8Array(randomBytes(length));
+    assert.equal(hex(sha256(data)), node(data), `length ${length}`);
+  }
+  for (const length of [4095, 4096, 65_537, 1 << 20]) {
+    const data = new Uint8Array(randomBytes(length));
+    assert.equal(hex(sha256(data)), node(data), `length ${length}`);
+  }
+});
+
+test("a view into a larger buffer hashes only the viewed bytes", () => {
+  const whole = new Uint8Array(randomBytes(200));
+  const view = whole.subarray(13, 113);
+  assert.equal(hex(sha256(view)), node(Buffer.from(view)));
+});
