@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::faults::FaultConfig;
-use crate::store::{PgOptions, Synchronous};
+use crate::store::{PgOptions, PgTls, Synchronous};
 
 /// The default `--db`.
 pub const DEFAULT_DB: &str = "idempotent-fetch-demo.sqlite";
@@ -38,6 +38,13 @@ pub struct Cli {
     /// PostgreSQL `idle_in_transaction_session_timeout`, in milliseconds.
     #[arg(long, default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub pg_idle_in_transaction_timeout_ms: u64,
+    /// Require TLS (rustls) to PostgreSQL, verifying its certificate against the Mozilla roots or
+    /// `--pg-ca-file`.
+    #[arg(long)]
+    pub pg_tls: bool,
+    /// PEM file of the certificates to trust for PostgreSQL's TLS (implies `--pg-tls`).
+    #[arg(long)]
+    pub pg_ca_file: Option<PathBuf>,
     /// Directory of static files served at `/` (the demo page).
     #[arg(long)]
     pub www: Option<PathBuf>,
@@ -197,6 +204,11 @@ impl From<Cli> for Config {
             pool_size: usize::from(cli.pg_pool_size),
             statement_timeout: Duration::from_millis(cli.pg_statement_timeout_ms),
             idle_in_transaction_timeout: Duration::from_millis(cli.pg_idle_in_transaction_timeout_ms),
+            tls: if cli.pg_tls || cli.pg_ca_file.is_some() {
+                PgTls::Required { ca_file: cli.pg_ca_file }
+            } else {
+                PgTls::Disabled
+            },
         };
         Config {
             addr: cli.addr,

@@ -33,7 +33,7 @@ pub async fn open_store(database: &Database) -> Result<Store, ServeError> {
                 .map_err(|e| store::StoreError::Task(e.to_string()))??;
             Ok(Store::Sqlite(store))
         }
-        Database::Postgres(url, options) => Ok(Store::Postgres(store::PostgresStore::connect(url, *options).await?)),
+        Database::Postgres(url, options) => Ok(Store::Postgres(store::PostgresStore::connect(url, options).await?)),
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use idempotent_fetch_server::idempotency::place_order;
 use idempotent_fetch_server::protocol::Outcome;
-use idempotent_fetch_server::store::{PgOptions, PostgresStore, ProcessOptions, Store, StoreError};
+use idempotent_fetch_server::store::{PgOptions, PgTls, PostgresStore, ProcessOptions, Store, StoreError};
 use idempotent_fetch_server::{serve, Config, RunningServer};
 use reqwest::{Client, Response};
 use tokio_postgres::NoTls;
@@ -156,7 +156,7 @@ async fn postgres_protocol_across_three_instances() {
     assert_eq!(orders(&db, "pg-a").await, 2);
 
     // The transaction itself, store level: an error after the order insert leaves nothing behind.
-    let store = Store::Postgres(PostgresStore::connect(&url, PgOptions::default()).await.expect("connect store"));
+    let store = Store::Postgres(PostgresStore::connect(&url, &PgOptions::default()).await.expect("connect store"));
     let request = keyed_request("pg-store", "k", MUGS, now);
     let result = store.process(request.clone(), crash_before_commit(), place_order).await;
     assert!(matches!(result, Err(StoreError::InjectedCrash)), "{result:?}");
@@ -171,6 +171,50 @@ async fn postgres_protocol_across_three_instances() {
         server.shutdown().await.expect("shutdown");
     }
     drop(db);
+    drop(admin);
+    drop(cluster);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL and openssl: run with --ignored"]
+async fn postgres_over_tls_verifies_the_certificate() {
+    let cluster = Cluster::start(bin_dir(), Cluster::TLS).expect("start a throwaway PostgreSQL cluster with TLS");
+    let url = cluster.url("postgres");
+    let tls =
+        |ca_file: Option<std::path::PathBuf>| PgOptions { tls: PgTls::Required { ca_file }, ..PgOptions::default() };
+
+    // Trusting the cluster's certificate: connected, and every pooled connection is encrypted.
+    let config = Config {
+        session_secret: Some(SECRET.to_owned()),
+        database: idempotent_fetch_server::Database::Postgres(url.clone(), tls(Some(cluster.ca_file()))),
+        ..Config::postgres(&url)
+    };
+    let server = serve(config).await.expect("server over TLS");
+    let client = Client::new();
+    let health = json(client.get(format!("{}/api/health", server.url()))).await;
+    assert_eq!(health["store"], "postgres");
+    let auth = bearer("tls");
+    let created = post(&client, &server.url(), "tls-key", MUGS, &[("authorization", auth.as_str())]).await;
+    assert_fresh(&created);
+    let admin = sql(&url).await;
+    let plain: i64 = admin
+        .query_one("SELECT COUNT(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) WHERE datname = 'postgres' AND NOT ssl AND pid <> pg_backend_pid()", &[])
+        .await
+        .expect("pg_stat_ssl")
+        .get(0);
+    let encrypted: i64 =
+        admin.query_one("SELECT COUNT(*) FROM pg_stat_ssl WHERE ssl", &[]).await.expect("pg_stat_ssl").get(0);
+    assert_eq!(plain, 0, "a pooled connection is not encrypted");
+    assert!(encrypted >= 1, "no encrypted connection");
+    server.shutdown().await.expect("shutdown");
+
+    // A certificate nobody vouches for (only the Mozilla roots): refused, no fallback to plain TCP.
+    let refused = PostgresStore::connect(&url, &tls(None)).await;
+    assert!(refused.is_err(), "connected to a self-signed server without trusting it");
+    // A CA file without certificates is a configuration error.
+    let empty = tempfile::NamedTempFile::new().expect("temp file");
+    let bad = PostgresStore::connect(&url, &tls(Some(empty.path().to_path_buf()))).await;
+    assert!(matches!(bad, Err(StoreError::Tls(_))), "{bad:?}");
     drop(admin);
     drop(cluster);
 }

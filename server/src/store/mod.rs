@@ -18,7 +18,7 @@ use crate::protocol::{KeyedRequest, Outcome, StoredResponse, Work, MAX_STORED_BO
 pub mod postgres;
 pub mod sqlite;
 
-pub use postgres::{PgOptions, PostgresStore};
+pub use postgres::{PgOptions, PgTls, PostgresStore};
 pub use sqlite::{SqliteStore, Synchronous};
 
 /// Knobs for one protocol step, for fault injection and tests.
@@ -55,6 +55,10 @@ pub(crate) trait KeyTransaction {
     async fn save_response(&mut self, request: &KeyedRequest, response: &StoredResponse) -> Result<(), StoreError>;
     /// Commits.
     async fn commit(self) -> Result<(), StoreError>;
+    /// Rolls back and waits for it: PostgreSQL releases the key's advisory lock only then, so a retry
+    /// arriving right after the answer must not find it still held (merely dropping the transaction
+    /// rolls back too, but in the background).
+    async fn rollback(self) -> Result<(), StoreError>;
 }
 
 /// The work of a fresh key: builds the order (or the refusal) from the request, inside the transaction.
@@ -70,8 +74,10 @@ pub(crate) async fn step<T: KeyTransaction>(
 ) -> Result<Outcome, StoreError> {
     match tx.claim(request).await? {
         Claim::Claimed => {}
-        // Dropping `tx` rolls back: nothing was written.
-        Claim::Busy => return Ok(Outcome::InFlight),
+        Claim::Busy => {
+            tx.rollback().await?;
+            return Ok(Outcome::InFlight);
+        }
         Claim::Existing { request_hash, stored } => {
             tx.commit().await?;
             return Ok(Outcome::for_existing(&request.request_hash, &request_hash, stored));
@@ -89,8 +95,8 @@ pub(crate) async fn step<T: KeyTransaction>(
     }
     tx.save_response(request, &response).await?;
     if options.fail_before_commit {
-        // Dropping `tx` rolls back: neither the key row nor the order survives.
-        drop(tx);
+        // Neither the key row nor the order survives.
+        tx.rollback().await?;
         return Err(StoreError::InjectedCrash);
     }
     tx.commit().await?;

@@ -12,12 +12,18 @@
 //! `lock_timeout` bounds any other lock wait (answered as 409 too). Migrations run at start under a
 //! transaction-scoped advisory lock, so instances starting together do not race on `CREATE TABLE`.
 
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Transaction};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::CertificateDer;
+use tokio_postgres::config::SslMode;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::{stored_from_columns, Claim, KeyTransaction, OrderColumns, ProcessOptions, StoreError, WorkFn};
 use crate::keys::AccountId;
@@ -29,11 +35,25 @@ pub const POOL_WAIT: Duration = Duration::from_secs(10);
 /// Advisory lock id (an arbitrary constant) serializing migrations across instances.
 const MIGRATION_LOCK: i64 = 0x1de3_907e_f37c_0001;
 
+/// How the connections to PostgreSQL are secured.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum PgTls {
+    /// Plain TCP: keep the database on a private network.
+    #[default]
+    Disabled,
+    /// TLS (rustls) required; the server's certificate is verified, for the host in the URL, against the
+    /// PEM certificates in `ca_file`, or against the Mozilla roots (webpki-roots) without one.
+    Required {
+        /// PEM file of the certificates to trust.
+        ca_file: Option<PathBuf>,
+    },
+}
+
 /// Connection settings beyond the URL.
 ///
 /// # Default
-/// 16 connections, `statement_timeout` 5 s, `idle_in_transaction_session_timeout` 15 s.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// 16 connections, `statement_timeout` 5 s, `idle_in_transaction_session_timeout` 15 s, no TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgOptions {
     /// Connections per server instance.
     pub pool_size: usize,
@@ -42,6 +62,8 @@ pub struct PgOptions {
     /// PostgreSQL's `idle_in_transaction_session_timeout`: a transaction left idle this long (a stuck
     /// handler) is ended by the server, releasing its locks and its key.
     pub idle_in_transaction_timeout: Duration,
+    /// TLS to the database.
+    pub tls: PgTls,
 }
 
 impl Default for PgOptions {
@@ -50,6 +72,7 @@ impl Default for PgOptions {
             pool_size: 16,
             statement_timeout: Duration::from_secs(5),
             idle_in_transaction_timeout: Duration::from_secs(15),
+            tls: PgTls::Disabled,
         }
     }
 }
@@ -94,8 +117,8 @@ impl std::fmt::Debug for PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connects to `url` (`postgres://user[:password]@host:port/db`, no TLS) and applies the schema.
-    pub async fn connect(url: &str, options: PgOptions) -> Result<Self, StoreError> {
+    /// Connects to `url` (`postgres://user[:password]@host:port/db`) and applies the schema.
+    pub async fn connect(url: &str, options: &PgOptions) -> Result<Self, StoreError> {
         let mut config = tokio_postgres::Config::from_str(url)?;
         // Session settings sent at connect time, so every pooled connection has them.
         config.options(format!(
@@ -103,7 +126,14 @@ impl PostgresStore {
             options.statement_timeout.as_millis(),
             options.idle_in_transaction_timeout.as_millis()
         ));
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let recycling = ManagerConfig { recycling_method: RecyclingMethod::Fast };
+        let manager = match &options.tls {
+            PgTls::Disabled => Manager::from_config(config, NoTls, recycling),
+            PgTls::Required { ca_file } => {
+                config.ssl_mode(SslMode::Require);
+                Manager::from_config(config, MakeRustlsConnect::new(tls_config(ca_file.as_deref())?), recycling)
+            }
+        };
         let pool = Pool::builder(manager)
             .max_size(options.pool_size.max(1))
             .runtime(Runtime::Tokio1)
@@ -179,6 +209,29 @@ impl PostgresStore {
         client.query_one("SELECT 1", &[]).await?;
         Ok(())
     }
+}
+
+/// The rustls client configuration: the roots from `ca_file`, or the Mozilla roots.
+fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, StoreError> {
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_file {
+        Some(path) => {
+            let failed = |e: &dyn std::fmt::Display| StoreError::Tls(format!("{}: {e}", path.display()));
+            for cert in CertificateDer::pem_file_iter(path).map_err(|e| failed(&e))? {
+                roots.add(cert.map_err(|e| failed(&e))?).map_err(|e| failed(&e))?;
+            }
+            if roots.is_empty() {
+                return Err(failed(&"no certificate in the file"));
+            }
+        }
+        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| StoreError::Tls(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
 }
 
 /// One transaction on a pooled connection.
@@ -276,6 +329,10 @@ impl KeyTransaction for PgTransaction<'_> {
 
     async fn commit(self) -> Result<(), StoreError> {
         Ok(self.0.commit().await?)
+    }
+
+    async fn rollback(self) -> Result<(), StoreError> {
+        Ok(self.0.rollback().await?)
     }
 }
 

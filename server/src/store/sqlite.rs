@@ -240,6 +240,10 @@ impl KeyTransaction for SqliteTransaction<'_> {
     async fn commit(self) -> Result<(), StoreError> {
         Ok(self.0.commit()?)
     }
+
+    async fn rollback(self) -> Result<(), StoreError> {
+        Ok(self.0.rollback()?)
+    }
 }
 
 #[cfg(test)]

@@ -70,6 +70,8 @@ impl Cluster {
     pub const FAST: &'static str = "-c fsync=off";
     /// Settings for benchmarks: durable commits, like SQLite's `synchronous=FULL`.
     pub const DURABLE: &'static str = "-c fsync=on -c synchronous_commit=on";
+    /// Settings for the TLS test: TLS on, with a self-signed certificate for 127.0.0.1 ([`Cluster::ca_file`]).
+    pub const TLS: &'static str = "-c fsync=off -c ssl=on";
 
     /// `initdb`s a cluster in a temp dir and starts it on 127.0.0.1 with `settings` (`-c name=value ...`).
     pub fn start(bin: PathBuf, settings: &str) -> Result<Cluster, String> {
@@ -94,6 +96,24 @@ impl Cluster {
             "UTF8",
             "--no-sync",
         ]))?;
+        if settings.contains("ssl=on") {
+            // A test CA and a server certificate for 127.0.0.1 signed by it (rustls refuses a self-signed CA
+            // certificate as the server's own). PostgreSQL reads server.crt/server.key from its data
+            // directory, and the key must be its user's, mode 0600: generated as that user, in there.
+            let script = [
+                "set -e",
+                "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=if-test-ca -keyout ca.key -out ca.crt",
+                "openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout server.key -out server.csr",
+                "echo subjectAltName=IP:127.0.0.1 > ext.cnf",
+                "echo basicConstraints=CA:FALSE >> ext.cnf",
+                "echo extendedKeyUsage=serverAuth >> ext.cnf",
+                "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -out server.crt \
+                 -extfile ext.cnf",
+                "chmod 600 server.key ca.key",
+            ]
+            .join("; ");
+            output(cluster.as_user("sh").arg("-c").arg(format!("cd '{}' && {script}", cluster.data.display())))?;
+        }
         let mut last_error = String::new();
         for _ in 0..3 {
             cluster.port = free_port()?;
@@ -119,8 +139,17 @@ impl Cluster {
         Err(last_error)
     }
 
+    /// The CA certificate that signed the server certificate of a cluster started with [`Cluster::TLS`].
+    pub fn ca_file(&self) -> PathBuf {
+        self.data.join("ca.crt")
+    }
+
     fn command(&self, program: &str) -> Command {
-        let program = self.bin.join(program);
+        self.as_user(&self.bin.join(program).to_string_lossy())
+    }
+
+    /// `program` (a path, or a name on PATH) run as the cluster's user.
+    fn as_user(&self, program: &str) -> Command {
         match &self.run_as {
             Some(user) => {
                 let mut command = Command::new("runuser");
