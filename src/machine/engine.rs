@@ -13,13 +13,7 @@ use super::policy::Policy;
 use super::random::RandomSource;
 use super::record::{is_valid_intent_id, Record, State, StoredFields};
 use super::send::Machine;
-
-/// What every machine of one engine shares.
-pub(crate) struct Shared {
-    pub(crate) policy: Policy,
-    pub(crate) budget: Cell<RetryBudget>,
-    pub(crate) random: Box<dyn RandomSource>,
-}
+use super::shared::Shared;
 
 /// The client-wide half of the machine: policy, retry budget, randomness.
 pub struct Engine {

@@ -18,6 +18,7 @@ pub mod random;
 pub mod record;
 pub mod retry_after;
 pub mod send;
+mod shared;
 
 pub use backoff::Backoff;
 pub use budget::RetryBudget;

@@ -2,7 +2,7 @@
 
 use crate::install;
 use crate::process::{cargo, run, Result};
-use crate::project::{ensure_package, SERVER_PACKAGE, SERVER_PROFILE, PACKAGE_DIR, WWW_DIR};
+use crate::project::{ensure_package, PACKAGE_DIR, SERVER_PACKAGE, SERVER_PROFILE, WWW_DIR};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub fn demo(port: u16) -> Result {

@@ -4,7 +4,7 @@
 
 use crate::install;
 use crate::process::{cargo, cmd, free_port, run, spawn_listening, Result};
-use crate::project::{ensure_package, root, server_binary, SERVER_PACKAGE, TOOLS_DIR, TSCONFIGS, PACKAGE_DIR, WWW_DIR};
+use crate::project::{ensure_package, root, server_binary, PACKAGE_DIR, SERVER_PACKAGE, TOOLS_DIR, TSCONFIGS, WWW_DIR};
 use crate::size;
 use std::env;
 use std::fs;
