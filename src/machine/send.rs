@@ -15,10 +15,10 @@ use alloc::string::String;
 use super::backoff::{uniform, Backoff, NoDelay};
 use super::budget::RetryBudget;
 use super::classify::{classify, is_replayed, Answer, Classification, FailureReason, RetryReason};
-use super::shared::Shared;
 use super::error::{code, exhausted, field, protocol, Error};
 use super::policy::Jitter;
 use super::record::{Record, State};
+use super::shared::Shared;
 
 /// What the driver does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
