@@ -12,7 +12,7 @@ use std::time::SystemTime;
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
 const NPM_TOOLS: &[&str] = &["wasm-opt", "tsc"];
 
-fn step(name: &str) {
+pub(crate) fn step(name: &str) {
     println!("-- install: {name}");
 }
 
@@ -20,6 +20,7 @@ fn step(name: &str) {
 pub fn all() -> Result {
     toolchain()?;
     chromium()?;
+    crate::engines::install()?;
     postgres()?;
     Ok(())
 }

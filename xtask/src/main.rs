@@ -1,6 +1,7 @@
 //! Project automation: `cargo xtask <command>`. Plain std, no dependencies. See xtask/README.md.
 
 mod demo;
+mod engines;
 mod install;
 mod process;
 mod size;

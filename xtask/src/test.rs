@@ -98,7 +98,7 @@ fn wasm_tests(_: &mut Cx) -> Result<Outcome> {
         env::set_var("WASM_BINDGEN_TEST_TIMEOUT", "120");
     }
     let driver = env::var_os("CHROMEDRIVER").ok_or("CHROMEDRIVER is not set (install::chromium sets it)")?;
-    run(cmd("wasm-pack").args(["test", "--headless", "--chrome", "--chromedriver"]).arg(&driver).arg("--release"))?;
+    crate::engines::wasm_browser_tests_per_engine(&driver)?;
     run(cmd("wasm-pack").args(["test", "--node", "--release"]))?;
     Ok(Outcome::Ran)
     // `_server` is dropped here, or on any `?` above: the test server never outlives the layer.
@@ -217,12 +217,8 @@ fn node_test(dir: &str) -> Result<Option<String>> {
     if files.is_empty() {
         return Ok(Some(format!("{dir} has no test files (name them *.test.mjs)")));
     }
-    let mut c = cmd("node");
-    c.arg("--test");
-    for f in &files {
-        c.arg(f.strip_prefix(root()).unwrap_or(f));
-    }
-    run(&mut c)?;
+    // Browser test files run once per engine (IF_BROWSER), the rest once.
+    crate::engines::node_tests_per_engine(dir, &files)?;
     Ok(None)
 }
 
@@ -261,7 +257,7 @@ fn fault_suite(cx: &mut Cx) -> Result<Outcome> {
         return skip("tests/fault/run.mjs does not exist yet");
     }
     node_env(cx)?;
-    run(cmd("node").args(["tests/fault/run.mjs", "--ci"]))?;
+    crate::engines::fault_suite_per_engine()?;
     Ok(Outcome::Ran)
 }
 
@@ -316,6 +312,7 @@ pub fn test(only: &[String]) -> Result {
         println!("{name:<48} {secs:>8.1}  {result}");
     }
     println!("(total {:.1}s including installs)", t0.elapsed().as_secs_f64());
+    crate::engines::print_summary();
     if let Some((name, e)) = failure {
         return Err(format!("step `{name}` failed: {e}"));
     }
