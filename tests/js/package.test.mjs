@@ -24,7 +24,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFile
 import os from "node:os";
 import path from "node:path";
 
-import { capabilities, collectPageErrors, engineName, launchBrowser } from "../support/browsers.mjs";
+import { capabilities, collectPageErrors, engineName, launchBrowser, timeoutScale } from "../support/browsers.mjs";
 import { startInjectProxy } from "../support/inject-proxy.mjs";
 import { root } from "../support/paths.mjs";
 import { serverBinary, startReferenceServer } from "../support/reference-server.mjs";
@@ -33,7 +33,7 @@ const pkgDir = path.join(root, "pkg/web");
 const viteApp = path.join(root, "tests/package/vite-app");
 const plainSrc = path.join(root, "tests/package/plain");
 const ACCOUNT = "acct_42"; // main.js: namespace and X-Account-Id
-const TEST_TIMEOUT_MS = 180_000;
+const TEST_TIMEOUT_MS = 180_000 * timeoutScale;
 
 const log = (message) => console.log(`package: ${message}`);
 let tmpDir;

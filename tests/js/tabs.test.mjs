@@ -23,7 +23,7 @@ import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 
-import { collectPageErrors, engineName, launchBrowser, openLibPage } from "../support/browsers.mjs";
+import { collectPageErrors, engineName, launchBrowser, openLibPage, timeoutScale } from "../support/browsers.mjs";
 import { pkgWebMissing, root } from "../support/paths.mjs";
 import { startReferenceServer } from "../support/reference-server.mjs";
 import { waitFor as poll } from "../support/timing.mjs";
@@ -31,7 +31,7 @@ import { waitFor as poll } from "../support/timing.mjs";
 const pageDir = path.join(root, "tests/tabs");
 // IF_PKG_WEB: another `wasm-pack --target web` output to test (e.g. a deliberately broken build).
 const pkgDir = process.env.IF_PKG_WEB ? path.resolve(process.env.IF_PKG_WEB) : path.join(root, "pkg/web");
-const TEST_TIMEOUT_MS = 30_000;
+const TEST_TIMEOUT_MS = 30_000 * timeoutScale;
 const LEASE_TTL_MS = 5_000; // src/web/lock.rs
 
 let server;

@@ -15,7 +15,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 
-import { capabilities, collectPageErrors, engineName, launchBrowser, offlineUnsupported, openLibPage, waitForLibPage } from "../support/browsers.mjs";
+import { capabilities, collectPageErrors, engineName, launchBrowser, offlineUnsupported, openLibPage, timeoutScale, waitForLibPage } from "../support/browsers.mjs";
 import { pkgWebMissing } from "../support/paths.mjs";
 import { startStaticServer } from "../support/static-server.mjs";
 import { startTestServer } from "../support/test-server.mjs";
@@ -23,7 +23,7 @@ import { waitFor } from "../support/timing.mjs";
 
 const PAGE = "/tests/workers/page.html";
 const AGENT = "/tests/workers/agent.mjs";
-const TEST_TIMEOUT_MS = 30_000;
+const TEST_TIMEOUT_MS = 30_000 * timeoutScale;
 
 let server; // scripted test server
 let statics; // the repository root, same origin as the pages and workers

@@ -48,6 +48,12 @@ export const capabilities = {
   loadErrors: engine === "chromium",
 };
 
+/**
+ * Multiply per-test timeouts by this: in Firefox and WebKit every new context starts a driver and a
+ * browser process (seconds, more on a loaded machine), where Chromium opens a context in-process.
+ */
+export const timeoutScale = engine === "chromium" ? 1 : 3;
+
 /** Why context.setOffline is missing in this engine (null when it works). */
 export const offlineUnsupported = capabilities.offline
   ? null

@@ -140,6 +140,21 @@ function sessionCapabilities(engine) {
         args: ["-headless"],
         prefs: {
           "network.manage-offline-status": false, // offline only when the test says so
+          // Nothing at startup that a fresh profile would otherwise fetch or show (faster, and no
+          // traffic beside the test's own).
+          "browser.startup.homepage_override.mstone": "ignore",
+          "browser.aboutwelcome.enabled": false,
+          "browser.safebrowsing.malware.enabled": false,
+          "browser.safebrowsing.phishing.enabled": false,
+          "browser.safebrowsing.downloads.enabled": false,
+          "browser.safebrowsing.update.enabled": false,
+          "network.captive-portal-service.enabled": false,
+          "network.connectivity-service.enabled": false,
+          "app.normandy.enabled": false,
+          "extensions.update.enabled": false,
+          "browser.search.update": false,
+          "browser.newtabpage.enabled": false,
+          "browser.ping-centre.telemetry": false,
           "browser.shell.checkDefaultBrowser": false,
           "datareporting.policy.dataSubmissionEnabled": false,
           "toolkit.telemetry.enabled": false,

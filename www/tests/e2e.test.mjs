@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 
-import { capabilities, collectPageErrors, engine, engineName, launchBrowser, offlineUnsupported } from "../../tests/support/browsers.mjs";
+import { capabilities, collectPageErrors, engine, engineName, launchBrowser, offlineUnsupported, timeoutScale } from "../../tests/support/browsers.mjs";
 import { pkgWebMissing, root } from "../../tests/support/paths.mjs";
 import { startReferenceServer } from "../../tests/support/reference-server.mjs";
 
@@ -20,7 +20,7 @@ import { startReferenceServer } from "../../tests/support/reference-server.mjs";
 // the checkout; www/tests/screenshots/ holds a reviewed set. IF_SCREENSHOT_DIR overrides the place.
 // Chromium's go there, the other engines' into a folder named after the engine.
 const screenshotDir = path.join(process.env.IF_SCREENSHOT_DIR ?? path.join(root, "target", "screenshots"), engine === "chromium" ? "" : engine);
-const TEST_TIMEOUT_MS = 45_000;
+const TEST_TIMEOUT_MS = 45_000 * timeoutScale;
 
 let server;
 let browser;
