@@ -74,6 +74,15 @@ export function webDriverMissing(engine) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+// Driver and Xvfb processes die with this process, even when a test file fails before its after().
+const children = new Set();
+process.on("exit", () => { for (const child of children) child.kill(); });
+function track(child) {
+  children.add(child);
+  child.on("exit", () => children.delete(child));
+  return child;
+}
+
 function freePort() {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
@@ -87,7 +96,7 @@ function freePort() {
 
 /** A private X display for MiniBrowser: Xvfb picks a free display number and writes it to fd 3. */
 async function startXvfb(xvfb) {
-  const child = spawn(xvfb, ["-displayfd", "3", "-screen", "0", "1280x1024x24", "-nolisten", "tcp"], { stdio: ["ignore", "ignore", "pipe", "pipe"] });
+  const child = track(spawn(xvfb, ["-displayfd", "3", "-screen", "0", "1280x1024x24", "-nolisten", "tcp"], { stdio: ["ignore", "ignore", "pipe", "pipe"] }));
   let stderr = "";
   child.stderr.on("data", (chunk) => { stderr += chunk; });
   const display = await new Promise((resolve, reject) => {
@@ -111,7 +120,7 @@ async function startDriver(engine, env) {
   const args = engine === "firefox"
     ? ["--port", String(port), "--host", "127.0.0.1", "--websocket-port", String(await freePort()), "--allow-system-access"]
     : [`--port=${port}`];
-  const child = spawn(found.driver, args, { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] });
+  const child = track(spawn(found.driver, args, { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] }));
   let stderr = "";
   child.stderr.on("data", (chunk) => { stderr = (stderr + chunk).slice(-4000); });
   const url = `http://127.0.0.1:${port}`;
@@ -360,6 +369,8 @@ class WebDriverPage {
 
   /** A PNG of the viewport (`fullPage` is not available over classic WebDriver). */
   async screenshot({ path: file } = {}) {
+    // WebKit's screenshot is the last painted frame: let the latest DOM changes paint first.
+    await this.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(resolve, 50)))));
     const base64 = await this.run((driver) => driver.takeScreenshot());
     const png = Buffer.from(base64, "base64");
     if (file) writeFileSync(file, png);

@@ -150,7 +150,9 @@ static ROWS: Mutex<Vec<Row>> = Mutex::new(Vec::new());
 /// `node --test files` with IF_BROWSER=engine (None: the plain Node files), printing the spec
 /// output as usual and recording the TAP totals for the summary. Fails like `run` on a failed test.
 pub fn node_test(layer: &str, engine: Option<&str>, files: &[PathBuf]) -> Result {
-    let tap = env::temp_dir().join(format!("xtask-{}-{layer}-{}.tap", std::process::id(), engine.unwrap_or("node")));
+    let file_safe: String = layer.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let tap =
+        env::temp_dir().join(format!("xtask-{}-{file_safe}-{}.tap", std::process::id(), engine.unwrap_or("node")));
     let mut c = cmd("node");
     c.args(["--test", "--test-reporter=spec", "--test-reporter-destination=stdout", "--test-reporter=tap"])
         .arg(format!("--test-reporter-destination={}", tap.display()));
