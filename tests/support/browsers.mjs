@@ -19,10 +19,14 @@
 //
 // What only Chromium has (CDP sessions, request interception, request/response/console events) is
 // guarded in the tests by `capabilities` below.
+//
+// Test pages that load pkg/web (tests/browser/cases.html, tests/workers/page.html,
+// tests/fault/bad-input.html, tests/tabs/index.html) set window.__ready or window.__initError;
+// openLibPage() waits for that. A page runs a case with tests/support/page.mjs's outcomeOf() and the
+// runner turns a failed outcome into a test failure with throwPageFailure().
 import { launchChromium } from "./chromium.mjs";
 import { requirePrerequisites } from "./paths.mjs";
 
-export { throwPageFailure } from "./chromium.mjs";
 
 export const ENGINES = ["chromium", "firefox", "webkit"];
 
@@ -89,4 +93,12 @@ export async function waitForLibPage(page, { timeout = 20_000 } = {}) {
 export async function openLibPage(page, url, options) {
   await page.goto(url);
   await waitForLibPage(page, options);
+}
+
+/** Throws for a failed outcome of tests/support/page.mjs's outcomeOf(): the page's message, code and stack. */
+export function throwPageFailure(outcome, name = "BrowserCaseFailure") {
+  if (outcome.ok) return;
+  const error = new Error(`${outcome.message}${outcome.code ? ` [${outcome.code}]` : ""}\n--- in the page:\n${outcome.stack ?? ""}`);
+  error.name = name;
+  throw error;
 }

@@ -1,6 +1,6 @@
 // Browser side of the test pages that load pkg/web from a static server rooted at the repository
 // (tests/browser/cases.html, tests/workers/page.html, tests/fault/bad-input.html). The Node side is
-// tests/support/chromium.mjs (waitForLibPage, throwPageFailure).
+// tests/support/browsers.mjs (waitForLibPage, throwPageFailure).
 //
 //   initLibrary(init, lib)  runs the wasm-bindgen init(), exposes the module as window.__lib and
 //                           sets window.__ready, or window.__initError (the stack) if init failed
