@@ -11,11 +11,12 @@
 // Chromium-only steps (CDP): stopping a service worker (ServiceWorker.stopAllWorkers) and shrinking
 // an origin's quota (Storage.overrideQuotaForOrigin) have no WebDriver equivalent in geckodriver or
 // WebKitWebDriver; there those tests are skipped with that reason, and the service worker is still
-// proven to run the library (module service worker, IndexedDB) by its own test.
+// proven to run the library (module service worker, IndexedDB) by its own test. In Firefox the
+// service worker is stopped mid-retry by Firefox itself (short service worker timeouts).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 
-import { capabilities, collectPageErrors, engineName, launchBrowser, offlineUnsupported, openLibPage, timeoutScale, waitForLibPage } from "../support/browsers.mjs";
+import { capabilities, collectPageErrors, engine, engineName, launchBrowser, offlineUnsupported, openLibPage, timeoutScale, waitForLibPage } from "../support/browsers.mjs";
 import { pkgWebMissing } from "../support/paths.mjs";
 import { startStaticServer } from "../support/static-server.mjs";
 import { startTestServer } from "../support/test-server.mjs";
@@ -44,8 +45,8 @@ after(async () => {
 });
 
 /** A fresh context (its own IndexedDB) with the workers page loaded. */
-async function openPage() {
-  const context = await browser.newContext();
+async function openPage(contextOptions) {
+  const context = await browser.newContext(contextOptions);
   const page = await context.newPage();
   collectPageErrors(page, pageErrors);
   await gotoPage(page);
@@ -173,6 +174,40 @@ test("service worker: stopped mid-retry (CDP), restarted by a message, resumes t
     const seenBeforeRestart = (await serverLog(scenario)).length;
     await new Promise((resolve) => setTimeout(resolve, 2000)); // the stopped worker's next retry never comes
     assert.equal((await serverLog(scenario)).length, seenBeforeRestart, "the service worker kept sending after it was stopped");
+    const second = await runInServiceWorker(page, { namespace, options: FAST, url: target });
+    assert.equal(second.key, first.key, JSON.stringify({ first, second }));
+    assert.equal(second.resumed, true);
+    assert.deepEqual(second.pending.map((p) => p.key), [first.key]);
+    assert.equal(second.status, 201);
+    await assertOneKey(scenario, first.key);
+  } finally {
+    await context.close();
+  }
+});
+
+// Firefox: no command stops a service worker, but Firefox stops one itself once it has been idle, or
+// kept alive by waitUntil, for longer than its timeouts; with 2 s timeouts it does so mid-retry.
+const SW_IDLE_MS = 2000;
+test("service worker: stopped by Firefox's own timeout mid-retry, restarted by a message, resumes the same key from IndexedDB", { timeout: TEST_TIMEOUT_MS, skip: engine === "firefox" ? false : "Firefox only (Chromium: the CDP test above; WebKit has no service worker timeout preference)" }, async () => {
+  const { context, page } = await openPage({
+    firefoxPrefs: { "dom.serviceWorkers.idle_timeout": SW_IDLE_MS, "dom.serviceWorkers.idle_extended_timeout": SW_IDLE_MS },
+  });
+  try {
+    const { namespace, scenario, url } = names("swff");
+    const target = url("503,503,503,503,201");
+    const first = await runInServiceWorker(page, { namespace, options: SLOW, url: target, detach: true });
+    assert.equal(first.storage, "indexeddb", JSON.stringify(first));
+    assert.equal(first.scope.serviceWorker, true);
+    await waitFor(async () => (await serverLog(scenario)).length >= 1, "the service worker's first attempt");
+    // Stopped: no new attempt for well over one backoff (1.5 s) plus the timeout.
+    let seen = (await serverLog(scenario)).length;
+    let quietSince = Date.now();
+    await waitFor(async () => {
+      const now = (await serverLog(scenario)).length;
+      if (now !== seen) { seen = now; quietSince = Date.now(); }
+      return Date.now() - quietSince > 3 * SLOW.retry.baseDelayMs;
+    }, "Firefox to stop the service worker (no attempt for 4.5 s)", 30_000);
+    assert.ok(seen < 5, `the service worker ran to the end (${seen} attempts) instead of being stopped`);
     const second = await runInServiceWorker(page, { namespace, options: FAST, url: target });
     assert.equal(second.key, first.key, JSON.stringify({ first, second }));
     assert.equal(second.resumed, true);

@@ -138,7 +138,7 @@ async function startDriver(engine, env) {
 }
 
 /** The new-session capabilities for `engine` (geckodriver makes and removes a fresh profile itself). */
-function sessionCapabilities(engine) {
+function sessionCapabilities(engine, firefoxPrefs = {}) {
   const common = { pageLoadStrategy: "normal", timeouts: { script: COMMAND_TIMEOUT_MS, pageLoad: 60_000, implicit: 0 } };
   if (engine === "firefox") {
     return {
@@ -164,6 +164,7 @@ function sessionCapabilities(engine) {
           "browser.search.update": false,
           "browser.newtabpage.enabled": false,
           "browser.ping-centre.telemetry": false,
+          ...firefoxPrefs,
           "browser.shell.checkDefaultBrowser": false,
           "datareporting.policy.dataSubmissionEnabled": false,
           "toolkit.telemetry.enabled": false,
@@ -483,7 +484,8 @@ class WebDriverBrowser {
   }
 
   /** A new WebDriver session: a fresh profile, as Playwright's browser.newContext() gives. */
-  async newContext({ viewport } = {}) {
+  /** `firefoxPrefs`: extra Firefox preferences for this profile (ignored by WebKit). */
+  async newContext({ viewport, firefoxPrefs } = {}) {
     const selenium = toolsRequire("selenium-webdriver");
     const http = toolsRequire("selenium-webdriver/http");
     const env = this.xvfb ? { DISPLAY: this.xvfb.display } : {};
@@ -493,7 +495,7 @@ class WebDriverBrowser {
     try {
       const executor = new http.Executor(new http.HttpClient(driverProcess.url));
       executor.defineCommand("ifSetContext", "POST", "/session/:sessionId/moz/context");
-      const capabilities = new selenium.Capabilities(sessionCapabilities(this.engine));
+      const capabilities = new selenium.Capabilities(sessionCapabilities(this.engine, firefoxPrefs));
       driver = await selenium.WebDriver.createSession(executor, capabilities);
     } catch (error) {
       driverProcess.child.kill();
