@@ -16,17 +16,18 @@
 //    saved) then `send` (record updated, POST with the key, 201, record marked succeeded: the key is
 //    retired; the record itself stays until the keyTtl sweep).
 //
-// Needs pkg/web (built here with wasm-pack when missing), tools/node_modules (playwright-core) and
-// benches/size-compare/node_modules (ky, esbuild; `npm ci` is run there when missing), and Chromium
-// on PATH (/usr/bin/chromium). Prints figures; never fails on them.
+// Needs pkg/web (built here with `cargo xtask build` when missing), tools/node_modules (playwright-core),
+// benches/size-compare/node_modules (ky, esbuild; `npm ci` is run there when missing), and Chromium at
+// CHROMIUM_PATH (`cargo xtask bench` sets it). Prints figures; never fails on them.
 
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { createRequire } from "node:module";
-import { homedir } from "node:os";
 import { dirname, extname, join, normalize, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+
+import { launchChromium } from "../tests/support/chromium.mjs";
 
 const benches = dirname(fileURLToPath(import.meta.url));
 const root = dirname(benches);
@@ -38,29 +39,19 @@ const REQUESTS = quick ? 200 : 1000;
 const WARMUP = quick ? 20 : 50;
 const INTENTS = quick ? 1000 : 10000;
 const LOADS = quick ? 3 : 10;
-const CHROMIUM_ARGS = [
-  "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-];
-const env = {
-  ...process.env,
-  PATH: `${join(root, "tools", "node_modules", ".bin")}:${join(homedir(), ".cargo", "bin")}:${process.env.PATH}`,
-};
 
 function run(cmd, argv, cwd) {
   console.error(`$ ${cmd} ${argv.join(" ")}`);
-  const r = spawnSync(cmd, argv, { cwd, env, stdio: ["ignore", "inherit", "inherit"] });
+  const r = spawnSync(cmd, argv, { cwd, stdio: ["ignore", "inherit", "inherit"] });
   if (r.status !== 0) throw new Error(`${cmd} exited with ${r.status ?? r.signal}`);
 }
 
 if (!existsSync(join(pkgDir, "idempotent_fetch_bg.wasm"))) {
-  run("wasm-pack", ["build", "--release", "--target", "web", "--out-dir", pkgDir], root);
+  run("cargo", ["xtask", "build"], root);
 }
 if (!existsSync(join(compareDir, "node_modules", "esbuild"))) run("npm", ["ci", "--no-audit", "--no-fund"], compareDir);
 const requireCompare = createRequire(join(compareDir, "package.json"));
-const requireTools = createRequire(join(root, "tools", "package.json"));
 const esbuild = requireCompare("esbuild");
-const { chromium } = requireTools("playwright-core");
 const kyVersion = JSON.parse(readFileSync(join(compareDir, "node_modules", "ky", "package.json"), "utf8")).version;
 
 const kyBundle = (
@@ -237,7 +228,7 @@ const median = (xs) => quantile(xs, 0.5);
 const p99 = (xs) => quantile(xs, 0.99);
 const ms = (x) => x.toFixed(3);
 
-const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
+const browser = await launchChromium({ what: "the overhead benchmark" });
 try {
   const version = browser.version();
   const context = await browser.newContext();

@@ -1,23 +1,24 @@
 #!/usr/bin/env node
-// What ships: gzip -9 and brotli (quality 11) sizes of idempotent-fetch's .wasm + JS glue for each
-// wasm-pack target, next to the JS retry libraries users pick today, bundled to minified browser ESM
-// with esbuild. Then what in our binary costs the most (twiggy top, wasm-opt --metrics).
+// What ships: gzip -9 and brotli (quality 11) sizes of idempotent-fetch's package, next to the JS retry
+// libraries users pick today, bundled to minified browser ESM with esbuild. Then what in our binary
+// costs the most (twiggy top, wasm-opt --metrics).
 //
-//   node benches/size.mjs              build pkg/web, pkg/node, pkg/bundler (wasm-pack --release), then measure
-//   node benches/size.mjs --no-build   measure the pkg/ directories as they are
-//   --out-root DIR                      build into DIR/web, DIR/node, DIR/bundler instead of pkg/ (pkg/ is
-//                                       shared with everyone who runs wasm-pack in this checkout)
+//   node benches/size.mjs              build the package (`cargo xtask build`), then measure
+//   node benches/size.mjs --no-build   measure the package as it is
 //
-// Needs: wasm-pack and wasm-bindgen (cargo install), tools/node_modules (npm ci in tools/: wasm-opt),
+// Which files ship, their raw and gzip -9 sizes and the budget come from `cargo xtask size --json`
+// (xtask/src/size.rs is the one place that says what ships); this script adds brotli and the rest.
+//
+// Needs: the xtask's tools (wasm-pack, wasm-bindgen, wasm-opt in tools/node_modules),
 // benches/size-compare/node_modules (npm ci in benches/size-compare/: the libraries and esbuild; run
 // here when missing), and for the "what costs most" part twiggy (`cargo install twiggy`). Prints
 // figures; never fails on them.
 
 import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import { homedir, tmpdir } from "node:os";
-import { dirname, join, relative, resolve } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { brotliCompressSync, constants, gzipSync } from "node:zlib";
 
@@ -26,16 +27,7 @@ const root = dirname(benches);
 const compareDir = join(benches, "size-compare");
 const toolsBin = join(root, "tools", "node_modules", ".bin");
 const env = { ...process.env, PATH: `${toolsBin}:${join(homedir(), ".cargo", "bin")}:${process.env.PATH}` };
-const argv = process.argv.slice(2);
-const args = new Set(argv);
-const outRootArg = argv.indexOf("--out-root");
-const outRoot = outRootArg >= 0 ? resolve(argv[outRootArg + 1]) : join(root, "pkg");
-
-const TARGETS = [
-  { dir: "web", wasmPack: "web" },
-  { dir: "node", wasmPack: "nodejs" },
-  { dir: "bundler", wasmPack: "bundler" },
-];
+const args = new Set(process.argv.slice(2));
 
 function run(cmd, argv, options = {}) {
   console.error(`$ ${cmd} ${argv.join(" ")}`);
@@ -65,34 +57,25 @@ const require = createRequire(join(compareDir, "package.json"));
 const esbuild = require("esbuild");
 
 // ---- ours ----------------------------------------------------------------------------------------
-// What a user's server sends: the .wasm plus the JS glue, each compressed on its own (the .d.ts files
-// are for the editor and never ship). Files are compressed separately because that is how they travel.
-// Each target is measured right after its build, so another wasm-pack run in the same checkout has
-// little chance to swap the files in between.
-const ours = [];
-for (const t of TARGETS) {
-  const dir = join(outRoot, t.dir);
-  if (!args.has("--no-build")) run("wasm-pack", ["build", "--release", "--target", t.wasmPack, "--out-dir", dir]);
-  if (!existsSync(dir)) {
-    console.error(`${dir} is missing: run without --no-build`);
-    process.exit(1);
-  }
-  const files = readdirSync(dir);
-  let wasm = ZERO;
-  let glue = ZERO;
-  for (const f of files) {
-    const buf = readFileSync(join(dir, f));
-    if (f.endsWith(".wasm")) wasm = add(wasm, measure(buf));
-    else if (f.endsWith(".js") && !f.endsWith(".d.js")) glue = add(glue, measure(buf));
-  }
-  ours.push({ name: `idempotent-fetch (pkg/${t.dir})`, wasm, glue, total: add(wasm, glue) });
+// What a user's server sends: each shipped file compressed on its own (that is how they travel; the
+// .d.ts files are for the editor and never ship).
+if (!args.has("--no-build")) run("cargo", ["xtask", "build"]);
+const shipped = JSON.parse(execFileSync("cargo", ["xtask", "size", "--json"], { cwd: root, env, encoding: "utf8" }));
+const shippedWasm = join(root, shipped.files.find((f) => f.path.endsWith(".wasm")).path);
+const shippedJs = join(root, shipped.files.find((f) => f.path.endsWith(".js")).path);
+let wasm = ZERO;
+let glue = ZERO;
+for (const f of shipped.files) {
+  const sizes = { raw: f.raw, gzip: f.gzip, brotli: brotli(readFileSync(join(root, f.path))) };
+  if (f.path.endsWith(".wasm")) wasm = add(wasm, sizes);
+  else glue = add(glue, sizes);
 }
+const ours = [{ name: `idempotent-fetch (${dirname(relative(root, shippedJs))})`, wasm, glue, total: add(wasm, glue) }];
 // A bundler minifies our glue like it minifies everyone else's JS: the fair row to compare with
 // the minified bundles below.
 {
-  const web = ours[0];
   const out = await esbuild.build({
-    entryPoints: [join(outRoot, "web", "idempotent_fetch.js")],
+    entryPoints: [shippedJs],
     bundle: true,
     minify: true,
     format: "esm",
@@ -101,8 +84,8 @@ for (const t of TARGETS) {
     write: false,
     logLevel: "silent",
   });
-  const glue = measure(Buffer.from(out.outputFiles[0].contents));
-  ours.push({ name: "idempotent-fetch (pkg/web, glue minified)", wasm: web.wasm, glue, total: add(web.wasm, glue) });
+  const minified = measure(Buffer.from(out.outputFiles[0].contents));
+  ours.push({ name: `${ours[0].name}, glue minified`, wasm, glue: minified, total: add(wasm, minified) });
 }
 
 // ---- theirs --------------------------------------------------------------------------------------
@@ -137,8 +120,8 @@ const versions = Object.fromEntries(
 );
 
 // ---- report --------------------------------------------------------------------------------------
-const reference = ours[0].total; // pkg/web as shipped
-console.log("## What ships (KiB; gzip -9 and brotli q11 of each file, summed)\n");
+const reference = ours[0].total; // the package as shipped
+console.log(`## What ships (KiB; gzip -9 and brotli q11 of each file, summed; budget ${kb(shipped.budget)} KiB gzip)\n`);
 console.log("| package | .wasm raw | .wasm gzip | .wasm brotli | JS raw | JS gzip | JS brotli | total raw | total gzip | total brotli |");
 console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const o of ours) {
@@ -176,9 +159,8 @@ try {
   run("wasm-opt", [...flags, "-g", named, "-o", optimized]);
   const plain = join(work, "plain-opt.wasm");
   run("wasm-opt", [...flags, named, "-o", plain]);
-  const shipped = readFileSync(join(outRoot, "web", "idempotent_fetch_bg.wasm")).length;
   console.log(
-    `rebuilt from that file: wasm-opt ${flags.join(" ")} gives ${kb(readFileSync(plain).length)} KiB (shipped ${relative(root, outRoot) || "."}/web: ${kb(shipped)} KiB); ` +
+    `rebuilt from that file: wasm-opt ${flags.join(" ")} gives ${kb(readFileSync(plain).length)} KiB (shipped: ${kb(wasm.raw)} KiB); ` +
       `with -g (names kept, for twiggy) ${kb(readFileSync(optimized).length)} KiB.\n`,
   );
   if (which("twiggy")) {
@@ -208,7 +190,7 @@ try {
   console.log("\n### wasm-opt --metrics (the shipped web .wasm): module totals and the most frequent instructions\n");
   const metrics = execFileSync(
     "wasm-opt",
-    [...flags.filter((f) => f.startsWith("--enable")), "--metrics", join(outRoot, "web", "idempotent_fetch_bg.wasm")],
+    [...flags.filter((f) => f.startsWith("--enable")), "--metrics", shippedWasm],
     { env, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] },
   );
   const lines = metrics.split("\n").map((l) => l.trimEnd()).filter((l) => /^\s*\[?\w+\]?\s*:\s*\d+/.test(l));

@@ -1,4 +1,4 @@
-//! The retry engine's protocol rules (DESIGN.md, "The protocol, client side"): one key per intent,
+//! The retry engine's protocol rules (docs/ARCHITECTURE.md, "The protocol, client side"): one key per intent,
 //! kept across attempts, reloads, aborts and exhaustion; offline waits; expiry; persistence order.
 #![cfg(not(target_arch = "wasm32"))]
 

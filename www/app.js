@@ -1,7 +1,9 @@
 // The demo checkout page: one click on Pay = one intent = one idempotency key = one order.
 //
 // Query parameters (for the demo and the end-to-end tests):
-//   ?account=ID    account sent in X-Account-Id and used as the library namespace (default "demo")
+//   ?account=ID    the library namespace (default "demo") and, on a server started with --enable-faults (the
+//                  demo and the tests), the session's account; otherwise the session keeps this browser's
+//                  account or starts a fresh one
 //   ?fast=1        a quick retry policy (base 100 ms, cap 1 s) so tests do not wait on real backoff
 //   ?attempts=N    attempts per send (to see "gave up" quickly)
 import init, { IdempotentClient, isIdempotentFetchError } from "/pkg/idempotent_fetch.js";
@@ -11,6 +13,7 @@ const FAST = params.has("fast") && params.get("fast") !== "0";
 const ACCOUNT = /^[A-Za-z0-9_-]{1,64}$/.test(params.get("account") ?? "") ? params.get("account") : "demo";
 const CART_STORAGE_KEY = `idempotent-fetch-demo:${ACCOUNT}:cart`;
 const ORDERS_REFRESH_MS = 2000;
+let sessionAccount = ACCOUNT; // the account of the server session, once started
 
 const $ = (id) => document.getElementById(id);
 const el = {
@@ -68,7 +71,7 @@ function orderRequest() {
   return {
     url: "/api/orders",
     method: "POST",
-    headers: { "content-type": "application/json", "x-account-id": ACCOUNT },
+    headers: { "content-type": "application/json" },
     body: JSON.stringify({ cartId: page.cart.id, items }),
   };
 }
@@ -375,7 +378,7 @@ async function refreshOrders() {
   if (ordersInFlight) return;
   ordersInFlight = true;
   try {
-    const response = await fetch("/api/orders", { headers: { "x-account-id": ACCOUNT }, cache: "no-store" });
+    const response = await fetch("/api/orders", { cache: "no-store" });
     if (!response.ok) throw new Error(`HTTP ${response.status}`);
     const { orders } = await response.json();
     renderOrders(orders);
@@ -410,7 +413,7 @@ function renderOrders(orders) {
   }
   el.orders.replaceChildren(...rows);
   const same = currentKey ? orders.filter((o) => o.idempotencyKey === currentKey).length : 0;
-  const count = `${orders.length} ${orders.length === 1 ? "order" : "orders"} for account ${ACCOUNT}`;
+  const count = `${orders.length} ${orders.length === 1 ? "order" : "orders"} for account ${sessionAccount}`;
   el.ordersSummary.textContent = currentKey
     ? `${count}; ${same} with this payment's key${same === 1 ? ": one click, one order." : "."}`
     : `${count}.`;
@@ -545,6 +548,17 @@ function showStorageFallback(reason) {
     "safely while this tab stays open, but a reload would lose the payment's key: keep the tab open until it is confirmed.";
 }
 
+/** Starts the server session: an HttpOnly cookie the browser then sends with every /api request. */
+async function startSession() {
+  const response = await fetch("/api/session", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(params.has("account") ? { account: ACCOUNT } : {}),
+  });
+  if (!response.ok) throw new Error(`HTTP ${response.status}`);
+  return (await response.json()).accountId;
+}
+
 async function main() {
   el.accountId.textContent = ACCOUNT;
   wire();
@@ -565,6 +579,16 @@ async function main() {
     setPhase("offline", "You are offline: waiting for the connection",
       resumingNote() + "The payment continues with the same key as soon as the network is back.");
   });
+
+  try {
+    sessionAccount = await startSession();
+    el.accountId.textContent = sessionAccount;
+  } catch (error) {
+    el.loadError.hidden = false;
+    el.loadError.textContent = `Could not start a session (${error.message}). Reload the page to try again.`;
+    setPhase("loading", "Unavailable", "");
+    return;
+  }
 
   try {
     const response = await fetch("/api/products");

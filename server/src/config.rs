@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::faults::FaultConfig;
+use crate::store::{PgOptions, Synchronous};
 
 /// The default `--db`.
 pub const DEFAULT_DB: &str = "idempotent-fetch-demo.sqlite";
@@ -21,9 +22,22 @@ pub struct Cli {
     /// SQLite database file (`:memory:` for a throwaway in-memory database).
     #[arg(long, default_value = DEFAULT_DB)]
     pub db: String,
+    /// SQLite durability: `full` syncs every commit (an order confirmed survives a power loss); `normal` is
+    /// faster but a power loss can undo the last confirmed orders.
+    #[arg(long, value_enum, default_value_t = Synchronous::Full)]
+    pub sqlite_synchronous: Synchronous,
     /// PostgreSQL URL (`postgres://user@host:port/db`); when given, used instead of `--db`.
     #[arg(long)]
     pub database_url: Option<String>,
+    /// PostgreSQL connections per server instance.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub pg_pool_size: u16,
+    /// PostgreSQL `statement_timeout`, in milliseconds.
+    #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub pg_statement_timeout_ms: u64,
+    /// PostgreSQL `idle_in_transaction_session_timeout`, in milliseconds.
+    #[arg(long, default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub pg_idle_in_transaction_timeout_ms: u64,
     /// Directory of static files served at `/` (the demo page).
     #[arg(long)]
     pub www: Option<PathBuf>,
@@ -39,15 +53,90 @@ pub struct Cli {
     /// Allowed CORS origin (repeatable; `*` for any). Without it no CORS headers are sent.
     #[arg(long = "cors-origin")]
     pub cors_origins: Vec<String>,
+    /// Test and demo mode: `/api/faults`, the `X-Fault` header and sessions for a named account. Never on a
+    /// server others can reach.
+    #[arg(long)]
+    pub enable_faults: bool,
+    /// Secret (at least 32 bytes) that signs sessions; instances sharing a database should share it.
+    /// Without it a random secret is drawn at start (sessions end with the process).
+    #[arg(long, env = "IF_SESSION_SECRET", hide_env_values = true)]
+    pub session_secret: Option<String>,
+    /// Mark the session cookie `Secure` (when the server is reached over HTTPS).
+    #[arg(long)]
+    pub secure_cookie: bool,
+    /// Largest request body, in bytes (413 above).
+    #[arg(long, default_value_t = Limits::default().max_body_bytes)]
+    pub max_body_bytes: usize,
+    /// Time a client has to send a request's headers, in seconds (the connection is closed after).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_secs: u64,
+    /// Longest pause between two chunks of a request body, in seconds (408 after).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout_secs: u64,
+    /// Longest time for a whole request, body included, in seconds (408 after).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_timeout_secs: u64,
+    /// Most API requests served at once (503 with `Retry-After` above; `/api/health` is not counted).
+    #[arg(long, default_value_t = Limits::default().max_concurrent_requests, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrent_requests: u32,
+    /// Most open connections (more are closed at once).
+    #[arg(long, default_value_t = Limits::default().max_connections, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// `POST /api/orders` per second and account, sustained (429 with `Retry-After` above).
+    #[arg(long, default_value_t = Limits::default().account_rate_per_sec, value_parser = clap::value_parser!(u32).range(1..))]
+    pub account_rate_per_sec: u32,
+    /// `POST /api/orders` an account may send at once before the rate applies.
+    #[arg(long, default_value_t = Limits::default().account_burst, value_parser = clap::value_parser!(u32).range(1..))]
+    pub account_burst: u32,
 }
 
 /// Where keys and orders are stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Database {
-    /// An SQLite file, or `:memory:`.
-    Sqlite(String),
-    /// A PostgreSQL connection URL.
-    Postgres(String),
+    /// An SQLite file, or `:memory:`, with its durability.
+    Sqlite(String, Synchronous),
+    /// A PostgreSQL connection URL and settings.
+    Postgres(String, PgOptions),
+}
+
+/// Timeouts and limits that keep one client from taking the server.
+///
+/// # Default
+/// 64 KiB bodies; 10 s for the headers, 10 s between body chunks, 30 s per request; 256 API requests at
+/// once; 1,024 connections; 50 orders per second and account with bursts of 200.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Time to send the request headers.
+    pub header_timeout: Duration,
+    /// Longest pause between body chunks.
+    pub body_timeout: Duration,
+    /// Longest whole request.
+    pub request_timeout: Duration,
+    /// Most API requests at once.
+    pub max_concurrent_requests: u32,
+    /// Most open connections.
+    pub max_connections: u32,
+    /// Sustained `POST /api/orders` per second and account.
+    pub account_rate_per_sec: u32,
+    /// Burst of `POST /api/orders` per account.
+    pub account_burst: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 64 * 1024,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_concurrent_requests: 256,
+            max_connections: 1024,
+            account_rate_per_sec: 50,
+            account_burst: 200,
+        }
+    }
 }
 
 /// Everything [`crate::serve`] needs.
@@ -67,45 +156,72 @@ pub struct Config {
     pub sweep_interval: Duration,
     /// CORS origins (`*` for any; empty: no CORS).
     pub cors_origins: Vec<String>,
-    /// Initial fault configuration (default: no faults).
-    pub faults: FaultConfig,
+    /// The fault switchboard's initial configuration, `None` without `--enable-faults`.
+    pub faults: Option<FaultConfig>,
+    /// The session secret; `None`: random per start.
+    pub session_secret: Option<String>,
+    /// `Secure` session cookies.
+    pub secure_cookie: bool,
+    /// Timeouts and limits.
+    pub limits: Limits,
 }
 
 impl Config {
-    /// A configuration for tests: `127.0.0.1:0`, the given SQLite path, 24 h retention, no faults.
+    /// A configuration for tests: `127.0.0.1:0`, the given SQLite path (synchronous FULL), 24 h retention,
+    /// faults enabled (none active), a random session secret, default limits.
     pub fn sqlite(path: impl Into<String>) -> Self {
         Config {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            database: Database::Sqlite(path.into()),
+            database: Database::Sqlite(path.into(), Synchronous::Full),
             www: None,
             pkg: None,
             retention: Duration::from_secs(86_400),
             sweep_interval: Duration::from_secs(60),
             cors_origins: Vec::new(),
-            faults: FaultConfig::default(),
+            faults: Some(FaultConfig::default()),
+            session_secret: None,
+            secure_cookie: false,
+            limits: Limits::default(),
         }
     }
 
-    /// Like [`Config::sqlite`], with a PostgreSQL URL.
+    /// Like [`Config::sqlite`], with a PostgreSQL URL and default settings.
     pub fn postgres(url: impl Into<String>) -> Self {
-        Config { database: Database::Postgres(url.into()), ..Config::sqlite(":memory:") }
+        Config { database: Database::Postgres(url.into(), PgOptions::default()), ..Config::sqlite(":memory:") }
     }
 }
 
 impl From<Cli> for Config {
     fn from(cli: Cli) -> Self {
+        let pg = PgOptions {
+            pool_size: usize::from(cli.pg_pool_size),
+            statement_timeout: Duration::from_millis(cli.pg_statement_timeout_ms),
+            idle_in_transaction_timeout: Duration::from_millis(cli.pg_idle_in_transaction_timeout_ms),
+        };
         Config {
             addr: cli.addr,
             database: match cli.database_url {
-                Some(url) => Database::Postgres(url),
-                None => Database::Sqlite(cli.db),
+                Some(url) => Database::Postgres(url, pg),
+                None => Database::Sqlite(cli.db, cli.sqlite_synchronous),
             },
             www: cli.www,
             pkg: cli.pkg,
             retention: Duration::from_secs(cli.retention_secs),
             sweep_interval: Duration::from_secs(cli.sweep_interval_secs),
             cors_origins: cli.cors_origins,
-            faults: FaultConfig::default(),
+            faults: cli.enable_faults.then(FaultConfig::default),
+            session_secret: cli.session_secret,
+            secure_cookie: cli.secure_cookie,
+            limits: Limits {
+                max_body_bytes: cli.max_body_bytes,
+                header_timeout: Duration::from_secs(cli.header_timeout_secs),
+                body_timeout: Duration::from_secs(cli.body_timeout_secs),
+                request_timeout: Duration::from_secs(cli.request_timeout_secs),
+                max_concurrent_requests: cli.max_concurrent_requests,
+                max_connections: cli.max_connections,
+                account_rate_per_sec: cli.account_rate_per_sec,
+                account_burst: cli.account_burst,
+            },
         }
     }
 }

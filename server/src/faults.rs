@@ -1,10 +1,12 @@
-//! Fault injection for the demo and the fault tests. Off by default; only `POST /api/orders` is affected.
+//! Fault injection for the demo and the fault tests. Only available when the server was started with
+//! `--enable-faults` (otherwise `/api/faults` is 404 and `X-Fault` is ignored); only `POST /api/orders` is
+//! affected.
 //!
 //! Two ways to switch faults on:
 //! - At run time, for every request, with probabilities: `PUT /api/faults` with a [`FaultConfig`].
 //! - Per request, deterministically: the `X-Fault` header, a comma-separated list of
-//!   `fail-before-work`, `drop-after-commit`, `429`, `latency=MS` and `crash-before-commit`.
-//!   When the header is present the probabilistic configuration is ignored for that request.
+//!   `fail-before-work`, `drop-after-commit`, `429`, `latency=MS`, `crash-before-commit`, `store-500` and
+//!   `panic`. When the header is present the probabilistic configuration is ignored for that request.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -40,6 +42,9 @@ pub struct FaultConfig {
     pub latency_ms: u64,
     /// Probability of adding `latencyMs`.
     pub latency_probability: f64,
+    /// Probability of storing a 500 as the key's answer instead of doing the work (as Stripe stores a
+    /// failure): every retry with the key then gets that 500 replayed with `Idempotent-Replayed: true`.
+    pub store500: f64,
 }
 
 impl Default for FaultConfig {
@@ -51,6 +56,7 @@ impl Default for FaultConfig {
             retry_after_secs: 1,
             latency_ms: 0,
             latency_probability: 0.0,
+            store500: 0.0,
         }
     }
 }
@@ -71,6 +77,7 @@ impl FaultConfig {
             ("dropAfterCommit", self.drop_after_commit),
             ("status429", self.status429),
             ("latencyProbability", self.latency_probability),
+            ("store500", self.store500),
         ] {
             if !(0.0..=1.0).contains(&p) {
                 return Err(Problem::bad_request(
@@ -104,6 +111,8 @@ impl FaultConfig {
                 .then(|| Duration::from_millis(self.latency_ms)),
             drop_after_commit: hit(self.drop_after_commit),
             crash_before_commit: false,
+            store_500: hit(self.store500),
+            panic: false,
             retry_after_secs: self.retry_after_secs,
         }
     }
@@ -122,6 +131,10 @@ pub struct FaultPlan {
     pub drop_after_commit: bool,
     /// Roll the transaction back after the work, as if the process died before `COMMIT`; answer 500.
     pub crash_before_commit: bool,
+    /// Store a 500 as the key's answer instead of the work (a fresh key only); replayed on every retry.
+    pub store_500: bool,
+    /// Panic in the handler after the key was claimed (a bug): answered 500, nothing stored.
+    pub panic: bool,
     /// `Retry-After` seconds for 429 and 503.
     pub retry_after_secs: u64,
 }
@@ -136,6 +149,8 @@ impl FaultPlan {
                 "drop-after-commit" => plan.drop_after_commit = true,
                 "429" => plan.status429 = true,
                 "crash-before-commit" => plan.crash_before_commit = true,
+                "store-500" => plan.store_500 = true,
+                "panic" => plan.panic = true,
                 other => {
                     let ms = other
                         .strip_prefix("latency=")
@@ -146,7 +161,8 @@ impl FaultPlan {
                                 "invalid-fault-header",
                                 format!(
                                     "Unknown X-Fault item {other:?}; use fail-before-work, drop-after-commit, \
-                                     429, crash-before-commit or latency=MS (MS <= {MAX_LATENCY_MS})."
+                                     429, crash-before-commit, store-500, panic or latency=MS \
+                                     (MS <= {MAX_LATENCY_MS})."
                                 ),
                             )
                         })?;
@@ -227,6 +243,7 @@ mod tests {
         assert!(FaultConfig::from_json(br#"{"dropAfterCommit":-0.1}"#).is_err());
         assert!(FaultConfig::from_json(br#"{"latencyMs":-5}"#).is_err());
         assert!(FaultConfig::from_json(br#"{"bogus":1}"#).is_err());
+        assert!(FaultConfig::from_json(br#"{"store500":2}"#).is_err());
         assert_eq!(FaultConfig::from_json(b"{}").ok(), Some(FaultConfig::default()));
     }
 

@@ -1,98 +1,119 @@
-//! `POST /api/orders`: the server half of the Idempotency-Key protocol.
+//! `POST /api/orders`: the server half of the Idempotency-Key protocol over HTTP.
 //!
-//! # Why an in-process "in flight" set as well as the key row
-//!
-//! The design asks for the key row, the work and the stored response to be committed in ONE transaction,
-//! so a crash can never leave a key that claims work which was not done (or work without its key). The
-//! price is that an "in flight" row (key inserted, no response yet) is never visible to other connections:
-//! it is uncommitted. With SQLite (a single writer, `BEGIN IMMEDIATE`) a second request for the same key
-//! would simply queue behind the first on the write lock and then replay its committed answer. That is
-//! correct, but it hides the in-flight state and ties up a blocking thread per duplicate.
-//!
-//! So each server process also keeps the set of `(account, key)` pairs it is processing right now. A
-//! second concurrent request for a key in that set is answered `409 Conflict` with `Retry-After: 1` at
-//! once; the client retries with the same key and, once the first request committed, gets the replay.
-//! Across processes (PostgreSQL, several instances) the database lock plays that role: the PostgreSQL
-//! store answers [`Outcome::InFlight`] instead of blocking on a key another transaction holds.
-
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+//! The handler authenticates the account, parses the key, applies the account's rate and any injected
+//! fault, claims the key in this process ([`crate::inflight`]), and hands the store the work to do for a
+//! fresh key ([`place_order`]). The store runs the protocol step in one transaction
+//! ([`crate::store::Store::process`]); the handler turns its [`Outcome`] into the HTTP answer.
 
 use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 
+use crate::auth::Authenticated;
+use crate::clock::unix_now;
 use crate::faults::FaultPlan;
 use crate::keys::{request_hash, AccountId, IdempotencyKey};
+use crate::orders::{self, Order};
 use crate::problem::Problem;
-use crate::routes::AppState;
-use crate::store::{KeyedRequest, Outcome, ProcessOptions, StoreError};
+use crate::protocol::{KeyedRequest, Outcome, StoredResponse, Work};
+use crate::state::AppState;
+use crate::store::{ProcessOptions, StoreError};
 
 /// `Retry-After` seconds sent with 409 (same key still in flight).
 pub const IN_FLIGHT_RETRY_AFTER_SECS: u64 = 1;
 
-/// The `(account, key)` pairs this process is working on.
-#[derive(Debug, Clone, Default)]
-pub struct InFlight {
-    keys: Arc<Mutex<HashSet<(String, String)>>>,
-}
-
-impl InFlight {
-    /// Claims a key; `None` if it is already claimed. The claim ends when the guard is dropped.
-    pub fn claim(&self, account: &AccountId, key: &IdempotencyKey) -> Option<InFlightGuard> {
-        let entry = (account.as_str().to_owned(), key.as_str().to_owned());
-        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        if !keys.insert(entry.clone()) {
-            return None;
-        }
-        Some(InFlightGuard { keys: Arc::clone(&self.keys), entry })
-    }
-}
-
-/// A claim on a key; releases it on drop (also when the client disconnects and the handler is dropped).
-#[derive(Debug)]
-pub struct InFlightGuard {
-    keys: Arc<Mutex<HashSet<(String, String)>>>,
-    entry: (String, String),
-}
-
-impl Drop for InFlightGuard {
-    fn drop(&mut self) {
-        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        keys.remove(&self.entry);
-    }
-}
-
 /// The handler of `POST /api/orders`.
 pub async fn create_order(
     State(app): State<AppState>,
+    Authenticated(account): Authenticated,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match handle(app, method, uri, headers, body).await {
+    match handle(app, account, method, uri, headers, body).await {
         Ok(response) => response,
         Err(problem) => problem.into_response(),
     }
 }
 
-async fn handle(app: AppState, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Result<Response, Problem> {
-    let account = AccountId::from_headers(&headers)?;
-    let key = IdempotencyKey::from_headers(&headers)?;
-    let plan = app.faults.plan(&headers)?;
+/// The work for a fresh key: validate and price the body, and answer 201 with the order to insert, or the
+/// 400 that refuses it (stored too, so a retry of the same bad request gets the same answer).
+pub fn place_order(request: &KeyedRequest) -> Work {
+    match orders::prepare(&request.body) {
+        Ok(new) => {
+            let order = orders::build(new, &request.account, &request.key, request.now);
+            Work { response: created_response(&order), order: Some(order) }
+        }
+        Err(problem) => Work { order: None, response: StoredResponse::from_problem(&problem) },
+    }
+}
 
+/// The `201 Created` response for a new order (what is stored and replayed).
+pub fn created_response(order: &Order) -> StoredResponse {
+    StoredResponse {
+        status: StatusCode::CREATED.as_u16(),
+        headers: vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("location".to_owned(), format!("/api/orders/{}", order.id)),
+        ],
+        body: serde_json::to_string(order).unwrap_or_else(|_| String::from("{}")),
+    }
+}
+
+/// The failure the `store-500` fault stores as the key's answer, like a server that records its first
+/// outcome whatever it was (Stripe does, 500s included).
+fn stored_failure() -> Work {
+    let problem = Problem::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "stored-failure",
+        "Internal server error",
+        "Injected fault: this failure is the key's stored outcome; every retry with this key replays it.",
+    );
+    Work { order: None, response: StoredResponse::from_problem(&problem) }
+}
+
+async fn handle(
+    app: AppState,
+    account: AccountId,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    let body = body.map_err(body_problem)?;
+    let key = IdempotencyKey::from_headers(&headers)?;
+    let plan = match &app.faults {
+        Some(faults) => faults.plan(&headers)?,
+        None => FaultPlan::default(),
+    };
     if let Some(problem) = refused_before_work(&plan) {
         return Err(problem);
+    }
+    if let Err(not_until) = app.limiter.check_key(&account.as_str().to_owned()) {
+        let wait = not_until.wait_time_from(governor::clock::Clock::now(app.limiter.clock()));
+        return Err(Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate-limited",
+            "Too many requests",
+            "This account sends orders faster than the server allows; retry with the same Idempotency-Key.",
+        )
+        .with_retry_after(wait.as_secs() + 1));
     }
 
     let Some(_claim) = app.in_flight.claim(&account, &key) else {
         return Err(in_flight());
     };
+    if plan.panic {
+        // A bug in a handler, on purpose: the catch-panic layer answers 500; the claim is released by the
+        // unwind and nothing was stored, so the key stays retryable.
+        panic!("injected fault: panic while handling key {}", key.as_str());
+    }
 
-    let now = crate::unix_now();
+    let now = unix_now();
     let request = KeyedRequest {
         request_hash: request_hash(method.as_str(), uri.path(), &body),
         account: account.clone(),
@@ -102,12 +123,15 @@ async fn handle(app: AppState, method: Method, uri: Uri, headers: HeaderMap, bod
         expired_before: crate::sweep::expired_before(now, app.retention),
     };
     let options = ProcessOptions { work_delay: plan.latency, fail_before_commit: plan.crash_before_commit };
+    let store_failure = plan.store_500;
     // The step runs in its own task so that a client hanging up cannot cancel it half way.
     let store = app.store.clone();
-    let outcome = tokio::spawn(async move { store.process(request, options).await })
-        .await
-        .map_err(|e| StoreError::Task(e.to_string()))
-        .and_then(|r| r);
+    let outcome = tokio::spawn(async move {
+        store.process(request, options, move |r| if store_failure { stored_failure() } else { place_order(r) }).await
+    })
+    .await
+    .map_err(|e| StoreError::Task(e.to_string()))
+    .and_then(|r| r);
 
     let (summary, answer) = match outcome {
         Ok(Outcome::Fresh(response)) if plan.drop_after_commit => {
@@ -140,8 +164,33 @@ async fn handle(app: AppState, method: Method, uri: Uri, headers: HeaderMap, bod
             (format!("500 {error}"), Err(Problem::internal()))
         }
     };
-    tracing::info!(account = %account.as_str(), key = %key.as_str(), "POST /api/orders: {summary}");
+    tracing::debug!(account = %account.as_str(), key = %key.as_str(), "POST /api/orders: {summary}");
     answer
+}
+
+/// The problem for a body that could not be read: too large (413), too slow (408), or cut off (400).
+fn body_problem(rejection: BytesRejection) -> Problem {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body-too-large",
+            "Body too large",
+            "The request body is larger than the server accepts (--max-body-bytes).",
+        );
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
+    while let Some(error) = source {
+        if error.is::<tower_http::timeout::TimeoutError>() {
+            return Problem::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body-timeout",
+                "Request timeout",
+                "The request body arrived too slowly; nothing was done.",
+            );
+        }
+        source = error.source();
+    }
+    Problem::bad_request("unreadable-body", "The request body could not be read; nothing was done.")
 }
 
 /// The injected refusal (429 before 503) that answers before any work, with the plan's `Retry-After`;

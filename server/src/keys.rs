@@ -5,19 +5,13 @@ use sha2::{Digest, Sha256};
 
 use crate::problem::Problem;
 
-/// The header naming the account that scopes idempotency keys and orders.
-pub const ACCOUNT_HEADER: &str = "x-account-id";
 /// The header carrying the idempotency key.
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
-/// The account used when a request carries no `X-Account-Id` header.
-pub const DEFAULT_ACCOUNT: &str = "demo";
 
 /// An account id: 1 to 64 characters of `[A-Za-z0-9_-]`.
 ///
-/// This demo server does not authenticate: the account comes from the `X-Account-Id` header
-/// (default [`DEFAULT_ACCOUNT`]). A real server takes it from the authenticated session; what matters for
-/// the protocol is that keys are scoped per account, so two customers who happen to pick the same key never
-/// see each other's responses.
+/// The account of a request comes from its signed session ([`crate::session`]). Keys are scoped per
+/// account, so two customers who happen to pick the same key never see each other's responses.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AccountId(String);
 
@@ -31,19 +25,8 @@ impl AccountId {
         } else {
             Err(Problem::bad_request(
                 "invalid-account-id",
-                "X-Account-Id must be 1 to 64 characters of A-Z, a-z, 0-9, '_' or '-'.",
+                "An account id is 1 to 64 characters of A-Z, a-z, 0-9, '_' or '-'.",
             ))
-        }
-    }
-
-    /// Reads the account from the `X-Account-Id` header, defaulting to [`DEFAULT_ACCOUNT`] when absent.
-    pub fn from_headers(headers: &HeaderMap) -> Result<Self, Problem> {
-        match headers.get(ACCOUNT_HEADER) {
-            None => Ok(AccountId(DEFAULT_ACCOUNT.to_owned())),
-            Some(value) => match value.to_str() {
-                Ok(text) => AccountId::parse(text),
-                Err(_) => AccountId::parse(""),
-            },
         }
     }
 

@@ -1,14 +1,13 @@
 //! The demo business: a fixed catalogue and orders placed against it.
 //!
-//! Everything here is pure (no I/O): the store calls [`prepare`] inside its transaction, inserts the
-//! [`Order`] that [`build`] returns, and stores [`created_response`] as the key's response.
+//! Everything here is pure (no I/O) and knows nothing of keys being stored: the order handler
+//! ([`crate::idempotency`]) calls [`prepare`] and [`build`] in the work it hands to the store's transaction.
 
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::problem::Problem;
-use crate::store::StoredResponse;
 
 /// The currency of every price and total.
 pub const CURRENCY: &str = "EUR";
@@ -157,18 +156,6 @@ pub fn build(new: NewOrder, account: &AccountId, key: &IdempotencyKey, now: i64)
         total_cents: new.total_cents,
         currency: CURRENCY.to_owned(),
         created_at: now,
-    }
-}
-
-/// The `201 Created` response for a new order (what is stored and replayed).
-pub fn created_response(order: &Order) -> StoredResponse {
-    StoredResponse {
-        status: StatusCode::CREATED.as_u16(),
-        headers: vec![
-            ("content-type".to_owned(), "application/json".to_owned()),
-            ("location".to_owned(), format!("/api/orders/{}", order.id)),
-        ],
-        body: serde_json::to_string(order).unwrap_or_else(|_| String::from("{}")),
     }
 }
 

@@ -9,6 +9,10 @@ use serde::Serialize;
 
 /// The media type of every error body.
 pub const PROBLEM_JSON: &str = "application/problem+json";
+/// Longest `detail`, in bytes: details may quote the client's input (a serde error names the bad value), and
+/// a problem can be stored as a key's answer for the whole retention, so one request must not be able to
+/// store more than this.
+pub const MAX_DETAIL_BYTES: usize = 300;
 
 /// An RFC 9457 problem document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -36,7 +40,7 @@ impl Problem {
             kind: format!("https://idempotent-fetch.dev/problems/{code}"),
             title: title.to_owned(),
             status: status.as_u16(),
-            detail: detail.into(),
+            detail: truncate(detail.into(), MAX_DETAIL_BYTES),
             code: code.to_owned(),
             retry_after: None,
         }
@@ -45,6 +49,16 @@ impl Problem {
     /// A 400 Bad Request.
     pub fn bad_request(code: &str, detail: impl Into<String>) -> Self {
         Problem::new(StatusCode::BAD_REQUEST, code, "Bad request", detail)
+    }
+
+    /// A 401 for a request without a valid session.
+    pub fn unauthenticated() -> Self {
+        Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthenticated",
+            "Unauthenticated",
+            "This endpoint needs a session: POST /api/session, then send its cookie or `Authorization: Bearer TOKEN`.",
+        )
     }
 
     /// A 500 for failures of the store (the detail is deliberately generic; the cause is logged).
@@ -75,6 +89,21 @@ impl Problem {
     }
 }
 
+/// `text` cut to at most `max` bytes on a character boundary, with `…` marking the cut.
+pub fn truncate(mut text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let ellipsis = "…";
+    let mut end = max.saturating_sub(ellipsis.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(ellipsis);
+    text
+}
+
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let mut response =
@@ -84,5 +113,18 @@ impl IntoResponse for Problem {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn details_are_bounded() {
+        let long = Problem::bad_request("x", "é".repeat(1000));
+        assert!(long.detail.len() <= MAX_DETAIL_BYTES, "{}", long.detail.len());
+        assert!(long.detail.ends_with('…'));
+        assert_eq!(Problem::bad_request("x", "short").detail, "short");
     }
 }

@@ -1,10 +1,10 @@
-//! The router: API endpoints, CORS, and the static demo files.
+//! The router: API endpoints, CORS, and the static demo files; [`crate::limits`] wraps it.
 
 use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -13,40 +13,38 @@ use serde_json::json;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::services::ServeDir;
 
+use crate::auth::{create_session, current_session, Authenticated};
 use crate::config::Config;
-use crate::faults::{FaultConfig, Faults, FAULT_HEADER};
-use crate::idempotency::{create_order, InFlight};
-use crate::keys::{AccountId, ACCOUNT_HEADER, IDEMPOTENCY_KEY_HEADER};
+use crate::error::ServeError;
+use crate::faults::{FaultConfig, FAULT_HEADER};
+use crate::idempotency::create_order;
+use crate::keys::IDEMPOTENCY_KEY_HEADER;
+use crate::limits;
 use crate::orders::{Order, CATALOGUE};
 use crate::problem::Problem;
-use crate::store::{Store, REPLAYED_HEADER};
+use crate::protocol::REPLAYED_HEADER;
+use crate::state::AppState;
 
 /// Most orders `GET /api/orders` returns.
 pub const ORDER_LIST_LIMIT: u32 = 100;
 
-/// What every handler shares.
-#[derive(Debug, Clone)]
-pub struct AppState {
-    /// The database.
-    pub store: Store,
-    /// The fault switchboard.
-    pub faults: Faults,
-    /// Keys this process is working on.
-    pub in_flight: InFlight,
-    /// Key retention.
-    pub retention: Duration,
-}
-
 /// Builds the whole application.
-pub fn router(state: AppState, config: &Config) -> Result<Router, crate::ServeError> {
-    let api = Router::new()
+pub fn router(state: AppState, config: &Config) -> Result<Router, ServeError> {
+    let mut api = Router::new()
         .route("/api/orders", get(list_orders).post(create_order))
         .route("/api/orders/{id}", get(get_order))
-        .route("/api/products", get(products))
-        .route("/api/health", get(health))
-        .route("/api/faults", get(get_faults).put(put_faults))
+        .route("/api/session", get(current_session).post(create_session))
+        .route("/api/products", get(products));
+    if state.faults.is_some() {
+        api = api.route("/api/faults", get(get_faults).put(put_faults));
+    }
+    let api = api
         .route("/api", get(api_not_found))
         .route("/api/{*rest}", get(api_not_found).post(api_not_found).put(api_not_found))
+        // Counted against the concurrency limit; the health check below is not, so it keeps answering
+        // while the API is saturated.
+        .route_layer(limits::concurrency(&config.limits))
+        .route("/api/health", get(health))
         .with_state(state);
 
     let mut app = api;
@@ -56,21 +54,20 @@ pub fn router(state: AppState, config: &Config) -> Result<Router, crate::ServeEr
     if let Some(www) = &config.www {
         app = app.fallback_service(ServeDir::new(www));
     }
+    let mut app = limits::apply(app, &config.limits);
     if !config.cors_origins.is_empty() {
         app = app.layer(cors(&config.cors_origins)?);
     }
     Ok(app)
 }
 
-fn cors(origins: &[String]) -> Result<CorsLayer, crate::ServeError> {
+fn cors(origins: &[String]) -> Result<CorsLayer, ServeError> {
     let allow_origin = if origins.iter().any(|o| o == "*") {
         AllowOrigin::any()
     } else {
         let values = origins
             .iter()
-            .map(|o| {
-                HeaderValue::from_str(o).map_err(|_| crate::ServeError::Config(format!("bad --cors-origin {o:?}")))
-            })
+            .map(|o| HeaderValue::from_str(o).map_err(|_| ServeError::Config(format!("bad --cors-origin {o:?}"))))
             .collect::<Result<Vec<_>, _>>()?;
         AllowOrigin::list(values)
     };
@@ -79,8 +76,8 @@ fn cors(origins: &[String]) -> Result<CorsLayer, crate::ServeError> {
         .allow_methods([Method::GET, Method::POST, Method::PUT])
         .allow_headers([
             header::CONTENT_TYPE,
+            header::AUTHORIZATION,
             HeaderName::from_static(IDEMPOTENCY_KEY_HEADER),
-            HeaderName::from_static(ACCOUNT_HEADER),
             HeaderName::from_static(FAULT_HEADER),
         ])
         .expose_headers([HeaderName::from_static(REPLAYED_HEADER), header::RETRY_AFTER])
@@ -95,20 +92,18 @@ struct OrderList<'a> {
     orders: Vec<Order>,
 }
 
-/// `GET /api/orders`: the account's orders, newest first.
-async fn list_orders(State(app): State<AppState>, headers: HeaderMap) -> Result<Response, Problem> {
-    let account = AccountId::from_headers(&headers)?;
+/// `GET /api/orders`: the session account's orders, newest first.
+async fn list_orders(State(app): State<AppState>, Authenticated(account): Authenticated) -> Result<Response, Problem> {
     let orders = app.store.list_orders(&account, ORDER_LIST_LIMIT).await.map_err(store_failed)?;
     Ok(Json(OrderList { account_id: account.as_str(), orders }).into_response())
 }
 
-/// `GET /api/orders/{id}`: one of the account's orders.
+/// `GET /api/orders/{id}`: one of the session account's orders.
 async fn get_order(
     State(app): State<AppState>,
+    Authenticated(account): Authenticated,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    let account = AccountId::from_headers(&headers)?;
     match app.store.get_order(&account, &id).await.map_err(store_failed)? {
         Some(order) => Ok(Json(order).into_response()),
         None => {
@@ -128,15 +123,21 @@ async fn health(State(app): State<AppState>) -> Result<Response, Problem> {
     Ok(Json(json!({ "status": "ok", "store": app.store.kind() })).into_response())
 }
 
-/// `GET /api/faults`: the current probabilistic fault configuration.
+/// `GET /api/faults`: the current probabilistic fault configuration (only with `--enable-faults`).
 async fn get_faults(State(app): State<AppState>) -> Response {
-    Json(app.faults.get()).into_response()
+    match &app.faults {
+        Some(faults) => Json(faults.get()).into_response(),
+        None => api_not_found().await.into_response(),
+    }
 }
 
 /// `PUT /api/faults`: replaces the configuration (missing fields take their defaults); 400 on bad values.
 async fn put_faults(State(app): State<AppState>, body: Bytes) -> Result<Response, Problem> {
+    let Some(faults) = &app.faults else {
+        return Err(api_not_found().await);
+    };
     let config = FaultConfig::from_json(&body)?;
-    app.faults.set(config.clone());
+    faults.set(config.clone());
     tracing::info!(?config, "fault configuration changed");
     Ok(Json(config).into_response())
 }

@@ -28,7 +28,7 @@ pub async fn run(store: Store, retention: Duration, interval: Duration, mut shut
     loop {
         tokio::select! {
             _ = ticker.tick() => {
-                match sweep_once(&store, crate::unix_now(), retention).await {
+                match sweep_once(&store, crate::clock::unix_now(), retention).await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(deleted = n, "swept expired idempotency keys"),
                     Err(error) => tracing::warn!(%error, "sweep failed"),

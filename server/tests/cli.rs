@@ -42,7 +42,7 @@ fn prints_the_real_port_and_stops_on_sigterm() {
             .request(reqwest::Method::OPTIONS, format!("{url}/api/orders"))
             .header("origin", "http://127.0.0.1:5173")
             .header("access-control-request-method", "POST")
-            .header("access-control-request-headers", "idempotency-key,x-account-id,x-fault,content-type")
+            .header("access-control-request-headers", "idempotency-key,authorization,x-fault,content-type")
             .send()
             .await
             .expect("preflight");

@@ -5,8 +5,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    assert_fresh, assert_one_order, assert_problem, assert_replayed, header, json, post_concurrently, spawn_post,
-    TestServer, GRINDER, MUGS,
+    assert_fresh, assert_one_order, assert_problem, assert_replayed, bearer, header, json, post_concurrently,
+    spawn_post, TestServer, GRINDER, MUGS,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -147,24 +147,34 @@ async fn crash_before_commit_leaves_nothing_and_the_retry_works_once() {
 #[tokio::test]
 async fn accounts_are_isolated() {
     let t = TestServer::start().await;
+    let mut first_ids = Vec::new();
     for account in ["acct_a", "acct-b"] {
-        let response = t.post(Some("shared-key"), MUGS, &[("x-account-id", account)]).await.expect("post");
+        let auth = bearer(account);
+        let response = t.post(Some("shared-key"), MUGS, &[("authorization", &auth)]).await.expect("post");
         assert_fresh(&response);
+        let order: serde_json::Value = response.json().await.expect("json");
+        first_ids.push(order["id"].as_str().map(str::to_owned).expect("id"));
     }
     assert_eq!(t.count_orders(), 2);
-    for account in ["acct_a", "acct-b"] {
-        let listed = json(t.client.get(t.url("/api/orders")).header("x-account-id", account)).await;
+    for (account, own) in [("acct_a", &first_ids[0]), ("acct-b", &first_ids[1])] {
+        let auth = bearer(account);
+        let listed = json(t.client.get(t.url("/api/orders")).header("authorization", &auth)).await;
         assert_eq!(listed["accountId"], account);
         assert_eq!(listed["orders"].as_array().map(Vec::len), Some(1));
         assert_eq!(listed["orders"][0]["accountId"], account);
+        assert_eq!(listed["orders"][0]["id"], own.as_str());
     }
-    // No header: the "demo" account, which has no orders.
+    // Another account's order is not found, even by id.
+    let foreign =
+        t.client.get(t.url(&format!("/api/orders/{}", first_ids[0]))).header("authorization", bearer("acct-b"));
+    assert_problem(foreign.send().await.expect("get"), 404, "order-not-found").await;
+    // A third account replays nothing with the same key: it is a new key there.
+    let third = t.post(Some("shared-key"), MUGS, &[("authorization", &bearer("acct_c"))]).await.expect("post");
+    assert_fresh(&third);
+    // The default test account has none of them.
     let demo = t.get_json("/api/orders").await;
     assert_eq!(demo["accountId"], "demo");
     assert_eq!(demo["orders"].as_array().map(Vec::len), Some(0));
-
-    let bad = t.post(Some("k"), MUGS, &[("x-account-id", "no/slashes")]).await.expect("post");
-    assert_problem(bad, 400, "invalid-account-id").await;
     t.stop().await;
 }
 
@@ -194,7 +204,7 @@ async fn fault_config_is_validated_and_applied() {
     assert_eq!(
         initial,
         serde_json::json!({"failBeforeWork":0.0,"dropAfterCommit":0.0,"status429":0.0,
-                           "retryAfterSecs":1,"latencyMs":0,"latencyProbability":0.0})
+                           "retryAfterSecs":1,"latencyMs":0,"latencyProbability":0.0,"store500":0.0})
     );
     for bad in [
         r#"{"failBeforeWork":1.5}"#,

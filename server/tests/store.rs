@@ -4,15 +4,17 @@ mod common;
 
 use std::time::Duration;
 
+use idempotent_fetch_server::idempotency::place_order;
 use idempotent_fetch_server::keys::AccountId;
-use idempotent_fetch_server::store::{Outcome, ProcessOptions, SqliteStore, Store, StoreError};
+use idempotent_fetch_server::protocol::Outcome;
+use idempotent_fetch_server::store::{ProcessOptions, SqliteStore, Store, StoreError, Synchronous};
 use idempotent_fetch_server::sweep::sweep_once;
 
 use common::{count, crash_before_commit, keyed_request, MUGS};
 
 fn open(dir: &tempfile::TempDir) -> (Store, std::path::PathBuf) {
     let path = dir.path().join("store.sqlite");
-    (Store::Sqlite(SqliteStore::open(&path).expect("open")), path)
+    (Store::Sqlite(SqliteStore::open(&path, Synchronous::Full).expect("open")), path)
 }
 
 #[tokio::test]
@@ -21,17 +23,17 @@ async fn a_crash_between_the_order_insert_and_commit_leaves_nothing() {
     let (store, path) = open(&dir);
     let crash = crash_before_commit();
 
-    let result = store.process(keyed_request("demo", "k1", MUGS, 1_000), crash).await;
+    let result = store.process(keyed_request("demo", "k1", MUGS, 1_000), crash, place_order).await;
     assert!(matches!(result, Err(StoreError::InjectedCrash)), "{result:?}");
     // Another connection sees neither the key row nor the order.
     assert_eq!(count(&path, "SELECT COUNT(*) FROM idempotency_keys"), 0);
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 0);
 
     // The retry with the same key does the work, once.
-    let retry = store.process(keyed_request("demo", "k1", MUGS, 1_001), ProcessOptions::default()).await;
+    let retry = store.process(keyed_request("demo", "k1", MUGS, 1_001), ProcessOptions::default(), place_order).await;
     let Ok(Outcome::Fresh(first)) = retry else { panic!("expected fresh, got {retry:?}") };
     assert_eq!(first.status, 201);
-    let again = store.process(keyed_request("demo", "k1", MUGS, 1_002), ProcessOptions::default()).await;
+    let again = store.process(keyed_request("demo", "k1", MUGS, 1_002), ProcessOptions::default(), place_order).await;
     assert_eq!(again.ok(), Some(Outcome::Replay(first)));
     assert_eq!(count(&path, "SELECT COUNT(*) FROM idempotency_keys"), 1);
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 1);
@@ -45,7 +47,7 @@ async fn the_sweep_deletes_only_rows_older_than_retention() {
     let retention = Duration::from_secs(day as u64);
     let options = ProcessOptions::default();
     for (key, created) in [("old", 10_000), ("edge", 10_000 + day), ("new", 10_000 + day + 500)] {
-        let outcome = store.process(keyed_request("demo", key, MUGS, created), options).await;
+        let outcome = store.process(keyed_request("demo", key, MUGS, created), options, place_order).await;
         assert!(matches!(outcome, Ok(Outcome::Fresh(_))), "{outcome:?}");
     }
     // At now = 10_000 + 2 days, "old" is 2 days old, "edge" exactly 1 day (kept), "new" less.
@@ -62,9 +64,9 @@ async fn the_sweep_deletes_only_rows_older_than_retention() {
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 3);
 
     // The swept key is new again; the kept one replays.
-    let old = store.process(keyed_request("demo", "old", MUGS, now), options).await;
+    let old = store.process(keyed_request("demo", "old", MUGS, now), options, place_order).await;
     assert!(matches!(old, Ok(Outcome::Fresh(_))), "{old:?}");
-    let edge = store.process(keyed_request("demo", "edge", MUGS, now), options).await;
+    let edge = store.process(keyed_request("demo", "edge", MUGS, now), options, place_order).await;
     assert!(matches!(edge, Ok(Outcome::Replay(_))), "{edge:?}");
 }
 
@@ -73,11 +75,11 @@ async fn an_expired_key_behaves_as_new_even_before_the_sweep() {
     let dir = tempfile::tempdir().expect("dir");
     let (store, path) = open(&dir);
     let options = ProcessOptions::default();
-    let first = store.process(keyed_request("demo", "k", MUGS, 1_000), options).await;
+    let first = store.process(keyed_request("demo", "k", MUGS, 1_000), options, place_order).await;
     assert!(matches!(first, Ok(Outcome::Fresh(_))), "{first:?}");
     let mut later = keyed_request("demo", "k", r#"{"items":[{"sku":"kettle","qty":1}]}"#, 200_000);
     later.expired_before = 200_000 - 86_400;
-    let second = store.process(later, options).await;
+    let second = store.process(later, options, place_order).await;
     assert!(matches!(second, Ok(Outcome::Fresh(_))), "{second:?}");
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 2);
 }
@@ -88,11 +90,12 @@ async fn accounts_scope_keys_in_the_store() {
     let (store, path) = open(&dir);
     let options = ProcessOptions::default();
     for account in ["a", "b"] {
-        let outcome = store.process(keyed_request(account, "k", MUGS, 1_000), options).await;
+        let outcome = store.process(keyed_request(account, "k", MUGS, 1_000), options, place_order).await;
         assert!(matches!(outcome, Ok(Outcome::Fresh(_))), "{outcome:?}");
     }
-    let mismatch =
-        store.process(keyed_request("a", "k", r#"{"items":[{"sku":"kettle","qty":1}]}"#, 1_001), options).await;
+    let mismatch = store
+        .process(keyed_request("a", "k", r#"{"items":[{"sku":"kettle","qty":1}]}"#, 1_001), options, place_order)
+        .await;
     assert_eq!(mismatch.ok(), Some(Outcome::Mismatch));
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 2);
     let listed = store.list_orders(&AccountId::parse("a").expect("account"), 10).await.expect("list");
@@ -106,12 +109,12 @@ async fn two_connections_racing_on_one_file_do_the_work_once() {
     // BEGIN IMMEDIATE, the busy timeout and the primary key.
     let dir = tempfile::tempdir().expect("dir");
     let (first, path) = open(&dir);
-    let second = Store::Sqlite(SqliteStore::open(&path).expect("second connection"));
+    let second = Store::Sqlite(SqliteStore::open(&path, Synchronous::Full).expect("second connection"));
     let mut tasks = Vec::new();
     for i in 0..40 {
         let store = if i % 2 == 0 { first.clone() } else { second.clone() };
         tasks.push(tokio::spawn(async move {
-            store.process(keyed_request("demo", "race", MUGS, 1_000), ProcessOptions::default()).await
+            store.process(keyed_request("demo", "race", MUGS, 1_000), ProcessOptions::default(), place_order).await
         }));
     }
     let mut fresh = 0;
@@ -129,4 +132,24 @@ async fn two_connections_racing_on_one_file_do_the_work_once() {
     assert_eq!(fresh, 1);
     assert!(replays.windows(2).all(|w| w[0] == w[1]));
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 1);
+}
+
+#[tokio::test]
+async fn an_answer_too_large_to_store_is_refused_and_rolled_back() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, path) = open(&dir);
+    let huge = |_: &idempotent_fetch_server::protocol::KeyedRequest| idempotent_fetch_server::protocol::Work {
+        order: None,
+        response: idempotent_fetch_server::protocol::StoredResponse {
+            status: 200,
+            headers: Vec::new(),
+            body: "x".repeat(idempotent_fetch_server::protocol::MAX_STORED_BODY_BYTES + 1),
+        },
+    };
+    let result = store.process(keyed_request("demo", "big", MUGS, 1_000), ProcessOptions::default(), huge).await;
+    assert!(matches!(result, Err(StoreError::ResponseTooLarge(_))), "{result:?}");
+    assert_eq!(count(&path, "SELECT COUNT(*) FROM idempotency_keys"), 0);
+    // The key stays usable.
+    let retry = store.process(keyed_request("demo", "big", MUGS, 1_001), ProcessOptions::default(), place_order).await;
+    assert!(matches!(retry, Ok(Outcome::Fresh(_))), "{retry:?}");
 }

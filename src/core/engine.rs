@@ -1,6 +1,6 @@
 //! The retry engine: begins (or resumes) an intent and drives it to a definite answer.
 //!
-//! Rules it keeps (DESIGN.md, "The protocol, client side"):
+//! Rules it keeps (docs/ARCHITECTURE.md, "The protocol, client side"):
 //! - the key is made once per intent and never changes across attempts or page loads;
 //! - the record is saved before the first attempt and after every attempt;
 //! - a definite answer retires the key (state `succeeded` / `failed`);

@@ -4,9 +4,9 @@
 // runuser, since PostgreSQL refuses to run as root. The cluster is stopped (pg_ctl -m immediate) and
 // its directory removed by stop(), and also, synchronously, when the process exits for any reason.
 //
-// Binaries: env IF_PG_BINDIR (set by the xtask), then PATH, then the newest /usr/lib/postgresql/*/bin.
+// Binaries: env IF_PG_BINDIR (the xtask's installer finds them and sets it), then PATH.
 import { spawnSync } from "node:child_process";
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -19,10 +19,6 @@ export function findPgBinDir() {
   const candidates = [];
   if (process.env.IF_PG_BINDIR) candidates.push(process.env.IF_PG_BINDIR);
   candidates.push(...(process.env.PATH ?? "").split(path.delimiter).filter(Boolean));
-  const versions = existsSync("/usr/lib/postgresql")
-    ? readdirSync("/usr/lib/postgresql").filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a))
-    : [];
-  candidates.push(...versions.map((v) => `/usr/lib/postgresql/${v}/bin`));
   return candidates.find(hasAll) ?? null;
 }
 
@@ -50,7 +46,7 @@ function freePort() {
  */
 export async function startCluster() {
   const bin = findPgBinDir();
-  if (!bin) throw new Error(`PostgreSQL binaries (${NEEDED.join(", ")}) not found in IF_PG_BINDIR, on PATH or in /usr/lib/postgresql/*/bin (apt-get install -y postgresql)`);
+  if (!bin) throw new Error(`PostgreSQL binaries (${NEEDED.join(", ")}) not found in IF_PG_BINDIR or on PATH (\`cargo xtask install\` installs PostgreSQL and \`cargo xtask test\` sets IF_PG_BINDIR)`);
   const dir = mkdtempSync(path.join(tmpdir(), "if-fault-pg-"));
   const data = path.join(dir, "data");
   const log = path.join(dir, "postgres.log");

@@ -21,7 +21,7 @@
 // it skipped it.
 //
 // Pieces (see FAULTS.md for what each fault proves):
-//   reference server  IF_SERVER_BIN or target/release/idempotent-fetch-server, temp SQLite db,
+//   reference server  IF_SERVER_BIN or target/server/idempotent-fetch-server, temp SQLite db,
 //                     probabilistic faults: 503 before work, commit then drop, 429 + Retry-After,
 //                     latency past the client's attempt timeout (-> 409 for the retry)
 //   fault proxy       Node HTTP proxy in front of it: connection resets before forwarding and
@@ -326,7 +326,7 @@ async function runNode(lib, intents, proxyUrl, serverUrl) {
   };
   const request = (intent) => ({
     url: `${proxyUrl}/api/orders`, method: "POST",
-    headers: { "content-type": "application/json", "x-account-id": intent.account }, body: intent.body,
+    headers: { "content-type": "application/json", authorization: `Bearer ${intent.token}` }, body: intent.body,
   });
   const queue = [...intents];
   async function one(intent) {
@@ -342,7 +342,7 @@ async function runNode(lib, intents, proxyUrl, serverUrl) {
       figures.node.twins += 1;
       twin = fetch(`${serverUrl}/api/orders`, {
         method: "POST",
-        headers: { "content-type": "application/json", "x-account-id": intent.account, "idempotency-key": op.key, "x-fault": "latency=1200" },
+        headers: { "content-type": "application/json", authorization: `Bearer ${intent.token}`, "idempotency-key": op.key, "x-fault": "latency=1200" },
         body: intent.body,
       }).then(async (r) => { if (r.status === 409) figures.node.twin409 += 1; await r.arrayBuffer(); }, () => {});
       await sleep(between(0, 20));
@@ -432,7 +432,7 @@ async function openBrowser(proxyUrl) {
 
 const ready = (page) => waitForLibPage(page, { timeout: 20_000 });
 
-const specOf = (intent, retry = intent.retry) => ({ id: intent.id, ns: intent.ns, account: intent.account, body: intent.body, retry, expectedKey: intent.key ?? undefined });
+const specOf = (intent, retry = intent.retry) => ({ id: intent.id, ns: intent.ns, token: intent.token, body: intent.body, retry, expectedKey: intent.key ?? undefined });
 
 async function outcomesOf(page) {
   try {
@@ -646,6 +646,7 @@ async function main() {
     cleanups.push(() => proxy.close());
     const runId = `${SEED.toString(36)}${Date.now().toString(36).slice(-4)}`;
     const intents = makeIntents(runId);
+    for (const intent of intents) intent.token = await server.session(intent.account); // the account's session
     const nodeIntents = intents.filter((i) => i.where === "node");
     const browserIntents = intents.filter((i) => i.where === "browser");
     Object.assign(figures, { intents: intents.length, nodeIntents: nodeIntents.length, browserIntents: browserIntents.length });

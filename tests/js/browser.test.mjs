@@ -3,7 +3,7 @@
 // IF_BROWSER (chromium, firefox, webkit; tests/support/browsers.mjs); `cargo xtask test` runs this
 // file once per engine.
 //
-// Needs: pkg/web (wasm-pack build --release --target web --out-dir pkg/web) and the engine's browser
+// Needs: pkg/web (cargo xtask build) and the engine's browser
 // and driver (the xtask installs them; tests/support/browsers.mjs says what is missing). A missing
 // prerequisite fails every test with a message saying what to do.
 import { test, before, after } from "node:test";

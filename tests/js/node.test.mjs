@@ -1,5 +1,5 @@
 // Runs every case of cases.mjs in Node (memory storage) against the built package pkg/node.
-// Build it first: wasm-pack build --release --target nodejs --out-dir pkg/node
+// Build it first: cargo xtask build
 // Browser-only cases (real Web Storage) are reported as skipped here and run in browser.test.mjs.
 import { test, before, after } from "node:test";
 

@@ -13,8 +13,8 @@
 // chromium, firefox, webkit; tests/support/browsers.mjs); faults are turned on; the test clicks Pay and waits for the page to say it is paid, then checks the server holds
 // exactly one new order, carrying the key the page showed, and that every POST carried that key.
 //
-// Needs: pkg/web (built here with wasm-pack when missing and wasm-pack is on PATH), the reference
-// server (IF_SERVER_BIN or target/release/idempotent-fetch-server; built with cargo when missing:
+// Needs: pkg/web (built here with `cargo xtask build` when missing), the reference
+// server (IF_SERVER_BIN or target/server/idempotent-fetch-server; built with cargo when missing:
 // tests/support/reference-server.mjs), the engine's browser and driver (tests/support/browsers.mjs)
 // and the npm registry for the first `npm ci` of the Vite app.
 import { test, before, after } from "node:test";
@@ -32,7 +32,7 @@ import { serverBinary, startReferenceServer } from "../support/reference-server.
 const pkgDir = path.join(root, "pkg/web");
 const viteApp = path.join(root, "tests/package/vite-app");
 const plainSrc = path.join(root, "tests/package/plain");
-const ACCOUNT = "acct_42"; // main.js: namespace and X-Account-Id
+const ACCOUNT = "acct_42"; // main.js: namespace; the server account of the context's session cookie
 const TEST_TIMEOUT_MS = 180_000 * timeoutScale;
 
 const log = (message) => console.log(`package: ${message}`);
@@ -54,9 +54,8 @@ function run(command, args, { cwd = root, env } = {}) {
 
 function ensurePackage() {
   if (existsSync(path.join(pkgDir, "idempotent_fetch.js"))) return;
-  const wasmPackPath = [path.join(root, "tools/node_modules/.bin"), process.env.PATH].join(path.delimiter);
-  log("pkg/web is missing: building it (wasm-pack build --release --target web --out-dir pkg/web)");
-  run("wasm-pack", ["build", "--release", "--target", "web", "--out-dir", "pkg/web"], { env: { PATH: wasmPackPath } });
+  log("pkg/web is missing: building it");
+  run("cargo", ["xtask", "build"]);
 }
 
 /** `npm ci` in the Vite app unless its node_modules matches its lockfile already. */
@@ -79,6 +78,7 @@ const ordersOf = async (server) => (await server.api("/api/orders", { account: A
 async function payOnce(server, faults, label, { loseFirstAnswer = false } = {}) {
   const context = await browser.newContext();
   const cleanups = [];
+  await server.signIn(context, ACCOUNT); // the page's requests carry its session cookie
   try {
     const page = await context.newPage();
     const errors = collectPageErrors(page);

@@ -12,11 +12,11 @@
 //
 // The server binary runs on 127.0.0.1:0 with its own temp SQLite db and serves tests/tabs (the test
 // page) at / and pkg/web at /pkg/, so the page and the API share one origin (no CORS). Every test has
-// its own browser context (fresh storage), its own account (X-Account-Id: exact order counts) and
+// its own browser context (fresh storage), its own account (a session cookie: exact order counts) and
 // namespace. Faults are server-wide: the tests run one after another and reset them afterwards.
 //
 // Needs: the reference server (IF_SERVER_BIN or target/release, built when missing:
-// tests/support/reference-server.mjs), pkg/web (wasm-pack build --target web) and the engine's
+// tests/support/reference-server.mjs), pkg/web (cargo xtask build) and the engine's
 // browser and driver (tests/support/browsers.mjs).
 // Run: node --test tests/js/tabs.test.mjs (about 30 s).
 import { test, before, after, afterEach } from "node:test";
@@ -58,10 +58,12 @@ after(async () => {
   await server?.stop();
 });
 
-/** A fresh context (own storage, shared by its pages like the tabs of one browser profile). */
-async function newContext({ withoutWebLocks = false } = {}) {
+/** A fresh context (own storage, shared by its pages like the tabs of one browser profile), signed in
+ *  to `account` (its session cookie). */
+async function newContext(account, { withoutWebLocks = false } = {}) {
   const context = await browser.newContext();
   contexts.add(context);
+  await server.signIn(context, account);
   if (withoutWebLocks) {
     await context.addInitScript(() => {
       Object.defineProperty(Navigator.prototype, "locks", { get: () => undefined, configurable: true });
@@ -122,7 +124,7 @@ test("two tabs racing one intent: the server sees one request at a time, one ord
   const LATENCY_MS = 1500;
   // Every order request is held 1.5 s with its key claimed: an overlapping duplicate would get 409.
   await setFaults({ latencyMs: LATENCY_MS, latencyProbability: 1 });
-  const context = await newContext();
+  const context = await newContext(account);
   const [a, b] = [await openTab(context), await openTab(context)];
   const options = { namespace: account, storage: "local", retry: { baseDelayMs: 100, maxDelayMs: 500, jitter: "none" } };
   await Promise.all([tab.create(a, options), tab.create(b, options)]);
@@ -171,7 +173,7 @@ test("duplicated tab (sessionStorage copied): one order, same key", { timeout: T
   const account = freshAccount("dup");
   const options = { namespace: account, storage: "session", retry: { maxAttempts: 2, baseDelayMs: 50, maxDelayMs: 50, jitter: "none" } };
   const request = orderRequest(account);
-  const context = await newContext();
+  const context = await newContext(account);
   const a = await openTab(context);
   assert.equal((await tab.create(a, options)).storage, "session");
 
@@ -220,7 +222,7 @@ async function closeMidRetry({ withoutWebLocks }) {
   const account = freshAccount(withoutWebLocks ? "lease" : "weblock");
   const intentId = "checkout:cart-42";
   const request = orderRequest(account);
-  const context = await newContext({ withoutWebLocks });
+  const context = await newContext(account, { withoutWebLocks });
   const a = await openTab(context);
   assert.equal(await a.evaluate(() => navigator.locks === undefined), withoutWebLocks, "navigator.locks presence");
 
@@ -295,7 +297,7 @@ test("first tab closed mid-retry (no Web Locks: localStorage lease): the waiting
 
 test("no Web Locks and localStorage full: begin and send do not wait forever for a lease they cannot write", { timeout: TEST_TIMEOUT_MS }, async () => {
   const account = freshAccount("full");
-  const context = await newContext({ withoutWebLocks: true });
+  const context = await newContext(account, { withoutWebLocks: true });
   const page = await openTab(context);
   const outcome = await page.evaluate(async ([request]) => {
     let chunk = "x".repeat(1 << 20);
@@ -320,7 +322,7 @@ test("no Web Locks and localStorage full: begin and send do not wait forever for
 
 test("no Web Locks: a tab does not renew (take back) a lease another tab now holds", { timeout: TEST_TIMEOUT_MS }, async () => {
   const account = freshAccount("renew");
-  const context = await newContext({ withoutWebLocks: true });
+  const context = await newContext(account, { withoutWebLocks: true });
   const page = await openTab(context);
   // X-Fault: every attempt fails before work, and the 10 s backoff keeps the tab holding its lease.
   const request = orderRequest(account);

@@ -2,44 +2,31 @@
 //
 //   playwrightCoreEntry()   env IF_PLAYWRIGHT_CORE (set by the xtask), else
 //                           tools/node_modules/playwright-core/index.mjs (`cd tools && npm ci`)
-//   chromiumPath()          env CHROMIUM_PATH (set by the xtask's installer, the source of truth),
-//                           else, for runs without the xtask, the first of chromium,
-//                           chromium-browser, google-chrome, google-chrome-stable on PATH
+//   chromiumPath()          env CHROMIUM_PATH (set by the xtask's installer, which alone knows the
+//                           browser's names; by hand: CHROMIUM_PATH=/usr/bin/chromium), else null
 //   chromiumMissing()       what is missing to launch it, as "do this" messages ([] when ready)
 //   launchChromium()        chromium.launch() with CHROMIUM_ARGS; throws one clear error listing
 //                           what is missing (plus `also` prerequisites of the caller) instead
-//   CHROMIUM_ARGS           headless, no sandbox (root in CI), no GPU, no background traffic, no QUIC
+//   CHROMIUM_ARGS           headless, no sandbox (root in CI), no GPU, no background traffic, no QUIC:
+//                           the flags of webdriver.json, which wasm-pack test reads too
 //
 // Test files do not import this module: they use tests/support/browsers.mjs, which launches Chromium
 // through launchChromium() when IF_BROWSER is chromium (the default).
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
 import { requirePrerequisites, root } from "./paths.mjs";
 
-export const CHROMIUM_ARGS = [
-  "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-];
-
-const BROWSER_NAMES = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"];
+export const CHROMIUM_ARGS = JSON.parse(readFileSync(path.join(root, "webdriver.json"), "utf8"))["goog:chromeOptions"].args;
 
 export function playwrightCoreEntry() {
   return process.env.IF_PLAYWRIGHT_CORE || path.join(root, "tools/node_modules/playwright-core/index.mjs");
 }
 
-/** CHROMIUM_PATH as given (even if it does not exist: chromiumMissing says so), else a search of PATH; null if none. */
+/** CHROMIUM_PATH as given (even if it does not exist: chromiumMissing says so), else null. */
 export function chromiumPath() {
-  if (process.env.CHROMIUM_PATH) return process.env.CHROMIUM_PATH;
-  for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
-    if (!dir) continue;
-    for (const name of BROWSER_NAMES) {
-      const candidate = path.join(dir, name);
-      if (existsSync(candidate)) return candidate;
-    }
-  }
-  return null;
+  return process.env.CHROMIUM_PATH || null;
 }
 
 export function chromiumMissing() {
@@ -52,7 +39,7 @@ export function chromiumMissing() {
   }
   const browser = chromiumPath();
   if (!browser) {
-    missing.push(`Chromium not found (none of ${BROWSER_NAMES.join(", ")} on PATH): install it (\`cargo xtask install\`, or apt-get install -y chromium) or set CHROMIUM_PATH`);
+    missing.push("CHROMIUM_PATH is not set: run through `cargo xtask test` (it installs Chromium and sets it), or set it to a Chromium binary");
   } else if (!existsSync(browser)) {
     missing.push(`Chromium not found at CHROMIUM_PATH=${browser}: install it (\`cargo xtask install\`, or apt-get install -y chromium) or fix CHROMIUM_PATH`);
   }

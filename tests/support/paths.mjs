@@ -15,13 +15,13 @@ export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "
 /** null when `dir` holds a `wasm-pack --target web` build, else what to run. */
 export function pkgWebMissing(dir = path.join(root, "pkg/web")) {
   if (existsSync(path.join(dir, "idempotent_fetch.js"))) return null;
-  return `${dir} is not built: run \`wasm-pack build --release --target web --out-dir pkg/web\` (cargo xtask test does)`;
+  return `${dir} is not built: run \`cargo xtask build\` (cargo xtask test does)`;
 }
 
 export function loadPkgNode() {
   const entry = path.join(root, "pkg/node/idempotent_fetch.js");
   if (!existsSync(entry)) {
-    throw new Error(`${entry} is missing: build it with \`wasm-pack build --release --target nodejs --out-dir pkg/node\` (cargo xtask test does)`);
+    throw new Error(`${entry} is missing: build it with \`cargo xtask build\` (cargo xtask test does)`);
   }
   return createRequire(import.meta.url)(entry);
 }

@@ -1,17 +1,22 @@
 // The reference server (server/, binary idempotent-fetch-server) for the Node test runners.
 //
 //   serverBinary()   env IF_SERVER_BIN (set by the xtask; must exist), else
-//                    $CARGO_TARGET_DIR (default target/)/release/idempotent-fetch-server, built with
-//                    `cargo build --release -p idempotent-fetch-server` when missing
+//                    $CARGO_TARGET_DIR (default target/)/server/idempotent-fetch-server, built with
+//                    `cargo build --profile server -p idempotent-fetch-server` when missing
 //   startReferenceServer({ www, pkg, label, databaseUrl, startTimeoutMs })
-//                    starts it on 127.0.0.1:0 with a fresh SQLite db in its own temp folder (or on
-//                    PostgreSQL `databaseUrl`), serving `www` at / and `pkg` (optional) at /pkg/;
-//                    resolves once it printed
+//                    starts it with --enable-faults on 127.0.0.1:0 with a fresh SQLite db in its own
+//                    temp folder (or on PostgreSQL `databaseUrl`), serving `www` at / and `pkg`
+//                    (optional) at /pkg/; resolves once it printed
 //                    `listening on http://127.0.0.1:PORT`, to:
 //                      url               http://127.0.0.1:PORT
 //                      stderr()          the last 8 kB it wrote to stderr
+//                      session(account)  a session token for the named account (POST /api/session;
+//                                        cached): send it as `authorization: Bearer TOKEN`
+//                      signIn(context, account)
+//                                        puts that session's cookie in a Playwright browser context,
+//                                        so its pages act for `account` (the server ignores X-Account-Id)
 //                      api(path, { method, account, body })
-//                                        fetch + JSON; asserts a 2xx (account: X-Account-Id)
+//                                        fetch + JSON; asserts a 2xx (account: its session's bearer token)
 //                      setFaults(faults) PUT /api/faults with NO_FAULTS overridden by `faults`
 //                      orders(account)   GET /api/orders for the account
 //                      stop()            SIGTERM (SIGKILL after 12 s), removes the temp db and
@@ -20,11 +25,16 @@
 //   NO_FAULTS        every probabilistic fault off (the server's /api/faults fields)
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 
 import { root } from "./paths.mjs";
+
+// One session secret for every server this process starts, so a session works on each of them (several
+// instances on one PostgreSQL database). Passed in the environment, not on the command line.
+const SESSION_SECRET = randomBytes(32).toString("hex");
 
 export const NO_FAULTS = { failBeforeWork: 0, dropAfterCommit: 0, status429: 0, retryAfterSecs: 0, latencyMs: 0, latencyProbability: 0 };
 
@@ -34,10 +44,10 @@ export function serverBinary() {
     return process.env.IF_SERVER_BIN;
   }
   // where the cargo build below puts it (a relative CARGO_TARGET_DIR is relative to its cwd, root)
-  const bin = path.resolve(root, process.env.CARGO_TARGET_DIR || "target", "release/idempotent-fetch-server");
+  const bin = path.resolve(root, process.env.CARGO_TARGET_DIR || "target", "server/idempotent-fetch-server");
   if (!existsSync(bin)) {
-    console.log("the reference server is missing: building it (cargo build --release -p idempotent-fetch-server)");
-    const built = spawnSync("cargo", ["build", "--release", "-p", "idempotent-fetch-server"], { cwd: root, stdio: ["ignore", "inherit", "inherit"] });
+    console.log("the reference server is missing: building it (cargo build --profile server -p idempotent-fetch-server)");
+    const built = spawnSync("cargo", ["build", "--profile", "server", "-p", "idempotent-fetch-server"], { cwd: root, stdio: ["ignore", "inherit", "inherit"] });
     if (built.error) throw new Error(`cargo: ${built.error.message}`);
     if (built.status !== 0 || !existsSync(bin)) throw new Error(`could not build the reference server (cargo exited ${built.status}); or set IF_SERVER_BIN`);
   }
@@ -48,9 +58,9 @@ export async function startReferenceServer({ www, pkg, label = "server", databas
   const bin = serverBinary();
   const dbDir = databaseUrl ? null : mkdtempSync(path.join(os.tmpdir(), `if-${label}-`));
   const db = databaseUrl ? ["--database-url", databaseUrl] : ["--db", path.join(dbDir, `${label}.sqlite`)];
-  const args = ["--addr", "127.0.0.1:0", ...db, "--www", www];
+  const args = ["--enable-faults", "--addr", "127.0.0.1:0", ...db, "--www", www];
   if (pkg) args.push("--pkg", pkg);
-  const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, IF_SESSION_SECRET: SESSION_SECRET } });
   const killAtExit = () => child.kill("SIGKILL");
   process.on("exit", killAtExit);
   child.once("exit", () => process.removeListener("exit", killAtExit));
@@ -76,9 +86,20 @@ export async function startReferenceServer({ www, pkg, label = "server", databas
     });
   });
 
+  const sessions = new Map();
+  async function session(account) {
+    if (!sessions.has(account)) {
+      const response = await fetch(`${url}/api/session`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ account }) });
+      const json = await response.json();
+      assert.ok(response.ok, `POST /api/session for ${account}: ${response.status} ${JSON.stringify(json)}`);
+      sessions.set(account, json.token);
+    }
+    return sessions.get(account);
+  }
+
   async function api(pathname, { method = "GET", account, body } = {}) {
     const headers = {};
-    if (account) headers["x-account-id"] = account;
+    if (account) headers.authorization = `Bearer ${await session(account)}`;
     if (body !== undefined) headers["content-type"] = "application/json";
     const response = await fetch(url + pathname, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
     const json = await response.json();
@@ -89,6 +110,8 @@ export async function startReferenceServer({ www, pkg, label = "server", databas
   return {
     url,
     stderr: () => stderr,
+    session,
+    signIn: async (context, account) => context.addCookies([{ name: "if_session", value: await session(account), url, httpOnly: true, sameSite: "Strict" }]),
     api,
     setFaults: (faults) => api("/api/faults", { method: "PUT", body: { ...NO_FAULTS, ...faults } }),
     orders: async (account) => (await api("/api/orders", { account })).orders,

@@ -275,6 +275,7 @@ class WebDriverPage {
     const target = await this._context.routed(url);
     await this.run(async (driver) => {
       await this.drainErrors(driver);
+      await this._context.setCookiesFor(driver, target);
       await driver.get(target);
       await this.afterNavigation(driver);
     });
@@ -412,6 +413,30 @@ class WebDriverContext {
     this.proxies = new Map();
     this.spare = null; // the session's first (or last remaining) window, reused by the next newPage
     this.offline = false;
+    this.cookies = []; // from addCookies, set in the browser before the first page of their host loads
+  }
+
+  /** Like Playwright's: [{ name, value, url, httpOnly?, sameSite? }], sent by every later page load. */
+  async addCookies(cookies) {
+    for (const cookie of cookies) this.cookies.push({ ...cookie, set: false });
+  }
+
+  /**
+   * WebDriver adds a cookie only for the document's own host, so before the first navigation to a
+   * host with pending cookies the window visits a URL there that is not the page (/robots.txt),
+   * adds them, and then loads the page with them. Cookies are per host, not per port: the same
+   * cookie also reaches an injecting proxy on 127.0.0.1.
+   */
+  async setCookiesFor(driver, target) {
+    if (!/^https?:/.test(target)) return;
+    const url = new URL(target);
+    const pending = this.cookies.filter((c) => !c.set && new URL(c.url).hostname === url.hostname);
+    if (!pending.length) return;
+    await driver.get(`${url.origin}/robots.txt`);
+    for (const cookie of pending) {
+      await driver.manage().addCookie({ name: cookie.name, value: cookie.value, path: "/", httpOnly: cookie.httpOnly ?? false, sameSite: cookie.sameSite ?? "Lax" });
+      cookie.set = true;
+    }
   }
 
   async newPage() {

@@ -214,12 +214,3 @@ pub fn keys_of(value: &JsValue) -> Vec<String> {
 pub fn run_js(body: &str) -> JsValue {
     Function::new_no_args(body).call0(&JsValue::UNDEFINED).unwrap_or_else(|e| panic!("test JS threw: {e:?}"))
 }
-
-/// Waits `ms` on the event loop.
-pub async fn sleep_ms(ms: i32) {
-    let promise = Promise::new(&mut |resolve, _| {
-        let set_timeout: Function = get(&js_sys::global(), "setTimeout").dyn_into().expect("setTimeout");
-        let _ = set_timeout.call2(&JsValue::UNDEFINED, &resolve, &JsValue::from(ms));
-    });
-    let _ = JsFuture::from(promise).await;
-}

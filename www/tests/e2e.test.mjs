@@ -5,7 +5,7 @@
 // Faults are server-wide, so the tests run one after another and reset them afterwards.
 //
 // Needs: the reference server (IF_SERVER_BIN or target/release, built when missing:
-// tests/support/reference-server.mjs), pkg/web (wasm-pack build --target web) and the engine's
+// tests/support/reference-server.mjs), pkg/web (cargo xtask build) and the engine's
 // browser and driver (tests/support/browsers.mjs).
 import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
@@ -16,8 +16,8 @@ import { capabilities, collectPageErrors, engine, engineName, launchBrowser, off
 import { pkgWebMissing, root } from "../../tests/support/paths.mjs";
 import { startReferenceServer } from "../../tests/support/reference-server.mjs";
 
-// Each run writes its screenshots under target/ (ignored by git), so running the tests never dirties
-// the checkout; www/tests/screenshots/ holds a reviewed set. IF_SCREENSHOT_DIR overrides the place.
+// Each run writes its screenshots under target/ (ignored by git) for a person to look at; they are
+// never compared (the tests assert states and orders instead). IF_SCREENSHOT_DIR overrides the place.
 // Chromium's go there, the other engines' into a folder named after the engine.
 const screenshotDir = path.join(process.env.IF_SCREENSHOT_DIR ?? path.join(root, "target", "screenshots"), engine === "chromium" ? "" : engine);
 const TEST_TIMEOUT_MS = 45_000 * timeoutScale;

@@ -3,8 +3,9 @@
 //! tests/support/browsers.mjs; xtask only installs the browsers, sets where they are, and runs each
 //! browser test file once per engine with `IF_BROWSER=<engine>`, counting passes per engine.
 
-use crate::install::{apt_install, step};
-use crate::process::{self, cmd, root, run, which, Result};
+use crate::install::{apt_tool, cargo_tool, find};
+use crate::process::{cmd, free_port, run, spawn_listening, Result};
+use crate::project::root;
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -35,98 +36,51 @@ pub fn install() -> Result {
     Ok(())
 }
 
-fn env_file(var: &str) -> Option<PathBuf> {
-    env::var_os(var).map(PathBuf::from).filter(|p| p.is_file())
-}
-
 /// Debian's firefox-esr; sets FIREFOX_PATH (a valid one already set counts).
-pub fn firefox() -> Result {
-    step("firefox-esr (Debian)");
-    let found = || env_file("FIREFOX_PATH").or_else(|| which("firefox-esr")).or_else(|| which("firefox"));
-    let path = match found() {
-        Some(p) => {
-            println!("   already installed");
-            p
-        }
-        None => {
-            apt_install(&["firefox-esr"])?;
-            found().ok_or("firefox-esr not found after install")?
-        }
-    };
-    println!("   {}", path.display());
-    env::set_var("FIREFOX_PATH", &path);
+fn firefox() -> Result {
+    let path = apt_tool(&["firefox-esr"], || find("FIREFOX_PATH", &["firefox-esr", "firefox"]))?;
+    println!("   FIREFOX_PATH={}", path.display());
+    env::set_var("FIREFOX_PATH", path);
     Ok(())
 }
 
 /// geckodriver built from crates.io (Mozilla publishes it there); sets GECKODRIVER.
-pub fn geckodriver() -> Result {
-    step("geckodriver (cargo install geckodriver)");
-    let found = || env_file("GECKODRIVER").or_else(|| which("geckodriver"));
-    let path = match found() {
-        Some(p) => {
-            println!("   already installed");
-            p
-        }
-        None => {
-            process::wait_while_running("cargo install geckodriver", |p| {
-                let words: Vec<&str> = p.split_whitespace().collect();
-                words.iter().any(|w| w.ends_with("cargo"))
-                    && words.contains(&"install")
-                    && words.contains(&"geckodriver")
-            });
-            if found().is_none() {
-                // No --locked: like wasm-pack, the newest compatible dependencies build on current rustc.
-                run(cmd("cargo").args(["install", "geckodriver"]))?;
-            }
-            found().ok_or("geckodriver not found on PATH after cargo install")?
-        }
-    };
-    println!("   {}", path.display());
-    env::set_var("GECKODRIVER", &path);
+fn geckodriver() -> Result {
+    cargo_tool("geckodriver", "geckodriver", None)?;
+    let path = find("GECKODRIVER", &["geckodriver"]).ok_or("geckodriver is not on PATH after cargo install")?;
+    println!("   GECKODRIVER={}", path.display());
+    env::set_var("GECKODRIVER", path);
     Ok(())
 }
 
 /// MiniBrowser, the small WebKitGTK browser WebKitWebDriver launches (Debian keeps it in the libdir).
 fn minibrowser() -> Option<PathBuf> {
-    if let Some(p) = env_file("MINIBROWSER_PATH") {
-        return Some(p);
-    }
-    let mut found: Vec<PathBuf> = fs::read_dir("/usr/lib")
-        .ok()?
-        .flatten()
-        .flat_map(|arch| {
-            ["webkit2gtk-4.1", "webkitgtk-6.0", "webkit2gtk-4.0"].map(|v| arch.path().join(v).join("MiniBrowser"))
-        })
-        .chain(["/usr/libexec/webkit2gtk-4.1/MiniBrowser".into(), "/usr/lib/webkit2gtk-4.1/MiniBrowser".into()])
-        .filter(|p: &PathBuf| process::is_executable(p))
-        .collect();
-    found.sort();
-    found.into_iter().next()
+    let given = env::var_os("MINIBROWSER_PATH").map(PathBuf::from).filter(|p| p.is_file());
+    given.or_else(|| {
+        let arches = fs::read_dir("/usr/lib").ok()?.flatten().map(|e| e.path());
+        let mut found: Vec<PathBuf> = arches
+            .flat_map(|arch| ["webkit2gtk-4.1", "webkitgtk-6.0"].map(|v| arch.join(v).join("MiniBrowser")))
+            .filter(|p| p.is_file())
+            .collect();
+        found.sort();
+        found.into_iter().next()
+    })
 }
 
 /// WebKitGTK's WebKitWebDriver + MiniBrowser (Debian webkit2gtk-driver) and Xvfb (MiniBrowser
 /// needs a display; there is no headless mode). Sets WEBKIT_DRIVER, MINIBROWSER_PATH, XVFB_PATH.
-pub fn webkit() -> Result {
-    step("WebKitGTK WebDriver + MiniBrowser + Xvfb (Debian webkit2gtk-driver, xvfb)");
-    let found = || {
-        let driver = env_file("WEBKIT_DRIVER").or_else(|| which("WebKitWebDriver"))?;
-        let xvfb = env_file("XVFB_PATH").or_else(|| which("Xvfb"))?;
-        Some((driver, minibrowser()?, xvfb))
-    };
-    let (driver, mini, xvfb) = match found() {
-        Some(all) => {
-            println!("   already installed");
-            all
-        }
-        None => {
-            apt_install(&["webkit2gtk-driver", "xvfb"])?;
-            found().ok_or("WebKitWebDriver, MiniBrowser or Xvfb not found after install")?
-        }
-    };
-    println!("   {} / {} / {}", driver.display(), mini.display(), xvfb.display());
-    env::set_var("WEBKIT_DRIVER", &driver);
-    env::set_var("MINIBROWSER_PATH", &mini);
-    env::set_var("XVFB_PATH", &xvfb);
+fn webkit() -> Result {
+    let found = || Some((find("WEBKIT_DRIVER", &["WebKitWebDriver"])?, minibrowser()?, find("XVFB_PATH", &["Xvfb"])?));
+    let (driver, mini, xvfb) = apt_tool(&["webkit2gtk-driver", "xvfb"], found)?;
+    println!(
+        "   WEBKIT_DRIVER={}\n   MINIBROWSER_PATH={}\n   XVFB_PATH={}",
+        driver.display(),
+        mini.display(),
+        xvfb.display()
+    );
+    env::set_var("WEBKIT_DRIVER", driver);
+    env::set_var("MINIBROWSER_PATH", mini);
+    env::set_var("XVFB_PATH", xvfb);
     Ok(())
 }
 
@@ -288,43 +242,21 @@ pub fn wasm_browser_tests_per_engine(chromedriver: &std::ffi::OsStr) -> Result {
 fn wasm_tests_in_webkit() -> Result {
     let xvfb = env::var_os("XVFB_PATH").ok_or("XVFB_PATH is not set (engines::webkit sets it)")?;
     let driver = env::var_os("WEBKIT_DRIVER").ok_or("WEBKIT_DRIVER is not set (engines::webkit sets it)")?;
-    let display = free_display();
-    let _x = crate::process::ChildGuard::new(
-        "Xvfb",
-        cmd(&xvfb)
-            .args([display.as_str(), "-screen", "0", "1280x1024x24", "-nolisten", "tcp"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start Xvfb: {e}"))?,
-    );
+    // Xvfb listens on TCP 6000+N here only so that spawn_listening can tell when it is up.
+    let n = (90..200).find(|n| !Path::new(&format!("/tmp/.X{n}-lock")).exists()).unwrap_or(99);
+    let display = format!(":{n}");
+    let mut x = cmd(&xvfb);
+    x.args([display.as_str(), "-screen", "0", "1280x1024x24", "-listen", "tcp"]).stderr(std::process::Stdio::null());
+    let _x = spawn_listening("Xvfb", &mut x, 6000 + n)?;
     let port = free_port()?;
-    let _d = crate::process::ChildGuard::new(
-        "WebKitWebDriver",
-        cmd(&driver)
-            .arg(format!("--port={port}"))
-            .env("DISPLAY", &display)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start WebKitWebDriver: {e}"))?,
-    );
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let runner =
-        which("wasm-bindgen-test-runner").ok_or("wasm-bindgen-test-runner is not on PATH (wasm-bindgen-cli)")?;
+    let mut d = cmd(&driver);
+    d.arg(format!("--port={port}")).env("DISPLAY", &display).stdout(std::process::Stdio::null());
+    let _d = spawn_listening("WebKitWebDriver", &mut d, port)?;
+    let runner = which::which("wasm-bindgen-test-runner").map_err(|e| format!("wasm-bindgen-test-runner: {e}"))?;
     run(cmd("cargo")
         .args(["test", "--release", "--target", "wasm32-unknown-unknown", "--test", "wasm_browser"])
         .env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", runner)
         .env("SAFARIDRIVER_REMOTE", format!("http://127.0.0.1:{port}"))
         .env("DISPLAY", &display))
-}
-
-/// An X display number nobody uses (no /tmp/.X<N>-lock).
-fn free_display() -> String {
-    let n = (90..200).find(|n| !Path::new(&format!("/tmp/.X{n}-lock")).exists()).unwrap_or(99);
-    format!(":{n}")
-}
-
-fn free_port() -> Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    listener.local_addr().map(|a| a.port()).map_err(|e| format!("no free port: {e}"))
+    // `_d` and `_x` are dropped here, or on any `?` above: neither outlives the step.
 }

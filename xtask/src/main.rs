@@ -1,73 +1,70 @@
-//! Project automation: `cargo xtask <command>`. Plain std, no dependencies. See xtask/README.md.
+//! Project automation: `cargo xtask <command>`. See xtask/README.md.
 
 mod demo;
 mod engines;
 mod install;
 mod process;
+mod project;
 mod size;
-mod test;
+mod steps;
 
+use process::Result;
 use std::process::ExitCode;
 
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  test [LAYER...]       install missing tools, then run every test layer (what CI runs);
-                        with letters (e.g. `test e f`) only those layers
-  demo [--port 8080]    build pkg/web if stale and run the reference server on 127.0.0.1
-  install               only install/check the tools (rust target, wasm-bindgen-cli, wasm-pack,
-                        npm tools, chromium + chromedriver, postgresql)
-  size                  gzip/brotli size of pkg/web (js glue + wasm)
-  bench                 run benchmarks (benches/run.sh) if there are any
+  test [STEP...]        install missing tools, then run the gates and every test layer (what CI runs);
+                        with step names (e.g. `test clippy e f`) only those
+  gates                 only the gates (fmt, clippy, doc, tsc): the fast check before a commit
+  build                 build the npm package (pkg/)
+  demo [--port 8080]    build the package if stale and run the reference server on 127.0.0.1
+  install               only install/check the tools
+  size [--json]         gzip -9 size of what ships; fails past the budget (--json: figures only)
+  bench                 run every benchmark (benches/run.sh)
   help                  this text";
 
 fn main() -> ExitCode {
     // Variables `cargo run` sets for xtask itself must not leak into the cargo/wasm-pack children.
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy();
+    for (k, _) in std::env::vars() {
         if k.starts_with("CARGO_PKG_")
-            || matches!(
-                &*k,
-                "CARGO_MANIFEST_DIR"
-                    | "CARGO_MANIFEST_PATH"
-                    | "CARGO_CRATE_NAME"
-                    | "CARGO_BIN_NAME"
-                    | "CARGO_PRIMARY_PACKAGE"
-            )
+            || k.starts_with("CARGO_MANIFEST_")
+            || k.starts_with("CARGO_BIN_")
+            || ["CARGO_CRATE_NAME", "CARGO_PRIMARY_PACKAGE"].contains(&k.as_str())
         {
-            std::env::remove_var(&*k);
+            std::env::remove_var(k);
         }
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match dispatch(&args) {
+    // Every path in xtask is relative to the repository root.
+    let in_root = std::env::set_current_dir(project::root()).map_err(|e| format!("cannot enter the repository: {e}"));
+    match in_root.and_then(|()| dispatch(&args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!();
-            eprintln!("xtask: error: {e}");
+            eprintln!("\nxtask: error: {e}");
             ExitCode::FAILURE
         }
     }
 }
 
-fn dispatch(args: &[String]) -> process::Result {
-    let cmd = args.first().map(String::as_str).unwrap_or("help");
-    let rest = &args[args.len().min(1)..];
+fn dispatch(args: &[String]) -> Result {
+    let (cmd, rest) = args.split_first().map(|(c, r)| (c.as_str(), r)).unwrap_or(("help", &[]));
+    let no_args = || if rest.is_empty() { Ok(()) } else { Err(format!("`{cmd}` takes no arguments\n\n{USAGE}")) };
     match cmd {
-        "test" => test::test(rest),
-        "install" => {
-            no_args(cmd, rest)?;
-            install::all()
-        }
-        "size" => {
-            no_args(cmd, rest)?;
-            size::report()
-        }
+        "test" => steps::test(rest),
+        "gates" => no_args().and_then(|()| steps::gates()),
+        "build" => no_args().and_then(|()| install::toolchain()).and_then(|()| project::build_package()),
+        "install" => no_args().and_then(|()| install::all()),
+        "size" => match rest {
+            [] => size::check(),
+            [flag] if flag == "--json" => size::print_json(),
+            _ => Err(format!("`size` takes only --json\n\n{USAGE}")),
+        },
         "demo" => demo::demo(parse_port(rest)?),
-        "bench" => {
-            no_args(cmd, rest)?;
-            bench()
-        }
+        "bench" => no_args()
+            .and_then(|()| install::all())
+            .and_then(|()| process::run(process::cmd("bash").arg(project::root().join("benches/run.sh")))),
         "help" | "-h" | "--help" => {
             println!("{USAGE}");
             Ok(())
@@ -76,41 +73,12 @@ fn dispatch(args: &[String]) -> process::Result {
     }
 }
 
-fn no_args(cmd: &str, rest: &[String]) -> process::Result {
-    if rest.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("`{cmd}` takes no arguments, got {rest:?}\n\n{USAGE}"))
-    }
-}
-
-fn parse_port(rest: &[String]) -> process::Result<u16> {
-    let mut port = 8080;
-    let mut it = rest.iter();
-    while let Some(a) = it.next() {
-        let v = if a == "--port" {
-            it.next().ok_or("--port needs a value")?.clone()
-        } else if let Some(v) = a.strip_prefix("--port=") {
-            v.to_string()
-        } else {
-            return Err(format!("unknown argument `{a}` for demo\n\n{USAGE}"));
-        };
-        port = v.parse().map_err(|_| format!("bad port `{v}`"))?;
-    }
-    Ok(port)
-}
-
-fn bench() -> process::Result {
-    let root = process::root();
-    let script = root.join("benches/run.sh");
-    if script.exists() {
-        install::toolchain()?;
-        process::run(process::cmd("bash").arg(script))
-    } else if root.join("benches").exists() {
-        println!("benches/ exists but has no run.sh: nothing to run");
-        Ok(())
-    } else {
-        println!("no benchmarks yet");
-        Ok(())
-    }
+fn parse_port(rest: &[String]) -> Result<u16> {
+    let value = match rest {
+        [] => return Ok(8080),
+        [flag, v] if flag == "--port" => v.as_str(),
+        [arg] if arg.starts_with("--port=") => &arg["--port=".len()..],
+        _ => return Err(format!("demo takes only --port N\n\n{USAGE}")),
+    };
+    value.parse().map_err(|_| format!("bad port `{value}`"))
 }

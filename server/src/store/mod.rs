@@ -1,150 +1,100 @@
-//! Persistence of idempotency keys and orders.
+//! Persistence of idempotency keys and orders, and the protocol step that ties them together.
 //!
 //! [`Store`] is an enum over the backends (embedded SQLite by default; PostgreSQL for several server
-//! instances). Every backend implements the same protocol step, [`Store::process`]: in ONE transaction,
-//! insert the key row (the primary key `(account_id, key)` settles races), and if it was inserted do the
-//! work (create the order) and store the response on the row, then commit. If the row already exists the
-//! stored response is replayed, or the request is refused (422 for a different payload, 409 while in
-//! flight). A crash anywhere before the commit leaves neither the key row nor the order behind, so a retry
-//! with the same key simply does the work once.
+//! instances). The protocol step is written once, in `step`, over the small `KeyTransaction` trait
+//! that each backend implements with SQL only: in ONE transaction, insert the key row (the primary key
+//! `(account_id, key)` settles races), and if it was inserted do the work (passed in by the caller, so
+//! the store knows nothing of the business) and store its answer on the row, then commit. If the row
+//! already exists the stored answer is replayed, or the request is refused (422 for a different payload,
+//! 409 while in flight). A crash anywhere before the commit leaves neither the key row nor the order
+//! behind, so a retry with the same key simply does the work once.
 
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{HeaderName, HeaderValue, StatusCode};
-use axum::response::Response;
-use bytes::Bytes;
-
-use crate::keys::{AccountId, IdempotencyKey};
+use crate::keys::AccountId;
 use crate::orders::Order;
-use crate::problem::{Problem, PROBLEM_JSON};
+use crate::protocol::{KeyedRequest, Outcome, StoredResponse, Work, MAX_STORED_BODY_BYTES};
 
 pub mod postgres;
 pub mod sqlite;
 
-pub use postgres::PostgresStore;
-pub use sqlite::SqliteStore;
-
-/// The header set on replayed responses.
-pub const REPLAYED_HEADER: &str = "idempotent-replayed";
-
-/// A response as stored on the key row and replayed byte for byte.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredResponse {
-    /// HTTP status code.
-    pub status: u16,
-    /// Headers (lowercase names) that are part of the response, such as `content-type`.
-    pub headers: Vec<(String, String)>,
-    /// The body, exactly as first sent.
-    pub body: String,
-}
-
-impl StoredResponse {
-    /// Stores a problem (for example a body that failed validation) as the key's response.
-    pub fn from_problem(problem: &Problem) -> Self {
-        StoredResponse {
-            status: problem.status,
-            headers: vec![("content-type".to_owned(), PROBLEM_JSON.to_owned())],
-            body: problem.to_json(),
-        }
-    }
-
-    /// Encodes the headers for the `response_headers` column.
-    pub fn encode_headers(&self) -> String {
-        serde_json::to_string(&self.headers).unwrap_or_else(|_| String::from("[]"))
-    }
-
-    /// Decodes the `response_headers` column.
-    pub fn decode_headers(text: &str) -> Result<Vec<(String, String)>, StoreError> {
-        serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))
-    }
-
-    /// The stored response from the key row's `status_code`, `response_headers` and `response_body`
-    /// columns; `None` while the row has no response yet (its request is in flight).
-    pub fn from_columns(
-        status: Option<u16>,
-        headers: Option<&str>,
-        body: Option<String>,
-    ) -> Result<Option<Self>, StoreError> {
-        let Some(status) = status else {
-            return Ok(None);
-        };
-        Ok(Some(StoredResponse {
-            status,
-            headers: StoredResponse::decode_headers(headers.unwrap_or("[]"))?,
-            body: body.unwrap_or_default(),
-        }))
-    }
-
-    /// The HTTP response; `replayed` adds `Idempotent-Replayed: true`.
-    pub fn into_http(self, replayed: bool) -> Response {
-        let mut response = Response::new(Body::from(self.body));
-        *response.status_mut() = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let headers = response.headers_mut();
-        for (name, value) in &self.headers {
-            if let (Ok(name), Ok(value)) = (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str()))
-            {
-                headers.append(name, value);
-            }
-        }
-        if replayed {
-            headers.insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
-        }
-        response
-    }
-}
-
-/// One keyed request, as the protocol step sees it.
-#[derive(Debug, Clone)]
-pub struct KeyedRequest {
-    /// The account that scopes the key.
-    pub account: AccountId,
-    /// The idempotency key.
-    pub key: IdempotencyKey,
-    /// [`crate::keys::request_hash`] of the request.
-    pub request_hash: String,
-    /// The raw body (validated inside the transaction).
-    pub body: Bytes,
-    /// Unix time (seconds) used as `created_at`.
-    pub now: i64,
-    /// Key rows created before this unix time are expired: the request treats them as absent
-    /// (and replaces them), even if the sweep has not deleted them yet.
-    pub expired_before: i64,
-}
+pub use postgres::{PgOptions, PostgresStore};
+pub use sqlite::{SqliteStore, Synchronous};
 
 /// Knobs for one protocol step, for fault injection and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProcessOptions {
     /// Simulated slow work. SQLite sleeps while the key is claimed but before its (single-writer)
-    /// transaction; PostgreSQL sleeps inside the transaction, with the key row locked.
+    /// transaction; PostgreSQL sleeps inside the transaction, with the key locked.
     pub work_delay: Option<Duration>,
     /// Simulates a crash after the order and the response were written but before the commit:
     /// the transaction is rolled back and [`StoreError::InjectedCrash`] returned.
     pub fail_before_commit: bool,
 }
 
-/// What one protocol step decided.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// The key was new: the work was done (or the body was rejected) and the response committed with it.
-    Fresh(StoredResponse),
-    /// The key was used before for the same request: its stored response, to replay.
-    Replay(StoredResponse),
-    /// The key was used before for a different request (422).
-    Mismatch,
-    /// The key's first request is still being processed (409 with `Retry-After`).
-    InFlight,
+/// What [`KeyTransaction::claim`] found.
+#[derive(Debug)]
+pub(crate) enum Claim {
+    /// The key row was inserted (no answer yet): the key is this transaction's.
+    Claimed,
+    /// The key row exists: the hash of its request and its answer (`None` while in flight).
+    Existing { request_hash: String, stored: Option<StoredResponse> },
+    /// Another transaction holds the key (PostgreSQL's advisory lock): in flight elsewhere.
+    Busy,
 }
 
-impl Outcome {
-    /// Decides the outcome for an existing key row.
-    pub(crate) fn for_existing(request_hash: &str, stored_hash: &str, stored: Option<StoredResponse>) -> Outcome {
-        match stored {
-            None => Outcome::InFlight,
-            Some(_) if stored_hash != request_hash => Outcome::Mismatch,
-            Some(response) => Outcome::Replay(response),
+/// The SQL of one protocol step, over one open transaction. Dropping it without [`commit`] rolls back.
+///
+/// [`commit`]: KeyTransaction::commit
+pub(crate) trait KeyTransaction {
+    /// Deletes the key's row if it expired, then inserts it without an answer unless it exists.
+    async fn claim(&mut self, request: &KeyedRequest) -> Result<Claim, StoreError>;
+    /// Inserts a new order.
+    async fn insert_order(&mut self, order: &Order) -> Result<(), StoreError>;
+    /// Stores the answer on the key row.
+    async fn save_response(&mut self, request: &KeyedRequest, response: &StoredResponse) -> Result<(), StoreError>;
+    /// Commits.
+    async fn commit(self) -> Result<(), StoreError>;
+}
+
+/// The work of a fresh key: builds the order (or the refusal) from the request, inside the transaction.
+pub type WorkFn = Box<dyn FnOnce(&KeyedRequest) -> Work + Send>;
+
+/// The protocol step, once for every backend. `pause` (a fault) is slept after the key was claimed.
+pub(crate) async fn step<T: KeyTransaction>(
+    mut tx: T,
+    request: &KeyedRequest,
+    options: ProcessOptions,
+    pause: Option<Duration>,
+    work: WorkFn,
+) -> Result<Outcome, StoreError> {
+    match tx.claim(request).await? {
+        Claim::Claimed => {}
+        // Dropping `tx` rolls back: nothing was written.
+        Claim::Busy => return Ok(Outcome::InFlight),
+        Claim::Existing { request_hash, stored } => {
+            tx.commit().await?;
+            return Ok(Outcome::for_existing(&request.request_hash, &request_hash, stored));
         }
     }
+    if let Some(pause) = pause {
+        tokio::time::sleep(pause).await;
+    }
+    let Work { order, response } = work(request);
+    if response.body.len() > MAX_STORED_BODY_BYTES {
+        return Err(StoreError::ResponseTooLarge(response.body.len()));
+    }
+    if let Some(order) = &order {
+        tx.insert_order(order).await?;
+    }
+    tx.save_response(request, &response).await?;
+    if options.fail_before_commit {
+        // Dropping `tx` rolls back: neither the key row nor the order survives.
+        drop(tx);
+        return Err(StoreError::InjectedCrash);
+    }
+    tx.commit().await?;
+    Ok(Outcome::Fresh(response))
 }
 
 /// The columns of an `orders` row, in the order every backend selects them:
@@ -160,6 +110,16 @@ pub(crate) fn decode_order(
     Ok(Order { id, account_id, idempotency_key, items, total_cents, currency, created_at })
 }
 
+/// The stored answer from the key row's columns (see [`StoredResponse::from_columns`]).
+pub(crate) fn stored_from_columns(
+    status: Option<u16>,
+    headers: Option<&str>,
+    body: Option<String>,
+) -> Result<Option<StoredResponse>, StoreError> {
+    StoredResponse::from_columns(status, headers, body)
+        .map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))
+}
+
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -172,6 +132,9 @@ pub enum StoreError {
     /// No pooled PostgreSQL connection could be had.
     #[error("postgres pool: {0}")]
     Pool(String),
+    /// TLS to PostgreSQL could not be set up.
+    #[error("postgres tls: {0}")]
+    Tls(String),
     /// A stored value could not be decoded.
     #[error("corrupt stored data: {0}")]
     Corrupt(String),
@@ -184,6 +147,9 @@ pub enum StoreError {
     /// Another transaction holds the key (PostgreSQL lock timeout): answered as 409.
     #[error("key is locked by another transaction")]
     Locked,
+    /// The answer is larger than [`MAX_STORED_BODY_BYTES`]: not stored, rolled back.
+    #[error("response of {0} bytes is too large to store")]
+    ResponseTooLarge(usize),
 }
 
 /// The configured backend.
@@ -206,9 +172,15 @@ macro_rules! backend {
 }
 
 impl Store {
-    /// The protocol step: see the module docs.
-    pub async fn process(&self, request: KeyedRequest, options: ProcessOptions) -> Result<Outcome, StoreError> {
-        backend!(self, store => store.process(request, options).await)
+    /// The protocol step (see the module docs); `work` runs only for a fresh key, inside its transaction.
+    pub async fn process(
+        &self,
+        request: KeyedRequest,
+        options: ProcessOptions,
+        work: impl FnOnce(&KeyedRequest) -> Work + Send + 'static,
+    ) -> Result<Outcome, StoreError> {
+        let work: WorkFn = Box::new(work);
+        backend!(self, store => store.process(request, options, work).await)
     }
 
     /// The account's orders, newest first, at most `limit`.

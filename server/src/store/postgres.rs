@@ -15,20 +15,44 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Transaction};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row};
 
-use super::{KeyedRequest, OrderColumns, Outcome, ProcessOptions, StoreError, StoredResponse};
+use super::{stored_from_columns, Claim, KeyTransaction, OrderColumns, ProcessOptions, StoreError, WorkFn};
 use crate::keys::AccountId;
 use crate::orders::{self, Order};
+use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
 
-/// Connections per server instance.
-pub const POOL_SIZE: usize = 16;
 /// How long a request waits for a pooled connection.
 pub const POOL_WAIT: Duration = Duration::from_secs(10);
 /// Advisory lock id (an arbitrary constant) serializing migrations across instances.
 const MIGRATION_LOCK: i64 = 0x1de3_907e_f37c_0001;
+
+/// Connection settings beyond the URL.
+///
+/// # Default
+/// 16 connections, `statement_timeout` 5 s, `idle_in_transaction_session_timeout` 15 s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PgOptions {
+    /// Connections per server instance.
+    pub pool_size: usize,
+    /// PostgreSQL's `statement_timeout`: no statement runs longer.
+    pub statement_timeout: Duration,
+    /// PostgreSQL's `idle_in_transaction_session_timeout`: a transaction left idle this long (a stuck
+    /// handler) is ended by the server, releasing its locks and its key.
+    pub idle_in_transaction_timeout: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            pool_size: 16,
+            statement_timeout: Duration::from_secs(5),
+            idle_in_transaction_timeout: Duration::from_secs(15),
+        }
+    }
+}
 
 /// The same tables, columns and indexes as [`super::sqlite`]'s schema, in PostgreSQL's types
 /// (`BIGINT`, `BIGSERIAL`): keep the two in step.
@@ -71,11 +95,17 @@ impl std::fmt::Debug for PostgresStore {
 
 impl PostgresStore {
     /// Connects to `url` (`postgres://user[:password]@host:port/db`, no TLS) and applies the schema.
-    pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let config = tokio_postgres::Config::from_str(url)?;
+    pub async fn connect(url: &str, options: PgOptions) -> Result<Self, StoreError> {
+        let mut config = tokio_postgres::Config::from_str(url)?;
+        // Session settings sent at connect time, so every pooled connection has them.
+        config.options(format!(
+            "-c statement_timeout={} -c idle_in_transaction_session_timeout={}",
+            options.statement_timeout.as_millis(),
+            options.idle_in_transaction_timeout.as_millis()
+        ));
         let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
+            .max_size(options.pool_size.max(1))
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(POOL_WAIT))
             .create_timeout(Some(POOL_WAIT))
@@ -100,98 +130,15 @@ impl PostgresStore {
     }
 
     /// See [`super::Store::process`]. The `work_delay` is slept inside the transaction, with the key locked.
-    pub async fn process(&self, request: KeyedRequest, options: ProcessOptions) -> Result<Outcome, StoreError> {
+    pub(crate) async fn process(
+        &self,
+        request: KeyedRequest,
+        options: ProcessOptions,
+        work: WorkFn,
+    ) -> Result<Outcome, StoreError> {
         let mut client = self.client().await?;
-        let tx = client.transaction().await?;
-        let account = request.account.as_str();
-        let key = request.key.as_str();
-
-        // One round-trip: try the key's lock (never waits) and set this transaction's `lock_timeout`,
-        // which bounds every later lock wait. '/' cannot occur in an account id, so "account/key" is
-        // unambiguous.
-        let claimed: bool = tx
-            .query_one(
-                "SELECT pg_try_advisory_xact_lock(hashtextextended($1 || '/' || $2, 0)),
-                        set_config('lock_timeout', '5s', true)",
-                &[&account, &key],
-            )
-            .await?
-            .try_get(0)?;
-        if !claimed {
-            return Ok(Outcome::InFlight);
-        }
-
-        tx.execute(
-            "DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND created_at < $3",
-            &[&account, &key, &request.expired_before],
-        )
-        .await
-        .map_err(locked_or)?;
-        let inserted = tx
-            .execute(
-                "INSERT INTO idempotency_keys (account_id, key, request_hash, created_at)
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (account_id, key) DO NOTHING",
-                &[&account, &key, &request.request_hash, &request.now],
-            )
-            .await
-            .map_err(locked_or)?;
-
-        if inserted == 0 {
-            let row = tx
-                .query_one(
-                    "SELECT request_hash, status_code, response_headers, response_body
-                     FROM idempotency_keys WHERE account_id = $1 AND key = $2",
-                    &[&account, &key],
-                )
-                .await?;
-            let stored_hash: String = row.try_get(0)?;
-            let status: Option<i32> = row.try_get(1)?;
-            let status = status
-                .map(|status| u16::try_from(status).map_err(|_| StoreError::Corrupt(format!("status_code {status}"))))
-                .transpose()?;
-            let headers: Option<String> = row.try_get(2)?;
-            let body: Option<String> = row.try_get(3)?;
-            let stored = StoredResponse::from_columns(status, headers.as_deref(), body)?;
-            tx.commit().await?;
-            return Ok(Outcome::for_existing(&request.request_hash, &stored_hash, stored));
-        }
-
-        if let Some(delay) = options.work_delay {
-            tokio::time::sleep(delay).await;
-        }
-        let response = match orders::prepare(&request.body) {
-            Ok(new) => {
-                let order = orders::build(new, &request.account, &request.key, request.now);
-                tx.execute(
-                    "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                    &[
-                        &order.id,
-                        &order.account_id,
-                        &order.idempotency_key,
-                        &orders::encode_items(&order.items),
-                        &order.total_cents,
-                        &order.currency,
-                        &order.created_at,
-                    ],
-                )
-                .await?;
-                orders::created_response(&order)
-            }
-            Err(problem) => StoredResponse::from_problem(&problem),
-        };
-        tx.execute(
-            "UPDATE idempotency_keys SET status_code = $1, response_headers = $2, response_body = $3
-             WHERE account_id = $4 AND key = $5",
-            &[&i32::from(response.status), &response.encode_headers(), &response.body, &account, &key],
-        )
-        .await?;
-        if options.fail_before_commit {
-            tx.rollback().await?;
-            return Err(StoreError::InjectedCrash);
-        }
-        tx.commit().await?;
-        Ok(Outcome::Fresh(response))
+        let tx = PgTransaction(client.transaction().await?);
+        super::step(tx, &request, options, options.work_delay, work).await
     }
 
     /// See [`super::Store::list_orders`].
@@ -231,6 +178,104 @@ impl PostgresStore {
         let client = self.client().await?;
         client.query_one("SELECT 1", &[]).await?;
         Ok(())
+    }
+}
+
+/// One transaction on a pooled connection.
+struct PgTransaction<'a>(Transaction<'a>);
+
+impl KeyTransaction for PgTransaction<'_> {
+    async fn claim(&mut self, request: &KeyedRequest) -> Result<Claim, StoreError> {
+        let (account, key) = (request.account.as_str(), request.key.as_str());
+        // One round-trip: try the key's lock (never waits) and set this transaction's `lock_timeout`,
+        // which bounds every later lock wait. '/' cannot occur in an account id, so "account/key" is
+        // unambiguous.
+        let claimed: bool = self
+            .0
+            .query_one(
+                "SELECT pg_try_advisory_xact_lock(hashtextextended($1 || '/' || $2, 0)),
+                        set_config('lock_timeout', '5s', true)",
+                &[&account, &key],
+            )
+            .await?
+            .try_get(0)?;
+        if !claimed {
+            return Ok(Claim::Busy);
+        }
+        self.0
+            .execute(
+                "DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND created_at < $3",
+                &[&account, &key, &request.expired_before],
+            )
+            .await
+            .map_err(locked_or)?;
+        let inserted = self
+            .0
+            .execute(
+                "INSERT INTO idempotency_keys (account_id, key, request_hash, created_at)
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (account_id, key) DO NOTHING",
+                &[&account, &key, &request.request_hash, &request.now],
+            )
+            .await
+            .map_err(locked_or)?;
+        if inserted == 1 {
+            return Ok(Claim::Claimed);
+        }
+        let row = self
+            .0
+            .query_one(
+                "SELECT request_hash, status_code, response_headers, response_body
+                 FROM idempotency_keys WHERE account_id = $1 AND key = $2",
+                &[&account, &key],
+            )
+            .await?;
+        let status: Option<i32> = row.try_get(1)?;
+        let status = status
+            .map(|status| u16::try_from(status).map_err(|_| StoreError::Corrupt(format!("status_code {status}"))))
+            .transpose()?;
+        let headers: Option<String> = row.try_get(2)?;
+        let stored = stored_from_columns(status, headers.as_deref(), row.try_get(3)?)?;
+        Ok(Claim::Existing { request_hash: row.try_get(0)?, stored })
+    }
+
+    async fn insert_order(&mut self, order: &Order) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                &[
+                    &order.id,
+                    &order.account_id,
+                    &order.idempotency_key,
+                    &orders::encode_items(&order.items),
+                    &order.total_cents,
+                    &order.currency,
+                    &order.created_at,
+                ],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn save_response(&mut self, request: &KeyedRequest, response: &StoredResponse) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "UPDATE idempotency_keys SET status_code = $1, response_headers = $2, response_body = $3
+                 WHERE account_id = $4 AND key = $5",
+                &[
+                    &i32::from(response.status),
+                    &response.encode_headers(),
+                    &response.body,
+                    &request.account.as_str(),
+                    &request.key.as_str(),
+                ],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn commit(self) -> Result<(), StoreError> {
+        Ok(self.0.commit().await?)
     }
 }
 

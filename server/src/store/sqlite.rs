@@ -8,11 +8,14 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
-use super::{decode_order, KeyedRequest, OrderColumns, Outcome, ProcessOptions, StoreError, StoredResponse};
+use super::{
+    decode_order, stored_from_columns, Claim, KeyTransaction, OrderColumns, ProcessOptions, StoreError, WorkFn,
+};
 use crate::keys::AccountId;
 use crate::orders::{self, Order};
+use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
 
 /// How long a writer waits for another one before failing with "database is locked".
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -44,6 +47,20 @@ CREATE TABLE IF NOT EXISTS orders (
 CREATE INDEX IF NOT EXISTS orders_account_seq ON orders (account_id, seq);
 ";
 
+/// SQLite's `synchronous` setting (with WAL).
+///
+/// `Full` (the default) syncs the WAL at every commit: an order confirmed to the shopper survives a power
+/// loss. `Normal` syncs only at checkpoints: faster (see BENCHMARKS.md), but a power loss can undo the last
+/// commits, so a confirmed order could vanish while the client already retired its key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Synchronous {
+    /// `PRAGMA synchronous = FULL`.
+    #[default]
+    Full,
+    /// `PRAGMA synchronous = NORMAL`.
+    Normal,
+}
+
 /// The SQLite store. Cloning shares the connection.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
@@ -53,12 +70,15 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` (`:memory:` for a private in-memory one)
     /// and applies the schema.
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+    pub fn open(path: impl AsRef<Path>, synchronous: Synchronous) -> Result<Self, StoreError> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         // WAL lets readers proceed while a writer commits; in-memory databases keep their own mode.
         let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
-        conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
+        conn.execute_batch(match synchronous {
+            Synchronous::Full => "PRAGMA synchronous = FULL;",
+            Synchronous::Normal => "PRAGMA synchronous = NORMAL;",
+        })?;
         conn.execute_batch(SCHEMA)?;
         Ok(SqliteStore { conn: Arc::new(Mutex::new(conn)) })
     }
@@ -76,11 +96,23 @@ impl SqliteStore {
     /// See [`super::Store::process`]. The `work_delay` is slept before the transaction, while the
     /// caller holds the key's in-process claim: sleeping inside would stall every other writer,
     /// since SQLite has one.
-    pub async fn process(&self, request: KeyedRequest, options: ProcessOptions) -> Result<Outcome, StoreError> {
+    pub(crate) async fn process(
+        &self,
+        request: KeyedRequest,
+        options: ProcessOptions,
+        work: WorkFn,
+    ) -> Result<Outcome, StoreError> {
         if let Some(delay) = options.work_delay {
             tokio::time::sleep(delay).await;
         }
-        self.with_conn(move |conn| process_in_transaction(conn, &request, options)).await
+        let runtime = tokio::runtime::Handle::current();
+        self.with_conn(move |conn| {
+            let tx = SqliteTransaction(conn.transaction_with_behavior(TransactionBehavior::Immediate)?);
+            // The SQLite transaction never awaits anything: the step runs straight through on this
+            // blocking thread (`block_on` is allowed here, outside the async workers).
+            runtime.block_on(super::step(tx, &request, options, None, work))
+        })
+        .await
     }
 
     /// See [`super::Store::list_orders`].
@@ -144,72 +176,86 @@ fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
     conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The whole protocol step, in one `BEGIN IMMEDIATE` transaction.
-fn process_in_transaction(
-    conn: &mut Connection,
-    request: &KeyedRequest,
-    options: ProcessOptions,
-) -> Result<Outcome, StoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let account = request.account.as_str();
-    let key = request.key.as_str();
+/// One `BEGIN IMMEDIATE` transaction: SQLite takes the write lock at `BEGIN`.
+struct SqliteTransaction<'c>(Transaction<'c>);
 
-    // An expired key behaves as new, even before the sweep deletes it.
-    tx.execute(
-        "DELETE FROM idempotency_keys WHERE account_id = ?1 AND key = ?2 AND created_at < ?3",
-        params![account, key, request.expired_before],
-    )?;
-    let inserted = tx.execute(
-        "INSERT INTO idempotency_keys (account_id, key, request_hash, created_at)
-         VALUES (?1, ?2, ?3, ?4) ON CONFLICT (account_id, key) DO NOTHING",
-        params![account, key, request.request_hash, request.now],
-    )?;
-
-    if inserted == 0 {
-        let (stored_hash, status, headers, body): (String, Option<u16>, Option<String>, Option<String>) = tx
-            .query_row(
+impl KeyTransaction for SqliteTransaction<'_> {
+    async fn claim(&mut self, request: &KeyedRequest) -> Result<Claim, StoreError> {
+        let (account, key) = (request.account.as_str(), request.key.as_str());
+        // An expired key behaves as new, even before the sweep deletes it.
+        self.0.execute(
+            "DELETE FROM idempotency_keys WHERE account_id = ?1 AND key = ?2 AND created_at < ?3",
+            params![account, key, request.expired_before],
+        )?;
+        let inserted = self.0.execute(
+            "INSERT INTO idempotency_keys (account_id, key, request_hash, created_at)
+             VALUES (?1, ?2, ?3, ?4) ON CONFLICT (account_id, key) DO NOTHING",
+            params![account, key, request.request_hash, request.now],
+        )?;
+        if inserted == 1 {
+            return Ok(Claim::Claimed);
+        }
+        let (request_hash, status, headers, body): (String, Option<u16>, Option<String>, Option<String>) =
+            self.0.query_row(
                 "SELECT request_hash, status_code, response_headers, response_body
                  FROM idempotency_keys WHERE account_id = ?1 AND key = ?2",
                 params![account, key],
                 |row| row.try_into(),
             )?;
-        let stored = StoredResponse::from_columns(status, headers.as_deref(), body)?;
-        tx.commit()?;
-        return Ok(Outcome::for_existing(&request.request_hash, &stored_hash, stored));
+        Ok(Claim::Existing { request_hash, stored: stored_from_columns(status, headers.as_deref(), body)? })
     }
 
-    // The key is ours: do the work inside the same transaction.
-    let response = match orders::prepare(&request.body) {
-        Ok(new) => {
-            let order = orders::build(new, &request.account, &request.key, request.now);
-            tx.execute(
-                "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    order.id,
-                    order.account_id,
-                    order.idempotency_key,
-                    orders::encode_items(&order.items),
-                    order.total_cents,
-                    order.currency,
-                    order.created_at
-                ],
-            )?;
-            orders::created_response(&order)
-        }
-        // A rejected body is an answer too: store it so a retry gets the same 400.
-        Err(problem) => StoredResponse::from_problem(&problem),
-    };
-    tx.execute(
-        "UPDATE idempotency_keys SET status_code = ?1, response_headers = ?2, response_body = ?3
-         WHERE account_id = ?4 AND key = ?5",
-        params![response.status, response.encode_headers(), response.body, account, key],
-    )?;
-    if options.fail_before_commit {
-        // Dropping `tx` rolls back: neither the key row nor the order survives.
-        drop(tx);
-        return Err(StoreError::InjectedCrash);
+    async fn insert_order(&mut self, order: &Order) -> Result<(), StoreError> {
+        self.0.execute(
+            "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                order.id,
+                order.account_id,
+                order.idempotency_key,
+                orders::encode_items(&order.items),
+                order.total_cents,
+                order.currency,
+                order.created_at
+            ],
+        )?;
+        Ok(())
     }
-    tx.commit()?;
-    Ok(Outcome::Fresh(response))
+
+    async fn save_response(&mut self, request: &KeyedRequest, response: &StoredResponse) -> Result<(), StoreError> {
+        self.0.execute(
+            "UPDATE idempotency_keys SET status_code = ?1, response_headers = ?2, response_body = ?3
+             WHERE account_id = ?4 AND key = ?5",
+            params![
+                response.status,
+                response.encode_headers(),
+                response.body,
+                request.account.as_str(),
+                request.key.as_str()
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn commit(self) -> Result<(), StoreError> {
+        Ok(self.0.commit()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn synchronous_is_applied() {
+        let dir = tempfile::tempdir().expect("dir");
+        for (setting, expected) in [(Synchronous::Full, 2), (Synchronous::Normal, 1)] {
+            let store = SqliteStore::open(dir.path().join("s.sqlite"), setting).expect("open");
+            let value: i64 = store
+                .with_conn(|conn| Ok(conn.query_row("PRAGMA synchronous", [], |row| row.get(0))?))
+                .await
+                .expect("read");
+            assert_eq!(value, expected, "{setting:?}");
+        }
+    }
 }

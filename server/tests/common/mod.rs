@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use idempotent_fetch_server::keys::{request_hash, AccountId, IdempotencyKey};
-use idempotent_fetch_server::store::{KeyedRequest, ProcessOptions};
+use idempotent_fetch_server::protocol::KeyedRequest;
+use idempotent_fetch_server::session::SessionKey;
+use idempotent_fetch_server::store::ProcessOptions;
 use idempotent_fetch_server::{serve, Config, RunningServer};
 use reqwest::{Client, RequestBuilder, Response};
 use tokio::task::JoinHandle;
@@ -16,6 +18,17 @@ pub const MUGS: &str = r#"{"items":[{"sku":"mug","qty":2}]}"#;
 pub const GRINDER: &str = r#"{"items":[{"sku":"grinder","qty":1}]}"#;
 /// The retention window the tests sweep with: one day.
 pub const RETENTION: Duration = Duration::from_secs(86_400);
+/// The session secret of every test server, so tests can issue sessions themselves.
+pub const SECRET: &str = "a test secret of at least thirty-two bytes";
+/// The account of requests that name none.
+pub const DEFAULT_ACCOUNT: &str = "demo";
+
+/// `Bearer TOKEN` for a session of `account` signed with [`SECRET`].
+pub fn bearer(account: &str) -> String {
+    let key = SessionKey::from_secret(SECRET.as_bytes()).expect("secret");
+    let session = key.issue(AccountId::parse(account).expect("account"), idempotent_fetch_server::unix_now());
+    format!("Bearer {}", session.token)
+}
 
 pub struct TestServer {
     pub server: RunningServer,
@@ -33,6 +46,7 @@ impl TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = dir.path().join("test.sqlite");
         let mut config = Config::sqlite(db.to_string_lossy().into_owned());
+        config.session_secret = Some(SECRET.to_owned());
         adjust(&mut config);
         let server = serve(config).await.expect("server starts");
         TestServer { server, client: Client::new(), db, _dir: dir }
@@ -42,7 +56,8 @@ impl TestServer {
         format!("{}{}", self.server.url(), path)
     }
 
-    /// `POST /api/orders` with the given key (None: no header) and extra headers.
+    /// `POST /api/orders` with the given key (None: no header) and extra headers; as the default account
+    /// unless the headers carry an `authorization`.
     pub async fn post(&self, key: Option<&str>, body: &str, headers: &[(&str, &str)]) -> reqwest::Result<Response> {
         post_to(&self.client, &self.server.url(), key, body, headers).await
     }
@@ -52,9 +67,9 @@ impl TestServer {
         self.post(key, body, headers).await.expect("post").status().as_u16()
     }
 
-    /// `GET path` as JSON.
+    /// `GET path` as JSON, as the default account.
     pub async fn get_json(&self, path: &str) -> serde_json::Value {
-        json(self.client.get(self.url(path))).await
+        json(self.client.get(self.url(path)).header("authorization", bearer(DEFAULT_ACCOUNT))).await
     }
 
     /// [`idempotent_fetch_server::sweep::sweep_once`] on this server's store at unix time `at`.
@@ -88,6 +103,9 @@ pub async fn post_to(
         client.post(format!("{base}/api/orders")).header("content-type", "application/json").body(body.to_owned());
     if let Some(key) = key {
         request = request.header("idempotency-key", key);
+    }
+    if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("authorization")) {
+        request = request.header("authorization", bearer(DEFAULT_ACCOUNT));
     }
     for (name, value) in headers {
         request = request.header(*name, *value);
@@ -196,6 +214,11 @@ pub fn keyed_request(account: &str, key: &str, body: &str, now: i64) -> KeyedReq
         now,
         expired_before: 0,
     }
+}
+
+/// The body of the key-row rows' stored answers, in bytes, summed, read straight from the SQLite file.
+pub fn stored_bytes(db: &std::path::Path) -> i64 {
+    count(db, "SELECT COALESCE(SUM(LENGTH(response_body) + LENGTH(response_headers)), 0) FROM idempotency_keys")
 }
 
 /// Options that roll the transaction back after the work, as a crash before `COMMIT` would.

@@ -1,0 +1,370 @@
+//! Load benchmark of the reference server: N concurrent clients, each with its own session (account), send
+//! a fixed number of operations: mostly orders with fresh keys, plus retries of their own earlier keys (a
+//! lost answer) and in-flight twins (two requests with one new key at the same moment, as two tabs would).
+//! Reports requests/s, p50/p99 latency and, from the database, orders vs keys and duplicates.
+//!
+//! Scenarios: SQLite with `synchronous=FULL` (the default) and `NORMAL`, one instance each; PostgreSQL
+//! with three instances behind a round-robin client (durable commits: `fsync=on`, `synchronous_commit=on`).
+//!
+//! A small harness rather than `oha`/`autocannon`: the mix needs per-client state (replaying one's own
+//! earlier key with the same body, firing twins with one key and retrying the 409 that loses) and a check
+//! of the database afterwards; fixed-request generators send independent requests only.
+//!
+//! ```sh
+//! cargo bench -p idempotent-fetch-server --bench load --profile server -- [--clients 32] [--ops 100]
+//!     [--only sqlite-full|sqlite-normal|postgres]
+//! ```
+//!
+//! `--profile server` builds the server binary the harness starts (and the harness) the way the server
+//! ships; `IF_SERVER_BIN` points the harness at another server binary. Under `cargo test` (no `--bench` argument) it runs a small SQLite smoke pass instead and fails
+//! only if the protocol broke (a duplicate order, an unexpected status), never on timing.
+
+#[path = "../tests/common/pg_cluster.rs"]
+mod pg_cluster;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::Client;
+
+/// The server binary cargo built along with this harness (same profile), unless `IF_SERVER_BIN` names one.
+fn server_bin() -> String {
+    std::env::var("IF_SERVER_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_idempotent-fetch-server").to_owned())
+}
+const SECRET: &str = "the load benchmark's shared session secret";
+/// Share of operations that retry one of the client's earlier keys.
+const RETRY_SHARE: f64 = 0.10;
+/// Share of operations that are in-flight twins.
+const TWIN_SHARE: f64 = 0.10;
+
+struct Args {
+    clients: usize,
+    ops: usize,
+    only: Option<String>,
+    smoke: bool,
+}
+
+fn args() -> Result<Args, String> {
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    let smoke = !raw.iter().any(|a| a == "--bench");
+    let mut args = Args { clients: 32, ops: 100, only: None, smoke };
+    if smoke {
+        (args.clients, args.ops, args.only) = (4, 10, Some("sqlite-full".to_owned()));
+        return Ok(args);
+    }
+    let mut it = raw.into_iter().filter(|a| a != "--bench");
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--clients" => args.clients = value()?.parse().map_err(|e| format!("--clients: {e}"))?,
+            "--ops" => args.ops = value()?.parse().map_err(|e| format!("--ops: {e}"))?,
+            "--only" => args.only = Some(value()?),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(args)
+}
+
+/// A server process, killed on drop.
+struct ServerProcess {
+    child: Child,
+    url: String,
+}
+
+impl ServerProcess {
+    fn start(extra: &[&str]) -> Result<ServerProcess, String> {
+        let server = server_bin();
+        let mut child = Command::new(&server)
+            .args(["--addr", "127.0.0.1:0", "--session-secret", SECRET])
+            // The limiter still runs, but no client of the benchmark should be throttled.
+            .args(["--account-rate-per-sec", "1000000", "--account-burst", "1000000"])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("{server}: {e}"))?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).map_err(|e| e.to_string())?;
+        let url = line.trim().strip_prefix("listening on ").ok_or_else(|| format!("unexpected line {line:?}"))?;
+        Ok(ServerProcess { url: url.to_owned(), child })
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What one request took and got.
+struct Sample {
+    latency: Duration,
+    status: u16,
+}
+
+/// What one client did.
+#[derive(Default)]
+struct ClientRun {
+    samples: Vec<Sample>,
+    /// Keys this client meant to create an order with (fresh and twin keys).
+    keys: u64,
+    /// Answers that break the protocol (anything but 201, or 409 for a twin).
+    unexpected: Vec<String>,
+}
+
+fn body_for(n: usize) -> String {
+    format!(r#"{{"items":[{{"sku":"mug","qty":{}}},{{"sku":"filter-papers","qty":1}}]}}"#, n % 9 + 1)
+}
+
+async fn post(client: &Client, base: &str, token: &str, key: &str, body: String) -> Result<Sample, String> {
+    let started = Instant::now();
+    let response = client
+        .post(format!("{base}/api/orders"))
+        .bearer_auth(token)
+        .header("idempotency-key", key)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| format!("POST {key}: {e}"))?;
+    let status = response.status().as_u16();
+    response.bytes().await.map_err(|e| format!("POST {key} body: {e}"))?;
+    Ok(Sample { latency: started.elapsed(), status })
+}
+
+async fn run_client(index: usize, bases: Vec<String>, ops: usize) -> Result<ClientRun, String> {
+    let client = Client::new();
+    let session: serde_json::Value = client
+        .post(format!("{}/api/session", bases[0]))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| e.to_string())?;
+    let token = session["token"].as_str().ok_or("no session token")?.to_owned();
+    let mut rng = fastrand::Rng::with_seed(index as u64);
+    let mut run = ClientRun::default();
+    let mut used: Vec<usize> = Vec::new();
+    let base = |n: usize| bases[n % bases.len()].as_str();
+    for n in 0..ops {
+        let roll = rng.f64();
+        if roll < RETRY_SHARE && !used.is_empty() {
+            // A retry after a lost answer: same key, same body; the stored 201 comes back.
+            let old = used[rng.usize(..used.len())];
+            let sample = post(&client, base(n), &token, &format!("c{index}-k{old}"), body_for(old)).await?;
+            if sample.status != 201 {
+                run.unexpected.push(format!("retry of k{old}: {}", sample.status));
+            }
+            run.samples.push(sample);
+        } else if roll < RETRY_SHARE + TWIN_SHARE {
+            // Twins: one new key, two requests at once (to two instances when there are several).
+            run.keys += 1;
+            used.push(n);
+            let key = format!("c{index}-k{n}");
+            let (a, b) = tokio::join!(
+                post(&client, base(n), &token, &key, body_for(n)),
+                post(&client, base(n + 1), &token, &key, body_for(n))
+            );
+            for sample in [a?, b?] {
+                let mut status = sample.status;
+                run.samples.push(sample);
+                // The loser is told 409 + Retry-After; it retries (sooner than the 1 s it is told, to keep
+                // the client busy) until it gets the replay.
+                while status == 409 {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let again = post(&client, base(n), &token, &key, body_for(n)).await?;
+                    status = again.status;
+                    run.samples.push(again);
+                }
+                if status != 201 {
+                    run.unexpected.push(format!("twin k{n}: {status}"));
+                }
+            }
+        } else {
+            run.keys += 1;
+            used.push(n);
+            let sample = post(&client, base(n), &token, &format!("c{index}-k{n}"), body_for(n)).await?;
+            if sample.status != 201 {
+                run.unexpected.push(format!("k{n}: {}", sample.status));
+            }
+            run.samples.push(sample);
+        }
+    }
+    Ok(run)
+}
+
+/// Orders, and `(account, key)` pairs with more than one order, counted in the database.
+struct Counts {
+    orders: i64,
+    duplicates: i64,
+}
+
+const COUNT_ORDERS: &str = "SELECT COUNT(*) FROM orders";
+const COUNT_DUPLICATES: &str =
+    "SELECT COUNT(*) FROM (SELECT 1 FROM orders GROUP BY account_id, idempotency_key HAVING COUNT(*) > 1) AS d";
+
+struct Report {
+    scenario: String,
+    clients: usize,
+    requests: usize,
+    elapsed: Duration,
+    p50: Duration,
+    p99: Duration,
+    keys: u64,
+    counts: Counts,
+    unexpected: Vec<String>,
+}
+
+fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    let index = ((sorted.len() as f64) * q) as usize;
+    sorted.get(index.min(sorted.len().saturating_sub(1))).copied().unwrap_or_default()
+}
+
+async fn drive(scenario: &str, bases: Vec<String>, args: &Args) -> Result<(Report, Duration), String> {
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..args.clients).map(|i| tokio::spawn(run_client(i, bases.clone(), args.ops))).collect();
+    let mut latencies = Vec::new();
+    let (mut keys, mut unexpected) = (0, Vec::new());
+    for task in tasks {
+        let run = task.await.map_err(|e| e.to_string())??;
+        latencies.extend(run.samples.iter().map(|s| s.latency));
+        keys += run.keys;
+        unexpected.extend(run.unexpected);
+    }
+    let elapsed = started.elapsed();
+    latencies.sort();
+    let report = Report {
+        scenario: scenario.to_owned(),
+        clients: args.clients,
+        requests: latencies.len(),
+        elapsed,
+        p50: percentile(&latencies, 0.50),
+        p99: percentile(&latencies, 0.99),
+        keys,
+        counts: Counts { orders: 0, duplicates: 0 },
+        unexpected,
+    };
+    Ok((report, elapsed))
+}
+
+async fn sqlite(scenario: &str, synchronous: &str, args: &Args) -> Result<Report, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let db = dir.path().join("load.sqlite");
+    let db_arg = db.to_string_lossy().into_owned();
+    let server = ServerProcess::start(&["--db", &db_arg, "--sqlite-synchronous", synchronous])?;
+    let (mut report, _) = drive(scenario, vec![server.url.clone()], args).await?;
+    drop(server);
+    let conn = rusqlite::Connection::open(&db).map_err(|e| e.to_string())?;
+    let count = |sql: &str| conn.query_row(sql, [], |row| row.get::<_, i64>(0)).map_err(|e| e.to_string());
+    report.counts = Counts { orders: count(COUNT_ORDERS)?, duplicates: count(COUNT_DUPLICATES)? };
+    Ok(report)
+}
+
+async fn postgres(args: &Args) -> Result<Report, String> {
+    let cluster = pg_cluster::Cluster::start(pg_cluster::bin_dir(), pg_cluster::Cluster::DURABLE)?;
+    let (admin, connection) =
+        tokio_postgres::connect(&cluster.url("postgres"), tokio_postgres::NoTls).await.map_err(|e| e.to_string())?;
+    tokio::spawn(connection);
+    admin.batch_execute("CREATE DATABASE load").await.map_err(|e| e.to_string())?;
+    let url = cluster.url("load");
+    let servers = (0..3).map(|_| ServerProcess::start(&["--database-url", &url])).collect::<Result<Vec<_>, _>>()?;
+    let bases = servers.iter().map(|s| s.url.clone()).collect();
+    let (mut report, _) = drive("PostgreSQL, 3 instances", bases, args).await?;
+    drop(servers);
+    let (db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.map_err(|e| e.to_string())?;
+    tokio::spawn(connection);
+    let count = |row: tokio_postgres::Row| row.get::<_, i64>(0);
+    report.counts = Counts {
+        orders: count(db.query_one(COUNT_ORDERS, &[]).await.map_err(|e| e.to_string())?),
+        duplicates: count(db.query_one(COUNT_DUPLICATES, &[]).await.map_err(|e| e.to_string())?),
+    };
+    drop(db);
+    drop(admin);
+    drop(cluster);
+    Ok(report)
+}
+
+fn print_header() {
+    println!("| scenario | clients | requests | requests/s | p50 | p99 | keys | orders | duplicates | unexpected |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+}
+
+fn print_row(r: &Report) {
+    println!(
+        "| {} | {} | {} | {:.0} | {:.1} ms | {:.1} ms | {} | {} | {} | {} |",
+        r.scenario,
+        r.clients,
+        r.requests,
+        r.requests as f64 / r.elapsed.as_secs_f64(),
+        r.p50.as_secs_f64() * 1e3,
+        r.p99.as_secs_f64() * 1e3,
+        r.keys,
+        r.counts.orders,
+        r.counts.duplicates,
+        r.unexpected.len()
+    );
+    for problem in r.unexpected.iter().take(5) {
+        eprintln!("  unexpected: {problem}");
+    }
+}
+
+async fn main_async(args: Args) -> Result<bool, String> {
+    let wanted = |name: &str| args.only.as_deref().is_none_or(|only| only == name);
+    let mut reports = Vec::new();
+    print_header();
+    if wanted("sqlite-full") {
+        reports.push(sqlite("SQLite, synchronous=FULL", "full", &args).await?);
+        print_row(reports.last().ok_or("no report")?);
+    }
+    if wanted("sqlite-normal") {
+        reports.push(sqlite("SQLite, synchronous=NORMAL", "normal", &args).await?);
+        print_row(reports.last().ok_or("no report")?);
+    }
+    if wanted("postgres") {
+        reports.push(postgres(&args).await?);
+        print_row(reports.last().ok_or("no report")?);
+    }
+    Ok(reports.iter().all(|r| r.counts.duplicates == 0 && r.counts.orders == r.keys as i64 && r.unexpected.is_empty()))
+}
+
+fn main() -> std::process::ExitCode {
+    let args = match args() {
+        Ok(args) => args,
+        Err(error) => {
+            eprintln!("load: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    if args.smoke && std::env::args().any(|a| a == "--ignored") {
+        // `cargo test -- --ignored` runs every test target again: the smoke pass already ran.
+        return std::process::ExitCode::SUCCESS;
+    }
+    if args.smoke {
+        println!("load benchmark smoke pass (cargo test): protocol checks only, no timing; `cargo bench` measures");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("load: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(main_async(args)) {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("load: the protocol broke under load (orders != keys, a duplicate, or an unexpected answer)");
+            std::process::ExitCode::FAILURE
+        }
+        Err(error) => {
+            eprintln!("load: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! The keys this process is working on right now.
+//!
+//! The key row, the work and the stored answer commit in ONE transaction, so an "in flight" row (key
+//! inserted, no answer yet) is uncommitted and invisible to other connections. With SQLite (a single
+//! writer, `BEGIN IMMEDIATE`) a second request for the same key would simply queue behind the first on
+//! the write lock and then replay its committed answer: correct, but it hides the in-flight state and ties
+//! up a blocking thread per duplicate. So each process also keeps the set of `(account, key)` pairs it is
+//! processing, and the handler answers a concurrent duplicate `409` with `Retry-After` at once. Across
+//! processes (PostgreSQL, several instances) the database's advisory lock plays that role.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use crate::keys::{AccountId, IdempotencyKey};
+
+/// The `(account, key)` pairs this process is working on.
+#[derive(Debug, Clone, Default)]
+pub struct InFlight {
+    keys: Arc<Mutex<HashSet<(String, String)>>>,
+}
+
+impl InFlight {
+    /// Claims a key; `None` if it is already claimed. The claim ends when the guard is dropped.
+    pub fn claim(&self, account: &AccountId, key: &IdempotencyKey) -> Option<InFlightGuard> {
+        let entry = (account.as_str().to_owned(), key.as_str().to_owned());
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if !keys.insert(entry.clone()) {
+            return None;
+        }
+        Some(InFlightGuard { keys: Arc::clone(&self.keys), entry })
+    }
+}
+
+/// A claim on a key; releases it on drop (also when the client disconnects and the handler is dropped,
+/// or when the handler panics and unwinds).
+#[derive(Debug)]
+pub struct InFlightGuard {
+    keys: Arc<Mutex<HashSet<(String, String)>>>,
+    entry: (String, String),
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        keys.remove(&self.entry);
+    }
+}

@@ -1,0 +1,206 @@
+//! Serving: the accept loop (hyper with a timer, for the header-read timeout, and a connection cap),
+//! graceful shutdown, and the background sweep.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::config::{Config, Database};
+use crate::error::ServeError;
+use crate::faults::Faults;
+use crate::inflight::InFlight;
+use crate::session::SessionKey;
+use crate::state::{account_limiter, AppState};
+use crate::store::{self, Store};
+
+/// How long [`RunningServer::shutdown`] waits for open connections before cutting them.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Opens the configured database and applies the schema.
+pub async fn open_store(database: &Database) -> Result<Store, ServeError> {
+    match database {
+        Database::Sqlite(path, synchronous) => {
+            let (path, synchronous) = (path.clone(), *synchronous);
+            let store = tokio::task::spawn_blocking(move || store::SqliteStore::open(path, synchronous))
+                .await
+                .map_err(|e| store::StoreError::Task(e.to_string()))??;
+            Ok(Store::Sqlite(store))
+        }
+        Database::Postgres(url, options) => Ok(Store::Postgres(store::PostgresStore::connect(url, *options).await?)),
+    }
+}
+
+/// A server running in the background of the current tokio runtime.
+#[derive(Debug)]
+pub struct RunningServer {
+    addr: SocketAddr,
+    store: Store,
+    faults: Option<Faults>,
+    sessions: SessionKey,
+    shutdown: watch::Sender<bool>,
+    server: JoinHandle<()>,
+    background: Vec<JoinHandle<()>>,
+}
+
+impl RunningServer {
+    /// The address actually bound (with the real port when the config asked for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The store (tests use it to sweep or inspect).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The fault switchboard (`None` without `--enable-faults`).
+    pub fn faults(&self) -> Option<&Faults> {
+        self.faults.as_ref()
+    }
+
+    /// The key that signs this server's sessions (tests issue sessions with it).
+    pub fn sessions(&self) -> &SessionKey {
+        &self.sessions
+    }
+
+    /// A handle that starts a graceful shutdown when sent `true` (or dropped along with this server).
+    pub fn shutdown_handle(&self) -> watch::Sender<bool> {
+        self.shutdown.clone()
+    }
+
+    /// Stops accepting connections, lets open requests finish (at most [`SHUTDOWN_GRACE`]), stops the sweep.
+    pub async fn shutdown(self) -> Result<(), ServeError> {
+        let _ = self.shutdown.send(true);
+        self.wait().await
+    }
+
+    /// Waits until the server stops (after a shutdown was requested through a handle).
+    pub async fn wait(self) -> Result<(), ServeError> {
+        let joined = self.server.await;
+        for task in &self.background {
+            task.abort();
+        }
+        match joined {
+            Ok(()) => Ok(()),
+            Err(join) if join.is_cancelled() => Ok(()),
+            Err(join) => Err(ServeError::Io(std::io::Error::other(join.to_string()))),
+        }
+    }
+}
+
+/// Opens the database, binds `config.addr`, and serves in the background. Returns once listening.
+pub async fn serve(config: Config) -> Result<RunningServer, ServeError> {
+    let store = open_store(&config.database).await?;
+    serve_with_store(config, store).await
+}
+
+/// Like [`serve`], with an already opened store (several servers may share one).
+pub async fn serve_with_store(config: Config, store: Store) -> Result<RunningServer, ServeError> {
+    let faults = match &config.faults {
+        Some(initial) => {
+            initial.validate().map_err(|p| ServeError::Config(p.detail))?;
+            tracing::warn!("faults ENABLED (--enable-faults): /api/faults, X-Fault and named sessions are on");
+            Some(Faults::new(initial.clone()))
+        }
+        None => {
+            tracing::info!("faults disabled: /api/faults is 404 and X-Fault is ignored");
+            None
+        }
+    };
+    let sessions = match &config.session_secret {
+        Some(secret) => SessionKey::from_secret(secret.as_bytes()),
+        None => {
+            tracing::info!("no --session-secret: sessions are signed with a random secret and end with this process");
+            SessionKey::random()
+        }
+    }
+    .map_err(|e| ServeError::Config(e.to_string()))?;
+    let limiter = Arc::new(account_limiter(&config.limits));
+    let state = AppState {
+        store: store.clone(),
+        faults: faults.clone(),
+        in_flight: InFlight::default(),
+        retention: config.retention,
+        sessions: sessions.clone(),
+        secure_cookie: config.secure_cookie,
+        limiter: Arc::clone(&limiter),
+    };
+    let app = crate::routes::router(state, &config)?;
+    let listener = TcpListener::bind(config.addr).await?;
+    let addr = listener.local_addr()?;
+
+    let (shutdown, rx) = watch::channel(false);
+    let server = tokio::spawn(accept_loop(listener, app, config.clone(), rx.clone()));
+    let sweeper = tokio::spawn(crate::sweep::run(store.clone(), config.retention, config.sweep_interval, rx));
+    // The limiter keeps a bucket per account seen; forget the idle ones now and then.
+    let forget = tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            ticker.tick().await;
+            limiter.retain_recent();
+            limiter.shrink_to_fit();
+        }
+    });
+    Ok(RunningServer { addr, store, faults, sessions, shutdown, server, background: vec![sweeper, forget] })
+}
+
+/// Accepts connections until `stop` turns true, then lets open connections finish (at most
+/// [`SHUTDOWN_GRACE`]).
+async fn accept_loop(listener: TcpListener, app: axum::Router, config: Config, mut stop: watch::Receiver<bool>) {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    // The timer enables the header-read timeout: a client that trickles its headers (slowloris) is
+    // disconnected instead of holding the connection.
+    http.timer(TokioTimer::new()).header_read_timeout(config.limits.header_timeout).keep_alive(true);
+    let connections = Arc::new(Semaphore::new(usize::try_from(config.limits.max_connections).unwrap_or(usize::MAX)));
+    let graceful = GracefulShutdown::new();
+    loop {
+        let (stream, _peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: wait a little instead of spinning.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = stopped(&mut stop) => break,
+        };
+        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+            // Over the connection cap: close at once rather than queue.
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            let _ = connection.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(SHUTDOWN_GRACE) => {
+            tracing::warn!("connections still open after the grace period; closing them");
+        }
+    }
+}
+
+/// Resolves once a shutdown was requested (or the sender is gone).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}

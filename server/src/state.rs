@@ -1,0 +1,42 @@
+//! What every handler shares.
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+
+use crate::config::Limits;
+use crate::faults::Faults;
+use crate::inflight::InFlight;
+use crate::session::SessionKey;
+use crate::store::Store;
+
+/// Per-account rate of `POST /api/orders` (a keyed token bucket).
+pub type AccountLimiter = DefaultKeyedRateLimiter<String>;
+
+/// What every handler shares.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The database.
+    pub store: Store,
+    /// The fault switchboard; `None` unless the server runs with `--enable-faults`.
+    pub faults: Option<Faults>,
+    /// Keys this process is working on.
+    pub in_flight: InFlight,
+    /// Key retention.
+    pub retention: Duration,
+    /// Signs and verifies sessions.
+    pub sessions: SessionKey,
+    /// `Secure` session cookies.
+    pub secure_cookie: bool,
+    /// Orders per account and second.
+    pub limiter: Arc<AccountLimiter>,
+}
+
+/// The per-account limiter for `limits`.
+pub fn account_limiter(limits: &Limits) -> AccountLimiter {
+    let rate = NonZeroU32::new(limits.account_rate_per_sec).unwrap_or(NonZeroU32::MIN);
+    let burst = NonZeroU32::new(limits.account_burst).unwrap_or(NonZeroU32::MIN);
+    RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst))
+}

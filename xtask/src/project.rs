@@ -1,0 +1,108 @@
+//! One place for each fact about the repository: where things are, how the package is built, which
+//! TypeScript projects are checked, how the server is built. Paths are relative to the repository
+//! root, which `main` makes the working directory.
+
+use crate::process::{cargo, cmd, output, run, Result};
+use serde_json::Value;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::SystemTime;
+
+/// The repository root (the parent of xtask/), absolute.
+pub fn root() -> PathBuf {
+    let xtask = Path::new(env!("CARGO_MANIFEST_DIR"));
+    xtask.parent().unwrap_or(xtask).to_path_buf()
+}
+
+/// The npm package(s): `wasm-pack build --target` and the output directory of each.
+pub const PACKAGE_TARGETS: &[(&str, &str)] =
+    &[("web", WEB_PACKAGE), ("nodejs", "pkg/node"), ("bundler", "pkg/bundler")];
+/// The package the demo page and the browser tests load.
+pub const WEB_PACKAGE: &str = "pkg/web";
+/// Everything the package is built from: it is rebuilt when one of these is newer than it.
+pub const PACKAGE_INPUTS: &[&str] = &["src", "Cargo.toml", "Cargo.lock"];
+/// Every TypeScript project; the `tsc` gate runs `tsc -p <it> --strict --noEmit` on each, and fails
+/// on a `.ts` file outside their directories.
+pub const TSCONFIGS: &[&str] = &["tests/ts/tsconfig.json"];
+/// The demo page and its end-to-end tests.
+pub const WWW_DIR: &str = "www";
+/// The npm tools (wasm-opt, tsc, playwright-core), pinned in tools/package.json.
+pub const TOOLS_DIR: &str = "tools";
+/// The reference server's package and the cargo profile its tests and the demo use.
+pub const SERVER_PACKAGE: &str = "idempotent-fetch-server";
+pub const SERVER_PROFILE: &str = "server";
+
+/// Build the npm package, the only place that knows the build command lines.
+pub fn build_package() -> Result {
+    for (target, out) in PACKAGE_TARGETS {
+        let args = ["build", "--release", "--target", target, "--out-dir", out, "--out-name", "idempotent_fetch"];
+        run(cmd("wasm-pack").args(args))?;
+    }
+    Ok(())
+}
+
+/// Build the package unless every file of it is newer than every input (fast when nothing changed).
+pub fn ensure_package() -> Result {
+    // None when one output directory is missing or empty.
+    let oldest: Option<Vec<_>> =
+        PACKAGE_TARGETS.iter().map(|(_, out)| mtimes(Path::new(out)).into_iter().min()).collect();
+    let built = oldest.and_then(|each| each.into_iter().min());
+    let changed = PACKAGE_INPUTS.iter().flat_map(|p| mtimes(Path::new(p))).max();
+    match (built, changed) {
+        (Some(built), Some(changed)) if built > changed => {
+            println!("   the package is newer than {PACKAGE_INPUTS:?}: not rebuilt");
+            Ok(())
+        }
+        _ => build_package(),
+    }
+}
+
+/// Modification times of `p` and of every file under it.
+fn mtimes(p: &Path) -> Vec<SystemTime> {
+    match fs::read_dir(p) {
+        Ok(dir) => dir.flatten().flat_map(|e| mtimes(&e.path())).collect(),
+        Err(_) => fs::metadata(p).and_then(|m| m.modified()).into_iter().collect(),
+    }
+}
+
+/// Build the reference server (once per run) and return its binary's absolute path.
+pub fn server_binary() -> Result<PathBuf> {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    if let Some(p) = BUILT.get() {
+        return Ok(p.clone());
+    }
+    run(cargo().args(["build", "--profile", SERVER_PROFILE, "-p", SERVER_PACKAGE]))?;
+    let p = target_dir()?.join(SERVER_PROFILE).join(SERVER_PACKAGE);
+    if !p.is_file() {
+        return Err(format!("server binary not found at {}", p.display()));
+    }
+    Ok(BUILT.get_or_init(|| p).clone())
+}
+
+/// `cargo metadata` of the workspace (with dependencies: the resolved versions of Cargo.lock).
+fn metadata() -> Result<&'static Value> {
+    static META: OnceLock<Value> = OnceLock::new();
+    if let Some(m) = META.get() {
+        return Ok(m);
+    }
+    let json = output(cargo().args(["metadata", "--format-version", "1"])).ok_or("`cargo metadata` failed")?;
+    let value = serde_json::from_str(&json).map_err(|e| format!("cargo metadata: {e}"))?;
+    Ok(META.get_or_init(|| value))
+}
+
+/// Cargo's target directory (honours CARGO_TARGET_DIR and .cargo/config).
+pub fn target_dir() -> Result<PathBuf> {
+    metadata()?["target_directory"].as_str().map(PathBuf::from).ok_or_else(|| "no target_directory".into())
+}
+
+/// The one version of `package` in Cargo.lock (an error when there are several: pin it with `=`).
+pub fn locked_version(package: &str) -> Result<String> {
+    let packages = metadata()?["packages"].as_array().ok_or("cargo metadata has no packages")?;
+    let mut versions = packages.iter().filter(|p| p["name"] == package).filter_map(|p| p["version"].as_str());
+    match (versions.next(), versions.next()) {
+        (Some(v), None) => Ok(v.to_string()),
+        (None, _) => Err(format!("{package} is not in Cargo.lock")),
+        (Some(_), Some(_)) => Err(format!("Cargo.lock has several {package} versions; pin one with `=`")),
+    }
+}
