@@ -423,16 +423,17 @@ class WebDriverContext {
 
   /**
    * WebDriver adds a cookie only for the document's own host, so before the first navigation to a
-   * host with pending cookies the window visits a URL there that is not the page (/robots.txt),
-   * adds them, and then loads the page with them. Cookies are per host, not per port: the same
-   * cookie also reaches an injecting proxy on 127.0.0.1.
+   * host with pending cookies the window visits a URL of the cookie's own origin that is not the
+   * page (/robots.txt; not through a proxy, which would count it), adds them, and then loads the
+   * page with them. Cookies are per host, not per port: the same cookie also reaches an injecting
+   * proxy on 127.0.0.1.
    */
   async setCookiesFor(driver, target) {
     if (!/^https?:/.test(target)) return;
     const url = new URL(target);
     const pending = this.cookies.filter((c) => !c.set && new URL(c.url).hostname === url.hostname);
     if (!pending.length) return;
-    await driver.get(`${url.origin}/robots.txt`);
+    await driver.get(`${new URL(pending[0].url).origin}/robots.txt`);
     for (const cookie of pending) {
       await driver.manage().addCookie({ name: cookie.name, value: cookie.value, path: "/", httpOnly: cookie.httpOnly ?? false, sameSite: cookie.sameSite ?? "Lax" });
       cookie.set = true;
