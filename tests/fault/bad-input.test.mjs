@@ -1,16 +1,17 @@
 // The bad-input matrix (rows in bad-input-cases.mjs), one node:test test per row and environment:
-// Node against the package (memory storage) and headless Chromium against pkg/index.js (real localStorage,
-// page bad-input.html). After every row runCase (tests/js/cases.mjs) does a sanity begin+send
+// Node against the package (memory storage) and a real browser against pkg/index.js (real localStorage, page
+// bad-input.html): the engine IF_BROWSER names (chromium, firefox, webkit; tests/support/browsers.mjs). After every row runCase (tests/js/cases.mjs) does a sanity begin+send
 // against a 201 endpoint, so a row that trapped the wasm instance fails itself or the next one.
 //
 // Run: node --test tests/fault/bad-input.test.mjs (run.mjs --ci runs it too, for `cargo xtask test`).
-// Needs the package built (node package/build.mjs), playwright-core and Chromium (tests/support/chromium.mjs). The
-// Chromium rows launch the browser lazily, so the Node rows run without it.
+// Needs the package built (cargo xtask build) and the engine's browser and driver (tests/support/browsers.mjs).
+// The browser rows launch the browser lazily, so the Node rows run without it. Under `cargo xtask
+// test` the file runs once per engine; the Node rows then run with IF_BROWSER=chromium only.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import net from "node:net";
 
-import { collectPageErrors, launchChromium, openLibPage, throwPageFailure } from "../support/chromium.mjs";
+import { collectPageErrors, engine, engineName, launchBrowser, openLibPage, throwPageFailure } from "../support/browsers.mjs";
 import { pkgMissing, requirePackage } from "../support/paths.mjs";
 import { startStaticServer } from "../support/static-server.mjs";
 import { startTestServer } from "../support/test-server.mjs";
@@ -96,15 +97,17 @@ after(async () => {
 });
 
 async function openPage() {
-  browser = await launchChromium({ what: "the Chromium rows", also: [pkgMissing()] });
+  browser = await launchBrowser({ what: `the ${engineName} rows`, also: [pkgMissing()] });
   statics = await startStaticServer();
   page = await (await browser.newContext()).newPage();
   collectPageErrors(page, pageErrors);
   await openLibPage(page, `${statics.url}/tests/fault/bad-input.html`, { timeout: 20_000 });
 }
 
+// The Node rows do not depend on the engine: run them in the Chromium pass (the default) only.
+const nodeRows = engine === "chromium";
 for (const row of rows) {
-  if (row.env === "browser") continue;
+  if (row.env === "browser" || !nodeRows) continue;
   test(`node | ${row.name}`, { timeout: ROW_TIMEOUT_MS }, async () => {
     const ctx = makeContext({ lib, server: server.url, storage: "memory", browser: false });
     ctx.raw = raw.url;
@@ -114,14 +117,14 @@ for (const row of rows) {
 
 for (const row of rows) {
   if (row.env === "node") continue;
-  test(`chromium | ${row.name}`, async () => {
+  test(`${engine} | ${row.name}`, async () => {
     if (!page) await openPage();
     const outcome = await withTimeout(page.evaluate(([name, s, r]) => window.__runRow(name, s, r), [row.name, server.url, raw.url]), ROW_TIMEOUT_MS, row.name);
     throwPageFailure(outcome, "BrowserRowFailure");
   });
 }
 
-test("chromium | no uncaught errors in the page", () => {
+test(`${engine} | no uncaught errors in the page`, () => {
   if (pageErrors.length) throw new Error(`uncaught errors in the page:\n${pageErrors.join("\n")}`);
 });
 

@@ -1,9 +1,14 @@
-// Fault harness: many payment intents through the REAL package (Node: pkg/ by `import`; headless
-// Chromium: pkg/index.js in a page) to the REAL reference server, with faults on every path, then a count of the
+// Fault harness: many payment intents through the REAL package (Node: pkg/ by `import`; a real browser:
+// pkg/index.js in a page, in the engine IF_BROWSER names: chromium (default), firefox, webkit) to the
+// REAL reference server, with faults on every path, then a count of the
 // server's orders against the intents. Exits non-zero on any duplicate or lost intent.
 //
 //   node tests/fault/run.mjs [--ci | --full] [--intents N] [--browser-share 0.3] [--seed S]
-//                            [--pg [--instances 3]]
+//                            [--pg [--instances 3]] [--browser-only]
+//
+// --browser-only (the xtask's Firefox and WebKit passes): only the browser share of --ci (60
+// intents, all in the page), no PostgreSQL pass; the bad-input matrix still runs (its browser
+// rows, in the same engine). WebKit has no offline switch over WebDriver: no offline spells there.
 //
 // --ci (default): ~180 intents, a few minutes at most. --full: 1,200 intents. After the run it
 // also runs tests/fault/*.test.mjs (the bad-input matrix) with `node --test` when --ci is given, so
@@ -23,7 +28,7 @@
 //                     after the server answered; counts every attempt and what it got
 //   Node clients      memory storage; double sends; aborts mid-retry then re-begin (same key);
 //                     a raw "twin" with the same key sent at once (server holds it: 409)
-//   Chromium          two tabs over one localStorage sending the same intents at once; aborts
+//   browser           two tabs over one localStorage sending the same intents at once; aborts
 //                     then a new client over the same storage; offline spells; real page.reload()s
 // Then: faults off, every intent still pending is resumed with its key; the orders per account
 // (GET /api/orders, with keys) must map one to one onto the intents.
@@ -33,7 +38,7 @@ import { fileURLToPath } from "node:url";
 import http from "node:http";
 import path from "node:path";
 import { startCluster } from "./pg-cluster.mjs";
-import { collectPageErrors, launchChromium, waitForLibPage } from "../support/chromium.mjs";
+import { capabilities, collectPageErrors, engineName, launchBrowser, waitForLibPage } from "../support/browsers.mjs";
 import { importPackage, pkgDir, pkgMissing, root } from "../support/paths.mjs";
 import { startReferenceServer } from "../support/reference-server.mjs";
 
@@ -50,8 +55,9 @@ const value = (name, fallback) => {
   return i >= 0 && argv[i + 1] !== undefined ? argv[i + 1] : fallback;
 };
 const FULL = flag("--full");
-const TOTAL = Number(value("--intents", FULL ? 1200 : 180));
-const BROWSER_SHARE = Number(value("--browser-share", 0.33));
+const BROWSER_ONLY = flag("--browser-only");
+const TOTAL = Number(value("--intents", FULL ? 1200 : BROWSER_ONLY ? 60 : 180));
+const BROWSER_SHARE = BROWSER_ONLY ? 1 : Number(value("--browser-share", 0.33));
 const NO_BROWSER = flag("--no-browser");
 const SEED = Number(value("--seed", Date.now() % 1_000_000));
 const RUN_MATRIX = flag("--ci") && !flag("--no-matrix");
@@ -96,9 +102,9 @@ const P_SHORT = 0.12;
 const P_TWIN = 0.08; // Node: a raw request with the same key at the same time (held by a latency fault)
 const P_DOUBLE = 0.06; // Node: send() twice at once (double click)
 const P_ABORT = 0.1; // abort mid-send, then re-begin ("reload")
-const P_TWO_TABS = 0.3; // Chromium: the same intent started in both tabs
-const P_RELOAD = 0.25; // Chromium: page.reload() during a batch
-const P_OFFLINE = 0.3; // Chromium: an offline spell during a batch
+const P_TWO_TABS = 0.3; // browser: the same intent started in both tabs
+const P_RELOAD = 0.25; // browser: page.reload() during a batch
+const P_OFFLINE = 0.3; // browser: an offline spell during a batch
 
 // ---------------------------------------------------------------------------------------------
 // Figures
@@ -407,10 +413,10 @@ async function record(intent, { result, error }) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Chromium part
+// Browser part (the engine IF_BROWSER names)
 
 async function openBrowser(proxyUrl) {
-  const browser = await launchChromium({ what: "the Chromium part", also: [pkgMissing()] });
+  const browser = await launchBrowser({ what: `the ${engineName} part`, also: [pkgMissing()] });
   const context = await browser.newContext();
   const pageErrors = [];
   const open = async () => {
@@ -483,7 +489,7 @@ async function runBrowser(browserParts, intents) {
     // every few batches a reload and an offline spell for sure, so even --ci sees both
     const batchNo = start / BROWSER_BATCH;
     const reload = batchNo % 3 === 1 || chance(P_RELOAD);
-    const offline = batchNo % 3 === 2 || chance(P_OFFLINE);
+    const offline = capabilities.offline && (batchNo % 3 === 2 || chance(P_OFFLINE));
     const events = [];
     let offlineSpell = Promise.resolve();
     if (offline) {
@@ -644,14 +650,14 @@ async function main() {
     const nodeIntents = intents.filter((i) => i.where === "node");
     const browserIntents = intents.filter((i) => i.where === "browser");
     Object.assign(figures, { intents: intents.length, nodeIntents: nodeIntents.length, browserIntents: browserIntents.length });
-    console.log(`fault harness: ${intents.length} intents (${nodeIntents.length} Node, ${browserIntents.length} Chromium), seed ${SEED}`);
+    console.log(`fault harness: ${intents.length} intents (${nodeIntents.length} Node, ${browserIntents.length} ${engineName}), seed ${SEED}`);
     console.log(`${figures.store}: ${servers.map((s) => s.url).join(" ")}; proxy ${proxy.url}`);
     await putFaults(servers, SERVER_FAULTS);
 
     if (browserIntents.length) browserParts = await openBrowser(proxy.url);
     const ticker = setInterval(() => {
       const active = [...progress.nodeActive].slice(0, 3).join(" ");
-      console.log(`  ${((Date.now() - started) / 1000).toFixed(0)} s: ${progress.phase}; Node ${progress.nodeDone}/${nodeIntents.length} (active ${progress.nodeActive.size}: ${active}), Chromium ${progress.browserDone}/${browserIntents.length}, attempts ${figures.proxy.attempts}`);
+      console.log(`  ${((Date.now() - started) / 1000).toFixed(0)} s: ${progress.phase}; Node ${progress.nodeDone}/${nodeIntents.length} (active ${progress.nodeActive.size}: ${active}), ${engineName} ${progress.browserDone}/${browserIntents.length}, attempts ${figures.proxy.attempts}`);
     }, 10000);
     ticker.unref();
     const nodeRun = runNode(lib, nodeIntents, proxy.url, server.url);
@@ -669,7 +675,7 @@ async function main() {
     // resume the pending ones with every fault off
     await putFaults(servers, SERVER_FAULTS_OFF);
     proxy.state.on = false;
-    if (browserParts) await browserParts.context.setOffline(false);
+    if (browserParts && capabilities.offline) await browserParts.context.setOffline(false);
     const pending = intents.filter((i) => i.outcome !== "succeeded");
     figures.resumed = pending.length;
     const nodePending = pending.filter((i) => i.where === "node");
@@ -724,7 +730,7 @@ async function main() {
       }
     }
   }
-  if (exitCode === 0 && flag("--ci") && !PG) exitCode = runPgPass();
+  if (exitCode === 0 && flag("--ci") && !PG && !BROWSER_ONLY) exitCode = runPgPass();
   if (exitCode === 0 && RUN_MATRIX) exitCode = runMatrix();
   return exitCode;
 }
@@ -753,7 +759,7 @@ function printFigures() {
   const keysOnSeveral = [...figures.spread.keys.values()].filter((set) => set.size > 1).length;
   const rows = [
     ["store", figures.store],
-    ["intents", `${figures.intents} (Node ${figures.nodeIntents}, Chromium ${figures.browserIntents})`],
+    ["intents", `${figures.intents} (Node ${figures.nodeIntents}, ${engineName} ${figures.browserIntents})`],
     ["attempts seen by the proxy", p.attempts],
     ...(PG ? [["  forwarded per instance", figures.spread.perInstance.join(" / ")],
       ["  keys whose attempts reached 2+ instances", `${keysOnSeveral} of ${figures.spread.keys.size}`]] : []),
@@ -770,9 +776,9 @@ function printFigures() {
     ["  server answer time p50 / p90 / p99 / max (ms)", percentiles(figures.serverLatencies)],
     ["  client gave up before the answer (timeout/abort/reload/offline)", p.clientGaveUp],
     ["Node: aborts / re-begins / raw twins (409) / double sends", `${figures.node.aborts} / ${figures.node.reBegins} / ${figures.node.twins} (${figures.node.twin409}) / ${figures.node.doubleSends}`],
-    ["Chromium: two-tab intents / aborts+new client / page.reload()s (intents resumed) / offline spells", `${figures.browser.twoTabs} / ${figures.browser.aborts} / ${figures.browser.reloads} (${figures.browser.resumedAfterReload}) / ${figures.browser.offlineSpells}`],
+    [`${engineName}: two-tab intents / aborts+new client / page.reload()s (intents resumed) / offline spells${capabilities.offline ? "" : " (none: no offline switch)"}`, `${figures.browser.twoTabs} / ${figures.browser.aborts} / ${figures.browser.reloads} (${figures.browser.resumedAfterReload}) / ${figures.browser.offlineSpells}`],
     ["retry reasons (Node)", JSON.stringify(figures.node.retryReasons)],
-    ["retry reasons (Chromium)", JSON.stringify(figures.browser.retryReasons)],
+    [`retry reasons (${engineName})`, JSON.stringify(figures.browser.retryReasons)],
     ["succeeded during the fault phase", figures.outcomes.succeeded],
     ["pending after the fault phase", `${figures.outcomes.pendingAfterRun} ${JSON.stringify(figures.outcomes.pendingCodes)}`],
     ["resumed with faults off / succeeded", `${figures.resumed} / ${figures.resumedSucceeded}`],

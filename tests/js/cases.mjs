@@ -1,5 +1,5 @@
 // Behaviour cases of the JavaScript API, shared by the Node runner (node.test.mjs, memory storage)
-// and the Chromium runner (chromium.test.mjs, localStorage/sessionStorage in a real page).
+// and the browser runner (browser.test.mjs: Chromium, Firefox, WebKit; localStorage/sessionStorage in a real page).
 //
 // This module imports nothing, so it loads unchanged in Node and in a page. Each case is
 // `{ name, browserOnly?, run: async (ctx) => {} }`; ctx comes from `makeContext` below:

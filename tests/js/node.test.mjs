@@ -1,6 +1,6 @@
 // Runs every case of cases.mjs in Node (memory storage) against the built package (pkg/), loaded as
-// Node's `import` loads it (package.json exports: "node" + "import"). Build it: node package/build.mjs
-// Browser-only cases (real Web Storage) are reported as skipped here and run in chromium.test.mjs.
+// Node's `import` loads it (package.json exports: "node" + "import"). Build it: cargo xtask build
+// Browser-only cases (real Web Storage) are reported as skipped here and run in browser.test.mjs.
 import { test, before, after } from "node:test";
 
 import { importPackage } from "../support/paths.mjs";
@@ -18,7 +18,7 @@ after(async () => {
 });
 
 for (const testCase of cases) {
-  test(testCase.name, { skip: testCase.browserOnly ? "browser only (runs in chromium.test.mjs)" : false, timeout: 20_000 }, async () => {
+  test(testCase.name, { skip: testCase.browserOnly ? "browser only (runs in browser.test.mjs)" : false, timeout: 20_000 }, async () => {
     await runCase(testCase, makeContext({ lib, server: server.url, storage: "memory", browser: false }));
   });
 }

@@ -13,14 +13,14 @@
 //   node         tests/package/node: `import` (pay.mjs) and `require` (pay.cjs) of the installed
 //                package in Node, against the same server.
 //
-// Each page is served by the reference server (--www), opened in headless Chromium; faults are turned
-// on; the test clicks Pay and waits for the page to say it is paid, then checks the server holds
+// Each page is served by the reference server (--www), opened in a real browser (IF_BROWSER:
+// chromium, firefox, webkit; tests/support/browsers.mjs); faults are turned on; the test clicks Pay and waits for the page to say it is paid, then checks the server holds
 // exactly one new order, carrying the key the page showed, and that every POST carried that key.
 //
 // Needs: the package (built here with `cargo xtask build` when pkg/ is missing), the reference
 // server (IF_SERVER_BIN or target/server/idempotent-fetch-server; built with cargo when missing:
-// tests/support/reference-server.mjs), playwright-core and Chromium (tests/support/chromium.mjs) and
-// the npm registry (or npm's cache) for the first `npm ci` of the Vite and webpack apps.
+// tests/support/reference-server.mjs), the engine's browser and driver (tests/support/browsers.mjs)
+// and the npm registry for the first `npm ci` of the Vite and webpack apps.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -29,7 +29,8 @@ import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 
-import { launchChromium } from "../support/chromium.mjs";
+import { capabilities, collectPageErrors, engineName, launchBrowser, timeoutScale } from "../support/browsers.mjs";
+import { startInjectProxy } from "../support/inject-proxy.mjs";
 import { pkgDir, pkgMissing, root } from "../support/paths.mjs";
 import { serverBinary, startReferenceServer } from "../support/reference-server.mjs";
 
@@ -37,7 +38,7 @@ const apps = path.join(root, "tests/package");
 const quickStart = path.join(apps, "quick-start.js");
 const WASM = "idempotent_fetch_bg.wasm"; // package/build.mjs WASM_FILE
 const ACCOUNT = "acct_42"; // quick-start.js: namespace; the server account of the context's session cookie
-const TEST_TIMEOUT_MS = 180_000;
+const TEST_TIMEOUT_MS = 180_000 * timeoutScale;
 
 const log = (message) => console.log(`package: ${message}`);
 let tmpDir;
@@ -100,22 +101,37 @@ const ordersOf = async (server, account = ACCOUNT) => (await server.api("/api/or
  */
 async function payOnce(server, faults, label, { loseFirstAnswer = false } = {}) {
   const context = await browser.newContext();
+  const cleanups = [];
   await server.signIn(context, ACCOUNT); // the page's requests carry its session cookie
   try {
     const page = await context.newPage();
-    const errors = [];
+    const errors = collectPageErrors(page);
     const posts = [];
-    page.on("pageerror", (error) => errors.push(String(error?.stack ?? error)));
+    let origin = server.url;
+    if (!capabilities.network) {
+      // No request events or routes over WebDriver: a proxy in front of the server sees every POST's
+      // key and every 404, and loses the first answer by resetting the browser's connection.
+      let lost = !loseFirstAnswer;
+      const isOrder = ({ method, path: p }) => method === "POST" && p === "/api/orders";
+      const proxy = await startInjectProxy({
+        target: server.url,
+        observe: (r) => { if (isOrder(r)) posts.push(r.headers["idempotency-key"]); },
+        answered: (r) => { if (r.status === 404) errors.push(`404 ${r.path}`); },
+        loseAnswer: (r) => (!lost && isOrder(r) ? (lost = true) : false),
+      });
+      cleanups.push(() => proxy.close());
+      origin = proxy.url;
+    }
     // Under faults Chromium logs every 503 and dropped answer ("Failed to load resource"): expected.
     // Anything else logged as an error, and any 404 (a file the page needs, e.g. the wasm), is not.
-    page.on("console", (message) => {
+    if (capabilities.network) page.on("console", (message) => {
       if (message.type() === "error" && !message.text().startsWith("Failed to load resource")) errors.push(`console: ${message.text()}`);
     });
-    page.on("response", (response) => { if (response.status() === 404) errors.push(`404 ${response.url()}`); });
-    page.on("request", (request) => {
+    if (capabilities.network) page.on("response", (response) => { if (response.status() === 404) errors.push(`404 ${response.url()}`); });
+    if (capabilities.network) page.on("request", (request) => {
       if (request.method() === "POST" && new URL(request.url()).pathname === "/api/orders") posts.push(request.headers()["idempotency-key"]);
     });
-    if (loseFirstAnswer) {
+    if (loseFirstAnswer && capabilities.network) {
       // The first POST reaches the server (which commits the order and answers), then the page gets
       // a connection reset instead of that answer: the library itself must retry with the same key.
       let lost = false;
@@ -126,7 +142,7 @@ async function payOnce(server, faults, label, { loseFirstAnswer = false } = {}) 
         await route.abort("connectionreset");
       });
     }
-    await page.goto(`${server.url}/`);
+    await page.goto(`${origin}/`);
     await page.waitForFunction(() => document.body.dataset.ready === "true", null, { timeout: 20_000 })
       .catch((error) => { throw new Error(`${label}: the page never became ready (the package failed to load?)\n${errors.join("\n")}\n${error.message}`); });
 
@@ -167,6 +183,7 @@ async function payOnce(server, faults, label, { loseFirstAnswer = false } = {}) 
     return { posts: posts.length, replayed: result.replayed };
   } finally {
     await context.close().catch(() => {});
+    for (const cleanup of cleanups) await cleanup().catch(() => {});
   }
 }
 
@@ -192,7 +209,7 @@ async function checkPage(www, name) {
 }
 
 before(async () => {
-  browser = await launchChromium({ what: "the package tests" });
+  browser = await launchBrowser({ what: `the package tests in ${engineName}` });
   ensurePackage();
   serverBinary(); // builds it now when missing, not inside a test's timeout
   tmpDir = mkdtempSync(path.join(os.tmpdir(), "if-package-"));

@@ -1,5 +1,7 @@
-// Cross-tab behaviour in headless Chromium against the REAL reference server (issue 7, part 3):
-// two pages of one browser context share localStorage and Web Locks exactly as two tabs do.
+// Cross-tab behaviour in a real browser against the REAL reference server (issue 7, part 3): two
+// pages of one browser context share localStorage and Web Locks exactly as two tabs do. Runs in the
+// engine IF_BROWSER names (chromium, firefox, webkit: tests/support/browsers.mjs); in Firefox and
+// WebKit a context is a WebDriver session and a page one of its windows.
 //
 //   1. two tabs race one intent (server latency): the server sees one request at a time, one order,
 //      same key, one of the two answers is a replay;
@@ -14,20 +16,20 @@
 // namespace. Faults are server-wide: the tests run one after another and reset them afterwards.
 //
 // Needs: the reference server (IF_SERVER_BIN or target/server, built when missing:
-// tests/support/reference-server.mjs), the package (cargo xtask build), playwright-core and
-// Chromium (CHROMIUM_PATH or on PATH: tests/support/chromium.mjs).
+// tests/support/reference-server.mjs), the package (cargo xtask build) and the engine's
+// browser and driver (tests/support/browsers.mjs).
 // Run: node --test tests/js/tabs.test.mjs (about 30 s).
 import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 
-import { collectPageErrors, launchChromium, openLibPage } from "../support/chromium.mjs";
+import { collectPageErrors, engineName, launchBrowser, openLibPage, timeoutScale } from "../support/browsers.mjs";
 import { pkgDir, pkgMissing, root } from "../support/paths.mjs";
 import { startReferenceServer } from "../support/reference-server.mjs";
 import { waitFor as poll } from "../support/timing.mjs";
 
 const pageDir = path.join(root, "tests/tabs");
-const TEST_TIMEOUT_MS = 30_000;
+const TEST_TIMEOUT_MS = 30_000 * timeoutScale;
 const LEASE_TTL_MS = 5_000; // src/web/lock.rs
 
 let server;
@@ -39,7 +41,7 @@ const setFaults = (faults) => server.setFaults(faults);
 const ordersOf = (account) => server.orders(account);
 
 before(async () => {
-  browser = await launchChromium({ what: "the cross-tab tests", also: [pkgMissing()] });
+  browser = await launchBrowser({ what: `the cross-tab tests in ${engineName}`, also: [pkgMissing(pkgDir)] });
   server = await startReferenceServer({ www: pageDir, pkg: pkgDir, label: "tabs" });
 });
 

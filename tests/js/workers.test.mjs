@@ -1,16 +1,22 @@
-// The library in workers and with IndexedDB storage, in headless Chromium against the built
-// package (pkg/index.js): a module dedicated worker and a module service worker (tests/workers/agent.mjs)
+// The library in workers and with IndexedDB storage, in a real browser (IF_BROWSER: chromium,
+// firefox, webkit; tests/support/browsers.mjs) against the built package (pkg/index.js): a module dedicated worker and a module service worker (tests/workers/agent.mjs)
 // send an intent, are killed mid-retry (page reload; CDP ServiceWorker.stopAllWorkers), and a new
 // worker resumes it with the same key from IndexedDB; IndexedDB blocked, failing to open or full
 // falls back to memory with a reason; and storage: "indexeddb" in a page survives page.reload().
 //
 // Each test has its own browser context (its own storage), its own namespace and its own scenario
 // on the scripted test server (another origin than the page: CORS included, as in production).
-// Needs the same as chromium.test.mjs: the package (pkg/), playwright-core, Chromium (tests/support/chromium.mjs).
+// Needs the same as browser.test.mjs: the package (pkg/) and the engine's browser and driver.
+//
+// Chromium-only steps (CDP): stopping a service worker (ServiceWorker.stopAllWorkers) and shrinking
+// an origin's quota (Storage.overrideQuotaForOrigin) have no WebDriver equivalent in geckodriver or
+// WebKitWebDriver; there those tests are skipped with that reason, and the service worker is still
+// proven to run the library (module service worker, IndexedDB) by its own test. In Firefox the
+// service worker is stopped mid-retry by Firefox itself (short service worker timeouts).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 
-import { collectPageErrors, launchChromium, openLibPage, waitForLibPage } from "../support/chromium.mjs";
+import { capabilities, collectPageErrors, engine, engineName, launchBrowser, offlineUnsupported, openLibPage, timeoutScale, waitForLibPage } from "../support/browsers.mjs";
 import { pkgMissing } from "../support/paths.mjs";
 import { startStaticServer } from "../support/static-server.mjs";
 import { startTestServer } from "../support/test-server.mjs";
@@ -18,7 +24,7 @@ import { waitFor } from "../support/timing.mjs";
 
 const PAGE = "/tests/workers/page.html";
 const AGENT = "/tests/workers/agent.mjs";
-const TEST_TIMEOUT_MS = 30_000;
+const TEST_TIMEOUT_MS = 30_000 * timeoutScale;
 
 let server; // scripted test server
 let statics; // the repository root, same origin as the pages and workers
@@ -26,7 +32,7 @@ let browser;
 const pageErrors = [];
 
 before(async () => {
-  browser = await launchChromium({ what: "the worker tests", also: [pkgMissing()] });
+  browser = await launchBrowser({ what: `the worker tests in ${engineName}`, also: [pkgMissing()] });
   server = await startTestServer();
   // CORS-open so an opaque-origin (data:) worker can import the package.
   statics = await startStaticServer({ cors: true });
@@ -39,8 +45,8 @@ after(async () => {
 });
 
 /** A fresh context (its own IndexedDB) with the workers page loaded. */
-async function openPage() {
-  const context = await browser.newContext();
+async function openPage(contextOptions) {
+  const context = await browser.newContext(contextOptions);
   const page = await context.newPage();
   collectPageErrors(page, pageErrors);
   await gotoPage(page);
@@ -135,7 +141,24 @@ test("dedicated worker: terminate() mid-retry, a new worker resumes the same key
   }
 });
 
-test("service worker: stopped mid-retry (CDP), restarted by a message, resumes the same key from IndexedDB", { timeout: TEST_TIMEOUT_MS }, async () => {
+const NO_CDP = capabilities.cdp ? false : `needs CDP (not in ${engineName}'s WebDriver)`;
+
+test("service worker (module): the library sends with IndexedDB storage", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const { context, page } = await openPage();
+  try {
+    const { namespace, scenario, url } = names("swrun");
+    const answer = await runInServiceWorker(page, { namespace, options: FAST, url: url("503,201") });
+    assert.equal(answer.storage, "indexeddb", JSON.stringify(answer));
+    assert.equal(answer.scope.serviceWorker, true);
+    assert.equal(answer.scope.window, false);
+    assert.equal(answer.status, 201);
+    await assertOneKey(scenario, answer.key);
+  } finally {
+    await context.close();
+  }
+});
+
+test("service worker: stopped mid-retry (CDP), restarted by a message, resumes the same key from IndexedDB", { timeout: TEST_TIMEOUT_MS, skip: NO_CDP }, async () => {
   const { context, page } = await openPage();
   try {
     const cdp = await context.newCDPSession(page);
@@ -162,7 +185,41 @@ test("service worker: stopped mid-retry (CDP), restarted by a message, resumes t
   }
 });
 
-test("dedicated worker offline: navigator.onLine holds the send until the network is back (Chromium fires no online event on the worker scope: polled)", { timeout: TEST_TIMEOUT_MS }, async () => {
+// Firefox: no command stops a service worker, but Firefox stops one itself once it has been idle, or
+// kept alive by waitUntil, for longer than its timeouts; with 2 s timeouts it does so mid-retry.
+const SW_IDLE_MS = 2000;
+test("service worker: stopped by Firefox's own timeout mid-retry, restarted by a message, resumes the same key from IndexedDB", { timeout: TEST_TIMEOUT_MS, skip: engine === "firefox" ? false : "Firefox only (Chromium: the CDP test above; WebKit has no service worker timeout preference)" }, async () => {
+  const { context, page } = await openPage({
+    firefoxPrefs: { "dom.serviceWorkers.idle_timeout": SW_IDLE_MS, "dom.serviceWorkers.idle_extended_timeout": SW_IDLE_MS },
+  });
+  try {
+    const { namespace, scenario, url } = names("swff");
+    const target = url("503,503,503,503,201");
+    const first = await runInServiceWorker(page, { namespace, options: SLOW, url: target, detach: true });
+    assert.equal(first.storage, "indexeddb", JSON.stringify(first));
+    assert.equal(first.scope.serviceWorker, true);
+    await waitFor(async () => (await serverLog(scenario)).length >= 1, "the service worker's first attempt");
+    // Stopped: no new attempt for well over one backoff (1.5 s) plus the timeout.
+    let seen = (await serverLog(scenario)).length;
+    let quietSince = Date.now();
+    await waitFor(async () => {
+      const now = (await serverLog(scenario)).length;
+      if (now !== seen) { seen = now; quietSince = Date.now(); }
+      return Date.now() - quietSince > 3 * SLOW.retry.baseDelayMs;
+    }, "Firefox to stop the service worker (no attempt for 4.5 s)", 30_000);
+    assert.ok(seen < 5, `the service worker ran to the end (${seen} attempts) instead of being stopped`);
+    const second = await runInServiceWorker(page, { namespace, options: FAST, url: target });
+    assert.equal(second.key, first.key, JSON.stringify({ first, second }));
+    assert.equal(second.resumed, true);
+    assert.deepEqual(second.pending.map((p) => p.key), [first.key]);
+    assert.equal(second.status, 201);
+    await assertOneKey(scenario, first.key);
+  } finally {
+    await context.close();
+  }
+});
+
+test("dedicated worker offline: navigator.onLine holds the send until the network is back (Chromium fires no online event on the worker scope: polled)", { timeout: TEST_TIMEOUT_MS, skip: capabilities.offline ? false : offlineUnsupported }, async () => {
   const { context, page } = await openPage();
   try {
     const { namespace, scenario, url } = names("offline");
@@ -238,7 +295,7 @@ test("IndexedDB failing to open (VersionError): falls back to memory once the op
   }
 });
 
-test("IndexedDB full (QuotaExceededError on write): falls back to memory and keeps one key", { timeout: TEST_TIMEOUT_MS }, async () => {
+test("IndexedDB full (QuotaExceededError on write): falls back to memory and keeps one key", { timeout: TEST_TIMEOUT_MS, skip: NO_CDP }, async () => {
   const { context, page } = await openPage();
   try {
     const cdp = await context.newCDPSession(page);

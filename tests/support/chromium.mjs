@@ -10,10 +10,8 @@
 //   CHROMIUM_ARGS           headless, no sandbox (root in CI), no GPU, no background traffic, no QUIC:
 //                           the flags of webdriver.json, which wasm-pack test reads too
 //
-// Test pages that load the package (pkg/index.js) (tests/browser/cases.html, tests/workers/page.html,
-// tests/fault/bad-input.html, tests/tabs/index.html) set window.__ready or window.__initError;
-// openLibPage() waits for that. A page runs a case with tests/support/page.mjs's outcomeOf() and the
-// runner turns a failed outcome into a test failure with throwPageFailure().
+// Test files do not import this module: they use tests/support/browsers.mjs, which launches Chromium
+// through launchChromium() when IF_BROWSER is chromium (the default).
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -56,31 +54,4 @@ export async function launchChromium({ what = "the Chromium tests", also = [] } 
   requirePrerequisites(what, [...also, ...chromiumMissing()]);
   const { chromium } = await import(pathToFileURL(playwrightCoreEntry()).href);
   return chromium.launch({ executablePath: chromiumPath(), args: CHROMIUM_ARGS });
-}
-
-/** Collects the page's uncaught errors (as stack strings) into `sink`; returns `sink`. */
-export function collectPageErrors(page, sink = []) {
-  page.on("pageerror", (error) => sink.push(String(error?.stack ?? error)));
-  return sink;
-}
-
-/** Waits for a test page that loads the package: resolves on window.__ready, throws on window.__initError. */
-export async function waitForLibPage(page, { timeout = 15_000 } = {}) {
-  await page.waitForFunction(() => window.__ready || window.__initError, null, { timeout });
-  const initError = await page.evaluate(() => window.__initError);
-  if (initError) throw new Error(`the page could not load the package (pkg/): ${initError}`);
-}
-
-/** page.goto(url), then waitForLibPage. */
-export async function openLibPage(page, url, options) {
-  await page.goto(url);
-  await waitForLibPage(page, options);
-}
-
-/** Throws for a failed outcome of tests/support/page.mjs's outcomeOf(): the page's message, code and stack. */
-export function throwPageFailure(outcome, name = "BrowserCaseFailure") {
-  if (outcome.ok) return;
-  const error = new Error(`${outcome.message}${outcome.code ? ` [${outcome.code}]` : ""}\n--- in the page:\n${outcome.stack ?? ""}`);
-  error.name = name;
-  throw error;
 }

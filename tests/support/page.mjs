@@ -1,6 +1,6 @@
-// Browser side of the test pages that load the package (pkg/index.js) from a static server rooted at
-// the repository (tests/browser/cases.html, tests/workers/page.html, tests/fault/bad-input.html). The
-// Node side is tests/support/chromium.mjs (waitForLibPage, throwPageFailure).
+// Browser side of the test pages that load the package (pkg/index.js) from a static server rooted at the repository
+// (tests/browser/cases.html, tests/workers/page.html, tests/fault/bad-input.html). The Node side is
+// tests/support/browsers.mjs (waitForLibPage, throwPageFailure).
 //
 //   initLibrary(lib)        awaits the package's `ready` (the wasm fetched, compiled, instantiated: the
 //                           package starts that itself on import), exposes the module as window.__lib and

@@ -1,24 +1,26 @@
 // End-to-end tests of the demo checkout page: the real server binary (own temp SQLite db, port 0), the
-// built package (pkg/) and headless Chromium driven by playwright-core. Every test uses its own
-// browser context (fresh localStorage) and its own account (a session cookie), so order counts are exact.
+// built package (pkg/) and a real browser: the engine IF_BROWSER names (chromium, firefox,
+// webkit; tests/support/browsers.mjs). Every test uses its own browser context (fresh localStorage)
+// and its own account (a session cookie), so order counts are exact.
 // Faults are server-wide, so the tests run one after another and reset them afterwards.
 //
-// Needs: the reference server (IF_SERVER_BIN or target/release, built when missing:
-// tests/support/reference-server.mjs), the package (node package/build.mjs), playwright-core and
-// Chromium (CHROMIUM_PATH or on PATH: tests/support/chromium.mjs).
+// Needs: the reference server (IF_SERVER_BIN or target/server, built when missing:
+// tests/support/reference-server.mjs), the package (cargo xtask build) and the engine's
+// browser and driver (tests/support/browsers.mjs).
 import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 
-import { collectPageErrors, launchChromium } from "../../tests/support/chromium.mjs";
+import { capabilities, collectPageErrors, engine, engineName, launchBrowser, offlineUnsupported, timeoutScale } from "../../tests/support/browsers.mjs";
 import { pkgDir, pkgMissing, root } from "../../tests/support/paths.mjs";
 import { startReferenceServer } from "../../tests/support/reference-server.mjs";
 
 // Each run writes its screenshots under target/ (ignored by git) for a person to look at; they are
 // never compared (the tests assert states and orders instead). IF_SCREENSHOT_DIR overrides the place.
-const screenshotDir = process.env.IF_SCREENSHOT_DIR ?? path.join(root, "target", "screenshots");
-const TEST_TIMEOUT_MS = 45_000;
+// Chromium's go there, the other engines' into a folder named after the engine.
+const screenshotDir = path.join(process.env.IF_SCREENSHOT_DIR ?? path.join(root, "target", "screenshots"), engine === "chromium" ? "" : engine);
+const TEST_TIMEOUT_MS = 45_000 * timeoutScale;
 
 let server;
 let browser;
@@ -79,7 +81,7 @@ function assertNoPageErrors(...pages) {
 }
 
 before(async () => {
-  browser = await launchChromium({ what: "the e2e tests", also: [pkgMissing()] });
+  browser = await launchBrowser({ what: `the e2e tests in ${engineName}`, also: [pkgMissing()] });
   server = await startReferenceServer({ www: path.join(root, "www"), pkg: pkgDir, label: "e2e" });
   mkdirSync(screenshotDir, { recursive: true });
 });
@@ -163,7 +165,7 @@ test("two tabs paying the same cart at once make one order", { timeout: TEST_TIM
   assertNoPageErrors(first, second);
 });
 
-test("offline: the payment waits for the network, then completes once", { timeout: TEST_TIMEOUT_MS }, async () => {
+test("offline: the payment waits for the network, then completes once", { timeout: TEST_TIMEOUT_MS, skip: capabilities.offline ? false : offlineUnsupported }, async () => {
   const account = "e2e_offline";
   const context = await newContext();
   const page = await openCheckout(context, account);

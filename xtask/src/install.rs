@@ -20,6 +20,7 @@ const DEBIAN_PG_ROOT: &str = "/usr/lib/postgresql";
 pub fn all() -> Result {
     toolchain()?;
     chromium()?;
+    crate::engines::install()?;
     postgres()
 }
 

@@ -125,7 +125,7 @@ fn wasm_tests() -> Result {
         env::set_var("WASM_BINDGEN_TEST_TIMEOUT", "120");
     }
     let driver = env::var_os("CHROMEDRIVER").ok_or("CHROMEDRIVER is not set (install::chromium sets it)")?;
-    run(cmd("wasm-pack").args(["test", "--headless", "--chrome", "--chromedriver"]).arg(&driver).arg("--release"))?;
+    crate::engines::wasm_browser_tests_per_engine(&driver)?;
     run(cmd("wasm-pack").args(["test", "--node", "--release"]))
     // `_server` is dropped here, or on any `?` above: the test server never outlives the step.
 }
@@ -154,13 +154,14 @@ fn node_tests(dir: &str) -> Result {
     if files.is_empty() {
         return Err(format!("{dir} has no *.test.mjs file"));
     }
-    run(cmd("node").arg("--test").args(files))
+    // Browser test files run once per engine (IF_BROWSER), the rest once.
+    crate::engines::node_tests_per_engine(dir, &files)
 }
 
 fn fault_suite() -> Result {
     require("tests/fault/run.mjs")?;
     node_env()?;
-    run(cmd("node").args(["tests/fault/run.mjs", "--ci"]))
+    crate::engines::fault_suite_per_engine()
 }
 
 /// `cargo xtask gates`: the tools they need, then the gates only.
@@ -203,4 +204,5 @@ fn summary(done: &[(&&str, &&str, f64, bool)], t0: Instant) {
         println!("{:<56} {secs:>8.1}  {}", format!("{key}. {name}"), if *ok { "passed" } else { "FAILED" });
     }
     println!("(total {:.1}s)", t0.elapsed().as_secs_f64());
+    crate::engines::print_summary();
 }
