@@ -11,7 +11,7 @@ mod sim;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use idempotent_fetch::core::{Jitter, RetryPolicy};
+use idempotent_fetch::machine::{Jitter, Policy as RetryPolicy};
 use sim::{mix, run, Schedule};
 
 /// The paper's parameters.
@@ -118,7 +118,7 @@ fn main() -> ExitCode {
     }
     eprintln!(" {:.1} s", started.elapsed().as_secs_f64());
 
-    println!("# Backoff simulation (Brooker 2015 model) over idempotent_fetch::core::Backoff");
+    println!("# Backoff simulation (Brooker 2015 model) over idempotent_fetch::machine::Backoff");
     println!();
     println!(
         "{} runs per point; base {BASE_MS} ms, cap {CAP_MS} ms (except \"ours 250ms/20s\"); message delay abs(Normal(10 ms, 2 ms)); seed {}.",

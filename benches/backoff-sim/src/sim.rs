@@ -7,14 +7,15 @@
 //! request, write response) spends `abs(Normal(10 ms, 2 ms))` on the network. After a failed write
 //! the client waits the next backoff delay, then starts a new attempt.
 //!
-//! The delays come from `idempotent_fetch::core::Backoff`, the iterator the library itself uses,
+//! The delays come from `idempotent_fetch::machine::Backoff`, the iterator the library itself uses,
 //! fed by a seeded [`RandomSource`] so every run can be reproduced.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use idempotent_fetch::core::ports::RandomSource;
-use idempotent_fetch::core::{Backoff, RetryPolicy};
+use std::cell::RefCell;
+
+use idempotent_fetch::machine::{Backoff, Policy as RetryPolicy, RandomFailed, RandomSource};
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 use rand_distr::{Distribution, Normal};
@@ -53,23 +54,23 @@ impl Network {
 
 /// A seeded, reproducible [`RandomSource`] for jitter. (The library's own is a CSPRNG, which a
 /// simulation that must be replayable cannot use; `Backoff` only ever calls `next_u64`.)
-pub struct SeededRandom(StdRng);
+pub struct SeededRandom(RefCell<StdRng>);
 
 impl SeededRandom {
     /// A source seeded with `seed`.
     pub fn new(seed: u64) -> Self {
-        Self(StdRng::seed_from_u64(seed))
+        Self(RefCell::new(StdRng::seed_from_u64(seed)))
     }
 }
 
 impl RandomSource for SeededRandom {
-    fn fill(&mut self, bytes: &mut [u8]) -> Result<(), getrandom::Error> {
-        self.0.fill_bytes(bytes);
+    fn fill(&self, bytes: &mut [u8]) -> Result<(), RandomFailed> {
+        self.0.borrow_mut().fill_bytes(bytes);
         Ok(())
     }
 
-    fn next_u64(&mut self) -> u64 {
-        self.0.next_u64()
+    fn next_u64(&self) -> Result<u64, RandomFailed> {
+        Ok(self.0.borrow_mut().next_u64())
     }
 }
 
@@ -145,10 +146,10 @@ pub fn run(clients: usize, schedule: &Schedule, seed: u64) -> Outcome {
         normal: Normal::new(10.0, 2.0).expect("a finite mean and a positive standard deviation"),
         rng: StdRng::seed_from_u64(mix(seed, 0)),
     };
-    let mut randoms: Vec<SeededRandom> = (0..clients).map(|c| SeededRandom::new(mix(seed, 1 + c as u64))).collect();
-    let mut backoffs: Vec<Option<Backoff<'_>>> = match schedule {
+    let randoms: Vec<SeededRandom> = (0..clients).map(|c| SeededRandom::new(mix(seed, 1 + c as u64))).collect();
+    let mut backoffs: Vec<Option<Backoff>> = match schedule {
         Schedule::Immediate => (0..clients).map(|_| None).collect(),
-        Schedule::Policy(policy) => randoms.iter_mut().map(|r| Some(Backoff::new(policy, r))).collect(),
+        Schedule::Policy(policy) => (0..clients).map(|_| Some(Backoff::new(policy))).collect(),
     };
 
     let mut queue = Queue { heap: BinaryHeap::with_capacity(clients * 2), seq: 0 };
@@ -182,9 +183,9 @@ pub fn run(clients: usize, schedule: &Schedule, seed: u64) -> Outcome {
             Message::WriteResponse { success: false } => {
                 let wait = match &mut backoffs[client] {
                     None => 0,
-                    // max_attempts is set so high that the iterator never runs out in practice;
+                    // max_attempts is set so high that the schedule never runs out in practice;
                     // if it did, retrying at the cap keeps the client going, as "unlimited" means.
-                    Some(backoff) => backoff.next().unwrap_or(match schedule {
+                    Some(backoff) => backoff.next_delay(&randoms[client]).unwrap_or(match schedule {
                         Schedule::Policy(policy) => policy.max_delay_ms,
                         Schedule::Immediate => 0,
                     }),
@@ -199,7 +200,7 @@ pub fn run(clients: usize, schedule: &Schedule, seed: u64) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use idempotent_fetch::core::Jitter;
+    use idempotent_fetch::machine::Jitter;
 
     fn policy(jitter: Jitter) -> Schedule {
         Schedule::Policy(RetryPolicy {
