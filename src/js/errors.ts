@@ -9,6 +9,7 @@ export type ErrorCode =
   | "INTENT_MISMATCH"
   | "EXPIRED"
   | "BODY_NOT_REPLAYABLE"
+  | "BODY_TOO_LARGE"
   | "INVALID_OPTIONS"
   | "INVALID_REQUEST"
   | "STORAGE"

@@ -7,8 +7,11 @@ import { Fields, typeName } from "./fields.js";
 import type { Engine, Machine } from "./machine.js";
 import { corruptRecord, fromThrown } from "./messages.js";
 
-/** The record format version this build writes (the machine refuses any other). */
-const RECORD_VERSION = 1;
+/** The record format version this build writes: 2, a fingerprint keyed with the namespace's secret.
+ *  Version 1 records (an unkeyed SHA-256 fingerprint) are still read: they are matched with the
+ *  unkeyed hash and keep version 1 until retired (at most keyTtlMs). The machine's own record format
+ *  is unchanged (version 1), so the driver hands it 1 for both. */
+const RECORD_VERSION = 2;
 /** Largest record text read back (a record is a few hundred bytes; a persisted body may be more). */
 const MAX_RECORD_CHARS = 1 << 20;
 
@@ -27,6 +30,8 @@ export interface RecordIds {
   intentId: string;
   key: string;
   fingerprint: string;
+  /** A version-1 record: its fingerprint is the unkeyed SHA-256. */
+  plain?: boolean;
 }
 
 /** A stored intent: the machine's record, its ids, and the driver-only persisted request. */
@@ -97,9 +102,10 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
   }
   const v = values;
   try {
+    const plain = v.v === 1;
     const machine = engine.load(
       intentId,
-      v.v,
+      v.v === RECORD_VERSION || plain ? 1 : v.v,
       v.id,
       v.key,
       v.fingerprint,
@@ -111,7 +117,8 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
       uncertain,
     );
     // The machine accepted these values as they are: they are the record's ids.
-    return { machine, ids: { intentId, key: v.key, fingerprint: v.fingerprint }, request };
+    const ids: RecordIds = { intentId, key: v.key, fingerprint: v.fingerprint, ...(plain ? { plain } : {}) };
+    return { machine, ids, request };
   } catch (thrown) {
     throw fromThrown(thrown, { intentId });
   }
@@ -160,7 +167,7 @@ function whole(fields: Fields, name: string, max: number): number {
 export function encodeRecord(machine: Machine, ids: RecordIds, request: PersistedRequest | undefined): string {
   const lastStatus = machine.lastStatus();
   return JSON.stringify({
-    v: RECORD_VERSION,
+    v: ids.plain ? 1 : RECORD_VERSION,
     id: ids.intentId,
     key: ids.key,
     fingerprint: ids.fingerprint,

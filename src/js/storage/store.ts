@@ -10,6 +10,10 @@ import { IndexedDbBackend } from "./indexeddb.js";
 import { MemoryBackend } from "./memory.js";
 import { WebStorageBackend } from "./web.js";
 
+/** The slot of the namespace's fingerprint secret: a control character, which no intent id can hold
+ *  (the machine refuses them), so it never collides with an intent. */
+export const SECRET_ID = "\u0001secret";
+
 export class Store {
   private backend: Backend;
   private inMemory: boolean;
@@ -65,9 +69,17 @@ export class Store {
     return this.attempt((backend) => backend.delete(intentId));
   }
 
-  /** Every readable `(intent id, record text)`. */
+  /** Every readable `(intent id, record text)` (not the namespace's secret). */
   async all(): Promise<[string, string][]> {
-    return this.attempt((backend) => backend.all());
+    return (await this.attempt((backend) => backend.all())).filter(([id]) => id !== SECRET_ID);
+  }
+
+  /** Deletes every record of the namespace and its fingerprint secret (logout). Returns how many
+   *  intents were removed. */
+  async clear(): Promise<number> {
+    const entries = await this.attempt((backend) => backend.all());
+    for (const [id] of entries) await this.delete(id);
+    return entries.filter(([id]) => id !== SECRET_ID).length;
   }
 
   /** Runs `operation`; an unusable backend is replaced by memory and the operation runs there. */
