@@ -128,12 +128,6 @@ pub struct Machine(m::Machine);
 
 #[wasm_bindgen]
 impl Machine {
-    /// The intent id.
-    #[wasm_bindgen(js_name = intentId)]
-    pub fn intent_id(&self) -> String {
-        self.0.record().id.clone()
-    }
-
     /// The idempotency key.
     pub fn key(&self) -> String {
         String::from(self.0.record().key.as_str())
@@ -189,69 +183,29 @@ impl Machine {
         self.0.mark_saved();
     }
 
-    /// Whether `begin` resumed the stored intent (or `load` read it) rather than making a new one.
-    pub fn resumed(&self) -> bool {
-        self.0.resumed()
-    }
-
     /// The key header's value (raw, or sf-string if the engine says so).
     pub fn header(&self) -> String {
         self.0.header()
     }
 
-    /// SEND: the attempt's timeout; WAIT_ONLINE: ms left until the deadline.
-    #[wasm_bindgen(js_name = timeoutMs)]
-    pub fn timeout_ms(&self) -> f64 {
-        self.0.timeout_ms() as f64
-    }
-
-    /// WAIT: how long to wait.
-    #[wasm_bindgen(js_name = delayMs)]
-    pub fn delay_ms(&self) -> f64 {
-        self.0.delay_ms() as f64
-    }
-
-    /// WAIT: why (1 network, 2 timeout, 3 status: see `lastStatus()`); 0 before any retry.
-    pub fn reason(&self) -> u32 {
-        self.0.reason().map_or(0, m::RetryReason::index)
-    }
-
-    /// Attempts of the current send, including the one in flight.
-    pub fn attempt(&self) -> u32 {
-        self.0.attempt()
-    }
-
-    /// Attempts across every send (= `attempts()`).
-    #[wasm_bindgen(js_name = totalAttempts)]
-    pub fn total_attempts(&self) -> u32 {
-        self.0.record().attempts
-    }
-
-    /// DONE: the answer's status.
-    pub fn status(&self) -> u32 {
-        self.0.status().into()
-    }
-
-    /// DONE: whether the status is 2xx.
-    pub fn ok(&self) -> bool {
-        self.0.ok()
-    }
-
-    /// DONE: whether the server said it replayed a stored answer.
-    pub fn replayed(&self) -> bool {
-        self.0.replayed()
-    }
-
-    /// FAIL: the error code.
-    #[wasm_bindgen(js_name = errorCode)]
-    pub fn error_code(&self) -> u32 {
-        self.0.error().code.into()
-    }
-
-    /// FAIL: the error's detail.
-    #[wasm_bindgen(js_name = errorDetail)]
-    pub fn error_detail(&self) -> u32 {
-        self.0.error().detail.into()
+    /// One number of the action's payload or outcome, by field (docs/WASM-BOUNDARY.md "Fields"):
+    /// 0 timeoutMs, 1 delayMs, 2 reason, 3 attempt, 4 totalAttempts, 5 status, 6 ok, 7 replayed,
+    /// 8 errorCode, 9 errorDetail (booleans as 1/0); NaN for any other field. One export instead of
+    /// ten getters: each export costs its glue in the JavaScript that users download.
+    pub fn get(&self, field: u32) -> f64 {
+        match field {
+            0 => self.timeout_ms(),
+            1 => self.delay_ms(),
+            2 => self.reason().into(),
+            3 => self.attempt().into(),
+            4 => self.total_attempts().into(),
+            5 => self.status().into(),
+            6 => u8::from(self.ok()).into(),
+            7 => u8::from(self.replayed()).into(),
+            8 => self.error_code().into(),
+            9 => self.error_detail().into(),
+            _ => f64::NAN,
+        }
     }
 
     /// Starts a send (deadline = now + totalTimeoutMs).
@@ -315,5 +269,69 @@ impl Machine {
     #[wasm_bindgen(js_name = onOnlineTimeout)]
     pub fn on_online_timeout(&mut self, now_ms: f64) -> u32 {
         self.0.on_online_timeout(ms(now_ms)) as u32
+    }
+}
+
+/// What the driver reads through [`Machine::get`] (the Rust tests read it directly): not exported one
+/// by one, so the JavaScript glue stays small.
+impl Machine {
+    /// The intent id.
+    pub fn intent_id(&self) -> String {
+        self.0.record().id.clone()
+    }
+
+    /// Whether `begin` resumed the stored intent (or `load` read it) rather than making a new one.
+    pub fn resumed(&self) -> bool {
+        self.0.resumed()
+    }
+
+    /// SEND: the attempt's timeout; WAIT_ONLINE: ms left until the deadline.
+    pub fn timeout_ms(&self) -> f64 {
+        self.0.timeout_ms() as f64
+    }
+
+    /// WAIT: how long to wait.
+    pub fn delay_ms(&self) -> f64 {
+        self.0.delay_ms() as f64
+    }
+
+    /// WAIT: why (1 network, 2 timeout, 3 status: see `lastStatus()`); 0 before any retry.
+    pub fn reason(&self) -> u32 {
+        self.0.reason().map_or(0, m::RetryReason::index)
+    }
+
+    /// Attempts of the current send, including the one in flight.
+    pub fn attempt(&self) -> u32 {
+        self.0.attempt()
+    }
+
+    /// Attempts across every send (= `attempts()`).
+    pub fn total_attempts(&self) -> u32 {
+        self.0.record().attempts
+    }
+
+    /// DONE: the answer's status.
+    pub fn status(&self) -> u32 {
+        self.0.status().into()
+    }
+
+    /// DONE: whether the status is 2xx.
+    pub fn ok(&self) -> bool {
+        self.0.ok()
+    }
+
+    /// DONE: whether the server said it replayed a stored answer.
+    pub fn replayed(&self) -> bool {
+        self.0.replayed()
+    }
+
+    /// FAIL: the error code.
+    pub fn error_code(&self) -> u32 {
+        self.0.error().code.into()
+    }
+
+    /// FAIL: the error's detail.
+    pub fn error_detail(&self) -> u32 {
+        self.0.error().detail.into()
     }
 }

@@ -7,7 +7,6 @@ import type { Engine as WasmEngine, Machine as WasmMachine } from "./generated/i
 
 /** One intent's record and one `send` loop: what the driver calls. */
 export interface MachineContract {
-  intentId(): string;
   key(): string;
   fingerprint(): string;
   createdAt(): number;
@@ -22,8 +21,6 @@ export interface MachineContract {
   /** The record changed since the last `markSaved()`: save it before anything else. */
   dirty(): boolean;
   markSaved(): void;
-  resumed(): boolean;
-  /** The key header value (raw or sf-string). */
   header(): string;
 
   start(nowMs: number, online: boolean): number;
@@ -42,23 +39,8 @@ export interface MachineContract {
   onOnline(nowMs: number): number;
   onOnlineTimeout(nowMs: number): number;
 
-  /** SEND: this attempt's timeout; WAIT_ONLINE: what is left of the deadline. */
-  timeoutMs(): number;
-  /** Attempt number within this send, 1-based. */
-  attempt(): number;
-  /** Attempts across every send of the intent. */
-  totalAttempts(): number;
-  /** WAIT: the delay. */
-  delayMs(): number;
-  /** WAIT: 1 network, 2 timeout, 3 status. */
-  reason(): number;
-  /** DONE: the answer's status. */
-  status(): number;
-  ok(): boolean;
-  replayed(): boolean;
-  /** FAIL: the error. */
-  errorCode(): number;
-  errorDetail(): number;
+  /** One number of the action's payload or outcome: `field` is one of the `F_*` below (booleans 1/0). */
+  get(field: number): number;
   /** Frees the wasm memory (wasm-bindgen). */
   free(): void;
   [Symbol.dispose](): void;
@@ -127,3 +109,21 @@ export const NOW_EXPIRED = 2;
 export const OVERRIDE_NONE = 0;
 export const OVERRIDE_RETRY = 1;
 export const OVERRIDE_DEFINITE = 2;
+
+/** `get`'s fields (docs/WASM-BOUNDARY.md "Fields"). SEND: the attempt's timeout; WAIT_ONLINE: what is left of the deadline. */
+export const F_TIMEOUT_MS = 0;
+/** WAIT: the delay. */
+export const F_DELAY_MS = 1;
+/** WAIT: 1 network, 2 timeout, 3 status. */
+export const F_REASON = 2;
+/** Attempt number within this send, 1-based. */
+export const F_ATTEMPT = 3;
+/** Attempts across every send of the intent. */
+export const F_TOTAL_ATTEMPTS = 4;
+/** DONE: the answer's status, whether it is 2xx, whether the server replayed it. */
+export const F_STATUS = 5;
+export const F_OK = 6;
+export const F_REPLAYED = 7;
+/** FAIL: the error. */
+export const F_ERROR_CODE = 8;
+export const F_ERROR_DETAIL = 9;

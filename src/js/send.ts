@@ -80,7 +80,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         if (action === M.SEND && error instanceof IdempotentFetchError) {
           throw new IdempotentFetchError(error.code, error.message, {
             key,
-            attempts: machine.attempt() - 1,
+            attempts: machine.get(M.F_ATTEMPT) - 1,
             lastStatus: machine.lastStatus() || null,
           });
         }
@@ -92,12 +92,12 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
           type: "attempt",
           intentId,
           key,
-          attempt: machine.attempt(),
-          totalAttempts: machine.totalAttempts(),
+          attempt: machine.get(M.F_ATTEMPT),
+          totalAttempts: machine.get(M.F_TOTAL_ATTEMPTS),
         };
         call(ctx.onAttempt, event);
         listeners.emit(event);
-        const outcome = await sendAttempt(request, config.headerName, header, machine.timeoutMs(), signal);
+        const outcome = await sendAttempt(request, config.headerName, header, machine.get(M.F_TIMEOUT_MS), signal);
         const now = Date.now();
         if (outcome.kind === "response") {
           const { status, headers } = outcome.response;
@@ -121,14 +121,14 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         break;
       }
       case M.WAIT: {
-        const reason = machine.reason();
+        const reason = machine.get(M.F_REASON);
         const status = reason === 3 ? machine.lastStatus() : 0;
         const event: RetryEvent = {
           type: "retry",
           intentId,
           key,
-          attempt: machine.attempt(),
-          delayMs: machine.delayMs(),
+          attempt: machine.get(M.F_ATTEMPT),
+          delayMs: machine.get(M.F_DELAY_MS),
           reason: retryReasonText(reason, status),
           status: status || null,
         };
@@ -146,7 +146,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
       case M.WAIT_ONLINE: {
         listeners.emit({ type: "offline", intentId, key });
         try {
-          const online = await waitOnline(machine.timeoutMs(), signal);
+          const online = await waitOnline(machine.get(M.F_TIMEOUT_MS), signal);
           action = online ? machine.onOnline(Date.now()) : machine.onOnlineTimeout(Date.now());
         } catch (thrown) {
           if (thrown !== INTERRUPTED) throw thrown;
@@ -158,19 +158,19 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         if (!response) throw errorFor(0, 0, { intentId, key });
         return {
           response,
-          status: machine.status(),
-          ok: machine.ok(),
-          replayed: machine.replayed(),
+          status: machine.get(M.F_STATUS),
+          ok: machine.get(M.F_OK) === 1,
+          replayed: machine.get(M.F_REPLAYED) === 1,
           uncertain: machine.uncertain(),
-          attempts: machine.attempt(),
+          attempts: machine.get(M.F_ATTEMPT),
           key,
           intentId,
         };
       case M.FAIL:
-        throw errorFor(machine.errorCode(), machine.errorDetail(), {
+        throw errorFor(machine.get(M.F_ERROR_CODE), machine.get(M.F_ERROR_DETAIL), {
           intentId,
           key,
-          attempts: machine.attempt(),
+          attempts: machine.get(M.F_ATTEMPT),
           lastStatus: machine.lastStatus() || null,
         });
       default:

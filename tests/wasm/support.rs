@@ -161,6 +161,31 @@ fn a_send_runs_through_the_exports() {
     assert_eq!(m.updated_at(), NOW + 19_700.0);
 }
 
+/// `get(field)`, the one export the driver reads the payload through, against the getters (docs/WASM-BOUNDARY.md "Fields").
+fn fields(m: &Machine) -> [f64; 10] {
+    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map(|f| m.get(f))
+}
+
+#[wasm_bindgen_test]
+fn get_reads_each_field_of_the_payload() {
+    let engine = engine();
+    let mut m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();
+    assert_eq!(m.start(NOW, true), SEND);
+    assert_eq!(fields(&m)[..5], [15_000.0, 0.0, 0.0, 1.0, 1.0], "SEND: timeout, attempt, totalAttempts");
+    assert_eq!(m.on_response(NOW + 10.0, 503, Some("2".into()), None, None, 0), WAIT);
+    assert_eq!(fields(&m)[1..4], [2_000.0, 3.0, 1.0], "WAIT: delay, reason (status), attempt");
+    assert_eq!(m.on_wake(NOW + 2_010.0, true), SEND);
+    assert_eq!(m.on_response(NOW + 2_020.0, 201, None, None, Some("true".into()), 0), DONE);
+    assert_eq!(fields(&m)[3..8], [2.0, 2.0, 201.0, 1.0, 1.0], "DONE: attempt, total, status, ok, replayed");
+    assert!(m.get(10).is_nan() && m.get(u32::MAX).is_nan(), "an unknown field is NaN");
+    let mut f = engine.begin("if-get-fail", &fingerprint(), NOW, false, None).unwrap();
+    assert_eq!(f.start(NOW, true), SEND);
+    assert_eq!(f.on_abort(NOW + 5.0), FAIL);
+    assert_eq!(fields(&f)[8..], [2.0, 0.0], "FAIL: aborted");
+    assert_eq!(f.on_wake(NOW, true), FAIL);
+    assert_eq!(fields(&f)[8..], [15.0, 2.0], "FAIL: out of order, with its detail");
+}
+
 #[wasm_bindgen_test]
 fn failures_carry_their_code_and_detail() {
     let engine = engine_with(2.0, 3.0, false);
