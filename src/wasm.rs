@@ -208,11 +208,6 @@ impl Machine {
         }
     }
 
-    /// Starts a send (deadline = now + totalTimeoutMs).
-    pub fn start(&mut self, now_ms: f64, online: bool) -> u32 {
-        self.0.start(ms(now_ms), online) as u32
-    }
-
     /// The attempt got an answer. `override_`: the caller's `shouldRetry(status)`: 0 none, 1 retry,
     /// 2 definite. Header values as `Headers.get` returns them (`undefined` when absent).
     #[wasm_bindgen(js_name = onResponse)]
@@ -235,45 +230,27 @@ impl Machine {
         self.0.on_response(ms(now_ms), &answer) as u32
     }
 
-    /// The attempt failed below HTTP.
-    #[wasm_bindgen(js_name = onNetworkError)]
-    pub fn on_network_error(&mut self, now_ms: f64) -> u32 {
-        self.0.on_network_error(ms(now_ms)) as u32
-    }
-
-    /// The attempt's timeout fired.
-    #[wasm_bindgen(js_name = onTimeout)]
-    pub fn on_timeout(&mut self, now_ms: f64) -> u32 {
-        self.0.on_timeout(ms(now_ms)) as u32
-    }
-
-    /// The caller aborted.
-    #[wasm_bindgen(js_name = onAbort)]
-    pub fn on_abort(&mut self, now_ms: f64) -> u32 {
-        self.0.on_abort(ms(now_ms)) as u32
-    }
-
-    /// A WAIT elapsed.
-    #[wasm_bindgen(js_name = onWake)]
-    pub fn on_wake(&mut self, now_ms: f64, online: bool) -> u32 {
-        self.0.on_wake(ms(now_ms), online) as u32
-    }
-
-    /// The network came back during WAIT_ONLINE.
-    #[wasm_bindgen(js_name = onOnline)]
-    pub fn on_online(&mut self, now_ms: f64) -> u32 {
-        self.0.on_online(ms(now_ms)) as u32
-    }
-
-    /// WAIT_ONLINE reached the deadline offline.
-    #[wasm_bindgen(js_name = onOnlineTimeout)]
-    pub fn on_online_timeout(&mut self, now_ms: f64) -> u32 {
-        self.0.on_online_timeout(ms(now_ms)) as u32
+    /// An event of the send loop other than an answer, by number (docs/WASM-BOUNDARY.md "Events"):
+    /// 0 start (deadline = now + totalTimeoutMs), 1 network error, 2 the attempt's timeout, 3 the
+    /// caller aborted, 4 a WAIT elapsed, 5 the network came back (WAIT_ONLINE), 6 WAIT_ONLINE reached
+    /// the deadline. `online` is read by 0 and 4. Returns the action; 0 (no action) for an unknown
+    /// event. One export instead of seven: each export costs its glue in the JavaScript users download.
+    pub fn on(&mut self, event: u32, now_ms: f64, online: bool) -> u32 {
+        match event {
+            0 => self.start(now_ms, online),
+            1 => self.on_network_error(now_ms),
+            2 => self.on_timeout(now_ms),
+            3 => self.on_abort(now_ms),
+            4 => self.on_wake(now_ms, online),
+            5 => self.on_online(now_ms),
+            6 => self.on_online_timeout(now_ms),
+            _ => 0,
+        }
     }
 }
 
-/// What the driver reads through [`Machine::get`] (the Rust tests read it directly): not exported one
-/// by one, so the JavaScript glue stays small.
+/// What the driver reaches through [`Machine::get`] and [`Machine::on`] (the Rust tests call these
+/// directly): not exported one by one, so the JavaScript glue stays small.
 impl Machine {
     /// The intent id.
     pub fn intent_id(&self) -> String {
@@ -333,5 +310,40 @@ impl Machine {
     /// FAIL: the error's detail.
     pub fn error_detail(&self) -> u32 {
         self.0.error().detail.into()
+    }
+
+    /// Starts a send (deadline = now + totalTimeoutMs).
+    pub fn start(&mut self, now_ms: f64, online: bool) -> u32 {
+        self.0.start(ms(now_ms), online) as u32
+    }
+
+    /// The attempt failed below HTTP.
+    pub fn on_network_error(&mut self, now_ms: f64) -> u32 {
+        self.0.on_network_error(ms(now_ms)) as u32
+    }
+
+    /// The attempt's timeout fired.
+    pub fn on_timeout(&mut self, now_ms: f64) -> u32 {
+        self.0.on_timeout(ms(now_ms)) as u32
+    }
+
+    /// The caller aborted.
+    pub fn on_abort(&mut self, now_ms: f64) -> u32 {
+        self.0.on_abort(ms(now_ms)) as u32
+    }
+
+    /// A WAIT elapsed.
+    pub fn on_wake(&mut self, now_ms: f64, online: bool) -> u32 {
+        self.0.on_wake(ms(now_ms), online) as u32
+    }
+
+    /// The network came back during WAIT_ONLINE.
+    pub fn on_online(&mut self, now_ms: f64) -> u32 {
+        self.0.on_online(ms(now_ms)) as u32
+    }
+
+    /// WAIT_ONLINE reached the deadline offline.
+    pub fn on_online_timeout(&mut self, now_ms: f64) -> u32 {
+        self.0.on_online_timeout(ms(now_ms)) as u32
     }
 }

@@ -310,6 +310,8 @@ export class IdempotentClient {
       let view;
       try {
         const stored = await loadRecord(core, engine, intentId);
+        // Known here also for IndexedDB (whose fallback shows on the first operation): the read above.
+        if (core.config.requireDurable && !core.store.durable) throw notDurable(core.store.fallbackReason);
         // From the parsed record: `begin` consumes the stored Machine (its JS object is emptied by the call).
         const storedKey = stored?.ids.key;
         // A version-1 record holds the unkeyed SHA-256: it is matched (and kept) with that one.
@@ -334,6 +336,11 @@ export class IdempotentClient {
               ? { intentId, key, fingerprint: plainFp, plain: true }
               : { intentId, key, fingerprint: fp };
           if (machine.dirty()) await saveRecord(core, machine, ids, request);
+          if (core.config.requireDurable && !core.store.durable) {
+            // This very write fell back (storage full): the key lives in memory only. Nothing was sent.
+            if (!resumedStored) await core.store.delete(intentId).catch(() => {});
+            throw notDurable(core.store.fallbackReason);
+          }
           view = viewOf(machine, ids);
         } finally {
           machine.free();
@@ -391,6 +398,14 @@ function persisted(prepared: PreparedRequest, allow: string[] | undefined): Pers
     headers,
     body: prepared.body ? Array.from(prepared.body.bytes) : null,
   };
+}
+
+/** `requireDurable` and the store is in memory. */
+function notDurable(reason: string | null): IdempotentFetchError {
+  return new IdempotentFetchError(
+    "NOT_DURABLE",
+    `storage fell back to memory (${reason ?? "unknown"}): a key begun now would not survive a reload, and requireDurable is set`,
+  );
 }
 
 /** The page's origin (`location.origin`); undefined where there is no page (Node). */

@@ -13,7 +13,8 @@ export type ErrorCode =
   | "INVALID_OPTIONS"
   | "INVALID_REQUEST"
   | "STORAGE"
-  | "NOT_FOUND";
+  | "NOT_FOUND"
+  | "NOT_DURABLE";
 
 /** For `RETRIES_EXHAUSTED`: which limit was reached. */
 export type ExhaustedReason = "maxAttempts" | "deadline" | "budget" | "maxTotalAttempts";

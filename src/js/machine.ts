@@ -21,9 +21,11 @@ export interface MachineContract {
   /** The record changed since the last `markSaved()`: save it before anything else. */
   dirty(): boolean;
   markSaved(): void;
+  /** The key header value (raw or sf-string). */
   header(): string;
 
-  start(nowMs: number, online: boolean): number;
+  /** An event other than an answer: one of the `EV_*` below; `online` is read by start and wake. */
+  on(event: number, nowMs: number, online: boolean): number;
   onResponse(
     nowMs: number,
     status: number,
@@ -32,13 +34,6 @@ export interface MachineContract {
     replayed: string | undefined,
     override: number,
   ): number;
-  onNetworkError(nowMs: number): number;
-  onTimeout(nowMs: number): number;
-  onAbort(nowMs: number): number;
-  onWake(nowMs: number, online: boolean): number;
-  onOnline(nowMs: number): number;
-  onOnlineTimeout(nowMs: number): number;
-
   /** One number of the action's payload or outcome: `field` is one of the `F_*` below (booleans 1/0). */
   get(field: number): number;
   /** Frees the wasm memory (wasm-bindgen). */
@@ -127,3 +122,12 @@ export const F_REPLAYED = 7;
 /** FAIL: the error. */
 export const F_ERROR_CODE = 8;
 export const F_ERROR_DETAIL = 9;
+
+/** `on`'s events (docs/WASM-BOUNDARY.md "Events"). */
+export const EV_START = 0;
+export const EV_NETWORK_ERROR = 1;
+export const EV_TIMEOUT = 2;
+export const EV_ABORT = 3;
+export const EV_WAKE = 4;
+export const EV_ONLINE = 5;
+export const EV_ONLINE_TIMEOUT = 6;

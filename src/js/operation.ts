@@ -100,6 +100,12 @@ export class IdempotentOperation {
     return this.view.createdAt;
   }
 
+  /** Whether the intent's key is in durable storage now (survives a reload): false in memory,
+   *  also after a `storagefallback`. */
+  get durable(): boolean {
+    return this.core.store.durable;
+  }
+
   /** Whether this intent resumed an earlier one (a reload) rather than starting fresh. */
   get resumed(): boolean {
     return this.view.attempts > 0;

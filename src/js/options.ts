@@ -66,6 +66,9 @@ export interface ClientOptions {
   /** Largest request body, in bytes, checked before the body is copied (`BODY_TOO_LARGE`).
    *  Default 1048576 (1 MiB). */
   maxBodyBytes?: number;
+  /** `begin` refuses (`NOT_DURABLE`) rather than start an intent whose key would not survive a
+   *  reload (storage fell back to memory). Not with `storage: "memory"`. Default false. */
+  requireDurable?: boolean;
 }
 
 /** The retry policy as the Engine takes it (every field present). */
@@ -99,6 +102,7 @@ export interface Config {
   /** Origins (`URL.origin` form) `resume()` may send to besides the page's. */
   resumeOrigins: string[];
   maxBodyBytes: number;
+  requireDurable: boolean;
 }
 
 /** Default body size cap: 1 MiB (a payment or order body is a few KiB). */
@@ -162,6 +166,7 @@ const ROOT_FIELDS = [
   "persistHeaders",
   "resumeOrigins",
   "maxBodyBytes",
+  "requireDurable",
 ];
 const RETRY_FIELDS = Object.keys(DEFAULT_POLICY);
 
@@ -213,6 +218,8 @@ export function parseClientOptions(options: unknown): Config {
     throw invalidOptions("namespace must be 1 to 128 characters, without ':' or control characters");
   }
   const storage = root.oneOf("storage", STORAGE_KINDS, defaultStorage());
+  const requireDurable = root.boolean("requireDurable") ?? false;
+  if (requireDurable && storage === "memory") throw invalidOptions('requireDurable cannot be met with storage "memory"');
   const headerName = root.string("headerName") ?? DEFAULT_HEADER_NAME;
   if (headerName.length > 64 || !TOKEN.test(headerName)) {
     throw invalidOptions("headerName must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)");
@@ -231,6 +238,7 @@ export function parseClientOptions(options: unknown): Config {
     persistHeaders: (persistHeaders as string[] | undefined)?.map((name) => name.toLowerCase()),
     resumeOrigins: resumeOrigins as string[],
     maxBodyBytes: root.integer("maxBodyBytes", DEFAULT_MAX_BODY_BYTES, 0, MAX_BODY_BYTES_LIMIT),
+    requireDurable,
   };
 }
 

@@ -32,6 +32,9 @@ export interface SendResult {
   /** A definite 4xx came after an attempt that may have reached the server: the work may have been
    *  done. Ask your server for the outcome of this key before letting the user try again. */
   uncertain: boolean;
+  /** The intent's record is in durable storage: its key survives a reload (false in memory, also
+   *  after a `storagefallback`). */
+  durable: boolean;
   /** Attempts made by this `send`. */
   attempts: number;
   key: string;
@@ -69,7 +72,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
   const { intentId, key } = ids;
   const header = machine.header();
   let response: Response | undefined;
-  let action = machine.start(Date.now(), isOnline());
+  let action = machine.on(M.EV_START, Date.now(), isOnline());
   for (;;) {
     if (machine.dirty()) {
       try {
@@ -115,9 +118,9 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
           if (action === M.DONE) response = outcome.response;
           // A retried answer's body is never read: cancel it so the connection can be reused.
           else outcome.response.body?.cancel().catch(() => {});
-        } else if (outcome.kind === "network") action = machine.onNetworkError(now);
-        else if (outcome.kind === "timeout") action = machine.onTimeout(now);
-        else action = machine.onAbort(now);
+        } else if (outcome.kind === "network") action = machine.on(M.EV_NETWORK_ERROR, now, false);
+        else if (outcome.kind === "timeout") action = machine.on(M.EV_TIMEOUT, now, false);
+        else action = machine.on(M.EV_ABORT, now, false);
         break;
       }
       case M.WAIT: {
@@ -136,10 +139,10 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         listeners.emit(event);
         try {
           await sleep(event.delayMs, signal);
-          action = machine.onWake(Date.now(), isOnline());
+          action = machine.on(M.EV_WAKE, Date.now(), isOnline());
         } catch (thrown) {
           if (thrown !== INTERRUPTED) throw thrown;
-          action = machine.onAbort(Date.now());
+          action = machine.on(M.EV_ABORT, Date.now(), false);
         }
         break;
       }
@@ -147,10 +150,10 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         listeners.emit({ type: "offline", intentId, key });
         try {
           const online = await waitOnline(machine.get(M.F_TIMEOUT_MS), signal);
-          action = online ? machine.onOnline(Date.now()) : machine.onOnlineTimeout(Date.now());
+          action = machine.on(online ? M.EV_ONLINE : M.EV_ONLINE_TIMEOUT, Date.now(), false);
         } catch (thrown) {
           if (thrown !== INTERRUPTED) throw thrown;
-          action = machine.onAbort(Date.now());
+          action = machine.on(M.EV_ABORT, Date.now(), false);
         }
         break;
       }
@@ -162,6 +165,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
           ok: machine.get(M.F_OK) === 1,
           replayed: machine.get(M.F_REPLAYED) === 1,
           uncertain: machine.uncertain(),
+          durable: core.store.durable,
           attempts: machine.get(M.F_ATTEMPT),
           key,
           intentId,

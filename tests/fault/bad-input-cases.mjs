@@ -154,6 +154,8 @@ badOption("resumeOrigins with a path", { storage: "memory", resumeOrigins: ["htt
 badOption("resumeOrigins not a URL", { storage: "memory", resumeOrigins: ["a.example"] }, /resumeOrigins/);
 badOption("maxBodyBytes negative", { storage: "memory", maxBodyBytes: -1 }, /maxBodyBytes/);
 badOption("maxBodyBytes over 256 MiB", { storage: "memory", maxBodyBytes: 2 ** 29 }, /maxBodyBytes/);
+badOption("requireDurable with memory storage", { storage: "memory", requireDurable: true }, /requireDurable/);
+badOption("requireDurable a string", { storage: "memory", requireDurable: "yes" }, /requireDurable/);
 
 row("options", "a getter that throws is refused (or its error surfaces), never a trap", (ctx) => {
   const options = { storage: "memory", get retry() { throw new Error("boom from a getter"); } };

@@ -1170,6 +1170,19 @@ add("resume() re-checks a stored request that a script rewrote", async (ctx) => 
   assert.equal((await (await client.resume("pay")).send()).status, 201);
 }, { browserOnly: true });
 
+add("durability is reported: op.durable and result.durable; requireDurable cannot be met in memory", async (ctx) => {
+  const { assert } = ctx;
+  const op = await ctx.client().begin("pay", { url: ctx.url("dur", "201"), body: "x" });
+  assert.equal(op.durable, ctx.browser, "localStorage is durable, memory (Node) is not");
+  assert.equal((await op.send()).durable, ctx.browser);
+  assert.throws(() => ctx.client({ storage: "memory", requireDurable: true }), "INVALID_OPTIONS", "memory is never durable");
+  assert.throws(() => ctx.client({ requireDurable: "yes" }), "INVALID_OPTIONS");
+  if (ctx.browser) {
+    const strict = ctx.client({ requireDurable: true });
+    assert.equal((await (await strict.begin("ok", { url: ctx.url("dur2", "201"), body: "x" })).send()).durable, true);
+  }
+});
+
 // --- browser-only cases (real Web Storage) ---------------------------------------------------
 
 add("reload: a fresh client over the same localStorage resumes the same key", async (ctx) => {
@@ -1242,8 +1255,13 @@ add("storage blocked (SecurityError) falls back to memory, tells the app, and st
     assert.equal(events[0].type, "storagefallback");
     assert.match(events[0].reason, /SecurityError/);
     const op = await client.begin("pay", { url: ctx.url("blocked", "503,201"), body: "x" });
+    assert.equal(op.durable, false, "the operation says its key would not survive a reload");
     const result = await op.send();
     assert.equal(result.status, 201);
+    assert.equal(result.durable, false, "and so does the result");
+    const strict = ctx.client({ storage: "local", requireDurable: true });
+    await assert.rejects(strict.begin("strict", { url: ctx.url("blocked2", "201"), body: "x" }), "NOT_DURABLE", "requireDurable");
+    assert.equal((await ctx.log("blocked2")).length, 0, "nothing sent");
     assert.deepEqual((await ctx.log("blocked")).map((e) => e.key), [op.key, op.key]);
     assert.equal((await client.pending()).length, 0);
   } finally {
@@ -1297,8 +1315,17 @@ add("storage filling up mid-way falls back to memory, keeps the key, and still s
     assert.equal(events.length, 1);
     assert.match(events[0].reason, /QuotaExceededError/);
     assert.deepEqual((await ctx.log("fills")).map((e) => e.key), [op.key, op.key]);
+    assert.equal(result.durable, false, "the result says the key is in memory now");
     const other = await client.begin("other", { url: ctx.url("fills2", "201"), body: "x" });
     assert.equal((await other.send()).status, 201);
+    // requireDurable: the write of the new record is refused, the key would live in memory only.
+    const strict = ctx.client({ requireDurable: true });
+    const strictEvents = [];
+    strict.addEventListener("storagefallback", (e) => strictEvents.push(e));
+    await assert.rejects(strict.begin("strict", { url: ctx.url("fills3", "201"), body: "x" }), "NOT_DURABLE", "the fallback write");
+    assert.equal(strictEvents.length, 1, "the storagefallback event too");
+    assert.equal((await strict.pending()).length, 0, "no half-begun intent left");
+    assert.equal((await ctx.log("fills3")).length, 0, "nothing sent");
   } finally {
     restore();
   }

@@ -187,6 +187,26 @@ fn get_reads_each_field_of_the_payload() {
 }
 
 #[wasm_bindgen_test]
+fn on_runs_each_event_of_the_send_loop() {
+    let engine = engine();
+    let mut m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();
+    assert_eq!(m.on(0, NOW, true), SEND, "0 start");
+    assert_eq!(m.on(1, NOW + 10.0, false), WAIT, "1 network error");
+    assert_eq!(m.get(2), 1.0);
+    assert_eq!(m.on(4, NOW + 1_000.0, false), WAIT_ONLINE, "4 wake, offline");
+    assert_eq!(m.on(5, NOW + 1_100.0, false), SEND, "5 online");
+    assert_eq!(m.on(2, NOW + 16_100.0, false), WAIT, "2 timeout");
+    assert_eq!(m.get(2), 2.0);
+    assert_eq!(m.on(4, NOW + 17_000.0, false), WAIT_ONLINE);
+    assert_eq!(m.on(6, NOW + 120_000.0, false), FAIL, "6 the deadline offline");
+    assert_eq!(m.get(8), 1.0, "RETRIES_EXHAUSTED");
+    assert_eq!(m.on(0, NOW + 130_000.0, true), SEND, "a send can start again");
+    assert_eq!(m.on(3, NOW + 130_001.0, false), FAIL, "3 abort");
+    assert_eq!(m.get(8), 2.0, "ABORTED");
+    assert_eq!((m.on(7, NOW, true), m.on(u32::MAX, NOW, true)), (0, 0), "an unknown event is no action");
+}
+
+#[wasm_bindgen_test]
 fn failures_carry_their_code_and_detail() {
     let engine = engine_with(2.0, 3.0, false);
     let mut m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();

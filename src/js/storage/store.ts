@@ -42,6 +42,11 @@ export class Store {
     this.backend = typeof opened === "string" ? new MemoryBackend() : opened;
   }
 
+  /** Whether a saved record survives a reload (false in memory: asked for, or after a fallback). */
+  get durable(): boolean {
+    return !this.inMemory;
+  }
+
   /** What is in use now: the requested storage, or "memory" after a fallback. */
   get kind(): StorageKind {
     return this.inMemory ? "memory" : this.requested;
