@@ -60,6 +60,7 @@ export async function prepareParts(
   const headers = readHeaders(headersInit, keyHeader);
   const body = await bufferBody(bodyValue, maxBodyBytes);
   if (body && (method === "GET" || method === "HEAD")) throw invalidRequest(`a ${method} request cannot have a body`);
+  buildable(url, method, headers);
   // The content type fetch would have derived from the body object, unless the caller set one.
   if (body && headers.some(([name]) => name === "content-type")) body.contentType = null;
   return { method, url, headers, body };
@@ -117,4 +118,16 @@ function readHeaders(init: unknown, keyHeader: string): [string, string][] {
     throw invalidRequest(`request.headers must not set ${keyHeader}: the library sets it from the intent`);
   }
   return pairs;
+}
+
+/** Issue 13 item 7: a request `fetch` cannot build (a URL with user:password, a mode the runtime
+ *  refuses) is INVALID_REQUEST here, before anything is stored, instead of a "network error"
+ *  retried until the attempts run out. `Request` validates exactly what `fetch` will. */
+function buildable(url: string, method: string, headers: [string, string][]): void {
+  if (typeof Request !== "function") return;
+  try {
+    new Request(url, { method, headers });
+  } catch (thrown) {
+    throw invalidRequest(`the request cannot be built by fetch: ${describe(thrown)}`);
+  }
 }

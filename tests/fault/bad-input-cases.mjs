@@ -276,6 +276,7 @@ badRequest("plain object body", (url) => ({ url, body: { amount: 1 } }));
 badRequest("number body", (url) => ({ url, body: 5 }));
 badRequest("boolean body", (url) => ({ url, body: true }));
 badRequest("Symbol body", (url) => ({ url, body: Symbol("x") }));
+badRequest("URL with user:password (fetch cannot build it): INVALID_REQUEST, not retried", (url) => ({ url: url.replace("://", "://u:p@"), body: "x" }));
 // Over the 1 MiB default cap (issue 13 item 7): refused before the body is copied, nothing sent.
 badRequest("body of 1 MiB + 1 bytes: BODY_TOO_LARGE", (url) => ({ url, body: new Uint8Array((1 << 20) + 1) }), "BODY_TOO_LARGE");
 badRequest("string of 1 MiB + 1 characters: BODY_TOO_LARGE", (url) => ({ url, body: "x".repeat((1 << 20) + 1) }), "BODY_TOO_LARGE");

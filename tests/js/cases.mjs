@@ -1170,6 +1170,16 @@ add("resume() re-checks a stored request that a script rewrote", async (ctx) => 
   assert.equal((await (await client.resume("pay")).send()).status, 201);
 }, { browserOnly: true });
 
+add("a request fetch cannot build (a URL with credentials) is INVALID_REQUEST, never retried nor stored", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const url = ctx.url("creds", "201").replace("http://", "http://user:pw@");
+  await assert.rejects(client.begin("pay", { url, body: "x" }), "INVALID_REQUEST", "begin");
+  await assert.rejects(client.fetch(url, { method: "POST", body: "x" }), "INVALID_REQUEST", "fetch");
+  assert.equal((await client.pending()).length, 0, "nothing stored");
+  assert.equal((await ctx.log("creds")).length, 0, "nothing sent");
+});
+
 add("durability is reported: op.durable and result.durable; requireDurable cannot be met in memory", async (ctx) => {
   const { assert } = ctx;
   const op = await ctx.client().begin("pay", { url: ctx.url("dur", "201"), body: "x" });
