@@ -138,43 +138,9 @@ impl Machine {
         self.0.record().fingerprint.clone()
     }
 
-    /// When the intent began (ms since the epoch).
-    #[wasm_bindgen(js_name = createdAt)]
-    pub fn created_at(&self) -> f64 {
-        self.0.record().created_at as f64
-    }
-
-    /// Last change (ms since the epoch).
-    #[wasm_bindgen(js_name = updatedAt)]
-    pub fn updated_at(&self) -> f64 {
-        self.0.record().updated_at as f64
-    }
-
-    /// Attempts across every send, including earlier page loads.
-    pub fn attempts(&self) -> u32 {
-        self.0.record().attempts
-    }
-
     /// `"pending" | "succeeded" | "failed" | "expired"`.
     pub fn state(&self) -> String {
         String::from(self.0.record().state.as_str())
-    }
-
-    /// The status of the last answer, 0 when there was none.
-    #[wasm_bindgen(js_name = lastStatus)]
-    pub fn last_status(&self) -> u32 {
-        self.0.record().last_status.into()
-    }
-
-    /// Whether an attempt may have reached the server without a known outcome (stored as
-    /// `uncertain`; on DONE with a 4xx the result says so).
-    pub fn uncertain(&self) -> bool {
-        self.0.uncertain()
-    }
-
-    /// Whether the record changed since the last `markSaved()`.
-    pub fn dirty(&self) -> bool {
-        self.0.dirty()
     }
 
     /// The driver saved the record.
@@ -190,8 +156,10 @@ impl Machine {
 
     /// One number of the action's payload or outcome, by field (docs/WASM-BOUNDARY.md "Fields"):
     /// 0 timeoutMs, 1 delayMs, 2 reason, 3 attempt, 4 totalAttempts, 5 status, 6 ok, 7 replayed,
-    /// 8 errorCode, 9 errorDetail (booleans as 1/0); NaN for any other field. One export instead of
-    /// ten getters: each export costs its glue in the JavaScript that users download.
+    /// 8 errorCode, 9 errorDetail, and of the record 10 createdAt, 11 updatedAt, 12 lastStatus (0 = none),
+    /// 13 uncertain, 14 dirty (booleans as 1/0; the record's attempts are field 4); NaN for any other
+    /// field. One export instead of fifteen getters: each export costs its glue in the JavaScript users
+    /// download.
     pub fn get(&self, field: u32) -> f64 {
         match field {
             0 => self.timeout_ms(),
@@ -204,6 +172,11 @@ impl Machine {
             7 => u8::from(self.replayed()).into(),
             8 => self.error_code().into(),
             9 => self.error_detail().into(),
+            10 => self.created_at(),
+            11 => self.updated_at(),
+            12 => self.last_status().into(),
+            13 => u8::from(self.uncertain()).into(),
+            14 => u8::from(self.dirty()).into(),
             _ => f64::NAN,
         }
     }
@@ -345,5 +318,36 @@ impl Machine {
     /// WAIT_ONLINE reached the deadline offline.
     pub fn on_online_timeout(&mut self, now_ms: f64) -> u32 {
         self.0.on_online_timeout(ms(now_ms)) as u32
+    }
+
+    /// When the intent began (ms since the epoch).
+    pub fn created_at(&self) -> f64 {
+        self.0.record().created_at as f64
+    }
+
+    /// Last change (ms since the epoch).
+    pub fn updated_at(&self) -> f64 {
+        self.0.record().updated_at as f64
+    }
+
+    /// Attempts across every send, including earlier page loads.
+    pub fn attempts(&self) -> u32 {
+        self.0.record().attempts
+    }
+
+    /// The status of the last answer, 0 when there was none.
+    pub fn last_status(&self) -> u32 {
+        self.0.record().last_status.into()
+    }
+
+    /// Whether an attempt may have reached the server without a known outcome (stored as
+    /// `uncertain`; on DONE with a 4xx the result says so).
+    pub fn uncertain(&self) -> bool {
+        self.0.uncertain()
+    }
+
+    /// Whether the record changed since the last `markSaved()`.
+    pub fn dirty(&self) -> bool {
+        self.0.dirty()
     }
 }

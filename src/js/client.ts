@@ -7,7 +7,7 @@ import { type IdempotentRequestInit, readFetchArgs } from "./fetch-args.js";
 import { Listeners, type ClientEventMap } from "./events.js";
 import { fingerprint, hex } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
-import { type Engine, KEEP, NOW_EXPIRED, REMOVE } from "./machine.js";
+import { type Engine, F_DIRTY, KEEP, NOW_EXPIRED, REMOVE } from "./machine.js";
 import { fromThrown, intentMismatch } from "./messages.js";
 import {
   type BeginOptions,
@@ -335,7 +335,7 @@ export class IdempotentClient {
             resumedStored && plainFp !== undefined
               ? { intentId, key, fingerprint: plainFp, plain: true }
               : { intentId, key, fingerprint: fp };
-          if (machine.dirty()) await saveRecord(core, machine, ids, request);
+          if (machine.get(F_DIRTY) === 1) await saveRecord(core, machine, ids, request);
           if (core.config.requireDurable && !core.store.durable) {
             // This very write fell back (storage full): the key lives in memory only. Nothing was sent.
             if (!resumedStored) await core.store.delete(intentId).catch(() => {});

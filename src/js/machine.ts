@@ -9,17 +9,9 @@ import type { Engine as WasmEngine, Machine as WasmMachine } from "./generated/i
 export interface MachineContract {
   key(): string;
   fingerprint(): string;
-  createdAt(): number;
-  updatedAt(): number;
-  attempts(): number;
   /** "pending" | "succeeded" | "failed" | "expired". */
   state(): string;
-  /** 0 = none. */
-  lastStatus(): number;
-  /** An attempt may have reached the server without a known outcome (issue 13). */
-  uncertain(): boolean;
-  /** The record changed since the last `markSaved()`: save it before anything else. */
-  dirty(): boolean;
+  /** The driver saved the record (field F_DIRTY reads 0 until it changes again). */
   markSaved(): void;
   /** The key header value (raw or sf-string). */
   header(): string;
@@ -34,7 +26,7 @@ export interface MachineContract {
     replayed: string | undefined,
     override: number,
   ): number;
-  /** One number of the action's payload or outcome: `field` is one of the `F_*` below (booleans 1/0). */
+  /** One number of the action's payload or outcome, or of the record: `field` is one of the `F_*` below (booleans 1/0). */
   get(field: number): number;
   /** Frees the wasm memory (wasm-bindgen). */
   free(): void;
@@ -122,6 +114,15 @@ export const F_REPLAYED = 7;
 /** FAIL: the error. */
 export const F_ERROR_CODE = 8;
 export const F_ERROR_DETAIL = 9;
+/** The record: when the intent began and last changed (ms since the epoch), the last answer's status
+ *  (0 = none), whether an attempt may have reached the server without a known outcome (issue 13),
+ *  whether it changed since the last `markSaved()` (save it before anything else). Its attempts are
+ *  F_TOTAL_ATTEMPTS. */
+export const F_CREATED_AT = 10;
+export const F_UPDATED_AT = 11;
+export const F_LAST_STATUS = 12;
+export const F_UNCERTAIN = 13;
+export const F_DIRTY = 14;
 
 /** `on`'s events (docs/WASM-BOUNDARY.md "Events"). */
 export const EV_START = 0;

@@ -4,7 +4,7 @@ import { type ClientCore, intentLock, loadRecord, SEND_LOCK_OFFER_MS } from "./c
 import { IdempotentFetchError, invalidOptions } from "./errors.js";
 import { Fields } from "./fields.js";
 import type { Release } from "./lock.js";
-import type { Machine } from "./machine.js";
+import { F_CREATED_AT, F_LAST_STATUS, F_TOTAL_ATTEMPTS, F_UPDATED_AT, type Machine } from "./machine.js";
 import { ABORTED_WAITING_MESSAGE, notFound, storageUnavailable } from "./messages.js";
 import type { PersistedRequest, RecordIds } from "./record.js";
 import type { PreparedRequest } from "./request.js";
@@ -33,10 +33,10 @@ export function viewOf(machine: Machine, ids: Pick<RecordIds, "intentId" | "key"
     intentId: ids.intentId,
     key: ids.key,
     state: machine.state() as IntentState,
-    attempts: machine.attempts(),
-    createdAt: machine.createdAt(),
-    updatedAt: machine.updatedAt(),
-    lastStatus: machine.lastStatus() || null,
+    attempts: machine.get(F_TOTAL_ATTEMPTS),
+    createdAt: machine.get(F_CREATED_AT),
+    updatedAt: machine.get(F_UPDATED_AT),
+    lastStatus: machine.get(F_LAST_STATUS) || null,
   };
 }
 

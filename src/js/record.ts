@@ -4,7 +4,7 @@
 // the machine (`Engine.load`) then checks the VALUES. One place each way.
 
 import { Fields, typeName } from "./fields.js";
-import type { Engine, Machine } from "./machine.js";
+import { type Engine, F_CREATED_AT, F_LAST_STATUS, F_TOTAL_ATTEMPTS, F_UNCERTAIN, F_UPDATED_AT, type Machine } from "./machine.js";
 import { corruptRecord, fromThrown } from "./messages.js";
 
 /** The record format version this build writes: 2, a fingerprint keyed with the namespace's secret.
@@ -165,18 +165,18 @@ function whole(fields: Fields, name: string, max: number): number {
 
 /** The machine's record (+ the persisted request) -> JSON text, fields in the stored order. */
 export function encodeRecord(machine: Machine, ids: RecordIds, request: PersistedRequest | undefined): string {
-  const lastStatus = machine.lastStatus();
+  const lastStatus = machine.get(F_LAST_STATUS);
   return JSON.stringify({
     v: ids.plain ? 1 : RECORD_VERSION,
     id: ids.intentId,
     key: ids.key,
     fingerprint: ids.fingerprint,
-    createdAt: machine.createdAt(),
-    updatedAt: machine.updatedAt(),
-    attempts: machine.attempts(),
+    createdAt: machine.get(F_CREATED_AT),
+    updatedAt: machine.get(F_UPDATED_AT),
+    attempts: machine.get(F_TOTAL_ATTEMPTS),
     state: machine.state(),
     lastStatus: lastStatus === 0 ? null : lastStatus,
-    uncertain: machine.uncertain(),
+    uncertain: machine.get(F_UNCERTAIN) === 1,
     ...(request ? { request } : {}),
   });
 }

@@ -74,7 +74,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
   let response: Response | undefined;
   let action = machine.on(M.EV_START, Date.now(), isOnline());
   for (;;) {
-    if (machine.dirty()) {
+    if (machine.get(M.F_DIRTY) === 1) {
       try {
         await saveRecord(core, machine, ids, ctx.persisted);
       } catch (error) {
@@ -84,7 +84,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
           throw new IdempotentFetchError(error.code, error.message, {
             key,
             attempts: machine.get(M.F_ATTEMPT) - 1,
-            lastStatus: machine.lastStatus() || null,
+            lastStatus: machine.get(M.F_LAST_STATUS) || null,
           });
         }
       }
@@ -125,7 +125,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
       }
       case M.WAIT: {
         const reason = machine.get(M.F_REASON);
-        const status = reason === 3 ? machine.lastStatus() : 0;
+        const status = reason === 3 ? machine.get(M.F_LAST_STATUS) : 0;
         const event: RetryEvent = {
           type: "retry",
           intentId,
@@ -164,7 +164,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
           status: machine.get(M.F_STATUS),
           ok: machine.get(M.F_OK) === 1,
           replayed: machine.get(M.F_REPLAYED) === 1,
-          uncertain: machine.uncertain(),
+          uncertain: machine.get(M.F_UNCERTAIN) === 1,
           durable: core.store.durable,
           attempts: machine.get(M.F_ATTEMPT),
           key,
@@ -175,7 +175,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
           intentId,
           key,
           attempts: machine.get(M.F_ATTEMPT),
-          lastStatus: machine.lastStatus() || null,
+          lastStatus: machine.get(M.F_LAST_STATUS) || null,
         });
       default:
         throw errorFor(0, action, { intentId, key });

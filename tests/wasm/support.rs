@@ -177,7 +177,16 @@ fn get_reads_each_field_of_the_payload() {
     assert_eq!(m.on_wake(NOW + 2_010.0, true), SEND);
     assert_eq!(m.on_response(NOW + 2_020.0, 201, None, None, Some("true".into()), 0), DONE);
     assert_eq!(fields(&m)[3..8], [2.0, 2.0, 201.0, 1.0, 1.0], "DONE: attempt, total, status, ok, replayed");
-    assert!(m.get(10).is_nan() && m.get(u32::MAX).is_nan(), "an unknown field is NaN");
+    let record = [m.get(10), m.get(11), m.get(12), m.get(13), m.get(14)];
+    assert_eq!(
+        record,
+        [NOW, NOW + 2_020.0, 201.0, 0.0, 1.0],
+        "the record: createdAt, updatedAt, lastStatus, uncertain, dirty"
+    );
+    assert_eq!(record, [m.created_at(), m.updated_at(), m.last_status().into(), 0.0, 1.0]);
+    m.mark_saved();
+    assert_eq!(m.get(14), 0.0, "saved: not dirty");
+    assert!(m.get(15).is_nan() && m.get(u32::MAX).is_nan(), "an unknown field is NaN");
     let mut f = engine.begin("if-get-fail", &fingerprint(), NOW, false, None).unwrap();
     assert_eq!(f.start(NOW, true), SEND);
     assert_eq!(f.on_abort(NOW + 5.0), FAIL);
