@@ -133,16 +133,6 @@ impl Machine {
         String::from(self.0.record().key.as_str())
     }
 
-    /// The request fingerprint.
-    pub fn fingerprint(&self) -> String {
-        self.0.record().fingerprint.clone()
-    }
-
-    /// `"pending" | "succeeded" | "failed" | "expired"`.
-    pub fn state(&self) -> String {
-        String::from(self.0.record().state.as_str())
-    }
-
     /// The driver saved the record.
     #[wasm_bindgen(js_name = markSaved)]
     pub fn mark_saved(&mut self) {
@@ -157,7 +147,8 @@ impl Machine {
     /// One number of the action's payload or outcome, by field (docs/WASM-BOUNDARY.md "Fields"):
     /// 0 timeoutMs, 1 delayMs, 2 reason, 3 attempt, 4 totalAttempts, 5 status, 6 ok, 7 replayed,
     /// 8 errorCode, 9 errorDetail, and of the record 10 createdAt, 11 updatedAt, 12 lastStatus (0 = none),
-    /// 13 uncertain, 14 dirty (booleans as 1/0; the record's attempts are field 4); NaN for any other
+    /// 13 uncertain, 14 dirty, 15 state (0 pending, 1 succeeded, 2 failed, 3 expired) (booleans as 1/0;
+    /// the record's attempts are field 4); NaN for any other
     /// field. One export instead of fifteen getters: each export costs its glue in the JavaScript users
     /// download.
     pub fn get(&self, field: u32) -> f64 {
@@ -177,6 +168,12 @@ impl Machine {
             12 => self.last_status().into(),
             13 => u8::from(self.uncertain()).into(),
             14 => u8::from(self.dirty()).into(),
+            15 => match self.0.record().state {
+                m::record::State::Pending => 0.0,
+                m::record::State::Succeeded => 1.0,
+                m::record::State::Failed => 2.0,
+                m::record::State::Expired => 3.0,
+            },
             _ => f64::NAN,
         }
     }
@@ -349,5 +346,15 @@ impl Machine {
     /// Whether the record changed since the last `markSaved()`.
     pub fn dirty(&self) -> bool {
         self.0.dirty()
+    }
+
+    /// The request fingerprint.
+    pub fn fingerprint(&self) -> String {
+        self.0.record().fingerprint.clone()
+    }
+
+    /// `"pending" | "succeeded" | "failed" | "expired"`.
+    pub fn state(&self) -> String {
+        String::from(self.0.record().state.as_str())
     }
 }

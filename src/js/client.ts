@@ -134,7 +134,7 @@ export class IdempotentClient {
         );
       }
       const expected = await fingerprint(prepared, loaded.ids.plain ? undefined : await this.core.secret());
-      if (expected !== machine.fingerprint()) {
+      if (expected !== loaded.ids.fingerprint) {
         throw new IdempotentFetchError("STORAGE", `the persisted request of intent "${id}" does not match its fingerprint`);
       }
       return IdempotentOperation.create(this.core, viewOf(machine, loaded.ids), prepared);

@@ -4,7 +4,7 @@
 import type { Listeners } from "./events.js";
 import { acquire, type Release, tryAcquire } from "./lock.js";
 import type { InFlight } from "./inflight.js";
-import type { Engine, Machine } from "./machine.js";
+import { type Engine, F_STATE, type Machine } from "./machine.js";
 import { storageUnavailable } from "./messages.js";
 import type { Config } from "./options.js";
 import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
@@ -76,7 +76,7 @@ export async function saveRecord(
   const { intentId } = ids;
   // Issue 13 item 6: the persisted request (it may hold card data) is kept only while the intent is
   // pending; once retired (succeeded, failed) or expired it is deleted with this very write.
-  const kept = machine.state() === "pending" ? request : undefined;
+  const kept = machine.get(F_STATE) === 0 ? request : undefined;
   try {
     await core.store.put(intentId, encodeRecord(machine, ids, kept));
   } catch (thrown) {

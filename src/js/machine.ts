@@ -8,9 +8,6 @@ import type { Engine as WasmEngine, Machine as WasmMachine } from "./generated/i
 /** One intent's record and one `send` loop: what the driver calls. */
 export interface MachineContract {
   key(): string;
-  fingerprint(): string;
-  /** "pending" | "succeeded" | "failed" | "expired". */
-  state(): string;
   /** The driver saved the record (field F_DIRTY reads 0 until it changes again). */
   markSaved(): void;
   /** The key header value (raw or sf-string). */
@@ -123,6 +120,10 @@ export const F_UPDATED_AT = 11;
 export const F_LAST_STATUS = 12;
 export const F_UNCERTAIN = 13;
 export const F_DIRTY = 14;
+/** The record's state, an index into `STATES`. */
+export const F_STATE = 15;
+/** The states by `F_STATE` (the stored record and `IntentInfo` use these names). */
+export const STATES = ["pending", "succeeded", "failed", "expired"] as const;
 
 /** `on`'s events (docs/WASM-BOUNDARY.md "Events"). */
 export const EV_START = 0;

@@ -4,7 +4,17 @@
 // the machine (`Engine.load`) then checks the VALUES. One place each way.
 
 import { Fields, typeName } from "./fields.js";
-import { type Engine, F_CREATED_AT, F_LAST_STATUS, F_TOTAL_ATTEMPTS, F_UNCERTAIN, F_UPDATED_AT, type Machine } from "./machine.js";
+import {
+  type Engine,
+  F_CREATED_AT,
+  F_LAST_STATUS,
+  F_STATE,
+  F_TOTAL_ATTEMPTS,
+  F_UNCERTAIN,
+  F_UPDATED_AT,
+  type Machine,
+  STATES,
+} from "./machine.js";
 import { corruptRecord, fromThrown } from "./messages.js";
 
 /** The record format version this build writes: 2, a fingerprint keyed with the namespace's secret.
@@ -77,7 +87,7 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
     }
     fields = Fields.of(parsed, "", "a record", malformed).only(RECORD_FIELDS);
     const state = required(fields.string("state"), "state");
-    if (!["pending", "succeeded", "failed", "expired"].includes(state)) throw malformed(`unknown state "${state}"`);
+    if (!(STATES as readonly string[]).includes(state)) throw malformed(`unknown state "${state}"`);
     const status = fields.value("lastStatus");
     lastStatus = status === undefined || status === null ? 0 : whole(fields, "lastStatus", 0xffff);
     // 0 means "none" to the machine: a stored 0 is no HTTP status, so it is refused here.
@@ -174,7 +184,7 @@ export function encodeRecord(machine: Machine, ids: RecordIds, request: Persiste
     createdAt: machine.get(F_CREATED_AT),
     updatedAt: machine.get(F_UPDATED_AT),
     attempts: machine.get(F_TOTAL_ATTEMPTS),
-    state: machine.state(),
+    state: STATES[machine.get(F_STATE)],
     lastStatus: lastStatus === 0 ? null : lastStatus,
     uncertain: machine.get(F_UNCERTAIN) === 1,
     ...(request ? { request } : {}),

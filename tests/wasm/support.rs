@@ -186,13 +186,15 @@ fn get_reads_each_field_of_the_payload() {
     assert_eq!(record, [m.created_at(), m.updated_at(), m.last_status().into(), 0.0, 1.0]);
     m.mark_saved();
     assert_eq!(m.get(14), 0.0, "saved: not dirty");
-    assert!(m.get(15).is_nan() && m.get(u32::MAX).is_nan(), "an unknown field is NaN");
+    assert_eq!(m.get(15), 1.0, "state: succeeded");
+    assert!(m.get(16).is_nan() && m.get(u32::MAX).is_nan(), "an unknown field is NaN");
     let mut f = engine.begin("if-get-fail", &fingerprint(), NOW, false, None).unwrap();
     assert_eq!(f.start(NOW, true), SEND);
     assert_eq!(f.on_abort(NOW + 5.0), FAIL);
     assert_eq!(fields(&f)[8..], [2.0, 0.0], "FAIL: aborted");
     assert_eq!(f.on_wake(NOW, true), FAIL);
     assert_eq!(fields(&f)[8..], [15.0, 2.0], "FAIL: out of order, with its detail");
+    assert_eq!(f.get(15), 0.0, "state: pending (the key is kept)");
 }
 
 #[wasm_bindgen_test]
