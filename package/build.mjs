@@ -104,7 +104,13 @@ function wasmSourcePlugin(platform) {
 /** Step 4: the bundles. Returns the names the entry exports (for node.js, the ESM face of node.cjs). */
 async function bundles(entry, out) {
   const esbuild = createRequire(path.join(tools, "package.json"))("esbuild");
-  const common = { entryPoints: [entry], bundle: true, target: "es2020", legalComments: "none", logLevel: "warning", metafile: true };
+  // mangleProps: only wasm-bindgen's own members of the glue's classes (the pointer, its take and wrap
+  // helpers), which nothing outside the glue reads: 27 uses, -26 B gzip. Public API names, the wasm's
+  // export names and platform properties never match.
+  const common = {
+    entryPoints: [entry], bundle: true, target: "es2020", legalComments: "none", logLevel: "warning", metafile: true,
+    mangleProps: /^(__wbg_ptr|__destroy_into_raw|__wrap)$/,
+  };
   // Minified (with a source map holding the TypeScript sources): a page without a bundler downloads
   // this file as it is, and an app's bundler gets nothing more to remove.
   const browser = await esbuild.build({

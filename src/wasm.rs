@@ -128,59 +128,9 @@ pub struct Machine(m::Machine);
 
 #[wasm_bindgen]
 impl Machine {
-    /// The intent id.
-    #[wasm_bindgen(js_name = intentId)]
-    pub fn intent_id(&self) -> String {
-        self.0.record().id.clone()
-    }
-
     /// The idempotency key.
     pub fn key(&self) -> String {
         String::from(self.0.record().key.as_str())
-    }
-
-    /// The request fingerprint.
-    pub fn fingerprint(&self) -> String {
-        self.0.record().fingerprint.clone()
-    }
-
-    /// When the intent began (ms since the epoch).
-    #[wasm_bindgen(js_name = createdAt)]
-    pub fn created_at(&self) -> f64 {
-        self.0.record().created_at as f64
-    }
-
-    /// Last change (ms since the epoch).
-    #[wasm_bindgen(js_name = updatedAt)]
-    pub fn updated_at(&self) -> f64 {
-        self.0.record().updated_at as f64
-    }
-
-    /// Attempts across every send, including earlier page loads.
-    pub fn attempts(&self) -> u32 {
-        self.0.record().attempts
-    }
-
-    /// `"pending" | "succeeded" | "failed" | "expired"`.
-    pub fn state(&self) -> String {
-        String::from(self.0.record().state.as_str())
-    }
-
-    /// The status of the last answer, 0 when there was none.
-    #[wasm_bindgen(js_name = lastStatus)]
-    pub fn last_status(&self) -> u32 {
-        self.0.record().last_status.into()
-    }
-
-    /// Whether an attempt may have reached the server without a known outcome (stored as
-    /// `uncertain`; on DONE with a 4xx the result says so).
-    pub fn uncertain(&self) -> bool {
-        self.0.uncertain()
-    }
-
-    /// Whether the record changed since the last `markSaved()`.
-    pub fn dirty(&self) -> bool {
-        self.0.dirty()
     }
 
     /// The driver saved the record.
@@ -189,74 +139,43 @@ impl Machine {
         self.0.mark_saved();
     }
 
-    /// Whether `begin` resumed the stored intent (or `load` read it) rather than making a new one.
-    pub fn resumed(&self) -> bool {
-        self.0.resumed()
-    }
-
     /// The key header's value (raw, or sf-string if the engine says so).
     pub fn header(&self) -> String {
         self.0.header()
     }
 
-    /// SEND: the attempt's timeout; WAIT_ONLINE: ms left until the deadline.
-    #[wasm_bindgen(js_name = timeoutMs)]
-    pub fn timeout_ms(&self) -> f64 {
-        self.0.timeout_ms() as f64
-    }
-
-    /// WAIT: how long to wait.
-    #[wasm_bindgen(js_name = delayMs)]
-    pub fn delay_ms(&self) -> f64 {
-        self.0.delay_ms() as f64
-    }
-
-    /// WAIT: why (1 network, 2 timeout, 3 status: see `lastStatus()`); 0 before any retry.
-    pub fn reason(&self) -> u32 {
-        self.0.reason().map_or(0, m::RetryReason::index)
-    }
-
-    /// Attempts of the current send, including the one in flight.
-    pub fn attempt(&self) -> u32 {
-        self.0.attempt()
-    }
-
-    /// Attempts across every send (= `attempts()`).
-    #[wasm_bindgen(js_name = totalAttempts)]
-    pub fn total_attempts(&self) -> u32 {
-        self.0.record().attempts
-    }
-
-    /// DONE: the answer's status.
-    pub fn status(&self) -> u32 {
-        self.0.status().into()
-    }
-
-    /// DONE: whether the status is 2xx.
-    pub fn ok(&self) -> bool {
-        self.0.ok()
-    }
-
-    /// DONE: whether the server said it replayed a stored answer.
-    pub fn replayed(&self) -> bool {
-        self.0.replayed()
-    }
-
-    /// FAIL: the error code.
-    #[wasm_bindgen(js_name = errorCode)]
-    pub fn error_code(&self) -> u32 {
-        self.0.error().code.into()
-    }
-
-    /// FAIL: the error's detail.
-    #[wasm_bindgen(js_name = errorDetail)]
-    pub fn error_detail(&self) -> u32 {
-        self.0.error().detail.into()
-    }
-
-    /// Starts a send (deadline = now + totalTimeoutMs).
-    pub fn start(&mut self, now_ms: f64, online: bool) -> u32 {
-        self.0.start(ms(now_ms), online) as u32
+    /// One number of the action's payload or outcome, by field (docs/WASM-BOUNDARY.md "Fields"):
+    /// 0 timeoutMs, 1 delayMs, 2 reason, 3 attempt, 4 totalAttempts, 5 status, 6 ok, 7 replayed,
+    /// 8 errorCode, 9 errorDetail, and of the record 10 createdAt, 11 updatedAt, 12 lastStatus (0 = none),
+    /// 13 uncertain, 14 dirty, 15 state (0 pending, 1 succeeded, 2 failed, 3 expired) (booleans as 1/0;
+    /// the record's attempts are field 4); NaN for any other
+    /// field. One export instead of fifteen getters: each export costs its glue in the JavaScript users
+    /// download.
+    pub fn get(&self, field: u32) -> f64 {
+        match field {
+            0 => self.timeout_ms(),
+            1 => self.delay_ms(),
+            2 => self.reason().into(),
+            3 => self.attempt().into(),
+            4 => self.total_attempts().into(),
+            5 => self.status().into(),
+            6 => u8::from(self.ok()).into(),
+            7 => u8::from(self.replayed()).into(),
+            8 => self.error_code().into(),
+            9 => self.error_detail().into(),
+            10 => self.created_at(),
+            11 => self.updated_at(),
+            12 => self.last_status().into(),
+            13 => u8::from(self.uncertain()).into(),
+            14 => u8::from(self.dirty()).into(),
+            15 => match self.0.record().state {
+                m::record::State::Pending => 0.0,
+                m::record::State::Succeeded => 1.0,
+                m::record::State::Failed => 2.0,
+                m::record::State::Expired => 3.0,
+            },
+            _ => f64::NAN,
+        }
     }
 
     /// The attempt got an answer. `override_`: the caller's `shouldRetry(status)`: 0 none, 1 retry,
@@ -281,39 +200,161 @@ impl Machine {
         self.0.on_response(ms(now_ms), &answer) as u32
     }
 
+    /// An event of the send loop other than an answer, by number (docs/WASM-BOUNDARY.md "Events"):
+    /// 0 start (deadline = now + totalTimeoutMs), 1 network error, 2 the attempt's timeout, 3 the
+    /// caller aborted, 4 a WAIT elapsed, 5 the network came back (WAIT_ONLINE), 6 WAIT_ONLINE reached
+    /// the deadline. `online` is read by 0 and 4. Returns the action; 0 (no action) for an unknown
+    /// event. One export instead of seven: each export costs its glue in the JavaScript users download.
+    pub fn on(&mut self, event: u32, now_ms: f64, online: bool) -> u32 {
+        match event {
+            0 => self.start(now_ms, online),
+            1 => self.on_network_error(now_ms),
+            2 => self.on_timeout(now_ms),
+            3 => self.on_abort(now_ms),
+            4 => self.on_wake(now_ms, online),
+            5 => self.on_online(now_ms),
+            6 => self.on_online_timeout(now_ms),
+            _ => 0,
+        }
+    }
+}
+
+/// What the driver reaches through [`Machine::get`] and [`Machine::on`] (the Rust tests call these
+/// directly): not exported one by one, so the JavaScript glue stays small.
+impl Machine {
+    /// The intent id.
+    pub fn intent_id(&self) -> String {
+        self.0.record().id.clone()
+    }
+
+    /// Whether `begin` resumed the stored intent (or `load` read it) rather than making a new one.
+    pub fn resumed(&self) -> bool {
+        self.0.resumed()
+    }
+
+    /// SEND: the attempt's timeout; WAIT_ONLINE: ms left until the deadline.
+    pub fn timeout_ms(&self) -> f64 {
+        self.0.timeout_ms() as f64
+    }
+
+    /// WAIT: how long to wait.
+    pub fn delay_ms(&self) -> f64 {
+        self.0.delay_ms() as f64
+    }
+
+    /// WAIT: why (1 network, 2 timeout, 3 status: see `lastStatus()`); 0 before any retry.
+    pub fn reason(&self) -> u32 {
+        self.0.reason().map_or(0, m::RetryReason::index)
+    }
+
+    /// Attempts of the current send, including the one in flight.
+    pub fn attempt(&self) -> u32 {
+        self.0.attempt()
+    }
+
+    /// Attempts across every send (= `attempts()`).
+    pub fn total_attempts(&self) -> u32 {
+        self.0.record().attempts
+    }
+
+    /// DONE: the answer's status.
+    pub fn status(&self) -> u32 {
+        self.0.status().into()
+    }
+
+    /// DONE: whether the status is 2xx.
+    pub fn ok(&self) -> bool {
+        self.0.ok()
+    }
+
+    /// DONE: whether the server said it replayed a stored answer.
+    pub fn replayed(&self) -> bool {
+        self.0.replayed()
+    }
+
+    /// FAIL: the error code.
+    pub fn error_code(&self) -> u32 {
+        self.0.error().code.into()
+    }
+
+    /// FAIL: the error's detail.
+    pub fn error_detail(&self) -> u32 {
+        self.0.error().detail.into()
+    }
+
+    /// Starts a send (deadline = now + totalTimeoutMs).
+    pub fn start(&mut self, now_ms: f64, online: bool) -> u32 {
+        self.0.start(ms(now_ms), online) as u32
+    }
+
     /// The attempt failed below HTTP.
-    #[wasm_bindgen(js_name = onNetworkError)]
     pub fn on_network_error(&mut self, now_ms: f64) -> u32 {
         self.0.on_network_error(ms(now_ms)) as u32
     }
 
     /// The attempt's timeout fired.
-    #[wasm_bindgen(js_name = onTimeout)]
     pub fn on_timeout(&mut self, now_ms: f64) -> u32 {
         self.0.on_timeout(ms(now_ms)) as u32
     }
 
     /// The caller aborted.
-    #[wasm_bindgen(js_name = onAbort)]
     pub fn on_abort(&mut self, now_ms: f64) -> u32 {
         self.0.on_abort(ms(now_ms)) as u32
     }
 
     /// A WAIT elapsed.
-    #[wasm_bindgen(js_name = onWake)]
     pub fn on_wake(&mut self, now_ms: f64, online: bool) -> u32 {
         self.0.on_wake(ms(now_ms), online) as u32
     }
 
     /// The network came back during WAIT_ONLINE.
-    #[wasm_bindgen(js_name = onOnline)]
     pub fn on_online(&mut self, now_ms: f64) -> u32 {
         self.0.on_online(ms(now_ms)) as u32
     }
 
     /// WAIT_ONLINE reached the deadline offline.
-    #[wasm_bindgen(js_name = onOnlineTimeout)]
     pub fn on_online_timeout(&mut self, now_ms: f64) -> u32 {
         self.0.on_online_timeout(ms(now_ms)) as u32
+    }
+
+    /// When the intent began (ms since the epoch).
+    pub fn created_at(&self) -> f64 {
+        self.0.record().created_at as f64
+    }
+
+    /// Last change (ms since the epoch).
+    pub fn updated_at(&self) -> f64 {
+        self.0.record().updated_at as f64
+    }
+
+    /// Attempts across every send, including earlier page loads.
+    pub fn attempts(&self) -> u32 {
+        self.0.record().attempts
+    }
+
+    /// The status of the last answer, 0 when there was none.
+    pub fn last_status(&self) -> u32 {
+        self.0.record().last_status.into()
+    }
+
+    /// Whether an attempt may have reached the server without a known outcome (stored as
+    /// `uncertain`; on DONE with a 4xx the result says so).
+    pub fn uncertain(&self) -> bool {
+        self.0.uncertain()
+    }
+
+    /// Whether the record changed since the last `markSaved()`.
+    pub fn dirty(&self) -> bool {
+        self.0.dirty()
+    }
+
+    /// The request fingerprint.
+    pub fn fingerprint(&self) -> String {
+        self.0.record().fingerprint.clone()
+    }
+
+    /// `"pending" | "succeeded" | "failed" | "expired"`.
+    pub fn state(&self) -> String {
+        String::from(self.0.record().state.as_str())
     }
 }

@@ -25,9 +25,32 @@ const UNSUPPORTED =
   "body must be a string, ArrayBuffer, typed array, Blob, URLSearchParams or FormData " +
   "(for an object, pass JSON.stringify(object))";
 
-/** Buffers `body`; `null` for `undefined`/`null`. */
-export async function bufferBody(body: unknown): Promise<BufferedBody | null> {
+/** The typed error of a body over the cap. */
+function tooLarge(size: string, max: number): IdempotentFetchError {
+  return new IdempotentFetchError("BODY_TOO_LARGE", `the body is ${size} bytes, over maxBodyBytes (${max})`);
+}
+
+/** Buffers `body`; `null` for `undefined`/`null`. Its size is checked against `maxBodyBytes` BEFORE
+ *  anything is copied (a huge body would exhaust memory): `byteLength`, `Blob.size`, and for a string
+ *  its UTF-8 bound (at most 3 bytes per UTF-16 unit; measured exactly only when that bound is over). */
+export async function bufferBody(body: unknown, maxBodyBytes: number): Promise<BufferedBody | null> {
   if (body === undefined || body === null) return null;
+  if (typeof body === "string" && body.length * 3 > maxBodyBytes) {
+    // Over the bound: only a string longer than the cap in UTF-16 units is surely over; else encode.
+    const size = body.length > maxBodyBytes ? body.length : new TextEncoder().encode(body).length;
+    if (size > maxBodyBytes) throw tooLarge(body.length > maxBodyBytes ? `at least ${size}` : String(size), maxBodyBytes);
+  } else if ((body instanceof ArrayBuffer || ArrayBuffer.isView(body)) && body.byteLength > maxBodyBytes) {
+    throw tooLarge(String(body.byteLength), maxBodyBytes);
+  } else if (isA(body, "Blob") && (body as Blob).size > maxBodyBytes) {
+    throw tooLarge(String((body as Blob).size), maxBodyBytes);
+  }
+  const buffered = await bufferUnchecked(body);
+  // URLSearchParams and FormData: known only once encoded (they are small unless they hold a Blob).
+  if (buffered && buffered.bytes.length > maxBodyBytes) throw tooLarge(String(buffered.bytes.length), maxBodyBytes);
+  return buffered;
+}
+
+async function bufferUnchecked(body: unknown): Promise<BufferedBody | null> {
   if (isA(body, "ReadableStream")) {
     throw new IdempotentFetchError(
       "BODY_NOT_REPLAYABLE",

@@ -1,13 +1,13 @@
 // `IdempotentClient`: the entry point. Makes state-changing requests safe to retry: one idempotency
 // key per intent, kept in storage across reloads, re-sent until the server gives a definite answer.
 
-import { type ClientCore, intentLock, loadRecord, offerSendLock, saveRecord } from "./core.js";
+import { type ClientCore, intentLock, loadRecord, offerSendLock, readOrCreateSecret, saveRecord } from "./core.js";
 import { IdempotentFetchError, invalidOptions, invalidRequest } from "./errors.js";
 import { type IdempotentRequestInit, readFetchArgs } from "./fetch-args.js";
 import { Listeners, type ClientEventMap } from "./events.js";
 import { fingerprint, hex } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
-import { type Engine, KEEP, NOW_EXPIRED, REMOVE } from "./machine.js";
+import { type Engine, F_DIRTY, KEEP, NOW_EXPIRED, REMOVE } from "./machine.js";
 import { fromThrown, intentMismatch } from "./messages.js";
 import {
   type BeginOptions,
@@ -70,7 +70,13 @@ export class IdempotentClient {
         throw error;
       }));
     };
-    this.core = { config, store, listeners, inFlight, engine };
+    let secret: Promise<Uint8Array<ArrayBuffer>> | undefined;
+    const secretOnce = () =>
+      (secret ??= readOrCreateSecret({ config, store }).catch((error: unknown) => {
+        secret = undefined; // not remembered: the next begin tries again
+        throw error;
+      }));
+    this.core = { config, store, listeners, inFlight, engine, secret: secretOnce };
     // After the constructor returns, so listeners added right away still hear about it.
     void Promise.resolve().then(async () => {
       if (store.fallbackReason !== null) listeners.emit({ type: "storagefallback", reason: store.fallbackReason });
@@ -87,14 +93,17 @@ export class IdempotentClient {
   async begin(intentId: string, request: IntentRequest, options?: BeginOptions): Promise<IdempotentOperation> {
     const id = intentIdArg(intentId);
     const replace = parseBeginOptions(options);
-    const prepared = await prepareRequest(request, this.core.config.headerName);
+    const prepared = await prepareRequest(request, this.core.config.headerName, this.core.config.maxBodyBytes);
     return this.beginPrepared(id, prepared, replace, true);
   }
 
   /**
    * Resumes a stored intent whose request was persisted (`persistRequest: true`), e.g. one listed by
-   * `pending()` after a reload. Rejects with `NOT_FOUND` if there is no such intent and
-   * `INVALID_REQUEST` if its request was not persisted.
+   * `pending()` after a reload. The stored request is checked again like a new one (method, URL,
+   * headers), its URL must have the page's origin (or one listed in `resumeOrigins`), and it must
+   * match the intent's keyed fingerprint. Rejects with `NOT_FOUND` if there is no such intent,
+   * `INVALID_REQUEST` if its request was not persisted, is invalid or goes to another origin, and
+   * `STORAGE` if it was altered.
    */
   async resume(intentId: string): Promise<IdempotentOperation> {
     const id = intentIdArg(intentId);
@@ -107,13 +116,25 @@ export class IdempotentClient {
           `intent "${id}" was stored without its request (persistRequest is off); begin it again with the same request`,
         );
       }
-      const prepared: PreparedRequest = {
-        method: request.method,
-        url: request.url,
-        headers: request.headers,
-        body: request.body ? { bytes: new Uint8Array(request.body), contentType: null } : null,
-      };
-      if ((await fingerprint(prepared)) !== machine.fingerprint()) {
+      // Storage is writable by any script of the origin: the stored request is re-read like a new one.
+      const config = this.core.config;
+      const prepared = await prepareParts(
+        request.url,
+        request.method,
+        request.headers,
+        request.body ? new Uint8Array(request.body) : null,
+        config.headerName,
+        config.maxBodyBytes,
+      );
+      const origin = new URL(prepared.url).origin;
+      const page = pageOrigin();
+      if (page !== undefined && origin !== page && !config.resumeOrigins.includes(origin)) {
+        throw invalidRequest(
+          `the persisted request of intent "${id}" goes to ${origin}, not this page's origin; list it in resumeOrigins to allow it`,
+        );
+      }
+      const expected = await fingerprint(prepared, loaded.ids.plain ? undefined : await this.core.secret());
+      if (expected !== loaded.ids.fingerprint) {
         throw new IdempotentFetchError("STORAGE", `the persisted request of intent "${id}" does not match its fingerprint`);
       }
       return IdempotentOperation.create(this.core, viewOf(machine, loaded.ids), prepared);
@@ -145,6 +166,16 @@ export class IdempotentClient {
    *  Resolves to whether there was one. */
   async discard(intentId: string): Promise<boolean> {
     return discardIntent(this.core, intentId);
+  }
+
+  /** Removes the whole namespace: every stored intent, key and persisted request, and the
+   *  namespace's fingerprint secret (call it at logout). Resolves to how many intents were removed. */
+  async clear(): Promise<number> {
+    try {
+      return await this.core.store.clear();
+    } catch (thrown) {
+      throw new IdempotentFetchError("STORAGE", `clearing the namespace failed: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
+    }
   }
 
   /** Deletes terminal intents older than `keyTtlMs` and marks stale pending ones `expired`. Runs once
@@ -187,7 +218,8 @@ export class IdempotentClient {
    */
   async fetch(input: RequestInfo | URL, init?: IdempotentRequestInit): Promise<Response> {
     const args = await readFetchArgs(input, init);
-    const prepared = await prepareParts(args.url, args.method, args.headers, args.body, this.core.config.headerName);
+    const { headerName, maxBodyBytes } = this.core.config;
+    const prepared = await prepareParts(args.url, args.method, args.headers, args.body, headerName, maxBodyBytes);
     const named = args.intent !== undefined;
     const intentId = args.intent ?? `fetch:${hex(crypto.getRandomValues(new Uint8Array(16)))}`;
     const operation = await this.beginPrepared(intentId, prepared, false, named);
@@ -269,7 +301,7 @@ export class IdempotentClient {
       let fp: string;
       let engine: Engine;
       try {
-        [fp, engine] = await Promise.all([fingerprint(prepared), core.engine()]);
+        [fp, engine] = await Promise.all([core.secret().then((secret) => fingerprint(prepared, secret)), core.engine()]);
       } catch (error) {
         void beginLock.then((release) => release());
         throw error;
@@ -278,11 +310,15 @@ export class IdempotentClient {
       let view;
       try {
         const stored = await loadRecord(core, engine, intentId);
+        // Known here also for IndexedDB (whose fallback shows on the first operation): the read above.
+        if (core.config.requireDurable && !core.store.durable) throw notDurable(core.store.fallbackReason);
         // From the parsed record: `begin` consumes the stored Machine (its JS object is emptied by the call).
         const storedKey = stored?.ids.key;
+        // A version-1 record holds the unkeyed SHA-256: it is matched (and kept) with that one.
+        const plainFp = stored?.ids.plain ? await fingerprint(prepared) : undefined;
         let machine;
         try {
-          machine = engine.begin(intentId, fp, Date.now(), replace, stored?.machine);
+          machine = engine.begin(intentId, plainFp ?? fp, Date.now(), replace, stored?.machine);
         } catch (thrown) {
           const error = fromThrown(thrown, { intentId, key: storedKey ?? null });
           throw error.code === "INTENT_MISMATCH" && storedKey ? intentMismatch(intentId, storedKey) : error;
@@ -293,10 +329,18 @@ export class IdempotentClient {
           const request: PersistedRequest | undefined = resumedStored
             ? stored.request
             : core.config.persistRequest
-              ? persisted(prepared)
+              ? persisted(prepared, core.config.persistHeaders)
               : undefined;
-          const ids = { intentId, key, fingerprint: fp };
-          if (machine.dirty()) await saveRecord(core, machine, ids, request);
+          const ids =
+            resumedStored && plainFp !== undefined
+              ? { intentId, key, fingerprint: plainFp, plain: true }
+              : { intentId, key, fingerprint: fp };
+          if (machine.get(F_DIRTY) === 1) await saveRecord(core, machine, ids, request);
+          if (core.config.requireDurable && !core.store.durable) {
+            // This very write fell back (storage full): the key lives in memory only. Nothing was sent.
+            if (!resumedStored) await core.store.delete(intentId).catch(() => {});
+            throw notDurable(core.store.fallbackReason);
+          }
           view = viewOf(machine, ids);
         } finally {
           machine.free();
@@ -337,9 +381,16 @@ function makeEngine(module: MachineModule, config: Config): Engine {
   }
 }
 
-/** The request as stored with `persistRequest` (the body's own content type becomes a header). */
-function persisted(prepared: PreparedRequest): PersistedRequest {
-  const headers = [...prepared.headers];
+/** Headers never written to storage, whatever `persistHeaders` says: credentials. */
+export const NEVER_PERSISTED = ["authorization", "cookie", "proxy-authorization"];
+
+/** The request as stored with `persistRequest` (the body's own content type becomes a header).
+ *  Credentials are never stored; with a `persistHeaders` allowlist, only the headers it names (and
+ *  the content type, which the fingerprint covers) are. */
+function persisted(prepared: PreparedRequest, allow: string[] | undefined): PersistedRequest {
+  const headers = prepared.headers.filter(
+    ([name]) => !NEVER_PERSISTED.includes(name) && (allow === undefined || name === "content-type" || allow.includes(name)),
+  );
   if (prepared.body?.contentType) headers.push(["content-type", prepared.body.contentType]);
   return {
     method: prepared.method,
@@ -347,6 +398,24 @@ function persisted(prepared: PreparedRequest): PersistedRequest {
     headers,
     body: prepared.body ? Array.from(prepared.body.bytes) : null,
   };
+}
+
+/** `requireDurable` and the store is in memory. */
+function notDurable(reason: string | null): IdempotentFetchError {
+  return new IdempotentFetchError(
+    "NOT_DURABLE",
+    `storage fell back to memory (${reason ?? "unknown"}): a key begun now would not survive a reload, and requireDurable is set`,
+  );
+}
+
+/** The page's origin (`location.origin`); undefined where there is no page (Node). */
+function pageOrigin(): string | undefined {
+  try {
+    const origin = (globalThis as { location?: { origin?: unknown } }).location?.origin;
+    return typeof origin === "string" && origin !== "null" ? origin : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** A copy of a SendResult with its own Response clone (a body can be read once per clone). */

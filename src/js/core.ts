@@ -4,13 +4,14 @@
 import type { Listeners } from "./events.js";
 import { acquire, type Release, tryAcquire } from "./lock.js";
 import type { InFlight } from "./inflight.js";
-import type { Engine, Machine } from "./machine.js";
+import { type Engine, F_STATE, type Machine } from "./machine.js";
 import { storageUnavailable } from "./messages.js";
 import type { Config } from "./options.js";
 import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import type { SendResult } from "./send.js";
 import { StorageFailure } from "./storage/backend.js";
-import type { Store } from "./storage/store.js";
+import { SECRET_ID, type Store } from "./storage/store.js";
+import { hex } from "./fingerprint.js";
 
 export interface ClientCore {
   readonly config: Config;
@@ -20,6 +21,37 @@ export interface ClientCore {
   readonly inFlight: InFlight<SendResult>;
   /** The client's Engine, once the wasm module is ready. */
   engine(): Promise<Engine>;
+  /** The namespace's fingerprint secret (read or created once per client). */
+  secret(): Promise<Uint8Array<ArrayBuffer>>;
+}
+
+const SECRET_HEX = /^[0-9a-f]{64}$/;
+
+/** Reads the namespace's fingerprint secret, or creates it (32 bytes of `crypto.getRandomValues`)
+ *  under a cross-tab lock so that two tabs opening a new namespace at once agree on one secret. */
+export async function readOrCreateSecret(core: Pick<ClientCore, "config" | "store">): Promise<Uint8Array<ArrayBuffer>> {
+  const read = async () => {
+    let text: string | undefined;
+    try {
+      text = await core.store.get(SECRET_ID);
+    } catch (thrown) {
+      throw storageUnavailable("(fingerprint secret)", thrown instanceof StorageFailure ? thrown.reason : String(thrown));
+    }
+    return text !== undefined && SECRET_HEX.test(text) ? Uint8Array.from(text.match(/../g) ?? [], (h) => parseInt(h, 16)) : undefined;
+  };
+  const found = await read();
+  if (found) return found;
+  const release = core.config.storage === "memory" ? () => {} : await acquire(`idempotent-fetch:secret:${core.config.namespace}`);
+  try {
+    const again = await read();
+    if (again) return again;
+    // A CSPRNG failure throws here (a typed error from the caller's begin), never a weak secret.
+    const secret = crypto.getRandomValues(new Uint8Array(32));
+    await core.store.put(SECRET_ID, hex(secret));
+    return secret;
+  } finally {
+    release();
+  }
 }
 
 /** The stored record of `intentId`, validated; `undefined` when there is none. Throws STORAGE. */
@@ -42,8 +74,11 @@ export async function saveRecord(
   request: PersistedRequest | undefined,
 ): Promise<void> {
   const { intentId } = ids;
+  // Issue 13 item 6: the persisted request (it may hold card data) is kept only while the intent is
+  // pending; once retired (succeeded, failed) or expired it is deleted with this very write.
+  const kept = machine.get(F_STATE) === 0 ? request : undefined;
   try {
-    await core.store.put(intentId, encodeRecord(machine, ids, request));
+    await core.store.put(intentId, encodeRecord(machine, ids, kept));
   } catch (thrown) {
     throw storageUnavailable(intentId, thrown instanceof StorageFailure ? thrown.reason : String(thrown));
   }

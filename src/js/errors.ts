@@ -9,10 +9,12 @@ export type ErrorCode =
   | "INTENT_MISMATCH"
   | "EXPIRED"
   | "BODY_NOT_REPLAYABLE"
+  | "BODY_TOO_LARGE"
   | "INVALID_OPTIONS"
   | "INVALID_REQUEST"
   | "STORAGE"
-  | "NOT_FOUND";
+  | "NOT_FOUND"
+  | "NOT_DURABLE";
 
 /** For `RETRIES_EXHAUSTED`: which limit was reached. */
 export type ExhaustedReason = "maxAttempts" | "deadline" | "budget" | "maxTotalAttempts";

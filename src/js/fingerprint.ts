@@ -1,6 +1,9 @@
-// The request fingerprint: SHA-256 (hex) of method, URL, content type and body, so that re-beginning
-// an intent with a changed request is caught (INTENT_MISMATCH). `crypto.subtle` where it exists;
-// the plain-JS SHA-256 where it does not (insecure origins: plain http pages).
+// The request fingerprint: HMAC-SHA-256 (hex) of method, URL, content type and body under a random
+// secret of the namespace (issue 13 item 6: an unkeyed hash of a body holding a card number can be
+// brute-forced offline), so that re-beginning an intent with a changed request is caught
+// (INTENT_MISMATCH). `crypto.subtle` where it exists; the plain-JS SHA-256 in HMAC form where it does
+// not (insecure origins: plain http pages). Both give the same value. Records of version 1 hold the
+// unkeyed SHA-256 (`secret` undefined) and are matched with it until they are retired.
 
 import type { PreparedRequest } from "./request.js";
 import { contentTypeOf } from "./request.js";
@@ -25,10 +28,22 @@ export function fingerprintInput(request: PreparedRequest): Uint8Array<ArrayBuff
   return data;
 }
 
-/** The request's fingerprint (64 lowercase hex characters). */
-export async function fingerprint(request: PreparedRequest): Promise<string> {
+/** The request's fingerprint (64 lowercase hex characters): keyed with `secret`, or the plain SHA-256
+ *  of a version-1 record when `secret` is undefined. */
+export async function fingerprint(request: PreparedRequest, secret?: Uint8Array<ArrayBuffer>): Promise<string> {
   const data = fingerprintInput(request);
   const subtle = subtleCrypto();
+  if (secret) {
+    if (subtle) {
+      try {
+        const key = await subtle.importKey("raw", secret, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+        return hex(new Uint8Array(await subtle.sign("HMAC", key, data)));
+      } catch {
+        // Fall through to the plain-JS HMAC (same value).
+      }
+    }
+    return hex(hmacSha256(secret, data));
+  }
   if (subtle) {
     try {
       return hex(new Uint8Array(await subtle.digest("SHA-256", data)));
@@ -45,4 +60,19 @@ function subtleCrypto(): SubtleCrypto | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** RFC 2104 HMAC with the plain-JS SHA-256 (64-byte blocks). */
+export function hmacSha256(secret: Uint8Array, data: Uint8Array): Uint8Array {
+  const block = new Uint8Array(64);
+  block.set(secret.length > 64 ? sha256(secret) : secret);
+  const inner = new Uint8Array(64 + data.length);
+  const outer = new Uint8Array(64 + 32);
+  for (let i = 0; i < 64; i++) {
+    inner[i] = block[i] ^ 0x36;
+    outer[i] = block[i] ^ 0x5c;
+  }
+  inner.set(data, 64);
+  outer.set(sha256(inner), 64);
+  return sha256(outer);
 }

@@ -7,26 +7,14 @@ import type { Engine as WasmEngine, Machine as WasmMachine } from "./generated/i
 
 /** One intent's record and one `send` loop: what the driver calls. */
 export interface MachineContract {
-  intentId(): string;
   key(): string;
-  fingerprint(): string;
-  createdAt(): number;
-  updatedAt(): number;
-  attempts(): number;
-  /** "pending" | "succeeded" | "failed" | "expired". */
-  state(): string;
-  /** 0 = none. */
-  lastStatus(): number;
-  /** An attempt may have reached the server without a known outcome (issue 13). */
-  uncertain(): boolean;
-  /** The record changed since the last `markSaved()`: save it before anything else. */
-  dirty(): boolean;
+  /** The driver saved the record (field F_DIRTY reads 0 until it changes again). */
   markSaved(): void;
-  resumed(): boolean;
   /** The key header value (raw or sf-string). */
   header(): string;
 
-  start(nowMs: number, online: boolean): number;
+  /** An event other than an answer: one of the `EV_*` below; `online` is read by start and wake. */
+  on(event: number, nowMs: number, online: boolean): number;
   onResponse(
     nowMs: number,
     status: number,
@@ -35,30 +23,8 @@ export interface MachineContract {
     replayed: string | undefined,
     override: number,
   ): number;
-  onNetworkError(nowMs: number): number;
-  onTimeout(nowMs: number): number;
-  onAbort(nowMs: number): number;
-  onWake(nowMs: number, online: boolean): number;
-  onOnline(nowMs: number): number;
-  onOnlineTimeout(nowMs: number): number;
-
-  /** SEND: this attempt's timeout; WAIT_ONLINE: what is left of the deadline. */
-  timeoutMs(): number;
-  /** Attempt number within this send, 1-based. */
-  attempt(): number;
-  /** Attempts across every send of the intent. */
-  totalAttempts(): number;
-  /** WAIT: the delay. */
-  delayMs(): number;
-  /** WAIT: 1 network, 2 timeout, 3 status. */
-  reason(): number;
-  /** DONE: the answer's status. */
-  status(): number;
-  ok(): boolean;
-  replayed(): boolean;
-  /** FAIL: the error. */
-  errorCode(): number;
-  errorDetail(): number;
+  /** One number of the action's payload or outcome, or of the record: `field` is one of the `F_*` below (booleans 1/0). */
+  get(field: number): number;
   /** Frees the wasm memory (wasm-bindgen). */
   free(): void;
   [Symbol.dispose](): void;
@@ -127,3 +93,43 @@ export const NOW_EXPIRED = 2;
 export const OVERRIDE_NONE = 0;
 export const OVERRIDE_RETRY = 1;
 export const OVERRIDE_DEFINITE = 2;
+
+/** `get`'s fields (docs/WASM-BOUNDARY.md "Fields"). SEND: the attempt's timeout; WAIT_ONLINE: what is left of the deadline. */
+export const F_TIMEOUT_MS = 0;
+/** WAIT: the delay. */
+export const F_DELAY_MS = 1;
+/** WAIT: 1 network, 2 timeout, 3 status. */
+export const F_REASON = 2;
+/** Attempt number within this send, 1-based. */
+export const F_ATTEMPT = 3;
+/** Attempts across every send of the intent. */
+export const F_TOTAL_ATTEMPTS = 4;
+/** DONE: the answer's status, whether it is 2xx, whether the server replayed it. */
+export const F_STATUS = 5;
+export const F_OK = 6;
+export const F_REPLAYED = 7;
+/** FAIL: the error. */
+export const F_ERROR_CODE = 8;
+export const F_ERROR_DETAIL = 9;
+/** The record: when the intent began and last changed (ms since the epoch), the last answer's status
+ *  (0 = none), whether an attempt may have reached the server without a known outcome (issue 13),
+ *  whether it changed since the last `markSaved()` (save it before anything else). Its attempts are
+ *  F_TOTAL_ATTEMPTS. */
+export const F_CREATED_AT = 10;
+export const F_UPDATED_AT = 11;
+export const F_LAST_STATUS = 12;
+export const F_UNCERTAIN = 13;
+export const F_DIRTY = 14;
+/** The record's state, an index into `STATES`. */
+export const F_STATE = 15;
+/** The states by `F_STATE` (the stored record and `IntentInfo` use these names). */
+export const STATES = ["pending", "succeeded", "failed", "expired"] as const;
+
+/** `on`'s events (docs/WASM-BOUNDARY.md "Events"). */
+export const EV_START = 0;
+export const EV_NETWORK_ERROR = 1;
+export const EV_TIMEOUT = 2;
+export const EV_ABORT = 3;
+export const EV_WAKE = 4;
+export const EV_ONLINE = 5;
+export const EV_ONLINE_TIMEOUT = 6;

@@ -4,7 +4,7 @@ import { type ClientCore, intentLock, loadRecord, SEND_LOCK_OFFER_MS } from "./c
 import { IdempotentFetchError, invalidOptions } from "./errors.js";
 import { Fields } from "./fields.js";
 import type { Release } from "./lock.js";
-import type { Machine } from "./machine.js";
+import { F_CREATED_AT, F_LAST_STATUS, F_STATE, F_TOTAL_ATTEMPTS, F_UPDATED_AT, type Machine, STATES } from "./machine.js";
 import { ABORTED_WAITING_MESSAGE, notFound, storageUnavailable } from "./messages.js";
 import type { PersistedRequest, RecordIds } from "./record.js";
 import type { PreparedRequest } from "./request.js";
@@ -32,11 +32,11 @@ export function viewOf(machine: Machine, ids: Pick<RecordIds, "intentId" | "key"
   return {
     intentId: ids.intentId,
     key: ids.key,
-    state: machine.state() as IntentState,
-    attempts: machine.attempts(),
-    createdAt: machine.createdAt(),
-    updatedAt: machine.updatedAt(),
-    lastStatus: machine.lastStatus() || null,
+    state: STATES[machine.get(F_STATE)] as IntentState,
+    attempts: machine.get(F_TOTAL_ATTEMPTS),
+    createdAt: machine.get(F_CREATED_AT),
+    updatedAt: machine.get(F_UPDATED_AT),
+    lastStatus: machine.get(F_LAST_STATUS) || null,
   };
 }
 
@@ -98,6 +98,12 @@ export class IdempotentOperation {
   /** When the intent began (ms since the epoch). */
   get createdAt(): number {
     return this.view.createdAt;
+  }
+
+  /** Whether the intent's key is in durable storage now (survives a reload): false in memory,
+   *  also after a `storagefallback`. */
+  get durable(): boolean {
+    return this.core.store.durable;
   }
 
   /** Whether this intent resumed an earlier one (a reload) rather than starting fresh. */

@@ -58,6 +58,17 @@ export interface ClientOptions {
   /** More answer headers that mark a replayed answer (`<name>: true`), besides the ones server
    *  libraries use: `Idempotent-Replayed` and `Idempotency-Replayed`. */
   replayHeaders?: string[];
+  /** With `persistRequest`: only these request headers are stored (besides the content type).
+   *  Authorization, Cookie and Proxy-Authorization are never stored. Default: every other header. */
+  persistHeaders?: string[];
+  /** Origins besides the page's that `resume()` may send a persisted request to. Default none. */
+  resumeOrigins?: string[];
+  /** Largest request body, in bytes, checked before the body is copied (`BODY_TOO_LARGE`).
+   *  Default 1048576 (1 MiB). */
+  maxBodyBytes?: number;
+  /** `begin` refuses (`NOT_DURABLE`) rather than start an intent whose key would not survive a
+   *  reload (storage fell back to memory). Not with `storage: "memory"`. Default false. */
+  requireDurable?: boolean;
 }
 
 /** The retry policy as the Engine takes it (every field present). */
@@ -86,7 +97,18 @@ export interface Config {
   shouldRetry: ((status: number) => unknown) | undefined;
   /** Lower-case names of the headers that mark a replay, the defaults first. */
   replayHeaders: string[];
+  /** Lower-case names of the headers persisted with `persistRequest`; undefined: all but credentials. */
+  persistHeaders: string[] | undefined;
+  /** Origins (`URL.origin` form) `resume()` may send to besides the page's. */
+  resumeOrigins: string[];
+  maxBodyBytes: number;
+  requireDurable: boolean;
 }
+
+/** Default body size cap: 1 MiB (a payment or order body is a few KiB). */
+export const DEFAULT_MAX_BODY_BYTES = 1 << 20;
+/** Largest body cap accepted: 256 MiB (the body is copied into wasm memory to be hashed). */
+const MAX_BODY_BYTES_LIMIT = 1 << 28;
 
 /** # Default (the README's "Options" table says why). */
 export const DEFAULT_POLICY: Readonly<Policy> = {
@@ -141,6 +163,10 @@ const ROOT_FIELDS = [
   "persistRequest",
   "shouldRetry",
   "replayHeaders",
+  "persistHeaders",
+  "resumeOrigins",
+  "maxBodyBytes",
+  "requireDurable",
 ];
 const RETRY_FIELDS = Object.keys(DEFAULT_POLICY);
 
@@ -159,6 +185,19 @@ export function parseClientOptions(options: unknown): Config {
     !extraReplayHeaders.every((name) => typeof name === "string" && name.length <= 64 && TOKEN.test(name))
   ) {
     throw invalidOptions("replayHeaders must be an array of at most 16 HTTP header names");
+  }
+  const persistHeaders = root.value("persistHeaders");
+  if (
+    persistHeaders !== undefined &&
+    (!Array.isArray(persistHeaders) ||
+      persistHeaders.length > 64 ||
+      !persistHeaders.every((name) => typeof name === "string" && name.length <= 64 && TOKEN.test(name)))
+  ) {
+    throw invalidOptions("persistHeaders must be an array of at most 64 HTTP header names");
+  }
+  const resumeOrigins = root.value("resumeOrigins") ?? [];
+  if (!Array.isArray(resumeOrigins) || resumeOrigins.length > 16 || !resumeOrigins.every(isOrigin)) {
+    throw invalidOptions('resumeOrigins must be an array of at most 16 origins such as "https://api.example.com"');
   }
   const policy: Policy = {
     maxAttempts: retry.integer("maxAttempts", DEFAULT_POLICY.maxAttempts, 1, MAX_ATTEMPTS_LIMIT),
@@ -179,6 +218,8 @@ export function parseClientOptions(options: unknown): Config {
     throw invalidOptions("namespace must be 1 to 128 characters, without ':' or control characters");
   }
   const storage = root.oneOf("storage", STORAGE_KINDS, defaultStorage());
+  const requireDurable = root.boolean("requireDurable") ?? false;
+  if (requireDurable && storage === "memory") throw invalidOptions('requireDurable cannot be met with storage "memory"');
   const headerName = root.string("headerName") ?? DEFAULT_HEADER_NAME;
   if (headerName.length > 64 || !TOKEN.test(headerName)) {
     throw invalidOptions("headerName must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)");
@@ -194,7 +235,21 @@ export function parseClientOptions(options: unknown): Config {
     persistRequest: root.boolean("persistRequest") ?? false,
     shouldRetry: root.function<(status: number) => unknown>("shouldRetry"),
     replayHeaders: [...DEFAULT_REPLAY_HEADERS, ...(extraReplayHeaders as string[]).map((name) => name.toLowerCase())],
+    persistHeaders: (persistHeaders as string[] | undefined)?.map((name) => name.toLowerCase()),
+    resumeOrigins: resumeOrigins as string[],
+    maxBodyBytes: root.integer("maxBodyBytes", DEFAULT_MAX_BODY_BYTES, 0, MAX_BODY_BYTES_LIMIT),
+    requireDurable,
   };
+}
+
+/** An origin exactly as `URL.origin` spells it (scheme://host[:port], no path). */
+function isOrigin(value: unknown): boolean {
+  if (typeof value !== "string" || value.length > 512) return false;
+  try {
+    return new URL(value).origin === value;
+  } catch {
+    return false;
+  }
 }
 
 /** localStorage in a window; IndexedDB in a worker (no Web Storage there); memory in Node. */

@@ -4,11 +4,24 @@
 // the machine (`Engine.load`) then checks the VALUES. One place each way.
 
 import { Fields, typeName } from "./fields.js";
-import type { Engine, Machine } from "./machine.js";
+import {
+  type Engine,
+  F_CREATED_AT,
+  F_LAST_STATUS,
+  F_STATE,
+  F_TOTAL_ATTEMPTS,
+  F_UNCERTAIN,
+  F_UPDATED_AT,
+  type Machine,
+  STATES,
+} from "./machine.js";
 import { corruptRecord, fromThrown } from "./messages.js";
 
-/** The record format version this build writes (the machine refuses any other). */
-const RECORD_VERSION = 1;
+/** The record format version this build writes: 2, a fingerprint keyed with the namespace's secret.
+ *  Version 1 records (an unkeyed SHA-256 fingerprint) are still read: they are matched with the
+ *  unkeyed hash and keep version 1 until retired (at most keyTtlMs). The machine's own record format
+ *  is unchanged (version 1), so the driver hands it 1 for both. */
+const RECORD_VERSION = 2;
 /** Largest record text read back (a record is a few hundred bytes; a persisted body may be more). */
 const MAX_RECORD_CHARS = 1 << 20;
 
@@ -27,6 +40,8 @@ export interface RecordIds {
   intentId: string;
   key: string;
   fingerprint: string;
+  /** A version-1 record: its fingerprint is the unkeyed SHA-256. */
+  plain?: boolean;
 }
 
 /** A stored intent: the machine's record, its ids, and the driver-only persisted request. */
@@ -72,7 +87,7 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
     }
     fields = Fields.of(parsed, "", "a record", malformed).only(RECORD_FIELDS);
     const state = required(fields.string("state"), "state");
-    if (!["pending", "succeeded", "failed", "expired"].includes(state)) throw malformed(`unknown state "${state}"`);
+    if (!(STATES as readonly string[]).includes(state)) throw malformed(`unknown state "${state}"`);
     const status = fields.value("lastStatus");
     lastStatus = status === undefined || status === null ? 0 : whole(fields, "lastStatus", 0xffff);
     // 0 means "none" to the machine: a stored 0 is no HTTP status, so it is refused here.
@@ -97,9 +112,10 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
   }
   const v = values;
   try {
+    const plain = v.v === 1;
     const machine = engine.load(
       intentId,
-      v.v,
+      v.v === RECORD_VERSION || plain ? 1 : v.v,
       v.id,
       v.key,
       v.fingerprint,
@@ -111,7 +127,8 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
       uncertain,
     );
     // The machine accepted these values as they are: they are the record's ids.
-    return { machine, ids: { intentId, key: v.key, fingerprint: v.fingerprint }, request };
+    const ids: RecordIds = { intentId, key: v.key, fingerprint: v.fingerprint, ...(plain ? { plain } : {}) };
+    return { machine, ids, request };
   } catch (thrown) {
     throw fromThrown(thrown, { intentId });
   }
@@ -158,18 +175,18 @@ function whole(fields: Fields, name: string, max: number): number {
 
 /** The machine's record (+ the persisted request) -> JSON text, fields in the stored order. */
 export function encodeRecord(machine: Machine, ids: RecordIds, request: PersistedRequest | undefined): string {
-  const lastStatus = machine.lastStatus();
+  const lastStatus = machine.get(F_LAST_STATUS);
   return JSON.stringify({
-    v: RECORD_VERSION,
+    v: ids.plain ? 1 : RECORD_VERSION,
     id: ids.intentId,
     key: ids.key,
     fingerprint: ids.fingerprint,
-    createdAt: machine.createdAt(),
-    updatedAt: machine.updatedAt(),
-    attempts: machine.attempts(),
-    state: machine.state(),
+    createdAt: machine.get(F_CREATED_AT),
+    updatedAt: machine.get(F_UPDATED_AT),
+    attempts: machine.get(F_TOTAL_ATTEMPTS),
+    state: STATES[machine.get(F_STATE)],
     lastStatus: lastStatus === 0 ? null : lastStatus,
-    uncertain: machine.uncertain(),
+    uncertain: machine.get(F_UNCERTAIN) === 1,
     ...(request ? { request } : {}),
   });
 }

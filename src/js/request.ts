@@ -33,12 +33,12 @@ export function contentTypeOf(request: PreparedRequest): string {
 }
 
 /** Reads `{ url, method, headers, body }` (method defaults to POST). */
-export async function prepareRequest(request: unknown, keyHeader: string): Promise<PreparedRequest> {
+export async function prepareRequest(request: unknown, keyHeader: string, maxBodyBytes: number): Promise<PreparedRequest> {
   const fields = Fields.of(request, "request.", "the request { url, method, headers, body }", invalidRequest);
   fields.only(["url", "method", "headers", "body"]);
   const url = readUrl(fields.value("url"));
   const method = fields.string("method") ?? "POST";
-  return prepareParts(url, method, fields.value("headers"), fields.value("body"), keyHeader);
+  return prepareParts(url, method, fields.value("headers"), fields.value("body"), keyHeader, maxBodyBytes);
 }
 
 /** Builds a prepared request from its parts (also used by the fetch-shaped API). */
@@ -48,6 +48,7 @@ export async function prepareParts(
   headersInit: unknown,
   bodyValue: unknown,
   keyHeader: string,
+  maxBodyBytes: number,
 ): Promise<PreparedRequest> {
   if (rawMethod.length > 32 || !TOKEN.test(rawMethod)) {
     throw invalidRequest(`request.method "${rawMethod}" is not an HTTP method`);
@@ -57,8 +58,9 @@ export async function prepareParts(
     throw invalidRequest(`request.method ${method} cannot be sent by fetch`);
   }
   const headers = readHeaders(headersInit, keyHeader);
-  const body = await bufferBody(bodyValue);
+  const body = await bufferBody(bodyValue, maxBodyBytes);
   if (body && (method === "GET" || method === "HEAD")) throw invalidRequest(`a ${method} request cannot have a body`);
+  buildable(url, method, headers);
   // The content type fetch would have derived from the body object, unless the caller set one.
   if (body && headers.some(([name]) => name === "content-type")) body.contentType = null;
   return { method, url, headers, body };
@@ -116,4 +118,16 @@ function readHeaders(init: unknown, keyHeader: string): [string, string][] {
     throw invalidRequest(`request.headers must not set ${keyHeader}: the library sets it from the intent`);
   }
   return pairs;
+}
+
+/** Issue 13 item 7: a request `fetch` cannot build (a URL with user:password, a mode the runtime
+ *  refuses) is INVALID_REQUEST here, before anything is stored, instead of a "network error"
+ *  retried until the attempts run out. `Request` validates exactly what `fetch` will. */
+function buildable(url: string, method: string, headers: [string, string][]): void {
+  if (typeof Request !== "function") return;
+  try {
+    new Request(url, { method, headers });
+  } catch (thrown) {
+    throw invalidRequest(`the request cannot be built by fetch: ${describe(thrown)}`);
+  }
 }

@@ -32,6 +32,9 @@ export interface SendResult {
   /** A definite 4xx came after an attempt that may have reached the server: the work may have been
    *  done. Ask your server for the outcome of this key before letting the user try again. */
   uncertain: boolean;
+  /** The intent's record is in durable storage: its key survives a reload (false in memory, also
+   *  after a `storagefallback`). */
+  durable: boolean;
   /** Attempts made by this `send`. */
   attempts: number;
   key: string;
@@ -69,9 +72,9 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
   const { intentId, key } = ids;
   const header = machine.header();
   let response: Response | undefined;
-  let action = machine.start(Date.now(), isOnline());
+  let action = machine.on(M.EV_START, Date.now(), isOnline());
   for (;;) {
-    if (machine.dirty()) {
+    if (machine.get(M.F_DIRTY) === 1) {
       try {
         await saveRecord(core, machine, ids, ctx.persisted);
       } catch (error) {
@@ -80,8 +83,8 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         if (action === M.SEND && error instanceof IdempotentFetchError) {
           throw new IdempotentFetchError(error.code, error.message, {
             key,
-            attempts: machine.attempt() - 1,
-            lastStatus: machine.lastStatus() || null,
+            attempts: machine.get(M.F_ATTEMPT) - 1,
+            lastStatus: machine.get(M.F_LAST_STATUS) || null,
           });
         }
       }
@@ -92,12 +95,12 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
           type: "attempt",
           intentId,
           key,
-          attempt: machine.attempt(),
-          totalAttempts: machine.totalAttempts(),
+          attempt: machine.get(M.F_ATTEMPT),
+          totalAttempts: machine.get(M.F_TOTAL_ATTEMPTS),
         };
         call(ctx.onAttempt, event);
         listeners.emit(event);
-        const outcome = await sendAttempt(request, config.headerName, header, machine.timeoutMs(), signal);
+        const outcome = await sendAttempt(request, config.headerName, header, machine.get(M.F_TIMEOUT_MS), signal);
         const now = Date.now();
         if (outcome.kind === "response") {
           const { status, headers } = outcome.response;
@@ -115,20 +118,20 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
           if (action === M.DONE) response = outcome.response;
           // A retried answer's body is never read: cancel it so the connection can be reused.
           else outcome.response.body?.cancel().catch(() => {});
-        } else if (outcome.kind === "network") action = machine.onNetworkError(now);
-        else if (outcome.kind === "timeout") action = machine.onTimeout(now);
-        else action = machine.onAbort(now);
+        } else if (outcome.kind === "network") action = machine.on(M.EV_NETWORK_ERROR, now, false);
+        else if (outcome.kind === "timeout") action = machine.on(M.EV_TIMEOUT, now, false);
+        else action = machine.on(M.EV_ABORT, now, false);
         break;
       }
       case M.WAIT: {
-        const reason = machine.reason();
-        const status = reason === 3 ? machine.lastStatus() : 0;
+        const reason = machine.get(M.F_REASON);
+        const status = reason === 3 ? machine.get(M.F_LAST_STATUS) : 0;
         const event: RetryEvent = {
           type: "retry",
           intentId,
           key,
-          attempt: machine.attempt(),
-          delayMs: machine.delayMs(),
+          attempt: machine.get(M.F_ATTEMPT),
+          delayMs: machine.get(M.F_DELAY_MS),
           reason: retryReasonText(reason, status),
           status: status || null,
         };
@@ -136,21 +139,21 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         listeners.emit(event);
         try {
           await sleep(event.delayMs, signal);
-          action = machine.onWake(Date.now(), isOnline());
+          action = machine.on(M.EV_WAKE, Date.now(), isOnline());
         } catch (thrown) {
           if (thrown !== INTERRUPTED) throw thrown;
-          action = machine.onAbort(Date.now());
+          action = machine.on(M.EV_ABORT, Date.now(), false);
         }
         break;
       }
       case M.WAIT_ONLINE: {
         listeners.emit({ type: "offline", intentId, key });
         try {
-          const online = await waitOnline(machine.timeoutMs(), signal);
-          action = online ? machine.onOnline(Date.now()) : machine.onOnlineTimeout(Date.now());
+          const online = await waitOnline(machine.get(M.F_TIMEOUT_MS), signal);
+          action = machine.on(online ? M.EV_ONLINE : M.EV_ONLINE_TIMEOUT, Date.now(), false);
         } catch (thrown) {
           if (thrown !== INTERRUPTED) throw thrown;
-          action = machine.onAbort(Date.now());
+          action = machine.on(M.EV_ABORT, Date.now(), false);
         }
         break;
       }
@@ -158,20 +161,21 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         if (!response) throw errorFor(0, 0, { intentId, key });
         return {
           response,
-          status: machine.status(),
-          ok: machine.ok(),
-          replayed: machine.replayed(),
-          uncertain: machine.uncertain(),
-          attempts: machine.attempt(),
+          status: machine.get(M.F_STATUS),
+          ok: machine.get(M.F_OK) === 1,
+          replayed: machine.get(M.F_REPLAYED) === 1,
+          uncertain: machine.get(M.F_UNCERTAIN) === 1,
+          durable: core.store.durable,
+          attempts: machine.get(M.F_ATTEMPT),
           key,
           intentId,
         };
       case M.FAIL:
-        throw errorFor(machine.errorCode(), machine.errorDetail(), {
+        throw errorFor(machine.get(M.F_ERROR_CODE), machine.get(M.F_ERROR_DETAIL), {
           intentId,
           key,
-          attempts: machine.attempt(),
-          lastStatus: machine.lastStatus() || null,
+          attempts: machine.get(M.F_ATTEMPT),
+          lastStatus: machine.get(M.F_LAST_STATUS) || null,
         });
       default:
         throw errorFor(0, action, { intentId, key });

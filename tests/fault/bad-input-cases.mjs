@@ -147,6 +147,15 @@ badOption("retryBudget negative", { storage: "memory", retryBudget: -1 }, /retry
 badOption("retryBudget Infinity", { storage: "memory", retryBudget: Infinity }, /retryBudget/);
 badOption("persistRequest a string", { storage: "memory", persistRequest: "yes" }, /persistRequest/);
 badOption("shouldRetry not a function", { storage: "memory", shouldRetry: "yes" }, /shouldRetry/);
+// Issue 13 items 6 and 7.
+badOption("persistHeaders not an array", { storage: "memory", persistHeaders: "x-trace" }, /persistHeaders/);
+badOption("persistHeaders with a bad name", { storage: "memory", persistHeaders: ["x trace"] }, /persistHeaders/);
+badOption("resumeOrigins with a path", { storage: "memory", resumeOrigins: ["https://a.example/p"] }, /resumeOrigins/);
+badOption("resumeOrigins not a URL", { storage: "memory", resumeOrigins: ["a.example"] }, /resumeOrigins/);
+badOption("maxBodyBytes negative", { storage: "memory", maxBodyBytes: -1 }, /maxBodyBytes/);
+badOption("maxBodyBytes over 256 MiB", { storage: "memory", maxBodyBytes: 2 ** 29 }, /maxBodyBytes/);
+badOption("requireDurable with memory storage", { storage: "memory", requireDurable: true }, /requireDurable/);
+badOption("requireDurable a string", { storage: "memory", requireDurable: "yes" }, /requireDurable/);
 
 row("options", "a getter that throws is refused (or its error surfaces), never a trap", (ctx) => {
   const options = { storage: "memory", get retry() { throw new Error("boom from a getter"); } };
@@ -267,6 +276,11 @@ badRequest("plain object body", (url) => ({ url, body: { amount: 1 } }));
 badRequest("number body", (url) => ({ url, body: 5 }));
 badRequest("boolean body", (url) => ({ url, body: true }));
 badRequest("Symbol body", (url) => ({ url, body: Symbol("x") }));
+badRequest("URL with user:password (fetch cannot build it): INVALID_REQUEST, not retried", (url) => ({ url: url.replace("://", "://u:p@"), body: "x" }));
+// Over the 1 MiB default cap (issue 13 item 7): refused before the body is copied, nothing sent.
+badRequest("body of 1 MiB + 1 bytes: BODY_TOO_LARGE", (url) => ({ url, body: new Uint8Array((1 << 20) + 1) }), "BODY_TOO_LARGE");
+badRequest("string of 1 MiB + 1 characters: BODY_TOO_LARGE", (url) => ({ url, body: "x".repeat((1 << 20) + 1) }), "BODY_TOO_LARGE");
+badRequest("Blob of 1 MiB + 1 bytes: BODY_TOO_LARGE", (url) => ({ url, body: new Blob([new Uint8Array((1 << 20) + 1)]) }), "BODY_TOO_LARGE");
 
 row("body", "a detached ArrayBuffer body: typed error or sent as empty, never a trap", async (ctx) => {
   const buffer = new ArrayBuffer(8);
@@ -403,7 +417,7 @@ row("storage", "getItem returns a non-string (hostile polyfill): STORAGE, never 
 tamperedRecord("corrupt JSON", () => "{not json");
 tamperedRecord("JSON null", () => "null");
 tamperedRecord("JSON array", () => "[]");
-tamperedRecord("a record of a future version (v: 2)", (r) => JSON.stringify({ ...r, v: 2 }));
+tamperedRecord("a record of a future version (v: 3; this build writes 2, reads 1 and 2)", (r) => JSON.stringify({ ...r, v: 3 }));
 tamperedRecord("a record of version 0", (r) => JSON.stringify({ ...r, v: 0 }));
 tamperedRecord("key with CR/LF", (r) => JSON.stringify({ ...r, key: `${r.key}\r\nX-Evil: 1` }));
 tamperedRecord("key upper-cased", (r) => JSON.stringify({ ...r, key: r.key.toUpperCase() }));

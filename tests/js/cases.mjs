@@ -17,6 +17,8 @@ const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f
 const PREFIX = "idempotent-fetch:v1:";
 const SECRET_TOKEN = "secret-token";
 const CARD = "4242424242424242";
+/** The Web Storage slot suffix of a namespace's fingerprint secret (a control character: no intent id). */
+const SECRET_SLOT = ":\u0001secret";
 
 // ---------------------------------------------------------------------------------------------
 // Context and helpers
@@ -151,7 +153,8 @@ export function makeContext({ lib, server, storage, browser }) {
       const out = [];
       for (let i = 0; i < area.length; i++) {
         const key = area.key(i);
-        if (key.startsWith(`${PREFIX}${ns}:`)) out.push(key);
+        // Intent slots only: the namespace's fingerprint secret has its own (SECRET_SLOT).
+        if (key.startsWith(`${PREFIX}${ns}:`) && !key.endsWith(SECRET_SLOT)) out.push(key);
       }
       return out;
     },
@@ -1006,7 +1009,9 @@ add("persistRequest: true stores the request so resume() re-sends it with the sa
     assert.ok(stored.request, "the request is stored when opted in");
     assert.ok(JSON.stringify(stored.request.headers).includes("t1"));
   }
-  const later = ctx.browser ? ctx.client({ persistRequest: true }) : client;
+  // The server is another origin than the page: resume() refuses it unless listed (issue 13 item 6).
+  if (ctx.browser) await assert.rejects(ctx.client({ persistRequest: true }).resume("pay"), "INVALID_REQUEST", "another origin");
+  const later = ctx.browser ? ctx.client({ persistRequest: true, resumeOrigins: [new URL(ctx.server).origin] }) : client;
   const [info] = await later.pending();
   assert.equal(info.resumable, true);
   const resumed = await later.resume("pay");
@@ -1022,6 +1027,169 @@ add("persistRequest: true stores the request so resume() re-sends it with the sa
     assert.equal(entry.body, body);
     assert.equal(entry.headers["x-trace"], "t1");
     assert.match(entry.headers["content-type"], /^text\/plain/);
+  }
+});
+
+// --- issue 13 item 6 (at rest) and item 7 (body cap) ------------------------------------------
+
+add("at rest: credentials are never persisted, an allowlist keeps the rest, and the request is deleted once retired", async (ctx) => {
+  const { assert } = ctx;
+  const origins = [new URL(ctx.server).origin];
+  const client = ctx.client({ persistRequest: true, resumeOrigins: origins, retry: { maxAttempts: 1 } });
+  const headers = { authorization: `Bearer ${SECRET_TOKEN}`, "proxy-authorization": "Basic eDp5", "x-trace": "t1", "x-other": "o" };
+  const op = await client.begin("pay", { url: ctx.url("rest", "503,201"), headers, body: "x" });
+  await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  if (ctx.browser) {
+    const text = localStorage.getItem(`${PREFIX}${ctx.ns}:pay`);
+    assert.ok(!text.includes(SECRET_TOKEN) && !text.includes("eDp5"), "no credential in storage");
+    assert.ok(text.includes("x-trace") && text.includes("x-other"), "other headers kept by default");
+  }
+  const resumed = await client.resume("pay");
+  assert.equal((await resumed.send()).status, 201);
+  const log = await ctx.log("rest");
+  assert.equal(log[0].headers.authorization, `Bearer ${SECRET_TOKEN}`, "the live attempt had the credential");
+  assert.equal(log[1].headers.authorization, undefined, "the resumed one could not: it was never stored");
+  assert.equal(log[1].headers["x-trace"], "t1");
+  // Retired: the stored request is gone with the write that retired it.
+  await assert.rejects(client.resume("pay"), "INVALID_REQUEST", "no request kept after success");
+  if (ctx.browser) assert.ok(!localStorage.getItem(`${PREFIX}${ctx.ns}:pay`).includes('"request"'), "request deleted");
+  // The allowlist: only the named headers (and the content type) are stored.
+  const listed = ctx.client({ persistRequest: true, persistHeaders: ["X-Trace"], resumeOrigins: origins, retry: { maxAttempts: 1 } });
+  const two = await listed.begin("two", { url: ctx.url("rest2", "503,201"), headers, body: "x" });
+  await assert.rejects(two.send(), "RETRIES_EXHAUSTED");
+  await (await listed.resume("two")).send();
+  const [, again] = await ctx.log("rest2");
+  assert.equal(again.headers["x-trace"], "t1");
+  assert.equal(again.headers["x-other"], undefined, "not in the allowlist");
+  assert.match(again.headers["content-type"], /^text\/plain/, "the content type is always kept");
+  assert.throws(() => ctx.client({ persistHeaders: "x-trace" }), "INVALID_OPTIONS", "persistHeaders must be an array");
+  assert.throws(() => ctx.client({ resumeOrigins: ["https://a.example/path"] }), "INVALID_OPTIONS", "an origin, not a URL");
+});
+
+add("at rest: an expired intent loses its stored request; clear() removes the namespace (logout)", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ persistRequest: true, keyTtlMs: 50, retry: { maxAttempts: 1 } });
+  const op = await client.begin("stale", { url: ctx.url("clr", "503"), body: "x" });
+  await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  assert.equal((await client.pending())[0].resumable, true);
+  await ctx.sleep(120);
+  assert.deepEqual(await client.sweep(), { removed: 0, expired: 1 });
+  const [info] = await client.pending();
+  assert.equal(info.state, "expired");
+  assert.equal(info.resumable, false, "the request was deleted when the intent expired");
+  const other = await client.begin("other", { url: ctx.url("clr2", "201"), body: "y" });
+  assert.equal(await client.clear(), 2, "two intents removed");
+  assert.equal((await client.pending()).length, 0);
+  if (ctx.browser) {
+    assert.equal(ctx.slots().length, 0, "no intent slot left");
+    assert.equal(localStorage.getItem(`${PREFIX}${ctx.ns}${SECRET_SLOT}`), null, "the secret is gone too");
+  }
+  const fresh = await client.begin("other", { url: ctx.url("clr2", "201"), body: "y" });
+  assert.notEqual(fresh.key, other.key, "after clear() a new key is made");
+});
+
+add("body cap: maxBodyBytes is checked before copying, with BODY_TOO_LARGE, and nothing is sent", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ maxBodyBytes: 10 });
+  const url = ctx.url("cap", "201");
+  for (const [what, body] of [
+    ["string", "x".repeat(11)],
+    ["multi-byte string (12 UTF-8 bytes)", "é".repeat(6)],
+    ["Uint8Array", new Uint8Array(11)],
+    ["ArrayBuffer", new ArrayBuffer(11)],
+    ["Blob", new Blob([new Uint8Array(11)])],
+    ["URLSearchParams", new URLSearchParams({ a: "0123456789" })],
+  ]) {
+    await assert.rejects(client.begin(`cap-${what}`, { url, body }), "BODY_TOO_LARGE", what);
+  }
+  await assert.rejects(client.fetch(url, { method: "POST", body: "x".repeat(11) }), "BODY_TOO_LARGE", "fetch");
+  assert.equal((await client.pending()).length, 0, "nothing stored");
+  assert.equal((await ctx.log("cap")).length, 0, "nothing sent");
+  assert.equal((await (await client.begin("ok", { url, body: "é".repeat(5) })).send()).status, 201, "10 bytes pass");
+  const huge = new Uint8Array((1 << 20) + 1);
+  await assert.rejects(ctx.client().begin("big", { url, body: huge }), "BODY_TOO_LARGE", "the 1 MiB default");
+  assert.throws(() => ctx.client({ maxBodyBytes: -1 }), "INVALID_OPTIONS", "maxBodyBytes out of range");
+});
+
+add("the fingerprint is keyed: not the plain SHA-256 of the body or of the request, one secret per namespace", async (ctx) => {
+  const { assert } = ctx;
+  const body = `{"card":"${CARD}"}`;
+  const url = ctx.url("keyed", "201");
+  const op = await ctx.client().begin("pay", { url, body });
+  const record = JSON.parse(localStorage.getItem(`${PREFIX}${ctx.ns}:pay`));
+  assert.equal(record.v, 2, "records are written as version 2");
+  const sha = async (text) => [...new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)))]
+    .map((b) => b.toString(16).padStart(2, "0")).join("");
+  const input = `POST\n${url}\ntext/plain;charset=UTF-8\n${body}`;
+  assert.match(record.fingerprint, /^[0-9a-f]{64}$/);
+  assert.notEqual(record.fingerprint, await sha(body), "not the plain SHA-256 of the body");
+  assert.notEqual(record.fingerprint, await sha(input), "not the plain SHA-256 of the request");
+  const secret = localStorage.getItem(`${PREFIX}${ctx.ns}${SECRET_SLOT}`);
+  assert.match(secret, /^[0-9a-f]{64}$/, "a 32-byte random secret kept in the namespace");
+  const key = await crypto.subtle.importKey("raw", new Uint8Array(secret.match(/../g).map((h) => parseInt(h, 16))),
+    { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const mac = [...new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(input)))]
+    .map((b) => b.toString(16).padStart(2, "0")).join("");
+  assert.equal(record.fingerprint, mac, "HMAC-SHA-256(secret, method, URL, content type, body)");
+  // Another namespace has another secret: the same request gets another fingerprint.
+  const otherNs = ctx.newNamespace();
+  await new ctx.lib.IdempotentClient({ namespace: otherNs, storage: "local" }).begin("pay", { url, body });
+  const other = JSON.parse(localStorage.getItem(`${PREFIX}${otherNs}:pay`));
+  assert.notEqual(other.fingerprint, record.fingerprint, "a secret per namespace");
+  // Version 1 records (unkeyed SHA-256) are still matched with the unkeyed hash and keep version 1.
+  localStorage.setItem(`${PREFIX}${ctx.ns}:pay`, JSON.stringify({ ...record, v: 1, fingerprint: await sha(input) }));
+  const resumed = await ctx.client().begin("pay", { url, body });
+  assert.equal(resumed.key, op.key, "a version-1 record resumes");
+  await assert.rejects(ctx.client().begin("pay", { url, body: "changed" }), "INTENT_MISMATCH", "and is still checked");
+  assert.equal(JSON.parse(localStorage.getItem(`${PREFIX}${ctx.ns}:pay`)).v, 1, "kept as version 1");
+  localStorage.setItem(`${PREFIX}${ctx.ns}:pay`, JSON.stringify({ ...record, v: 3 }));
+  await assert.rejects(ctx.client().begin("pay", { url, body }), "STORAGE", "an unknown version is refused");
+}, { browserOnly: true });
+
+add("resume() re-checks a stored request that a script rewrote", async (ctx) => {
+  const { assert } = ctx;
+  const origins = [new URL(ctx.server).origin];
+  const client = ctx.client({ persistRequest: true, resumeOrigins: origins, retry: { maxAttempts: 1 } });
+  const op = await client.begin("pay", { url: ctx.url("rw", "503,201"), body: "x" });
+  await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  const slot = `${PREFIX}${ctx.ns}:pay`;
+  const record = JSON.parse(localStorage.getItem(slot));
+  const tamper = (request) => localStorage.setItem(slot, JSON.stringify({ ...record, request: { ...record.request, ...request } }));
+  tamper({ url: "https://evil.example/steal" });
+  await assert.rejects(client.resume("pay"), "INVALID_REQUEST", "another origin");
+  tamper({ headers: [["idempotency-key", op.key]] });
+  await assert.rejects(client.resume("pay"), "INVALID_REQUEST", "the key header");
+  tamper({ method: "GET" });
+  await assert.rejects(client.resume("pay"), "INVALID_REQUEST", "a GET with a body");
+  tamper({ body: [...new TextEncoder().encode("y")] });
+  await assert.rejects(client.resume("pay"), "STORAGE", "a changed body breaks the keyed fingerprint");
+  tamper({ url: record.request.url.replace("rw", "rw2") });
+  await assert.rejects(client.resume("pay"), "STORAGE", "a changed URL too");
+  assert.equal((await ctx.log("rw")).length, 1, "nothing more sent");
+  localStorage.setItem(slot, JSON.stringify(record));
+  assert.equal((await (await client.resume("pay")).send()).status, 201);
+}, { browserOnly: true });
+
+add("a request fetch cannot build (a URL with credentials) is INVALID_REQUEST, never retried nor stored", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const url = ctx.url("creds", "201").replace("http://", "http://user:pw@");
+  await assert.rejects(client.begin("pay", { url, body: "x" }), "INVALID_REQUEST", "begin");
+  await assert.rejects(client.fetch(url, { method: "POST", body: "x" }), "INVALID_REQUEST", "fetch");
+  assert.equal((await client.pending()).length, 0, "nothing stored");
+  assert.equal((await ctx.log("creds")).length, 0, "nothing sent");
+});
+
+add("durability is reported: op.durable and result.durable; requireDurable cannot be met in memory", async (ctx) => {
+  const { assert } = ctx;
+  const op = await ctx.client().begin("pay", { url: ctx.url("dur", "201"), body: "x" });
+  assert.equal(op.durable, ctx.browser, "localStorage is durable, memory (Node) is not");
+  assert.equal((await op.send()).durable, ctx.browser);
+  assert.throws(() => ctx.client({ storage: "memory", requireDurable: true }), "INVALID_OPTIONS", "memory is never durable");
+  assert.throws(() => ctx.client({ requireDurable: "yes" }), "INVALID_OPTIONS");
+  if (ctx.browser) {
+    const strict = ctx.client({ requireDurable: true });
+    assert.equal((await (await strict.begin("ok", { url: ctx.url("dur2", "201"), body: "x" })).send()).durable, true);
   }
 });
 
@@ -1097,8 +1265,13 @@ add("storage blocked (SecurityError) falls back to memory, tells the app, and st
     assert.equal(events[0].type, "storagefallback");
     assert.match(events[0].reason, /SecurityError/);
     const op = await client.begin("pay", { url: ctx.url("blocked", "503,201"), body: "x" });
+    assert.equal(op.durable, false, "the operation says its key would not survive a reload");
     const result = await op.send();
     assert.equal(result.status, 201);
+    assert.equal(result.durable, false, "and so does the result");
+    const strict = ctx.client({ storage: "local", requireDurable: true });
+    await assert.rejects(strict.begin("strict", { url: ctx.url("blocked2", "201"), body: "x" }), "NOT_DURABLE", "requireDurable");
+    assert.equal((await ctx.log("blocked2")).length, 0, "nothing sent");
     assert.deepEqual((await ctx.log("blocked")).map((e) => e.key), [op.key, op.key]);
     assert.equal((await client.pending()).length, 0);
   } finally {
@@ -1152,8 +1325,17 @@ add("storage filling up mid-way falls back to memory, keeps the key, and still s
     assert.equal(events.length, 1);
     assert.match(events[0].reason, /QuotaExceededError/);
     assert.deepEqual((await ctx.log("fills")).map((e) => e.key), [op.key, op.key]);
+    assert.equal(result.durable, false, "the result says the key is in memory now");
     const other = await client.begin("other", { url: ctx.url("fills2", "201"), body: "x" });
     assert.equal((await other.send()).status, 201);
+    // requireDurable: the write of the new record is refused, the key would live in memory only.
+    const strict = ctx.client({ requireDurable: true });
+    const strictEvents = [];
+    strict.addEventListener("storagefallback", (e) => strictEvents.push(e));
+    await assert.rejects(strict.begin("strict", { url: ctx.url("fills3", "201"), body: "x" }), "NOT_DURABLE", "the fallback write");
+    assert.equal(strictEvents.length, 1, "the storagefallback event too");
+    assert.equal((await strict.pending()).length, 0, "no half-begun intent left");
+    assert.equal((await ctx.log("fills3")).length, 0, "nothing sent");
   } finally {
     restore();
   }

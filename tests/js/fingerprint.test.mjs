@@ -49,3 +49,44 @@ test("a view into a larger buffer hashes only the viewed bytes", () => {
   const view = whole.subarray(13, 113);
   assert.equal(hex(sha256(view)), node(Buffer.from(view)));
 });
+
+// The keyed fingerprint's HMAC fallback (src/js/fingerprint.ts `hmacSha256`, used where crypto.subtle
+// is absent) against RFC 4231 and Node's HMAC, keys shorter and longer than the 64-byte block.
+const { outputFiles } = await esbuild.build({
+  entryPoints: [path.join(root, "src/js/fingerprint.ts")], bundle: true, format: "esm", write: false, logLevel: "warning",
+});
+const keyed = await import(`data:text/javascript;base64,${Buffer.from(outputFiles[0].text).toString("base64")}`);
+
+test("HMAC-SHA-256 fallback: RFC 4231 cases 1, 2 and 6", () => {
+  const text = (s) => new TextEncoder().encode(s);
+  assert.equal(
+    hex(keyed.hmacSha256(new Uint8Array(20).fill(0x0b), text("Hi There"))),
+    "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7",
+  );
+  assert.equal(
+    hex(keyed.hmacSha256(text("Jefe"), text("what do ya want for nothing?"))),
+    "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",
+  );
+  assert.equal(
+    hex(keyed.hmacSha256(new Uint8Array(131).fill(0xaa), text("Test Using Larger Than Block-Size Key - Hash Key First"))),
+    "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54",
+  );
+});
+
+test("keyed fingerprint: subtle and fallback agree, and neither is the plain SHA-256", async () => {
+  const { createHmac } = await import("node:crypto");
+  const secret = new Uint8Array(randomBytes(32));
+  const request = { method: "POST", url: "https://shop.example/pay", headers: [], body: { bytes: new TextEncoder().encode('{"card":"4242424242424242"}'), contentType: "application/json" } };
+  const input = keyed.fingerprintInput(request);
+  const withSubtle = await keyed.fingerprint(request, secret);
+  assert.equal(withSubtle, createHmac("sha256", secret).update(input).digest("hex"));
+  assert.equal(hex(keyed.hmacSha256(secret, input)), withSubtle, "the fallback gives the same value");
+  assert.notEqual(withSubtle, node(input), "not the plain SHA-256 of the request");
+  assert.notEqual(withSubtle, node(request.body.bytes), "not the plain SHA-256 of the body");
+  assert.equal(await keyed.fingerprint(request), node(input), "no secret: the version-1 plain hash");
+  for (let n = 0; n < 200; n += 7) {
+    const data = new Uint8Array(randomBytes(n));
+    const key = new Uint8Array(randomBytes(n));
+    assert.equal(hex(keyed.hmacSha256(key, data)), createHmac("sha256", key).update(data).digest("hex"), `lengths ${n}`);
+  }
+});

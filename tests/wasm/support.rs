@@ -161,6 +161,62 @@ fn a_send_runs_through_the_exports() {
     assert_eq!(m.updated_at(), NOW + 19_700.0);
 }
 
+/// `get(field)`, the one export the driver reads the payload through, against the getters (docs/WASM-BOUNDARY.md "Fields").
+fn fields(m: &Machine) -> [f64; 10] {
+    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map(|f| m.get(f))
+}
+
+#[wasm_bindgen_test]
+fn get_reads_each_field_of_the_payload() {
+    let engine = engine();
+    let mut m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();
+    assert_eq!(m.start(NOW, true), SEND);
+    assert_eq!(fields(&m)[..5], [15_000.0, 0.0, 0.0, 1.0, 1.0], "SEND: timeout, attempt, totalAttempts");
+    assert_eq!(m.on_response(NOW + 10.0, 503, Some("2".into()), None, None, 0), WAIT);
+    assert_eq!(fields(&m)[1..4], [2_000.0, 3.0, 1.0], "WAIT: delay, reason (status), attempt");
+    assert_eq!(m.on_wake(NOW + 2_010.0, true), SEND);
+    assert_eq!(m.on_response(NOW + 2_020.0, 201, None, None, Some("true".into()), 0), DONE);
+    assert_eq!(fields(&m)[3..8], [2.0, 2.0, 201.0, 1.0, 1.0], "DONE: attempt, total, status, ok, replayed");
+    let record = [m.get(10), m.get(11), m.get(12), m.get(13), m.get(14)];
+    assert_eq!(
+        record,
+        [NOW, NOW + 2_020.0, 201.0, 0.0, 1.0],
+        "the record: createdAt, updatedAt, lastStatus, uncertain, dirty"
+    );
+    assert_eq!(record, [m.created_at(), m.updated_at(), m.last_status().into(), 0.0, 1.0]);
+    m.mark_saved();
+    assert_eq!(m.get(14), 0.0, "saved: not dirty");
+    assert_eq!(m.get(15), 1.0, "state: succeeded");
+    assert!(m.get(16).is_nan() && m.get(u32::MAX).is_nan(), "an unknown field is NaN");
+    let mut f = engine.begin("if-get-fail", &fingerprint(), NOW, false, None).unwrap();
+    assert_eq!(f.start(NOW, true), SEND);
+    assert_eq!(f.on_abort(NOW + 5.0), FAIL);
+    assert_eq!(fields(&f)[8..], [2.0, 0.0], "FAIL: aborted");
+    assert_eq!(f.on_wake(NOW, true), FAIL);
+    assert_eq!(fields(&f)[8..], [15.0, 2.0], "FAIL: out of order, with its detail");
+    assert_eq!(f.get(15), 0.0, "state: pending (the key is kept)");
+}
+
+#[wasm_bindgen_test]
+fn on_runs_each_event_of_the_send_loop() {
+    let engine = engine();
+    let mut m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();
+    assert_eq!(m.on(0, NOW, true), SEND, "0 start");
+    assert_eq!(m.on(1, NOW + 10.0, false), WAIT, "1 network error");
+    assert_eq!(m.get(2), 1.0);
+    assert_eq!(m.on(4, NOW + 1_000.0, false), WAIT_ONLINE, "4 wake, offline");
+    assert_eq!(m.on(5, NOW + 1_100.0, false), SEND, "5 online");
+    assert_eq!(m.on(2, NOW + 16_100.0, false), WAIT, "2 timeout");
+    assert_eq!(m.get(2), 2.0);
+    assert_eq!(m.on(4, NOW + 17_000.0, false), WAIT_ONLINE);
+    assert_eq!(m.on(6, NOW + 120_000.0, false), FAIL, "6 the deadline offline");
+    assert_eq!(m.get(8), 1.0, "RETRIES_EXHAUSTED");
+    assert_eq!(m.on(0, NOW + 130_000.0, true), SEND, "a send can start again");
+    assert_eq!(m.on(3, NOW + 130_001.0, false), FAIL, "3 abort");
+    assert_eq!(m.get(8), 2.0, "ABORTED");
+    assert_eq!((m.on(7, NOW, true), m.on(u32::MAX, NOW, true)), (0, 0), "an unknown event is no action");
+}
+
 #[wasm_bindgen_test]
 fn failures_carry_their_code_and_detail() {
     let engine = engine_with(2.0, 3.0, false);

@@ -10,6 +10,10 @@ import { IndexedDbBackend } from "./indexeddb.js";
 import { MemoryBackend } from "./memory.js";
 import { WebStorageBackend } from "./web.js";
 
+/** The slot of the namespace's fingerprint secret: a control character, which no intent id can hold
+ *  (the machine refuses them), so it never collides with an intent. */
+export const SECRET_ID = "\u0001secret";
+
 export class Store {
   private backend: Backend;
   private inMemory: boolean;
@@ -36,6 +40,11 @@ export class Store {
     this.inMemory = typeof opened === "string" || requested === "memory";
     if (typeof opened === "string") this.fallbackReason = opened;
     this.backend = typeof opened === "string" ? new MemoryBackend() : opened;
+  }
+
+  /** Whether a saved record survives a reload (false in memory: asked for, or after a fallback). */
+  get durable(): boolean {
+    return !this.inMemory;
   }
 
   /** What is in use now: the requested storage, or "memory" after a fallback. */
@@ -65,9 +74,17 @@ export class Store {
     return this.attempt((backend) => backend.delete(intentId));
   }
 
-  /** Every readable `(intent id, record text)`. */
+  /** Every readable `(intent id, record text)` (not the namespace's secret). */
   async all(): Promise<[string, string][]> {
-    return this.attempt((backend) => backend.all());
+    return (await this.attempt((backend) => backend.all())).filter(([id]) => id !== SECRET_ID);
+  }
+
+  /** Deletes every record of the namespace and its fingerprint secret (logout). Returns how many
+   *  intents were removed. */
+  async clear(): Promise<number> {
+    const entries = await this.attempt((backend) => backend.all());
+    for (const [id] of entries) await this.delete(id);
+    return entries.filter(([id]) => id !== SECRET_ID).length;
   }
 
   /** Runs `operation`; an unusable backend is replaced by memory and the operation runs there. */
