@@ -22,7 +22,7 @@ import {
 import { discardIntent, IdempotentOperation, intentIdArg, type IntentState, viewOf } from "./operation.js";
 import { decodeRecord, type PersistedRequest } from "./record.js";
 import { type IntentRequest, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
-import type { SendResult } from "./send.js";
+import type { SendResult } from "./results.js";
 import { Store } from "./storage/store.js";
 import { loadMachine, machineIfLoaded, type MachineModule } from "./wasm.js";
 

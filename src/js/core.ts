@@ -8,7 +8,7 @@ import { type Engine, F_STATE, type Machine } from "./machine.js";
 import { storageUnavailable } from "./messages.js";
 import type { Config } from "./options.js";
 import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
-import type { SendResult } from "./send.js";
+import type { SendResult } from "./results.js";
 import { StorageFailure } from "./storage/backend.js";
 import { SECRET_ID, type Store } from "./storage/store.js";
 import { hex } from "./fingerprint.js";

@@ -20,7 +20,7 @@ export type {
 export type { BeginOptions, ClientOptions, Jitter, RetryOptions, StorageKind } from "./options.js";
 export type { IntentRequest } from "./request.js";
 export type { ReplayableBody } from "./body.js";
-export type { SendOptions, SendResult } from "./send.js";
+export type { SendOptions, SendResult } from "./results.js";
 
 /**
  * Resolves once the wasm module is compiled and initialised. Optional: the first `begin`/`fetch`

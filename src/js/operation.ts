@@ -8,7 +8,8 @@ import { F_CREATED_AT, F_LAST_STATUS, F_STATE, F_TOTAL_ATTEMPTS, F_UPDATED_AT, t
 import { ABORTED_WAITING_MESSAGE, notFound, storageUnavailable } from "./messages.js";
 import type { PersistedRequest, RecordIds } from "./record.js";
 import type { PreparedRequest } from "./request.js";
-import { runSend, type SendOptions, type SendResult } from "./send.js";
+import type { SendOptions, SendResult } from "./results.js";
+import { runSend } from "./send.js";
 import { StorageFailure } from "./storage/backend.js";
 import { INTERRUPTED } from "./wait.js";
 

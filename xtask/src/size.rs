@@ -10,9 +10,10 @@ use std::process::Stdio;
 /// The files measured (built by `cargo xtask build`).
 pub const SHIPPED_FILES: &[&str] = &["pkg/idempotent_fetch_bg.wasm", "pkg/index.js"];
 
-/// The size step fails when the sum of the gzip -9 sizes of `SHIPPED_FILES` grows past this: 26,871 B
-/// measured on 2026-11-30 (the one package of issue 12), plus about 2 %. Lower it when the package shrinks.
-pub const SIZE_BUDGET_BYTES: u64 = 27_500;
+/// The size step fails when the sum of the gzip -9 sizes of `SHIPPED_FILES` grows past this: 26,535 B
+/// measured on 2026-11-30 (the one package of issue 12 with issue 13's driver rules: wasm 10,836 +
+/// index.js 15,699), plus about 2 %. Lower it when the package shrinks.
+pub const SIZE_BUDGET_BYTES: u64 = 27_100;
 
 /// (file, raw bytes, gzip -9 bytes) for each shipped file.
 fn measure() -> Result<Vec<(&'static str, u64, u64)>> {
