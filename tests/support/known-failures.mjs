@@ -12,7 +12,7 @@ const KNOWN = {
     "storage blocked (SecurityError) falls back to memory, tells the app, and still sends":
       "not understood yet: in WebKitGTK 2.50 the package still reads a working localStorage after the case redefines globalThis.localStorage to throw SecurityError (0.1's wasm package saw the override); Chromium and Firefox pass",
     // The same override in the bad-input matrix (tests/fault/bad-input-cases.mjs, section 5).
-    "localStorage getter throws SecurityError: falls back to memory and sends":
+    "storage: localStorage getter throws SecurityError: falls back to memory and sends":
       "the same as the case above: the package does not see the redefined globalThis.localStorage in WebKitGTK 2.50",
   },
 };
