@@ -8,7 +8,7 @@ mod support;
 use idempotent_fetch::machine::error::code;
 use idempotent_fetch::machine::retry_after::{parse_http_date, parse_retry_after};
 use idempotent_fetch::machine::{
-    classify as classify_answer, Answer, Classification, FailureReason, Override, Policy as RetryPolicy, RetryReason,
+    classify as classify_answer, Classification, FailureReason, Override, Policy as RetryPolicy, RetryReason,
     State as IntentState,
 };
 use proptest::prelude::*;
@@ -21,19 +21,7 @@ const CAP: u64 = 60_000;
 /// Classifies a scripted response the way the driver hands it over (headers by name, the
 /// caller's `shouldRetry` verdict as an override).
 fn classify(response: &FakeResponse, now: u64, cap: u64, caller: Option<ShouldRetry<'_>>) -> Classification {
-    let caller = match caller.and_then(|decide| decide(response.status)) {
-        Some(true) => Override::Retry,
-        Some(false) => Override::Definite,
-        None => Override::None,
-    };
-    let answer = Answer {
-        status: response.status,
-        retry_after: response.header("retry-after"),
-        should_retry: response.header("stripe-should-retry"),
-        replayed: response.header("idempotent-replayed"),
-        caller,
-    };
-    classify_answer(&answer, now, cap)
+    classify_answer(&response.answer(caller), now, cap)
 }
 
 fn classify_status(code: u16) -> Classification {

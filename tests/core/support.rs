@@ -216,6 +216,22 @@ impl FakeResponse {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
+    /// This response as the driver hands it to the machine: the headers it reads by name and the
+    /// caller's `shouldRetry(status)` verdict as an override.
+    pub fn answer(&self, should_retry: Option<ShouldRetry<'_>>) -> Answer<'_> {
+        let caller = match should_retry.and_then(|decide| decide(self.status)) {
+            Some(true) => Override::Retry,
+            Some(false) => Override::Definite,
+            None => Override::None,
+        };
+        Answer {
+            status: self.status,
+            retry_after: self.header("retry-after"),
+            should_retry: self.header("stripe-should-retry"),
+            replayed: self.header("idempotent-replayed"),
+            caller,
+        }
+    }
 }
 
 /// One scripted outcome.
@@ -652,19 +668,7 @@ impl Rig {
                     match self.transport.send(machine.header(), machine.attempt(), machine.timeout_ms()) {
                         Step::Hang => return Err(Failure::new(HUNG, 0)),
                         Step::Respond(response) => {
-                            let caller = match should_retry.and_then(|decide| decide(response.status)) {
-                                Some(true) => Override::Retry,
-                                Some(false) => Override::Definite,
-                                None => Override::None,
-                            };
-                            let answer = Answer {
-                                status: response.status,
-                                retry_after: response.header("retry-after"),
-                                should_retry: response.header("stripe-should-retry"),
-                                replayed: response.header("idempotent-replayed"),
-                                caller,
-                            };
-                            machine.on_response(self.clock.now(), &answer)
+                            machine.on_response(self.clock.now(), &response.answer(should_retry))
                         }
                         Step::Network => machine.on_network_error(self.clock.now()),
                         Step::Timeout => machine.on_timeout(self.clock.now()),
