@@ -21,7 +21,7 @@ commands:
   build                 build the npm package (pkg/)
   demo [--port 8080]    build the package if stale and run the reference server on 127.0.0.1
   install               only install/check the tools
-  size [--json]         gzip -9 size of what ships; fails past the budget (--json: figures only)
+  size                  gzip -9 size of what ships; fails past the budget
   bench                 run every benchmark (benches/run.sh)
   help                  this text";
 
@@ -56,11 +56,7 @@ fn dispatch(args: &[String]) -> Result {
         "gates" => no_args().and_then(|()| steps::gates()),
         "build" => no_args().and_then(|()| install::toolchain()).and_then(|()| project::build_package()),
         "install" => no_args().and_then(|()| install::all()),
-        "size" => match rest {
-            [] => size::check(),
-            [flag] if flag == "--json" => size::print_json(),
-            _ => Err(format!("`size` takes only --json\n\n{USAGE}")),
-        },
+        "size" => no_args().and_then(|()| size::check()),
         "demo" => demo::demo(parse_port(rest)?),
         "bench" => no_args()
             .and_then(|()| install::all())

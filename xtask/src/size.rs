@@ -1,9 +1,8 @@
 //! What ships, and its budget: the files a browser downloads, each compressed with `gzip -9` on its
-//! own (as a server sends them), summed. `benches/size.mjs` takes these figures from
-//! `cargo xtask size --json` and adds brotli and the comparisons.
+//! own (as a server sends them), summed. `benches/size.mjs` measures what an app's bundler makes of
+//! the package, with brotli and the comparisons; this is the budget that CI enforces.
 
 use crate::process::{cmd, Result};
-use serde_json::json;
 use std::fs;
 use std::process::Stdio;
 
@@ -45,14 +44,5 @@ pub fn check() -> Result {
              make it smaller, or raise the budget in the same commit and say why"
         ));
     }
-    Ok(())
-}
-
-/// The same figures as JSON for benches/size.mjs; never fails on the budget.
-pub fn print_json() -> Result {
-    let rows = measure()?;
-    let files: Vec<_> = rows.iter().map(|(f, raw, gz)| json!({ "path": f, "raw": raw, "gzip": gz })).collect();
-    let total: u64 = rows.iter().map(|r| r.2).sum();
-    println!("{}", json!({ "files": files, "gzip": total, "budget": SIZE_BUDGET_BYTES }));
     Ok(())
 }
