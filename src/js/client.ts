@@ -76,7 +76,10 @@ export class IdempotentClient {
         secret = undefined; // not remembered: the next begin tries again
         throw error;
       }));
-    this.core = { config, store, listeners, inFlight, engine, secret: secretOnce };
+    const forgetSecret = () => {
+      secret = undefined;
+    };
+    this.core = { config, store, listeners, inFlight, engine, secret: secretOnce, forgetSecret };
     // After the constructor returns, so listeners added right away still hear about it.
     void Promise.resolve().then(async () => {
       if (store.fallbackReason !== null) listeners.emit({ type: "storagefallback", reason: store.fallbackReason });
@@ -172,7 +175,11 @@ export class IdempotentClient {
    *  namespace's fingerprint secret (call it at logout). Resolves to how many intents were removed. */
   async clear(): Promise<number> {
     try {
-      return await this.core.store.clear();
+      const removed = await this.core.store.clear();
+      // The secret is gone from storage: a later begin must not fingerprint with the old one, or a
+      // reload (which reads or makes a new secret) would no longer recognise that intent's request.
+      this.core.forgetSecret();
+      return removed;
     } catch (thrown) {
       throw new IdempotentFetchError("STORAGE", `clearing the namespace failed: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
     }

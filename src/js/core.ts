@@ -23,6 +23,8 @@ export interface ClientCore {
   engine(): Promise<Engine>;
   /** The namespace's fingerprint secret (read or created once per client). */
   secret(): Promise<Uint8Array<ArrayBuffer>>;
+  /** Forgets the remembered secret (after `clear()` deleted it): the next `secret()` reads or makes it anew. */
+  forgetSecret(): void;
 }
 
 const SECRET_HEX = /^[0-9a-f]{64}$/;

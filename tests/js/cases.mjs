@@ -1086,6 +1086,13 @@ add("at rest: an expired intent loses its stored request; clear() removes the na
   }
   const fresh = await client.begin("other", { url: ctx.url("clr2", "201"), body: "y" });
   assert.notEqual(fresh.key, other.key, "after clear() a new key is made");
+  if (ctx.browser) {
+    // The secret this begin fingerprinted with is the one in storage now, so a reload (a new client)
+    // recognises the same request and resumes its key instead of calling it another request.
+    assert.notEqual(localStorage.getItem(`${PREFIX}${ctx.ns}${SECRET_SLOT}`), null, "a new secret is stored");
+    const reloaded = await ctx.client({ persistRequest: true }).begin("other", { url: ctx.url("clr2", "201"), body: "y" });
+    assert.equal(reloaded.key, fresh.key, "same key after a reload");
+  }
 });
 
 add("body cap: maxBodyBytes is checked before copying, with BODY_TOO_LARGE, and nothing is sent", async (ctx) => {
