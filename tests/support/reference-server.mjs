@@ -36,7 +36,7 @@ import { root } from "./paths.mjs";
 // instances on one PostgreSQL database). Passed in the environment, not on the command line.
 const SESSION_SECRET = randomBytes(32).toString("hex");
 
-export const NO_FAULTS = { failBeforeWork: 0, dropAfterCommit: 0, status429: 0, retryAfterSecs: 0, latencyMs: 0, latencyProbability: 0 };
+export const NO_FAULTS = { failBeforeWork: 0, dropAfterCommit: 0, status429: 0, retryAfterSecs: 0, latencyMs: 0, latencyProbability: 0, store500: 0 };
 
 export function serverBinary() {
   if (process.env.IF_SERVER_BIN) {

@@ -207,6 +207,39 @@ test("gave up: Try again re-sends the same key", { timeout: TEST_TIMEOUT_MS }, a
   assertNoPageErrors(page);
 });
 
+test("a failure the server stored and replays (store-500, like Stripe) is definite: declined, no order, a new key pays once", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const account = "e2e_stored500";
+  // Every fresh key's outcome is stored as a 500 (no order is made) and replayed on each retry.
+  await setFaults({ store500: 1 });
+  const page = await openCheckout(await newContext(), account);
+  await waitForState(page, "idle");
+  const posts = [];
+  if (capabilities.network) {
+    page.on("response", (response) => {
+      if (response.request().method() === "POST" && new URL(response.url()).pathname === "/api/orders") {
+        posts.push({ status: response.status(), replayed: response.headers()["idempotent-replayed"] ?? null });
+      }
+    });
+  }
+  await page.click("#pay");
+  await waitForState(page, "failed", 20_000);
+  const firstKey = await shownKey(page);
+  assert.equal(await page.locator("#status").textContent(), "Payment declined (500)");
+  assert.deepEqual(await ordersOf(account), [], "a stored failure made no order");
+  if (capabilities.network) {
+    // The first 500 is fresh (retryable); the retry with the same key gets it replayed, which ends the
+    // send: one retry, not maxAttempts of them.
+    assert.deepEqual(posts, [{ status: 500, replayed: null }, { status: 500, replayed: "true" }]);
+  }
+
+  // The page retired that intent (discard); paying again is a new intent with a new key.
+  await setFaults({});
+  await page.click("#pay");
+  await expectOneOrder(page, account);
+  assert.notEqual(await shownKey(page), firstKey, "paying again after a definite failure uses a new key");
+  assertNoPageErrors(page);
+});
+
 test("screenshots of the main states, faults switched from the page", { timeout: TEST_TIMEOUT_MS }, async () => {
   const account = "e2e_screens";
   const page = await openCheckout(await newContext(), account);
