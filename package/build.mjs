@@ -125,7 +125,11 @@ async function bundles(entry, out) {
   return exports.sort();
 }
 
-/** Step 5: the driver's declarations into pkg/types/ (tsc with the driver's tsconfig). */
+/** Where the CommonJS copy of the declarations goes (package.json's `require` conditions). */
+const CJS_TYPES_DIR = "types-cjs";
+
+/** Step 5: the driver's declarations into pkg/types/ (tsc with the driver's tsconfig), and their
+ *  CommonJS twin in pkg/types-cjs/. */
 function types(entry, pkg) {
   const tsconfig = path.join(path.dirname(entry), "tsconfig.json");
   if (!existsSync(tsconfig)) throw new Error(`${path.relative(root, tsconfig)} is missing: the driver's tsc settings`);
@@ -134,10 +138,18 @@ function types(entry, pkg) {
   if (!existsSync(path.join(out, "index.d.ts"))) throw new Error(`tsc wrote no ${path.relative(root, out)}/index.d.ts (rootDir should be src/js)`);
   // The glue's declarations, in case a public type refers to an exported wasm class.
   cpSync(path.join(BINDINGS_DIR, "idempotent_fetch.d.ts"), path.join(out, "generated/idempotent_fetch.d.ts"));
+  // The same declarations for `require` (node.cjs): TypeScript reads a .d.ts as ESM or CommonJS by the
+  // nearest package.json's "type", and a CommonJS file may not import ESM declarations (TS1479 under
+  // `module: node16`/`nodenext`), so the copy sits under its own {"type": "commonjs"}.
+  const cjs = path.join(pkg, CJS_TYPES_DIR);
+  cpSync(out, cjs, { recursive: true });
+  writeFileSync(path.join(cjs, "package.json"), `${JSON.stringify({ type: "commonjs" })}\n`);
 }
 
 /** Step 6: package.json. The conditions, most specific first (package/README.md explains each). */
 function manifest(crate, out) {
+  const esmTypes = "./types/index.d.ts";
+  const cjsTypes = `./${CJS_TYPES_DIR}/index.d.ts`;
   const pkg = {
     name: crate.name,
     version: crate.version,
@@ -152,18 +164,19 @@ function manifest(crate, out) {
     browser: `./${BROWSER_ENTRY}`,
     types: "./types/index.d.ts",
     exports: {
+      // `types` sits in each import/require branch (not first), so TypeScript gives `require` the
+      // CommonJS declarations and `import` the ESM ones.
       ".": {
-        types: "./types/index.d.ts",
-        node: { import: "./node.js", require: "./node.cjs" },
+        node: { import: { types: esmTypes, default: "./node.js" }, require: { types: cjsTypes, default: "./node.cjs" } },
         worker: `./${BROWSER_ENTRY}`,
         browser: `./${BROWSER_ENTRY}`,
-        import: `./${BROWSER_ENTRY}`,
-        require: "./node.cjs",
-        default: `./${BROWSER_ENTRY}`,
+        import: { types: esmTypes, default: `./${BROWSER_ENTRY}` },
+        require: { types: cjsTypes, default: "./node.cjs" },
+        default: { types: esmTypes, default: `./${BROWSER_ENTRY}` },
       },
       "./package.json": "./package.json",
     },
-    files: [BROWSER_ENTRY, `${BROWSER_ENTRY}.map`, "node.js", "node.cjs", WASM_FILE, "types/", "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
+    files: [BROWSER_ENTRY, `${BROWSER_ENTRY}.map`, "node.js", "node.cjs", WASM_FILE, "types/", `${CJS_TYPES_DIR}/`, "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
     engines: { node: ">=18" },
   };
   writeFileSync(path.join(out, "package.json"), `${JSON.stringify(pkg, null, 2)}\n`);

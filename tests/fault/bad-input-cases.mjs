@@ -17,7 +17,8 @@ import { assert, override } from "../js/cases.mjs";
 
 const PREFIX = "idempotent-fetch:v1:";
 export const rows = [];
-const row = (group, name, run, env = "both") => rows.push({ group, name: `${group}: ${name}`, env, run });
+/** `options.freshPage`: run on a freshly loaded page (see freshPage() in tests/js/browser.test.mjs). */
+const row = (group, name, run, env = "both", options = {}) => rows.push({ group, name: `${group}: ${name}`, env, run, ...options });
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -353,7 +354,7 @@ row("storage", "localStorage getter throws SecurityError: falls back to memory a
   } finally {
     restore();
   }
-}, "browser");
+}, "browser", { freshPage: true });
 
 row("storage", "getItem throws on read: typed STORAGE or memory fallback, never a trap", async (ctx) => {
   const request = { url: ctx.url("readfail", "201"), body: "x" };

@@ -11,7 +11,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import net from "node:net";
 
-import { collectPageErrors, engine, engineName, launchBrowser, openLibPage, throwPageFailure } from "../support/browsers.mjs";
+import { collectPageErrors, engine, engineName, launchBrowser, openLibPage, throwPageFailure, waitForLibPage } from "../support/browsers.mjs";
 import { pkgMissing, requirePackage } from "../support/paths.mjs";
 import { startStaticServer } from "../support/static-server.mjs";
 import { startTestServer } from "../support/test-server.mjs";
@@ -120,6 +120,10 @@ for (const row of rows) {
   if (row.env === "node") continue;
   test(`${engine} | ${row.name}`, { todo: knownFailure(row.name) }, async () => {
     if (!page) await openPage();
+    if (row.freshPage) {
+      await page.reload();
+      await waitForLibPage(page, { timeout: 20_000 });
+    }
     const outcome = await withTimeout(page.evaluate(([name, s, r]) => window.__runRow(name, s, r), [row.name, server.url, raw.url]), ROW_TIMEOUT_MS, row.name);
     throwPageFailure(outcome, "BrowserRowFailure");
   });

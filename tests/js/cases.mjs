@@ -1285,7 +1285,7 @@ add("storage blocked (SecurityError) falls back to memory, tells the app, and st
     restore();
   }
   assert.equal(ctx.slots().length, 0, "nothing reached localStorage");
-}, { browserOnly: true });
+}, { browserOnly: true, freshPage: true });
 
 add("storage full (QuotaExceededError) at start falls back to memory and still sends", async (ctx) => {
   const { assert } = ctx;

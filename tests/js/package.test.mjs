@@ -187,6 +187,26 @@ async function payOnce(server, faults, label, { loseFirstAnswer = false } = {}) 
   }
 }
 
+/**
+ * A TypeScript user of the installed tarball under `module: node16`, from an ES module (.mts, `import`)
+ * and from a CommonJS file (.cts, compiled to `require`): both must type-check against the package's
+ * declarations (a CommonJS file may not use ESM declarations: TS1479).
+ */
+function typeCheckBothModuleFormats(app) {
+  const use = `const client: IdempotentClient = new IdempotentClient({ namespace: "a", storage: "memory" });
+const op: Promise<IdempotentOperation> = client.begin("pay", { url: "http://127.0.0.1/api/orders", method: "POST", body: "{}" });
+export const code = (e: unknown): string | null => (isIdempotentFetchError(e) ? e.code : null);
+void op;\n`;
+  const names = "IdempotentClient, IdempotentOperation, isIdempotentFetchError";
+  writeFileSync(path.join(app, "use.mts"), `import { ${names} } from "idempotent-fetch";\n${use}`);
+  writeFileSync(path.join(app, "use.cts"), `import { ${names} } from "idempotent-fetch";\n${use}`);
+  writeFileSync(path.join(app, "tsconfig.json"), JSON.stringify({
+    compilerOptions: { module: "node16", moduleResolution: "node16", target: "es2022", lib: ["es2022", "dom"], types: [], strict: true, noEmit: true },
+    files: ["use.mts", "use.cts"],
+  }));
+  run(path.join(root, "tools/node_modules/.bin/tsc"), ["-p", app]);
+}
+
 /** Both fault scenarios on one served page. */
 async function checkPage(www, name) {
   const server = await startReferenceServer({ www, label: `package-${name}` });
@@ -272,12 +292,13 @@ test("plain ES modules: the tarball, an import map, one click is one order under
   await checkPage(app, "plain");
 });
 
-test("Node: import (ESM) and require (CommonJS) of the tarball, one order each under faults", { timeout: TEST_TIMEOUT_MS }, async () => {
+test("Node: import (ESM) and require (CommonJS) of the tarball type-check and make one order each under faults", { timeout: TEST_TIMEOUT_MS }, async () => {
   const app = path.join(tmpDir, "node");
   mkdirSync(app);
   writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "node-app", private: true, version: "0.0.0" }));
   run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball], { cwd: app });
   for (const file of ["pay.mjs", "pay.cjs"]) copyFileSync(path.join(apps, "node", file), path.join(app, file));
+  typeCheckBothModuleFormats(app);
   const server = await startReferenceServer({ www: app, label: "package-node" });
   try {
     await server.setFaults({ failBeforeWork: 0.5, dropAfterCommit: 0.5 });

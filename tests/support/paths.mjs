@@ -26,7 +26,9 @@ function nodeEntry(condition) {
   const missing = pkgMissing();
   if (missing) throw new Error(missing);
   const manifest = JSON.parse(readFileSync(path.join(pkgDir, "package.json"), "utf8"));
-  const target = manifest.exports?.["."]?.node?.[condition];
+  const branch = manifest.exports?.["."]?.node?.[condition];
+  // A branch is a file, or `{ types, default }` (the declarations TypeScript reads for that condition).
+  const target = typeof branch === "string" ? branch : branch?.default;
   if (typeof target !== "string") throw new Error(`${pkgDir}/package.json has no exports["."].node.${condition}`);
   return path.join(pkgDir, target);
 }
