@@ -104,12 +104,14 @@ export class IdempotentClient {
    * Resumes a stored intent whose request was persisted (`persistRequest: true`), e.g. one listed by
    * `pending()` after a reload. The stored request is checked again like a new one (method, URL,
    * headers), its URL must have the page's origin (or one listed in `resumeOrigins`), and it must
-   * match the intent's keyed fingerprint. Rejects with `NOT_FOUND` if there is no such intent,
+   * match the intent's keyed fingerprint. Credentials are never stored: pass them again in
+   * `options.headers` (they replace stored headers of the same name). Rejects with `NOT_FOUND` if there is no such intent,
    * `INVALID_REQUEST` if its request was not persisted, is invalid or goes to another origin, and
    * `STORAGE` if it was altered.
    */
-  async resume(intentId: string): Promise<IdempotentOperation> {
+  async resume(intentId: string, options?: ResumeOptions): Promise<IdempotentOperation> {
     const id = intentIdArg(intentId);
+    const given = resumeHeaders(options);
     const loaded = await loadRecord(this.core, await this.core.engine(), id);
     if (!loaded) throw new IdempotentFetchError("NOT_FOUND", `no stored intent "${id}"`);
     const { machine, request } = loaded;
@@ -121,10 +123,11 @@ export class IdempotentClient {
       }
       // Storage is writable by any script of the origin: the stored request is re-read like a new one.
       const config = this.core.config;
+      const names = new Set(given.map(([name]) => name));
       const prepared = await prepareParts(
         request.url,
         request.method,
-        request.headers,
+        [...request.headers.filter(([name]) => !names.has(name)), ...given],
         request.body ? new Uint8Array(request.body) : null,
         config.headerName,
         config.maxBodyBytes,
@@ -360,6 +363,27 @@ export class IdempotentClient {
     } finally {
       if (!operation) void sendLock.then((release) => release?.());
     }
+  }
+}
+
+/** Options of `client.resume`. */
+export interface ResumeOptions {
+  /** Headers for the resumed request besides the stored ones (which they replace by name): the
+   *  credentials (`Authorization`…) that are never stored. Checked like `begin`'s. */
+  headers?: HeadersInit;
+}
+
+/** `options.headers` of `resume` as lowercase pairs; INVALID_OPTIONS / INVALID_REQUEST when bad. */
+function resumeHeaders(options: unknown): [string, string][] {
+  if (options === undefined || options === null) return [];
+  if (typeof options !== "object") throw invalidOptions("resume options must be an object");
+  const extra = Object.keys(options).filter((name) => name !== "headers");
+  if (extra.length) throw invalidOptions(`unknown resume option "${extra[0]}"`);
+  const init = (options as ResumeOptions).headers;
+  try {
+    return init === undefined ? [] : [...new Headers(init)];
+  } catch (thrown) {
+    throw invalidRequest(`resume options.headers are invalid: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
   }
 }
 

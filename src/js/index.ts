@@ -3,7 +3,7 @@
 // is generated from these sources).
 import { loadMachine } from "./wasm.js";
 
-export { IdempotentClient, type IntentInfo } from "./client.js";
+export { IdempotentClient, type IntentInfo, type ResumeOptions } from "./client.js";
 export type { IdempotentRequestInit } from "./fetch-args.js";
 export { IdempotentOperation, type IntentState } from "./operation.js";
 export { IdempotentFetchError, isIdempotentFetchError, type ErrorCode, type ExhaustedReason } from "./errors.js";

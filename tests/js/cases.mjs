@@ -1050,6 +1050,20 @@ add("at rest: credentials are never persisted, an allowlist keeps the rest, and 
   assert.equal(log[0].headers.authorization, `Bearer ${SECRET_TOKEN}`, "the live attempt had the credential");
   assert.equal(log[1].headers.authorization, undefined, "the resumed one could not: it was never stored");
   assert.equal(log[1].headers["x-trace"], "t1");
+  // The app passes its credentials again to resume (and may replace a stored header).
+  const authed = await client.begin("auth", { url: ctx.url("rest-auth", "503,201"), headers, body: "x" });
+  await assert.rejects(authed.send(), "RETRIES_EXHAUSTED");
+  await assert.rejects(client.resume("auth", { header: {} }), "INVALID_OPTIONS", "unknown resume option");
+  await assert.rejects(client.resume("auth", { headers: { "x-bad": "a\r\nb" } }), "INVALID_REQUEST", "headers checked like begin's");
+  const withAuth = await client.resume("auth", { headers: { Authorization: "Bearer fresh", "X-Trace": "t2" } });
+  assert.equal(withAuth.key, authed.key);
+  assert.equal((await withAuth.send()).status, 201);
+  const [, resent] = await ctx.log("rest-auth");
+  assert.equal(resent.key, authed.key);
+  assert.equal(resent.headers.authorization, "Bearer fresh", "the credential given to resume");
+  assert.equal(resent.headers["x-trace"], "t2", "replaces the stored header of that name");
+  assert.equal(resent.headers["x-other"], "o", "the other stored headers stay");
+  if (ctx.browser) assert.ok(!localStorage.getItem(`${PREFIX}${ctx.ns}:auth`).includes("fresh"), "the given credential is not stored");
   // Retired: the stored request is gone with the write that retired it.
   await assert.rejects(client.resume("pay"), "INVALID_REQUEST", "no request kept after success");
   if (ctx.browser) assert.ok(!localStorage.getItem(`${PREFIX}${ctx.ns}:pay`).includes('"request"'), "request deleted");
