@@ -21,37 +21,33 @@ const CODES: readonly (ErrorCode | undefined)[] = [
 /** `RETRIES_EXHAUSTED` details. */
 const EXHAUSTED: readonly (ExhaustedReason | undefined)[] = [undefined, "maxAttempts", "deadline", "budget", "maxTotalAttempts"];
 
+const KEPT = "; the key is kept, send again to resume";
+const CHECK = "check the outcome with your server, then discard the intent";
 const EXHAUSTED_MESSAGES: Record<ExhaustedReason, string> = {
-  maxAttempts: "no definite answer after maxAttempts attempts; the key is kept, send again to resume",
-  deadline: "no definite answer before totalTimeoutMs; the key is kept, send again to resume",
-  budget: "the client's retry budget is spent (many failures at once); the key is kept, send again later",
-  maxTotalAttempts:
-    "the intent reached retry.maxTotalAttempts attempts across its sends; the key is kept: check the outcome " +
-    "with your server, then discard the intent",
+  maxAttempts: `no definite answer after retry.maxAttempts attempts${KEPT}`,
+  deadline: `no definite answer within retry.totalTimeoutMs${KEPT}`,
+  budget: `the client's retry budget is spent (many failures at once)${KEPT} later`,
+  maxTotalAttempts: `the intent reached retry.maxTotalAttempts attempts across its sends; the key is kept: ${CHECK}`,
 };
 
-export const ABORTED_MESSAGE = "aborted by the caller; the key is kept, send again to resume";
 export const ABORTED_WAITING_MESSAGE = "aborted while another call or tab was sending this intent; the key is kept";
-const KEY_MISMATCH_MESSAGE =
-  "the server answered 422: this idempotency key was already used with a different request";
-const EXPIRED_MESSAGE =
-  "the idempotency key is older than keyTtlMs; the server may have forgotten it, so it is not re-sent: " +
-  "check the outcome with your server, then discard the intent";
 export const INTENT_ID_MESSAGE = "intent id must be 1 to 256 characters without control characters";
 
-/** `STORAGE` details from the machine's record validation: the field that failed. */
-const RECORD_FIELD_MESSAGES: readonly string[] = [
-  "record is invalid",
-  "record version is not supported (expected 1)",
-  "record id is invalid or does not match its storage slot",
-  "record key is not a valid UUID v4",
-  "record fingerprint is malformed",
-  "record timestamps are inconsistent",
-  "record timestamps are inconsistent",
-  "record attempts are out of range",
-  "record state is unknown",
-  "record status is not an HTTP status",
+/** Messages of the codes without details or with one message per detail (`detail` picks it). */
+const MESSAGES: readonly (string | ((detail: number) => string) | undefined)[] = [
+  undefined,
+  undefined,
+  `aborted by the caller${KEPT}`,
+  "the server answered 422: this key was already used with a different request",
+  undefined,
+  `the key is older than keyTtlMs: the server may have forgotten it, so it is not re-sent; ${CHECK}`,
+  undefined,
+  undefined,
+  (detail) => (detail === 1 ? INTENT_ID_MESSAGE : "the request fingerprint is malformed"),
 ];
+
+/** `STORAGE` details from the machine's record validation: the stored field that failed. */
+const RECORD_FIELDS = ["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state", "lastStatus"];
 /** `STORAGE` detail: the CSPRNG (crypto.getRandomValues) failed. */
 const CSPRNG_DETAIL = 32;
 
@@ -85,42 +81,28 @@ export function intentMismatch(intentId: string, oldKey: string): IdempotentFetc
 
 /** The error for a machine outcome (`code`, `detail`) of the intent in `context`. */
 export function errorFor(code: number, detail: number, context: ErrorContext): IdempotentFetchError {
-  const name = CODES[code];
-  switch (name) {
-    case "RETRIES_EXHAUSTED": {
-      const reason = EXHAUSTED[detail] ?? "maxAttempts";
-      return new IdempotentFetchError(name, EXHAUSTED_MESSAGES[reason], { ...context, reason });
-    }
-    case "ABORTED":
-      return new IdempotentFetchError(name, ABORTED_MESSAGE, context);
-    case "KEY_MISMATCH":
-      return new IdempotentFetchError(name, KEY_MISMATCH_MESSAGE, context);
-    case "INTENT_MISMATCH":
-      return intentMismatch(context.intentId, context.key ?? "unknown");
-    case "EXPIRED":
-      return new IdempotentFetchError(name, EXPIRED_MESSAGE, context);
-    case "INVALID_REQUEST":
-      return new IdempotentFetchError(
-        name,
-        detail === 1 ? INTENT_ID_MESSAGE : "the request fingerprint is malformed",
-        context,
-      );
-    case "STORAGE":
-      if (detail === CSPRNG_DETAIL) {
-        return new IdempotentFetchError(name, "the CSPRNG (crypto.getRandomValues) failed", context);
-      }
-      return corruptRecord(context.intentId, RECORD_FIELD_MESSAGES[detail] ?? RECORD_FIELD_MESSAGES[0]!);
-    case "NOT_FOUND":
-      return notFound(context.intentId);
-    default:
-      return new IdempotentFetchError("STORAGE", `internal error ${code}:${detail} (a bug: please report it)`, context);
+  const { intentId } = context;
+  if (code === 1) {
+    const reason = EXHAUSTED[detail] ?? "maxAttempts";
+    return new IdempotentFetchError("RETRIES_EXHAUSTED", EXHAUSTED_MESSAGES[reason], { ...context, reason });
   }
+  if (code === 4) return intentMismatch(intentId, context.key ?? "unknown");
+  if (code === 9) {
+    return detail === CSPRNG_DETAIL
+      ? new IdempotentFetchError("STORAGE", "the CSPRNG (crypto.getRandomValues) failed", context)
+      : corruptRecord(intentId, `record field ${RECORD_FIELDS[detail - 1] ?? "?"} is invalid`);
+  }
+  if (code === 10) return notFound(intentId);
+  const message = MESSAGES[code];
+  return message
+    ? new IdempotentFetchError(CODES[code]!, typeof message === "string" ? message : message(detail), context)
+    : new IdempotentFetchError("STORAGE", `internal error ${code}:${detail} (a bug: please report it)`, context);
 }
 
 /** A machine call's thrown value as an `IdempotentFetchError`; anything else is rethrown as it is. */
 export function fromThrown(thrown: unknown, context: ErrorContext): IdempotentFetchError {
   if (typeof thrown === "number" && Number.isInteger(thrown) && thrown >= 0) {
-    return errorFor(Math.floor(thrown / 256), thrown % 256, context);
+    return errorFor(thrown >> 8, thrown & 255, context);
   }
   throw thrown;
 }

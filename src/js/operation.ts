@@ -260,7 +260,7 @@ function parseSendOptions(options: unknown): SendOptions {
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalidOptions("signal must be an AbortSignal");
   return {
     ...(signal ? { signal } : {}),
-    onAttempt: fields.function<NonNullable<SendOptions["onAttempt"]>>("onAttempt"),
-    onRetry: fields.function<NonNullable<SendOptions["onRetry"]>>("onRetry"),
+    onAttempt: fields.typed<NonNullable<SendOptions["onAttempt"]>>("onAttempt", "function"),
+    onRetry: fields.typed<NonNullable<SendOptions["onRetry"]>>("onRetry", "function"),
   };
 }
