@@ -4,6 +4,7 @@
 // send half a request.
 
 import { describe, IdempotentFetchError, invalidRequest } from "./errors.js";
+import { hex } from "./sha256.js";
 
 /** Body types that can be buffered and re-sent. A `ReadableStream` is refused (`BODY_NOT_REPLAYABLE`). */
 export type ReplayableBody = string | ArrayBuffer | ArrayBufferView | Blob | URLSearchParams | FormData;
@@ -87,7 +88,7 @@ async function bufferUnchecked(body: unknown): Promise<BufferedBody> {
 
 /** @internal HTML's multipart/form-data encoding of `form`, with a random boundary (exported for tests). */
 export async function multipart(form: FormData): Promise<BufferedBody> {
-  const boundary = `----idempotent-fetch-${Array.from(crypto.getRandomValues(new Uint8Array(12)), (b) => b.toString(16).padStart(2, "0")).join("")}`;
+  const boundary = `----idempotent-fetch-${hex(crypto.getRandomValues(new Uint8Array(12)))}`;
   // Line breaks normalised to CRLF; in names and file names, CR, LF and '"' then percent-escaped.
   const crlf = (text: string) => text.replace(/\r\n|\r|\n/g, "\r\n");
   const escape = (text: string) => crlf(text).replace(/[\r\n"]/g, encodeURIComponent);

@@ -15,6 +15,9 @@ for (let n = 2, found = 0; found < 64; n++) {
   K[found++] = (n ** (1 / 3) % 1) * 2 ** 32;
 }
 
+/** Lowercase hex of `bytes` (64 characters for a digest). */
+export const hex = (bytes: Uint8Array): string => Array.from(bytes, (byte) => (byte < 16 ? "0" : "") + byte.toString(16)).join("");
+
 const rotr = (x: number, n: number): number => (x >>> n) | (x << (32 - n));
 
 /** The SHA-256 digest of `data` (32 bytes). */
