@@ -3,21 +3,6 @@
 
 import { IdempotentFetchError, type ErrorCode, type ErrorDetails, type ExhaustedReason } from "./errors.js";
 
-/** Machine error codes (the index) as `IdempotentFetchError.code`. */
-const CODES: readonly (ErrorCode | undefined)[] = [
-  undefined,
-  "RETRIES_EXHAUSTED",
-  "ABORTED",
-  "KEY_MISMATCH",
-  "INTENT_MISMATCH",
-  "EXPIRED",
-  "BODY_NOT_REPLAYABLE",
-  "INVALID_OPTIONS",
-  "INVALID_REQUEST",
-  "STORAGE",
-  "NOT_FOUND",
-];
-
 /** `RETRIES_EXHAUSTED` details. */
 const EXHAUSTED: readonly (ExhaustedReason | undefined)[] = [undefined, "maxAttempts", "deadline", "budget", "maxTotalAttempts"];
 
@@ -33,18 +18,13 @@ const EXHAUSTED_MESSAGES: Record<ExhaustedReason, string> = {
 export const ABORTED_WAITING_MESSAGE = "aborted while another call or tab was sending this intent; the key is kept";
 export const INTENT_ID_MESSAGE = "intent id must be 1 to 256 characters without control characters";
 
-/** Messages of the codes without details or with one message per detail (`detail` picks it). */
-const MESSAGES: readonly (string | ((detail: number) => string) | undefined)[] = [
-  undefined,
-  undefined,
-  `aborted by the caller${KEPT}`,
-  "the server answered 422: this key was already used with a different request",
-  undefined,
-  `the key is older than keyTtlMs: the server may have forgotten it, so it is not re-sent; ${CHECK}`,
-  undefined,
-  undefined,
-  (detail) => (detail === 1 ? INTENT_ID_MESSAGE : "the request fingerprint is malformed"),
-];
+/** The codes with one message (or one per detail), by machine code; the others are built below. */
+const SIMPLE: Record<number, [ErrorCode, string | ((detail: number) => string)]> = {
+  2: ["ABORTED", `aborted by the caller${KEPT}`],
+  3: ["KEY_MISMATCH", "the server answered 422: this key was already used with a different request"],
+  5: ["EXPIRED", `the key is older than keyTtlMs: the server may have forgotten it, so it is not re-sent; ${CHECK}`],
+  8: ["INVALID_REQUEST", (detail) => (detail === 1 ? INTENT_ID_MESSAGE : "the request fingerprint is malformed")],
+};
 
 /** `STORAGE` details from the machine's record validation: the stored field that failed. */
 const RECORD_FIELDS = ["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state", "lastStatus"];
@@ -93,9 +73,9 @@ export function errorFor(code: number, detail: number, context: ErrorContext): I
       : corruptRecord(intentId, `record field ${RECORD_FIELDS[detail - 1] ?? "?"} is invalid`);
   }
   if (code === 10) return notFound(intentId);
-  const message = MESSAGES[code];
-  return message
-    ? new IdempotentFetchError(CODES[code]!, typeof message === "string" ? message : message(detail), context)
+  const simple = SIMPLE[code];
+  return simple
+    ? new IdempotentFetchError(simple[0], typeof simple[1] === "string" ? simple[1] : simple[1](detail), context)
     : new IdempotentFetchError("STORAGE", `internal error ${code}:${detail} (a bug: please report it)`, context);
 }
 
