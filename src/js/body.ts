@@ -54,7 +54,7 @@ async function bufferUnchecked(body: unknown): Promise<BufferedBody> {
   if (isA(body, "ReadableStream")) {
     throw new IdempotentFetchError(
       "BODY_NOT_REPLAYABLE",
-      `a ReadableStream body can be read only once, so it cannot be retried; pass ${REPLAYABLE} instead`,
+      `a ReadableStream body can be read only once, so it cannot be retried: pass ${REPLAYABLE}`,
     );
   }
   try {

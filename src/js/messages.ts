@@ -11,8 +11,8 @@ const CHECK = "check the outcome with your server, then discard the intent";
 const EXHAUSTED_MESSAGES: Record<ExhaustedReason, string> = {
   maxAttempts: `no definite answer after retry.maxAttempts attempts${KEPT}`,
   deadline: `no definite answer within retry.totalTimeoutMs${KEPT}`,
-  budget: `the client's retry budget is spent (many failures at once)${KEPT} later`,
-  maxTotalAttempts: `the intent reached retry.maxTotalAttempts attempts across its sends; the key is kept: ${CHECK}`,
+  budget: `the client's retryBudget is spent (many failures at once)${KEPT} later`,
+  maxTotalAttempts: `retry.maxTotalAttempts reached across the intent's sends; the key is kept: ${CHECK}`,
 };
 
 export const ABORTED_WAITING_MESSAGE = "aborted while another call or tab was sending this intent; the key is kept";
@@ -22,7 +22,7 @@ export const INTENT_ID_MESSAGE = "intent id must be 1 to 256 characters without 
 const SIMPLE: Record<number, [ErrorCode, string | ((detail: number) => string)]> = {
   2: ["ABORTED", `aborted by the caller${KEPT}`],
   3: ["KEY_MISMATCH", "the server answered 422: this key was already used with a different request"],
-  5: ["EXPIRED", `the key is older than keyTtlMs: the server may have forgotten it, so it is not re-sent; ${CHECK}`],
+  5: ["EXPIRED", `the key is older than keyTtlMs (the server may have forgotten it): not re-sent; ${CHECK}`],
   8: ["INVALID_REQUEST", (detail) => (detail === 1 ? INTENT_ID_MESSAGE : "the request fingerprint is malformed")],
 };
 
@@ -53,8 +53,7 @@ export function notFound(intentId: string): IdempotentFetchError {
 export function intentMismatch(intentId: string, oldKey: string): IdempotentFetchError {
   return new IdempotentFetchError(
     "INTENT_MISMATCH",
-    `intent "${intentId}" was begun with a different request (key ${oldKey}); ` +
-      "discard it or begin with { replace: true } to start a new intent",
+    `intent "${intentId}" was begun with a different request (key ${oldKey}); discard it or begin with { replace: true }`,
     { key: oldKey },
   );
 }

@@ -34,7 +34,7 @@ export function contentTypeOf(request: PreparedRequest): string {
 
 /** Reads `{ url, method, headers, body }` (method defaults to POST). */
 export async function prepareRequest(request: unknown, keyHeader: string, maxBodyBytes: number): Promise<PreparedRequest> {
-  const fields = Fields.of(request, "request.", "the request { url, method, headers, body }", invalidRequest);
+  const fields = Fields.of(request, "request.", "request", invalidRequest);
   fields.only(["url", "method", "headers", "body"]);
   const url = readUrl(fields.value("url"));
   const method = fields.string("method") ?? "POST";
@@ -110,7 +110,7 @@ function readHeaders(init: unknown, keyHeader: string): [string, string][] {
   }
   const reserved = keyHeader.toLowerCase();
   if (pairs.some(([name]) => name === reserved)) {
-    throw invalidRequest(`request.headers must not set ${keyHeader}: the library sets it from the intent`);
+    throw invalidRequest(`request.headers must not set ${keyHeader} (the library sets it)`);
   }
   return pairs;
 }
