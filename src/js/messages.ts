@@ -1,7 +1,7 @@
 // The messages, keyed by code and detail. The wasm machine throws numbers (`code * 256 + detail`,
 // docs/WASM-BOUNDARY.md) and carries no text; everything a user reads is written here, once.
 
-import { IdempotentFetchError, type ErrorCode, type ErrorDetails, type ExhaustedReason } from "./errors.js";
+import { describe, IdempotentFetchError, type ErrorCode, type ErrorDetails, type ExhaustedReason } from "./errors.js";
 
 /** `RETRIES_EXHAUSTED` details. */
 const EXHAUSTED: readonly (ExhaustedReason | undefined)[] = [undefined, "maxAttempts", "deadline", "budget", "maxTotalAttempts"];
@@ -41,9 +41,10 @@ export function corruptRecord(intentId: string, problem: string): IdempotentFetc
   return new IdempotentFetchError("STORAGE", `intent "${intentId}": stored intent is corrupt: ${problem}`);
 }
 
-/** `intent "<id>": storage unavailable: <problem>`. */
-export function storageUnavailable(intentId: string, problem: string): IdempotentFetchError {
-  return new IdempotentFetchError("STORAGE", `intent "${intentId}": storage unavailable: ${problem}`);
+/** `intent "<id>": storage unavailable: <problem>` (a text, or what a backend threw: a StorageFailure's
+ *  message is its reason). */
+export function storageUnavailable(intentId: string, problem: unknown): IdempotentFetchError {
+  return new IdempotentFetchError("STORAGE", `intent "${intentId}": storage unavailable: ${describe(problem)}`);
 }
 
 export function notFound(intentId: string): IdempotentFetchError {

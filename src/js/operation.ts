@@ -10,7 +10,6 @@ import type { PersistedRequest, RecordIds } from "./record.js";
 import type { PreparedRequest } from "./request.js";
 import type { SendOptions, SendResult } from "./results.js";
 import { runSend } from "./send.js";
-import { StorageFailure } from "./storage/backend.js";
 import { INTERRUPTED } from "./wait.js";
 
 /** Where an intent stands. */
@@ -240,7 +239,7 @@ export async function discardIntent(core: ClientCore, intentId: unknown): Promis
   try {
     await core.store.delete(id);
   } catch (thrown) {
-    throw storageUnavailable(id, thrown instanceof StorageFailure ? thrown.reason : String(thrown));
+    throw storageUnavailable(id, thrown);
   }
   return existed;
 }
