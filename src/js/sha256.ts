@@ -36,9 +36,12 @@ export function sha256(data: Uint8Array): Uint8Array {
   for (let offset = 0; offset < words.length; offset += 16) {
     let [a, b, c, d, e, f, g, hh] = h;
     for (let i = 0; i < 64; i++) {
-      const x = w[i - 15];
-      const y = w[i - 2];
-      w[i] = i < 16 ? words[offset + i] : (rotr(x, 7) ^ rotr(x, 18) ^ (x >>> 3)) + (rotr(y, 17) ^ rotr(y, 19) ^ (y >>> 10)) + w[i - 7] + w[i - 16];
+      if (i < 16) w[i] = words[offset + i];
+      else {
+        const x = w[i - 15];
+        const y = w[i - 2];
+        w[i] = (rotr(x, 7) ^ rotr(x, 18) ^ (x >>> 3)) + (rotr(y, 17) ^ rotr(y, 19) ^ (y >>> 10)) + w[i - 7] + w[i - 16];
+      }
       const t1 = (hh + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i]) | 0;
       const t2 = ((rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c))) | 0;
       hh = g;
