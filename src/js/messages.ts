@@ -15,12 +15,14 @@ const EXHAUSTED_MESSAGES: Record<ExhaustedReason, string> = {
   maxTotalAttempts: `retry.maxTotalAttempts reached across the intent's sends; the key is kept: ${CHECK}`,
 };
 
-export const ABORTED_WAITING_MESSAGE = "aborted while another call or tab was sending this intent; the key is kept";
-export const INTENT_ID_MESSAGE = "intent id must be 1 to 256 characters without control characters";
+/** ABORTED, also while waiting for another call or tab that was sending the intent. */
+export const ABORTED_MESSAGE = `aborted by the caller${KEPT}`;
+/** A non-string intent id, or one the machine refuses (INVALID_REQUEST detail 1). */
+export const INTENT_ID_MESSAGE = "the intent id must be a string of 1 to 256 characters without control characters";
 
 /** The codes with one message (or one per detail), by machine code; the others are built below. */
 const SIMPLE: Record<number, [ErrorCode, string | ((detail: number) => string)]> = {
-  2: ["ABORTED", `aborted by the caller${KEPT}`],
+  2: ["ABORTED", ABORTED_MESSAGE],
   3: ["KEY_MISMATCH", "the server answered 422: this key was already used with a different request"],
   5: ["EXPIRED", `the key is older than keyTtlMs (the server may have forgotten it): not re-sent; ${CHECK}`],
   8: ["INVALID_REQUEST", (detail) => (detail === 1 ? INTENT_ID_MESSAGE : "the request fingerprint is malformed")],
