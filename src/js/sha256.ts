@@ -23,20 +23,20 @@ const rotr = (x: number, n: number): number => (x >>> n) | (x << (32 - n));
 /** The SHA-256 digest of `data` (32 bytes). */
 export function sha256(data: Uint8Array): Uint8Array {
   const length = data.length;
-  // The message as big-endian words + a 1 bit + zero padding + the 64-bit bit length, in 16-word
-  // blocks (a Uint32Array store truncates: the high word is floor(length / 2^29), the low one
-  // length * 8 mod 2^32).
-  const words = new Uint32Array(((length + 72) >> 6) << 4);
-  for (let i = 0; i < length; i++) words[i >> 2] |= data[i] << (24 - (i & 3) * 8);
-  words[length >> 2] |= 0x80 << (24 - (length & 3) * 8);
-  words[words.length - 2] = length / 0x20000000;
-  words[words.length - 1] = length << 3;
+  // Message + 0x80 + zero padding + 64-bit big-endian bit length, to a multiple of 64 bytes
+  // (setUint32 takes its value mod 2^32: the high word is floor(length / 2^29), the low one length * 8).
+  const bytes = new Uint8Array(((length + 72) >> 6) << 6);
+  bytes.set(data);
+  bytes[length] = 0x80;
+  const view = new DataView(bytes.buffer);
+  view.setUint32(bytes.length - 8, length / 0x20000000);
+  view.setUint32(bytes.length - 4, length << 3);
   const h = H0.slice();
   const w = new Uint32Array(64);
-  for (let offset = 0; offset < words.length; offset += 16) {
-    let [a, b, c, d, e, f, g, hh] = h;
+  for (let offset = 0; offset < bytes.length; offset += 64) {
+    let a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
     for (let i = 0; i < 64; i++) {
-      if (i < 16) w[i] = words[offset + i];
+      if (i < 16) w[i] = view.getUint32(offset + i * 4);
       else {
         const x = w[i - 15];
         const y = w[i - 2];
