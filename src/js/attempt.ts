@@ -2,14 +2,12 @@
 // fresh AbortController per attempt, aborted by the attempt timeout or by the caller's signal, the
 // key header set every time; the timer and the signal link are undone whichever way it ends.
 
+import { EV_ABORT, EV_NETWORK_ERROR, EV_TIMEOUT } from "./machine.js";
 import type { PreparedRequest } from "./request.js";
 
-/** How an attempt ended. */
-export type AttemptOutcome =
-  | { kind: "response"; response: Response }
-  | { kind: "network" }
-  | { kind: "timeout" }
-  | { kind: "aborted" };
+/** How an attempt ended: the answer, or the machine's event for no answer (`EV_NETWORK_ERROR`,
+ *  `EV_TIMEOUT` or `EV_ABORT`). */
+export type AttemptOutcome = Response | number;
 
 export async function sendAttempt(
   request: PreparedRequest,
@@ -18,7 +16,7 @@ export async function sendAttempt(
   timeoutMs: number,
   signal: AbortSignal | undefined,
 ): Promise<AttemptOutcome> {
-  if (signal?.aborted) return { kind: "aborted" };
+  if (signal?.aborted) return EV_ABORT;
   const controller = new AbortController();
   let timedOut = false;
   const timer = setTimeout(
@@ -34,17 +32,15 @@ export async function sendAttempt(
     const headers = new Headers(request.headers);
     if (request.body?.contentType) headers.set("content-type", request.body.contentType);
     headers.set(keyHeader, keyValue);
-    const response = await fetch(request.url, {
+    return await fetch(request.url, {
       method: request.method,
       headers,
       // fetch copies the bytes ("extract a body"), so the same buffer serves every attempt.
       body: request.body ? request.body.bytes : null,
       signal: controller.signal,
     });
-    return { kind: "response", response };
   } catch {
-    if (signal?.aborted) return { kind: "aborted" };
-    return timedOut ? { kind: "timeout" } : { kind: "network" };
+    return signal?.aborted ? EV_ABORT : timedOut ? EV_TIMEOUT : EV_NETWORK_ERROR;
   } finally {
     clearTimeout(timer);
     signal?.removeEventListener("abort", onAbort);

@@ -4,6 +4,7 @@
 // send half a request.
 
 import { describe, IdempotentFetchError, invalidRequest } from "./errors.js";
+import { hex } from "./sha256.js";
 
 /** Body types that can be buffered and re-sent. A `ReadableStream` is refused (`BODY_NOT_REPLAYABLE`). */
 export type ReplayableBody = string | ArrayBuffer | ArrayBufferView | Blob | URLSearchParams | FormData;
@@ -21,54 +22,54 @@ function isA(value: unknown, name: string): boolean {
   return typeof type === "function" && value instanceof (type as abstract new (...args: never[]) => unknown);
 }
 
-const UNSUPPORTED =
-  "body must be a string, ArrayBuffer, typed array, Blob, URLSearchParams or FormData " +
-  "(for an object, pass JSON.stringify(object))";
+/** The body types that can be buffered and re-sent, for messages. */
+const REPLAYABLE = "a string, ArrayBuffer, typed array, Blob, URLSearchParams or FormData";
 
 /** The typed error of a body over the cap. */
-function tooLarge(size: string, max: number): IdempotentFetchError {
-  return new IdempotentFetchError("BODY_TOO_LARGE", `the body is ${size} bytes, over maxBodyBytes (${max})`);
-}
+const tooLarge = (max: number) =>
+  new IdempotentFetchError("BODY_TOO_LARGE", `the body is larger than maxBodyBytes (${max} bytes)`);
 
 /** Buffers `body`; `null` for `undefined`/`null`. Its size is checked against `maxBodyBytes` BEFORE
- *  anything is copied (a huge body would exhaust memory): `byteLength`, `Blob.size`, and for a string
- *  its UTF-8 bound (at most 3 bytes per UTF-16 unit; measured exactly only when that bound is over). */
+ *  anything is copied where it is known (a huge body would exhaust memory): `byteLength`,
+ *  `Blob.size`, and a string's length in UTF-16 units (its UTF-8 bytes are at least as many; one
+ *  within the cap is encoded, at most 3 bytes a unit, and measured exactly). URLSearchParams and
+ *  FormData are known only once encoded (they are small unless they hold a Blob). */
 export async function bufferBody(body: unknown, maxBodyBytes: number): Promise<BufferedBody | null> {
   if (body === undefined || body === null) return null;
-  if (typeof body === "string" && body.length * 3 > maxBodyBytes) {
-    // Over the bound: only a string longer than the cap in UTF-16 units is surely over; else encode.
-    const size = body.length > maxBodyBytes ? body.length : new TextEncoder().encode(body).length;
-    if (size > maxBodyBytes) throw tooLarge(body.length > maxBodyBytes ? `at least ${size}` : String(size), maxBodyBytes);
-  } else if ((body instanceof ArrayBuffer || ArrayBuffer.isView(body)) && body.byteLength > maxBodyBytes) {
-    throw tooLarge(String(body.byteLength), maxBodyBytes);
-  } else if (isA(body, "Blob") && (body as Blob).size > maxBodyBytes) {
-    throw tooLarge(String((body as Blob).size), maxBodyBytes);
-  }
+  const size =
+    typeof body === "string"
+      ? body.length
+      : body instanceof ArrayBuffer || ArrayBuffer.isView(body)
+        ? body.byteLength
+        : isA(body, "Blob")
+          ? (body as Blob).size
+          : 0;
+  if (size > maxBodyBytes) throw tooLarge(maxBodyBytes);
   const buffered = await bufferUnchecked(body);
-  // URLSearchParams and FormData: known only once encoded (they are small unless they hold a Blob).
-  if (buffered && buffered.bytes.length > maxBodyBytes) throw tooLarge(String(buffered.bytes.length), maxBodyBytes);
+  if (buffered.bytes.length > maxBodyBytes) throw tooLarge(maxBodyBytes);
   return buffered;
 }
 
-async function bufferUnchecked(body: unknown): Promise<BufferedBody | null> {
+async function bufferUnchecked(body: unknown): Promise<BufferedBody> {
   if (isA(body, "ReadableStream")) {
     throw new IdempotentFetchError(
       "BODY_NOT_REPLAYABLE",
-      "a ReadableStream body can be read only once, so it cannot be retried; pass a string, " +
-        "ArrayBuffer, typed array, Blob, URLSearchParams or FormData instead",
+      `a ReadableStream body can be read only once, so it cannot be retried: pass ${REPLAYABLE}`,
     );
   }
   try {
-    // The two common cases without a Response round trip (what fetch does for them, synchronously).
+    // The common cases without a Response round trip (what fetch does for them, synchronously).
     if (typeof body === "string") {
       return { bytes: new TextEncoder().encode(body), contentType: "text/plain;charset=UTF-8" };
     }
-    if (body instanceof ArrayBuffer) return { bytes: new Uint8Array(body.slice(0)), contentType: null };
-    if (ArrayBuffer.isView(body)) {
+    if (body instanceof ArrayBuffer || ArrayBuffer.isView(body)) {
       // Exactly the viewed bytes, copied (the caller may reuse the buffer).
-      return { bytes: new Uint8Array(body.buffer, body.byteOffset, body.byteLength).slice(), contentType: null };
+      const bytes = ArrayBuffer.isView(body) ? new Uint8Array(body.buffer, body.byteOffset, body.byteLength) : new Uint8Array(body);
+      return { bytes: bytes.slice(), contentType: null };
     }
-    if (!["Blob", "URLSearchParams", "FormData"].some((name) => isA(body, name))) throw invalidRequest(UNSUPPORTED);
+    if (!["Blob", "URLSearchParams", "FormData"].some((name) => isA(body, name))) {
+      throw invalidRequest(`body must be ${REPLAYABLE} (for an object, pass JSON.stringify(object))`);
+    }
     const response = new Response(body as BodyInit);
     const contentType = response.headers.get("content-type");
     try {
@@ -87,27 +88,19 @@ async function bufferUnchecked(body: unknown): Promise<BufferedBody | null> {
 
 /** @internal HTML's multipart/form-data encoding of `form`, with a random boundary (exported for tests). */
 export async function multipart(form: FormData): Promise<BufferedBody> {
-  const boundary = `----idempotent-fetch-${Array.from(crypto.getRandomValues(new Uint8Array(12)), (b) => b.toString(16).padStart(2, "0")).join("")}`;
-  // Names and file names: CR, LF and '"' percent-escaped; line breaks of values normalised to CRLF.
-  const escape = (text: string) => text.replace(/\r\n|\r|\n/g, "\r\n").replace(/[\r\n"]/g, (c) => encodeURIComponent(c));
+  const boundary = `----idempotent-fetch-${hex(crypto.getRandomValues(new Uint8Array(12)))}`;
+  // Line breaks normalised to CRLF; in names and file names, CR, LF and '"' then percent-escaped.
   const crlf = (text: string) => text.replace(/\r\n|\r|\n/g, "\r\n");
-  const encoder = new TextEncoder();
-  const parts: Uint8Array[] = [];
+  const escape = (text: string) => crlf(text).replace(/[\r\n"]/g, encodeURIComponent);
+  // A Blob of the parts: strings are UTF-8 encoded, files are read with the whole.
+  const parts: BlobPart[] = [];
   for (const [name, value] of form) {
-    let head = `--${boundary}\r\nContent-Disposition: form-data; name="${escape(name)}"`;
-    if (typeof value === "string") {
-      parts.push(encoder.encode(`${head}\r\n\r\n${crlf(value)}\r\n`));
-    } else {
-      head += `; filename="${escape(value.name)}"\r\nContent-Type: ${value.type || "application/octet-stream"}\r\n\r\n`;
-      parts.push(encoder.encode(head), new Uint8Array(await value.arrayBuffer()), encoder.encode("\r\n"));
+    parts.push(`--${boundary}\r\nContent-Disposition: form-data; name="${escape(name)}"`);
+    if (typeof value === "string") parts.push(`\r\n\r\n${crlf(value)}\r\n`);
+    else {
+      parts.push(`; filename="${escape(value.name)}"\r\nContent-Type: ${value.type || "application/octet-stream"}\r\n\r\n`, value, "\r\n");
     }
   }
-  parts.push(encoder.encode(`--${boundary}--\r\n`));
-  const bytes = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    bytes.set(part, offset);
-    offset += part.length;
-  }
-  return { bytes, contentType: `multipart/form-data; boundary=${boundary}` };
+  parts.push(`--${boundary}--\r\n`);
+  return { bytes: new Uint8Array(await new Blob(parts).arrayBuffer()), contentType: `multipart/form-data; boundary=${boundary}` };
 }

@@ -4,9 +4,7 @@
 
 /** `typeof value`, with `null` and arrays named as such. */
 export function typeName(value: unknown): string {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "array";
-  return typeof value;
+  return value === null ? "null" : Array.isArray(value) ? "array" : typeof value;
 }
 
 /** A view of one plain object; `fail` turns a problem into the caller's error type. */
@@ -30,7 +28,7 @@ export class Fields {
     let names: string[];
     try {
       names = Object.keys(this.object);
-    } catch (thrown) {
+    } catch {
       throw this.fail(`${this.path || "the object"}'s fields cannot be listed`);
     }
     for (const name of names) {
@@ -41,66 +39,47 @@ export class Fields {
     return this;
   }
 
-  /** The full path of a field, for messages. */
-  pathOf(name: string): string {
-    return this.path + name;
-  }
-
   /** The raw value; `undefined` when absent. A throwing getter is an error. */
   value(name: string): unknown {
     try {
       return this.object[name];
     } catch {
-      throw this.fail(`${this.pathOf(name)} cannot be read`);
+      throw this.fail(`${this.path}${name} cannot be read`);
     }
   }
 
-  /** A number (any, NaN included: range checks are the caller's). */
-  number(name: string): number | undefined {
-    return this.typed(name, "number") as number | undefined;
+  /** The value when it is a `type` ("must be a number, got string" otherwise). */
+  typed<T>(name: string, type: "string" | "boolean" | "function" | "number"): T | undefined {
+    const value = this.value(name);
+    if (value !== undefined && typeof value !== type) {
+      throw this.fail(`${this.path}${name} must be a ${type}, got ${typeName(value)}`);
+    }
+    return value as T | undefined;
   }
 
   string(name: string): string | undefined {
-    return this.typed(name, "string") as string | undefined;
+    return this.typed(name, "string");
   }
 
   boolean(name: string): boolean | undefined {
-    return this.typed(name, "boolean") as boolean | undefined;
+    return this.typed(name, "boolean");
   }
 
-  function<F>(name: string): F | undefined {
-    return this.typed(name, "function") as F | undefined;
-  }
-
-  /** A finite whole number in `[min, max]`, or `fallback` when absent. */
+  /** A whole number in `[min, max]` (NaN, Infinity and fractions refused), or `fallback` when absent. */
   integer(name: string, fallback: number, min: number, max: number): number {
-    const value = this.number(name);
-    if (value === undefined) return fallback;
-    const field = this.pathOf(name);
-    if (!Number.isFinite(value)) throw this.fail(`${field} must be a finite number, got ${value}`);
-    if (!Number.isInteger(value)) throw this.fail(`${field} must be a whole number, got ${value}`);
-    if (value < min || value > max) throw this.fail(`${field} must be between ${min} and ${max}, got ${value}`);
+    const value = this.typed<number>(name, "number") ?? fallback;
+    if (!Number.isInteger(value) || value < min || value > max) {
+      throw this.fail(`${this.path}${name} must be a whole number from ${min} to ${max}, got ${value}`);
+    }
     return value;
   }
 
   /** One of `names`, or `fallback` when absent. */
   oneOf<T extends string>(name: string, names: readonly T[], fallback: T): T {
-    const value = this.string(name);
-    if (value === undefined) return fallback;
-    if (!(names as readonly string[]).includes(value)) {
-      const list = names.map((n) => `"${n}"`);
-      const spelled = `${list.slice(0, -1).join(", ")} or ${list[list.length - 1]}`;
-      throw this.fail(`${this.pathOf(name)} must be ${spelled}, got "${value}"`);
+    const value = this.string(name) ?? fallback;
+    if (!names.includes(value as T)) {
+      throw this.fail(`${this.path}${name} must be one of "${names.join('", "')}", got "${value}"`);
     }
     return value as T;
-  }
-
-  /** The value when it is a `type` ("must be a number, got string" otherwise). */
-  private typed(name: string, type: string): unknown {
-    const value = this.value(name);
-    if (value !== undefined && typeof value !== type) {
-      throw this.fail(`${this.pathOf(name)} must be a ${type}, got ${typeName(value)}`);
-    }
-    return value;
   }
 }

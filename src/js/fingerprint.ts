@@ -7,14 +7,9 @@
 
 import type { PreparedRequest } from "./request.js";
 import { contentTypeOf } from "./request.js";
-import { sha256 } from "./sha256.js";
+import { hex, sha256 } from "./sha256.js";
 
-/** 64 lowercase hex characters. */
-export function hex(bytes: Uint8Array): string {
-  let out = "";
-  for (const byte of bytes) out += (byte < 16 ? "0" : "") + byte.toString(16);
-  return out;
-}
+export { hex };
 
 /** The bytes hashed: `METHOD \n URL \n content type \n body`. None of the first three can hold a
  *  newline (methods are tokens, URLs and header values are refused with control characters), so
@@ -32,33 +27,19 @@ export function fingerprintInput(request: PreparedRequest): Uint8Array<ArrayBuff
  *  of a version-1 record when `secret` is undefined. */
 export async function fingerprint(request: PreparedRequest, secret?: Uint8Array<ArrayBuffer>): Promise<string> {
   const data = fingerprintInput(request);
-  const subtle = subtleCrypto();
-  if (secret) {
-    if (subtle) {
-      try {
-        const key = await subtle.importKey("raw", secret, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-        return hex(new Uint8Array(await subtle.sign("HMAC", key, data)));
-      } catch {
-        // Fall through to the plain-JS HMAC (same value).
-      }
-    }
-    return hex(hmacSha256(secret, data));
-  }
-  if (subtle) {
-    try {
-      return hex(new Uint8Array(await subtle.digest("SHA-256", data)));
-    } catch {
-      // Fall through: a digest that fails (a broken polyfill) must not stop a payment.
-    }
-  }
-  return hex(sha256(data));
-}
-
-function subtleCrypto(): SubtleCrypto | undefined {
   try {
-    return (globalThis as { crypto?: { subtle?: SubtleCrypto } }).crypto?.subtle ?? undefined;
+    const subtle = crypto.subtle;
+    return hex(
+      new Uint8Array(
+        secret
+          ? await subtle.sign("HMAC", await subtle.importKey("raw", secret, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]), data)
+          : await subtle.digest("SHA-256", data),
+      ),
+    );
   } catch {
-    return undefined;
+    // No crypto.subtle (insecure origins: plain http pages have none), or one that fails (a broken
+    // polyfill must not stop a payment): the plain-JS SHA-256, which gives the same value.
+    return hex(secret ? hmacSha256(secret, data) : sha256(data));
   }
 }
 

@@ -1,57 +1,35 @@
 // The messages, keyed by code and detail. The wasm machine throws numbers (`code * 256 + detail`,
 // docs/WASM-BOUNDARY.md) and carries no text; everything a user reads is written here, once.
 
-import { IdempotentFetchError, type ErrorCode, type ErrorDetails, type ExhaustedReason } from "./errors.js";
-
-/** Machine error codes (the index) as `IdempotentFetchError.code`. */
-const CODES: readonly (ErrorCode | undefined)[] = [
-  undefined,
-  "RETRIES_EXHAUSTED",
-  "ABORTED",
-  "KEY_MISMATCH",
-  "INTENT_MISMATCH",
-  "EXPIRED",
-  "BODY_NOT_REPLAYABLE",
-  "INVALID_OPTIONS",
-  "INVALID_REQUEST",
-  "STORAGE",
-  "NOT_FOUND",
-];
+import { describe, IdempotentFetchError, type ErrorCode, type ErrorDetails, type ExhaustedReason } from "./errors.js";
 
 /** `RETRIES_EXHAUSTED` details. */
 const EXHAUSTED: readonly (ExhaustedReason | undefined)[] = [undefined, "maxAttempts", "deadline", "budget", "maxTotalAttempts"];
 
+const KEPT = "; the key is kept, send again to resume";
+const CHECK = "check the outcome with your server, then discard the intent";
 const EXHAUSTED_MESSAGES: Record<ExhaustedReason, string> = {
-  maxAttempts: "no definite answer after maxAttempts attempts; the key is kept, send again to resume",
-  deadline: "no definite answer before totalTimeoutMs; the key is kept, send again to resume",
-  budget: "the client's retry budget is spent (many failures at once); the key is kept, send again later",
-  maxTotalAttempts:
-    "the intent reached retry.maxTotalAttempts attempts across its sends; the key is kept: check the outcome " +
-    "with your server, then discard the intent",
+  maxAttempts: `no definite answer after retry.maxAttempts attempts${KEPT}`,
+  deadline: `no definite answer within retry.totalTimeoutMs${KEPT}`,
+  budget: `the client's retryBudget is spent (many failures at once)${KEPT} later`,
+  maxTotalAttempts: `retry.maxTotalAttempts reached across the intent's sends; the key is kept: ${CHECK}`,
 };
 
-export const ABORTED_MESSAGE = "aborted by the caller; the key is kept, send again to resume";
-export const ABORTED_WAITING_MESSAGE = "aborted while another call or tab was sending this intent; the key is kept";
-const KEY_MISMATCH_MESSAGE =
-  "the server answered 422: this idempotency key was already used with a different request";
-const EXPIRED_MESSAGE =
-  "the idempotency key is older than keyTtlMs; the server may have forgotten it, so it is not re-sent: " +
-  "check the outcome with your server, then discard the intent";
-export const INTENT_ID_MESSAGE = "intent id must be 1 to 256 characters without control characters";
+/** ABORTED, also while waiting for another call or tab that was sending the intent. */
+export const ABORTED_MESSAGE = `aborted by the caller${KEPT}`;
+/** A non-string intent id, or one the machine refuses (INVALID_REQUEST detail 1). */
+export const INTENT_ID_MESSAGE = "the intent id must be a string of 1 to 256 characters without control characters";
 
-/** `STORAGE` details from the machine's record validation: the field that failed. */
-const RECORD_FIELD_MESSAGES: readonly string[] = [
-  "record is invalid",
-  "record version is not supported (expected 1)",
-  "record id is invalid or does not match its storage slot",
-  "record key is not a valid UUID v4",
-  "record fingerprint is malformed",
-  "record timestamps are inconsistent",
-  "record timestamps are inconsistent",
-  "record attempts are out of range",
-  "record state is unknown",
-  "record status is not an HTTP status",
-];
+/** The codes with one message (or one per detail), by machine code; the others are built below. */
+const SIMPLE: Record<number, [ErrorCode, string | ((detail: number) => string)]> = {
+  2: ["ABORTED", ABORTED_MESSAGE],
+  3: ["KEY_MISMATCH", "the server answered 422: this key was already used with a different request"],
+  5: ["EXPIRED", `the key is older than keyTtlMs (the server may have forgotten it): not re-sent; ${CHECK}`],
+  8: ["INVALID_REQUEST", (detail) => (detail === 1 ? INTENT_ID_MESSAGE : "the request fingerprint is malformed")],
+};
+
+/** `STORAGE` details from the machine's record validation: the stored field that failed. */
+const RECORD_FIELDS = ["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state", "lastStatus"];
 /** `STORAGE` detail: the CSPRNG (crypto.getRandomValues) failed. */
 const CSPRNG_DETAIL = 32;
 
@@ -65,9 +43,10 @@ export function corruptRecord(intentId: string, problem: string): IdempotentFetc
   return new IdempotentFetchError("STORAGE", `intent "${intentId}": stored intent is corrupt: ${problem}`);
 }
 
-/** `intent "<id>": storage unavailable: <problem>`. */
-export function storageUnavailable(intentId: string, problem: string): IdempotentFetchError {
-  return new IdempotentFetchError("STORAGE", `intent "${intentId}": storage unavailable: ${problem}`);
+/** `intent "<id>": storage unavailable: <problem>` (a text, or what a backend threw: a StorageFailure's
+ *  message is its reason). */
+export function storageUnavailable(intentId: string, problem: unknown): IdempotentFetchError {
+  return new IdempotentFetchError("STORAGE", `intent "${intentId}": storage unavailable: ${describe(problem)}`);
 }
 
 export function notFound(intentId: string): IdempotentFetchError {
@@ -77,50 +56,35 @@ export function notFound(intentId: string): IdempotentFetchError {
 export function intentMismatch(intentId: string, oldKey: string): IdempotentFetchError {
   return new IdempotentFetchError(
     "INTENT_MISMATCH",
-    `intent "${intentId}" was begun with a different request (key ${oldKey}); ` +
-      "discard it or begin with { replace: true } to start a new intent",
+    `intent "${intentId}" was begun with a different request (key ${oldKey}); discard it or begin with { replace: true }`,
     { key: oldKey },
   );
 }
 
 /** The error for a machine outcome (`code`, `detail`) of the intent in `context`. */
 export function errorFor(code: number, detail: number, context: ErrorContext): IdempotentFetchError {
-  const name = CODES[code];
-  switch (name) {
-    case "RETRIES_EXHAUSTED": {
-      const reason = EXHAUSTED[detail] ?? "maxAttempts";
-      return new IdempotentFetchError(name, EXHAUSTED_MESSAGES[reason], { ...context, reason });
-    }
-    case "ABORTED":
-      return new IdempotentFetchError(name, ABORTED_MESSAGE, context);
-    case "KEY_MISMATCH":
-      return new IdempotentFetchError(name, KEY_MISMATCH_MESSAGE, context);
-    case "INTENT_MISMATCH":
-      return intentMismatch(context.intentId, context.key ?? "unknown");
-    case "EXPIRED":
-      return new IdempotentFetchError(name, EXPIRED_MESSAGE, context);
-    case "INVALID_REQUEST":
-      return new IdempotentFetchError(
-        name,
-        detail === 1 ? INTENT_ID_MESSAGE : "the request fingerprint is malformed",
-        context,
-      );
-    case "STORAGE":
-      if (detail === CSPRNG_DETAIL) {
-        return new IdempotentFetchError(name, "the CSPRNG (crypto.getRandomValues) failed", context);
-      }
-      return corruptRecord(context.intentId, RECORD_FIELD_MESSAGES[detail] ?? RECORD_FIELD_MESSAGES[0]!);
-    case "NOT_FOUND":
-      return notFound(context.intentId);
-    default:
-      return new IdempotentFetchError("STORAGE", `internal error ${code}:${detail} (a bug: please report it)`, context);
+  const { intentId } = context;
+  if (code === 1) {
+    const reason = EXHAUSTED[detail] ?? "maxAttempts";
+    return new IdempotentFetchError("RETRIES_EXHAUSTED", EXHAUSTED_MESSAGES[reason], { ...context, reason });
   }
+  if (code === 4) return intentMismatch(intentId, context.key ?? "unknown");
+  if (code === 9) {
+    return detail === CSPRNG_DETAIL
+      ? new IdempotentFetchError("STORAGE", "the CSPRNG (crypto.getRandomValues) failed", context)
+      : corruptRecord(intentId, `record field ${RECORD_FIELDS[detail - 1] ?? "?"} is invalid`);
+  }
+  if (code === 10) return notFound(intentId);
+  const simple = SIMPLE[code];
+  return simple
+    ? new IdempotentFetchError(simple[0], typeof simple[1] === "string" ? simple[1] : simple[1](detail), context)
+    : new IdempotentFetchError("STORAGE", `internal error ${code}:${detail} (a bug: please report it)`, context);
 }
 
 /** A machine call's thrown value as an `IdempotentFetchError`; anything else is rethrown as it is. */
 export function fromThrown(thrown: unknown, context: ErrorContext): IdempotentFetchError {
   if (typeof thrown === "number" && Number.isInteger(thrown) && thrown >= 0) {
-    return errorFor(Math.floor(thrown / 256), thrown % 256, context);
+    return errorFor(thrown >> 8, thrown & 255, context);
   }
   throw thrown;
 }

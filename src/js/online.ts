@@ -6,13 +6,9 @@ import { abortable, clampMs } from "./wait.js";
  *  `online` on the worker scope, so the flag is polled too. */
 export const ONLINE_POLL_MS = 1_000;
 
+/** `navigator.onLine`; true where there is no such flag (Node). */
 export function isOnline(): boolean {
-  try {
-    const online = (globalThis as { navigator?: { onLine?: unknown } }).navigator?.onLine;
-    return typeof online === "boolean" ? online : true;
-  } catch {
-    return true;
-  }
+  return (globalThis as { navigator?: { onLine?: unknown } }).navigator?.onLine !== false;
 }
 
 /** Resolves `true` once online (the `online` event, or the flag seen by polling), `false` after

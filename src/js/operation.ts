@@ -1,16 +1,15 @@
 // `IdempotentOperation`: one intent (one click on "Pay") and its key, and `send`.
 
 import { type ClientCore, intentLock, loadRecord, SEND_LOCK_OFFER_MS } from "./core.js";
-import { IdempotentFetchError, invalidOptions } from "./errors.js";
+import { IdempotentFetchError, invalidOptions, invalidRequest } from "./errors.js";
 import { Fields } from "./fields.js";
 import type { Release } from "./lock.js";
 import { F_CREATED_AT, F_LAST_STATUS, F_STATE, F_TOTAL_ATTEMPTS, F_UPDATED_AT, type Machine, STATES } from "./machine.js";
-import { ABORTED_WAITING_MESSAGE, notFound, storageUnavailable } from "./messages.js";
+import { ABORTED_MESSAGE, INTENT_ID_MESSAGE, notFound, storageUnavailable } from "./messages.js";
 import type { PersistedRequest, RecordIds } from "./record.js";
 import type { PreparedRequest } from "./request.js";
 import type { SendOptions, SendResult } from "./results.js";
 import { runSend } from "./send.js";
-import { StorageFailure } from "./storage/backend.js";
 import { INTERRUPTED } from "./wait.js";
 
 /** Where an intent stands. */
@@ -124,7 +123,7 @@ export class IdempotentOperation {
     const { signal, onAttempt, onRetry } = parseSendOptions(options);
     const { core } = this;
     const intentId = this.view.intentId;
-    const abortedWaiting = () => new IdempotentFetchError("ABORTED", ABORTED_WAITING_MESSAGE, { key: this.view.key });
+    const abortedWaiting = () => new IdempotentFetchError("ABORTED", ABORTED_MESSAGE, { key: this.view.key });
     // One send per intent in this client: a second call waits and shares the first one's answer.
     const turn = await core.inFlight.enter(intentId, signal).catch(() => {
       throw abortedWaiting();
@@ -240,7 +239,7 @@ export async function discardIntent(core: ClientCore, intentId: unknown): Promis
   try {
     await core.store.delete(id);
   } catch (thrown) {
-    throw storageUnavailable(id, thrown instanceof StorageFailure ? thrown.reason : String(thrown));
+    throw storageUnavailable(id, thrown);
   }
   return existed;
 }
@@ -248,7 +247,7 @@ export async function discardIntent(core: ClientCore, intentId: unknown): Promis
 /** @internal An intent id argument: a string (its content is the machine's to check). */
 export function intentIdArg(value: unknown): string {
   if (typeof value !== "string") {
-    throw new IdempotentFetchError("INVALID_REQUEST", 'intentId must be a string such as "checkout:cart-42"');
+    throw invalidRequest(INTENT_ID_MESSAGE);
   }
   return value;
 }
@@ -260,7 +259,7 @@ function parseSendOptions(options: unknown): SendOptions {
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalidOptions("signal must be an AbortSignal");
   return {
     ...(signal ? { signal } : {}),
-    onAttempt: fields.function<NonNullable<SendOptions["onAttempt"]>>("onAttempt"),
-    onRetry: fields.function<NonNullable<SendOptions["onRetry"]>>("onRetry"),
+    onAttempt: fields.typed<NonNullable<SendOptions["onAttempt"]>>("onAttempt", "function"),
+    onRetry: fields.typed<NonNullable<SendOptions["onRetry"]>>("onRetry", "function"),
   };
 }

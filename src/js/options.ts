@@ -135,6 +135,17 @@ export const MAX_ATTEMPTS_LIMIT = 1000;
 export const MAX_RETRY_BUDGET = 1_000_000;
 export const MAX_TOTAL_ATTEMPTS = 1_000_000;
 
+/** The numeric retry options and their accepted ranges `[min, max]` (the Engine checks the same). */
+const RETRY_RANGES: Record<Exclude<keyof Policy, "jitter">, [number, number]> = {
+  maxAttempts: [1, MAX_ATTEMPTS_LIMIT],
+  baseDelayMs: [0, MAX_DURATION_MS],
+  maxDelayMs: [0, MAX_DURATION_MS],
+  totalTimeoutMs: [0, MAX_DURATION_MS],
+  attemptTimeoutMs: [1, MAX_DURATION_MS],
+  maxRetryAfterMs: [0, MAX_DURATION_MS],
+  maxTotalAttempts: [0, MAX_TOTAL_ATTEMPTS],
+};
+
 /** The Engine constructor's arguments, in order: the names of INVALID_OPTIONS details. */
 export const ENGINE_ARGUMENTS = [
   "retry.maxAttempts",
@@ -168,48 +179,31 @@ const ROOT_FIELDS = [
   "maxBodyBytes",
   "requireDurable",
 ];
-const RETRY_FIELDS = Object.keys(DEFAULT_POLICY);
 
 /** RFC 9110 `token` (header names, methods). */
 export const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
+/** An HTTP header name (a token) of at most 64 characters. */
+const isHeaderName = (value: unknown): boolean => typeof value === "string" && value.length <= 64 && TOKEN.test(value);
+
 /** Parses `new IdempotentClient(options)`'s argument (`undefined`/`null` mean all defaults). */
 export function parseClientOptions(options: unknown): Config {
   const root = Fields.of(options ?? {}, "", "options", invalidOptions).only(ROOT_FIELDS);
-  const retry = Fields.of(root.value("retry") ?? {}, "retry.", "retry", invalidOptions).only(RETRY_FIELDS);
-  const duration = (name: keyof Policy) => retry.integer(name, DEFAULT_POLICY[name] as number, 0, MAX_DURATION_MS);
-  const extraReplayHeaders = root.value("replayHeaders") ?? [];
-  if (
-    !Array.isArray(extraReplayHeaders) ||
-    extraReplayHeaders.length > 16 ||
-    !extraReplayHeaders.every((name) => typeof name === "string" && name.length <= 64 && TOKEN.test(name))
-  ) {
-    throw invalidOptions("replayHeaders must be an array of at most 16 HTTP header names");
-  }
-  const persistHeaders = root.value("persistHeaders");
-  if (
-    persistHeaders !== undefined &&
-    (!Array.isArray(persistHeaders) ||
-      persistHeaders.length > 64 ||
-      !persistHeaders.every((name) => typeof name === "string" && name.length <= 64 && TOKEN.test(name)))
-  ) {
-    throw invalidOptions("persistHeaders must be an array of at most 64 HTTP header names");
-  }
-  const resumeOrigins = root.value("resumeOrigins") ?? [];
-  if (!Array.isArray(resumeOrigins) || resumeOrigins.length > 16 || !resumeOrigins.every(isOrigin)) {
-    throw invalidOptions('resumeOrigins must be an array of at most 16 origins such as "https://api.example.com"');
-  }
-  const policy: Policy = {
-    maxAttempts: retry.integer("maxAttempts", DEFAULT_POLICY.maxAttempts, 1, MAX_ATTEMPTS_LIMIT),
-    baseDelayMs: duration("baseDelayMs"),
-    maxDelayMs: duration("maxDelayMs"),
-    totalTimeoutMs: duration("totalTimeoutMs"),
-    attemptTimeoutMs: duration("attemptTimeoutMs"),
-    maxRetryAfterMs: duration("maxRetryAfterMs"),
-    jitter: retry.oneOf("jitter", JITTERS, DEFAULT_POLICY.jitter),
-    maxTotalAttempts: retry.integer("maxTotalAttempts", 0, 0, MAX_TOTAL_ATTEMPTS),
+  const retry = Fields.of(root.value("retry") ?? {}, "retry.", "retry", invalidOptions).only(Object.keys(DEFAULT_POLICY));
+  /** An array option of at most `max` items that pass `valid`. */
+  const list = (name: string, max: number, valid: (item: unknown) => boolean, what: string): string[] | undefined => {
+    const value = root.value(name);
+    if (value !== undefined && !(Array.isArray(value) && value.length <= max && value.every(valid))) {
+      throw invalidOptions(`${name} must be an array of at most ${max} ${what}`);
+    }
+    return value as string[] | undefined;
   };
-  if (policy.attemptTimeoutMs === 0) throw invalidOptions("retry.attemptTimeoutMs must be greater than 0");
+  const headerNames = (name: string, max: number) =>
+    list(name, max, isHeaderName, "HTTP header names")?.map((header) => header.toLowerCase());
+  const policy = { jitter: retry.oneOf("jitter", JITTERS, DEFAULT_POLICY.jitter) } as Policy;
+  for (const [name, [min, max]] of Object.entries(RETRY_RANGES) as [keyof typeof RETRY_RANGES, [number, number]][]) {
+    policy[name] = retry.integer(name, DEFAULT_POLICY[name], min, max);
+  }
   if (policy.maxDelayMs < policy.baseDelayMs) throw invalidOptions("retry.maxDelayMs must be at least retry.baseDelayMs");
   const namespace = root.string("namespace") ?? DEFAULT_NAMESPACE;
   // No ':' so that `<namespace>:<intent id>` slots and lock names of two namespaces never collide.
@@ -221,7 +215,7 @@ export function parseClientOptions(options: unknown): Config {
   const requireDurable = root.boolean("requireDurable") ?? false;
   if (requireDurable && storage === "memory") throw invalidOptions('requireDurable cannot be met with storage "memory"');
   const headerName = root.string("headerName") ?? DEFAULT_HEADER_NAME;
-  if (headerName.length > 64 || !TOKEN.test(headerName)) {
+  if (!isHeaderName(headerName)) {
     throw invalidOptions("headerName must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)");
   }
   return {
@@ -233,10 +227,10 @@ export function parseClientOptions(options: unknown): Config {
     headerForm: root.oneOf("headerForm", ["raw", "sf-string"] as const, "raw"),
     retryBudget: root.integer("retryBudget", DEFAULT_RETRY_BUDGET, 0, MAX_RETRY_BUDGET),
     persistRequest: root.boolean("persistRequest") ?? false,
-    shouldRetry: root.function<(status: number) => unknown>("shouldRetry"),
-    replayHeaders: [...DEFAULT_REPLAY_HEADERS, ...(extraReplayHeaders as string[]).map((name) => name.toLowerCase())],
-    persistHeaders: (persistHeaders as string[] | undefined)?.map((name) => name.toLowerCase()),
-    resumeOrigins: resumeOrigins as string[],
+    shouldRetry: root.typed<(status: number) => unknown>("shouldRetry", "function"),
+    replayHeaders: [...DEFAULT_REPLAY_HEADERS, ...(headerNames("replayHeaders", 16) ?? [])],
+    persistHeaders: headerNames("persistHeaders", 64),
+    resumeOrigins: list("resumeOrigins", 16, isOrigin, 'origins such as "https://api.example.com"') ?? [],
     maxBodyBytes: root.integer("maxBodyBytes", DEFAULT_MAX_BODY_BYTES, 0, MAX_BODY_BYTES_LIMIT),
     requireDurable,
   };

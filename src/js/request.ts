@@ -34,7 +34,7 @@ export function contentTypeOf(request: PreparedRequest): string {
 
 /** Reads `{ url, method, headers, body }` (method defaults to POST). */
 export async function prepareRequest(request: unknown, keyHeader: string, maxBodyBytes: number): Promise<PreparedRequest> {
-  const fields = Fields.of(request, "request.", "the request { url, method, headers, body }", invalidRequest);
+  const fields = Fields.of(request, "request.", "request", invalidRequest);
   fields.only(["url", "method", "headers", "body"]);
   const url = readUrl(fields.value("url"));
   const method = fields.string("method") ?? "POST";
@@ -50,13 +50,11 @@ export async function prepareParts(
   keyHeader: string,
   maxBodyBytes: number,
 ): Promise<PreparedRequest> {
+  // CONNECT, TRACE and TRACK: refused by `Request` below, as fetch would.
   if (rawMethod.length > 32 || !TOKEN.test(rawMethod)) {
     throw invalidRequest(`request.method "${rawMethod}" is not an HTTP method`);
   }
   const method = rawMethod.toUpperCase();
-  if (method === "CONNECT" || method === "TRACE" || method === "TRACK") {
-    throw invalidRequest(`request.method ${method} cannot be sent by fetch`);
-  }
   const headers = readHeaders(headersInit, keyHeader);
   const body = await bufferBody(bodyValue, maxBodyBytes);
   if (body && (method === "GET" || method === "HEAD")) throw invalidRequest(`a ${method} request cannot have a body`);
@@ -68,28 +66,25 @@ export async function prepareParts(
 
 /** A string or `URL`, resolved against the page's location when there is one. */
 export function readUrl(value: unknown): string {
-  if (value === undefined || value === null) throw invalidRequest("request.url is required");
   let text: unknown = value;
-  if (typeof value === "object") {
+  if (typeof value === "object" && value !== null) {
     try {
       text = (value as { href?: unknown }).href;
     } catch {
       text = undefined;
     }
   }
-  if (typeof text !== "string") throw invalidRequest("request.url must be a string or a URL");
   // eslint-disable-next-line no-control-regex
-  if (text.length === 0 || text.length > 8192 || /[\u0000-\u001f\u007f-\u009f]/.test(text)) {
-    throw invalidRequest("request.url must be a non-empty URL without control characters");
+  if (typeof text !== "string" || text.length === 0 || text.length > 8192 || /[\u0000-\u001f\u007f-\u009f]/.test(text)) {
+    throw invalidRequest("request.url must be a string or URL of 1 to 8192 characters without control characters");
   }
   const base = pageLocation();
   try {
     return new URL(text, base).href;
-  } catch (thrown) {
-    if (base === undefined) {
-      throw invalidRequest(`request.url "${text}" is not an absolute URL (there is no page to resolve it against)`);
-    }
-    throw invalidRequest(`request.url "${text}" is not a URL: ${describe(thrown)}`);
+  } catch {
+    throw invalidRequest(
+      `request.url "${text}" is not ${base === undefined ? "an absolute URL (there is no page to resolve it against)" : "a URL"}`,
+    );
   }
 }
 
@@ -115,7 +110,7 @@ function readHeaders(init: unknown, keyHeader: string): [string, string][] {
   }
   const reserved = keyHeader.toLowerCase();
   if (pairs.some(([name]) => name === reserved)) {
-    throw invalidRequest(`request.headers must not set ${keyHeader}: the library sets it from the intent`);
+    throw invalidRequest(`request.headers must not set ${keyHeader} (the library sets it)`);
   }
   return pairs;
 }

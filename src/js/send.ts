@@ -75,25 +75,23 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         listeners.emit(event);
         const outcome = await sendAttempt(request, config.headerName, header, machine.get(M.F_TIMEOUT_MS), signal);
         const now = Date.now();
-        if (outcome.kind === "response") {
-          const { status, headers } = outcome.response;
-          const get = (name: string) => headers.get(name) ?? undefined;
+        if (typeof outcome === "number") action = machine.on(outcome, now, false);
+        else {
+          const get = (name: string) => outcome.headers.get(name) ?? undefined;
           // The first replay header present, in the configured order (the machine reads "true").
           const replayed = config.replayHeaders.map(get).find((value) => value !== undefined);
           action = machine.onResponse(
             now,
-            status,
+            outcome.status,
             get("retry-after"),
             get("stripe-should-retry"),
             replayed,
-            override(config.shouldRetry, status),
+            override(config.shouldRetry, outcome.status),
           );
-          if (action === M.DONE) response = outcome.response;
+          if (action === M.DONE) response = outcome;
           // A retried answer's body is never read: cancel it so the connection can be reused.
-          else outcome.response.body?.cancel().catch(() => {});
-        } else if (outcome.kind === "network") action = machine.on(M.EV_NETWORK_ERROR, now, false);
-        else if (outcome.kind === "timeout") action = machine.on(M.EV_TIMEOUT, now, false);
-        else action = machine.on(M.EV_ABORT, now, false);
+          else outcome.body?.cancel().catch(() => {});
+        }
         break;
       }
       case M.WAIT: {

@@ -15,31 +15,33 @@ for (let n = 2, found = 0; found < 64; n++) {
   K[found++] = (n ** (1 / 3) % 1) * 2 ** 32;
 }
 
+/** Lowercase hex of `bytes` (64 characters for a digest). */
+export const hex = (bytes: Uint8Array): string => Array.from(bytes, (byte) => (byte < 16 ? "0" : "") + byte.toString(16)).join("");
+
 const rotr = (x: number, n: number): number => (x >>> n) | (x << (32 - n));
 
 /** The SHA-256 digest of `data` (32 bytes). */
 export function sha256(data: Uint8Array): Uint8Array {
-  // Message + 0x80 + zero padding + 64-bit big-endian bit length, to a multiple of 64 bytes.
-  const blocks = Math.ceil((data.length + 9) / 64);
-  const padded = new Uint8Array(blocks * 64);
-  padded.set(data);
-  padded[data.length] = 0x80;
-  const view = new DataView(padded.buffer);
-  view.setUint32(padded.length - 8, Math.floor(data.length / 0x20000000));
-  view.setUint32(padded.length - 4, (data.length * 8) >>> 0);
+  const length = data.length;
+  // Message + 0x80 + zero padding + 64-bit big-endian bit length, to a multiple of 64 bytes
+  // (setUint32 takes its value mod 2^32: the high word is floor(length / 2^29), the low one length * 8).
+  const bytes = new Uint8Array(((length + 72) >> 6) << 6);
+  bytes.set(data);
+  bytes[length] = 0x80;
+  const view = new DataView(bytes.buffer);
+  view.setUint32(bytes.length - 8, length / 0x20000000);
+  view.setUint32(bytes.length - 4, length << 3);
   const h = H0.slice();
   const w = new Uint32Array(64);
-  for (let offset = 0; offset < padded.length; offset += 64) {
-    for (let i = 0; i < 16; i++) w[i] = view.getUint32(offset + i * 4);
-    for (let i = 16; i < 64; i++) {
-      const a = w[i - 15];
-      const b = w[i - 2];
-      const s0 = rotr(a, 7) ^ rotr(a, 18) ^ (a >>> 3);
-      const s1 = rotr(b, 17) ^ rotr(b, 19) ^ (b >>> 10);
-      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
+  for (let offset = 0; offset < bytes.length; offset += 64) {
     let a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
     for (let i = 0; i < 64; i++) {
+      if (i < 16) w[i] = view.getUint32(offset + i * 4);
+      else {
+        const x = w[i - 15];
+        const y = w[i - 2];
+        w[i] = (rotr(x, 7) ^ rotr(x, 18) ^ (x >>> 3)) + (rotr(y, 17) ^ rotr(y, 19) ^ (y >>> 10)) + w[i - 7] + w[i - 16];
+      }
       const t1 = (hh + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i]) | 0;
       const t2 = ((rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c))) | 0;
       hh = g;
@@ -51,17 +53,7 @@ export function sha256(data: Uint8Array): Uint8Array {
       b = a;
       a = (t1 + t2) | 0;
     }
-    h[0] += a;
-    h[1] += b;
-    h[2] += c;
-    h[3] += d;
-    h[4] += e;
-    h[5] += f;
-    h[6] += g;
-    h[7] += hh;
+    [a, b, c, d, e, f, g, hh].forEach((x, i) => (h[i] += x));
   }
-  const out = new Uint8Array(32);
-  const outView = new DataView(out.buffer);
-  h.forEach((word, i) => outView.setUint32(i * 4, word));
-  return out;
+  return Uint8Array.from({ length: 32 }, (_, i) => h[i >> 2] >>> (24 - (i & 3) * 8));
 }

@@ -11,32 +11,21 @@ export function abortable<T>(
   start: (resolve: (value: T) => void, reject: (reason: unknown) => void) => () => void,
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(INTERRUPTED);
-      return;
-    }
+    if (signal?.aborted) return reject(INTERRUPTED);
     let cleanup: (() => void) | undefined;
     let settled = false;
-    const finish = () => {
-      settled = true;
-      signal?.removeEventListener("abort", onAbort);
-      cleanup?.();
-    };
-    const onAbort = () => {
-      finish();
-      reject(INTERRUPTED);
-    };
+    /** `settle`, after the abort listener and `cleanup` are undone. */
+    const finish =
+      <V>(settle: (value: V) => void) =>
+      (value: V) => {
+        settled = true;
+        signal?.removeEventListener("abort", onAbort);
+        cleanup?.();
+        settle(value);
+      };
+    const onAbort = finish(() => reject(INTERRUPTED));
     signal?.addEventListener("abort", onAbort);
-    cleanup = start(
-      (value) => {
-        finish();
-        resolve(value);
-      },
-      (reason) => {
-        finish();
-        reject(reason);
-      },
-    );
+    cleanup = start(finish(resolve), finish(reject));
     if (settled) cleanup(); // settled synchronously, before `cleanup` was known
   });
 }
