@@ -18,25 +18,27 @@ pub mod wasm;
 // (std's would pull in core::fmt). A panic is a bug: every input from JavaScript is validated.
 #[cfg(all(target_arch = "wasm32", not(feature = "std")))]
 #[global_allocator]
-static ALLOCATOR: Allocator = Allocator(talc::wasm::new_wasm_dynamic_allocator());
+// SAFETY: wasm32-unknown-unknown without the atomics feature has one thread.
+static ALLOCATOR: Allocator =
+    Allocator(unsafe { lol_alloc::AssumeSingleThreaded::new(lol_alloc::FreeListAllocator::new()) });
 
-/// talc, without its in-place `realloc`: the trait's default (allocate, copy, free) is enough for a
-/// machine that reallocates only when a string crosses the boundary, and talc's own is 0.6 KB of
-/// wasm (docs/WASM-BOUNDARY.md, "Size").
+/// The allocator, its two calls kept out of line.
 #[cfg(all(target_arch = "wasm32", not(feature = "std")))]
-struct Allocator(talc::wasm::WasmDynamicTalc);
+struct Allocator(lol_alloc::AssumeSingleThreaded<lol_alloc::FreeListAllocator>);
 
-// SAFETY: forwards to talc's `GlobalAlloc`, whose contract is the same; `realloc` is the trait's
+// SAFETY: forwards to the inner `GlobalAlloc`, whose contract is the same; `realloc` is the trait's
 // default, built on these two.
 #[cfg(all(target_arch = "wasm32", not(feature = "std")))]
 unsafe impl core::alloc::GlobalAlloc for Allocator {
+    #[inline(never)]
     unsafe fn alloc(&self, layout: core::alloc::Layout) -> *mut u8 {
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, passed on unchanged.
         unsafe { self.0.alloc(layout) }
     }
 
+    #[inline(never)]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: core::alloc::Layout) {
-        // SAFETY: `ptr` came from `alloc` above (i.e. from talc) with `layout`: the caller's contract.
+        // SAFETY: `ptr` came from `alloc` above with `layout`: the caller's contract.
         unsafe { self.0.dealloc(ptr, layout) }
     }
 }
