@@ -30,6 +30,27 @@ pub fn last_error() -> u32 {
     LAST_ERROR.load(Ordering::Relaxed)
 }
 
+// The CSPRNG, caught in JavaScript: a throw from `crypto.getRandomValues` (no Web Crypto) becomes
+// `false` here, so no JS exception crosses the wasm frames and no externref table is needed.
+// getrandom's `wasm_js` backend does the same with wasm-bindgen's `catch`, which ships the externref
+// table and its glue (docs/WASM-BOUNDARY.md, "Size").
+#[wasm_bindgen(
+    inline_js = "export function fillRandom(b){try{crypto.getRandomValues(b);return true}catch(e){return false}}"
+)]
+extern "C" {
+    #[wasm_bindgen(js_name = fillRandom)]
+    fn fill_random(bytes: &mut [u8]) -> bool;
+}
+
+/// `crypto.getRandomValues`: the engine's randomness in JavaScript engines.
+struct WebCrypto;
+
+impl m::RandomSource for WebCrypto {
+    fn fill(&self, bytes: &mut [u8]) -> Result<(), m::RandomFailed> {
+        fill_random(bytes).then_some(()).ok_or(m::RandomFailed)
+    }
+}
+
 /// A time from JavaScript (`Date.now()`): `as` saturates NaN and negatives to 0.
 fn ms(now_ms: f64) -> u64 {
     now_ms as u64
@@ -84,7 +105,7 @@ impl Engine {
                 },
             })
         })();
-        match policy.and_then(|policy| m::Engine::new(policy, alloc::boxed::Box::new(m::OsRandom))) {
+        match policy.and_then(|policy| m::Engine::new(policy, alloc::boxed::Box::new(WebCrypto))) {
             Ok(engine) => Some(Engine(engine)),
             Err(error) => refuse(error),
         }

@@ -4,9 +4,9 @@
 //! They call the exported `Engine` and `Machine` (`idempotent_fetch::wasm`) the way the driver does:
 //! JavaScript numbers (NaN, fractions, negatives included), strings and booleans in, action numbers
 //! out, a refused call `undefined` with its error in `lastError()` (`code * 256 + detail`). What only
-//! a real engine can show: keys come from `crypto.getRandomValues` through getrandom's JS backend,
-//! and nothing the driver may pass traps the instance. The rules themselves are covered
-//! natively (tests/core_*.rs); the JS API by the JS suites.
+//! a real engine can show: keys come from `crypto.getRandomValues` (the machine's `inline_js`, which
+//! catches a throwing CSPRNG), and nothing the driver may pass traps the instance. The rules
+//! themselves are covered natively (tests/core_*.rs); the JS API by the JS suites.
 #![allow(dead_code)] // each suite uses the shared cases plus its own
 
 use std::collections::HashSet;
@@ -102,6 +102,24 @@ fn keys_come_from_the_platform_csprng_and_are_distinct_v4() {
         assert!(machine.dirty() && !machine.resumed());
         assert_eq!(machine.header(), key);
     }
+}
+
+/// The CSPRNG is called through the machine's own `inline_js`, which catches in JavaScript: a throwing
+/// `crypto.getRandomValues` refuses `begin` with STORAGE 32 (never a zero key, never a JS exception
+/// through the wasm frames), and the same engine works again once the CSPRNG does.
+#[wasm_bindgen_test]
+fn a_throwing_csprng_refuses_begin_with_storage_32() {
+    use wasm_bindgen::JsCast;
+    let engine = engine();
+    let crypto = js_sys::Reflect::get(&js_sys::global(), &"crypto".into()).expect("read crypto");
+    let throwing = js_sys::Function::new_no_args("throw new Error('no CSPRNG')");
+    assert!(js_sys::Reflect::set(&crypto, &"getRandomValues".into(), &throwing).expect("replace getRandomValues"));
+    let result = checked(engine.begin(ID, &fingerprint(), NOW, false, None)).err();
+    js_sys::Reflect::delete_property(crypto.unchecked_ref::<js_sys::Object>(), &"getRandomValues".into())
+        .expect("restore");
+    assert_eq!(result, Some(packed(9, 32)), "STORAGE 32");
+    let machine = engine.begin(ID, &fingerprint(), NOW, false, None).expect("the CSPRNG works again");
+    assert!(is_canonical_v4(&machine.key()));
 }
 
 #[wasm_bindgen_test]
