@@ -10,7 +10,8 @@
 //   1. cargo build --release --target wasm32-unknown-unknown --no-default-features -p idempotent-fetch
 //   2. wasm-bindgen --target web: the glue (src/js/generated/idempotent_fetch.js + .d.ts, generated, ignored
 //      by git) and the raw .wasm
-//   3. wasm-opt with the flags of Cargo.toml [package.metadata.wasm-pack.profile.release] wasm-opt
+//   3. wasm-opt with the flags of Cargo.toml [package.metadata.wasm-pack.profile.release] wasm-opt, then
+//      wasm-opt MINIFY_NAMES (short import/export names; the glue is renamed to match when bundled)
 //      -> pkg/idempotent_fetch_bg.wasm
 //   4. esbuild: src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: minified ESM + source map that loads the wasm
 //      with `new URL("./idempotent_fetch_bg.wasm", import.meta.url)`) and pkg/node.cjs (Node: reads the
@@ -73,6 +74,50 @@ function bindings(meta, features) {
   return { rawWasm: path.join(out, WASM_FILE), tmp: out };
 }
 
+// Step 3b: the wasm's import and export names shortened to one or two letters (wasm-opt prints the
+// mapping as JSON), and the glue's uses renamed to match (`renameInGlue`): -0.3 KB gzip of the .wasm
+// (wasm-bindgen's names, e.g. `__wbg_fillRandom_05a9b043ef779267`, and the JS module name
+// `./idempotent_fetch_bg.js` on every import). A separate run after the size flags, so the mapping is
+// printed once. The features are those rustc's wasm32 target uses (the first run stripped the
+// target-features section; `--all-features` would let wasm-opt write encodings engines reject).
+export const MINIFY_NAMES = [
+  "--enable-mutable-globals", "--enable-nontrapping-float-to-int", "--enable-bulk-memory", "--enable-bulk-memory-opt",
+  "--enable-sign-ext", "--enable-reference-types", "--enable-multivalue", "--enable-call-indirect-overlong",
+  "--minify-imports-and-exports-and-modules",
+];
+
+/** Shortens `input`'s import and export names into `output`; returns the renames for the glue. */
+function minifyNames(input, output) {
+  const printed = run(path.join(toolsBin, "wasm-opt"), [...MINIFY_NAMES, input, "-o", output], { capture: true });
+  const mapping = JSON.parse(printed.slice(0, printed.indexOf("\n}") + 2));
+  const imports = WebAssembly.Module.imports(new WebAssembly.Module(readFileSync(output)));
+  const modules = [...new Set(imports.map((i) => i.module))];
+  if (modules.length !== 1) throw new Error(`wasm-opt left ${modules.length} import modules (${modules.join(", ")}); the glue has one`);
+  return {
+    module: modules[0],
+    imports: new Map(mapping.imports.map(([, from, to]) => [from, to])),
+    exports: new Map(mapping.exports),
+  };
+}
+
+/** The glue with the wasm's names as `minifyNames` left them: each `wasm.<export>`, each import
+ *  function's key and the import module. A name the mapping does not know fails the build. */
+function renameInGlue(text, names, file) {
+  text = text.replace(/\bwasm\.([A-Za-z_$][\w$]*)/g, (_, name) => {
+    const to = names.exports.get(name);
+    if (to === undefined) throw new Error(`${file}: the glue uses wasm.${name}, which the minified wasm does not export`);
+    return `wasm.${to}`;
+  });
+  for (const [from, to] of names.imports) {
+    const key = new RegExp(`^( +)${from}: function`, "m");
+    if (!key.test(text)) throw new Error(`${file}: no import ${from} in the glue (wasm-bindgen's glue changed)`);
+    text = text.replace(key, (_, indent) => `${indent}${to}: function`);
+  }
+  const moduleKey = `"./idempotent_fetch_bg.js": import0`;
+  if (text.split(moduleKey).length !== 2) throw new Error(`${file}: expected one ${moduleKey} (wasm-bindgen's glue changed)`);
+  return text.replace(moduleKey, `${JSON.stringify(names.module)}: import0`);
+}
+
 // The glue's default source of the wasm, i.e. what `init()` with no argument loads. The driver calls
 // it so; each bundle puts its own source there. Checked, so a wasm-bindgen upgrade that changes the
 // line fails the build instead of shipping a package that cannot find its wasm.
@@ -125,8 +170,8 @@ const GLUE_TRIMS = [
   },
 ];
 
-/** The glue as bundled: the wasm's source for `platform`, the trims above. */
-function glueFor(file, platform) {
+/** The glue as bundled: the wasm's source for `platform`, the trims above, the wasm's minified names. */
+function glueFor(file, platform, names) {
   let text = readFileSync(file, "utf8");
   const found = text.match(GLUE_DEFAULT_WASM)?.length ?? 0;
   if (found !== 1) throw new Error(`${file}: expected one \`new URL('${WASM_FILE}', import.meta.url)\`, found ${found}`);
@@ -136,20 +181,20 @@ function glueFor(file, platform) {
     if (matches !== 1) throw new Error(`${file}: expected one ${trim.name}, found ${matches} (wasm-bindgen's glue changed)`);
     text = text.replace(trim.from, () => trim.to);
   }
-  return text.replace(GLUE_DEFAULT_WASM, WASM_SOURCE[platform]) + LOAD_AT_IMPORT[platform];
+  return renameInGlue(text, names, file).replace(GLUE_DEFAULT_WASM, WASM_SOURCE[platform]) + LOAD_AT_IMPORT[platform];
 }
 
-function wasmSourcePlugin(platform) {
+function wasmSourcePlugin(platform, names) {
   return {
     name: "idempotent-fetch-wasm-source",
     setup(build) {
-      build.onLoad({ filter: /[\\/]generated[\\/]idempotent_fetch\.js$/ }, (args) => ({ contents: glueFor(args.path, platform), loader: "js" }));
+      build.onLoad({ filter: /[\\/]generated[\\/]idempotent_fetch\.js$/ }, (args) => ({ contents: glueFor(args.path, platform, names), loader: "js" }));
     },
   };
 }
 
 /** Step 4: the bundles. Returns the names the entry exports (for node.js, the ESM face of node.cjs). */
-async function bundles(entry, out) {
+async function bundles(entry, out, names) {
   const esbuild = createRequire(path.join(tools, "package.json"))("esbuild");
   // mangleProps: only wasm-bindgen's own members of the glue's classes (the pointer, its take and wrap
   // helpers), which nothing outside the glue reads: 27 uses, -26 B gzip. Public API names, the wasm's
@@ -162,10 +207,10 @@ async function bundles(entry, out) {
   // this file as it is, and an app's bundler gets nothing more to remove.
   const browser = await esbuild.build({
     ...common, platform: "browser", format: "esm", minify: true, sourcemap: true, sourcesContent: true,
-    outfile: path.join(out, BROWSER_ENTRY), plugins: [wasmSourcePlugin("browser")],
+    outfile: path.join(out, BROWSER_ENTRY), plugins: [wasmSourcePlugin("browser", names)],
   });
   await esbuild.build({
-    ...common, platform: "node", target: "node18", format: "cjs", outfile: path.join(out, "node.cjs"), plugins: [wasmSourcePlugin("node")],
+    ...common, platform: "node", target: "node18", format: "cjs", outfile: path.join(out, "node.cjs"), plugins: [wasmSourcePlugin("node", names)],
   });
   const exports = Object.values(browser.metafile.outputs).flatMap((o) => o.exports ?? []);
   if (exports.includes("default")) throw new Error("the driver has a default export; the package API is named exports only");
@@ -232,8 +277,10 @@ export async function build({ bindingsOnly = false, entry = path.join(DRIVER_DIR
     rmSync(out, { recursive: true, force: true });
     mkdirSync(out, { recursive: true });
     try {
-      run(path.join(toolsBin, "wasm-opt"), [...meta.wasmOpt, rawWasm, "-o", path.join(out, WASM_FILE)]);
-      const names = await bundles(entry, out);
+      const optimized = path.join(tmp, "optimized.wasm");
+      run(path.join(toolsBin, "wasm-opt"), [...meta.wasmOpt, rawWasm, "-o", optimized]);
+      const wasmNames = minifyNames(optimized, path.join(out, WASM_FILE));
+      const names = await bundles(entry, out, wasmNames);
       console.log(`esbuild: ${BROWSER_ENTRY}, node.cjs (exports: ${names.join(", ")})`);
       writeFileSync(path.join(out, "node.js"),
         `// Node ESM: the same instance as require("idempotent-fetch") (no dual-package hazard).\n` +
