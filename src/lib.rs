@@ -18,7 +18,30 @@ pub mod wasm;
 // (std's would pull in core::fmt). A panic is a bug: every input from JavaScript is validated.
 #[cfg(all(target_arch = "wasm32", not(feature = "std")))]
 #[global_allocator]
-static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+// SAFETY: wasm32-unknown-unknown without the atomics feature has one thread.
+static ALLOCATOR: Allocator =
+    Allocator(unsafe { lol_alloc::AssumeSingleThreaded::new(lol_alloc::FreeListAllocator::new()) });
+
+/// The allocator, its two calls kept out of line.
+#[cfg(all(target_arch = "wasm32", not(feature = "std")))]
+struct Allocator(lol_alloc::AssumeSingleThreaded<lol_alloc::FreeListAllocator>);
+
+// SAFETY: forwards to the inner `GlobalAlloc`, whose contract is the same; `realloc` is the trait's
+// default, built on these two.
+#[cfg(all(target_arch = "wasm32", not(feature = "std")))]
+unsafe impl core::alloc::GlobalAlloc for Allocator {
+    #[inline(never)]
+    unsafe fn alloc(&self, layout: core::alloc::Layout) -> *mut u8 {
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, passed on unchanged.
+        unsafe { self.0.alloc(layout) }
+    }
+
+    #[inline(never)]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: core::alloc::Layout) {
+        // SAFETY: `ptr` came from `alloc` above with `layout`: the caller's contract.
+        unsafe { self.0.dealloc(ptr, layout) }
+    }
+}
 
 #[cfg(all(target_arch = "wasm32", not(feature = "std")))]
 #[panic_handler]

@@ -1,18 +1,54 @@
 //! The JavaScript exports: `Engine` and `Machine` (docs/WASM-BOUNDARY.md is the contract).
 //!
-//! Thin shims over [`crate::machine`]: numbers, booleans and strings in and out; errors thrown as
-//! the number `code * 256 + detail`. JavaScript numbers may be anything (NaN, fractions, negatives),
-//! so every option is range-checked here and times are clamped by `as` (never a panic).
+//! Thin shims over [`crate::machine`]: numbers, booleans and strings in and out. A refused call
+//! returns `undefined` and leaves its error in [`last_error`], the number `code * 256 + detail`:
+//! not thrown, because a `Result<_, JsValue>` costs every fallible export a multi-value shim and the
+//! glue an externref round trip (docs/WASM-BOUNDARY.md, "Size"). JavaScript numbers may be anything
+//! (NaN, fractions, negatives), so every option is range-checked here and times are clamped by `as`
+//! (never a panic).
 
 use alloc::string::String;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use wasm_bindgen::prelude::*;
 
 use crate::machine::{self as m, Answer, Override, Policy, StoredFields};
 
-/// The thrown value of an error: a plain number (the driver maps it to its messages).
-fn thrown(error: m::Error) -> JsValue {
-    JsValue::from(error.packed())
+/// The error of the last call that returned `undefined` (wasm32 without threads: one caller at a time).
+static LAST_ERROR: AtomicU32 = AtomicU32::new(0);
+
+/// Keeps `error` for [`last_error`]; the refused call returns `None` (`undefined` in JavaScript).
+fn refuse<T>(error: m::Error) -> Option<T> {
+    LAST_ERROR.store(error.packed(), Ordering::Relaxed);
+    None
+}
+
+/// The error of the last `Engine.create`, `begin` or `load` that returned `undefined`: the number
+/// `code * 256 + detail` (the driver throws it and maps it to its messages).
+#[wasm_bindgen(js_name = lastError)]
+pub fn last_error() -> u32 {
+    LAST_ERROR.load(Ordering::Relaxed)
+}
+
+// The CSPRNG, caught in JavaScript: a throw from `crypto.getRandomValues` (no Web Crypto) becomes
+// `false` here, so no JS exception crosses the wasm frames and no externref table is needed.
+// getrandom's `wasm_js` backend does the same with wasm-bindgen's `catch`, which ships the externref
+// table and its glue (docs/WASM-BOUNDARY.md, "Size").
+#[wasm_bindgen(
+    inline_js = "export function fillRandom(b){try{crypto.getRandomValues(b);return true}catch(e){return false}}"
+)]
+extern "C" {
+    #[wasm_bindgen(js_name = fillRandom)]
+    fn fill_random(bytes: &mut [u8]) -> bool;
+}
+
+/// `crypto.getRandomValues`: the engine's randomness in JavaScript engines.
+struct WebCrypto;
+
+impl m::RandomSource for WebCrypto {
+    fn fill(&self, bytes: &mut [u8]) -> Result<(), m::RandomFailed> {
+        fill_random(bytes).then_some(()).ok_or(m::RandomFailed)
+    }
 }
 
 /// A time from JavaScript (`Date.now()`): `as` saturates NaN and negatives to 0.
@@ -22,8 +58,8 @@ fn ms(now_ms: f64) -> u64 {
 
 /// An option given as a JavaScript number: a whole number in `[0, max]`, else `INVALID_OPTIONS`
 /// with the option's argument index.
-fn option(x: f64, max: u64, index: u8) -> Result<u64, JsValue> {
-    m::record::whole(x, max).ok_or_else(|| thrown(m::Error::new(m::code::INVALID_OPTIONS, index)))
+fn option(x: f64, max: u64, index: u8) -> Result<u64, m::Error> {
+    m::record::whole(x, max).ok_or(m::Error::new(m::code::INVALID_OPTIONS, index))
 }
 
 /// One client's engine: the policy and the client-wide retry budget.
@@ -32,12 +68,11 @@ pub struct Engine(m::Engine);
 
 #[wasm_bindgen]
 impl Engine {
-    /// Range-checks the options (the driver did the type checks and defaults); throws
-    /// `INVALID_OPTIONS * 256 + index` naming the first argument out of range. `maxTotalAttempts`
-    /// may be left out (`undefined`: no limit; 0 also means none).
-    #[wasm_bindgen(constructor)]
+    /// Range-checks the options (the driver did the type checks and defaults); `undefined` with
+    /// [`last_error`] `INVALID_OPTIONS * 256 + index` naming the first argument out of range.
+    /// `maxTotalAttempts` may be left out (`undefined`: no limit; 0 also means none).
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub fn create(
         max_attempts: f64,
         base_delay_ms: f64,
         max_delay_ms: f64,
@@ -49,26 +84,31 @@ impl Engine {
         retry_budget: f64,
         sf_header: bool,
         max_total_attempts: Option<f64>,
-    ) -> Result<Engine, JsValue> {
-        use m::policy::{option as i, MAX_ATTEMPTS_LIMIT, MAX_DURATION_MS, MAX_RETRY_BUDGET, MAX_TOTAL_ATTEMPTS};
-        let jitter = option(jitter, 3, i::JITTER)?;
-        let policy = Policy {
-            max_attempts: option(max_attempts, MAX_ATTEMPTS_LIMIT.into(), i::MAX_ATTEMPTS)? as u32,
-            base_delay_ms: option(base_delay_ms, MAX_DURATION_MS, i::BASE_DELAY_MS)?,
-            max_delay_ms: option(max_delay_ms, MAX_DURATION_MS, i::MAX_DELAY_MS)?,
-            total_timeout_ms: option(total_timeout_ms, MAX_DURATION_MS, i::TOTAL_TIMEOUT_MS)?,
-            attempt_timeout_ms: option(attempt_timeout_ms, MAX_DURATION_MS, i::ATTEMPT_TIMEOUT_MS)?,
-            max_retry_after_ms: option(max_retry_after_ms, MAX_DURATION_MS, i::MAX_RETRY_AFTER_MS)?,
-            jitter: m::Jitter::from_index(jitter as u32).unwrap_or_default(),
-            key_ttl_ms: option(key_ttl_ms, MAX_DURATION_MS, i::KEY_TTL_MS)?,
-            retry_budget: option(retry_budget, MAX_RETRY_BUDGET.into(), i::RETRY_BUDGET)? as u32,
-            sf_header,
-            max_total_attempts: match max_total_attempts {
-                Some(n) => option(n, MAX_TOTAL_ATTEMPTS.into(), i::MAX_TOTAL_ATTEMPTS)? as u32,
-                None => 0,
-            },
-        };
-        m::Engine::new(policy, alloc::boxed::Box::new(m::OsRandom)).map(Engine).map_err(thrown)
+    ) -> Option<Engine> {
+        let policy = (|| {
+            use m::policy::{option as i, MAX_ATTEMPTS_LIMIT, MAX_DURATION_MS, MAX_RETRY_BUDGET, MAX_TOTAL_ATTEMPTS};
+            let jitter = option(jitter, 3, i::JITTER)?;
+            Ok(Policy {
+                max_attempts: option(max_attempts, MAX_ATTEMPTS_LIMIT.into(), i::MAX_ATTEMPTS)? as u32,
+                base_delay_ms: option(base_delay_ms, MAX_DURATION_MS, i::BASE_DELAY_MS)?,
+                max_delay_ms: option(max_delay_ms, MAX_DURATION_MS, i::MAX_DELAY_MS)?,
+                total_timeout_ms: option(total_timeout_ms, MAX_DURATION_MS, i::TOTAL_TIMEOUT_MS)?,
+                attempt_timeout_ms: option(attempt_timeout_ms, MAX_DURATION_MS, i::ATTEMPT_TIMEOUT_MS)?,
+                max_retry_after_ms: option(max_retry_after_ms, MAX_DURATION_MS, i::MAX_RETRY_AFTER_MS)?,
+                jitter: m::Jitter::from_index(jitter as u32).unwrap_or_default(),
+                key_ttl_ms: option(key_ttl_ms, MAX_DURATION_MS, i::KEY_TTL_MS)?,
+                retry_budget: option(retry_budget, MAX_RETRY_BUDGET.into(), i::RETRY_BUDGET)? as u32,
+                sf_header,
+                max_total_attempts: match max_total_attempts {
+                    Some(n) => option(n, MAX_TOTAL_ATTEMPTS.into(), i::MAX_TOTAL_ATTEMPTS)? as u32,
+                    None => 0,
+                },
+            })
+        })();
+        match policy.and_then(|policy| m::Engine::new(policy, alloc::boxed::Box::new(WebCrypto))) {
+            Ok(engine) => Some(Engine(engine)),
+            Err(error) => refuse(error),
+        }
     }
 
     /// Tokens left in the client-wide retry budget.
@@ -77,7 +117,7 @@ impl Engine {
     }
 
     /// Create-or-resume (see `machine::Engine::begin`). `stored` is what `load` made from storage;
-    /// it is consumed.
+    /// it is consumed. `undefined` when refused (the error in [`last_error`]).
     pub fn begin(
         &self,
         intent_id: &str,
@@ -85,15 +125,15 @@ impl Engine {
         now_ms: f64,
         replace: bool,
         stored: Option<Machine>,
-    ) -> Result<Machine, JsValue> {
+    ) -> Option<Machine> {
         // By value: wasm-bindgen has no optional borrowed class argument. The JS object of `stored`
         // is emptied by the call (the driver names the old key from the record it parsed).
         let stored = stored.as_ref().map(|machine| &machine.0);
-        self.0.begin(intent_id, fingerprint, ms(now_ms), replace, stored).map(Machine).map_err(thrown)
+        self.0.begin(intent_id, fingerprint, ms(now_ms), replace, stored).map_or_else(refuse, |m| Some(Machine(m)))
     }
 
     /// Validates a stored record's values (the driver parsed the JSON and checked the types);
-    /// throws `STORAGE * 256 + field`. `uncertain` may be left out (records from before it: false).
+    /// `undefined` when refused, [`last_error`] `STORAGE * 256 + field`. `uncertain` may be left out (records from before it: false).
     #[allow(clippy::too_many_arguments)]
     pub fn load(
         &self,
@@ -108,11 +148,11 @@ impl Engine {
         state: &str,
         last_status: f64,
         uncertain: Option<bool>,
-    ) -> Result<Machine, JsValue> {
+    ) -> Option<Machine> {
         let uncertain = uncertain.unwrap_or(false);
         let fields =
             StoredFields { v, id, key, fingerprint, created_at, updated_at, attempts, state, last_status, uncertain };
-        self.0.load(intent_id, &fields).map(Machine).map_err(thrown)
+        self.0.load(intent_id, &fields).map_or_else(refuse, |m| Some(Machine(m)))
     }
 
     /// The sweep's rule for one record: 0 keep, 1 remove, 2 now expired (save it, emit `expired`).
@@ -128,20 +168,22 @@ pub struct Machine(m::Machine);
 
 #[wasm_bindgen]
 impl Machine {
-    /// The idempotency key.
-    pub fn key(&self) -> String {
-        String::from(self.0.record().key.as_str())
+    /// The idempotency key; with `header` true, the key header's value (raw, or sf-string if the
+    /// engine says so). One export for both strings: each export costs its glue in the JavaScript
+    /// users download.
+    #[wasm_bindgen(js_name = key)]
+    pub fn key_or_header(&self, header: Option<bool>) -> String {
+        if header == Some(true) {
+            self.0.header()
+        } else {
+            self.key()
+        }
     }
 
     /// The driver saved the record.
     #[wasm_bindgen(js_name = markSaved)]
     pub fn mark_saved(&mut self) {
         self.0.mark_saved();
-    }
-
-    /// The key header's value (raw, or sf-string if the engine says so).
-    pub fn header(&self) -> String {
-        self.0.header()
     }
 
     /// One number of the action's payload or outcome, by field (docs/WASM-BOUNDARY.md "Fields"):
@@ -222,6 +264,16 @@ impl Machine {
 /// What the driver reaches through [`Machine::get`] and [`Machine::on`] (the Rust tests call these
 /// directly): not exported one by one, so the JavaScript glue stays small.
 impl Machine {
+    /// The idempotency key.
+    pub fn key(&self) -> String {
+        String::from(self.0.record().key.as_str())
+    }
+
+    /// The key header's value (raw, or sf-string if the engine says so).
+    pub fn header(&self) -> String {
+        self.0.header()
+    }
+
     /// The intent id.
     pub fn intent_id(&self) -> String {
         self.0.record().id.clone()

@@ -24,7 +24,7 @@ import { decodeRecord, type PersistedRequest } from "./record.js";
 import { type IntentRequest, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
 import { Store } from "./storage/store.js";
-import { loadMachine, machineIfLoaded, type MachineModule } from "./wasm.js";
+import { loadMachine, machineIfLoaded, type MachineModule, refused } from "./wasm.js";
 
 /** A stored intent, as listed by `client.pending()`. */
 export interface IntentInfo {
@@ -328,7 +328,7 @@ export class IdempotentClient {
         const plainFp = stored?.ids.plain ? await fingerprint(prepared) : undefined;
         let machine;
         try {
-          machine = engine.begin(intentId, plainFp ?? fp, Date.now(), replace, stored?.machine);
+          machine = engine.begin(intentId, plainFp ?? fp, Date.now(), replace, stored?.machine) ?? refused();
         } catch (thrown) {
           const error = fromThrown(thrown, { intentId, key: storedKey ?? null });
           throw error.code === "INTENT_MISMATCH" && storedKey ? intentMismatch(intentId, storedKey) : error;
@@ -391,7 +391,7 @@ function resumeHeaders(options: unknown): [string, string][] {
 function makeEngine(module: MachineModule, config: Config): Engine {
   const p = config.policy;
   try {
-    return new module.Engine(
+    return module.Engine.create(
       p.maxAttempts,
       p.baseDelayMs,
       p.maxDelayMs,
@@ -403,7 +403,7 @@ function makeEngine(module: MachineModule, config: Config): Engine {
       config.retryBudget,
       config.headerForm === "sf-string",
       p.maxTotalAttempts,
-    );
+    ) ?? refused();
   } catch (thrown) {
     if (typeof thrown === "number" && Math.floor(thrown / 256) === 7) {
       throw invalidOptions(`${ENGINE_ARGUMENTS[thrown % 256] ?? "an option"} is out of range`);

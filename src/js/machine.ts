@@ -1,17 +1,17 @@
 // The wasm machine as the driver sees it (docs/WASM-BOUNDARY.md, the contract). The generated
 // bindings must offer at least these members (checked below: a removed or changed export fails `tsc`;
-// the machine may add exports freely). Every call is synchronous; errors are thrown as numbers
-// (`code * 256 + detail`, messages.ts).
+// the machine may add exports freely). Every call is synchronous. A refused `create`, `begin` or
+// `load` returns undefined and leaves its error in `lastError()`, the number `code * 256 + detail`
+// (messages.ts), which the driver throws (`refused()` in wasm.ts).
 
 import type { Engine as WasmEngine, Machine as WasmMachine } from "./generated/idempotent_fetch.js";
 
 /** One intent's record and one `send` loop: what the driver calls. */
 export interface MachineContract {
-  key(): string;
+  /** The idempotency key; `key(true)`: the key header's value (raw or sf-string). */
+  key(header?: boolean): string;
   /** The driver saved the record (field F_DIRTY reads 0 until it changes again). */
   markSaved(): void;
-  /** The key header value (raw or sf-string). */
-  header(): string;
 
   /** An event other than an answer: one of the `EV_*` below; `online` is read by start and wake. */
   on(event: number, nowMs: number, online: boolean): number;
@@ -33,7 +33,7 @@ export interface MachineContract {
 /** One per client: the policy and the client-wide retry budget. `M`: the generated Machine class. */
 export interface EngineContract<M extends MachineContract> {
   budget(): number;
-  begin(intentId: string, fingerprint: string, nowMs: number, replace: boolean, stored: M | undefined): M;
+  begin(intentId: string, fingerprint: string, nowMs: number, replace: boolean, stored: M | undefined): M | undefined;
   load(
     intentId: string,
     v: number,
@@ -46,15 +46,16 @@ export interface EngineContract<M extends MachineContract> {
     state: string,
     lastStatus: number,
     uncertain: boolean | undefined,
-  ): M;
+  ): M | undefined;
   /** 0 keep, 1 remove, 2 now expired (save it, emit `expired`). */
   sweep(record: M, nowMs: number): number;
   /** Frees the wasm memory (wasm-bindgen). */
   free(): void;
 }
 
-export interface EngineConstructorContract<M extends MachineContract> {
-  new (
+/** The Engine class: `create` range-checks the options (undefined when refused, see `lastError`). */
+export interface EngineClassContract<M extends MachineContract> {
+  create(
     maxAttempts: number,
     baseDelayMs: number,
     maxDelayMs: number,
@@ -66,7 +67,7 @@ export interface EngineConstructorContract<M extends MachineContract> {
     retryBudget: number,
     sfHeader: boolean,
     maxTotalAttempts: number | undefined,
-  ): EngineContract<M>;
+  ): EngineContract<M> | undefined;
 }
 
 /** `T`, once it is known to offer `U`. */
@@ -75,7 +76,7 @@ type Satisfies<T extends U, U> = T;
 /** The generated classes, checked against the contract: the driver uses these types. */
 export type Machine = Satisfies<WasmMachine, MachineContract>;
 export type Engine = Satisfies<WasmEngine, EngineContract<WasmMachine>>;
-export type EngineConstructor = Satisfies<typeof WasmEngine, EngineConstructorContract<WasmMachine>>;
+export type EngineClass = Satisfies<typeof WasmEngine, EngineClassContract<WasmMachine>>;
 
 /** Actions returned by the send loop's calls. */
 export const SEND = 1;

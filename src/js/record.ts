@@ -16,6 +16,7 @@ import {
   STATES,
 } from "./machine.js";
 import { corruptRecord, fromThrown } from "./messages.js";
+import { refused } from "./wasm.js";
 
 /** The record format version this build writes: 2, a fingerprint keyed with the namespace's secret.
  *  Version 1 records (an unkeyed SHA-256 fingerprint) are still read: they are matched with the
@@ -125,7 +126,7 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
       v.state,
       lastStatus,
       uncertain,
-    );
+    ) ?? refused();
     // The machine accepted these values as they are: they are the record's ids.
     const ids: RecordIds = { intentId, key: v.key, fingerprint: v.fingerprint, ...(plain ? { plain } : {}) };
     return { machine, ids, request };

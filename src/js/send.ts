@@ -43,7 +43,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
   const { core, machine, request, signal, ids } = ctx;
   const { config, listeners } = core;
   const { intentId, key } = ids;
-  const header = machine.header();
+  const header = machine.key(true);
   let response: Response | undefined;
   let action = machine.on(M.EV_START, Date.now(), isOnline());
   for (;;) {

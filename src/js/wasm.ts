@@ -6,12 +6,18 @@
 // build (package/build.mjs: browsers, bundlers and workers keep the URL next to the bundle, which
 // Vite and webpack understand; Node reads the file from disk).
 
-import init, { Engine } from "./generated/idempotent_fetch.js";
-import type { EngineConstructor } from "./machine.js";
+import init, { Engine, lastError } from "./generated/idempotent_fetch.js";
+import type { EngineClass } from "./machine.js";
 
 /** What the machine exports, once initialised. */
 export interface MachineModule {
-  Engine: EngineConstructor;
+  Engine: EngineClass;
+}
+
+/** Throws the error of the machine's last refused call (`Engine.create`, `begin`, `load` returned
+ *  undefined): the number `code * 256 + detail`, as the call sites' handlers expect. */
+export function refused(): never {
+  throw lastError();
 }
 
 // Checked against the contract (machine.ts): a change on either side fails `tsc`.

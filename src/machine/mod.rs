@@ -27,6 +27,8 @@ pub use engine::{Engine, Sweep};
 pub use error::{code, Error};
 pub use key::Key;
 pub use policy::{Jitter, Policy};
-pub use random::{OsRandom, RandomFailed, RandomSource};
+#[cfg(not(target_arch = "wasm32"))]
+pub use random::OsRandom;
+pub use random::{RandomFailed, RandomSource};
 pub use record::{Record, State, StoredFields};
 pub use send::{Action, Machine};

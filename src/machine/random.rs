@@ -18,10 +18,13 @@ pub trait RandomSource {
     }
 }
 
-/// The platform CSPRNG through getrandom.
+/// The platform CSPRNG through getrandom (native; the wasm build draws from `crypto.getRandomValues`
+/// directly: `WebCrypto` in `src/wasm.rs`).
+#[cfg(not(target_arch = "wasm32"))]
 #[derive(Debug, Default, Clone, Copy)]
 pub struct OsRandom;
 
+#[cfg(not(target_arch = "wasm32"))]
 impl RandomSource for OsRandom {
     fn fill(&self, bytes: &mut [u8]) -> Result<(), RandomFailed> {
         getrandom::fill(bytes).map_err(|_| RandomFailed)

@@ -3,16 +3,15 @@
 //!
 //! They call the exported `Engine` and `Machine` (`idempotent_fetch::wasm`) the way the driver does:
 //! JavaScript numbers (NaN, fractions, negatives included), strings and booleans in, action numbers
-//! out, errors thrown as the number `code * 256 + detail`. What only a real engine can show: keys
-//! come from `crypto.getRandomValues` through getrandom's JS backend, thrown values are plain JS
-//! numbers, and nothing the driver may pass traps the instance. The rules themselves are covered
-//! natively (tests/core_*.rs); the JS API by the JS suites.
+//! out, a refused call `undefined` with its error in `lastError()` (`code * 256 + detail`). What only
+//! a real engine can show: keys come from `crypto.getRandomValues` (the machine's `inline_js`, which
+//! catches a throwing CSPRNG), and nothing the driver may pass traps the instance. The rules
+//! themselves are covered natively (tests/core_*.rs); the JS API by the JS suites.
 #![allow(dead_code)] // each suite uses the shared cases plus its own
 
 use std::collections::HashSet;
 
-use idempotent_fetch::wasm::{Engine, Machine};
-use wasm_bindgen::JsValue;
+use idempotent_fetch::wasm::{last_error, Engine, Machine};
 use wasm_bindgen_test::*;
 
 pub const ID: &str = "checkout:cart-42";
@@ -28,9 +27,9 @@ pub fn fingerprint() -> String {
     "a1".repeat(32)
 }
 
-/// `new Engine(...)` with today's defaults and the given jitter and header form.
+/// `Engine.create(...)` with today's defaults and the given jitter and header form.
 pub fn engine_with(max_attempts: f64, jitter: f64, sf_header: bool) -> Engine {
-    Engine::new(
+    Engine::create(
         max_attempts,
         250.0,
         20_000.0,
@@ -43,18 +42,21 @@ pub fn engine_with(max_attempts: f64, jitter: f64, sf_header: bool) -> Engine {
         sf_header,
         None,
     )
-    .unwrap_or_else(|e| panic!("default options refused: {e:?}"))
+    .unwrap_or_else(|| panic!("default options refused: {}", last_error()))
 }
 
 pub fn engine() -> Engine {
     engine_with(8.0, 3.0, false)
 }
 
-/// The number thrown, which must be a plain JS number.
-pub fn thrown(value: JsValue) -> u32 {
-    let n = value.as_f64().unwrap_or_else(|| panic!("thrown value is not a number: {value:?}"));
-    assert_eq!(n.fract(), 0.0, "thrown {n}");
-    n as u32
+/// A call's result as `Err(lastError())` when it was refused (returned `undefined`).
+pub fn checked<T>(result: Option<T>) -> Result<T, u32> {
+    result.ok_or_else(last_error)
+}
+
+/// The error of a call that must be refused.
+pub fn refused<T>(result: Option<T>) -> u32 {
+    checked(result).err().unwrap_or_else(|| panic!("accepted"))
 }
 
 pub fn packed(code: u32, detail: u32) -> u32 {
@@ -72,8 +74,8 @@ fn is_canonical_v4(text: &str) -> bool {
         })
 }
 
-fn load(engine: &Engine, m: &Machine) -> Result<Machine, JsValue> {
-    engine.load(
+fn load(engine: &Engine, m: &Machine) -> Result<Machine, u32> {
+    checked(engine.load(
         ID,
         1.0,
         &m.intent_id(),
@@ -85,7 +87,7 @@ fn load(engine: &Engine, m: &Machine) -> Result<Machine, JsValue> {
         &m.state(),
         f64::from(m.last_status()),
         Some(m.uncertain()),
-    )
+    ))
 }
 
 #[wasm_bindgen_test]
@@ -100,6 +102,24 @@ fn keys_come_from_the_platform_csprng_and_are_distinct_v4() {
         assert!(machine.dirty() && !machine.resumed());
         assert_eq!(machine.header(), key);
     }
+}
+
+/// The CSPRNG is called through the machine's own `inline_js`, which catches in JavaScript: a throwing
+/// `crypto.getRandomValues` refuses `begin` with STORAGE 32 (never a zero key, never a JS exception
+/// through the wasm frames), and the same engine works again once the CSPRNG does.
+#[wasm_bindgen_test]
+fn a_throwing_csprng_refuses_begin_with_storage_32() {
+    use wasm_bindgen::JsCast;
+    let engine = engine();
+    let crypto = js_sys::Reflect::get(&js_sys::global(), &"crypto".into()).expect("read crypto");
+    let throwing = js_sys::Function::new_no_args("throw new Error('no CSPRNG')");
+    assert!(js_sys::Reflect::set(&crypto, &"getRandomValues".into(), &throwing).expect("replace getRandomValues"));
+    let result = checked(engine.begin(ID, &fingerprint(), NOW, false, None)).err();
+    js_sys::Reflect::delete_property(crypto.unchecked_ref::<js_sys::Object>(), &"getRandomValues".into())
+        .expect("restore");
+    assert_eq!(result, Some(packed(9, 32)), "STORAGE 32");
+    let machine = engine.begin(ID, &fingerprint(), NOW, false, None).expect("the CSPRNG works again");
+    assert!(is_canonical_v4(&machine.key()));
 }
 
 #[wasm_bindgen_test]
@@ -126,9 +146,9 @@ fn every_option_out_of_range_throws_its_index() {
         for &value in *values {
             let mut o = good;
             o[index] = value;
-            let result = Engine::new(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[8], false, None);
+            let result = checked(Engine::create(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[8], false, None));
             let err = result.err().unwrap_or_else(|| panic!("option {index} = {value} accepted"));
-            assert_eq!(thrown(err), packed(7, index as u32), "option {index} = {value}");
+            assert_eq!(err, packed(7, index as u32), "option {index} = {value}");
         }
     }
 }
@@ -267,20 +287,36 @@ fn stored_records_load_or_throw_the_field() {
 
     let key = m.key();
     let fp = fingerprint();
-    let cases: [(u32, Result<Machine, JsValue>); 9] = [
-        (1, engine.load(ID, 2.0, ID, &key, &fp, NOW, NOW, 0.0, "pending", 0.0, None)),
-        (2, engine.load(ID, 1.0, "other", &key, &fp, NOW, NOW, 0.0, "pending", 0.0, None)),
-        (3, engine.load(ID, 1.0, ID, "8E03978E-40D5-43E8-BC93-6894A57F9324", &fp, NOW, NOW, 0.0, "pending", 0.0, None)),
-        (4, engine.load(ID, 1.0, ID, &key, "zz", NOW, NOW, 0.0, "pending", 0.0, None)),
-        (5, engine.load(ID, 1.0, ID, &key, &fp, f64::NAN, NOW, 0.0, "pending", 0.0, None)),
-        (6, engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW - 1.0, 0.0, "pending", 0.0, None)),
-        (7, engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW, -1.0, "pending", 0.0, None)),
-        (8, engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW, 0.0, "done", 0.0, None)),
-        (9, engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW, 0.0, "pending", 600.0, None)),
+    // Each refusal read right after its call: `lastError()` is the last refused call's.
+    let cases: [(u32, Result<Machine, u32>); 9] = [
+        (1, checked(engine.load(ID, 2.0, ID, &key, &fp, NOW, NOW, 0.0, "pending", 0.0, None))),
+        (2, checked(engine.load(ID, 1.0, "other", &key, &fp, NOW, NOW, 0.0, "pending", 0.0, None))),
+        (
+            3,
+            checked(engine.load(
+                ID,
+                1.0,
+                ID,
+                "8E03978E-40D5-43E8-BC93-6894A57F9324",
+                &fp,
+                NOW,
+                NOW,
+                0.0,
+                "pending",
+                0.0,
+                None,
+            )),
+        ),
+        (4, checked(engine.load(ID, 1.0, ID, &key, "zz", NOW, NOW, 0.0, "pending", 0.0, None))),
+        (5, checked(engine.load(ID, 1.0, ID, &key, &fp, f64::NAN, NOW, 0.0, "pending", 0.0, None))),
+        (6, checked(engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW - 1.0, 0.0, "pending", 0.0, None))),
+        (7, checked(engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW, -1.0, "pending", 0.0, None))),
+        (8, checked(engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW, 0.0, "done", 0.0, None))),
+        (9, checked(engine.load(ID, 1.0, ID, &key, &fp, NOW, NOW, 0.0, "pending", 600.0, None))),
     ];
     for (field, result) in cases {
         let err = result.err().unwrap_or_else(|| panic!("field {field} accepted"));
-        assert_eq!(thrown(err), packed(9, field), "field {field}");
+        assert_eq!(err, packed(9, field), "field {field}");
     }
 }
 
@@ -294,15 +330,15 @@ fn begin_resumes_refuses_or_renews_against_the_stored_record() {
     assert_eq!((again.key(), again.resumed(), again.dirty()), (key.clone(), true, false));
 
     let stored = load(&engine, &m).unwrap();
-    let err = engine.begin(ID, &"b2".repeat(32), NOW, false, Some(stored)).err().unwrap();
-    assert_eq!(thrown(err), packed(4, 0), "INTENT_MISMATCH");
+    let err = refused(engine.begin(ID, &"b2".repeat(32), NOW, false, Some(stored)));
+    assert_eq!(err, packed(4, 0), "INTENT_MISMATCH");
 
     let stored = load(&engine, &m).unwrap();
     let replaced = engine.begin(ID, &"b2".repeat(32), NOW, true, Some(stored)).unwrap();
     assert_ne!(replaced.key(), key);
 
-    assert_eq!(thrown(engine.begin("", &fingerprint(), NOW, false, None).err().unwrap()), packed(8, 1));
-    assert_eq!(thrown(engine.begin(ID, "nope", NOW, false, None).err().unwrap()), packed(8, 2));
+    assert_eq!(refused(engine.begin("", &fingerprint(), NOW, false, None)), packed(8, 1));
+    assert_eq!(refused(engine.begin(ID, "nope", NOW, false, None)), packed(8, 2));
 }
 
 #[wasm_bindgen_test]
@@ -340,10 +376,11 @@ fn hostile_numbers_never_trap() {
 #[wasm_bindgen_test]
 fn issue_13_rules_cross_the_boundary() {
     // maxTotalAttempts: an optional trailing argument (undefined: no limit).
-    let engine = Engine::new(8.0, 0.0, 0.0, 120_000.0, 15_000.0, 60_000.0, 3.0, 86_400_000.0, 500.0, false, Some(2.0))
-        .expect("options");
-    let bad = Engine::new(8.0, 0.0, 0.0, 120_000.0, 15_000.0, 60_000.0, 3.0, 86_400_000.0, 500.0, false, Some(0.5));
-    assert_eq!(thrown(bad.err().unwrap()), packed(7, 10));
+    let engine =
+        Engine::create(8.0, 0.0, 0.0, 120_000.0, 15_000.0, 60_000.0, 3.0, 86_400_000.0, 500.0, false, Some(2.0))
+            .expect("options");
+    let bad = Engine::create(8.0, 0.0, 0.0, 120_000.0, 15_000.0, 60_000.0, 3.0, 86_400_000.0, 500.0, false, Some(0.5));
+    assert_eq!(refused(bad), packed(7, 10));
 
     let mut m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();
     assert_eq!(m.start(NOW, true), SEND);
