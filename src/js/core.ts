@@ -10,6 +10,7 @@ import type { Config } from "./options.js";
 import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import type { SendResult } from "./results.js";
 import { StorageFailure } from "./storage/backend.js";
+import { claimSlot, dropClaims } from "./storage/claims.js";
 import { SECRET_ID, type Store } from "./storage/store.js";
 import { hex } from "./fingerprint.js";
 
@@ -106,3 +107,12 @@ export function offerSendLock(core: ClientCore, intentId: string): Promise<Relea
   return core.config.storage === "memory" ? Promise.resolve(undefined) : tryAcquire(lockName(core, "send", intentId));
 }
 export const SEND_LOCK_OFFER_MS = 100;
+
+/** Whether `begin` of a named intent claims its key in IndexedDB (storage/claims.ts): only where
+ *  another tab or worker can see the intent (local and indexeddb storage). */
+export const claimsInUse = (core: ClientCore): boolean => /^(local|indexeddb)$/.test(core.config.storage);
+
+/** Deletes the claim of `intentId` (only the one of `key`, when given: see dropClaims). Resolves to
+ *  false when a newer claim was kept. */
+export const dropClaim = (core: ClientCore, intentId: string, key?: string): Promise<boolean> =>
+  claimsInUse(core) ? dropClaims({ slot: claimSlot(core.config.namespace, intentId), key }) : Promise.resolve(true);
