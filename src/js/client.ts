@@ -32,7 +32,7 @@ import { discardIntent, IdempotentOperation, intentIdArg, type IntentState, view
 import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import { type IntentRequest, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
-import { claim, ClaimsFailure, claimsDb, claimSlot, dropClaims } from "./storage/claims.js";
+import { claim, ClaimsFailure, claimsDb, claimSlot } from "./storage/claims.js";
 import { Store } from "./storage/store.js";
 import { loadMachine, machineIfLoaded, type MachineModule } from "./wasm.js";
 
@@ -186,7 +186,7 @@ export class IdempotentClient {
   async clear(): Promise<number> {
     try {
       const removed = await this.core.store.clear();
-      if (claimsInUse(this.core)) await dropClaims({ namespace: this.core.config.namespace });
+      await dropClaim(this.core);
       // The secret is gone from storage: a later begin must not fingerprint with the old one, or a
       // reload (which reads or makes a new secret) would no longer recognise that intent's request.
       this.core.forgetSecret();

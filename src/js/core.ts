@@ -10,7 +10,7 @@ import type { Config } from "./options.js";
 import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import type { SendResult } from "./results.js";
 import { StorageFailure } from "./storage/backend.js";
-import { claimSlot, dropClaims } from "./storage/claims.js";
+import { claim, claimsDb, claimSlot } from "./storage/claims.js";
 import { SECRET_ID, type Store } from "./storage/store.js";
 import { hex } from "./fingerprint.js";
 
@@ -112,7 +112,16 @@ export const SEND_LOCK_OFFER_MS = 100;
  *  another tab or worker can see the intent (local and indexeddb storage). */
 export const claimsInUse = (core: ClientCore): boolean => /^(local|indexeddb)$/.test(core.config.storage);
 
-/** Deletes the claim of `intentId` (only the one of `key`, when given: see dropClaims). Resolves to
- *  false when a newer claim was kept. */
-export const dropClaim = (core: ClientCore, intentId: string, key?: string): Promise<boolean> =>
-  claimsInUse(core) ? dropClaims({ slot: claimSlot(core.config.namespace, intentId), key }) : Promise.resolve(true);
+/** Deletes the claim of `intentId`, or every claim of the namespace (`clear`). With `key` (the
+ *  sweep), only a claim of that key: resolves false when another tab claimed a new key meanwhile
+ *  (this tab's view is stale). Never rejects: a claim the database cannot delete only means that a
+ *  later begin resumes its key (the server replays its answer). */
+export async function dropClaim(core: ClientCore, intentId?: string, key?: string): Promise<boolean> {
+  const db = claimsInUse(core) && (await claimsDb());
+  const ns = core.config.namespace;
+  if (!db) return true;
+  return claim(db, intentId === undefined ? IDBKeyRange.bound(`${ns}\0`, `${ns}\x01`) : claimSlot(ns, intentId), (value) => {
+    const drop = key === undefined || typeof value !== "string" || value.includes(`"key":${JSON.stringify(key)}`);
+    return [drop, drop ? null : undefined];
+  }).catch(() => true);
+}

@@ -4,7 +4,7 @@
 // server's orders against the intents. Exits non-zero on any duplicate or lost intent.
 //
 //   node tests/fault/run.mjs [--ci | --full] [--intents N] [--browser-share 0.3] [--seed S]
-//                            [--pg [--instances 3]] [--browser-only]
+//                            [--pg [--instances 3]] [--browser-only] [--two-tabs P] [--cpu-load]
 //
 // --browser-only (the xtask's Firefox and WebKit passes): only the browser share of --ci (60
 // intents, all in the page), no PostgreSQL pass; the bad-input matrix still runs (its browser
@@ -13,6 +13,10 @@
 // --ci (default): ~180 intents, a few minutes at most. --full: 1,200 intents. After the run it
 // also runs tests/fault/*.test.mjs (the bad-input matrix) with `node --test` when --ci is given, so
 // `cargo xtask test` (layer i) covers both; --no-matrix skips that.
+//
+// --two-tabs P: the share of browser intents also begun in the second tab at once (default 0.3).
+// --cpu-load: one busy-loop child process per core for the whole run (issue 13 item 4: cross-tab
+// begin must stay exact when the renderers are starved and localStorage propagation is slowest).
 //
 // --pg: multi-instance mode. A throwaway PostgreSQL cluster (tests/fault/pg-cluster.mjs), N server
 // instances (default 3) on one database, and the proxy spreads requests round-robin over them, so
@@ -32,8 +36,9 @@
 //                     then a new client over the same storage; offline spells; real page.reload()s
 // Then: faults off, every intent still pending is resumed with its key; the orders per account
 // (GET /api/orders, with keys) must map one to one onto the intents.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { readdirSync } from "node:fs";
+import os from "node:os";
 import { fileURLToPath } from "node:url";
 import http from "node:http";
 import path from "node:path";
@@ -102,7 +107,8 @@ const P_SHORT = 0.12;
 const P_TWIN = 0.08; // Node: a raw request with the same key at the same time (held by a latency fault)
 const P_DOUBLE = 0.06; // Node: send() twice at once (double click)
 const P_ABORT = 0.1; // abort mid-send, then re-begin ("reload")
-const P_TWO_TABS = 0.3; // browser: the same intent started in both tabs
+const P_TWO_TABS = Number(value("--two-tabs", 0.3)); // browser: the same intent started in both tabs
+const CPU_LOAD = flag("--cpu-load") ? os.availableParallelism() : 0; // busy-loop children
 const P_RELOAD = 0.25; // browser: page.reload() during a batch
 const P_OFFLINE = 0.3; // browser: an offline spell during a batch
 
@@ -639,6 +645,13 @@ async function main() {
       cleanups.push(() => sqlite.stop());
       servers = [sqlite];
     }
+    for (let i = 0; i < CPU_LOAD; i++) {
+      const busy = spawn(process.execPath, ["-e", "for (;;) {}"], { stdio: "ignore" });
+      const stop = () => busy.kill("SIGKILL");
+      process.on("exit", stop);
+      cleanups.push(stop);
+    }
+    if (CPU_LOAD) console.log(`CPU load: ${CPU_LOAD} busy-loop processes (one per core)`);
     // raw twins go straight to the first instance; orders are read from the last (they share the store)
     const server = servers[0];
     const reader = servers.at(-1);
@@ -759,6 +772,7 @@ function printFigures() {
   const keysOnSeveral = [...figures.spread.keys.values()].filter((set) => set.size > 1).length;
   const rows = [
     ["store", figures.store],
+    ["CPU load (busy-loop processes)", CPU_LOAD],
     ["intents", `${figures.intents} (Node ${figures.nodeIntents}, ${engineName} ${figures.browserIntents})`],
     ["attempts seen by the proxy", p.attempts],
     ...(PG ? [["  forwarded per instance", figures.spread.perInstance.join(" / ")],

@@ -54,17 +54,18 @@ export function claimsDb(): Promise<IDBDatabase | undefined> {
 export const claimSlot = (namespace: string, intentId: string): string => `${namespace}\0${intentId}`;
 
 /**
- * One read-write transaction on `slot`: `decide` gets the claim's value (`undefined`: none) and runs
- * synchronously while the transaction is active; it returns its result and the new claim text, if
- * any, which is put in the same transaction. Resolves with the result once committed. Rejects with
- * what `decide` threw (the transaction is aborted), or a ClaimsFailure when the database failed
- * (`undo` is then given the result, if `decide` had returned one, to release it).
+ * One read-write transaction on `slot` (a key range: every claim in it): `decide` gets the claim's
+ * value (`undefined`: none) and runs synchronously while the transaction is active; it returns its
+ * result and what to write in the same transaction: a new claim text, `null` to delete, `undefined`
+ * for nothing. Resolves with the result once committed. Rejects with what `decide` threw (the
+ * transaction is aborted), or a ClaimsFailure when the database failed (`undo` is then given the
+ * result, if `decide` had returned one, to release it).
  */
 export function claim<T>(
   db: IDBDatabase,
-  slot: string,
-  decide: (value: unknown) => [T, string | undefined],
-  undo: (result: T) => void,
+  slot: string | IDBKeyRange,
+  decide: (value: unknown) => [T, string | null | undefined],
+  undo?: (result: T) => void,
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let decided: [T] | undefined;
@@ -77,7 +78,8 @@ export function claim<T>(
         try {
           const [result, text] = decide(read.result);
           decided = [result];
-          if (text !== undefined) store.put(text, slot);
+          if (text === null) store.delete(slot);
+          else if (text !== undefined) store.put(text, slot as string);
         } catch (error) {
           thrown = [error];
           transaction.abort();
@@ -86,44 +88,13 @@ export function claim<T>(
       transaction.oncomplete = () => (decided ? resolve(decided[0]) : reject(new ClaimsFailure()));
       transaction.onabort = () => {
         if (thrown) return reject(thrown[0]);
-        if (decided) undo(decided[0]);
+        if (decided) undo?.(decided[0]);
         reject(new ClaimsFailure());
       };
     } catch {
       // InvalidStateError: the database was closed (versionchange, storage cleared).
       opened = undefined;
       reject(new ClaimsFailure());
-    }
-  });
-}
-
-/**
- * Deletes claims: the one at `slot` when `key` is undefined or the claim holds that key (the sweep
- * removes a record only if no tab has claimed a new key for the intent meanwhile), or every claim
- * of `namespace` (`clear`). Resolves to false when a newer claim was kept. Never throws: a claim the
- * database cannot delete only means a later begin resumes that key (the server replays its answer).
- */
-export async function dropClaims(target: { slot: string; key?: string } | { namespace: string }): Promise<boolean> {
-  const db = await claimsDb();
-  if (!db) return true;
-  return new Promise<boolean>((resolve) => {
-    try {
-      const transaction = db.transaction(STORE, "readwrite");
-      const store = transaction.objectStore(STORE);
-      if ("namespace" in target) {
-        store.delete(IDBKeyRange.bound(`${target.namespace}\0`, `${target.namespace}\x01`, false, true));
-      } else {
-        const read = store.get(target.slot);
-        read.onsuccess = () => {
-          if (target.key !== undefined && typeof read.result === "string" && !read.result.includes(`"key":${JSON.stringify(target.key)}`)) {
-            return resolve(false);
-          }
-          store.delete(target.slot);
-        };
-      }
-      transaction.oncomplete = transaction.onabort = () => resolve(true);
-    } catch {
-      resolve(true);
     }
   });
 }
