@@ -29,10 +29,10 @@ import {
   type StorageKind,
 } from "./options.js";
 import { discardIntent, IdempotentOperation, intentIdArg, type IntentState, viewOf } from "./operation.js";
-import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
+import { decodeRecord, encodeRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import { type IntentRequest, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
-import { claim, ClaimsFailure, claimsDb, claimSlot } from "./storage/claims.js";
+import { claim, claimsDb, claimSlot } from "./storage/claims.js";
 import { Store } from "./storage/store.js";
 import { loadMachine, machineIfLoaded, type MachineModule } from "./wasm.js";
 
@@ -330,7 +330,7 @@ export class IdempotentClient {
       }
       const begin = (db?: IDBDatabase) => beginOnce(core, engine, intentId, prepared, replace, fp, db);
       // A claims database that fails mid-way: this call takes the lock path.
-      let view = db && (await begin(db).catch((error: unknown) => (error instanceof ClaimsFailure ? undefined : Promise.reject(error))));
+      let view = db && (await begin(db).catch((error: unknown) => (error ? Promise.reject(error) : undefined)));
       if (!view) {
         const release = await (beginLock ?? (shared ? intentLock(core, "begin", intentId) : undefined));
         try {
@@ -358,7 +358,7 @@ interface Begun {
 
 /** One create-or-resume. With `db` (the claims database), the stored record and the claim are
  *  weighed and the machine decides in one read-write transaction; a new key is claimed in it. The
- *  record is written after the transaction committed. Rejects ClaimsFailure when `db` failed. */
+ *  record is written after the transaction committed. Rejects `undefined` when `db` failed. */
 async function beginOnce(
   core: ClientCore,
   engine: Engine,
@@ -379,11 +379,26 @@ async function beginOnce(
     if (config.requireDurable && !store.durable) throw notDurable(store.fallbackReason);
     // A version-1 record holds the unkeyed SHA-256: it is matched (and kept) with that one.
     const plainFp = stored?.ids.plain ? await fingerprint(prepared) : undefined;
-    const decide = (chosen: LoadedRecord | undefined): Begun => {
+    // Runs inside the transaction (synchronous) with the claim's value, or without claims with none.
+    const decide = (value: unknown): [Begun, string | undefined] => {
+      let chosen = stored;
+      let plain = plainFp;
+      if (value !== undefined) {
+        // Validated like any stored record: a corrupt or altered claim is a STORAGE error.
+        const claimed = decodeRecord(engine, intentId, typeof value === "string" ? value : "");
+        // Same key: the storage record is fresher (attempts, state). Another key, or none: the claim
+        // is newer (another tab's write has not reached this one yet).
+        if (claimed.ids.key === stored?.ids.key) claimed.machine.free();
+        else {
+          stored?.machine.free();
+          chosen = claimed;
+          plain = undefined;
+          fromClaim = true;
+        }
+      }
       consumed = true;
       // From the parsed record: `begin` consumes the stored Machine (its JS object is emptied by the call).
       const storedKey = chosen?.ids.key;
-      const plain = chosen === stored ? plainFp : undefined;
       let machine;
       try {
         machine = engine.begin(intentId, plain ?? fp, Date.now(), replace, chosen?.machine);
@@ -394,38 +409,21 @@ async function beginOnce(
       const key = machine.key();
       const resumed = key === storedKey;
       const fresh = config.persistRequest ? persisted(prepared, config.persistHeaders) : undefined;
-      return {
+      const ids = resumed && plain !== undefined ? { intentId, key, fingerprint: plain, plain: true } : { intentId, key, fingerprint: fp };
+      const begun = {
         machine,
-        // A claim holds no request: a resumed claim keeps the one just checked against its fingerprint.
-        request: resumed ? (chosen?.request ?? (fromClaim ? fresh : undefined)) : fresh,
-        ids: resumed && plain !== undefined ? { intentId, key, fingerprint: plain, plain: true } : { intentId, key, fingerprint: fp },
+        // A claim holds no request (nor does a retired record): a resumed one takes the request just
+        // checked against its fingerprint (saveRecord keeps it only while the intent is pending).
+        request: resumed ? (chosen?.request ?? fresh) : fresh,
+        ids,
         resumed,
       };
+      // A new key is claimed in the same transaction (never with the request: it may hold card data).
+      return [begun, resumed ? undefined : encodeRecord(machine, ids, undefined)];
     };
     begun = db
-      ? await claim(
-          db,
-          claimSlot(config.namespace, intentId),
-          (value) => {
-            let chosen = stored;
-            if (value !== undefined) {
-              // Validated like any stored record: a corrupt or altered claim is a STORAGE error.
-              const claimed = decodeRecord(engine, intentId, typeof value === "string" ? value : "");
-              // Same key: the storage record is fresher (attempts, state). Another key, or none: the
-              // claim is newer (another tab's write has not reached this one yet).
-              if (claimed.ids.key === stored?.ids.key) claimed.machine.free();
-              else {
-                stored?.machine.free();
-                chosen = claimed;
-                fromClaim = true;
-              }
-            }
-            const begun = decide(chosen);
-            return [begun, begun.resumed ? undefined : encodeRecord(begun.machine, begun.ids, undefined)];
-          },
-          (begun) => begun.machine.free(),
-        )
-      : decide(stored);
+      ? await claim(db, claimSlot(config.namespace, intentId), decide, (begun) => begun.machine.free())
+      : decide(undefined)[0];
   } finally {
     if (!consumed) stored?.machine.free();
   }
@@ -435,10 +433,8 @@ async function beginOnce(
     if (machine.get(F_DIRTY) === 1 || fromClaim) await saveRecord(core, machine, ids, request);
     if (config.requireDurable && !store.durable) {
       // This very write fell back (storage full): the key lives in memory only. Nothing was sent.
-      if (!resumed) {
-        await store.delete(intentId).catch(() => {});
-        await dropClaim(core, intentId, ids.key);
-      }
+      // (Its claim may stay: a later begin resuming a key never sent is as good as a new one.)
+      if (!resumed) await store.delete(intentId).catch(() => {});
       throw notDurable(store.fallbackReason);
     }
     return viewOf(machine, ids);

@@ -121,7 +121,7 @@ export async function dropClaim(core: ClientCore, intentId?: string, key?: strin
   const ns = core.config.namespace;
   if (!db) return true;
   return claim(db, intentId === undefined ? IDBKeyRange.bound(`${ns}\0`, `${ns}\x01`) : claimSlot(ns, intentId), (value) => {
-    const drop = key === undefined || typeof value !== "string" || value.includes(`"key":${JSON.stringify(key)}`);
+    const drop = value === undefined || String(value).includes(key ?? "");
     return [drop, drop ? null : undefined];
   }).catch(() => true);
 }

@@ -10,16 +10,13 @@
 // written only when `begin` mints a key; `discard`, `clear` and the sweep delete it with the record.
 //
 // The database is opened once per page (or worker). When IndexedDB is absent, blocked or does not open
-// within OPEN_TIMEOUT_MS, `claimsDb` resolves `undefined` and `begin` takes the Web Lock path; a
-// transaction that fails later (the database closed, storage cleared) is a ClaimsFailure: that call
-// takes the lock path too, and the next call opens the database again.
+// within OPEN_TIMEOUT_MS, `claimsDb` resolves `undefined` and `begin` takes the Web Lock path for the
+// page's life; a transaction that fails later (the database closed, storage cleared, quota) rejects
+// `undefined`: that call takes the lock path too, and the next call opens the database again.
 
 import { OPEN_TIMEOUT_MS } from "./indexeddb.js";
 
 const STORE = "claims";
-
-/** The claims database could not do a transaction: take the lock path for this call. */
-export class ClaimsFailure extends Error {}
 
 let opened: Promise<IDBDatabase | undefined> | undefined;
 
@@ -44,9 +41,6 @@ export function claimsDb(): Promise<IDBDatabase | undefined> {
     } catch {
       done();
     }
-  }).then((db) => {
-    if (!db) opened = undefined; // tried again by the next begin
-    return db;
   }));
 }
 
@@ -57,9 +51,9 @@ export const claimSlot = (namespace: string, intentId: string): string => `${nam
  * One read-write transaction on `slot` (a key range: every claim in it): `decide` gets the claim's
  * value (`undefined`: none) and runs synchronously while the transaction is active; it returns its
  * result and what to write in the same transaction: a new claim text, `null` to delete, `undefined`
- * for nothing. Resolves with the result once committed. Rejects with what `decide` threw (the
- * transaction is aborted), or a ClaimsFailure when the database failed (`undo` is then given the
- * result, if `decide` had returned one, to release it).
+ * for nothing. Resolves with the result once committed. Rejects with what `decide` threw (always an
+ * error object; the transaction is aborted), or with `undefined` when the database failed (`undo` is
+ * then given the result, if `decide` had returned one, to release it).
  */
 export function claim<T>(
   db: IDBDatabase,
@@ -69,7 +63,7 @@ export function claim<T>(
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let decided: [T] | undefined;
-    let thrown: [unknown] | undefined;
+    let thrown: unknown;
     try {
       const transaction = db.transaction(STORE, "readwrite");
       const store = transaction.objectStore(STORE);
@@ -81,20 +75,20 @@ export function claim<T>(
           if (text === null) store.delete(slot);
           else if (text !== undefined) store.put(text, slot as string);
         } catch (error) {
-          thrown = [error];
+          thrown = error;
           transaction.abort();
         }
       };
-      transaction.oncomplete = () => (decided ? resolve(decided[0]) : reject(new ClaimsFailure()));
+      transaction.oncomplete = () => (decided ? resolve(decided[0]) : reject());
       transaction.onabort = () => {
-        if (thrown) return reject(thrown[0]);
         if (decided) undo?.(decided[0]);
-        reject(new ClaimsFailure());
+        reject(thrown);
       };
     } catch {
-      // InvalidStateError: the database was closed (versionchange, storage cleared).
+      // InvalidStateError: the database was closed (versionchange, storage cleared): opened again
+      // by the next call.
       opened = undefined;
-      reject(new ClaimsFailure());
+      reject();
     }
   });
 }
