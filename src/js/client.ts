@@ -1,13 +1,22 @@
 // `IdempotentClient`: the entry point. Makes state-changing requests safe to retry: one idempotency
 // key per intent, kept in storage across reloads, re-sent until the server gives a definite answer.
 
-import { type ClientCore, intentLock, loadRecord, offerSendLock, readOrCreateSecret, saveRecord } from "./core.js";
+import {
+  claimsInUse,
+  type ClientCore,
+  dropClaim,
+  intentLock,
+  loadRecord,
+  offerSendLock,
+  readOrCreateSecret,
+  saveRecord,
+} from "./core.js";
 import { IdempotentFetchError, invalidOptions, invalidRequest } from "./errors.js";
 import { type IdempotentRequestInit, readFetchArgs } from "./fetch-args.js";
 import { Listeners, type ClientEventMap } from "./events.js";
 import { fingerprint, hex } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
-import { type Engine, F_DIRTY, KEEP, NOW_EXPIRED, REMOVE } from "./machine.js";
+import { type Engine, F_DIRTY, KEEP, type Machine, NOW_EXPIRED, REMOVE } from "./machine.js";
 import { fromThrown, intentMismatch } from "./messages.js";
 import {
   type BeginOptions,
@@ -20,9 +29,10 @@ import {
   type StorageKind,
 } from "./options.js";
 import { discardIntent, IdempotentOperation, intentIdArg, type IntentState, viewOf } from "./operation.js";
-import { decodeRecord, type PersistedRequest } from "./record.js";
+import { decodeRecord, encodeRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import { type IntentRequest, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
+import { claim, claimsDb, claimSlot } from "./storage/claims.js";
 import { Store } from "./storage/store.js";
 import { loadMachine, machineIfLoaded, type MachineModule, refused } from "./wasm.js";
 
@@ -179,6 +189,7 @@ export class IdempotentClient {
   async clear(): Promise<number> {
     try {
       const removed = await this.core.store.clear();
+      await dropClaim(this.core);
       // The secret is gone from storage: a later begin must not fingerprint with the old one, or a
       // reload (which reads or makes a new secret) would no longer recognise that intent's request.
       this.core.forgetSecret();
@@ -205,8 +216,8 @@ export class IdempotentClient {
       try {
         const verdict = engine.sweep(machine, Date.now());
         if (verdict === REMOVE) {
-          await discardIntent(this.core, id);
-          removed += 1;
+          // Not when another tab claimed a new key for this id meanwhile (this tab's view is stale).
+          if (await discardIntent(this.core, id, ids.key)) removed += 1;
         } else if (verdict === NOW_EXPIRED) {
           await saveRecord(this.core, machine, ids, request);
           expired += 1;
@@ -292,10 +303,12 @@ export class IdempotentClient {
     }
   }
 
-  /** Create-or-resume, decided by the machine, under a short lock (two tabs beginning one intent at
-   *  once must not each mint a key: the second would overwrite the first's record while its
-   *  attempt is in flight). Separate from the lock `send` holds for minutes. `shared`: another tab
-   *  could begin this id too (false for the random id of an anonymous `fetch`: no lock needed). */
+  /** Create-or-resume, decided by the machine. Two tabs beginning one intent at once must not each
+   *  mint a key (the second would overwrite the first's record while its attempt is in flight): for
+   *  storage other tabs see, the decision is one IndexedDB transaction on the intent's claim
+   *  (storage/claims.ts); without IndexedDB, or when it fails, it is made under a short Web Lock,
+   *  separate from the lock `send` holds for minutes. `shared`: another tab could begin this id too
+   *  (false for the random id of an anonymous `fetch`: it needs neither). */
   private async beginPrepared(
     intentId: string,
     prepared: PreparedRequest,
@@ -303,60 +316,31 @@ export class IdempotentClient {
     shared: boolean,
   ): Promise<IdempotentOperation> {
     const { core } = this;
-    // Both locks are asked for at once, while the request is fingerprinted: their round trips overlap.
+    const claims = shared && claimsInUse(core) ? claimsDb() : undefined;
+    // The locks are asked for at once, while the request is fingerprinted: their round trips overlap.
     const sendLock = offerSendLock(core, intentId);
-    const beginLock = shared ? intentLock(core, "begin", intentId) : Promise.resolve(() => {});
+    const beginLock = shared && !claims ? intentLock(core, "begin", intentId) : undefined;
     let operation: IdempotentOperation | undefined;
     try {
       let fp: string;
       let engine: Engine;
+      let db: IDBDatabase | undefined;
       try {
-        [fp, engine] = await Promise.all([core.secret().then((secret) => fingerprint(prepared, secret)), core.engine()]);
+        [fp, engine, db] = await Promise.all([core.secret().then((secret) => fingerprint(prepared, secret)), core.engine(), claims]);
       } catch (error) {
-        void beginLock.then((release) => release());
+        void beginLock?.then((release) => release());
         throw error;
       }
-      const release = await beginLock;
-      let view;
-      try {
-        const stored = await loadRecord(core, engine, intentId);
-        // Known here also for IndexedDB (whose fallback shows on the first operation): the read above.
-        if (core.config.requireDurable && !core.store.durable) throw notDurable(core.store.fallbackReason);
-        // From the parsed record: `begin` consumes the stored Machine (its JS object is emptied by the call).
-        const storedKey = stored?.ids.key;
-        // A version-1 record holds the unkeyed SHA-256: it is matched (and kept) with that one.
-        const plainFp = stored?.ids.plain ? await fingerprint(prepared) : undefined;
-        let machine;
+      const begin = (db?: IDBDatabase) => beginOnce(core, engine, intentId, prepared, replace, fp, db);
+      // A claims database that fails mid-way: this call takes the lock path.
+      let view = db && (await begin(db).catch((error: unknown) => (error ? Promise.reject(error) : undefined)));
+      if (!view) {
+        const release = await (beginLock ?? (shared ? intentLock(core, "begin", intentId) : undefined));
         try {
-          machine = engine.begin(intentId, plainFp ?? fp, Date.now(), replace, stored?.machine) ?? refused();
-        } catch (thrown) {
-          const error = fromThrown(thrown, { intentId, key: storedKey ?? null });
-          throw error.code === "INTENT_MISMATCH" && storedKey ? intentMismatch(intentId, storedKey) : error;
-        }
-        try {
-          const key = machine.key();
-          const resumedStored = stored !== undefined && key === storedKey;
-          const request: PersistedRequest | undefined = resumedStored
-            ? stored.request
-            : core.config.persistRequest
-              ? persisted(prepared, core.config.persistHeaders)
-              : undefined;
-          const ids =
-            resumedStored && plainFp !== undefined
-              ? { intentId, key, fingerprint: plainFp, plain: true }
-              : { intentId, key, fingerprint: fp };
-          if (machine.get(F_DIRTY) === 1) await saveRecord(core, machine, ids, request);
-          if (core.config.requireDurable && !core.store.durable) {
-            // This very write fell back (storage full): the key lives in memory only. Nothing was sent.
-            if (!resumedStored) await core.store.delete(intentId).catch(() => {});
-            throw notDurable(core.store.fallbackReason);
-          }
-          view = viewOf(machine, ids);
+          view = await begin();
         } finally {
-          machine.free();
+          release?.();
         }
-      } finally {
-        release();
       }
       operation = IdempotentOperation.create(core, view, prepared, await sendLock);
       return operation;
@@ -384,6 +368,102 @@ function resumeHeaders(options: unknown): [string, string][] {
     return init === undefined ? [] : [...new Headers(init)];
   } catch (thrown) {
     throw invalidRequest(`resume options.headers are invalid: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
+  }
+}
+
+/** A begun intent, not yet saved. */
+interface Begun {
+  machine: Machine;
+  ids: RecordIds;
+  request: PersistedRequest | undefined;
+  /** The key of `stored` was kept. */
+  resumed: boolean;
+}
+
+/** One create-or-resume. With `db` (the claims database), the stored record and the claim are
+ *  weighed and the machine decides in one read-write transaction; a new key is claimed in it. The
+ *  record is written after the transaction committed. Rejects `undefined` when `db` failed. */
+async function beginOnce(
+  core: ClientCore,
+  engine: Engine,
+  intentId: string,
+  prepared: PreparedRequest,
+  replace: boolean,
+  fp: string,
+  db: IDBDatabase | undefined,
+): Promise<ReturnType<typeof viewOf>> {
+  const { config, store } = core;
+  // Read before the transaction: only IndexedDB requests may be awaited inside one.
+  const stored = await loadRecord(core, engine, intentId);
+  let consumed = false;
+  let fromClaim = false;
+  let begun: Begun;
+  try {
+    // Known here also for IndexedDB (whose fallback shows on the first operation): the read above.
+    if (config.requireDurable && !store.durable) throw notDurable(store.fallbackReason);
+    // A version-1 record holds the unkeyed SHA-256: it is matched (and kept) with that one.
+    const plainFp = stored?.ids.plain ? await fingerprint(prepared) : undefined;
+    // Runs inside the transaction (synchronous) with the claim's value, or without claims with none.
+    const decide = (value: unknown): [Begun, string | undefined] => {
+      let chosen = stored;
+      let plain = plainFp;
+      if (value !== undefined) {
+        // Validated like any stored record: a corrupt or altered claim is a STORAGE error.
+        const claimed = decodeRecord(engine, intentId, typeof value === "string" ? value : "");
+        // Same key: the storage record is fresher (attempts, state). Another key, or none: the claim
+        // is newer (another tab's write has not reached this one yet).
+        if (claimed.ids.key === stored?.ids.key) claimed.machine.free();
+        else {
+          stored?.machine.free();
+          chosen = claimed;
+          plain = undefined;
+          fromClaim = true;
+        }
+      }
+      consumed = true;
+      // From the parsed record: `begin` consumes the stored Machine (its JS object is emptied by the call).
+      const storedKey = chosen?.ids.key;
+      let machine;
+      try {
+        machine = engine.begin(intentId, plain ?? fp, Date.now(), replace, chosen?.machine) ?? refused();
+      } catch (thrown) {
+        const error = fromThrown(thrown, { intentId, key: storedKey ?? null });
+        throw error.code === "INTENT_MISMATCH" && storedKey ? intentMismatch(intentId, storedKey) : error;
+      }
+      const key = machine.key();
+      const resumed = key === storedKey;
+      const fresh = config.persistRequest ? persisted(prepared, config.persistHeaders) : undefined;
+      const ids = resumed && plain !== undefined ? { intentId, key, fingerprint: plain, plain: true } : { intentId, key, fingerprint: fp };
+      const begun = {
+        machine,
+        // A claim holds no request (nor does a retired record): a resumed one takes the request just
+        // checked against its fingerprint (saveRecord keeps it only while the intent is pending).
+        request: resumed ? (chosen?.request ?? fresh) : fresh,
+        ids,
+        resumed,
+      };
+      // A new key is claimed in the same transaction (never with the request: it may hold card data).
+      return [begun, resumed ? undefined : encodeRecord(machine, ids, undefined)];
+    };
+    begun = db
+      ? await claim(db, claimSlot(config.namespace, intentId), decide, (begun) => begun.machine.free())
+      : decide(undefined)[0];
+  } finally {
+    if (!consumed) stored?.machine.free();
+  }
+  const { machine, ids, request, resumed } = begun;
+  try {
+    // Resumed from the claim: this tab's storage lacks the record, and its `send` will read it there.
+    if (machine.get(F_DIRTY) === 1 || fromClaim) await saveRecord(core, machine, ids, request);
+    if (config.requireDurable && !store.durable) {
+      // This very write fell back (storage full): the key lives in memory only. Nothing was sent.
+      // (Its claim may stay: a later begin resuming a key never sent is as good as a new one.)
+      if (!resumed) await store.delete(intentId).catch(() => {});
+      throw notDurable(store.fallbackReason);
+    }
+    return viewOf(machine, ids);
+  } finally {
+    machine.free();
   }
 }
 

@@ -10,6 +10,7 @@ import type { Config } from "./options.js";
 import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import type { SendResult } from "./results.js";
 import { StorageFailure } from "./storage/backend.js";
+import { claim, claimsDb, claimSlot } from "./storage/claims.js";
 import { SECRET_ID, type Store } from "./storage/store.js";
 import { hex } from "./fingerprint.js";
 
@@ -106,3 +107,21 @@ export function offerSendLock(core: ClientCore, intentId: string): Promise<Relea
   return core.config.storage === "memory" ? Promise.resolve(undefined) : tryAcquire(lockName(core, "send", intentId));
 }
 export const SEND_LOCK_OFFER_MS = 100;
+
+/** Whether `begin` of a named intent claims its key in IndexedDB (storage/claims.ts): only where
+ *  another tab or worker can see the intent (local and indexeddb storage). */
+export const claimsInUse = (core: ClientCore): boolean => /^(local|indexeddb)$/.test(core.config.storage);
+
+/** Deletes the claim of `intentId`, or every claim of the namespace (`clear`). With `key` (the
+ *  sweep), only a claim of that key: resolves false when another tab claimed a new key meanwhile
+ *  (this tab's view is stale). Never rejects: a claim the database cannot delete only means that a
+ *  later begin resumes its key (the server replays its answer). */
+export async function dropClaim(core: ClientCore, intentId?: string, key?: string): Promise<boolean> {
+  const db = claimsInUse(core) && (await claimsDb());
+  const ns = core.config.namespace;
+  if (!db) return true;
+  return claim(db, intentId === undefined ? IDBKeyRange.bound(`${ns}\0`, `${ns}\x01`) : claimSlot(ns, intentId), (value) => {
+    const drop = value === undefined || String(value).includes(key ?? "");
+    return [drop, drop ? null : undefined];
+  }).catch(() => true);
+}

@@ -1,6 +1,6 @@
 // `IdempotentOperation`: one intent (one click on "Pay") and its key, and `send`.
 
-import { type ClientCore, intentLock, loadRecord, SEND_LOCK_OFFER_MS } from "./core.js";
+import { type ClientCore, dropClaim, intentLock, loadRecord, SEND_LOCK_OFFER_MS } from "./core.js";
 import { IdempotentFetchError, invalidOptions, invalidRequest } from "./errors.js";
 import { Fields } from "./fields.js";
 import type { Release } from "./lock.js";
@@ -228,8 +228,11 @@ export class IdempotentOperation {
 }
 
 /** @internal Deletes a record; `true` if there was one (a corrupt one included). */
-export async function discardIntent(core: ClientCore, intentId: unknown): Promise<boolean> {
+export async function discardIntent(core: ClientCore, intentId: unknown, key?: string): Promise<boolean> {
   const id = intentIdArg(intentId);
+  // The claim first: a claim must never outlive its record (a later begin would resume its key).
+  // With `key` (the sweep), a newer key claimed meanwhile keeps both.
+  if (!(await dropClaim(core, id, key))) return false;
   let existed = true;
   try {
     existed = (await core.store.get(id)) !== undefined;

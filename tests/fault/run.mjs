@@ -4,7 +4,7 @@
 // server's orders against the intents. Exits non-zero on any duplicate or lost intent.
 //
 //   node tests/fault/run.mjs [--ci | --full] [--intents N] [--browser-share 0.3] [--seed S]
-//                            [--pg [--instances 3]] [--browser-only]
+//                            [--pg [--instances 3]] [--browser-only] [--two-tabs P] [--at-once] [--cpu-load]
 //
 // --browser-only (the xtask's Firefox and WebKit passes): only the browser share of --ci (60
 // intents, all in the page), no PostgreSQL pass; the bad-input matrix still runs (its browser
@@ -13,6 +13,11 @@
 // --ci (default): ~180 intents, a few minutes at most. --full: 1,200 intents. After the run it
 // also runs tests/fault/*.test.mjs (the bad-input matrix) with `node --test` when --ci is given, so
 // `cargo xtask test` (layer i) covers both; --no-matrix skips that.
+//
+// --two-tabs P: the share of browser intents also begun in the second tab (default 0.3), right after
+// the first tab's begins returned, or with --at-once at the same moment as the first tab's.
+// --cpu-load: one busy-loop child process per core for the whole run (issue 13 item 4: cross-tab
+// begin must stay exact when the renderers are starved and localStorage propagation is slowest).
 //
 // --pg: multi-instance mode. A throwaway PostgreSQL cluster (tests/fault/pg-cluster.mjs), N server
 // instances (default 3) on one database, and the proxy spreads requests round-robin over them, so
@@ -32,8 +37,9 @@
 //                     then a new client over the same storage; offline spells; real page.reload()s
 // Then: faults off, every intent still pending is resumed with its key; the orders per account
 // (GET /api/orders, with keys) must map one to one onto the intents.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { readdirSync } from "node:fs";
+import os from "node:os";
 import { fileURLToPath } from "node:url";
 import http from "node:http";
 import path from "node:path";
@@ -102,7 +108,9 @@ const P_SHORT = 0.12;
 const P_TWIN = 0.08; // Node: a raw request with the same key at the same time (held by a latency fault)
 const P_DOUBLE = 0.06; // Node: send() twice at once (double click)
 const P_ABORT = 0.1; // abort mid-send, then re-begin ("reload")
-const P_TWO_TABS = 0.3; // browser: the same intent started in both tabs
+const P_TWO_TABS = Number(value("--two-tabs", 0.3)); // browser: the same intent started in both tabs
+const CPU_LOAD = flag("--cpu-load") ? os.availableParallelism() : 0; // busy-loop children
+const AT_ONCE = flag("--at-once"); // both tabs begin their twins at the same moment
 const P_RELOAD = 0.25; // browser: page.reload() during a batch
 const P_OFFLINE = 0.3; // browser: an offline spell during a batch
 
@@ -477,13 +485,16 @@ async function runBrowser(browserParts, intents) {
   for (let start = 0; start < intents.length; start += BROWSER_BATCH) {
     const batch = intents.slice(start, start + BROWSER_BATCH);
     const specs = batch.map((intent) => ({ ...specOf(intent), abortAfterMs: chance(P_ABORT) ? between(0, 300) : undefined }));
+    const twins = batch.filter(() => chance(P_TWO_TABS));
+    // the same intents in the second tab: same storage, so the same keys. By default right after
+    // the first tab's begins returned; with --at-once both tabs begin at the same moment.
+    const startTwins = () => tabs[1].evaluate((s) => window.__start(s), twins.map((i) => specOf(i)));
+    const twinsAtOnce = AT_ONCE && twins.length ? startTwins() : undefined;
     const keys = await tabs[0].evaluate((s) => window.__start(s), specs);
     for (const intent of batch) if (keys[intent.id]) seeKey(intent, keys[intent.id], "tab 1 begin");
-    const twins = batch.filter(() => chance(P_TWO_TABS));
     if (twins.length) {
-      // the same intents in the second tab, at once: same localStorage, so the same keys
       figures.browser.twoTabs += twins.length;
-      const twinKeys = await tabs[1].evaluate((s) => window.__start(s), twins.map((i) => specOf(i)));
+      const twinKeys = await (twinsAtOnce ?? startTwins());
       for (const intent of twins) if (twinKeys[intent.id]) seeKey(intent, twinKeys[intent.id], "tab 2 begin");
     }
     // every few batches a reload and an offline spell for sure, so even --ci sees both
@@ -639,6 +650,13 @@ async function main() {
       cleanups.push(() => sqlite.stop());
       servers = [sqlite];
     }
+    for (let i = 0; i < CPU_LOAD; i++) {
+      const busy = spawn(process.execPath, ["-e", "for (;;) {}"], { stdio: "ignore" });
+      const stop = () => busy.kill("SIGKILL");
+      process.on("exit", stop);
+      cleanups.push(stop);
+    }
+    if (CPU_LOAD) console.log(`CPU load: ${CPU_LOAD} busy-loop processes (one per core)`);
     // raw twins go straight to the first instance; orders are read from the last (they share the store)
     const server = servers[0];
     const reader = servers.at(-1);
@@ -759,6 +777,8 @@ function printFigures() {
   const keysOnSeveral = [...figures.spread.keys.values()].filter((set) => set.size > 1).length;
   const rows = [
     ["store", figures.store],
+    ["CPU load (busy-loop processes)", CPU_LOAD],
+    ["two-tab begins", AT_ONCE ? "at the same moment" : "tab 2 after tab 1's begins returned"],
     ["intents", `${figures.intents} (Node ${figures.nodeIntents}, ${engineName} ${figures.browserIntents})`],
     ["attempts seen by the proxy", p.attempts],
     ...(PG ? [["  forwarded per instance", figures.spread.perInstance.join(" / ")],

@@ -1410,6 +1410,138 @@ add("a tampered stored key (CR/LF or not a UUID) is refused STORAGE and nothing 
   localStorage.removeItem(slot);
 }, { browserOnly: true });
 
+// --- claims (issue 13 item 4): begin's create-or-resume is one IndexedDB transaction ------------
+
+/** Runs `run(store)` in one read-write transaction on the claims store (src/js/storage/claims.ts) and
+ *  resolves with its request's result. Opens with the library's version and schema, so it never
+ *  creates the database without its store. */
+async function claimsStore(run) {
+  const db = await new Promise((resolve, reject) => {
+    const request = indexedDB.open("idempotent-fetch-claims", 1);
+    request.onupgradeneeded = () => request.result.createObjectStore("claims");
+    request.onsuccess = () => resolve(request.result);
+    request.onerror = () => reject(request.error);
+  });
+  try {
+    return await new Promise((resolve, reject) => {
+      const transaction = db.transaction("claims", "readwrite");
+      const request = run(transaction.objectStore("claims"));
+      transaction.oncomplete = () => resolve(request?.result);
+      transaction.onabort = () => reject(transaction.error);
+    });
+  } finally {
+    db.close();
+  }
+}
+const claimOf = (ns, id) => claimsStore((store) => store.get(`${ns}\0${id}`));
+
+add("claims: begin claims a new key; a claim without this tab's storage record resumes its key; replace re-claims", async (ctx) => {
+  const { assert } = ctx;
+  const slot = `${PREFIX}${ctx.ns}:pay`;
+  const request = () => ({ url: ctx.url("claim", "201"), body: "x" });
+  const client = ctx.client({ persistRequest: true });
+  const op = await client.begin("pay", request());
+  const claimed = JSON.parse(await claimOf(ctx.ns, "pay"));
+  assert.equal(claimed.key, op.key, "begin claimed its key");
+  assert.equal(claimed.request, undefined, "a claim never holds the persisted request");
+  const record = localStorage.getItem(slot);
+  // Another tab's storage write has not reached this tab yet: the claim decides.
+  localStorage.removeItem(slot);
+  const again = await ctx.client({ persistRequest: true }).begin("pay", request());
+  assert.equal(again.key, op.key, "resumed from the claim, not a new key");
+  assert.equal(JSON.parse(localStorage.getItem(slot)).key, op.key, "and written to this tab's storage");
+  assert.ok(JSON.parse(localStorage.getItem(slot)).request, "with the request just checked against its fingerprint");
+  // A new key (replace) is claimed in the same transaction; a stale record of the old key loses.
+  const replaced = await client.begin("pay", request(), { replace: true });
+  assert.notEqual(replaced.key, op.key);
+  assert.equal(JSON.parse(await claimOf(ctx.ns, "pay")).key, replaced.key, "replace claimed the new key");
+  localStorage.setItem(slot, record);
+  assert.equal((await ctx.client().begin("pay", request())).key, replaced.key, "the claim beats a stale record of another key");
+  assert.equal((await (await client.begin("pay", request())).send()).status, 201);
+  // Resuming the stored record (same key as the claim) keeps the claim as it was.
+  assert.equal(JSON.parse(await claimOf(ctx.ns, "pay")).attempts, 0, "the claim is the record as begin wrote it");
+  // Records from before claims (no claim): the storage record decides, and it is not re-claimed.
+  await claimsStore((store) => store.delete(`${ctx.ns}\0pay`));
+  const old = await ctx.client().begin("pay", request());
+  assert.equal(old.key, replaced.key, "a record without a claim resumes");
+  assert.equal(old.state, "succeeded");
+  assert.equal(await claimOf(ctx.ns, "pay"), undefined);
+  // An anonymous fetch claims nothing (its random id is never begun twice).
+  await ctx.client().fetch(ctx.url("claim-anon", "201"), { method: "POST", body: "x" });
+  const all = await claimsStore((store) => store.getAllKeys(IDBKeyRange.bound(`${ctx.ns}\0`, `${ctx.ns}\x01`)));
+  assert.deepEqual(all, [], "no claim left but for named intents");
+}, { browserOnly: true });
+
+add("claims: discard, clear and the sweep remove claims (a discarded intent is never resumed)", async (ctx) => {
+  const { assert } = ctx;
+  const request = (n) => ({ url: ctx.url(`claimdrop${n}`, "201"), body: "x" });
+  const client = ctx.client();
+  const op = await client.begin("pay", request(0));
+  assert.equal(await client.discard("pay"), true);
+  assert.equal(await claimOf(ctx.ns, "pay"), undefined, "discard removed the claim");
+  assert.notEqual((await client.begin("pay", request(0))).key, op.key, "a new key after discard");
+  // clear(): every claim of the namespace, not another namespace's.
+  const other = ctx.newNamespace();
+  await new ctx.lib.IdempotentClient({ namespace: other, storage: "local" }).begin("pay", request(1));
+  await client.begin("b", request(2));
+  assert.equal(await client.clear(), 2);
+  const left = await claimsStore((store) => store.getAllKeys(IDBKeyRange.bound(`${ctx.ns}\0`, `${ctx.ns}\x01`)));
+  assert.deepEqual(left, [], "clear removed the namespace's claims");
+  assert.ok(await claimOf(other, "pay"), "and kept another namespace's");
+  // The sweep: a retired intent past keyTtlMs goes with its claim...
+  const short = ctx.client({ keyTtlMs: 1 }); // sweeps only (its own sends would be EXPIRED)
+  await short.sweep();
+  await (await client.begin("old", request(3))).send();
+  await ctx.sleep(5);
+  assert.equal((await short.sweep()).removed, 1);
+  assert.equal(await claimOf(ctx.ns, "old"), undefined, "the sweep removed the claim");
+  // ...but not when another tab claimed a new key meanwhile (this tab's record is stale): both stay.
+  await (await client.begin("old", request(4))).send();
+  const fresh = JSON.stringify({ ...JSON.parse(await claimOf(ctx.ns, "old")), key: crypto.randomUUID() });
+  await claimsStore((store) => store.put(fresh, `${ctx.ns}\0old`));
+  await ctx.sleep(5);
+  assert.equal((await short.sweep()).removed, 0, "a stale record of a re-claimed intent is not removed");
+  assert.equal(await claimOf(ctx.ns, "old"), fresh);
+  assert.ok(localStorage.getItem(`${PREFIX}${ctx.ns}:old`));
+}, { browserOnly: true });
+
+add("claims: a corrupt or altered claim is a STORAGE error, left alone; discard clears it", async (ctx) => {
+  const { assert } = ctx;
+  const request = { url: ctx.url("claimbad", "201"), body: "x" };
+  const op = await ctx.client().begin("pay", request);
+  const good = JSON.parse(await claimOf(ctx.ns, "pay"));
+  localStorage.removeItem(`${PREFIX}${ctx.ns}:pay`);
+  for (const bad of ["{not json", 42, { key: op.key }, JSON.stringify({ ...good, key: "x\r\nevil: 1" }), JSON.stringify({ ...good, extra: 1 })]) {
+    await claimsStore((store) => store.put(bad, `${ctx.ns}\0pay`));
+    const error = await assert.rejects(ctx.client().begin("pay", request), "STORAGE", JSON.stringify(bad));
+    assert.match(error.message, /pay/, "the message names the intent");
+    assert.deepEqual(await claimOf(ctx.ns, "pay"), bad, "the claim is left alone");
+  }
+  assert.equal((await ctx.log("claimbad")).length, 0, "nothing sent");
+  const client = ctx.client();
+  await client.discard("pay");
+  assert.equal(await claimOf(ctx.ns, "pay"), undefined);
+  assert.equal((await (await client.begin("pay", request)).send()).status, 201, "and a fresh begin works");
+}, { browserOnly: true });
+
+add("claims: the database going away mid-life (deleted) sends begin down the lock path, then claims again", async (ctx) => {
+  const { assert } = ctx;
+  const request = { url: ctx.url("claimgone", "201"), body: "x" };
+  const client = ctx.client();
+  const op = await client.begin("pay", request);
+  // Deleting the database closes the library's connection (versionchange): its next transaction fails.
+  await new Promise((resolve, reject) => {
+    const deleting = indexedDB.deleteDatabase("idempotent-fetch-claims");
+    deleting.onsuccess = resolve;
+    deleting.onerror = () => reject(deleting.error);
+  });
+  const again = await client.begin("pay", request);
+  assert.equal(again.key, op.key, "the lock path resumed the stored record");
+  const other = await client.begin("other", request);
+  assert.equal(JSON.parse(await claimOf(ctx.ns, "other")).key, other.key, "the next begin opened the database again and claimed");
+  assert.equal((await again.send()).status, 201);
+}, { browserOnly: true });
+
 add("offline: waits for the online event instead of burning attempts", async (ctx) => {
   const { assert } = ctx;
   const restore = override(navigator, "onLine", { get: () => false });

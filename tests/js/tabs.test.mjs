@@ -58,10 +58,15 @@ after(async () => {
 
 /** A fresh context (own storage, shared by its pages like the tabs of one browser profile), signed in
  *  to `account` (its session cookie). */
-async function newContext(account, { withoutWebLocks = false } = {}) {
+async function newContext(account, { withoutWebLocks = false, withoutIndexedDB = false } = {}) {
   const context = await browser.newContext();
   contexts.add(context);
   await server.signIn(context, account);
+  if (withoutIndexedDB) {
+    await context.addInitScript(() => {
+      Object.defineProperty(globalThis, "indexedDB", { get: () => undefined, configurable: true });
+    });
+  }
   if (withoutWebLocks) {
     await context.addInitScript(() => {
       Object.defineProperty(Navigator.prototype, "locks", { get: () => undefined, configurable: true });
@@ -166,6 +171,33 @@ test("two tabs racing one intent: the server sees one request at a time, one ord
   await expectOneOrder(account, keyA);
   expectNoPageErrors(a, b);
 });
+
+// Issue 13 item 4: begin's create-or-resume is one IndexedDB transaction (src/js/storage/claims.ts),
+// whatever the timing of localStorage between the tabs' renderer processes; without IndexedDB it is
+// the Web Lock + settle path, which must keep working.
+for (const [label, storage, withoutIndexedDB] of [
+  ["localStorage, IndexedDB claims", "local", false],
+  ["IndexedDB storage and claims", "indexeddb", false],
+  ["localStorage, no IndexedDB: Web Lock + settle", "local", true],
+]) {
+  test(`two tabs begin 30 intents at the same moment: one key per intent (${label})`, { timeout: TEST_TIMEOUT_MS }, async () => {
+    const account = freshAccount("claims");
+    const context = await newContext(account, { withoutIndexedDB });
+    const [a, b] = [await openTab(context), await openTab(context)];
+    const options = { namespace: account, storage };
+    const created = await Promise.all([tab.create(a, options), tab.create(b, options)]);
+    assert.deepEqual(created.map((c) => c.storage), withoutIndexedDB && storage === "indexeddb" ? ["memory", "memory"] : [storage, storage]);
+    const ids = Array.from({ length: 30 }, (_, i) => `checkout:cart-${i}`);
+    const request = orderRequest(account);
+    const [keysA, keysB] = await Promise.all(
+      [a, b].map((page) => page.evaluate(([i, r]) => window.__tabs.beginMany(i, r), [ids, request])),
+    );
+    assert.deepEqual(keysB, keysA, "a tab began an intent with another key");
+    assert.equal(new Set(keysA).size, ids.length, "one key per intent");
+    assert.equal(await a.evaluate((ns) => window.__tabs.claims(ns), account), withoutIndexedDB ? null : ids.length, "claims");
+    expectNoPageErrors(a, b);
+  });
+}
 
 test("duplicated tab (sessionStorage copied): one order, same key", { timeout: TEST_TIMEOUT_MS }, async () => {
   const account = freshAccount("dup");

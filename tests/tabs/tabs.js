@@ -60,6 +60,32 @@ const tabs = {
     for (const [name, value] of entries) storage.setItem(name, value);
   },
 
+  /** Begins every id at once (one client); their keys in order. */
+  async beginMany(ids, request) {
+    return Promise.all(ids.map(async (id) => (await this.client.begin(id, request)).key));
+  },
+
+  /** How many claims (src/js/storage/claims.ts) `namespace` has; null without IndexedDB. */
+  async claims(namespace) {
+    if (!globalThis.indexedDB) return null;
+    const db = await new Promise((resolve, reject) => {
+      const request = indexedDB.open("idempotent-fetch-claims", 1);
+      request.onupgradeneeded = () => request.result.createObjectStore("claims");
+      request.onsuccess = () => resolve(request.result);
+      request.onerror = () => reject(request.error);
+    });
+    try {
+      const range = IDBKeyRange.bound(`${namespace}\0`, `${namespace}\x01`);
+      return await new Promise((resolve, reject) => {
+        const request = db.transaction("claims").objectStore("claims").count(range);
+        request.onsuccess = () => resolve(request.result);
+        request.onerror = () => reject(request.error);
+      });
+    } finally {
+      db.close();
+    }
+  },
+
   async locks() {
     if (!navigator.locks) return null;
     const { held, pending } = await navigator.locks.query();

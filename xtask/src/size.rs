@@ -11,8 +11,9 @@ pub const SHIPPED_FILES: &[&str] = &["pkg/idempotent_fetch_bg.wasm", "pkg/index.
 
 /// The size step fails when the sum of the gzip -9 sizes of `SHIPPED_FILES` grows past this: 26,535 B
 /// measured on 2026-11-30 (the one package of issue 12 with issue 13's driver rules: wasm 10,836 +
-/// index.js 15,699), plus about 2 %. Lower it when the package shrinks.
-pub const SIZE_BUDGET_BYTES: u64 = 27_100;
+/// index.js 15,699), plus about 2 %, then + 100 B for issue 13 item 4 (IndexedDB claims: 27,167 B
+/// measured, + 632 B). Lower it when the package shrinks.
+pub const SIZE_BUDGET_BYTES: u64 = 27_200;
 
 /// (file, raw bytes, gzip -9 bytes) for each shipped file.
 fn measure() -> Result<Vec<(&'static str, u64, u64)>> {

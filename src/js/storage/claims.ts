@@ -1,0 +1,94 @@
+// Claims (issue 13 item 4): the key of every named intent whose storage other tabs can see, in one
+// IndexedDB object store, so that create-or-resume is ONE read-write transaction. IndexedDB runs
+// read-write transactions of one store one after another, across tabs and workers of the origin, and
+// each sees the commits before it: two tabs beginning one intent at once cannot both find nothing and
+// mint two keys, however late localStorage's own writes reach the other tab's renderer process.
+//
+// Database `idempotent-fetch-claims`, store `claims`, key `<namespace>\0<intent id>` (namespaces hold
+// no control characters, so a namespace's claims are the range [`<ns>\0`, `<ns>\x01`)), value: the
+// record text of the key as the claiming `begin` wrote it (never the persisted request). A claim is
+// written only when `begin` mints a key; `discard`, `clear` and the sweep delete it with the record.
+//
+// The database is opened once per page (or worker). When IndexedDB is absent, blocked or does not open
+// within OPEN_TIMEOUT_MS, `claimsDb` resolves `undefined` and `begin` takes the Web Lock path for the
+// page's life; a transaction that fails later (the database closed, storage cleared, quota) rejects
+// `undefined`: that call takes the lock path too, and the next call opens the database again.
+
+import { OPEN_TIMEOUT_MS } from "./indexeddb.js";
+
+const STORE = "claims";
+
+let opened: Promise<IDBDatabase | undefined> | undefined;
+
+/** The claims database of this page, opened on first use; `undefined` where it cannot be used. */
+export function claimsDb(): Promise<IDBDatabase | undefined> {
+  return (opened ??= new Promise<IDBDatabase | undefined>((resolve) => {
+    const timer = setTimeout(resolve, OPEN_TIMEOUT_MS); // an open that hangs (an old Safari bug)
+    const done = (db?: IDBDatabase) => {
+      clearTimeout(timer);
+      resolve(db);
+    };
+    try {
+      // Reading `indexedDB` throws where storage is blocked; `open` throws in opaque origins.
+      const request = indexedDB.open("idempotent-fetch-claims", 1);
+      request.onupgradeneeded = () => request.result.createObjectStore(STORE);
+      request.onsuccess = () => {
+        const db = request.result;
+        db.onversionchange = () => db.close(); // a newer version of this library may upgrade it
+        done(db);
+      };
+      request.onerror = () => done();
+    } catch {
+      done();
+    }
+  }));
+}
+
+/** The claim slot of an intent. */
+export const claimSlot = (namespace: string, intentId: string): string => `${namespace}\0${intentId}`;
+
+/**
+ * One read-write transaction on `slot` (a key range: every claim in it): `decide` gets the claim's
+ * value (`undefined`: none) and runs synchronously while the transaction is active; it returns its
+ * result and what to write in the same transaction: a new claim text, `null` to delete, `undefined`
+ * for nothing. Resolves with the result once committed. Rejects with what `decide` threw (always an
+ * error object; the transaction is aborted), or with `undefined` when the database failed (`undo` is
+ * then given the result, if `decide` had returned one, to release it).
+ */
+export function claim<T>(
+  db: IDBDatabase,
+  slot: string | IDBKeyRange,
+  decide: (value: unknown) => [T, string | null | undefined],
+  undo?: (result: T) => void,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let decided: [T] | undefined;
+    let thrown: unknown;
+    try {
+      const transaction = db.transaction(STORE, "readwrite");
+      const store = transaction.objectStore(STORE);
+      const read = store.get(slot);
+      read.onsuccess = () => {
+        try {
+          const [result, text] = decide(read.result);
+          decided = [result];
+          if (text === null) store.delete(slot);
+          else if (text !== undefined) store.put(text, slot as string);
+        } catch (error) {
+          thrown = error;
+          transaction.abort();
+        }
+      };
+      transaction.oncomplete = () => (decided ? resolve(decided[0]) : reject());
+      transaction.onabort = () => {
+        if (decided) undo?.(decided[0]);
+        reject(thrown);
+      };
+    } catch {
+      // InvalidStateError: the database was closed (versionchange, storage cleared): opened again
+      // by the next call.
+      opened = undefined;
+      reject();
+    }
+  });
+}
