@@ -9,11 +9,11 @@ use std::process::Stdio;
 /// The files measured (built by `cargo xtask build`).
 pub const SHIPPED_FILES: &[&str] = &["pkg/idempotent_fetch_bg.wasm", "pkg/index.js"];
 
-/// The size step fails when the sum of the gzip -9 sizes of `SHIPPED_FILES` grows past this: 26,535 B
-/// measured on 2026-11-30 (the one package of issue 12 with issue 13's driver rules: wasm 10,836 +
-/// index.js 15,699), plus about 2 %, then + 100 B for issue 13 item 4 (IndexedDB claims: 27,167 B
-/// measured, + 632 B). Lower it when the package shrinks.
-pub const SIZE_BUDGET_BYTES: u64 = 27_200;
+/// The size step fails when the sum of the gzip -9 sizes of `SHIPPED_FILES` grows past this: issue 12's
+/// bar (24 KiB). Measured on 2026-11-30 after the driver trim, the wasm-boundary cuts and issue 13's
+/// IndexedDB claims: 24,452 B (wasm 9,096 + index.js 15,356), so 124 B (0.5 %) of room: a change that
+/// adds bytes pays for them elsewhere (BENCHMARKS.md "What ships" lists the next cuts).
+pub const SIZE_BUDGET_BYTES: u64 = 24_576;
 
 /// (file, raw bytes, gzip -9 bytes) for each shipped file.
 fn measure() -> Result<Vec<(&'static str, u64, u64)>> {
