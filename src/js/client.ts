@@ -32,7 +32,7 @@ import { discardIntent, IdempotentOperation, intentIdArg, type IntentState, view
 import { decodeRecord, encodeRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import { type IntentRequest, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
-import { claim, claimsDb, claimSlot } from "./storage/claims.js";
+import { claim, claimNew, claimsDb, claimSlot } from "./storage/claims.js";
 import { Store } from "./storage/store.js";
 import { loadMachine, machineIfLoaded, type MachineModule, refused } from "./wasm.js";
 
@@ -445,9 +445,24 @@ async function beginOnce(
       // A new key is claimed in the same transaction (never with the request: it may hold card data).
       return [begun, resumed ? undefined : encodeRecord(machine, ids, undefined)];
     };
-    begun = db
-      ? await claim(db, claimSlot(config.namespace, intentId), decide, (begun) => begun.machine.free())
-      : decide(undefined)[0];
+    const slot = claimSlot(config.namespace, intentId);
+    const full = () => claim(db as IDBDatabase, slot, decide, (begun) => begun.machine.free());
+    if (!db) begun = decide(undefined)[0];
+    else if (stored) begun = await full();
+    else {
+      // Nothing stored here (a new intent, or another tab's write not arrived yet): claim a new key
+      // with one `add`; when the slot is taken, read that claim and decide again.
+      const [fresh, text] = decide(undefined);
+      const added = await claimNew(db, slot, text as string).catch((error: unknown) => {
+        fresh.machine.free();
+        throw error;
+      });
+      if (added) begun = fresh;
+      else {
+        fresh.machine.free();
+        begun = await full();
+      }
+    }
   } finally {
     if (!consumed) stored?.machine.free();
   }
