@@ -193,15 +193,24 @@ function wasmSourcePlugin(platform, names) {
   };
 }
 
+/** Members of the glue's classes that only the glue reads. */
+const GLUE_PRIVATE = ["__wbg_ptr", "__destroy_into_raw", "__wrap"];
+/** Private members of the driver (src/js) with names found nowhere else: renamed in the bundle. */
+const DRIVER_PRIVATE = [
+  "engineReady", "engineMade", "beginPrepared", "sendLocked", "adoptLock", "offered", "inFlight",
+  "inMemory", "fallBack", "onFallback", "byType", "forgetSecret", "core", "view", "listeners", "config",
+];
+
 /** Step 4: the bundles. Returns the names the entry exports (for node.js, the ESM face of node.cjs). */
 async function bundles(entry, out, names) {
   const esbuild = createRequire(path.join(tools, "package.json"))("esbuild");
-  // mangleProps: only wasm-bindgen's own members of the glue's classes (the pointer, its take and wrap
-  // helpers), which nothing outside the glue reads: 27 uses, -26 B gzip. Public API names, the wasm's
-  // export names and platform properties never match.
+  // mangleProps: wasm-bindgen's own members of the glue's classes (the pointer, its take and wrap
+  // helpers), and the driver's private members whose names nothing else uses (no option, public API,
+  // platform or stored-record name: esbuild renames every property of that name in the bundle).
+  // Public API names, the wasm's export names and platform properties never match.
   const common = {
     entryPoints: [entry], bundle: true, target: "es2020", legalComments: "none", logLevel: "warning", metafile: true,
-    mangleProps: /^(__wbg_ptr|__destroy_into_raw|__wrap)$/,
+    mangleProps: new RegExp(`^(${[...GLUE_PRIVATE, ...DRIVER_PRIVATE].join("|")})$`),
   };
   // Minified (with a source map holding the TypeScript sources): a page without a bundler downloads
   // this file as it is, and an app's bundler gets nothing more to remove.

@@ -11,13 +11,14 @@ import {
   readOrCreateSecret,
   saveRecord,
 } from "./core.js";
-import { IdempotentFetchError, invalidOptions, invalidRequest } from "./errors.js";
+import { describe, IdempotentFetchError, invalidOptions, invalidRequest } from "./errors.js";
 import { type IdempotentRequestInit, readFetchArgs } from "./fetch-args.js";
 import { Listeners, type ClientEventMap } from "./events.js";
+import { Fields } from "./fields.js";
 import { fingerprint, hex } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
 import { type Engine, F_DIRTY, KEEP, type Machine, NOW_EXPIRED, REMOVE } from "./machine.js";
-import { fromThrown, intentMismatch } from "./messages.js";
+import { fromThrown, intentMismatch, notFound } from "./messages.js";
 import {
   type BeginOptions,
   type ClientOptions,
@@ -30,7 +31,7 @@ import {
 } from "./options.js";
 import { discardIntent, IdempotentOperation, intentIdArg, type IntentState, viewOf } from "./operation.js";
 import { decodeRecord, encodeRecord, type PersistedRequest, type RecordIds } from "./record.js";
-import { type IntentRequest, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
+import { type IntentRequest, pageLocation, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
 import { claim, claimNew, claimsDb, claimSlot } from "./storage/claims.js";
 import { Store } from "./storage/store.js";
@@ -123,7 +124,7 @@ export class IdempotentClient {
     const id = intentIdArg(intentId);
     const given = resumeHeaders(options);
     const loaded = await loadRecord(this.core, await this.core.engine(), id);
-    if (!loaded) throw new IdempotentFetchError("NOT_FOUND", `no stored intent "${id}"`);
+    if (!loaded) throw notFound(id);
     const { machine, request } = loaded;
     try {
       if (!request) {
@@ -143,8 +144,10 @@ export class IdempotentClient {
         config.maxBodyBytes,
       );
       const origin = new URL(prepared.url).origin;
-      const page = pageOrigin();
-      if (page !== undefined && origin !== page && !config.resumeOrigins.includes(origin)) {
+      const href = pageLocation();
+      // An opaque origin ("null": data: or sandboxed pages) has no origin to compare with.
+      const page = href === undefined ? "null" : new URL(href).origin;
+      if (page !== "null" && origin !== page && !config.resumeOrigins.includes(origin)) {
         throw invalidRequest(
           `the persisted request of intent "${id}" goes to ${origin}, not this page's origin; list it in resumeOrigins to allow it`,
         );
@@ -195,7 +198,7 @@ export class IdempotentClient {
       this.core.forgetSecret();
       return removed;
     } catch (thrown) {
-      throw new IdempotentFetchError("STORAGE", `clearing the namespace failed: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
+      throw new IdempotentFetchError("STORAGE", `clearing the namespace failed: ${describe(thrown)}`);
     }
   }
 
@@ -299,7 +302,7 @@ export class IdempotentClient {
     try {
       return await this.core.store.all();
     } catch (thrown) {
-      throw new IdempotentFetchError("STORAGE", `listing intents failed: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
+      throw new IdempotentFetchError("STORAGE", `listing intents failed: ${describe(thrown)}`);
     }
   }
 
@@ -360,14 +363,11 @@ export interface ResumeOptions {
 /** `options.headers` of `resume` as lowercase pairs; INVALID_OPTIONS / INVALID_REQUEST when bad. */
 function resumeHeaders(options: unknown): [string, string][] {
   if (options === undefined || options === null) return [];
-  if (typeof options !== "object") throw invalidOptions("resume options must be an object");
-  const extra = Object.keys(options).filter((name) => name !== "headers");
-  if (extra.length) throw invalidOptions(`unknown resume option "${extra[0]}"`);
-  const init = (options as ResumeOptions).headers;
+  const init = Fields.of(options, "", "resume options", invalidOptions).only(["headers"]).value("headers");
   try {
-    return init === undefined ? [] : [...new Headers(init)];
+    return init === undefined ? [] : [...new Headers(init as HeadersInit)];
   } catch (thrown) {
-    throw invalidRequest(`resume options.headers are invalid: ${thrown instanceof Error ? thrown.message : String(thrown)}`);
+    throw invalidRequest(`resume options.headers are invalid: ${describe(thrown)}`);
   }
 }
 
@@ -532,16 +532,6 @@ function notDurable(reason: string | null): IdempotentFetchError {
     "NOT_DURABLE",
     `storage fell back to memory (${reason ?? "unknown"}): a key begun now would not survive a reload, and requireDurable is set`,
   );
-}
-
-/** The page's origin (`location.origin`); undefined where there is no page (Node). */
-function pageOrigin(): string | undefined {
-  try {
-    const origin = (globalThis as { location?: { origin?: unknown } }).location?.origin;
-    return typeof origin === "string" && origin !== "null" ? origin : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /** A copy of a SendResult with its own Response clone (a body can be read once per clone). */

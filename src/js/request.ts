@@ -89,7 +89,7 @@ export function readUrl(value: unknown): string {
 }
 
 /** `location.href` in a page or worker; undefined in Node. */
-function pageLocation(): string | undefined {
+export function pageLocation(): string | undefined {
   try {
     const href = (globalThis as { location?: { href?: unknown } }).location?.href;
     return typeof href === "string" ? href : undefined;
