@@ -12,7 +12,9 @@
 //
 // 1. Per request: plain fetch, fetch with a hand-made Idempotency-Key, the "floor" (a hand-written
 //    fetch that takes a Web Lock and writes localStorage before and after: what any correct
-//    implementation must do), ky with retries, and idempotent-fetch (client.fetch, and begin + send;
+//    implementation must do, issue 12's reference), the "exact floor" (the floor plus the key claimed
+//    in one IndexedDB transaction: what an exact cross-tab begin adds, issue 13 item 4), ky with
+//    retries, and idempotent-fetch (client.fetch, and begin + send;
 //    memory and localStorage). All in one page, in one run, interleaved round-robin (the start variant
 //    rotates each round) so that load from other processes on the machine falls on every variant
 //    alike. Each request reads the response body.
@@ -46,6 +48,7 @@ const beforeArg = process.argv.indexOf("--before");
 const beforeDir = beforeArg >= 0 ? resolve(process.argv[beforeArg + 1]) : null;
 const REQUESTS = quick ? 200 : 1000;
 const FLOOR = "floor: fetch + Web Lock + localStorage before and after";
+const FLOOR_EXACT = "exact floor: the floor + the key claimed in one IndexedDB transaction";
 const WARMUP = quick ? 20 : 50;
 const INTENTS = quick ? 1000 : 10000;
 const LOADS = quick ? 3 : 10;
@@ -133,7 +136,7 @@ async function startupBefore() {
   return { importMs: t1 - t0, initMs: t2 - t1, clientMs: t3 - t2, totalMs: t3 - t0 };
 }
 
-async function perRequest({ requests, warmup, FLOOR }) {
+async function perRequest({ requests, warmup, FLOOR, FLOOR_EXACT }) {
   localStorage.clear();
   const { IdempotentClient, ready } = await import("/pkg/index.js");
   await ready;
@@ -145,6 +148,12 @@ async function perRequest({ requests, warmup, FLOOR }) {
   let fallback = null;
   local.addEventListener("storagefallback", (e) => (fallback = e.reason));
   const json = { "content-type": "application/json" };
+  const claims = await new Promise((resolve, reject) => {
+    const open = indexedDB.open("bench-claims", 1);
+    open.onupgradeneeded = () => open.result.createObjectStore("claims");
+    open.onsuccess = () => resolve(open.result);
+    open.onerror = () => reject(open.error);
+  });
   const variants = {
     "fetch": async (i) => {
       const r = await fetch(url, { method: "POST", headers: json, body: bodyOf(i) });
@@ -160,6 +169,27 @@ async function perRequest({ requests, warmup, FLOOR }) {
     [FLOOR]: async (i, round) => {
       const id = `floor:${round}-${i}`;
       const key = crypto.randomUUID();
+      await navigator.locks.request(id, async () => {
+        localStorage.setItem(id, JSON.stringify({ key, state: "pending", attempts: 1, at: Date.now() }));
+        const r = await fetch(url, { method: "POST", headers: { ...json, "idempotency-key": key }, body: bodyOf(i) });
+        await r.text();
+        localStorage.setItem(id, JSON.stringify({ key, state: "succeeded", status: r.status, attempts: 1, at: Date.now() }));
+      });
+    },
+    // The floor with issue 13 item 4's exact cross-tab begin: the key claimed in one IndexedDB
+    // read-write transaction (an `add` committed at once, what the package does for a new intent)
+    // before the floor's Web Lock and writes.
+    [FLOOR_EXACT]: async (i, round) => {
+      const id = `exact:${round}-${i}`;
+      const key = crypto.randomUUID();
+      const record = JSON.stringify({ key, state: "pending", attempts: 0, at: Date.now() });
+      await new Promise((resolve, reject) => {
+        const transaction = claims.transaction("claims", "readwrite", { durability: "relaxed" });
+        transaction.objectStore("claims").add(record, id);
+        transaction.commit();
+        transaction.oncomplete = resolve;
+        transaction.onabort = () => reject(transaction.error);
+      });
       await navigator.locks.request(id, async () => {
         localStorage.setItem(id, JSON.stringify({ key, state: "pending", attempts: 1, at: Date.now() }));
         const r = await fetch(url, { method: "POST", headers: { ...json, "idempotency-key": key }, body: bodyOf(i) });
@@ -282,7 +312,7 @@ try {
 
   const page = await context.newPage();
   await page.goto(`${origin}/`);
-  const req = await page.evaluate(perRequest, { requests: REQUESTS, warmup: WARMUP, FLOOR });
+  const req = await page.evaluate(perRequest, { requests: REQUESTS, warmup: WARMUP, FLOOR, FLOOR_EXACT });
   const int = await page.evaluate(intents, { count: INTENTS });
   await page.close();
 
@@ -305,8 +335,10 @@ try {
   const kyName = Object.keys(req.samples).find((n) => n.startsWith("ky "));
   for (const name of Object.keys(req.samples).filter((n) => n.startsWith("idempotent-fetch") && n.endsWith("localStorage"))) {
     const m = median(req.samples[name]);
+    const exact = median(req.samples[FLOOR_EXACT]);
     console.log(
-      `\n${name}: ${(m / median(floor)).toFixed(2)}× the floor's median (${ms(m - median(floor))} ms over it); ` +
+      `\n${name}: ${(m / median(floor)).toFixed(2)}× the floor's median (${ms(m - median(floor))} ms over it), ` +
+        `${(m / exact).toFixed(2)}× the exact floor's (${ms(m - exact)} ms over it); ` +
         `${m < median(req.samples[kyName]) ? "below" : "not below"} ky's median (${ms(m)} vs ${ms(median(req.samples[kyName]))} ms).`,
     );
   }
