@@ -107,7 +107,7 @@ export interface Config {
 
 /** Default body size cap: 1 MiB (a payment or order body is a few KiB). */
 export const DEFAULT_MAX_BODY_BYTES = 1 << 20;
-/** Largest body cap accepted: 256 MiB (the body is copied into wasm memory to be hashed). */
+/** Largest body cap accepted: 256 MiB (a body is buffered in memory to be fingerprinted and re-sent). */
 const MAX_BODY_BYTES_LIMIT = 1 << 28;
 
 /** # Default (the README's "Options" table says why). */

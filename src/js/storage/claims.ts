@@ -9,12 +9,13 @@
 // record text of the key as the claiming `begin` wrote it (never the persisted request). A claim is
 // written only when `begin` mints a key; `discard`, `clear` and the sweep delete it with the record.
 //
-// The database is opened once per page (or worker). When IndexedDB is absent, blocked or does not open
-// within OPEN_TIMEOUT_MS, `claimsDb` resolves `undefined` and `begin` takes the Web Lock path for the
-// page's life; a transaction that fails later (the database closed, storage cleared, quota) rejects
-// `undefined`: that call takes the lock path too, and the next call opens the database again.
+// The database is opened once per page (or worker) by `openDatabase`, shared with the IndexedDB
+// storage. When IndexedDB is absent, blocked or does not open within OPEN_TIMEOUT_MS, `claimsDb`
+// resolves `undefined` and `begin` takes the Web Lock path for the page's life; a transaction that
+// fails later (the database closed, storage cleared, quota) rejects `undefined`: that call takes the
+// lock path too, and the next call opens the database again.
 
-import { OPEN_TIMEOUT_MS } from "./indexeddb.js";
+import { openDatabase } from "./indexeddb.js";
 
 const STORE = "claims";
 
@@ -22,26 +23,14 @@ let opened: Promise<IDBDatabase | undefined> | undefined;
 
 /** The claims database of this page, opened on first use; `undefined` where it cannot be used. */
 export function claimsDb(): Promise<IDBDatabase | undefined> {
-  return (opened ??= new Promise<IDBDatabase | undefined>((resolve) => {
-    const timer = setTimeout(resolve, OPEN_TIMEOUT_MS); // an open that hangs (an old Safari bug)
-    const done = (db?: IDBDatabase) => {
-      clearTimeout(timer);
-      resolve(db);
-    };
+  return (opened ??= (async () => {
     try {
       // Reading `indexedDB` throws where storage is blocked; `open` throws in opaque origins.
-      const request = indexedDB.open("idempotent-fetch-claims", 1);
-      request.onupgradeneeded = () => request.result.createObjectStore(STORE);
-      request.onsuccess = () => {
-        const db = request.result;
-        db.onversionchange = () => db.close(); // a newer version of this library may upgrade it
-        done(db);
-      };
-      request.onerror = () => done();
+      return await openDatabase(indexedDB, "idempotent-fetch-claims", STORE);
     } catch {
-      done();
+      return undefined;
     }
-  }));
+  })());
 }
 
 /** No flush to disk before `complete`: what a claim gives, the order of begins across tabs, does not

@@ -42,39 +42,47 @@ const unusable = (doing: string) => (thrown: unknown) =>
 const failed = (doing: string) => (thrown: unknown) =>
   new StorageFailure(`${doing} IndexedDB failed: ${describe(thrown)}`, false);
 
+/**
+ * Opens `name` (schema VERSION) with its one object store `store`, created on first open. Rejects with
+ * an unusable StorageFailure when the open fails or hangs (an old Safari bug) for OPEN_TIMEOUT_MS; the
+ * connection closes when a newer version of this library asks to upgrade the schema. `factory.open`
+ * itself may throw (SecurityError in opaque origins): the caller catches that.
+ */
+export function openDatabase(factory: IDBFactory, name: string, store: string): Promise<IDBDatabase> {
+  const request = factory.open(name, VERSION);
+  request.onupgradeneeded = () => {
+    const database = request.result;
+    if (!database.objectStoreNames.contains(store)) database.createObjectStore(store);
+  };
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new StorageFailure(`IndexedDB did not open within ${OPEN_TIMEOUT_MS} ms; ${KEPT_IN_MEMORY}`, true)),
+      OPEN_TIMEOUT_MS,
+    );
+  });
+  // `success` fires after any upgrade transaction has finished.
+  const opened = settled(request).then(
+    (database) => {
+      // Let a newer version of this library upgrade the schema instead of blocking it.
+      database.onversionchange = () => database.close();
+      return database;
+    },
+    (thrown: unknown) => {
+      throw new StorageFailure(`${errorName(thrown)}: IndexedDB cannot be opened (${describe(thrown)}); ${KEPT_IN_MEMORY}`, true);
+    },
+  );
+  return Promise.race([opened, timeout]).finally(() => clearTimeout(timer));
+}
+
 export class IndexedDbBackend implements Backend {
   private readonly prefix: string;
   /** The open database, or why it cannot be used (settles once). */
   private readonly database: Promise<IDBDatabase>;
 
-  private constructor(request: IDBOpenDBRequest, namespace: string) {
+  private constructor(database: Promise<IDBDatabase>, namespace: string) {
     this.prefix = `${namespace}:`;
-    request.onupgradeneeded = () => {
-      const database = request.result;
-      if (!database.objectStoreNames.contains(STORE)) database.createObjectStore(STORE);
-    };
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new StorageFailure(`IndexedDB did not open within ${OPEN_TIMEOUT_MS} ms; ${KEPT_IN_MEMORY}`, true)),
-        OPEN_TIMEOUT_MS,
-      );
-    });
-    // `success` fires after any upgrade transaction has finished.
-    const opened = settled(request).then(
-      (database) => {
-        // Let a newer version of this library upgrade the schema instead of blocking it.
-        database.onversionchange = () => database.close();
-        return database;
-      },
-      (thrown: unknown) => {
-        throw new StorageFailure(
-          `${errorName(thrown)}: IndexedDB cannot be opened (${describe(thrown)}); ${KEPT_IN_MEMORY}`,
-          true,
-        );
-      },
-    );
-    this.database = Promise.race([opened, timeout]).finally(() => clearTimeout(timer));
+    this.database = database;
     this.database.catch(() => {}); // observed by the first operation; never an unhandled rejection
   }
 
@@ -90,7 +98,7 @@ export class IndexedDbBackend implements Backend {
     if (!factory) return `indexedDB is not available here; ${KEPT_IN_MEMORY}`;
     try {
       // `open` throws SecurityError in opaque origins (sandboxed frames, data: workers).
-      return new IndexedDbBackend(factory.open(DATABASE, VERSION), namespace);
+      return new IndexedDbBackend(openDatabase(factory, DATABASE, STORE), namespace);
     } catch (thrown) {
       return `${errorName(thrown)}: IndexedDB cannot be opened (${describe(thrown)}); ${KEPT_IN_MEMORY}`;
     }
