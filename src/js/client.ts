@@ -9,6 +9,7 @@ import {
   loadRecord,
   offerSendLock,
   readOrCreateSecret,
+  recordText,
   saveRecord,
 } from "./core.js";
 import { describe, IdempotentFetchError, invalidOptions, invalidRequest } from "./errors.js";
@@ -29,7 +30,7 @@ import {
   parseClientOptions,
   type StorageKind,
 } from "./options.js";
-import { discardIntent, IdempotentOperation, intentIdArg, type IntentState, viewOf } from "./operation.js";
+import { discardIntent, IdempotentOperation, intentIdArg, type IntentState, type RecordView, viewOf } from "./operation.js";
 import { decodeRecord, encodeRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import { type IntentRequest, pageLocation, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
@@ -107,8 +108,7 @@ export class IdempotentClient {
   async begin(intentId: string, request: IntentRequest, options?: BeginOptions): Promise<IdempotentOperation> {
     const id = intentIdArg(intentId);
     const replace = parseBeginOptions(options);
-    const prepared = await prepareRequest(request, this.core.config.headerName, this.core.config.maxBodyBytes);
-    return this.beginPrepared(id, prepared, replace, true);
+    return this.beginPrepared(id, () => prepareRequest(request, this.core.config.headerName, this.core.config.maxBodyBytes), replace, true);
   }
 
   /**
@@ -243,10 +243,10 @@ export class IdempotentClient {
   async fetch(input: RequestInfo | URL, init?: IdempotentRequestInit): Promise<Response> {
     const args = await readFetchArgs(input, init);
     const { headerName, maxBodyBytes } = this.core.config;
-    const prepared = await prepareParts(args.url, args.method, args.headers, args.body, headerName, maxBodyBytes);
     const named = args.intent !== undefined;
     const intentId = args.intent ?? `fetch:${hex(crypto.getRandomValues(new Uint8Array(16)))}`;
-    const operation = await this.beginPrepared(intentId, prepared, false, named);
+    const prepare = () => prepareParts(args.url, args.method, args.headers, args.body, headerName, maxBodyBytes);
+    const operation = await this.beginPrepared(intentId, prepare, false, named, true);
     const result = await operation.send(args.signal ? { signal: args.signal } : undefined);
     if (!named) {
       // Nobody can begin a random id again, so its retired record would only take up storage for
@@ -311,30 +311,35 @@ export class IdempotentClient {
    *  storage other tabs see, the decision is one IndexedDB transaction on the intent's claim
    *  (storage/claims.ts); without IndexedDB, or when it fails, it is made under a short Web Lock,
    *  separate from the lock `send` holds for minutes. `shared`: another tab could begin this id too
-   *  (false for the random id of an anonymous `fetch`: it needs neither). */
+   *  (false for the random id of an anonymous `fetch`: it needs neither). `sendsNow`: `send` follows
+   *  at once (`fetch`), and writes the record before its attempt, so begin does not write it too. */
   private async beginPrepared(
     intentId: string,
-    prepared: PreparedRequest,
+    prepare: () => Promise<PreparedRequest>,
     replace: boolean,
     shared: boolean,
+    sendsNow = false,
   ): Promise<IdempotentOperation> {
     const { core } = this;
     const claims = shared && claimsInUse(core) ? claimsDb() : undefined;
-    // The locks are asked for at once, while the request is fingerprinted: their round trips overlap.
+    // The locks are asked for first, before the request is read and fingerprinted: their round trips
+    // (the largest part of begin + send's cost) overlap that work.
     const sendLock = offerSendLock(core, intentId);
     const beginLock = shared && !claims ? intentLock(core, "begin", intentId) : undefined;
     let operation: IdempotentOperation | undefined;
     try {
+      let prepared: PreparedRequest;
       let fp: string;
       let engine: Engine;
       let db: IDBDatabase | undefined;
       try {
+        prepared = await prepare();
         [fp, engine, db] = await Promise.all([core.secret().then((secret) => fingerprint(prepared, secret)), core.engine(), claims]);
       } catch (error) {
         void beginLock?.then((release) => release());
         throw error;
       }
-      const begin = (db?: IDBDatabase) => beginOnce(core, engine, intentId, prepared, replace, fp, db);
+      const begin = (db?: IDBDatabase) => beginOnce(core, engine, intentId, prepared, replace, fp, db, sendsNow);
       // A claims database that fails mid-way: this call takes the lock path.
       let view = db && (await begin(db).catch((error: unknown) => (error ? Promise.reject(error) : undefined)));
       if (!view) {
@@ -345,7 +350,7 @@ export class IdempotentClient {
           release?.();
         }
       }
-      operation = IdempotentOperation.create(core, view, prepared, await sendLock);
+      operation = IdempotentOperation.create(core, view[0], prepared, await sendLock, view[1]);
       return operation;
     } finally {
       if (!operation) void sendLock.then((release) => release?.());
@@ -382,7 +387,9 @@ interface Begun {
 
 /** One create-or-resume. With `db` (the claims database), the stored record and the claim are
  *  weighed and the machine decides in one read-write transaction; a new key is claimed in it. The
- *  record is written after the transaction committed. Rejects `undefined` when `db` failed. */
+ *  record is written after the transaction committed, or, with `deferSave`, returned unwritten for
+ *  the `send` that follows at once (never with requireDurable: begin must see the write land).
+ *  Rejects `undefined` when `db` failed. */
 async function beginOnce(
   core: ClientCore,
   engine: Engine,
@@ -391,7 +398,8 @@ async function beginOnce(
   replace: boolean,
   fp: string,
   db: IDBDatabase | undefined,
-): Promise<ReturnType<typeof viewOf>> {
+  deferSave: boolean,
+): Promise<[RecordView, string | undefined]> {
   const { config, store } = core;
   // Read before the transaction: only IndexedDB requests may be awaited inside one.
   const stored = await loadRecord(core, engine, intentId);
@@ -468,15 +476,19 @@ async function beginOnce(
   }
   const { machine, ids, request, resumed } = begun;
   try {
+    let unsaved: string | undefined;
     // Resumed from the claim: this tab's storage lacks the record, and its `send` will read it there.
-    if (machine.get(F_DIRTY) === 1 || fromClaim) await saveRecord(core, machine, ids, request);
+    if (machine.get(F_DIRTY) === 1 || fromClaim) {
+      if (deferSave && !config.requireDurable) unsaved = recordText(machine, ids, request);
+      else await saveRecord(core, machine, ids, request);
+    }
     if (config.requireDurable && !store.durable) {
       // This very write fell back (storage full): the key lives in memory only. Nothing was sent.
       // (Its claim may stay: a later begin resuming a key never sent is as good as a new one.)
       if (!resumed) await store.delete(intentId).catch(() => {});
       throw notDurable(store.fallbackReason);
     }
-    return viewOf(machine, ids);
+    return [viewOf(machine, ids), unsaved];
   } finally {
     machine.free();
   }

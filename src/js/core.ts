@@ -69,6 +69,12 @@ export async function loadRecord(core: ClientCore, engine: Engine, intentId: str
   return text === undefined ? undefined : decodeRecord(engine, intentId, text);
 }
 
+/** The machine's record as stored. Issue 13 item 6: the persisted request (it may hold card data)
+ *  is kept only while the intent is pending; once retired (succeeded, failed) or expired it is
+ *  deleted with the write of this text. */
+export const recordText = (machine: Machine, ids: RecordIds, request: PersistedRequest | undefined): string =>
+  encodeRecord(machine, ids, machine.get(F_STATE) === 0 ? request : undefined);
+
 /** Writes the machine's record (with the persisted request, if any) and marks it saved. */
 export async function saveRecord(
   core: ClientCore,
@@ -77,11 +83,8 @@ export async function saveRecord(
   request: PersistedRequest | undefined,
 ): Promise<void> {
   const { intentId } = ids;
-  // Issue 13 item 6: the persisted request (it may hold card data) is kept only while the intent is
-  // pending; once retired (succeeded, failed) or expired it is deleted with this very write.
-  const kept = machine.get(F_STATE) === 0 ? request : undefined;
   try {
-    await core.store.put(intentId, encodeRecord(machine, ids, kept));
+    await core.store.put(intentId, recordText(machine, ids, request));
   } catch (thrown) {
     throw storageUnavailable(intentId, thrown instanceof StorageFailure ? thrown.reason : String(thrown));
   }

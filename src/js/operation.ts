@@ -1,6 +1,7 @@
 // `IdempotentOperation`: one intent (one click on "Pay") and its key, and `send`.
 
 import { type ClientCore, dropClaim, intentLock, loadRecord, SEND_LOCK_OFFER_MS } from "./core.js";
+import { decodeRecord } from "./record.js";
 import { IdempotentFetchError, invalidOptions, invalidRequest } from "./errors.js";
 import { Fields } from "./fields.js";
 import type { Release } from "./lock.js";
@@ -50,6 +51,8 @@ export class IdempotentOperation {
     private view: RecordView,
     private readonly request: PreparedRequest,
     sendLock: Release | undefined,
+    /** The record `begin` left for this operation's first `send` to write (`client.fetch`). */
+    private unsaved: string | undefined,
   ) {
     if (sendLock) {
       const timer = setTimeout(() => this.adoptLock()?.(), SEND_LOCK_OFFER_MS);
@@ -58,8 +61,8 @@ export class IdempotentOperation {
   }
 
   /** @internal Made by the client only (`begin`, `resume`). */
-  static create(core: ClientCore, view: RecordView, request: PreparedRequest, sendLock?: Release): IdempotentOperation {
-    return new IdempotentOperation(core, view, request, sendLock);
+  static create(core: ClientCore, view: RecordView, request: PreparedRequest, sendLock?: Release, unsaved?: string): IdempotentOperation {
+    return new IdempotentOperation(core, view, request, sendLock, unsaved);
   }
 
   /** Takes over the offered send lock, if it is still held. */
@@ -136,6 +139,7 @@ export class IdempotentOperation {
     try {
       // One sender per intent across tabs: wait for the tab (or worker) that holds it.
       let release = this.adoptLock();
+      const held = !!release;
       try {
         if (signal?.aborted) throw INTERRUPTED;
         release ??= await intentLock(core, "send", intentId, signal);
@@ -144,7 +148,7 @@ export class IdempotentOperation {
         throw abortedWaiting();
       }
       try {
-        result = await this.sendLocked(signal, onAttempt, onRetry);
+        result = await this.sendLocked(signal, onAttempt, onRetry, held);
       } finally {
         release();
       }
@@ -169,13 +173,19 @@ export class IdempotentOperation {
     signal: AbortSignal | undefined,
     onAttempt: SendOptions["onAttempt"],
     onRetry: SendOptions["onRetry"],
+    heldSinceBegin: boolean,
   ): Promise<SendResult> {
-    const { core } = this;
+    const { core, unsaved } = this;
     const { intentId } = this.view;
+    this.unsaved = undefined;
     let machine: Machine | undefined;
     try {
       const engine = await core.engine();
-      const loaded = await loadRecord(core, engine, intentId);
+      // The record `begin` did not write: as fresh as storage's while this send lock was held since
+      // begin (no other tab could send meanwhile), else only when storage has none.
+      const loaded =
+        (heldSinceBegin && unsaved !== undefined ? undefined : await loadRecord(core, engine, intentId)) ??
+        (unsaved === undefined ? undefined : decodeRecord(engine, intentId, unsaved));
       if (!loaded) throw notFound(intentId);
       machine = loaded.machine;
       const persisted: PersistedRequest | undefined = loaded.request;

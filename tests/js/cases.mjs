@@ -930,6 +930,28 @@ add("client.fetch returns a Response; with intent it reuses the key", async (ctx
   assert.equal((await ctx.log("f5"))[0].method, "GET");
 });
 
+add("client.fetch has its key stored before each attempt (begin leaves the first write to send)", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  // Read at each attempt event: send emits it after the record is written, before the request goes.
+  const seen = [];
+  client.addEventListener("attempt", (event) => {
+    seen.push(client.pending().then((list) => list.find((info) => info.intentId === event.intentId)));
+  });
+  const response = await client.fetch(ctx.url("fw", "503,201"), { method: "POST", body: "x", intent: "order:fw" });
+  assert.equal(response.status, 201);
+  const log = await ctx.log("fw");
+  const [first, second] = await Promise.all(seen);
+  assert.equal(first?.key, log[0].key, "the key is stored before the first attempt");
+  assert.equal(first.attempts, 1, "with its attempt count");
+  assert.equal(second?.attempts, 2);
+  assert.equal((await client.pending()).length, 0, "answered: no longer pending");
+  const anonymous = [];
+  client.addEventListener("attempt", (event) => anonymous.push(client.pending().then((list) => list.map((i) => i.intentId).includes(event.intentId))));
+  await client.fetch(ctx.url("fw2", "201"), { method: "POST", body: "x" });
+  assert.deepEqual(await Promise.all(anonymous.slice(-1)), [true], "each call its own intent, stored too");
+});
+
 add("two namespaces are isolated", async (ctx) => {
   const { assert } = ctx;
   const otherNs = ctx.newNamespace();

@@ -73,7 +73,7 @@ test("HMAC-SHA-256 fallback: RFC 4231 cases 1, 2 and 6", () => {
   );
 });
 
-test("keyed fingerprint: subtle and fallback agree, and neither is the plain SHA-256", async () => {
+test("keyed fingerprint: subtle (large inputs) and plain JS (small ones) agree, and neither is the plain SHA-256", async () => {
   const { createHmac } = await import("node:crypto");
   const secret = new Uint8Array(randomBytes(32));
   const request = { method: "POST", url: "https://shop.example/pay", headers: [], body: { bytes: new TextEncoder().encode('{"card":"4242424242424242"}'), contentType: "application/json" } };
@@ -84,6 +84,11 @@ test("keyed fingerprint: subtle and fallback agree, and neither is the plain SHA
   assert.notEqual(withSubtle, node(input), "not the plain SHA-256 of the request");
   assert.notEqual(withSubtle, node(request.body.bytes), "not the plain SHA-256 of the body");
   assert.equal(await keyed.fingerprint(request), node(input), "no secret: the version-1 plain hash");
+  // Inputs over 4 KiB take crypto.subtle (smaller ones the plain-JS HMAC): the same values.
+  const large = { ...request, body: { bytes: new Uint8Array(randomBytes(10_000)), contentType: "application/octet-stream" } };
+  const largeInput = keyed.fingerprintInput(large);
+  assert.equal(await keyed.fingerprint(large, secret), createHmac("sha256", secret).update(largeInput).digest("hex"), "a large body");
+  assert.equal(await keyed.fingerprint(large), node(largeInput), "a large body, no secret");
   for (let n = 0; n < 200; n += 7) {
     const data = new Uint8Array(randomBytes(n));
     const key = new Uint8Array(randomBytes(n));
