@@ -14,10 +14,11 @@
 //    fetch that takes a Web Lock and writes localStorage before and after: what any correct
 //    implementation must do, issue 12's reference), the "exact floor" (the floor plus the key claimed
 //    in one IndexedDB transaction: what an exact cross-tab begin adds, issue 13 item 4), ky with
-//    retries, and idempotent-fetch (client.fetch, and begin + send;
-//    memory and localStorage). All in one page, in one run, interleaved round-robin (the start variant
-//    rotates each round) so that load from other processes on the machine falls on every variant
-//    alike. Each request reads the response body.
+//    retries, and idempotent-fetch (client.fetch with and without a named intent, and begin + send;
+//    memory and localStorage). A named intent's begin claims its key across tabs (the exact floor's
+//    IndexedDB transaction); a call without intent is its own intent and claims nothing (the floor).
+//    All in one page, in one run, interleaved round-robin (the start variant rotates each round) so
+//    that load from other processes on the machine falls on every variant alike. Each request reads the response body.
 // 2. Start-up: import of the package (pkg/index.js, which starts fetching the .wasm), `await ready`
 //    (the .wasm compiled and instantiated) and new IdempotentClient(), on fresh page loads with
 //    caching off.
@@ -206,6 +207,12 @@ async function perRequest({ requests, warmup, FLOOR, FLOOR_EXACT }) {
     },
     "idempotent-fetch client.fetch, localStorage": async (i, round) => {
       const r = await local.fetch(url, { method: "POST", headers: json, body: bodyOf(i), intent: `l-fetch-${round}-${i}` });
+      await r.text();
+    },
+    // Without `intent`, each call is its own intent (a random id no other tab can begin): no claim,
+    // so this is the one that compares with the floor; named intents compare with the exact floor.
+    "idempotent-fetch client.fetch without intent, localStorage": async (i) => {
+      const r = await local.fetch(url, { method: "POST", headers: json, body: bodyOf(i) });
       await r.text();
     },
     "idempotent-fetch begin + send, memory": async (i, round) => {

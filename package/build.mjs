@@ -199,6 +199,8 @@ const GLUE_PRIVATE = ["__wbg_ptr", "__destroy_into_raw", "__wrap"];
 const DRIVER_PRIVATE = [
   "engineReady", "engineMade", "beginPrepared", "sendLocked", "adoptLock", "offered", "inFlight",
   "inMemory", "fallBack", "onFallback", "byType", "forgetSecret", "core", "view", "listeners", "config",
+  "sentNow", "unsaved", "retire", "persisted", "waiting", "records", "prefix", "area", "backend", "requested",
+  "database", "fallbackReason",
 ];
 
 /** Step 4: the bundles. Returns the names the entry exports (for node.js, the ESM face of node.cjs). */

@@ -247,13 +247,9 @@ export class IdempotentClient {
     const intentId = args.intent ?? `fetch:${hex(crypto.getRandomValues(new Uint8Array(16)))}`;
     const prepare = () => prepareParts(args.url, args.method, args.headers, args.body, headerName, maxBodyBytes);
     const operation = await this.beginPrepared(intentId, prepare, false, named, true);
-    const result = await operation.send(args.signal ? { signal: args.signal } : undefined);
-    if (!named) {
-      // Nobody can begin a random id again, so its retired record would only take up storage for
-      // keyTtlMs. (Unfinished ones stay: `pending()` lists them.)
-      await this.core.store.delete(intentId).catch(() => {});
-    }
-    return result.response;
+    // Without intent, nobody can begin the random id again: its send deletes the record once answered
+    // instead of keeping it retired for keyTtlMs. (Unfinished ones stay: `pending()` lists them.)
+    return (await operation.send(args.signal ? { signal: args.signal } : undefined)).response;
   }
 
   /** Adds a listener for `"attempt" | "retry" | "offline" | "success" | "failure" | "expired" |
@@ -350,7 +346,7 @@ export class IdempotentClient {
           release?.();
         }
       }
-      operation = IdempotentOperation.create(core, view[0], prepared, await sendLock, view[1]);
+      operation = IdempotentOperation.create(core, view[0], prepared, await sendLock, sendsNow ? { unsaved: view[1], retire: !shared } : undefined);
       return operation;
     } finally {
       if (!operation) void sendLock.then((release) => release?.());

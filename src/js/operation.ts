@@ -41,28 +41,37 @@ export function viewOf(machine: Machine, ids: Pick<RecordIds, "intentId" | "key"
   };
 }
 
+/** @internal An operation `client.fetch` sends at once. */
+export interface SentNow {
+  /** The record `begin` left for the first `send` to write (one write fewer). */
+  unsaved: string | undefined;
+  /** Delete the record once answered instead of writing it retired: nobody can begin its random id again. */
+  retire: boolean;
+}
+
 /** One user intent (one click on "Pay") and its idempotency key. Get one from `client.begin`. */
 export class IdempotentOperation {
   /** The send lock `begin` took on the way (core.ts, offerSendLock), until a `send` adopts it. */
-  private offered: { release: Release; timer: ReturnType<typeof setTimeout> } | undefined;
+  private offered: { release: Release; timer: ReturnType<typeof setTimeout> | undefined } | undefined;
 
   private constructor(
     private readonly core: ClientCore,
     private view: RecordView,
     private readonly request: PreparedRequest,
     sendLock: Release | undefined,
-    /** The record `begin` left for this operation's first `send` to write (`client.fetch`). */
-    private unsaved: string | undefined,
+    private sentNow: SentNow | undefined,
   ) {
-    if (sendLock) {
+    // Sent at once, the lock needs no timer to let it go.
+    if (sendLock && sentNow) this.offered = { release: sendLock, timer: undefined };
+    else if (sendLock) {
       const timer = setTimeout(() => this.adoptLock()?.(), SEND_LOCK_OFFER_MS);
       this.offered = { release: sendLock, timer };
     }
   }
 
   /** @internal Made by the client only (`begin`, `resume`). */
-  static create(core: ClientCore, view: RecordView, request: PreparedRequest, sendLock?: Release, unsaved?: string): IdempotentOperation {
-    return new IdempotentOperation(core, view, request, sendLock, unsaved);
+  static create(core: ClientCore, view: RecordView, request: PreparedRequest, sendLock?: Release, sentNow?: SentNow): IdempotentOperation {
+    return new IdempotentOperation(core, view, request, sendLock, sentNow);
   }
 
   /** Takes over the offered send lock, if it is still held. */
@@ -129,9 +138,12 @@ export class IdempotentOperation {
     const abortedWaiting = () => new IdempotentFetchError("ABORTED", ABORTED_MESSAGE, { key: this.view.key });
     // One send per intent in this client: a second call waits and shares the first one's answer.
     const turn = await core.inFlight.enter(intentId, signal).catch(() => {
+      this.free();
       throw abortedWaiting();
     });
     if (!turn.mine) {
+      // The send lock this operation may hold is the other call's to take.
+      this.free();
       await this.refresh();
       return turn.result;
     }
@@ -139,7 +151,6 @@ export class IdempotentOperation {
     try {
       // One sender per intent across tabs: wait for the tab (or worker) that holds it.
       let release = this.adoptLock();
-      const held = !!release;
       try {
         if (signal?.aborted) throw INTERRUPTED;
         release ??= await intentLock(core, "send", intentId, signal);
@@ -148,7 +159,7 @@ export class IdempotentOperation {
         throw abortedWaiting();
       }
       try {
-        result = await this.sendLocked(signal, onAttempt, onRetry, held);
+        result = await this.sendLocked(signal, onAttempt, onRetry);
       } finally {
         release();
       }
@@ -173,23 +184,31 @@ export class IdempotentOperation {
     signal: AbortSignal | undefined,
     onAttempt: SendOptions["onAttempt"],
     onRetry: SendOptions["onRetry"],
-    heldSinceBegin: boolean,
   ): Promise<SendResult> {
-    const { core, unsaved } = this;
+    const { core, sentNow } = this;
     const { intentId } = this.view;
-    this.unsaved = undefined;
+    const unsaved = sentNow?.unsaved;
+    this.sentNow = undefined;
     let machine: Machine | undefined;
     try {
       const engine = await core.engine();
-      // The record `begin` did not write: as fresh as storage's while this send lock was held since
-      // begin (no other tab could send meanwhile), else only when storage has none.
+      // Storage's record (another tab's send may have moved it on), else the one `begin` did not write.
       const loaded =
-        (heldSinceBegin && unsaved !== undefined ? undefined : await loadRecord(core, engine, intentId)) ??
-        (unsaved === undefined ? undefined : decodeRecord(engine, intentId, unsaved));
+        (await loadRecord(core, engine, intentId)) ?? (unsaved === undefined ? undefined : decodeRecord(engine, intentId, unsaved));
       if (!loaded) throw notFound(intentId);
       machine = loaded.machine;
       const persisted: PersistedRequest | undefined = loaded.request;
-      const result = await runSend({ core, machine, ids: loaded.ids, persisted, request: this.request, signal, onAttempt, onRetry });
+      const result = await runSend({
+        core,
+        machine,
+        ids: loaded.ids,
+        persisted,
+        request: this.request,
+        signal,
+        onAttempt,
+        onRetry,
+        retire: sentNow?.retire,
+      });
       core.listeners.emit(
         result.ok
           ? { type: "success", intentId, key: result.key, status: result.status, attempts: result.attempts, replayed: result.replayed }

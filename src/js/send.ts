@@ -25,6 +25,8 @@ export interface SendContext {
   signal: AbortSignal | undefined;
   onAttempt: ((event: AttemptEvent) => void) | undefined;
   onRetry: ((event: RetryEvent) => void) | undefined;
+  /** Answered, the record is deleted instead of written retired (`client.fetch` without intent). */
+  retire?: boolean | undefined;
 }
 
 /** The caller's `shouldRetry(status)` as the machine's override (a throwing or junk answer: none). */
@@ -49,7 +51,8 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
   for (;;) {
     if (machine.get(M.F_DIRTY) === 1) {
       try {
-        await saveRecord(core, machine, ids, ctx.persisted);
+        if (action === M.DONE && ctx.retire) await core.store.delete(intentId);
+        else await saveRecord(core, machine, ids, ctx.persisted);
       } catch (error) {
         // A reload during the attempt must find the key: never send unsaved. After an answer, the
         // answer matters more (a later send replays the same key and the server answers the same).
