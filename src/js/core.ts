@@ -124,7 +124,9 @@ export async function dropClaim(core: ClientCore, intentId?: string, key?: strin
   const ns = core.config.namespace;
   if (!db) return true;
   return claim(db, intentId === undefined ? IDBKeyRange.bound(`${ns}\0`, `${ns}\x01`) : claimSlot(ns, intentId), (value) => {
-    const drop = value === undefined || String(value).includes(key ?? "");
+    // The claim's text is its record's JSON: `"key":"<key>"` appears there only as its key field (in
+    // any string field, a quote is escaped).
+    const drop = value === undefined || key === undefined || String(value).includes(`"key":"${key}"`);
     return [drop, drop ? null : undefined];
   }).catch(() => true);
 }
