@@ -84,7 +84,7 @@ test("keyed fingerprint: subtle (large inputs) and plain JS (small ones) agree, 
   assert.notEqual(withSubtle, node(input), "not the plain SHA-256 of the request");
   assert.notEqual(withSubtle, node(request.body.bytes), "not the plain SHA-256 of the body");
   assert.equal(await keyed.fingerprint(request), node(input), "no secret: the version-1 plain hash");
-  // Inputs over 4 KiB take crypto.subtle (smaller ones the plain-JS HMAC): the same values.
+  // Inputs over 1 KiB take crypto.subtle (smaller ones the plain-JS HMAC): the same values.
   const large = { ...request, body: { bytes: new Uint8Array(randomBytes(10_000)), contentType: "application/octet-stream" } };
   const largeInput = keyed.fingerprintInput(large);
   assert.equal(await keyed.fingerprint(large, secret), createHmac("sha256", secret).update(largeInput).digest("hex"), "a large body");
