@@ -108,6 +108,7 @@ const P_SHORT = 0.12;
 const P_TWIN = 0.08; // Node: a raw request with the same key at the same time (held by a latency fault)
 const P_DOUBLE = 0.06; // Node: send() twice at once (double click)
 const P_ABORT = 0.1; // abort mid-send, then re-begin ("reload")
+const P_FETCH = 0.25; // client.fetch(url, { intent }) instead of begin + send (its begin leaves the first write to send)
 const P_TWO_TABS = Number(value("--two-tabs", 0.3)); // browser: the same intent started in both tabs
 const CPU_LOAD = flag("--cpu-load") ? os.availableParallelism() : 0; // busy-loop children
 const AT_ONCE = flag("--at-once"); // both tabs begin their twins at the same moment
@@ -123,8 +124,8 @@ const figures = {
     attempts: 0, answered201: 0, replayed201: 0, status503: 0, status429: 0, status409: 0, otherStatus: {},
     dropAfterCommit: 0, resetBefore: 0, resetAfter: 0, slowAnswers: 0, clientGaveUp: 0,
   },
-  node: { aborts: 0, reBegins: 0, twins: 0, twin409: 0, doubleSends: 0, retryReasons: {} },
-  browser: { twoTabs: 0, aborts: 0, reloads: 0, offlineSpells: 0, resumedAfterReload: 0, retryReasons: {} },
+  node: { aborts: 0, reBegins: 0, twins: 0, twin409: 0, doubleSends: 0, viaFetch: 0, retryReasons: {} },
+  browser: { twoTabs: 0, viaFetch: 0, aborts: 0, reloads: 0, offlineSpells: 0, resumedAfterReload: 0, retryReasons: {} },
   outcomes: { succeeded: 0, pendingAfterRun: 0, pendingCodes: {} },
   resumed: 0, resumedSucceeded: 0, serverLatencies: [],
   checks: { duplicates: 0, lost: 0, keyChanged: 0, orphanOrders: 0, problems: [] },
@@ -337,7 +338,31 @@ async function runNode(lib, intents, proxyUrl, serverUrl) {
     headers: { "content-type": "application/json", authorization: `Bearer ${intent.token}` }, body: intent.body,
   });
   const queue = [...intents];
+  // client.fetch with the intent's id: begin and send in one call. The key comes from the first
+  // "attempt" event (the record is stored by then, before the request goes) or from the error.
+  async function viaFetch(intent) {
+    figures.node.viaFetch += 1;
+    const client = clientFor(intent);
+    const onAttempt = (e) => e.intentId === intent.id && seeKey(intent, e.key, "fetch attempt");
+    const onRetry = (e) => e.intentId === intent.id && bump(figures.node.retryReasons, e.reason.replace(/\d+ ?ms/g, "").trim());
+    client.addEventListener("attempt", onAttempt);
+    client.addEventListener("retry", onRetry);
+    try {
+      const { url, ...init } = request(intent);
+      const response = await client.fetch(url, { ...init, intent: intent.id });
+      return { result: { key: intent.key, ok: response.ok, status: response.status, response } };
+    } catch (error) {
+      return { error };
+    } finally {
+      client.removeEventListener("attempt", onAttempt);
+      client.removeEventListener("retry", onRetry);
+    }
+  }
   async function one(intent) {
+    if (chance(P_FETCH)) {
+      await record(intent, await viaFetch(intent));
+      return;
+    }
     const client = clientFor(intent);
     const op = await client.begin(intent.id, request(intent));
     seeKey(intent, op.key, "begin");
@@ -484,7 +509,11 @@ async function runBrowser(browserParts, intents) {
   const byId = new Map(intents.map((i) => [i.id, i]));
   for (let start = 0; start < intents.length; start += BROWSER_BATCH) {
     const batch = intents.slice(start, start + BROWSER_BATCH);
-    const specs = batch.map((intent) => ({ ...specOf(intent), abortAfterMs: chance(P_ABORT) ? between(0, 300) : undefined }));
+    const specs = batch.map((intent) => {
+      const viaFetch = chance(P_FETCH);
+      if (viaFetch) figures.browser.viaFetch += 1;
+      return { ...specOf(intent), viaFetch, abortAfterMs: !viaFetch && chance(P_ABORT) ? between(0, 300) : undefined };
+    });
     const twins = batch.filter(() => chance(P_TWO_TABS));
     // the same intents in the second tab: same storage, so the same keys. By default right after
     // the first tab's begins returned; with --at-once both tabs begin at the same moment.
@@ -795,8 +824,8 @@ function printFigures() {
     ["  answers slower than the latency fault", p.slowAnswers],
     ["  server answer time p50 / p90 / p99 / max (ms)", percentiles(figures.serverLatencies)],
     ["  client gave up before the answer (timeout/abort/reload/offline)", p.clientGaveUp],
-    ["Node: aborts / re-begins / raw twins (409) / double sends", `${figures.node.aborts} / ${figures.node.reBegins} / ${figures.node.twins} (${figures.node.twin409}) / ${figures.node.doubleSends}`],
-    [`${engineName}: two-tab intents / aborts+new client / page.reload()s (intents resumed) / offline spells${capabilities.offline ? "" : " (none: no offline switch)"}`, `${figures.browser.twoTabs} / ${figures.browser.aborts} / ${figures.browser.reloads} (${figures.browser.resumedAfterReload}) / ${figures.browser.offlineSpells}`],
+    ["Node: aborts / re-begins / raw twins (409) / double sends / client.fetch", `${figures.node.aborts} / ${figures.node.reBegins} / ${figures.node.twins} (${figures.node.twin409}) / ${figures.node.doubleSends} / ${figures.node.viaFetch}`],
+    [`${engineName}: two-tab intents / client.fetch / aborts+new client / page.reload()s (intents resumed) / offline spells${capabilities.offline ? "" : " (none: no offline switch)"}`, `${figures.browser.twoTabs} / ${figures.browser.viaFetch} / ${figures.browser.aborts} / ${figures.browser.reloads} (${figures.browser.resumedAfterReload}) / ${figures.browser.offlineSpells}`],
     ["retry reasons (Node)", JSON.stringify(figures.node.retryReasons)],
     [`retry reasons (${engineName})`, JSON.stringify(figures.browser.retryReasons)],
     ["succeeded during the fault phase", figures.outcomes.succeeded],
