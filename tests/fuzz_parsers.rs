@@ -40,16 +40,9 @@ fn config() -> Config {
     }
 }
 
-fn is_canonical_v4(text: &str) -> bool {
-    let b = text.as_bytes();
-    b.len() == 36
-        && b.iter().enumerate().all(|(i, c)| match i {
-            8 | 13 | 18 | 23 => *c == b'-',
-            14 => *c == b'4',
-            19 => matches!(c, b'8' | b'9' | b'a' | b'b'),
-            _ => c.is_ascii_digit() || (b'a'..=b'f').contains(c),
-        })
-}
+#[path = "oracle/canonical_v4.rs"]
+mod canonical_v4;
+use canonical_v4::is_canonical_v4;
 
 const VALID_KEY: &str = "8e03978e-40d5-43e8-bc93-6894a57f9324";
 const VALID_FINGERPRINT: &str = "cbdda195dbcc57208bc7490ca55b156e07f24018a7c4c69d7b026e031fc3a2ea";

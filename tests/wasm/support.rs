@@ -63,16 +63,9 @@ pub fn packed(code: u32, detail: u32) -> u32 {
     code * 256 + detail
 }
 
-fn is_canonical_v4(text: &str) -> bool {
-    let b = text.as_bytes();
-    b.len() == 36
-        && b.iter().enumerate().all(|(i, c)| match i {
-            8 | 13 | 18 | 23 => *c == b'-',
-            14 => *c == b'4',
-            19 => matches!(c, b'8' | b'9' | b'a' | b'b'),
-            _ => c.is_ascii_digit() || (b'a'..=b'f').contains(c),
-        })
-}
+#[path = "../oracle/canonical_v4.rs"]
+mod canonical_v4;
+use canonical_v4::is_canonical_v4;
 
 fn load(engine: &Engine, m: &Machine) -> Result<Machine, u32> {
     checked(engine.load(
