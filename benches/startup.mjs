@@ -3,7 +3,7 @@
 // alternate between the variants (each going first in turn) so that the machine's load falls on all alike.
 //
 //   node benches/startup.mjs                  pkg/ and the references, 20 loads each
-//   --loads N                                 loads per variant
+//   --loads N                                 loads per variant (--quick: 5)
 //   --pkg [NAME=]DIR                          a package directory to time (repeatable; default pkg/): e.g.
 //                                             an older build next to the current one
 //   --no-cdp                                  no debugger attached: Chromium opens the page by itself and
@@ -34,7 +34,7 @@ import { CHROMIUM_ARGS, chromiumPath, launchChromium } from "../tests/support/ch
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const argv = process.argv.slice(2);
 const option = (name) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : undefined);
-const LOADS = Number(option("--loads") ?? 20);
+const LOADS = Number(option("--loads") ?? (argv.includes("--quick") ? 5 : 20));
 const noCdp = argv.includes("--no-cdp");
 const pkgs = argv.flatMap((a, i) => (argv[i - 1] === "--pkg" ? [a] : []));
 const variants = (pkgs.length ? pkgs : [join(root, "pkg")]).map((spec) => {
