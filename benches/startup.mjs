@@ -146,7 +146,8 @@ try {
   }
 } finally {
   server.close();
-  rmSync(refs, { recursive: true, force: true });
+  // Chromium's helper processes may still be writing to the profile for a moment after it exits.
+  rmSync(refs, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
 }
 
 // ---- the figures ------------------------------------------------------------------------------------
