@@ -14,3 +14,7 @@ node benches/size.mjs
 echo
 echo "== 3. overhead per request in headless Chromium"
 node benches/overhead.mjs "${quick[@]}"
+echo
+echo "== 3b. start-up alone, against reference modules; then with no debugger attached"
+node benches/startup.mjs "${quick[@]}"
+node benches/startup.mjs --no-cdp "${quick[@]}"

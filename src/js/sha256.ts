@@ -4,16 +4,10 @@
 // tests/js/fingerprint.test.mjs.
 
 // The round constants (cube roots) and the initial hash (square roots) of the first primes: the
-// first 32 bits of their fractional parts (FIPS 180-4, 4.2.2 and 5.3.3), computed rather than listed.
+// first 32 bits of their fractional parts (FIPS 180-4, 4.2.2 and 5.3.3), computed rather than listed,
+// on the first digest (sha256 below), not at import: the package's start-up does not pay for them.
 const K = new Uint32Array(64);
 const H0 = new Uint32Array(8);
-for (let n = 2, found = 0; found < 64; n++) {
-  let prime = true;
-  for (let d = 2; d * d <= n; d++) if (n % d === 0) prime = false;
-  if (!prime) continue;
-  if (found < 8) H0[found] = (n ** (1 / 2) % 1) * 2 ** 32;
-  K[found++] = (n ** (1 / 3) % 1) * 2 ** 32;
-}
 
 /** Lowercase hex of `bytes` (64 characters for a digest). */
 export const hex = (bytes: Uint8Array): string => Array.from(bytes, (byte) => (byte < 16 ? "0" : "") + byte.toString(16)).join("");
@@ -22,6 +16,15 @@ const rotr = (x: number, n: number): number => (x >>> n) | (x << (32 - n));
 
 /** The SHA-256 digest of `data` (32 bytes). */
 export function sha256(data: Uint8Array): Uint8Array {
+  if (!K[0]) {
+    for (let n = 2, found = 0; found < 64; n++) {
+      let d = 2;
+      while (n % d) d++; // n's smallest divisor: n is prime when that is n itself
+      if (d < n) continue;
+      H0[found] = (n ** 0.5 % 1) * 2 ** 32; // kept for the first 8 primes: a typed array ignores writes past its end
+      K[found++] = (n ** (1 / 3) % 1) * 2 ** 32;
+    }
+  }
   const length = data.length;
   // Message + 0x80 + zero padding + 64-bit big-endian bit length, to a multiple of 64 bytes
   // (setUint32 takes its value mod 2^32: the high word is floor(length / 2^29), the low one length * 8).
