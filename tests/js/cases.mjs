@@ -950,6 +950,13 @@ add("client.fetch has its key stored before each attempt (begin leaves the first
   client.addEventListener("attempt", (event) => anonymous.push(client.pending().then((list) => list.map((i) => i.intentId).includes(event.intentId))));
   await client.fetch(ctx.url("fw2", "201"), { method: "POST", body: "x" });
   assert.deepEqual(await Promise.all(anonymous.slice(-1)), [true], "each call its own intent, stored too");
+  // Answered: the named intent's record stays (retired, until keyTtlMs); an anonymous one's is deleted,
+  // a definite 4xx included (nobody can begin its random id again).
+  const definite = await client.fetch(ctx.url("fw3", "404"), { method: "POST", body: "x" });
+  assert.equal(definite.status, 404);
+  if (ctx.browser && ctx.storage === "local") {
+    assert.deepEqual(ctx.slots(), [`${PREFIX}${ctx.ns}:order:fw`], "only the named intent's record is left");
+  }
 });
 
 add("two namespaces are isolated", async (ctx) => {
