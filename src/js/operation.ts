@@ -1,13 +1,12 @@
 // `IdempotentOperation`: one intent (one click on "Pay") and its key, and `send`.
 
 import { type ClientCore, dropClaim, intentLock, loadRecord, SEND_LOCK_OFFER_MS } from "./core.js";
-import { decodeRecord } from "./record.js";
 import { IdempotentFetchError, invalidOptions, invalidRequest } from "./errors.js";
 import { Fields } from "./fields.js";
 import type { Release } from "./lock.js";
 import { F_CREATED_AT, F_LAST_STATUS, F_STATE, F_TOTAL_ATTEMPTS, F_UPDATED_AT, type Machine, STATES } from "./machine.js";
 import { ABORTED_MESSAGE, INTENT_ID_MESSAGE, notFound, storageUnavailable } from "./messages.js";
-import type { PersistedRequest, RecordIds } from "./record.js";
+import { decodeRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import type { PreparedRequest } from "./request.js";
 import type { SendOptions, SendResult } from "./results.js";
 import { runSend } from "./send.js";
