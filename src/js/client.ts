@@ -246,7 +246,9 @@ export class IdempotentClient {
     const named = args.intent !== undefined;
     const intentId = args.intent ?? `fetch:${hex(crypto.getRandomValues(new Uint8Array(16)))}`;
     const prepare = () => prepareParts(args.url, args.method, args.headers, args.body, headerName, maxBodyBytes);
-    const operation = await this.beginPrepared(intentId, prepare, false, named, true);
+    // With a signal the send can be aborted before its first attempt, and ABORTED says the key is
+    // kept: begin writes the record then.
+    const operation = await this.beginPrepared(intentId, prepare, false, named, true, !args.signal);
     // Without intent, nobody can begin the random id again: its send deletes the record once answered
     // instead of keeping it retired for keyTtlMs. (Unfinished ones stay: `pending()` lists them.)
     return (await operation.send(args.signal ? { signal: args.signal } : undefined)).response;
@@ -308,13 +310,15 @@ export class IdempotentClient {
    *  (storage/claims.ts); without IndexedDB, or when it fails, it is made under a short Web Lock,
    *  separate from the lock `send` holds for minutes. `shared`: another tab could begin this id too
    *  (false for the random id of an anonymous `fetch`: it needs neither). `sendsNow`: `send` follows
-   *  at once (`fetch`), and writes the record before its attempt, so begin does not write it too. */
+   *  at once (`fetch`); with `deferSave`, begin leaves the record's first write to it (the send writes
+   *  the record before its first attempt anyway). */
   private async beginPrepared(
     intentId: string,
     prepare: () => Promise<PreparedRequest>,
     replace: boolean,
     shared: boolean,
     sendsNow = false,
+    deferSave = false,
   ): Promise<IdempotentOperation> {
     const { core } = this;
     const claims = shared && claimsInUse(core) ? claimsDb() : undefined;
@@ -335,7 +339,7 @@ export class IdempotentClient {
         void beginLock?.then((release) => release());
         throw error;
       }
-      const begin = (db?: IDBDatabase) => beginOnce(core, engine, intentId, prepared, replace, fp, db, sendsNow);
+      const begin = (db?: IDBDatabase) => beginOnce(core, engine, intentId, prepared, replace, fp, db, deferSave);
       // A claims database that fails mid-way: this call takes the lock path.
       let view = db && (await begin(db).catch((error: unknown) => (error ? Promise.reject(error) : undefined)));
       if (!view) {

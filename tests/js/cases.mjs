@@ -959,6 +959,24 @@ add("client.fetch has its key stored before each attempt (begin leaves the first
   }
 });
 
+add("client.fetch aborted before its first attempt keeps its key stored, as ABORTED says", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const controller = new AbortController();
+  controller.abort();
+  const url = ctx.url("fab", "201");
+  const error = await assert.rejects(
+    client.fetch(url, { method: "POST", body: "x", intent: "order:fab", signal: controller.signal }),
+    "ABORTED",
+  );
+  const [info] = await client.pending();
+  assert.equal(info?.key, error.key, "pending() lists the intent with the key of the error");
+  assert.equal(info.attempts, 0);
+  assert.equal((await ctx.log("fab")).length, 0, "nothing was sent");
+  const response = await client.fetch(url, { method: "POST", body: "x", intent: "order:fab" });
+  assert.equal((await response.json()).key, error.key, "the next call resumes that key");
+});
+
 add("two namespaces are isolated", async (ctx) => {
   const { assert } = ctx;
   const otherNs = ctx.newNamespace();
