@@ -246,9 +246,10 @@ export class IdempotentClient {
     const named = args.intent !== undefined;
     const intentId = args.intent ?? `fetch:${hex(crypto.getRandomValues(new Uint8Array(16)))}`;
     const prepare = () => prepareParts(args.url, args.method, args.headers, args.body, headerName, maxBodyBytes);
-    // With a signal the send can be aborted before its first attempt, and ABORTED says the key is
-    // kept: begin writes the record then.
-    const operation = await this.beginPrepared(intentId, prepare, false, named, true, !args.signal);
+    // begin writes the record itself with requireDurable (it must see that write land) and with a
+    // signal (the send can be aborted before its first attempt, and ABORTED says the key is kept).
+    const deferSave = !args.signal && !this.core.config.requireDurable;
+    const operation = await this.beginPrepared(intentId, prepare, false, named, true, deferSave);
     // Without intent, nobody can begin the random id again: its send deletes the record once answered
     // instead of keeping it retired for keyTtlMs. (Unfinished ones stay: `pending()` lists them.)
     return (await operation.send(args.signal ? { signal: args.signal } : undefined)).response;
@@ -388,8 +389,7 @@ interface Begun {
 /** One create-or-resume. With `db` (the claims database), the stored record and the claim are
  *  weighed and the machine decides in one read-write transaction; a new key is claimed in it. The
  *  record is written after the transaction committed, or, with `deferSave`, returned unwritten for
- *  the `send` that follows at once (never with requireDurable: begin must see the write land).
- *  Rejects `undefined` when `db` failed. */
+ *  the `send` that follows at once. Rejects `undefined` when `db` failed. */
 async function beginOnce(
   core: ClientCore,
   engine: Engine,
@@ -479,7 +479,7 @@ async function beginOnce(
     let unsaved: string | undefined;
     // Resumed from the claim: this tab's storage lacks the record, and its `send` will read it there.
     if (machine.get(F_DIRTY) === 1 || fromClaim) {
-      if (deferSave && !config.requireDurable) unsaved = recordText(machine, ids, request);
+      if (deferSave) unsaved = recordText(machine, ids, request);
       else await saveRecord(core, machine, ids, request);
     }
     if (config.requireDurable && !store.durable) {
