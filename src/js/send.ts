@@ -47,7 +47,10 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
   const { intentId, key } = ids;
   const header = machine.key(true);
   let response: Response | undefined;
-  let action = machine.on(M.EV_START, Date.now(), isOnline());
+  // The time given to the machine call that returned `action`: a SEND's attempt ends `F_TIMEOUT_MS`
+  // after it (the machine's clock), so the record's save before the attempt counts against it too.
+  let decidedAt = Date.now();
+  let action = machine.on(M.EV_START, decidedAt, isOnline());
   for (;;) {
     if (machine.get(M.F_DIRTY) === 1) {
       try {
@@ -76,8 +79,9 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         };
         call(ctx.onAttempt, event);
         listeners.emit(event);
-        const outcome = await sendAttempt(request, config.headerName, header, machine.get(M.F_TIMEOUT_MS), signal);
-        const now = Date.now();
+        const endsAt = decidedAt + machine.get(M.F_TIMEOUT_MS);
+        const outcome = await sendAttempt(request, config.headerName, header, endsAt - Date.now(), signal);
+        const now = (decidedAt = Date.now());
         if (typeof outcome === "number") action = machine.on(outcome, now, false);
         else {
           const get = (name: string) => outcome.headers.get(name) ?? undefined;
@@ -113,7 +117,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         listeners.emit(event);
         try {
           await sleep(event.delayMs, signal);
-          action = machine.on(M.EV_WAKE, Date.now(), isOnline());
+          action = machine.on(M.EV_WAKE, (decidedAt = Date.now()), isOnline());
         } catch (thrown) {
           if (thrown !== INTERRUPTED) throw thrown;
           action = machine.on(M.EV_ABORT, Date.now(), false);
@@ -124,7 +128,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         listeners.emit({ type: "offline", intentId, key });
         try {
           const online = await waitOnline(machine.get(M.F_TIMEOUT_MS), signal);
-          action = machine.on(online ? M.EV_ONLINE : M.EV_ONLINE_TIMEOUT, Date.now(), false);
+          action = machine.on(online ? M.EV_ONLINE : M.EV_ONLINE_TIMEOUT, (decidedAt = Date.now()), false);
         } catch (thrown) {
           if (thrown !== INTERRUPTED) throw thrown;
           action = machine.on(M.EV_ABORT, Date.now(), false);

@@ -61,6 +61,8 @@ pub struct Machine {
     backoff: Backoff,
     last_retry_cost: Option<u32>,
     timeout_ms: u64,
+    /// When the attempt in flight is given up (its start plus `timeout_ms`).
+    attempt_ends: u64,
     delay_ms: u64,
     reason: Option<RetryReason>,
     status: u16,
@@ -84,6 +86,7 @@ impl Machine {
             backoff,
             last_retry_cost: None,
             timeout_ms: 0,
+            attempt_ends: 0,
             delay_ms: 0,
             reason: None,
             status: 0,
@@ -202,10 +205,17 @@ impl Machine {
         self.next_attempt(now_ms, online)
     }
 
-    /// The attempt got an HTTP answer.
+    /// The attempt got an HTTP answer, its body read (`now_ms`: when the driver holds the whole
+    /// answer). An answer held only at or after the attempt's end is a timeout, never a definite
+    /// answer: by then the driver has aborted the fetch, and an engine may still hand over a
+    /// Response whose body the abort killed (docs/ARCHITECTURE.md, "An answer that races its
+    /// timer"). Retrying with the same key is safe: the server replays what it stored.
     pub fn on_response(&mut self, now_ms: u64, answer: &Answer<'_>) -> Action {
         if self.phase != Phase::Sending {
             return self.fail(code::PROTOCOL, protocol::NOT_SENDING);
+        }
+        if now_ms >= self.attempt_ends {
+            return self.failed_attempt(now_ms, RetryReason::Timeout);
         }
         self.outcome(now_ms);
         let status = answer.status;
@@ -308,6 +318,7 @@ impl Machine {
         self.outcome(now_ms);
         self.phase = Phase::Sending;
         self.timeout_ms = self.shared.policy.attempt_timeout_ms.min(self.deadline - now_ms).max(1);
+        self.attempt_ends = now_ms.saturating_add(self.timeout_ms);
         Action::Send
     }
 

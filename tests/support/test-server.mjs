@@ -9,6 +9,7 @@
 //   delay300   wait 300 ms, then answer 201
 //   reset      destroy the connection without answering
 //   endless    200 with a body that never ends
+//   slowbody300  201 whose headers come at once and whose body comes 300 ms later
 // GET /log/<scenario> returns the logged requests: [{method, key, headers, body, bodyBase64, attempt, at}]
 // (`body` is latin1 text; `bodyBase64` is the exact bytes; `at` is Date.now() when it arrived).
 // `&close=1` on a scenario URL answers with `Connection: close`, so every attempt uses a fresh
@@ -79,6 +80,14 @@ async function answer(step, res, cors, info) {
     await new Promise((r) => setTimeout(r, Number(step.slice(5))));
     if (res.socket.destroyed) return;
     step = "201";
+  }
+  if (step.startsWith("slowbody")) {
+    res.writeHead(201, { ...cors, "content-type": "application/json" });
+    res.flushHeaders();
+    await new Promise((r) => setTimeout(r, Number(step.slice(8))));
+    if (!res.socket || res.socket.destroyed) return;
+    res.end(JSON.stringify(info));
+    return;
   }
   if (step === "endless") {
     res.writeHead(200, { ...cors, "content-type": "text/plain" });
