@@ -91,7 +91,7 @@ export class IdempotentClient {
     const forgetSecret = () => {
       secret = undefined;
     };
-    this.core = { config, store, listeners, inFlight, engine, secret: secretOnce, forgetSecret };
+    this.core = { config, store, listeners, inFlight, engine, secret: secretOnce, forgetSecret, corsWarned: new Set() };
     // After the constructor returns, so listeners added right away still hear about it.
     void Promise.resolve().then(async () => {
       if (store.fallbackReason !== null) listeners.emit({ type: "storagefallback", reason: store.fallbackReason });
@@ -265,7 +265,7 @@ export class IdempotentClient {
   }
 
   /** Adds a listener for `"attempt" | "retry" | "offline" | "success" | "failure" | "expired" |
-   *  "storagefallback"`. Throws `INVALID_OPTIONS` for another type. */
+   *  "storagefallback" | "cors"`. Throws `INVALID_OPTIONS` for another type. */
   addEventListener<K extends keyof ClientEventMap>(type: K, listener: (event: ClientEventMap[K]) => void): void {
     this.core.listeners.add(type, listener);
   }

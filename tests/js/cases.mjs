@@ -260,7 +260,7 @@ add("a new intent gets a new key; re-beginning the same intent keeps its key", a
   assert.equal(again.key, a.key);
 });
 
-for (const status of [408, 409, 425, 429, 500, 502, 503, 504]) {
+for (const status of [408, 409, 423, 425, 429, 500, 502, 503, 504]) {
   add(`retryable ${status} is retried with the same key, then success`, async (ctx) => {
     const { assert } = ctx;
     const client = ctx.client();
@@ -359,6 +359,12 @@ add("a replayed failure is definite: ok:false, replayed:true, one attempt, key r
   assert.deepEqual([other.status, other.replayed], [404, true], "Idempotency-Replayed");
   const unknown = await (await client.begin("c", { url: ctx.url("rp-c", "500x,201"), body: "x" })).send();
   assert.deepEqual([unknown.status, unknown.replayed, unknown.attempts], [201, false, 2], "X-Replayed is not known by default");
+  const x = await (await client.begin("e", { url: ctx.url("rp-e", "500p,201"), body: "x" })).send();
+  assert.deepEqual([x.status, x.replayed, x.attempts], [500, true, 1], "X-Idempotent-Replayed is known by default");
+  const fresh = await (await client.begin("f", { url: ctx.url("rp-f", "201f"), body: "x" })).send();
+  assert.deepEqual([fresh.status, fresh.replayed], [201, false], "Idempotent-Replayed: false is a fresh answer");
+  const freshFail = await (await client.begin("g", { url: ctx.url("rp-g", "500f,201"), body: "x" })).send();
+  assert.deepEqual([freshFail.status, freshFail.attempts], [201, 2], "a 500 marked replayed: false is retried");
   const named = ctx.client({ replayHeaders: ["X-Replayed"] });
   const custom = await (await named.begin("d", { url: ctx.url("rp-d", "500x,201"), body: "x" })).send();
   assert.deepEqual([custom.status, custom.replayed, custom.attempts], [500, true, 1], "replayHeaders adds a spelling");
@@ -366,6 +372,63 @@ add("a replayed failure is definite: ok:false, replayed:true, one attempt, key r
   assert.throws(() => ctx.client({ replayHeaders: ["bad header"] }), "INVALID_OPTIONS", "replayHeaders are header names");
   assert.throws(() => ctx.client({ replayHeaders: "X-Replayed" }), "INVALID_OPTIONS", "replayHeaders is an array");
 });
+
+add("423 Locked is retried like 409, honouring Retry-After", async (ctx) => {
+  const { assert } = ctx;
+  const op = await ctx.client().begin("pay", { url: ctx.url("locked", "423~1,201"), body: "x" });
+  const retries = [];
+  const result = await op.send({ onRetry: (e) => retries.push(e) });
+  assert.deepEqual([result.status, result.attempts], [201, 2]);
+  assert.ok(retries[0].delayMs >= 1000, `waited at least Retry-After (${retries[0].delayMs} ms)`);
+  assert.equal(retries[0].reason, "same payment still in progress (locked) (423)");
+});
+
+add("an exhausted send after repeated 409s says the server may hold the answer", async (ctx) => {
+  const { assert } = ctx;
+  const op = await ctx.client({ retry: { maxAttempts: 3 } }).begin("pay", { url: ctx.url("held", "409"), body: "x" });
+  const error = await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  assert.match(error.message, /kept answering 409: the request is still in progress there, or it holds the answer/);
+  assert.equal(error.key, op.key);
+});
+
+add("replayStatus: a server that answers replays with 409 and the original body finishes the intent", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ replayStatus: 409 });
+  const op = await client.begin("pay", { url: ctx.url("replay409", "503,409"), body: "x" });
+  const result = await op.send();
+  assert.deepEqual([result.status, result.replayed, result.attempts], [409, true, 2]);
+  assert.equal((await result.response.json()).attempt, 2, "the replayed body is the caller's");
+  assert.equal(op.state, "failed", "definite: the key is retired");
+  assert.throws(() => ctx.client({ replayStatus: 200 }), "INVALID_OPTIONS", "a 2xx needs no marker");
+  assert.throws(() => ctx.client({ replayStatus: "409" }), "INVALID_OPTIONS", "a number");
+});
+
+add("cross-origin: answers that expose no header warn once with the line to add; the exhausted message names it", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { maxAttempts: 2 } });
+  const events = [];
+  client.addEventListener("cors", (e) => events.push(e));
+  const hidden = `${ctx.url("cors-hidden", "500r")}&expose=0`;
+  const op = await client.begin("pay", { url: hidden, body: "x" });
+  const error = await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  const origin = new URL(ctx.server).origin;
+  assert.match(error.message, /hid every answer's headers: add "Access-Control-Expose-Headers: Idempotent-Replayed, Retry-After"/);
+  assert.ok(error.message.includes(origin), "the message names the API's origin");
+  // Once per origin and client, with the line to add; with the headers exposed, the replay is definite.
+  assert.deepEqual(events.map((e) => [e.type, e.origin, e.fix, e.key]), [["cors", origin, "Access-Control-Expose-Headers: Idempotent-Replayed, Retry-After", op.key]]);
+  const exposed = await (await client.begin("ok", { url: ctx.url("cors-exposed", "500r"), body: "x" })).send();
+  assert.deepEqual([exposed.status, exposed.replayed, exposed.attempts], [500, true, 1], "same outcome as same-origin");
+}, { browserOnly: true });
+
+add("cross-origin: a preflight that does not allow the key header ends in a message that says so", async (ctx) => {
+  const { assert } = ctx;
+  const op = await ctx.client({ retry: { maxAttempts: 3 } }).begin("pay", {
+    url: `${ctx.url("cors-refused", "201")}&allow=0`, body: "x", headers: { "content-type": "application/json" },
+  });
+  const error = await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  assert.match(error.message, /refused every attempt at once: does its CORS preflight answer "Access-Control-Allow-Headers: Idempotency-Key, Content-Type"\?/);
+  assert.equal((await ctx.log("cors-refused")).length, 0, "nothing reached the server");
+}, { browserOnly: true });
 
 add("uncertain: a 4xx after an attempt that may have reached the server says so and keeps the intent's request", async (ctx) => {
   const { assert } = ctx;
