@@ -19,11 +19,14 @@
 //!
 //! Modules, from the leaves up: [`problem`], [`keys`], [`orders`] (the business), [`protocol`] (the
 //! protocol's types), [`store`] (the protocol step over SQL), [`session`], [`faults`], [`inflight`],
-//! [`config`], [`state`], then the HTTP side: [`auth`], [`idempotency`], [`routes`], [`limits`], [`server`].
+//! [`config`], [`limits`] (the layers and the API's slots), [`state`], then the HTTP side: [`auth`],
+//! [`idempotency`], [`upload`] (bodies read before a slot), [`address`] (per-address shares),
+//! [`static_files`], [`routes`], [`server`].
 //!
 //! [idempotent-fetch]: https://github.com/idempotent-fetch/idempotent-fetch
 #![deny(missing_docs)]
 
+pub mod address;
 pub mod auth;
 pub mod clock;
 pub mod config;
@@ -40,8 +43,10 @@ pub mod routes;
 pub mod server;
 pub mod session;
 pub mod state;
+pub mod static_files;
 pub mod store;
 pub mod sweep;
+pub mod upload;
 
 pub use clock::unix_now;
 pub use config::{Cli, Config, Database, Limits};
