@@ -20,7 +20,7 @@
 //! Modules, from the leaves up: [`problem`], [`keys`], [`orders`] (the business), [`protocol`] (the
 //! protocol's types), [`store`] (the protocol step over SQL), [`session`], [`faults`], [`inflight`],
 //! [`config`], [`limits`] (the layers and the API's slots), [`state`], then the HTTP side: [`auth`],
-//! [`idempotency`], [`upload`] (bodies read before a slot), [`address`] (per-address shares),
+//! [`idempotency`], [`key_status`], [`upload`] (bodies read before a slot), [`address`] (per-address shares),
 //! [`static_files`], [`routes`], [`server`].
 //!
 //! [idempotent-fetch]: https://github.com/idempotent-fetch/idempotent-fetch
@@ -34,6 +34,7 @@ pub mod error;
 pub mod faults;
 pub mod idempotency;
 pub mod inflight;
+pub mod key_status;
 pub mod keys;
 pub mod limits;
 pub mod orders;
