@@ -2,6 +2,7 @@
 // INVALID_OPTIONS naming the field) and defaulted here, in one place. The machine's Engine checks
 // the same ranges again (it trusts nothing from JavaScript); these bounds give the messages.
 
+import type { KeyStatusAnswer, KeyStatusQuestion, Reconciler } from "./reconcile.js";
 import { invalidOptions } from "./errors.js";
 import { Fields } from "./fields.js";
 
@@ -63,6 +64,16 @@ export interface ClientOptions {
    *  `replayed: true`. Only for such servers: everywhere else 409 means "still in progress". Default
    *  none. */
   replayStatus?: number;
+  /** Where to ask the server what became of a key (the key-status protocol in the README, "Your
+   *  server"): a URL template with `{key}` (e.g. "/api/idempotency-keys/{key}"), or a function of the
+   *  key. Then the client asks by itself where it would otherwise give up with a key it cannot
+   *  explain (an expired key, an exhausted send whose attempts may have reached the server, an
+   *  uncertain failure), and `reconcile()` asks on request. Default none. */
+  statusUrl?: string | ((key: string) => string);
+  /** Instead of `statusUrl`, the app's own lookup for servers without the key-status endpoint (e.g.
+   *  `GET /orders?key=…`): answers `{ status: "done", response }`, `{ status: "in_flight",
+   *  retryAfterMs? }` or `{ status: "unknown" }`; a throw or anything else is "could not ask". */
+  reconcile?: (question: KeyStatusQuestion) => Promise<KeyStatusAnswer>;
   /** With `persistRequest`: only these request headers are stored (besides the content type).
    *  Authorization, Cookie and Proxy-Authorization are never stored. Default: every other header. */
   persistHeaders?: string[];
@@ -104,6 +115,8 @@ export interface Config {
   replayHeaders: string[];
   /** The status that marks a replay (`replayStatus`), or 0 for none. */
   replayStatus: number;
+  /** How to ask the server about a key (`statusUrl` / `reconcile`; both undefined: never asked). */
+  reconciler: Reconciler;
   /** Lower-case names of the headers persisted with `persistRequest`; undefined: all but credentials. */
   persistHeaders: string[] | undefined;
   /** Origins (`URL.origin` form) `resume()` may send to besides the page's. */
@@ -182,6 +195,8 @@ const ROOT_FIELDS = [
   "shouldRetry",
   "replayHeaders",
   "replayStatus",
+  "statusUrl",
+  "reconcile",
   "persistHeaders",
   "resumeOrigins",
   "maxBodyBytes",
@@ -239,11 +254,25 @@ export function parseClientOptions(options: unknown): Config {
     replayHeaders: [...DEFAULT_REPLAY_HEADERS, ...(headerNames("replayHeaders", 16) ?? [])],
     // A 2xx needs no marker, and a 3xx never reaches the page (fetch follows redirects).
     replayStatus: root.value("replayStatus") === undefined ? 0 : root.integer("replayStatus", 0, 400, 599),
+    reconciler: parseReconciler(root),
     persistHeaders: headerNames("persistHeaders", 64),
     resumeOrigins: list("resumeOrigins", 16, isOrigin, 'origins such as "https://api.example.com"') ?? [],
     maxBodyBytes: root.integer("maxBodyBytes", DEFAULT_MAX_BODY_BYTES, 0, MAX_BODY_BYTES_LIMIT),
     requireDurable,
   };
+}
+
+/** `statusUrl` (a template with `{key}`, or a function) or `reconcile` (a function), not both. */
+function parseReconciler(root: Fields): Reconciler {
+  const template = root.value("statusUrl");
+  const statusUrl =
+    typeof template === "function" ? (template as (key: string) => string) : root.string("statusUrl");
+  if (typeof statusUrl === "string" && (statusUrl.length > 2048 || !statusUrl.includes("{key}"))) {
+    throw invalidOptions('statusUrl must be a URL template with "{key}" (at most 2048 characters), or a function of the key');
+  }
+  const reconcile = root.typed<Reconciler["reconcile"]>("reconcile", "function");
+  if (statusUrl !== undefined && reconcile !== undefined) throw invalidOptions("give statusUrl or reconcile, not both");
+  return { statusUrl, reconcile };
 }
 
 /** An origin exactly as `URL.origin` spells it (scheme://host[:port], no path). */
