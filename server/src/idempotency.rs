@@ -229,7 +229,7 @@ fn in_flight() -> Problem {
 /// A response whose body fails at once: hyper then closes the connection without sending anything
 /// (the status line is still buffered when the body errors), so the client sees a network error after
 /// the order was committed: the case retries with the same key exist for.
-fn dropped_connection() -> Response {
+pub fn dropped_connection() -> Response {
     let failing = stream::once(async { Err::<Bytes, std::io::Error>(std::io::Error::other("dropAfterCommit fault")) });
     Response::new(Body::from_stream(failing))
 }

@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 
 pub mod auth;
+pub mod binary;
 pub mod clock;
 pub mod config;
 pub mod error;
@@ -38,6 +39,7 @@ pub mod problem;
 pub mod protocol;
 pub mod routes;
 pub mod server;
+pub mod services;
 pub mod session;
 pub mod state;
 pub mod store;
