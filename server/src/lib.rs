@@ -26,6 +26,7 @@
 
 pub mod auth;
 pub mod binary;
+pub mod checkout;
 pub mod clock;
 pub mod config;
 pub mod error;
@@ -35,6 +36,7 @@ pub mod inflight;
 pub mod keys;
 pub mod limits;
 pub mod orders;
+pub mod outbox;
 pub mod problem;
 pub mod protocol;
 pub mod routes;

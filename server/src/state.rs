@@ -32,6 +32,8 @@ pub struct AppState {
     pub secure_cookie: bool,
     /// Orders per account and second.
     pub limiter: Arc<AccountLimiter>,
+    /// The order flow through a payment provider and a mail receiver; `None`: one transaction per order.
+    pub checkout: Option<crate::checkout::Checkout>,
 }
 
 /// The per-account limiter for `limits`.

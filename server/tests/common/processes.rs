@@ -25,6 +25,7 @@ impl Process {
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
+            .env("RUST_LOG", "warn")
             .spawn()
             .expect("spawn");
         let stdout = child.stdout.take().expect("stdout");
