@@ -2,10 +2,9 @@
 //! is made once per key and replayed after, even when its first answer was dropped; a message is stored
 //! once per id and a duplicate is refused and counted.
 
-#[path = "common/processes.rs"]
-mod processes;
+mod common;
 
-use processes::Process;
+use common::processes::Process;
 use reqwest::Client;
 use serde_json::{json, Value};
 
