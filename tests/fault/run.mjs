@@ -56,7 +56,7 @@ import path from "node:path";
 import { startCluster } from "./pg-cluster.mjs";
 import { capabilities, collectPageErrors, engineName, launchBrowser, waitForLibPage } from "../support/browsers.mjs";
 import { importPackage, pkgDir, pkgMissing, root } from "../support/paths.mjs";
-import { startReferenceServer, startService } from "../support/reference-server.mjs";
+import { startService, startSupervisedServer } from "../support/reference-server.mjs";
 
 const here = path.join(root, "tests/fault");
 const started = Date.now();
@@ -142,7 +142,7 @@ const figures = {
     dropAfterCommit: 0, resetBefore: 0, resetAfter: 0, slowAnswers: 0, clientGaveUp: 0,
   },
   node: { aborts: 0, reBegins: 0, twins: 0, twin409: 0, doubleSends: 0, viaFetch: 0, retryReasons: {} },
-  browser: { twoTabs: 0, viaFetch: 0, aborts: 0, reloads: 0, offlineSpells: 0, resumedAfterReload: 0, retryReasons: {} },
+  browser: { twoTabs: 0, viaFetch: 0, aborts: 0, reloads: 0, reloadsAgain: 0, offlineSpells: 0, resumedAfterReload: 0, retryReasons: {} },
   outcomes: { succeeded: 0, pendingAfterRun: 0, pendingCodes: {} },
   resumed: 0, resumedSucceeded: 0, serverLatencies: [],
   checks: { duplicates: 0, lost: 0, keyChanged: 0, orphanOrders: 0, duplicateCharges: 0, duplicateConfirmations: 0, missingConfirmations: 0, missingCharges: 0, orphanEffects: 0, problems: [] },
@@ -170,59 +170,12 @@ function startServer({ databaseUrl, downstream } = {}) {
   const dbDir = databaseUrl ? null : mkdtempSync(path.join(os.tmpdir(), "if-fault-"));
   const options = { www: path.join(here, "www"), pkg: pkgDir, label: "fault", databaseUrl, args, startTimeoutMs: 20_000 };
   if (dbDir) options.dbFile = path.join(dbDir, "fault.sqlite");
-  return supervise(options, () => { if (dbDir) rmSync(dbDir, { recursive: true, force: true }); });
-}
-
-/**
- * A server instance that is restarted when it crashes (a crash fault aborts it): on the same port, so the
- * proxy's upstream stays, on the same SQLite file (or database), with the fault configuration it had.
- * The handle's methods always reach the current process, retrying while a restart is under way.
- */
-async function supervise(options, cleanup) {
-  const first = await startReferenceServer(options);
-  const restartOptions = { ...options, addr: new URL(first.url).host };
-  const state = { current: first, stopping: false, faults: null };
-  const watch = (server) => {
-    state.current = server;
-    server.exited.then(async ({ code, signal }) => {
-      if (state.stopping) return;
-      figures.crashes.crashes += 1;
-      bump(figures.crashes.signals, signal ?? `exit ${code}`);
-      for (let attempt = 1; ; attempt++) {
-        try {
-          const next = await startReferenceServer(restartOptions);
-          figures.crashes.restarts += 1;
-          if (state.faults) await next.setFaults(state.faults);
-          watch(next);
-          return;
-        } catch (error) {
-          if (attempt >= 30 || state.stopping) { problem(`restarting the crashed server failed: ${error.message}`); return; }
-          await sleep(200);
-        }
-      }
-    });
-  };
-  watch(first);
-  const retrying = async (what) => {
-    for (let attempt = 1; ; attempt++) {
-      try { return await what(state.current); } catch (error) {
-        if (attempt >= 50) throw error;
-        await sleep(200);
-      }
-    }
-  };
-  return {
-    url: first.url,
-    session: (account) => retrying((s) => s.session(account)),
-    setFaults: (faults) => { state.faults = faults; return retrying((s) => s.setFaults(faults)); },
-    orders: (account) => retrying((s) => s.orders(account)),
-    stop: async () => {
-      state.stopping = true;
-      const code = await state.current.stop();
-      cleanup();
-      return code;
-    },
-  };
+  return startSupervisedServer(options, {
+    onCrash: ({ code, signal }) => { figures.crashes.crashes += 1; bump(figures.crashes.signals, signal ?? `exit ${code}`); },
+    onRestart: () => { figures.crashes.restarts += 1; },
+    onGiveUp: (error) => problem(`restarting the crashed server failed: ${error.message}`),
+    cleanup: () => { if (dbDir) rmSync(dbDir, { recursive: true, force: true }); },
+  });
 }
 
 /** The payment provider and the mail receiver (real processes), or none with --no-checkout. */
@@ -556,6 +509,22 @@ async function openBrowser(proxyUrl) {
 }
 
 const ready = (page) => waitForLibPage(page, { timeout: 20_000 });
+/**
+ * page.reload() until the page loads the package: a reload while a crashed server restarts fails to load
+ * it (as it would for a shopper, who reloads again); counted.
+ */
+async function reloadUntilReady(page) {
+  for (let attempt = 1; ; attempt++) {
+    await page.reload();
+    try {
+      return await ready(page);
+    } catch (error) {
+      if (attempt >= 20 || !/could not load the package/.test(String(error?.message))) throw error;
+      figures.browser.reloadsAgain += 1;
+      await sleep(300);
+    }
+  }
+}
 
 const specOf = (intent, retry = intent.retry) => ({ id: intent.id, ns: intent.ns, token: intent.token, body: intent.body, retry, expectedKey: intent.key ?? undefined });
 
@@ -641,8 +610,7 @@ async function runBrowser(browserParts, intents) {
         await offlineSpell; // a reload needs the network to load the page again
         const before = absorb(byId, await outcomesOf(tabs[0]), figures.browser.retryReasons);
         finishedBeforeReload = before;
-        await tabs[0].reload();
-        await ready(tabs[0]);
+        await reloadUntilReady(tabs[0]);
         figures.browser.reloads += 1;
         // the new page load resumes what had not finished: begin must find the stored key
         const unfinished = batch.filter((i) => !before.has(i.id));
@@ -682,10 +650,8 @@ async function runBrowser(browserParts, intents) {
       await sleep(50);
     }
     // a fresh page load per batch keeps each load's outcome table small
-    await tabs[0].reload();
-    await ready(tabs[0]);
-    await tabs[1].reload();
-    await ready(tabs[1]);
+    await reloadUntilReady(tabs[0]);
+    await reloadUntilReady(tabs[1]);
     progress.browserDone += batch.length;
   }
 }
@@ -886,8 +852,7 @@ async function main() {
     const browserPending = pending.filter((i) => i.where === "browser");
     if (browserPending.length) {
       const page = browserParts.tabs[0];
-      await page.reload();
-      await ready(page);
+      await reloadUntilReady(page);
       const resumed = await page.evaluate((s) => window.__resume(s), browserPending.map((i) => specOf(i, RETRY_RESUME)));
       for (const intent of browserPending) if (resumed[intent.id]) seeKey(intent, resumed[intent.id].key, "resume begin (page)");
       const byId = new Map(browserPending.map((i) => [i.id, i]));
@@ -980,6 +945,7 @@ function printFigures() {
     ["  client gave up before the answer (timeout/abort/reload/offline)", p.clientGaveUp],
     ["Node: aborts / re-begins / raw twins (409) / double sends / client.fetch", `${figures.node.aborts} / ${figures.node.reBegins} / ${figures.node.twins} (${figures.node.twin409}) / ${figures.node.doubleSends} / ${figures.node.viaFetch}`],
     [`${engineName}: two-tab intents / client.fetch / aborts+new client / page.reload()s (intents resumed) / offline spells${capabilities.offline ? "" : " (none: no offline switch)"}`, `${figures.browser.twoTabs} / ${figures.browser.viaFetch} / ${figures.browser.aborts} / ${figures.browser.reloads} (${figures.browser.resumedAfterReload}) / ${figures.browser.offlineSpells}`],
+    ...(CHECKOUT ? [[`${engineName}: reloads that found the server restarting and were reloaded again`, figures.browser.reloadsAgain]] : []),
     ["retry reasons (Node)", JSON.stringify(figures.node.retryReasons)],
     [`retry reasons (${engineName})`, JSON.stringify(figures.browser.retryReasons)],
     ["succeeded during the fault phase", figures.outcomes.succeeded],

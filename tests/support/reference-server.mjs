@@ -26,6 +26,11 @@
 //                                        resolves to the exit code (null if killed by a signal)
 //                    The process is also killed if the test process exits without stop().
 //   NO_FAULTS        every probabilistic fault off (the server's /api/faults fields)
+//   startSupervisedServer(options, { onCrash, onRestart, onGiveUp, cleanup })
+//                    startReferenceServer(options), restarted whenever its process ends on its own (a
+//                    crash fault aborts it): on the same port and database, with the faults it last
+//                    had; { url, session, setFaults, orders, api, stop } always reach the current process,
+//                    retrying while a restart is under way; stop() ends supervision, then runs cleanup()
 //   startService(name, { label, startTimeoutMs })
 //                    the workspace's `payment-provider` or `mail-receiver` binary (next to the server
 //                    binary) with --enable-faults on 127.0.0.1:0 and a temp SQLite db, to
@@ -178,4 +183,54 @@ export async function startService(name, { label = name, startTimeoutMs = 15_000
     assert.ok(response.ok, `PUT ${url}/faults: ${response.status}`);
   }
   return { url, get, setFaults, stop: () => stopChild(child, removeDb) };
+}
+
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export async function startSupervisedServer(options, { onCrash = () => {}, onRestart = () => {}, onGiveUp = () => {}, cleanup = () => {} } = {}) {
+  const first = await startReferenceServer(options);
+  const restartOptions = { ...options, addr: new URL(first.url).host };
+  const state = { current: first, stopping: false, faults: null };
+  const watch = (server) => {
+    state.current = server;
+    server.exited.then(async (how) => {
+      if (state.stopping) return;
+      onCrash(how);
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const next = await startReferenceServer(restartOptions);
+          onRestart();
+          if (state.faults) await next.setFaults(state.faults);
+          watch(next);
+          return;
+        } catch (error) {
+          if (attempt >= 30 || state.stopping) return onGiveUp(error);
+          await pause(200);
+        }
+      }
+    });
+  };
+  watch(first);
+  const retrying = async (what) => {
+    for (let attempt = 1; ; attempt++) {
+      try { return await what(state.current); } catch (error) {
+        if (attempt >= 50) throw error;
+        await pause(200);
+      }
+    }
+  };
+  return {
+    url: first.url,
+    session: (account) => retrying((s) => s.session(account)),
+    signIn: (context, account) => retrying((s) => s.signIn(context, account)),
+    api: (pathname, options) => retrying((s) => s.api(pathname, options)),
+    setFaults: (faults) => { state.faults = faults; return retrying((s) => s.setFaults(faults)); },
+    orders: (account) => retrying((s) => s.orders(account)),
+    stop: async () => {
+      state.stopping = true;
+      const code = await state.current.stop();
+      cleanup();
+      return code;
+    },
+  };
 }
