@@ -17,9 +17,15 @@
 //! # Ok(()) }
 //! ```
 //!
+//! With `--provider-url` and `--mail-url` an order charges a payment provider and sends a confirmation, in
+//! atomic phases on the key row with a transactional outbox ([`checkout`], [`outbox`],
+//! [`store::phases`]); the provider and the mail receiver are binaries of this package too ([`services`]).
+//!
 //! Modules, from the leaves up: [`problem`], [`keys`], [`orders`] (the business), [`protocol`] (the
-//! protocol's types), [`store`] (the protocol step over SQL), [`session`], [`faults`], [`inflight`],
-//! [`config`], [`state`], then the HTTP side: [`auth`], [`idempotency`], [`routes`], [`limits`], [`server`].
+//! protocol's types), [`store`] (the protocol step and the order phases over SQL), [`session`], [`faults`],
+//! [`inflight`], [`services`] (the provider and the receiver), [`checkout`] (the phases' driver and the
+//! completer), [`outbox`], [`config`], [`state`], then the HTTP side: [`auth`], [`idempotency`], [`routes`],
+//! [`limits`], [`server`]; [`binary`] is what the binaries share.
 //!
 //! [idempotent-fetch]: https://github.com/idempotent-fetch/idempotent-fetch
 #![deny(missing_docs)]

@@ -1,7 +1,7 @@
 //! The order flow in atomic phases, over SQL: the key row carries a recovery point and a lease, and every
 //! arrow `started -> charge_started -> charged -> finished` is one transaction that checks the caller
 //! still holds the lease and advances the point. What happens between two phases (the provider call) is
-//! the driver's ([`crate::phases`]); the decisions here are written once, over [`PhaseSql`], for both
+//! the driver's ([`crate::checkout`]); the decisions here are written once, over the `PhaseSql` trait, for both
 //! backends.
 //!
 //! The key row is the lock: a caller holds a key while `lock_token` is its token and `locked_until` is in
@@ -83,7 +83,7 @@ pub struct OutboxMessage {
     pub created_at_ms: i64,
 }
 
-/// What [`begin`] found.
+/// What [`PhaseOp::Begin`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Begun {
     /// The caller holds the key and resumes at its point.
