@@ -14,7 +14,9 @@ export type ErrorCode =
   | "INVALID_REQUEST"
   | "STORAGE"
   | "NOT_FOUND"
-  | "NOT_DURABLE";
+  | "NOT_DURABLE"
+  /** A bug in this library (the driver called the machine out of order): please report it. */
+  | "INTERNAL";
 
 /** For `RETRIES_EXHAUSTED`: which limit was reached. */
 export type ExhaustedReason = "maxAttempts" | "deadline" | "budget" | "maxTotalAttempts";

@@ -56,6 +56,8 @@ export class IdempotentOperation {
   private constructor(
     private readonly core: ClientCore,
     private view: RecordView,
+    /** The machine's `F_RESUMED` at begin: the key existed before (stored, or claimed by another tab). */
+    private readonly wasResumed: boolean,
     private readonly request: PreparedRequest,
     sendLock: Release | undefined,
     private sentNow: SentNow | undefined,
@@ -69,8 +71,15 @@ export class IdempotentOperation {
   }
 
   /** @internal Made by the client only (`begin`, `resume`). */
-  static create(core: ClientCore, view: RecordView, request: PreparedRequest, sendLock?: Release, sentNow?: SentNow): IdempotentOperation {
-    return new IdempotentOperation(core, view, request, sendLock, sentNow);
+  static create(
+    core: ClientCore,
+    view: RecordView,
+    resumed: boolean,
+    request: PreparedRequest,
+    sendLock?: Release,
+    sentNow?: SentNow,
+  ): IdempotentOperation {
+    return new IdempotentOperation(core, view, resumed, request, sendLock, sentNow);
   }
 
   /** Takes over the offered send lock, if it is still held. */
@@ -117,9 +126,10 @@ export class IdempotentOperation {
     return this.core.store.durable;
   }
 
-  /** Whether this intent resumed an earlier one (a reload) rather than starting fresh. */
+  /** Whether this intent's key existed before this `begin` (an earlier `begin` of the same intent,
+   *  before a reload or in another tab) rather than being made by it. */
   get resumed(): boolean {
-    return this.view.attempts > 0;
+    return this.wasResumed;
   }
 
   /**

@@ -99,7 +99,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
       }
       case M.WAIT: {
         const reason = machine.get(M.F_REASON);
-        const status = reason === 3 ? machine.get(M.F_LAST_STATUS) : 0;
+        const status = reason === M.REASON_STATUS ? machine.get(M.F_LAST_STATUS) : 0;
         const event: RetryEvent = {
           type: "retry",
           intentId,
@@ -152,7 +152,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
           lastStatus: machine.get(M.F_LAST_STATUS) || null,
         });
       default:
-        throw errorFor(0, action, { intentId, key });
+        throw errorFor(M.E_INTERNAL, M.PROTOCOL_UNKNOWN_ACTION, { intentId, key });
     }
   }
 }

@@ -20,20 +20,7 @@ use super::policy::Jitter;
 use super::record::{Record, State};
 use super::shared::Shared;
 
-/// What the driver does next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// Send an attempt with `header()`, abandoning it after `timeout_ms()`.
-    Send = 1,
-    /// Wait `delay_ms()`, then call `on_wake`.
-    Wait = 2,
-    /// Offline: wait for the network at most `timeout_ms()`, then `on_online` / `on_online_timeout`.
-    WaitOnline = 3,
-    /// A definite answer: resolve with the response (`status()`, `ok()`, `replayed()`).
-    Done = 4,
-    /// Give up with `error()` (the key is kept unless the error says otherwise).
-    Fail = 5,
-}
+pub use crate::contract::Action;
 
 /// Where the send loop stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,7 +192,7 @@ impl Machine {
     /// The attempt got an HTTP answer.
     pub fn on_response(&mut self, now_ms: u64, answer: &Answer<'_>) -> Action {
         if self.phase != Phase::Sending {
-            return self.fail(code::PROTOCOL, protocol::NOT_SENDING);
+            return self.fail(code::INTERNAL, protocol::NOT_SENDING);
         }
         self.outcome(now_ms);
         let status = answer.status;
@@ -265,7 +252,7 @@ impl Machine {
     /// A WAIT elapsed: the next attempt (or WAIT_ONLINE when offline).
     pub fn on_wake(&mut self, now_ms: u64, online: bool) -> Action {
         if self.phase != Phase::Waiting {
-            return self.fail(code::PROTOCOL, protocol::NOT_WAITING);
+            return self.fail(code::INTERNAL, protocol::NOT_WAITING);
         }
         self.next_attempt(now_ms, online)
     }
@@ -273,7 +260,7 @@ impl Machine {
     /// The network came back during WAIT_ONLINE.
     pub fn on_online(&mut self, now_ms: u64) -> Action {
         if self.phase != Phase::Offline {
-            return self.fail(code::PROTOCOL, protocol::NOT_OFFLINE);
+            return self.fail(code::INTERNAL, protocol::NOT_OFFLINE);
         }
         self.next_attempt(now_ms, true)
     }
@@ -281,7 +268,7 @@ impl Machine {
     /// WAIT_ONLINE reached the deadline without the network coming back.
     pub fn on_online_timeout(&mut self, _now_ms: u64) -> Action {
         if self.phase != Phase::Offline {
-            return self.fail(code::PROTOCOL, protocol::NOT_OFFLINE);
+            return self.fail(code::INTERNAL, protocol::NOT_OFFLINE);
         }
         self.fail(code::RETRIES_EXHAUSTED, exhausted::DEADLINE)
     }
@@ -313,7 +300,7 @@ impl Machine {
 
     fn failed_attempt(&mut self, now_ms: u64, reason: RetryReason) -> Action {
         if self.phase != Phase::Sending {
-            return self.fail(code::PROTOCOL, protocol::NOT_SENDING);
+            return self.fail(code::INTERNAL, protocol::NOT_SENDING);
         }
         self.outcome(now_ms);
         self.status = 0;
@@ -323,6 +310,7 @@ impl Machine {
     }
 
     /// After a retryable outcome: the next delay, unless attempts, deadline or budget say stop.
+    #[inline(never)] // one copy for the answer and the other events
     fn retry(&mut self, now_ms: u64, reason: RetryReason, after_ms: Option<u64>) -> Action {
         self.reason = Some(reason);
         if self.at_total_limit() {
@@ -377,6 +365,11 @@ impl Machine {
     }
 
     #[inline(never)] // called from every rule: one copy (measured)
+    /// An event number the machine does not know (from the boundary): FAIL `INTERNAL`, a driver bug.
+    pub fn on_unknown_event(&mut self) -> Action {
+        self.fail(code::INTERNAL, protocol::UNKNOWN_EVENT)
+    }
+
     fn fail(&mut self, code: u8, detail: u8) -> Action {
         self.error = Error::new(code, detail);
         self.phase = Phase::Idle;

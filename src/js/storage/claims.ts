@@ -1,4 +1,4 @@
-// Claims (issue 13 item 4): the key of every named intent whose storage other tabs can see, in one
+// Claims: the key of every named intent whose storage other tabs can see, in one
 // IndexedDB object store, so that create-or-resume is ONE read-write transaction. IndexedDB runs
 // read-write transactions of one store one after another, across tabs and workers of the origin, and
 // each sees the commits before it: two tabs beginning one intent at once cannot both find nothing and
