@@ -202,6 +202,9 @@ options! {
     HeaderForm = 9, "headerForm", 0, 1, 0, "HEADER_FORMS";
     /// Attempts of one intent across every send and reload (0: no limit).
     MaxTotalAttempts = 10, "retry.maxTotalAttempts", 0, 1_000_000, 0;
+    /// 1 when the app configured how to ask the server about a key (set by the driver from that
+    /// configuration, not an option of its own): the machine then asks where it would give up.
+    Reconcile = 11, "reconcile", 0, 1, 0;
 }
 
 enums! {
@@ -217,6 +220,9 @@ enums! {
         Done = 4,
         /// Give up with fields `ErrorCode` and `ErrorDetail` (the key is kept unless the error says otherwise).
         Fail = 5,
+        /// Ask the server what became of the key (its key-status answer, within field `TimeoutMs`),
+        /// then `onKeyStatus`.
+        Reconcile = 6,
     }
 
     /// The send loop's events other than an answer (`Machine.on`).
@@ -235,6 +241,8 @@ enums! {
         Online = 5,
         /// WAIT_ONLINE reached the deadline.
         OnlineTimeout = 6,
+        /// The app asks the server about the key (`reconcile()`, between sends).
+        Ask = 7,
     }
 
     /// The numbers `Machine.get` reads (booleans as 1/0; NaN for an unknown field).
@@ -329,6 +337,19 @@ enums! {
         Definite = 2,
     }
 
+    /// What the server said of the key (`onKeyStatus`).
+    enum KeyStatus: "KEY_" {
+        /// No usable answer (a network error, a timeout, a 5xx, HTML, a body not of the protocol's
+        /// shape): never taken for "unknown".
+        CouldNotAsk = 0,
+        /// The key's request was done; its stored answer comes with it.
+        Done = 1,
+        /// A request with the key is being processed.
+        InFlight = 2,
+        /// The server has no record of the key.
+        Unknown = 3,
+    }
+
     /// What the sweep decided for one stored record.
     enum Sweep: "SWEEP_" {
         /// Not older than the TTL, or already expired: leave it.
@@ -363,6 +384,9 @@ consts! {
         STORAGE = 9,
         /// The intent is not in storage any more (decided by the driver).
         NOT_FOUND = 10,
+        /// The server's key-status answer, when it is not "done" (the app's `reconcile()`): the detail
+        /// says which ([`key_status`]).
+        KEY_STATUS = 11,
         /// A bug: the driver called the machine out of order (the detail says how), or met an action it
         /// does not know. Never the user's fault.
         INTERNAL = 15,
@@ -378,6 +402,22 @@ consts! {
         BUDGET = 3 "budget",
         /// The intent reached `maxTotalAttempts` across all its sends.
         MAX_TOTAL_ATTEMPTS = 4 "maxTotalAttempts",
+    }
+
+    /// Details of [`code::EXPIRED`].
+    mod expired: "EXPIRED_" {
+        /// The server, asked, has no record of the key: past its retention that proves nothing.
+        UNKNOWN_TO_SERVER = 1,
+    }
+
+    /// Details of [`code::KEY_STATUS`].
+    mod key_status: "KEY_STATUS_" {
+        /// The server could not be asked (no usable answer).
+        COULD_NOT_ASK = 1,
+        /// A request with the key is in flight there.
+        IN_FLIGHT = 2,
+        /// The server has no record of the key.
+        UNKNOWN = 3,
     }
 
     /// Details of [`code::INTENT_MISMATCH`]: whose key the request does not match (`Engine.begin`).
@@ -432,10 +472,14 @@ consts! {
         NOT_WAITING = 2,
         /// Event `Online` / `OnlineTimeout` while not waiting for the network.
         NOT_OFFLINE = 3,
+        /// `start` or `ask` while a send is running.
+        NOT_IDLE = 4,
+        /// `onKeyStatus` while the server was not being asked.
+        NOT_RECONCILING = 5,
         /// An event number the machine does not know.
-        UNKNOWN_EVENT = 4,
+        UNKNOWN_EVENT = 6,
         /// An action number the driver does not know.
-        UNKNOWN_ACTION = 5,
+        UNKNOWN_ACTION = 7,
     }
 }
 

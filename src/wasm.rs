@@ -222,6 +222,14 @@ impl Machine {
         self.0.on_response(ms(now_ms), &answer) as u32
     }
 
+    /// The server's key-status answer after RECONCILE: `kind` a `KEY_*` status (`status`: the stored
+    /// answer's when done; `retryAfter`: the status answer's `Retry-After` when in flight).
+    #[wasm_bindgen(js_name = onKeyStatus)]
+    pub fn on_key_status(&mut self, now_ms: f64, kind: u32, status: u16, retry_after: Option<String>) -> u32 {
+        let answer = Answer { status, retry_after: retry_after.as_deref(), ..Answer::default() };
+        self.0.on_key_status(ms(now_ms), m::KeyStatus::from_index(kind), &answer) as u32
+    }
+
     /// An event of the send loop other than an answer, by `EV_*` number; `online` is read by start
     /// and wake. Returns the action; an unknown event is FAIL `INTERNAL`. One export instead of one
     /// per event: each export costs its glue in the JavaScript users download.
@@ -235,6 +243,7 @@ impl Machine {
             Some(Event::Wake) => self.0.on_wake(now, online),
             Some(Event::Online) => self.0.on_online(now),
             Some(Event::OnlineTimeout) => self.0.on_online_timeout(now),
+            Some(Event::Ask) => self.0.ask(now),
             None => self.0.on_unknown_event(),
         };
         action as u32

@@ -32,7 +32,7 @@ import { discardIntent, IdempotentOperation, intentIdArg, type IntentState, type
 import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import { type IntentRequest, pageLocation, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
-import { claim, claimNew, claimsDb, claimSlot } from "./storage/claims.js";
+import { claim, claimNew, claimsDb, claimSlot, claimsOf } from "./storage/claims.js";
 import { Store } from "./storage/store.js";
 import { loadMachine, machineIfLoaded, type MachineModule, refused } from "./wasm.js";
 
@@ -89,7 +89,7 @@ export class IdempotentClient {
     const forgetSecret = () => {
       secret = undefined;
     };
-    this.core = { config, store, listeners, inFlight, engine, secret: secretOnce, forgetSecret };
+    this.core = { config, store, listeners, inFlight, engine, secret: secretOnce, forgetSecret, corsWarned: new Set() };
     // After the constructor returns: the sweep opens the storage once the module is loaded (a
     // fallback found then is reported to the listeners added meanwhile).
     void Promise.resolve().then(() => this.sweep().catch(() => {}));
@@ -160,11 +160,20 @@ export class IdempotentClient {
   }
 
   /** Intents not yet definitely answered (`pending` and `expired`), e.g. to offer "resume" after a
-   *  reload. Corrupt entries are skipped. */
+   *  reload: every one whose key is known, from the storage or, where storage lost its record (a
+   *  fallback to memory in an earlier page), from the claim that `begin` would resume. Corrupt
+   *  entries are skipped. */
   async pending(): Promise<IntentInfo[]> {
     const engine = await this.core.engine();
     const out: IntentInfo[] = [];
-    for (const [id, text] of await this.entries()) {
+    const entries = await this.entries();
+    const db = claimsInUse(this.core) && (await claimsDb());
+    if (db) {
+      const stored = new Set(entries.map(([id]) => id));
+      const claimed = await claimsOf(db, this.core.config.namespace).catch((): [string, unknown][] => []);
+      for (const [id, value] of claimed) if (!stored.has(id) && typeof value === "string") entries.push([id, value]);
+    }
+    for (const [id, text] of entries) {
       let loaded;
       try {
         loaded = decodeRecord(engine, id, text);
@@ -253,7 +262,7 @@ export class IdempotentClient {
   }
 
   /** Adds a listener for `"attempt" | "retry" | "offline" | "success" | "failure" | "expired" |
-   *  "storagefallback"`. Throws `INVALID_OPTIONS` for another type. */
+   *  "storagefallback" | "cors"`. Throws `INVALID_OPTIONS` for another type. */
   addEventListener<K extends keyof ClientEventMap>(type: K, listener: (event: ClientEventMap[K]) => void): void {
     this.core.listeners.add(type, listener);
   }
@@ -474,9 +483,12 @@ async function beginOnce(
       else await saveRecord(core, machine, ids, request);
     }
     if (config.requireDurable && !store.durable) {
-      // This very write fell back (storage full): the key lives in memory only. Nothing was sent.
-      // (Its claim may stay: a later begin resuming a key never sent is as good as a new one.)
-      if (!resumed) await store.delete(intentId).catch(() => {});
+      // This very write fell back (storage full): the key lives in memory only. Nothing was sent,
+      // and nothing of this refused intent stays (`pending()` would list its claim after a reload).
+      if (!resumed) {
+        await store.delete(intentId).catch(() => {});
+        await dropClaim(core, intentId, ids.key);
+      }
       throw notDurable(store.fallbackReason);
     }
     return [viewOf(machine, ids), unsaved, resumed];

@@ -51,6 +51,16 @@ export interface ExpiredEvent {
   intentId: string;
   key: string;
 }
+/** A cross-origin API hides the headers this library reads (once per origin and page). */
+export interface CorsEvent {
+  type: "cors";
+  intentId: string;
+  key: string;
+  /** The API's origin. */
+  origin: string;
+  /** The line to add to its CORS answers. */
+  fix: string;
+}
 export interface StorageFallbackEvent {
   type: "storagefallback";
   reason: string;
@@ -65,6 +75,7 @@ export interface ClientEventMap {
   failure: FailureEvent;
   expired: ExpiredEvent;
   storagefallback: StorageFallbackEvent;
+  cors: CorsEvent;
 }
 
 export type ClientEvent = ClientEventMap[keyof ClientEventMap];
@@ -78,6 +89,7 @@ const EVENT_TYPES: readonly (keyof ClientEventMap)[] = [
   "failure",
   "expired",
   "storagefallback",
+  "cors",
 ];
 
 /** Calls `listener(event)`, ignoring what it throws. */

@@ -74,12 +74,14 @@ export function intentMismatch(intentId: string, oldKey: string): IdempotentFetc
   );
 }
 
-/** The error for a machine outcome (`code`, `detail`) of the intent in `context`. */
-export function errorFor(code: number, detail: number, context: ErrorContext): IdempotentFetchError {
+/** The error for a machine outcome (`code`, `detail`) of the intent in `context`; `hint` (for an
+ *  exhausted send) says what the attempts showed, e.g. a CORS set-up that hides the answers. */
+export function errorFor(code: number, detail: number, context: ErrorContext, hint?: string): IdempotentFetchError {
   const { intentId } = context;
   if (code === E_RETRIES_EXHAUSTED) {
     const reason = EXHAUSTED[detail - EXHAUSTED_MAX_ATTEMPTS] ?? "maxAttempts";
-    return new IdempotentFetchError("RETRIES_EXHAUSTED", EXHAUSTED_MESSAGES[reason], { ...context, reason });
+    const message = EXHAUSTED_MESSAGES[reason] + (hint ? `; ${hint}` : "");
+    return new IdempotentFetchError("RETRIES_EXHAUSTED", message, { ...context, reason });
   }
   if (code === E_INTENT_MISMATCH) return intentMismatch(intentId, context.key ?? "unknown");
   if (code === E_STORAGE) {
@@ -107,6 +109,7 @@ export function fromThrown(thrown: unknown, context: ErrorContext): IdempotentFe
 const STATUS_TEXTS: Record<number, string> = {
   408: "request timeout",
   409: "same payment still in progress",
+  423: "same payment still in progress (locked)",
   425: "too early",
   429: "rate limited",
   503: "server busy",

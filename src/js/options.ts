@@ -58,8 +58,13 @@ export interface ClientOptions {
   /** Overrides the built-in classification: true = retry, false = definite, undefined = default. */
   shouldRetry?: (status: number) => boolean | undefined;
   /** More answer headers that mark a replayed answer (`<name>: true`), besides the ones server
-   *  libraries use: `Idempotent-Replayed` and `Idempotency-Replayed`. */
+   *  libraries use: `Idempotent-Replayed`, `Idempotency-Replayed` and `X-Idempotent-Replayed`. */
   replayHeaders?: string[];
+  /** The status a server answers replays with, instead of a replay header and the stored status
+   *  (django-idempotency-key: 409 with the original body). An answer with it is definite and
+   *  `replayed: true`. Only for such servers: everywhere else 409 means "still in progress". Default
+   *  none. */
+  replayStatus?: number;
   /** With `persistRequest`: only these request headers are stored (besides the content type).
    *  Authorization, Cookie and Proxy-Authorization are never stored. Default: every other header. */
   persistHeaders?: string[];
@@ -84,6 +89,8 @@ export interface Config {
   shouldRetry: ((status: number) => unknown) | undefined;
   /** Lower-case names of the headers that mark a replay, the defaults first. */
   replayHeaders: string[];
+  /** The status that marks a replay (`replayStatus`), or 0 for none. */
+  replayStatus: number;
   /** Lower-case names of the headers persisted with `persistRequest`; undefined: all but credentials. */
   persistHeaders: string[] | undefined;
   /** Origins (`URL.origin` form) `resume()` may send to besides the page's. */
@@ -99,7 +106,7 @@ const MAX_BODY_BYTES_LIMIT = 1 << 28;
 
 /** The replay headers of the widely used server libraries (Stripe and most middlewares; some spell it
  *  after the request header). */
-export const DEFAULT_REPLAY_HEADERS = ["idempotent-replayed", "idempotency-replayed"];
+export const DEFAULT_REPLAY_HEADERS = ["idempotent-replayed", "idempotency-replayed", "x-idempotent-replayed"];
 export const DEFAULT_NAMESPACE = "default";
 export const DEFAULT_HEADER_NAME = "Idempotency-Key";
 
@@ -117,6 +124,7 @@ const ROOT_FIELDS = [
   "persistRequest",
   "shouldRetry",
   "replayHeaders",
+  "replayStatus",
   "persistHeaders",
   "resumeOrigins",
   "maxBodyBytes",
@@ -170,6 +178,8 @@ export function parseClientOptions(options: unknown): Config {
     persistRequest: root.boolean("persistRequest") ?? false,
     shouldRetry: root.typed<(status: number) => unknown>("shouldRetry", "function"),
     replayHeaders: [...DEFAULT_REPLAY_HEADERS, ...(headerNames("replayHeaders", 16) ?? [])],
+    // A 2xx needs no marker, and a 3xx never reaches the page (fetch follows redirects).
+    replayStatus: root.value("replayStatus") === undefined ? 0 : root.integer("replayStatus", 0, 400, 599),
     persistHeaders: headerNames("persistHeaders", 64),
     resumeOrigins: list("resumeOrigins", 16, isOrigin, 'origins such as "https://api.example.com"') ?? [],
     maxBodyBytes: root.integer("maxBodyBytes", DEFAULT_MAX_BODY_BYTES, 0, MAX_BODY_BYTES_LIMIT),

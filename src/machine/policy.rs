@@ -59,6 +59,9 @@ pub struct Policy {
     pub sf_header: bool,
     /// Attempts of one intent across every send and page load (0: no limit; `..=MAX_TOTAL_ATTEMPTS`).
     pub max_total_attempts: u32,
+    /// Whether the app configured how to ask the server about a key (`statusUrl` or `reconcile`):
+    /// then the machine asks where it would give up with a key it cannot explain.
+    pub reconcile: bool,
 }
 
 /// Upper bound for `max_attempts`.
@@ -114,6 +117,7 @@ impl Policy {
             retry_budget: value(Opt::RetryBudget) as u32,
             sf_header: value(Opt::HeaderForm) == 1,
             max_total_attempts: value(Opt::MaxTotalAttempts) as u32,
+            reconcile: value(Opt::Reconcile) == 1,
         }
     }
 
@@ -132,6 +136,7 @@ impl Policy {
         set(Opt::RetryBudget, self.retry_budget.into());
         set(Opt::HeaderForm, self.sf_header.into());
         set(Opt::MaxTotalAttempts, self.max_total_attempts.into());
+        set(Opt::Reconcile, self.reconcile.into());
         values
     }
 

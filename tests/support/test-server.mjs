@@ -4,18 +4,22 @@
 // separated; the last step repeats), and logged so a test can check what the client sent:
 //   201        answer with that status (any 100..599), JSON body {attempt, key}
 //   429~2      ... with `Retry-After: 2`; `503~Wed, 21 Oct 2015 07:28:00 GMT` for a date
-//   201r       ... with `Idempotent-Replayed: true` (201q: `Idempotency-Replayed: true`, 201x: `X-Replayed: true`)
+//   201r       ... with `Idempotent-Replayed: true` (201q: `Idempotency-Replayed: true`, 201x: `X-Replayed: true`,
+//              201p: `X-Idempotent-Replayed: true`, 201f: `Idempotent-Replayed: false`)
 //   503s       ... with `Stripe-Should-Retry: false` (400t: `Stripe-Should-Retry: true`)
 //   delay300   wait 300 ms, then answer 201
 //   reset      destroy the connection without answering
 //   endless    200 with a body that never ends
+//   slowbody300  201 whose headers come at once and whose body comes 300 ms later
 // GET /log/<scenario> returns the logged requests: [{method, key, headers, body, bodyBase64, attempt, at}]
 // (`body` is latin1 text; `bodyBase64` is the exact bytes; `at` is Date.now() when it arrived).
 // `&close=1` on a scenario URL answers with `Connection: close`, so every attempt uses a fresh
 // connection (Chromium transparently re-sends a request that got a 408 or a reset on a reused
 // keep-alive socket, which would hide that attempt from the library).
 // CORS: a preflight's Access-Control-Request-Headers are echoed back, because the `*` wildcard
-// does not cover `Authorization` (tests send one to prove it never reaches storage).
+// does not cover `Authorization` (tests send one to prove it never reaches storage). `&expose=0`
+// answers without Access-Control-Expose-Headers; `&allow=0` answers preflights without allowing
+// any request header (so a request with the key header is refused before it is sent).
 // Run directly it prints `listening on http://127.0.0.1:PORT`; tests import `startTestServer`, which
 // resolves to { url, log(scenario) (the GET /log/<scenario> array), close() }.
 import http from "node:http";
@@ -27,13 +31,16 @@ export function startTestServer(port = 0) {
       "access-control-allow-origin": "*",
       "access-control-allow-headers": "*",
       "access-control-allow-methods": "GET,POST,PUT,PATCH,DELETE",
-      "access-control-expose-headers": "idempotent-replayed, idempotency-replayed, x-replayed, retry-after, stripe-should-retry",
+      "access-control-expose-headers": "idempotent-replayed, idempotency-replayed, x-replayed, x-idempotent-replayed, retry-after, stripe-should-retry",
     };
     const url = new URL(req.url, "http://127.0.0.1");
     if (url.searchParams.has("close")) cors.connection = "close";
+    if (url.searchParams.get("expose") === "0") delete cors["access-control-expose-headers"];
     if (req.method === "OPTIONS") {
       const asked = req.headers["access-control-request-headers"];
-      res.writeHead(204, asked ? { ...cors, "access-control-allow-headers": asked } : cors).end();
+      if (url.searchParams.get("allow") === "0") delete cors["access-control-allow-headers"];
+      else if (asked) cors["access-control-allow-headers"] = asked;
+      res.writeHead(204, cors).end();
       return;
     }
     const [, kind, scenario] = url.pathname.split("/");
@@ -80,13 +87,21 @@ async function answer(step, res, cors, info) {
     if (res.socket.destroyed) return;
     step = "201";
   }
+  if (step.startsWith("slowbody")) {
+    res.writeHead(201, { ...cors, "content-type": "application/json" });
+    res.flushHeaders();
+    await new Promise((r) => setTimeout(r, Number(step.slice(8))));
+    if (!res.socket || res.socket.destroyed) return;
+    res.end(JSON.stringify(info));
+    return;
+  }
   if (step === "endless") {
     res.writeHead(200, { ...cors, "content-type": "text/plain" });
     const timer = setInterval(() => res.write("x".repeat(1024)), 10);
     res.on("close", () => clearInterval(timer));
     return;
   }
-  const match = /^(\d{3})(r|q|x|s|t)?(?:~(.*))?$/.exec(step);
+  const match = /^(\d{3})(r|q|x|p|f|s|t)?(?:~(.*))?$/.exec(step);
   if (!match) {
     res.writeHead(500, cors).end("bad script step " + step);
     return;
@@ -97,6 +112,8 @@ async function answer(step, res, cors, info) {
   if (flag === "r") headers["idempotent-replayed"] = "true";
   if (flag === "q") headers["idempotency-replayed"] = "true";
   if (flag === "x") headers["x-replayed"] = "true";
+  if (flag === "p") headers["x-idempotent-replayed"] = "true";
+  if (flag === "f") headers["idempotent-replayed"] = "false";
   if (flag === "s") headers["stripe-should-retry"] = "false";
   if (flag === "t") headers["stripe-should-retry"] = "true";
   res.writeHead(Number(status), headers);

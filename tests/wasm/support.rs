@@ -225,6 +225,7 @@ fn every_option_out_of_range_throws_its_index() {
         &[-1.0, 1_000_001.0, 2.5],
         &[2.0, -1.0, 0.5],
         &[0.5, 1_000_001.0, -1.0, f64::NAN],
+        &[2.0, -1.0, 0.5],
     ];
     for (index, values) in bad.iter().enumerate() {
         for &value in *values {

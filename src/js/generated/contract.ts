@@ -12,6 +12,8 @@ export const WAIT_ONLINE = 3;
 export const DONE = 4;
 /** Give up with fields `ErrorCode` and `ErrorDetail` (the key is kept unless the error says otherwise). */
 export const FAIL = 5;
+/** Ask the server what became of the key (its key-status answer, within field `TimeoutMs`), then `onKeyStatus`. */
+export const RECONCILE = 6;
 
 // Event: The send loop's events other than an answer (`Machine.on`).
 /** Begins a send (deadline = now + totalTimeoutMs); reads `online`. */
@@ -28,6 +30,8 @@ export const EV_WAKE = 4;
 export const EV_ONLINE = 5;
 /** WAIT_ONLINE reached the deadline. */
 export const EV_ONLINE_TIMEOUT = 6;
+/** The app asks the server about the key (`reconcile()`, between sends). */
+export const EV_ASK = 7;
 
 // Field: The numbers `Machine.get` reads (booleans as 1/0; NaN for an unknown field).
 /** SEND: the attempt's timeout; WAIT_ONLINE: ms left until the deadline. */
@@ -115,6 +119,16 @@ export const OVERRIDE_RETRY = 1;
 /** A definite answer (`false`). */
 export const OVERRIDE_DEFINITE = 2;
 
+// KeyStatus: What the server said of the key (`onKeyStatus`).
+/** No usable answer (a network error, a timeout, a 5xx, HTML, a body not of the protocol's shape): never taken for "unknown". */
+export const KEY_COULD_NOT_ASK = 0;
+/** The key's request was done; its stored answer comes with it. */
+export const KEY_DONE = 1;
+/** A request with the key is being processed. */
+export const KEY_IN_FLIGHT = 2;
+/** The server has no record of the key. */
+export const KEY_UNKNOWN = 3;
+
 // Sweep: What the sweep decided for one stored record.
 /** Not older than the TTL, or already expired: leave it. */
 export const SWEEP_KEEP = 0;
@@ -144,6 +158,8 @@ export const E_INVALID_REQUEST = 8;
 export const E_STORAGE = 9;
 /** The intent is not in storage any more (decided by the driver). */
 export const E_NOT_FOUND = 10;
+/** The server's key-status answer, when it is not "done" (the app's `reconcile()`): the detail says which ([`key_status`). */
+export const E_KEY_STATUS = 11;
 /** A bug: the driver called the machine out of order (the detail says how), or met an action it does not know. Never the user's fault. */
 export const E_INTERNAL = 15;
 
@@ -158,6 +174,18 @@ export const EXHAUSTED_BUDGET = 3;
 export const EXHAUSTED_MAX_TOTAL_ATTEMPTS = 4;
 /** The names of `exhausted` from EXHAUSTED_MAX_ATTEMPTS on. */
 export const EXHAUSTED_REASONS = ["maxAttempts", "deadline", "budget", "maxTotalAttempts"] as const;
+
+// expired: Details of `E_EXPIRED`.
+/** The server, asked, has no record of the key: past its retention that proves nothing. */
+export const EXPIRED_UNKNOWN_TO_SERVER = 1;
+
+// key_status: Details of `E_KEY_STATUS`.
+/** The server could not be asked (no usable answer). */
+export const KEY_STATUS_COULD_NOT_ASK = 1;
+/** A request with the key is in flight there. */
+export const KEY_STATUS_IN_FLIGHT = 2;
+/** The server has no record of the key. */
+export const KEY_STATUS_UNKNOWN = 3;
 
 // mismatch: Details of `E_INTENT_MISMATCH`: whose key the request does not match (`Engine.begin`).
 /** The record this tab's storage holds. */
@@ -206,10 +234,14 @@ export const PROTOCOL_NOT_SENDING = 1;
 export const PROTOCOL_NOT_WAITING = 2;
 /** Event `Online` / `OnlineTimeout` while not waiting for the network. */
 export const PROTOCOL_NOT_OFFLINE = 3;
+/** `start` or `ask` while a send is running. */
+export const PROTOCOL_NOT_IDLE = 4;
+/** `onKeyStatus` while the server was not being asked. */
+export const PROTOCOL_NOT_RECONCILING = 5;
 /** An event number the machine does not know. */
-export const PROTOCOL_UNKNOWN_EVENT = 4;
+export const PROTOCOL_UNKNOWN_EVENT = 6;
 /** An action number the driver does not know. */
-export const PROTOCOL_UNKNOWN_ACTION = 5;
+export const PROTOCOL_UNKNOWN_ACTION = 7;
 
 // Opt: the Engine's options by index: the order of `Engine.create`'s array and the detail of `INVALID_OPTIONS`.
 /** Attempts per `send`, including the first. */
@@ -234,6 +266,8 @@ export const OPT_RETRY_BUDGET = 8;
 export const OPT_HEADER_FORM = 9;
 /** Attempts of one intent across every send and reload (0: no limit). */
 export const OPT_MAX_TOTAL_ATTEMPTS = 10;
+/** 1 when the app configured how to ask the server about a key (set by the driver from that configuration, not an option of its own): the machine then asks where it would give up. */
+export const OPT_RECONCILE = 11;
 /** Every option as `[name as users write it, min, max, default, names when given by name]`, by `OPT_*`. */
 export const OPTIONS: readonly (readonly [string, number, number, number, (readonly string[])?])[] = [
   ["retry.maxAttempts", 1, 1000, 8],
@@ -247,6 +281,7 @@ export const OPTIONS: readonly (readonly [string, number, number, number, (reado
   ["retryBudget", 0, 1000000, 500],
   ["headerForm", 0, 1, 0, HEADER_FORMS],
   ["retry.maxTotalAttempts", 0, 1000000, 0],
+  ["reconcile", 0, 1, 0],
 ];
 
 /** The stored record's version this build writes (2: a fingerprint keyed with the namespace's secret). */
