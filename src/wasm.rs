@@ -123,7 +123,11 @@ impl Engine {
         state: &str,
         numbers: &[f64],
     ) -> Option<Machine> {
-        let number = |field: u8| numbers.get(usize::from(field)).copied().unwrap_or(f64::NAN);
+        // Too short an array is the driver's bug: refused like a record whose version is missing.
+        let Some(numbers) = numbers.get(..crate::contract::RECORD_SLOTS) else {
+            return refuse(m::Error::new(m::code::STORAGE, field::VERSION));
+        };
+        let number = |field: u8| numbers[usize::from(field)];
         let fields = StoredFields {
             v: number(field::VERSION),
             id,
