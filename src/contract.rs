@@ -385,7 +385,7 @@ consts! {
         /// The intent is not in storage any more (decided by the driver).
         NOT_FOUND = 10,
         /// The server's key-status answer, when it is not "done" (the app's `reconcile()`): the detail
-        /// says which ([`key_status`]).
+        /// says which ([`super::key_status`]).
         KEY_STATUS = 11,
         /// A bug: the driver called the machine out of order (the detail says how), or met an action it
         /// does not know. Never the user's fault.
@@ -534,7 +534,12 @@ fn doc(lines: &[&str], indent: &str) -> alloc::string::String {
         return alloc::string::String::new();
     }
     // Rust intra-doc links read as plain names in TypeScript.
-    let text = text.join(" ").replace("[`super::Opt`]", "`OPT_*`").replace("[`code::", "`E_").replace("`]", "`");
+    let text = text
+        .join(" ")
+        .replace("[`super::Opt`]", "`OPT_*`")
+        .replace("[`super::", "`")
+        .replace("[`code::", "`E_")
+        .replace("`]", "`");
     alloc::format!("{indent}/** {text} */\n")
 }
 

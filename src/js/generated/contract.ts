@@ -158,7 +158,7 @@ export const E_INVALID_REQUEST = 8;
 export const E_STORAGE = 9;
 /** The intent is not in storage any more (decided by the driver). */
 export const E_NOT_FOUND = 10;
-/** The server's key-status answer, when it is not "done" (the app's `reconcile()`): the detail says which ([`key_status`). */
+/** The server's key-status answer, when it is not "done" (the app's `reconcile()`): the detail says which (`key_status`). */
 export const E_KEY_STATUS = 11;
 /** A bug: the driver called the machine out of order (the detail says how), or met an action it does not know. Never the user's fault. */
 export const E_INTERNAL = 15;
