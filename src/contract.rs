@@ -204,7 +204,7 @@ options! {
     MaxTotalAttempts = 10, "retry.maxTotalAttempts", 0, 1_000_000, 0;
     /// 1 when the app configured how to ask the server about a key (set by the driver from that
     /// configuration, not an option of its own): the machine then asks where it would give up.
-    Reconcile = 11, "reconcile", 0, 1, 0;
+    Reconcile = 11, "", 0, 1, 0;
 }
 
 enums! {

@@ -101,12 +101,13 @@ pub async fn key_status(
 ) -> Result<KeyStatus, Problem> {
     let key = IdempotencyKey::parse(&raw)?;
     // This process's claim first, then the store: a request that finishes in between has committed by the
-    // time its claim is released, so the store sees it.
-    if app.in_flight.contains(&account, &key) {
-        return Ok(KeyStatus::InFlight);
-    }
+    // time its claim is released, so the store sees it. A committed answer wins over a claim (a request
+    // replaying it holds one too).
+    let claimed = app.in_flight.contains(&account, &key);
     let expired_before = crate::sweep::expired_before(unix_now(), app.retention);
     match app.store.key_record(&account, &key, expired_before).await {
+        Ok(record @ KeyRecord::Answered(_)) => Ok(KeyStatus::of(record)),
+        Ok(_) if claimed => Ok(KeyStatus::InFlight),
         Ok(record) => Ok(KeyStatus::of(record)),
         Err(error) => {
             tracing::error!(%error, "key status failed");

@@ -99,7 +99,10 @@ fn too_large() -> Problem {
         StatusCode::PAYLOAD_TOO_LARGE,
         "body-too-large",
         "Body too large",
-        "The request body is larger than this endpoint accepts (--max-body-bytes; 1 KiB for /api/session).",
+        format!(
+            "The request body is larger than this endpoint accepts (--max-body-bytes; {SESSION_MAX_BODY_BYTES} \
+             bytes for /api/session)."
+        ),
     )
 }
 

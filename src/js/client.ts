@@ -28,7 +28,15 @@ import {
   parseClientOptions,
   type StorageKind,
 } from "./options.js";
-import { discardIntent, IdempotentOperation, intentIdArg, type IntentState, type RecordView, viewOf } from "./operation.js";
+import {
+  discardIntent,
+  IdempotentOperation,
+  intentIdArg,
+  type IntentState,
+  type ReconcileResult,
+  type RecordView,
+  viewOf,
+} from "./operation.js";
 import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import { type IntentRequest, pageLocation, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
@@ -159,6 +167,24 @@ export class IdempotentClient {
     }
   }
 
+  /**
+   * Asks the server what became of a stored intent's key (see `IdempotentOperation.reconcile`), e.g.
+   * one listed by `pending()` after a reload. `options.headers`: credentials for the status request
+   * (never stored). Rejects `NOT_FOUND` when there is no such intent.
+   */
+  async reconcile(intentId: string, options?: ResumeOptions & { signal?: AbortSignal }): Promise<ReconcileResult> {
+    const id = intentIdArg(intentId);
+    const { signal, ...rest } = options ?? {};
+    const headers = resumeHeaders(rest);
+    const loaded = await loadRecord(this.core, await this.core.engine(), id);
+    if (!loaded) throw notFound(id);
+    const view = viewOf(loaded.machine, loaded.ids);
+    loaded.machine.free();
+    const request = { method: "GET", url: pageLocation() ?? "http://localhost/", headers, body: null };
+    // A stored intent: its key existed before.
+    return IdempotentOperation.create(this.core, view, true, request).reconcile(signal ? { signal } : undefined);
+  }
+
   /** Intents not yet definitely answered (`pending` and `expired`), e.g. to offer "resume" after a
    *  reload: every one whose key is known, from the storage or, where storage lost its record (a
    *  fallback to memory in an earlier page), from the claim that `begin` would resume. Corrupt
@@ -262,7 +288,7 @@ export class IdempotentClient {
   }
 
   /** Adds a listener for `"attempt" | "retry" | "offline" | "success" | "failure" | "expired" |
-   *  "storagefallback" | "cors"`. Throws `INVALID_OPTIONS` for another type. */
+   *  "storagefallback" | "cors" | "reconcile"`. Throws `INVALID_OPTIONS` for another type. */
   addEventListener<K extends keyof ClientEventMap>(type: K, listener: (event: ClientEventMap[K]) => void): void {
     this.core.listeners.add(type, listener);
   }

@@ -15,6 +15,7 @@ export type ErrorCode =
   | "STORAGE"
   | "NOT_FOUND"
   | "NOT_DURABLE"
+  | "RECONCILE_FAILED"
   /** A bug in this library (the driver called the machine out of order): please report it. */
   | "INTERNAL";
 

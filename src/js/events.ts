@@ -51,6 +51,12 @@ export interface ExpiredEvent {
   intentId: string;
   key: string;
 }
+/** The client asks the server what became of the key (the key-status protocol). */
+export interface ReconcileEvent {
+  type: "reconcile";
+  intentId: string;
+  key: string;
+}
 /** A cross-origin API hides the headers this library reads (once per origin and page). */
 export interface CorsEvent {
   type: "cors";
@@ -76,6 +82,7 @@ export interface ClientEventMap {
   expired: ExpiredEvent;
   storagefallback: StorageFallbackEvent;
   cors: CorsEvent;
+  reconcile: ReconcileEvent;
 }
 
 export type ClientEvent = ClientEventMap[keyof ClientEventMap];
@@ -90,6 +97,7 @@ const EVENT_TYPES: readonly (keyof ClientEventMap)[] = [
   "expired",
   "storagefallback",
   "cors",
+  "reconcile",
 ];
 
 /** Calls `listener(event)`, ignoring what it throws. */

@@ -23,6 +23,9 @@ export interface MachineContract {
     replayed: string | undefined,
     override: number,
   ): number;
+  /** The server's key-status answer after RECONCILE: `kind` one of `KEY_*`, `status`
+   *  the stored answer's (done), `retryAfter` the status answer's (in flight). */
+  onKeyStatus(nowMs: number, kind: number, status: number, retryAfter: string | undefined): number;
   /** One number of the action's payload or outcome, or of the record: `field` is one of the `F_*` below (booleans 1/0). */
   get(field: number): number;
   /** Frees the wasm memory (wasm-bindgen). */

@@ -7,11 +7,13 @@ import {
   E_EXPIRED,
   E_INTENT_MISMATCH,
   E_INVALID_REQUEST,
+  E_KEY_STATUS,
   E_KEY_MISMATCH,
   E_NOT_FOUND,
   E_RETRIES_EXHAUSTED,
   E_STORAGE,
   EXHAUSTED_MAX_ATTEMPTS,
+  EXPIRED_UNKNOWN_TO_SERVER,
   EXHAUSTED_REASONS,
   FIELD_CSPRNG,
   FIELD_VERSION,
@@ -33,6 +35,10 @@ const EXHAUSTED_MESSAGES: Record<ExhaustedReason, string> = {
   maxTotalAttempts: `retry.maxTotalAttempts reached across the intent's sends; the key is kept: ${CHECK}`,
 };
 
+const EXPIRED_MESSAGE = `the key is older than keyTtlMs (the server may have forgotten it): not re-sent; ${CHECK}`;
+/** EXPIRED detail 1: asked, the server has no record of the key, and past its retention that proves nothing. */
+const UNKNOWN_TO_SERVER = `the key is older than keyTtlMs and the server has no record of it: whether it was done cannot be known any more; ${CHECK}`;
+
 /** ABORTED, also while waiting for another call or tab that was sending the intent. */
 export const ABORTED_MESSAGE = `aborted by the caller${KEPT}`;
 /** A non-string intent id, or one the machine refuses (INVALID_REQUEST detail 1). */
@@ -42,7 +48,6 @@ export const INTENT_ID_MESSAGE = "the intent id must be a string of 1 to 256 cha
 const SIMPLE: Record<number, [ErrorCode, string | ((detail: number) => string)]> = {
   [E_ABORTED]: ["ABORTED", ABORTED_MESSAGE],
   [E_KEY_MISMATCH]: ["KEY_MISMATCH", "the server answered 422: this key was already used with a different request"],
-  [E_EXPIRED]: ["EXPIRED", `the key is older than keyTtlMs (the server may have forgotten it): not re-sent; ${CHECK}`],
   [E_INVALID_REQUEST]: ["INVALID_REQUEST", (detail) => (detail === REQUEST_INTENT_ID ? INTENT_ID_MESSAGE : "the request fingerprint is malformed")],
 };
 
@@ -78,11 +83,15 @@ export function intentMismatch(intentId: string, oldKey: string): IdempotentFetc
  *  exhausted send) says what the attempts showed, e.g. a CORS set-up that hides the answers. */
 export function errorFor(code: number, detail: number, context: ErrorContext, hint?: string): IdempotentFetchError {
   const { intentId } = context;
+  const also = hint ? `; ${hint}` : "";
   if (code === E_RETRIES_EXHAUSTED) {
     const reason = EXHAUSTED[detail - EXHAUSTED_MAX_ATTEMPTS] ?? "maxAttempts";
-    const message = EXHAUSTED_MESSAGES[reason] + (hint ? `; ${hint}` : "");
-    return new IdempotentFetchError("RETRIES_EXHAUSTED", message, { ...context, reason });
+    return new IdempotentFetchError("RETRIES_EXHAUSTED", EXHAUSTED_MESSAGES[reason] + also, { ...context, reason });
   }
+  if (code === E_EXPIRED) {
+    return new IdempotentFetchError("EXPIRED", (detail === EXPIRED_UNKNOWN_TO_SERVER ? UNKNOWN_TO_SERVER : EXPIRED_MESSAGE) + also, context);
+  }
+  if (code === E_KEY_STATUS) return new IdempotentFetchError("RECONCILE_FAILED", `the server could not be asked about the key${also}`, context);
   if (code === E_INTENT_MISMATCH) return intentMismatch(intentId, context.key ?? "unknown");
   if (code === E_STORAGE) {
     return detail === FIELD_CSPRNG

@@ -3,9 +3,10 @@
 // defaults and ranges are the contract table's (src/contract.rs, generated `OPTIONS`): the machine
 // checks the same ranges again (it trusts nothing from JavaScript); the driver's check gives the messages.
 
+import type { KeyStatusAnswer, KeyStatusQuestion, Reconciler } from "./reconcile.js";
 import { invalidOptions } from "./errors.js";
 import { Fields } from "./fields.js";
-import { OPT_BASE_DELAY_MS, OPT_MAX_DELAY_MS, OPTIONS } from "./machine.js";
+import { OPT_BASE_DELAY_MS, OPT_MAX_DELAY_MS, OPT_RECONCILE, OPTIONS } from "./machine.js";
 
 /** Where intents are kept. */
 export type StorageKind = "local" | "session" | "indexeddb" | "memory";
@@ -65,6 +66,16 @@ export interface ClientOptions {
    *  `replayed: true`. Only for such servers: everywhere else 409 means "still in progress". Default
    *  none. */
   replayStatus?: number;
+  /** Where to ask the server what became of a key (the key-status protocol in the README, "Your
+   *  server"): a URL template with `{key}` (e.g. "/api/idempotency-keys/{key}"), or a function of the
+   *  key. Then the client asks by itself where it would otherwise give up with a key it cannot
+   *  explain (an expired key, an exhausted send whose attempts may have reached the server, an
+   *  uncertain failure), and `reconcile()` asks on request. Default none. */
+  statusUrl?: string | ((key: string) => string);
+  /** Instead of `statusUrl`, the app's own lookup for servers without the key-status endpoint (e.g.
+   *  `GET /orders?key=…`): answers `{ status: "done", response }`, `{ status: "in_flight",
+   *  retryAfterMs? }` or `{ status: "unknown" }`; a throw or anything else is "could not ask". */
+  reconcile?: (question: KeyStatusQuestion) => Promise<KeyStatusAnswer>;
   /** With `persistRequest`: only these request headers are stored (besides the content type).
    *  Authorization, Cookie and Proxy-Authorization are never stored. Default: every other header. */
   persistHeaders?: string[];
@@ -91,6 +102,8 @@ export interface Config {
   replayHeaders: string[];
   /** The status that marks a replay (`replayStatus`), or 0 for none. */
   replayStatus: number;
+  /** How to ask the server about a key (`statusUrl` / `reconcile`; both undefined: never asked). */
+  reconciler: Reconciler;
   /** Lower-case names of the headers persisted with `persistRequest`; undefined: all but credentials. */
   persistHeaders: string[] | undefined;
   /** Origins (`URL.origin` form) `resume()` may send to besides the page's. */
@@ -125,6 +138,8 @@ const ROOT_FIELDS = [
   "shouldRetry",
   "replayHeaders",
   "replayStatus",
+  "statusUrl",
+  "reconcile",
   "persistHeaders",
   "resumeOrigins",
   "maxBodyBytes",
@@ -152,11 +167,15 @@ export function parseClientOptions(options: unknown): Config {
   const headerNames = (name: string, max: number) =>
     list(name, max, isHeaderName, "HTTP header names")?.map((header) => header.toLowerCase());
   // Converted once: by name to the numbers the Engine takes, defaults and ranges from the table.
+  // A row without a name is set by the driver below.
   const engine = Float64Array.from(OPTIONS, ([path, min, max, fallback, names]) => {
+    if (!path) return fallback;
     const [fields, name] = path.startsWith("retry.") ? [retry, path.slice(6)] : [root, path];
     return names ? names.indexOf(fields.oneOf(name, names, names[fallback] as string)) : fields.integer(name, fallback, min, max);
   });
   if (engine[OPT_MAX_DELAY_MS]! < engine[OPT_BASE_DELAY_MS]!) throw invalidOptions("retry.maxDelayMs must be at least retry.baseDelayMs");
+  const reconciler = parseReconciler(root);
+  engine[OPT_RECONCILE] = reconciler.statusUrl !== undefined || reconciler.reconcile !== undefined ? 1 : 0;
   const namespace = root.string("namespace") ?? DEFAULT_NAMESPACE;
   // No ':' so that `<namespace>:<intent id>` slots and lock names of two namespaces never collide.
   // eslint-disable-next-line no-control-regex
@@ -180,11 +199,25 @@ export function parseClientOptions(options: unknown): Config {
     replayHeaders: [...DEFAULT_REPLAY_HEADERS, ...(headerNames("replayHeaders", 16) ?? [])],
     // A 2xx needs no marker, and a 3xx never reaches the page (fetch follows redirects).
     replayStatus: root.value("replayStatus") === undefined ? 0 : root.integer("replayStatus", 0, 400, 599),
+    reconciler,
     persistHeaders: headerNames("persistHeaders", 64),
     resumeOrigins: list("resumeOrigins", 16, isOrigin, 'origins such as "https://api.example.com"') ?? [],
     maxBodyBytes: root.integer("maxBodyBytes", DEFAULT_MAX_BODY_BYTES, 0, MAX_BODY_BYTES_LIMIT),
     requireDurable,
   };
+}
+
+/** `statusUrl` (a template with `{key}`, or a function) or `reconcile` (a function), not both. */
+function parseReconciler(root: Fields): Reconciler {
+  const template = root.value("statusUrl");
+  const statusUrl =
+    typeof template === "function" ? (template as (key: string) => string) : root.string("statusUrl");
+  if (typeof statusUrl === "string" && (statusUrl.length > 2048 || !statusUrl.includes("{key}"))) {
+    throw invalidOptions('statusUrl must be a URL template with "{key}" (at most 2048 characters), or a function of the key');
+  }
+  const reconcile = root.typed<Reconciler["reconcile"]>("reconcile", "function");
+  if (statusUrl !== undefined && reconcile !== undefined) throw invalidOptions("give statusUrl or reconcile, not both");
+  return { statusUrl, reconcile };
 }
 
 /** An origin exactly as `URL.origin` spells it (scheme://host[:port], no path). */

@@ -10,6 +10,7 @@ import { call, type AttemptEvent, type RetryEvent } from "./events.js";
 import * as M from "./machine.js";
 import { errorFor, retryReasonText } from "./messages.js";
 import { isOnline, waitOnline } from "./online.js";
+import { askKeyStatus } from "./reconcile.js";
 import type { PersistedRequest, RecordIds } from "./record.js";
 import type { PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
@@ -28,6 +29,13 @@ export interface SendContext {
   onRetry: ((event: RetryEvent) => void) | undefined;
   /** Answered, the record is deleted instead of written retired (`client.fetch` without intent). */
   retire?: boolean | undefined;
+  /** Ask the server about the key instead of sending (`reconcile()`). */
+  ask?: boolean | undefined;
+}
+
+/** @internal `reconcile()`'s answer when it is not "done": the machine's KEY_STATUS detail. */
+export class KeyStatusOpen {
+  constructor(readonly detail: number) {}
 }
 
 /** The caller's `shouldRetry(status)` as the machine's override (a throwing or junk answer: none). */
@@ -40,6 +48,7 @@ function override(shouldRetry: ((status: number) => unknown) | undefined, status
     return M.OVERRIDE_NONE;
   }
 }
+
 
 /** An attempt to another origin that failed below HTTP this soon was refused, not lost on the way
  *  (a preflight that does not allow the key header fails at once). */
@@ -81,7 +90,9 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
   // The time given to the machine call that returned `action`: a SEND's attempt ends `F_TIMEOUT_MS`
   // after it (the machine's clock), so the record's save before the attempt counts against it too.
   let decidedAt = Date.now();
-  let action = machine.on(M.EV_START, decidedAt, isOnline());
+  let action = machine.on(ctx.ask ? M.EV_ASK : M.EV_START, decidedAt, isOnline());
+  /** Why the last question about the key got no usable answer (for the message). */
+  let askProblem: string | undefined;
   for (;;) {
     if (machine.get(M.F_DIRTY) === 1) {
       try {
@@ -144,6 +155,18 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         }
         break;
       }
+      case M.RECONCILE: {
+        listeners.emit({ type: "reconcile", intentId, key });
+        const answer = await askKeyStatus(config.reconciler, request, intentId, key, machine.get(M.F_TIMEOUT_MS), signal);
+        decidedAt = Date.now();
+        askProblem = answer.problem;
+        if (signal?.aborted) action = machine.on(M.EV_ABORT, decidedAt, false);
+        else {
+          if (answer.kind === M.KEY_DONE) response = answer.response;
+          action = machine.onKeyStatus(decidedAt, answer.kind, answer.response?.status ?? 0, answer.retryAfter);
+        }
+        break;
+      }
       case M.WAIT: {
         const reason = machine.get(M.F_REASON);
         const status = reason === M.REASON_STATUS ? machine.get(M.F_LAST_STATUS) : 0;
@@ -195,8 +218,11 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         const code = machine.get(M.F_ERROR_CODE);
         const lastStatus = machine.get(M.F_LAST_STATUS);
         const context = { intentId, key, attempts: machine.get(M.F_ATTEMPT), lastStatus: lastStatus || null };
-        const hint = code === M.E_RETRIES_EXHAUSTED ? exhaustedHint(tally, origin, config.headerName, lastStatus) : undefined;
-        throw errorFor(code, machine.get(M.F_ERROR_DETAIL), context, hint);
+        const detail = machine.get(M.F_ERROR_DETAIL);
+        if (code === M.E_KEY_STATUS && detail !== M.KEY_STATUS_COULD_NOT_ASK) throw new KeyStatusOpen(detail);
+        const hints = [code === M.E_RETRIES_EXHAUSTED ? exhaustedHint(tally, origin, config.headerName, lastStatus) : undefined];
+        if (askProblem) hints.push(`the key's status is unknown (${askProblem})`);
+        throw errorFor(code, detail, context, hints.filter(Boolean).join("; ") || undefined);
       }
       default:
         throw errorFor(M.E_INTERNAL, M.PROTOCOL_UNKNOWN_ACTION, { intentId, key });

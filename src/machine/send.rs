@@ -405,6 +405,7 @@ impl Machine {
     }
 
     /// The send ran out with `detail`: asks the server first when an attempt may have reached it.
+    #[inline(never)] // called from every limit: one copy
     fn exhausted(&mut self, detail: u8) -> Action {
         if self.record.uncertain && self.may_ask() {
             return self.ask_server(Asked::Exhausted(detail));

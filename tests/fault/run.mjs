@@ -5,6 +5,7 @@
 //
 //   node tests/fault/run.mjs [--ci | --full] [--intents N] [--browser-share 0.3] [--seed S]
 //                            [--pg [--instances 3]] [--browser-only] [--two-tabs P] [--at-once] [--cpu-load]
+//                            [--at-deadline P]
 //
 // --browser-only (the xtask's Firefox and WebKit passes): only the browser share of --ci (60
 // intents, all in the page), no PostgreSQL pass; the bad-input matrix still runs (its browser
@@ -18,6 +19,9 @@
 // the first tab's begins returned, or with --at-once at the same moment as the first tab's.
 // --cpu-load: one busy-loop child process per core for the whole run (issue 13 item 4: cross-tab
 // begin must stay exact when the renderers are starved and localStorage propagation is slowest).
+//
+// --at-deadline P: the share of order answers the proxy holds until the client's attempt deadline
+// (default 0.1; see PROXY_FAULTS).
 //
 // --pg: multi-instance mode. A throwaway PostgreSQL cluster (tests/fault/pg-cluster.mjs), N server
 // instances (default 3) on one database, and the proxy spreads requests round-robin over them, so
@@ -103,7 +107,7 @@ const SERVER_FAULTS_OFF = { retryAfterSecs: 1 }; // every fault off: setFaults()
 // attemptTimeoutMs after the request arrived, -20..+5 ms), then sends its headers and, 0..20 ms later,
 // its body: answers that race the attempt timer (a Response handed over after the abort, a body cut
 // by it), the case where an engine can hand over a Response with a dead body.
-const PROXY_FAULTS = { resetBefore: 0.04, resetAfter: 0.03, atDeadline: 0.1 };
+const PROXY_FAULTS = { resetBefore: 0.04, resetAfter: 0.03, atDeadline: Number(value("--at-deadline", 0.1)) };
 // Generous attempts, small delays, an attempt timeout below the latency fault.
 const RETRY = { maxAttempts: 25, baseDelayMs: 30, maxDelayMs: 400, attemptTimeoutMs: 800, maxRetryAfterMs: 150, totalTimeoutMs: 20000 };
 // A share of intents gives up early, so some are left pending for the resume phase.

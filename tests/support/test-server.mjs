@@ -11,6 +11,10 @@
 //   reset      destroy the connection without answering
 //   endless    200 with a body that never ends
 //   slowbody300  201 whose headers come at once and whose body comes 300 ms later
+// GET /ks/<scenario>/<key>?script=STEPS answers the key-status protocol (README, "Your server") with the
+// next step: done201 (the stored answer: 201 {stored: true, key}), done503, inflight (Retry-After: 1),
+// unknown, and answers that are not of the protocol: garbage (not JSON), html, 500, otherkey (a "done"
+// about another key), noresponse (a "done" without its response). Logged under "<scenario>-ks".
 // GET /log/<scenario> returns the logged requests: [{method, key, headers, body, bodyBase64, attempt, at}]
 // (`body` is latin1 text; `bodyBase64` is the exact bytes; `at` is Date.now() when it arrived).
 // `&close=1` on a scenario URL answers with `Connection: close`, so every attempt uses a fresh
@@ -49,6 +53,15 @@ export function startTestServer(port = 0) {
       res.end(JSON.stringify(logs.get(scenario) ?? []));
       return;
     }
+    if (kind === "ks" && scenario) {
+      const key = decodeURIComponent(url.pathname.split("/")[3] ?? "");
+      const log = logs.get(`${scenario}-ks`) ?? [];
+      logs.set(`${scenario}-ks`, log);
+      log.push({ method: req.method, key, headers: req.headers, at: Date.now() });
+      const steps = (url.searchParams.get("script") ?? "unknown").split(",");
+      keyStatus(steps[Math.min(log.length - 1, steps.length - 1)], key, res, cors);
+      return;
+    }
     if (kind !== "s" || !scenario) {
       res.writeHead(404, cors).end();
       return;
@@ -75,6 +88,20 @@ export function startTestServer(port = 0) {
       });
     });
   });
+}
+
+function keyStatus(step, key, res, cors) {
+  const json = (body, extra = {}) => res.writeHead(200, { ...cors, "content-type": "application/json", ...extra }).end(JSON.stringify(body));
+  const stored = (status) => ({ status, headers: { "content-type": "application/json" }, body: JSON.stringify({ stored: true, key }) });
+  if (step === "done201") json({ status: "done", response: stored(201) });
+  else if (step === "done503") json({ status: "done", response: stored(503) });
+  else if (step === "inflight") json({ status: "in_flight" }, { "retry-after": "1" });
+  else if (step === "unknown") json({ status: "unknown" });
+  else if (step === "garbage") res.writeHead(200, { ...cors, "content-type": "application/json" }).end("{not json");
+  else if (step === "html") res.writeHead(200, { ...cors, "content-type": "text/html" }).end("<html><body>Sign in</body></html>");
+  else if (step === "otherkey") json({ status: "done", key: "00000000-0000-4000-8000-000000000000", response: stored(201) });
+  else if (step === "noresponse") json({ status: "done" });
+  else res.writeHead(500, cors).end("oops");
 }
 
 async function answer(step, res, cors, info) {

@@ -281,7 +281,7 @@ export const OPTIONS: readonly (readonly [string, number, number, number, (reado
   ["retryBudget", 0, 1000000, 500],
   ["headerForm", 0, 1, 0, HEADER_FORMS],
   ["retry.maxTotalAttempts", 0, 1000000, 0],
-  ["reconcile", 0, 1, 0],
+  ["", 0, 1, 0],
 ];
 
 /** The stored record's version this build writes (2: a fingerprint keyed with the namespace's secret). */
