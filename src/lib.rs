@@ -10,11 +10,12 @@
 
 extern crate alloc;
 
+pub mod contract;
 pub mod machine;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
 
-// The shipped wasm is `no_std`: talc instead of dlmalloc, and a panic handler that only traps
+// The shipped wasm is `no_std`: lol_alloc's free list instead of dlmalloc, and a panic handler that only traps
 // (std's would pull in core::fmt). A panic is a bug: every input from JavaScript is validated.
 #[cfg(all(target_arch = "wasm32", not(feature = "std")))]
 #[global_allocator]

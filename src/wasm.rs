@@ -12,6 +12,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use wasm_bindgen::prelude::*;
 
+use crate::contract::{field, Event, Field};
 use crate::machine::{self as m, Answer, Override, Policy, StoredFields};
 
 /// The error of the last call that returned `undefined` (wasm32 without threads: one caller at a time).
@@ -56,61 +57,27 @@ fn ms(now_ms: f64) -> u64 {
     now_ms as u64
 }
 
-/// An option given as a JavaScript number: a whole number in `[0, max]`, else `INVALID_OPTIONS`
-/// with the option's argument index.
-fn option(x: f64, max: u64, index: u8) -> Result<u64, m::Error> {
-    m::record::whole(x, max).ok_or(m::Error::new(m::code::INVALID_OPTIONS, index))
-}
-
 /// One client's engine: the policy and the client-wide retry budget.
 #[wasm_bindgen]
 pub struct Engine(m::Engine);
 
 #[wasm_bindgen]
 impl Engine {
-    /// Range-checks the options (the driver did the type checks and defaults); `undefined` with
-    /// [`last_error`] `INVALID_OPTIONS * 256 + index` naming the first argument out of range.
-    /// `maxTotalAttempts` may be left out (`undefined`: no limit; 0 also means none); `reconcile`
-    /// (the app configured how to ask the server about a key) too (`undefined`: no).
-    #[allow(clippy::too_many_arguments)]
-    pub fn create(
-        max_attempts: f64,
-        base_delay_ms: f64,
-        max_delay_ms: f64,
-        total_timeout_ms: f64,
-        attempt_timeout_ms: f64,
-        max_retry_after_ms: f64,
-        jitter: f64,
-        key_ttl_ms: f64,
-        retry_budget: f64,
-        sf_header: bool,
-        max_total_attempts: Option<f64>,
-        reconcile: Option<bool>,
-    ) -> Option<Engine> {
-        let policy = (|| {
-            use m::policy::{option as i, MAX_ATTEMPTS_LIMIT, MAX_DURATION_MS, MAX_RETRY_BUDGET, MAX_TOTAL_ATTEMPTS};
-            let jitter = option(jitter, 3, i::JITTER)?;
-            Ok(Policy {
-                max_attempts: option(max_attempts, MAX_ATTEMPTS_LIMIT.into(), i::MAX_ATTEMPTS)? as u32,
-                base_delay_ms: option(base_delay_ms, MAX_DURATION_MS, i::BASE_DELAY_MS)?,
-                max_delay_ms: option(max_delay_ms, MAX_DURATION_MS, i::MAX_DELAY_MS)?,
-                total_timeout_ms: option(total_timeout_ms, MAX_DURATION_MS, i::TOTAL_TIMEOUT_MS)?,
-                attempt_timeout_ms: option(attempt_timeout_ms, MAX_DURATION_MS, i::ATTEMPT_TIMEOUT_MS)?,
-                max_retry_after_ms: option(max_retry_after_ms, MAX_DURATION_MS, i::MAX_RETRY_AFTER_MS)?,
-                jitter: m::Jitter::from_index(jitter as u32).unwrap_or_default(),
-                key_ttl_ms: option(key_ttl_ms, MAX_DURATION_MS, i::KEY_TTL_MS)?,
-                retry_budget: option(retry_budget, MAX_RETRY_BUDGET.into(), i::RETRY_BUDGET)? as u32,
-                sf_header,
-                max_total_attempts: match max_total_attempts {
-                    Some(n) => option(n, MAX_TOTAL_ATTEMPTS.into(), i::MAX_TOTAL_ATTEMPTS)? as u32,
-                    None => 0,
-                },
-                reconcile: reconcile == Some(true),
-            })
-        })();
-        match policy.and_then(|policy| m::Engine::new(policy, alloc::boxed::Box::new(WebCrypto))) {
-            Ok(engine) => Some(Engine(engine)),
-            Err(error) => refuse(error),
+    /// Range-checks the options, one number per option by its `OPT_*` index (the contract's
+    /// `OPTIONS`: the driver did the type checks and defaults); `undefined` with [`last_error`]
+    /// `INVALID_OPTIONS * 256 + index` naming the first option out of range (`Policy::validate`).
+    pub fn create(options: &[f64]) -> Option<Engine> {
+        let mut values = [0; m::policy::OPTION_COUNT];
+        for (index, value) in values.iter_mut().enumerate() {
+            let x = options.get(index).copied().unwrap_or(f64::NAN);
+            match m::record::whole(x, m::record::MAX_SAFE_INTEGER) {
+                Some(v) => *value = v,
+                None => return refuse(m::Error::new(m::code::INVALID_OPTIONS, index as u8)),
+            }
+        }
+        match Policy::checked(&values) {
+            Ok(policy) => Some(Engine(m::Engine::with_checked(policy, alloc::boxed::Box::new(WebCrypto)))),
+            Err(index) => refuse(m::Error::new(m::code::INVALID_OPTIONS, index)),
         }
     }
 
@@ -119,42 +86,60 @@ impl Engine {
         self.0.budget()
     }
 
-    /// Create-or-resume (see `machine::Engine::begin`). `stored` is what `load` made from storage;
-    /// it is consumed. `undefined` when refused (the error in [`last_error`]).
+    /// Create-or-resume, every choice made here (see `machine::Engine::begin_from`): `stored` is what
+    /// `load` made of this tab's storage, `claimed` of the intent's cross-tab claim; both consumed.
+    /// `storedFingerprint` is compared with the stored record (the hash for its version). Field
+    /// `Resumed` says whether the key existed before; `Dirty`, whether to save first. `undefined` when
+    /// refused (the error in [`last_error`]; `INTENT_MISMATCH`'s detail names the candidate).
+    #[allow(clippy::too_many_arguments)]
     pub fn begin(
         &self,
         intent_id: &str,
         fingerprint: &str,
+        stored_fingerprint: &str,
         now_ms: f64,
         replace: bool,
         stored: Option<Machine>,
+        claimed: Option<Machine>,
     ) -> Option<Machine> {
-        // By value: wasm-bindgen has no optional borrowed class argument. The JS object of `stored`
-        // is emptied by the call (the driver names the old key from the record it parsed).
-        let stored = stored.as_ref().map(|machine| &machine.0);
-        self.0.begin(intent_id, fingerprint, ms(now_ms), replace, stored).map_or_else(refuse, |m| Some(Machine(m)))
+        // By value: wasm-bindgen has no optional borrowed class argument. Their JS objects are emptied
+        // by the call (the driver names the old key from the records it parsed).
+        let (stored, claimed) = (stored.as_ref().map(|m| &m.0), claimed.as_ref().map(|m| &m.0));
+        self.0
+            .begin_from(intent_id, fingerprint, stored_fingerprint, ms(now_ms), replace, stored, claimed)
+            .map_or_else(refuse, |m| Some(Machine(m)))
     }
 
-    /// Validates a stored record's values (the driver parsed the JSON and checked the types);
-    /// `undefined` when refused, [`last_error`] `STORAGE * 256 + field`. `uncertain` may be left out (records from before it: false).
-    #[allow(clippy::too_many_arguments)]
+    /// Validates a stored record's values (the driver parsed the JSON and checked the types): the
+    /// strings, and the numbers in one array by `FIELD_*` number (`lastStatus` null or absent:
+    /// `NO_STATUS`; `uncertain` 1/0, absent 0). `undefined` when refused, [`last_error`]
+    /// `STORAGE * 256 + field`.
     pub fn load(
         &self,
         intent_id: &str,
-        v: f64,
         id: &str,
         key: &str,
         fingerprint: &str,
-        created_at: f64,
-        updated_at: f64,
-        attempts: f64,
         state: &str,
-        last_status: f64,
-        uncertain: Option<bool>,
+        numbers: &[f64],
     ) -> Option<Machine> {
-        let uncertain = uncertain.unwrap_or(false);
-        let fields =
-            StoredFields { v, id, key, fingerprint, created_at, updated_at, attempts, state, last_status, uncertain };
+        // Too short an array is the driver's bug: refused like a record whose version is missing.
+        let Some(numbers) = numbers.get(..crate::contract::RECORD_SLOTS) else {
+            return refuse(m::Error::new(m::code::STORAGE, field::VERSION));
+        };
+        let number = |field: u8| numbers[usize::from(field)];
+        let fields = StoredFields {
+            v: number(field::VERSION),
+            id,
+            key,
+            fingerprint,
+            created_at: number(field::CREATED_AT),
+            updated_at: number(field::UPDATED_AT),
+            attempts: number(field::ATTEMPTS),
+            state,
+            last_status: number(field::LAST_STATUS),
+            uncertain: number(field::UNCERTAIN),
+        };
         self.0.load(intent_id, &fields).map_or_else(refuse, |m| Some(Machine(m)))
     }
 
@@ -179,7 +164,7 @@ impl Machine {
         if header == Some(true) {
             self.0.header()
         } else {
-            self.key()
+            String::from(self.0.record().key.as_str())
         }
     }
 
@@ -189,37 +174,33 @@ impl Machine {
         self.0.mark_saved();
     }
 
-    /// One number of the action's payload or outcome, by field (docs/WASM-BOUNDARY.md "Fields"):
-    /// 0 timeoutMs, 1 delayMs, 2 reason, 3 attempt, 4 totalAttempts, 5 status, 6 ok, 7 replayed,
-    /// 8 errorCode, 9 errorDetail, and of the record 10 createdAt, 11 updatedAt, 12 lastStatus (0 = none),
-    /// 13 uncertain, 14 dirty, 15 state (0 pending, 1 succeeded, 2 failed, 3 expired) (booleans as 1/0;
-    /// the record's attempts are field 4); NaN for any other
-    /// field. One export instead of fifteen getters: each export costs its glue in the JavaScript users
-    /// download.
+    /// One number of the action's payload or outcome, or of the record, by `F_*` field (booleans as
+    /// 1/0); NaN for an unknown field. One export instead of a getter per field: each export costs
+    /// its glue in the JavaScript users download.
     pub fn get(&self, field: u32) -> f64 {
+        let Some(field) = u8::try_from(field).ok().and_then(Field::from_u8) else {
+            return f64::NAN;
+        };
+        let flag = |b: bool| f64::from(u8::from(b));
+        let record = self.0.record();
         match field {
-            0 => self.timeout_ms(),
-            1 => self.delay_ms(),
-            2 => self.reason().into(),
-            3 => self.attempt().into(),
-            4 => self.total_attempts().into(),
-            5 => self.status().into(),
-            6 => u8::from(self.ok()).into(),
-            7 => u8::from(self.replayed()).into(),
-            8 => self.error_code().into(),
-            9 => self.error_detail().into(),
-            10 => self.created_at(),
-            11 => self.updated_at(),
-            12 => self.last_status().into(),
-            13 => u8::from(self.uncertain()).into(),
-            14 => u8::from(self.dirty()).into(),
-            15 => match self.0.record().state {
-                m::record::State::Pending => 0.0,
-                m::record::State::Succeeded => 1.0,
-                m::record::State::Failed => 2.0,
-                m::record::State::Expired => 3.0,
-            },
-            _ => f64::NAN,
+            Field::TimeoutMs => self.0.timeout_ms() as f64,
+            Field::DelayMs => self.0.delay_ms() as f64,
+            Field::Reason => self.0.reason().map_or(0, m::RetryReason::index).into(),
+            Field::Attempt => self.0.attempt().into(),
+            Field::TotalAttempts => record.attempts.into(),
+            Field::Status => self.0.status().into(),
+            Field::Ok => flag(self.0.ok()),
+            Field::Replayed => flag(self.0.replayed()),
+            Field::ErrorCode => self.0.error().code.into(),
+            Field::ErrorDetail => self.0.error().detail.into(),
+            Field::CreatedAt => record.created_at as f64,
+            Field::UpdatedAt => record.updated_at as f64,
+            Field::LastStatus => record.last_status.into(),
+            Field::Uncertain => flag(self.0.uncertain()),
+            Field::Dirty => flag(self.0.dirty()),
+            Field::State => (record.state as u8).into(),
+            Field::Resumed => flag(self.0.resumed()),
         }
     }
 
@@ -245,181 +226,30 @@ impl Machine {
         self.0.on_response(ms(now_ms), &answer) as u32
     }
 
-    /// The server's key-status answer after RECONCILE: `kind` 0 could not ask, 1 done (`status`: the
-    /// stored answer's), 2 in flight (`retryAfter`: the status answer's `Retry-After`), 3 unknown.
+    /// The server's key-status answer after RECONCILE: `kind` a `KEY_*` status (`status`: the stored
+    /// answer's when done; `retryAfter`: the status answer's `Retry-After` when in flight).
     #[wasm_bindgen(js_name = onKeyStatus)]
     pub fn on_key_status(&mut self, now_ms: f64, kind: u32, status: u16, retry_after: Option<String>) -> u32 {
         let answer = Answer { status, retry_after: retry_after.as_deref(), ..Answer::default() };
         self.0.on_key_status(ms(now_ms), m::KeyStatus::from_index(kind), &answer) as u32
     }
 
-    /// An event of the send loop other than an answer, by number (docs/WASM-BOUNDARY.md "Events"):
-    /// 0 start (deadline = now + totalTimeoutMs), 1 network error, 2 the attempt's timeout, 3 the
-    /// caller aborted, 4 a WAIT elapsed, 5 the network came back (WAIT_ONLINE), 6 WAIT_ONLINE reached
-    /// the deadline, 7 the app asks the server about the key (`reconcile()`, between sends). `online`
-    /// is read by 0 and 4. Returns the action; 0 (no action) for an unknown event. One export instead
-    /// of eight: each export costs its glue in the JavaScript users download.
+    /// An event of the send loop other than an answer, by `EV_*` number; `online` is read by start
+    /// and wake. Returns the action; an unknown event is FAIL `INTERNAL`. One export instead of one
+    /// per event: each export costs its glue in the JavaScript users download.
     pub fn on(&mut self, event: u32, now_ms: f64, online: bool) -> u32 {
-        match event {
-            7 => self.0.ask(ms(now_ms)) as u32,
-            0 => self.start(now_ms, online),
-            1 => self.on_network_error(now_ms),
-            2 => self.on_timeout(now_ms),
-            3 => self.on_abort(now_ms),
-            4 => self.on_wake(now_ms, online),
-            5 => self.on_online(now_ms),
-            6 => self.on_online_timeout(now_ms),
-            _ => 0,
-        }
-    }
-}
-
-/// What the driver reaches through [`Machine::get`] and [`Machine::on`] (the Rust tests call these
-/// directly): not exported one by one, so the JavaScript glue stays small.
-impl Machine {
-    /// The idempotency key.
-    pub fn key(&self) -> String {
-        String::from(self.0.record().key.as_str())
-    }
-
-    /// The key header's value (raw, or sf-string if the engine says so).
-    pub fn header(&self) -> String {
-        self.0.header()
-    }
-
-    /// The intent id.
-    pub fn intent_id(&self) -> String {
-        self.0.record().id.clone()
-    }
-
-    /// Whether `begin` resumed the stored intent (or `load` read it) rather than making a new one.
-    pub fn resumed(&self) -> bool {
-        self.0.resumed()
-    }
-
-    /// SEND: the attempt's timeout; WAIT_ONLINE: ms left until the deadline.
-    pub fn timeout_ms(&self) -> f64 {
-        self.0.timeout_ms() as f64
-    }
-
-    /// WAIT: how long to wait.
-    pub fn delay_ms(&self) -> f64 {
-        self.0.delay_ms() as f64
-    }
-
-    /// WAIT: why (1 network, 2 timeout, 3 status: see `lastStatus()`); 0 before any retry.
-    pub fn reason(&self) -> u32 {
-        self.0.reason().map_or(0, m::RetryReason::index)
-    }
-
-    /// Attempts of the current send, including the one in flight.
-    pub fn attempt(&self) -> u32 {
-        self.0.attempt()
-    }
-
-    /// Attempts across every send (= `attempts()`).
-    pub fn total_attempts(&self) -> u32 {
-        self.0.record().attempts
-    }
-
-    /// DONE: the answer's status.
-    pub fn status(&self) -> u32 {
-        self.0.status().into()
-    }
-
-    /// DONE: whether the status is 2xx.
-    pub fn ok(&self) -> bool {
-        self.0.ok()
-    }
-
-    /// DONE: whether the server said it replayed a stored answer.
-    pub fn replayed(&self) -> bool {
-        self.0.replayed()
-    }
-
-    /// FAIL: the error code.
-    pub fn error_code(&self) -> u32 {
-        self.0.error().code.into()
-    }
-
-    /// FAIL: the error's detail.
-    pub fn error_detail(&self) -> u32 {
-        self.0.error().detail.into()
-    }
-
-    /// Starts a send (deadline = now + totalTimeoutMs).
-    pub fn start(&mut self, now_ms: f64, online: bool) -> u32 {
-        self.0.start(ms(now_ms), online) as u32
-    }
-
-    /// The attempt failed below HTTP.
-    pub fn on_network_error(&mut self, now_ms: f64) -> u32 {
-        self.0.on_network_error(ms(now_ms)) as u32
-    }
-
-    /// The attempt's timeout fired.
-    pub fn on_timeout(&mut self, now_ms: f64) -> u32 {
-        self.0.on_timeout(ms(now_ms)) as u32
-    }
-
-    /// The caller aborted.
-    pub fn on_abort(&mut self, now_ms: f64) -> u32 {
-        self.0.on_abort(ms(now_ms)) as u32
-    }
-
-    /// A WAIT elapsed.
-    pub fn on_wake(&mut self, now_ms: f64, online: bool) -> u32 {
-        self.0.on_wake(ms(now_ms), online) as u32
-    }
-
-    /// The network came back during WAIT_ONLINE.
-    pub fn on_online(&mut self, now_ms: f64) -> u32 {
-        self.0.on_online(ms(now_ms)) as u32
-    }
-
-    /// WAIT_ONLINE reached the deadline offline.
-    pub fn on_online_timeout(&mut self, now_ms: f64) -> u32 {
-        self.0.on_online_timeout(ms(now_ms)) as u32
-    }
-
-    /// When the intent began (ms since the epoch).
-    pub fn created_at(&self) -> f64 {
-        self.0.record().created_at as f64
-    }
-
-    /// Last change (ms since the epoch).
-    pub fn updated_at(&self) -> f64 {
-        self.0.record().updated_at as f64
-    }
-
-    /// Attempts across every send, including earlier page loads.
-    pub fn attempts(&self) -> u32 {
-        self.0.record().attempts
-    }
-
-    /// The status of the last answer, 0 when there was none.
-    pub fn last_status(&self) -> u32 {
-        self.0.record().last_status.into()
-    }
-
-    /// Whether an attempt may have reached the server without a known outcome (stored as
-    /// `uncertain`; on DONE with a 4xx the result says so).
-    pub fn uncertain(&self) -> bool {
-        self.0.uncertain()
-    }
-
-    /// Whether the record changed since the last `markSaved()`.
-    pub fn dirty(&self) -> bool {
-        self.0.dirty()
-    }
-
-    /// The request fingerprint.
-    pub fn fingerprint(&self) -> String {
-        self.0.record().fingerprint.clone()
-    }
-
-    /// `"pending" | "succeeded" | "failed" | "expired"`.
-    pub fn state(&self) -> String {
-        String::from(self.0.record().state.as_str())
+        let now = ms(now_ms);
+        let action = match u8::try_from(event).ok().and_then(Event::from_u8) {
+            Some(Event::Start) => self.0.start(now, online),
+            Some(Event::NetworkError) => self.0.on_network_error(now),
+            Some(Event::Timeout) => self.0.on_timeout(now),
+            Some(Event::Abort) => self.0.on_abort(now),
+            Some(Event::Wake) => self.0.on_wake(now, online),
+            Some(Event::Online) => self.0.on_online(now),
+            Some(Event::OnlineTimeout) => self.0.on_online_timeout(now),
+            Some(Event::Ask) => self.0.ask(now),
+            None => self.0.on_unknown_event(),
+        };
+        action as u32
     }
 }

@@ -8,7 +8,7 @@ mod support;
 
 use idempotent_fetch::machine::backoff::NoDelay;
 use idempotent_fetch::machine::error::{code, exhausted};
-use idempotent_fetch::machine::policy::{option, MAX_ATTEMPTS_LIMIT, MAX_DURATION_MS, MAX_RETRY_BUDGET};
+use idempotent_fetch::machine::policy::{Opt, MAX_ATTEMPTS_LIMIT, MAX_DURATION_MS, MAX_RETRY_BUDGET};
 use idempotent_fetch::machine::{Backoff, Jitter, Policy as RetryPolicy, RandomSource};
 use proptest::prelude::*;
 use support::*;
@@ -157,16 +157,16 @@ fn jitter_has_its_boundary_numbers() {
 fn policy_validation_names_the_option_by_its_index() {
     assert!(RetryPolicy::default().validate().is_ok());
     let bad = [
-        (RetryPolicy { max_attempts: 0, ..RetryPolicy::default() }, option::MAX_ATTEMPTS),
-        (RetryPolicy { max_attempts: MAX_ATTEMPTS_LIMIT + 1, ..RetryPolicy::default() }, option::MAX_ATTEMPTS),
-        (RetryPolicy { attempt_timeout_ms: 0, ..RetryPolicy::default() }, option::ATTEMPT_TIMEOUT_MS),
-        (RetryPolicy { total_timeout_ms: MAX_DURATION_MS + 1, ..RetryPolicy::default() }, option::TOTAL_TIMEOUT_MS),
-        (RetryPolicy { base_delay_ms: 500, max_delay_ms: 100, ..RetryPolicy::default() }, option::MAX_DELAY_MS),
-        (RetryPolicy { base_delay_ms: MAX_DURATION_MS + 1, ..RetryPolicy::default() }, option::BASE_DELAY_MS),
-        (RetryPolicy { max_retry_after_ms: MAX_DURATION_MS + 1, ..RetryPolicy::default() }, option::MAX_RETRY_AFTER_MS),
-        (RetryPolicy { key_ttl_ms: 0, ..RetryPolicy::default() }, option::KEY_TTL_MS),
-        (RetryPolicy { key_ttl_ms: MAX_DURATION_MS + 1, ..RetryPolicy::default() }, option::KEY_TTL_MS),
-        (RetryPolicy { retry_budget: MAX_RETRY_BUDGET + 1, ..RetryPolicy::default() }, option::RETRY_BUDGET),
+        (RetryPolicy { max_attempts: 0, ..RetryPolicy::default() }, Opt::MaxAttempts as u8),
+        (RetryPolicy { max_attempts: MAX_ATTEMPTS_LIMIT + 1, ..RetryPolicy::default() }, Opt::MaxAttempts as u8),
+        (RetryPolicy { attempt_timeout_ms: 0, ..RetryPolicy::default() }, Opt::AttemptTimeoutMs as u8),
+        (RetryPolicy { total_timeout_ms: MAX_DURATION_MS + 1, ..RetryPolicy::default() }, Opt::TotalTimeoutMs as u8),
+        (RetryPolicy { base_delay_ms: 500, max_delay_ms: 100, ..RetryPolicy::default() }, Opt::MaxDelayMs as u8),
+        (RetryPolicy { base_delay_ms: MAX_DURATION_MS + 1, ..RetryPolicy::default() }, Opt::BaseDelayMs as u8),
+        (RetryPolicy { max_retry_after_ms: MAX_DURATION_MS + 1, ..RetryPolicy::default() }, Opt::MaxRetryAfterMs as u8),
+        (RetryPolicy { key_ttl_ms: 0, ..RetryPolicy::default() }, Opt::KeyTtlMs as u8),
+        (RetryPolicy { key_ttl_ms: MAX_DURATION_MS + 1, ..RetryPolicy::default() }, Opt::KeyTtlMs as u8),
+        (RetryPolicy { retry_budget: MAX_RETRY_BUDGET + 1, ..RetryPolicy::default() }, Opt::RetryBudget as u8),
     ];
     for (policy, index) in bad {
         assert_eq!(policy.validate(), Err(index), "{policy:?}");

@@ -118,7 +118,7 @@ fn calls_out_of_order_are_a_protocol_failure_and_change_nothing_stored() {
     ];
     for (call, detail) in calls {
         assert_eq!(call(&mut m), Action::Fail);
-        assert_eq!((m.error().code, m.error().detail), (code::PROTOCOL, detail));
+        assert_eq!((m.error().code, m.error().detail), (code::INTERNAL, detail));
     }
     assert_eq!(m.record(), &before);
     assert!(!m.dirty());
@@ -126,7 +126,7 @@ fn calls_out_of_order_are_a_protocol_failure_and_change_nothing_stored() {
     assert_eq!(m.start(T0, true), Action::Send);
     assert_eq!(m.on_response(T0, &answer(200)), Action::Done);
     assert_eq!(m.on_response(T0, &answer(500)), Action::Fail);
-    assert_eq!(m.error().code, code::PROTOCOL);
+    assert_eq!(m.error().code, code::INTERNAL);
     assert_eq!(m.record().state, State::Succeeded);
 }
 

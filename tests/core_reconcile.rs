@@ -218,10 +218,10 @@ fn the_apps_own_ask_resolves_a_done_key_and_reports_the_others() {
 fn calls_out_of_order_are_protocol_failures_and_an_abort_while_asking_keeps_the_key() {
     let (_engine, mut m) = machine_rig();
     assert_eq!(m.on_key_status(T0, KeyStatus::Done, &Answer { status: 201, ..Answer::default() }), Action::Fail);
-    assert_eq!((m.error().code, m.error().detail), (code::PROTOCOL, protocol::NOT_RECONCILING));
+    assert_eq!((m.error().code, m.error().detail), (code::INTERNAL, protocol::NOT_RECONCILING));
     assert_eq!(m.start(T0, true), Action::Send);
     assert_eq!(m.ask(T0), Action::Fail, "not while a send runs");
-    assert_eq!((m.error().code, m.error().detail), (code::PROTOCOL, protocol::NOT_IDLE));
+    assert_eq!((m.error().code, m.error().detail), (code::INTERNAL, protocol::NOT_IDLE));
     let (_engine, mut m) = machine_rig();
     assert_eq!(m.ask(T0), Action::Reconcile);
     assert_eq!(m.on_abort(T0 + 1), Action::Fail);

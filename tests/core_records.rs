@@ -9,7 +9,9 @@ mod support;
 use std::collections::HashSet;
 
 use idempotent_fetch::machine::error::{code, exhausted, field, protocol, request};
-use idempotent_fetch::machine::record::{is_valid_intent_id, whole, MAX_SAFE_INTEGER, RECORD_VERSION};
+use idempotent_fetch::machine::record::{
+    is_valid_intent_id, whole, MAX_SAFE_INTEGER, OLDEST_RECORD_VERSION, RECORD_VERSION,
+};
 use idempotent_fetch::machine::{fingerprint, Error, Key, OsRandom, State, StoredFields};
 use serde_json::json;
 use support::*;
@@ -28,7 +30,7 @@ fn fields() -> StoredFields<'static> {
         attempts: 2.0,
         state: "pending",
         last_status: 503.0,
-        uncertain: false,
+        uncertain: 0.0,
     }
 }
 
@@ -50,7 +52,7 @@ fn a_valid_record_reads_back_with_every_value() {
     assert_eq!((record.id.as_str(), record.key.as_str()), (ID, KEY));
     assert_eq!((record.created_at, record.updated_at, record.attempts), (T0, T0 + 5, 2));
     assert_eq!((record.state, record.last_status), (State::Pending, 503));
-    assert_eq!(RECORD_VERSION, 1);
+    assert_eq!((OLDEST_RECORD_VERSION, RECORD_VERSION), (1, 2));
 }
 
 #[test]
@@ -73,7 +75,7 @@ fn intent_states_have_lowercase_names_and_know_which_are_terminal() {
 
 #[test]
 fn validate_rejects_another_version() {
-    for v in [0.0, 2.0, 1.5, -1.0, f64::NAN, f64::INFINITY] {
+    for v in [0.0, 3.0, 1.5, -1.0, f64::NAN, f64::INFINITY] {
         assert_eq!(rejected(|f| f.v = v), field::VERSION, "{v}");
     }
 }
@@ -156,13 +158,14 @@ fn validate_rejects_an_unknown_state() {
 
 #[test]
 fn validate_rejects_a_status_that_is_not_http() {
-    for status in [999.0, 99.0, 600.0, 1.0, -1.0, 200.5, 70_000.0] {
+    // 0 is no HTTP status: "none" is NO_STATUS (-1), what the driver passes for JSON null.
+    for status in [999.0, 99.0, 600.0, 1.0, 0.0, -2.0, 200.5, 70_000.0, f64::NAN] {
         assert_eq!(rejected(|f| f.last_status = status), field::LAST_STATUS, "{status}");
     }
-    for status in [0.0, 100.0, 599.0] {
+    for (status, read) in [(-1.0, 0), (100.0, 100), (599.0, 599)] {
         let mut f = fields();
         f.last_status = status;
-        assert!(f.validate(ID).is_ok(), "{status}");
+        assert_eq!(f.validate(ID).map(|r| r.last_status), Ok(read), "{status}");
     }
 }
 
@@ -242,7 +245,7 @@ fn reload_resumes_the_same_key() {
 fn tampering_is_rejected_and_nothing_is_sent() {
     type Tamper = Box<dyn Fn(&mut serde_json::Value)>;
     let tamperings: Vec<(&str, Tamper, LoadError)> = vec![
-        ("future version", Box::new(|v| v["v"] = json!(2)), LoadError::Field(field::VERSION)),
+        ("future version", Box::new(|v| v["v"] = json!(3)), LoadError::Field(field::VERSION)),
         ("CRLF key", Box::new(|v| v["key"] = json!(format!("{KEY}\r\nX: 1"))), LoadError::Field(field::KEY)),
         ("uppercase key", Box::new(|v| v["key"] = json!(KEY.to_uppercase())), LoadError::Field(field::KEY)),
         (
@@ -454,7 +457,7 @@ fn error_codes_and_details_have_stable_numbers() {
         (code::INVALID_REQUEST, 8),
         (code::STORAGE, 9),
         (code::NOT_FOUND, 10),
-        (code::PROTOCOL, 15),
+        (code::INTERNAL, 15),
     ];
     for (code, number) in codes {
         assert_eq!(code, number);
@@ -477,4 +480,16 @@ fn error_codes_and_details_have_stable_numbers() {
     assert_eq!((protocol::NOT_SENDING, protocol::NOT_WAITING, protocol::NOT_OFFLINE), (1, 2, 3));
     assert_eq!(Error::new(code::STORAGE, field::CSPRNG).packed(), 9 * 256 + 32);
     assert_eq!(Error::new(code::INVALID_OPTIONS, 0).packed(), 7 * 256);
+}
+
+#[test]
+fn validate_rejects_an_uncertain_flag_that_is_not_1_or_0() {
+    for uncertain in [2.0, 0.5, -1.0, f64::NAN] {
+        assert_eq!(rejected(|f| f.uncertain = uncertain), field::UNCERTAIN, "{uncertain}");
+    }
+    for (uncertain, read) in [(0.0, false), (1.0, true)] {
+        let mut f = fields();
+        f.uncertain = uncertain;
+        assert_eq!(f.validate(ID).map(|r| r.uncertain), Ok(read), "{uncertain}");
+    }
 }

@@ -18,14 +18,12 @@ import { Listeners, type ClientEventMap } from "./events.js";
 import { Fields } from "./fields.js";
 import { fingerprint, hex } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
-import { type Engine, F_DIRTY, KEEP, type Machine, NOW_EXPIRED, REMOVE } from "./machine.js";
+import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, type Machine, MISMATCH_CLAIMED, OPT_RETRY_BUDGET, OPTIONS, SWEEP_EXPIRED, SWEEP_KEEP, SWEEP_REMOVE } from "./machine.js";
 import { fromThrown, intentMismatch, notFound } from "./messages.js";
 import {
   type BeginOptions,
   type ClientOptions,
   type Config,
-  ENGINE_ARGUMENTS,
-  JITTERS,
   parseBeginOptions,
   parseClientOptions,
   type StorageKind,
@@ -39,7 +37,7 @@ import {
   type RecordView,
   viewOf,
 } from "./operation.js";
-import { decodeRecord, encodeRecord, type PersistedRequest, type RecordIds } from "./record.js";
+import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import { type IntentRequest, pageLocation, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
 import { claim, claimNew, claimsDb, claimSlot, claimsOf } from "./storage/claims.js";
@@ -100,11 +98,9 @@ export class IdempotentClient {
       secret = undefined;
     };
     this.core = { config, store, listeners, inFlight, engine, secret: secretOnce, forgetSecret, corsWarned: new Set() };
-    // After the constructor returns, so listeners added right away still hear about it.
-    void Promise.resolve().then(async () => {
-      if (store.fallbackReason !== null) listeners.emit({ type: "storagefallback", reason: store.fallbackReason });
-      await this.sweep().catch(() => {});
-    });
+    // After the constructor returns: the sweep opens the storage once the module is loaded (a
+    // fallback found then is reported to the listeners added meanwhile).
+    void Promise.resolve().then(() => this.sweep().catch(() => {}));
   }
 
   /**
@@ -164,7 +160,8 @@ export class IdempotentClient {
       if (expected !== loaded.ids.fingerprint) {
         throw new IdempotentFetchError("STORAGE", `the persisted request of intent "${id}" does not match its fingerprint`);
       }
-      return IdempotentOperation.create(this.core, viewOf(machine, loaded.ids), prepared);
+      // A stored intent: its key existed before.
+      return IdempotentOperation.create(this.core, viewOf(machine, loaded.ids), true, prepared);
     } finally {
       machine.free();
     }
@@ -184,7 +181,8 @@ export class IdempotentClient {
     const view = viewOf(loaded.machine, loaded.ids);
     loaded.machine.free();
     const request = { method: "GET", url: pageLocation() ?? "http://localhost/", headers, body: null };
-    return IdempotentOperation.create(this.core, view, request).reconcile(signal ? { signal } : undefined);
+    // A stored intent: its key existed before.
+    return IdempotentOperation.create(this.core, view, true, request).reconcile(signal ? { signal } : undefined);
   }
 
   /** Intents not yet definitely answered (`pending` and `expired`), e.g. to offer "resume" after a
@@ -252,14 +250,14 @@ export class IdempotentClient {
       const { machine, ids, request } = loaded;
       try {
         const verdict = engine.sweep(machine, Date.now());
-        if (verdict === REMOVE) {
+        if (verdict === SWEEP_REMOVE) {
           // Not when another tab claimed a new key for this id meanwhile (this tab's view is stale).
           if (await discardIntent(this.core, id, ids.key)) removed += 1;
-        } else if (verdict === NOW_EXPIRED) {
+        } else if (verdict === SWEEP_EXPIRED) {
           await saveRecord(this.core, machine, ids, request);
           expired += 1;
           this.core.listeners.emit({ type: "expired", intentId: id, key: ids.key });
-        } else if (verdict !== KEEP) {
+        } else if (verdict !== SWEEP_KEEP) {
           continue;
         }
       } finally {
@@ -327,7 +325,7 @@ export class IdempotentClient {
   /** Tokens left in the retry budget. */
   get retryBudget(): number {
     // Before the wasm module is ready nothing was spent: the bucket is full.
-    return this.engineMade?.budget() ?? this.core.config.retryBudget;
+    return this.engineMade?.budget() ?? this.core.config.engine[OPT_RETRY_BUDGET]!;
   }
 
   /** Every `(intent id, record text)` of the namespace. */
@@ -385,7 +383,7 @@ export class IdempotentClient {
           release?.();
         }
       }
-      operation = IdempotentOperation.create(core, view[0], prepared, await sendLock, sendsNow ? { unsaved: view[1], retire: !shared } : undefined);
+      operation = IdempotentOperation.create(core, view[0], view[2], prepared, await sendLock, sendsNow ? { unsaved: view[1], retire: !shared } : undefined);
       return operation;
     } finally {
       if (!operation) void sendLock.then((release) => release?.());
@@ -416,7 +414,7 @@ interface Begun {
   machine: Machine;
   ids: RecordIds;
   request: PersistedRequest | undefined;
-  /** The key of `stored` was kept. */
+  /** The key existed before this begin (stored or claimed). */
   resumed: boolean;
 }
 
@@ -433,12 +431,11 @@ async function beginOnce(
   fp: string,
   db: IDBDatabase | undefined,
   deferSave: boolean,
-): Promise<[RecordView, string | undefined]> {
+): Promise<[RecordView, string | undefined, boolean]> {
   const { config, store } = core;
   // Read before the transaction: only IndexedDB requests may be awaited inside one.
   const stored = await loadRecord(core, engine, intentId);
   let consumed = false;
-  let fromClaim = false;
   let begun: Begun;
   try {
     // Known here also for IndexedDB (whose fallback shows on the first operation): the read above.
@@ -446,36 +443,31 @@ async function beginOnce(
     // A version-1 record holds the unkeyed SHA-256: it is matched (and kept) with that one.
     const plainFp = stored?.ids.plain ? await fingerprint(prepared) : undefined;
     // Runs inside the transaction (synchronous) with the claim's value, or without claims with none.
+    // The machine weighs the stored record against the claim and decides.
     const decide = (value: unknown): [Begun, string | undefined] => {
-      let chosen = stored;
-      let plain = plainFp;
-      if (value !== undefined) {
-        // Validated like any stored record: a corrupt or altered claim is a STORAGE error.
-        const claimed = decodeRecord(engine, intentId, typeof value === "string" ? value : "");
-        // Same key: the storage record is fresher (attempts, state). Another key, or none: the claim
-        // is newer (another tab's write has not reached this one yet).
-        if (claimed.ids.key === stored?.ids.key) claimed.machine.free();
-        else {
-          stored?.machine.free();
-          chosen = claimed;
-          plain = undefined;
-          fromClaim = true;
-        }
-      }
-      consumed = true;
-      // From the parsed record: `begin` consumes the stored Machine (its JS object is emptied by the call).
-      const storedKey = chosen?.ids.key;
+      let claimed: LoadedRecord | undefined;
       let machine;
       try {
-        machine = engine.begin(intentId, plain ?? fp, Date.now(), replace, chosen?.machine) ?? refused();
+        // Validated like any stored record: a corrupt or altered claim is a STORAGE error.
+        claimed = value === undefined ? undefined : decodeRecord(engine, intentId, typeof value === "string" ? value : "");
+        // Consumes both machines (their JS objects are emptied by the call).
+        consumed = true;
+        machine =
+          engine.begin(intentId, fp, plainFp ?? fp, Date.now(), replace, stored?.machine, claimed?.machine) ?? refused();
       } catch (thrown) {
-        const error = fromThrown(thrown, { intentId, key: storedKey ?? null });
-        throw error.code === "INTENT_MISMATCH" && storedKey ? intentMismatch(intentId, storedKey) : error;
+        const error = fromThrown(thrown, { intentId, key: stored?.ids.key ?? null });
+        if (error.code !== "INTENT_MISMATCH") throw error;
+        // The detail names whose key the request does not match.
+        const oldKey = ((thrown as number) & 255) === MISMATCH_CLAIMED ? claimed?.ids.key : stored?.ids.key;
+        throw intentMismatch(intentId, oldKey ?? "unknown");
       }
       const key = machine.key();
-      const resumed = key === storedKey;
+      const resumed = machine.get(F_RESUMED) === 1;
+      // Which record was resumed: the stored one keeps its request and its fingerprint's version.
+      const chosen = resumed ? (key === stored?.ids.key ? stored : claimed) : undefined;
+      const plain = chosen === stored ? plainFp : undefined;
       const fresh = config.persistRequest ? persisted(prepared, config.persistHeaders) : undefined;
-      const ids = resumed && plain !== undefined ? { intentId, key, fingerprint: plain, plain: true } : { intentId, key, fingerprint: fp };
+      const ids = plain !== undefined ? { intentId, key, fingerprint: plain, plain: true } : { intentId, key, fingerprint: fp };
       const begun = {
         machine,
         // A claim holds no request (nor does a retired record): a resumed one takes the request just
@@ -511,8 +503,8 @@ async function beginOnce(
   const { machine, ids, request, resumed } = begun;
   try {
     let unsaved: string | undefined;
-    // Resumed from the claim: this tab's storage lacks the record, and its `send` will read it there.
-    if (machine.get(F_DIRTY) === 1 || fromClaim) {
+    // Dirty also when resumed from the claim: this tab's storage lacks the record.
+    if (machine.get(F_DIRTY) === 1) {
       if (deferSave) unsaved = recordText(machine, ids, request);
       else await saveRecord(core, machine, ids, request);
     }
@@ -525,7 +517,7 @@ async function beginOnce(
       }
       throw notDurable(store.fallbackReason);
     }
-    return [viewOf(machine, ids), unsaved];
+    return [viewOf(machine, ids), unsaved, resumed];
   } finally {
     machine.free();
   }
@@ -533,25 +525,11 @@ async function beginOnce(
 
 /** The Engine of a client (the policy and the client-wide retry budget). */
 function makeEngine(module: MachineModule, config: Config): Engine {
-  const p = config.policy;
   try {
-    return module.Engine.create(
-      p.maxAttempts,
-      p.baseDelayMs,
-      p.maxDelayMs,
-      p.totalTimeoutMs,
-      p.attemptTimeoutMs,
-      p.maxRetryAfterMs,
-      JITTERS.indexOf(p.jitter),
-      config.keyTtlMs,
-      config.retryBudget,
-      config.headerForm === "sf-string",
-      p.maxTotalAttempts,
-      config.reconciler.statusUrl !== undefined || config.reconciler.reconcile !== undefined,
-    ) ?? refused();
+    return module.Engine.create(config.engine) ?? refused();
   } catch (thrown) {
-    if (typeof thrown === "number" && Math.floor(thrown / 256) === 7) {
-      throw invalidOptions(`${ENGINE_ARGUMENTS[thrown % 256] ?? "an option"} is out of range`);
+    if (typeof thrown === "number" && thrown >> 8 === E_INVALID_OPTIONS) {
+      throw invalidOptions(`${OPTIONS[thrown & 255]?.[0] ?? "an option"} is out of range`);
     }
     throw thrown;
   }

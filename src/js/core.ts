@@ -4,7 +4,7 @@
 import type { Listeners } from "./events.js";
 import { acquire, type Release, tryAcquire } from "./lock.js";
 import type { InFlight } from "./inflight.js";
-import { type Engine, F_STATE, type Machine } from "./machine.js";
+import { type Engine, F_STATE, type Machine, STATE_PENDING } from "./machine.js";
 import { storageUnavailable } from "./messages.js";
 import type { Config } from "./options.js";
 import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
@@ -71,11 +71,11 @@ export async function loadRecord(core: ClientCore, engine: Engine, intentId: str
   return text === undefined ? undefined : decodeRecord(engine, intentId, text);
 }
 
-/** The machine's record as stored. Issue 13 item 6: the persisted request (it may hold card data)
- *  is kept only while the intent is pending; once retired (succeeded, failed) or expired it is
- *  deleted with the write of this text. */
+/** The machine's record as stored. The persisted request (it may hold card data) is kept only while
+ *  the intent is pending; once retired (succeeded, failed) or expired it is deleted with the write of
+ *  this text. */
 export const recordText = (machine: Machine, ids: RecordIds, request: PersistedRequest | undefined): string =>
-  encodeRecord(machine, ids, machine.get(F_STATE) === 0 ? request : undefined);
+  encodeRecord(machine, ids, machine.get(F_STATE) === STATE_PENDING ? request : undefined);
 
 /** Writes the machine's record (with the persisted request, if any) and marks it saved. */
 export async function saveRecord(

@@ -15,7 +15,9 @@ export type ErrorCode =
   | "STORAGE"
   | "NOT_FOUND"
   | "NOT_DURABLE"
-  | "RECONCILE_FAILED";
+  | "RECONCILE_FAILED"
+  /** A bug in this library (the driver called the machine out of order): please report it. */
+  | "INTERNAL";
 
 /** For `RETRIES_EXHAUSTED`: which limit was reached. */
 export type ExhaustedReason = "maxAttempts" | "deadline" | "budget" | "maxTotalAttempts";

@@ -1,6 +1,6 @@
 // The request fingerprint: HMAC-SHA-256 (hex) of method, URL, content type and body under a random
-// secret of the namespace (issue 13 item 6: an unkeyed hash of a body holding a card number can be
-// brute-forced offline), so that re-beginning an intent with a changed request is caught
+// secret of the namespace (an unkeyed hash of a body holding a card number can be brute-forced
+// offline), so that re-beginning an intent with a changed request is caught
 // (INTENT_MISMATCH). `crypto.subtle` for large inputs; the plain-JS SHA-256 in HMAC form for small
 // ones and where `crypto.subtle` does not exist (insecure origins: plain http pages). Both give the
 // same value. Records of version 1 hold the unkeyed SHA-256 (`secret` undefined) and are matched

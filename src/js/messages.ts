@@ -2,9 +2,29 @@
 // docs/WASM-BOUNDARY.md) and carries no text; everything a user reads is written here, once.
 
 import { describe, IdempotentFetchError, type ErrorCode, type ErrorDetails, type ExhaustedReason } from "./errors.js";
+import {
+  E_ABORTED,
+  E_EXPIRED,
+  E_INTENT_MISMATCH,
+  E_INVALID_REQUEST,
+  E_KEY_STATUS,
+  E_KEY_MISMATCH,
+  E_NOT_FOUND,
+  E_RETRIES_EXHAUSTED,
+  E_STORAGE,
+  EXHAUSTED_MAX_ATTEMPTS,
+  EXPIRED_UNKNOWN_TO_SERVER,
+  EXHAUSTED_REASONS,
+  FIELD_CSPRNG,
+  FIELD_VERSION,
+  REASON_NETWORK,
+  REASON_TIMEOUT,
+  RECORD_FIELDS,
+  REQUEST_INTENT_ID,
+} from "./machine.js";
 
-/** `RETRIES_EXHAUSTED` details. */
-const EXHAUSTED: readonly (ExhaustedReason | undefined)[] = [undefined, "maxAttempts", "deadline", "budget", "maxTotalAttempts"];
+/** `RETRIES_EXHAUSTED` details, from EXHAUSTED_MAX_ATTEMPTS on (the type names every one). */
+const EXHAUSTED: readonly ExhaustedReason[] = EXHAUSTED_REASONS;
 
 const KEPT = "; the key is kept, send again to resume";
 const CHECK = "check the outcome with your server, then discard the intent";
@@ -26,15 +46,10 @@ export const INTENT_ID_MESSAGE = "the intent id must be a string of 1 to 256 cha
 
 /** The codes with one message (or one per detail), by machine code; the others are built below. */
 const SIMPLE: Record<number, [ErrorCode, string | ((detail: number) => string)]> = {
-  2: ["ABORTED", ABORTED_MESSAGE],
-  3: ["KEY_MISMATCH", "the server answered 422: this key was already used with a different request"],
-  8: ["INVALID_REQUEST", (detail) => (detail === 1 ? INTENT_ID_MESSAGE : "the request fingerprint is malformed")],
+  [E_ABORTED]: ["ABORTED", ABORTED_MESSAGE],
+  [E_KEY_MISMATCH]: ["KEY_MISMATCH", "the server answered 422: this key was already used with a different request"],
+  [E_INVALID_REQUEST]: ["INVALID_REQUEST", (detail) => (detail === REQUEST_INTENT_ID ? INTENT_ID_MESSAGE : "the request fingerprint is malformed")],
 };
-
-/** `STORAGE` details from the machine's record validation: the stored field that failed. */
-const RECORD_FIELDS = ["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state", "lastStatus"];
-/** `STORAGE` detail: the CSPRNG (crypto.getRandomValues) failed. */
-const CSPRNG_DETAIL = 32;
 
 /** What the driver knows when a machine call throws, to complete the error. */
 export interface ErrorContext extends ErrorDetails {
@@ -69,23 +84,26 @@ export function intentMismatch(intentId: string, oldKey: string): IdempotentFetc
 export function errorFor(code: number, detail: number, context: ErrorContext, hint?: string): IdempotentFetchError {
   const { intentId } = context;
   const also = hint ? `; ${hint}` : "";
-  if (code === 1) {
-    const reason = EXHAUSTED[detail] ?? "maxAttempts";
+  if (code === E_RETRIES_EXHAUSTED) {
+    const reason = EXHAUSTED[detail - EXHAUSTED_MAX_ATTEMPTS] ?? "maxAttempts";
     return new IdempotentFetchError("RETRIES_EXHAUSTED", EXHAUSTED_MESSAGES[reason] + also, { ...context, reason });
   }
-  if (code === 5) return new IdempotentFetchError("EXPIRED", (detail === 1 ? UNKNOWN_TO_SERVER : EXPIRED_MESSAGE) + also, context);
-  if (code === 11) return new IdempotentFetchError("RECONCILE_FAILED", `the server could not be asked about the key${also}`, context);
-  if (code === 4) return intentMismatch(intentId, context.key ?? "unknown");
-  if (code === 9) {
-    return detail === CSPRNG_DETAIL
-      ? new IdempotentFetchError("STORAGE", "the CSPRNG (crypto.getRandomValues) failed", context)
-      : corruptRecord(intentId, `record field ${RECORD_FIELDS[detail - 1] ?? "?"} is invalid`);
+  if (code === E_EXPIRED) {
+    return new IdempotentFetchError("EXPIRED", (detail === EXPIRED_UNKNOWN_TO_SERVER ? UNKNOWN_TO_SERVER : EXPIRED_MESSAGE) + also, context);
   }
-  if (code === 10) return notFound(intentId);
+  if (code === E_KEY_STATUS) return new IdempotentFetchError("RECONCILE_FAILED", `the server could not be asked about the key${also}`, context);
+  if (code === E_INTENT_MISMATCH) return intentMismatch(intentId, context.key ?? "unknown");
+  if (code === E_STORAGE) {
+    return detail === FIELD_CSPRNG
+      ? new IdempotentFetchError("STORAGE", "the CSPRNG (crypto.getRandomValues) failed", context)
+      : corruptRecord(intentId, `record field ${RECORD_FIELDS[detail - FIELD_VERSION] ?? "?"} is invalid`);
+  }
+  if (code === E_NOT_FOUND) return notFound(intentId);
   const simple = SIMPLE[code];
+  // INTERNAL, or a code the driver does not know: a bug in this library, never the caller's.
   return simple
     ? new IdempotentFetchError(simple[0], typeof simple[1] === "string" ? simple[1] : simple[1](detail), context)
-    : new IdempotentFetchError("STORAGE", `internal error ${code}:${detail} (a bug: please report it)`, context);
+    : new IdempotentFetchError("INTERNAL", `internal error ${code}:${detail} in idempotent-fetch (a bug: please report it)`, context);
 }
 
 /** A machine call's thrown value as an `IdempotentFetchError`; anything else is rethrown as it is. */
@@ -108,7 +126,7 @@ const STATUS_TEXTS: Record<number, string> = {
 
 /** The UI text of a retry reason (the `reason` of the `retry` event): "server busy (503)". */
 export function retryReasonText(reason: number, status: number): string {
-  if (reason === 1) return "network error";
-  if (reason === 2) return "timed out";
+  if (reason === REASON_NETWORK) return "network error";
+  if (reason === REASON_TIMEOUT) return "timed out";
   return `${STATUS_TEXTS[status] ?? "server error"} (${status})`;
 }

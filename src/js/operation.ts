@@ -4,7 +4,16 @@ import { type ClientCore, dropClaim, intentLock, loadRecord, SEND_LOCK_OFFER_MS 
 import { IdempotentFetchError, invalidOptions, invalidRequest } from "./errors.js";
 import { Fields } from "./fields.js";
 import type { Release } from "./lock.js";
-import { F_CREATED_AT, F_LAST_STATUS, F_STATE, F_TOTAL_ATTEMPTS, F_UPDATED_AT, type Machine, STATES } from "./machine.js";
+import {
+  F_CREATED_AT,
+  F_LAST_STATUS,
+  F_STATE,
+  F_TOTAL_ATTEMPTS,
+  F_UPDATED_AT,
+  KEY_STATUS_IN_FLIGHT,
+  type Machine,
+  STATES,
+} from "./machine.js";
 import { ABORTED_MESSAGE, INTENT_ID_MESSAGE, notFound, storageUnavailable } from "./messages.js";
 import { decodeRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import type { PreparedRequest } from "./request.js";
@@ -15,8 +24,6 @@ import { INTERRUPTED } from "./wait.js";
 /** `reconcile()`'s answer: the server's stored answer for the key, or what it said instead. */
 export type ReconcileResult = { status: "done"; result: SendResult } | { status: "in_flight" } | { status: "unknown" };
 
-/** The machine's KEY_STATUS detail for "in flight" (the other one `reconcile()` resolves is "unknown"). */
-const KEY_STATUS_IN_FLIGHT = 2;
 
 /** Where an intent stands. */
 export type IntentState = "pending" | "succeeded" | "failed" | "expired";
@@ -62,6 +69,8 @@ export class IdempotentOperation {
   private constructor(
     private readonly core: ClientCore,
     private view: RecordView,
+    /** The machine's `F_RESUMED` at begin: the key existed before (stored, or claimed by another tab). */
+    private readonly wasResumed: boolean,
     private readonly request: PreparedRequest,
     sendLock: Release | undefined,
     private sentNow: SentNow | undefined,
@@ -75,8 +84,15 @@ export class IdempotentOperation {
   }
 
   /** @internal Made by the client only (`begin`, `resume`). */
-  static create(core: ClientCore, view: RecordView, request: PreparedRequest, sendLock?: Release, sentNow?: SentNow): IdempotentOperation {
-    return new IdempotentOperation(core, view, request, sendLock, sentNow);
+  static create(
+    core: ClientCore,
+    view: RecordView,
+    resumed: boolean,
+    request: PreparedRequest,
+    sendLock?: Release,
+    sentNow?: SentNow,
+  ): IdempotentOperation {
+    return new IdempotentOperation(core, view, resumed, request, sendLock, sentNow);
   }
 
   /** Takes over the offered send lock, if it is still held. */
@@ -123,9 +139,10 @@ export class IdempotentOperation {
     return this.core.store.durable;
   }
 
-  /** Whether this intent resumed an earlier one (a reload) rather than starting fresh. */
+  /** Whether this intent's key existed before this `begin` (an earlier `begin` of the same intent,
+   *  before a reload or in another tab) rather than being made by it. */
   get resumed(): boolean {
-    return this.view.attempts > 0;
+    return this.wasResumed;
   }
 
   /**

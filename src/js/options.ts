@@ -1,10 +1,12 @@
 // Client options: type-checked (unknown fields, wrong types, NaN, negatives and absurd values are
-// INVALID_OPTIONS naming the field) and defaulted here, in one place. The machine's Engine checks
-// the same ranges again (it trusts nothing from JavaScript); these bounds give the messages.
+// INVALID_OPTIONS naming the field) and defaulted here, in one place. The Engine's options, their
+// defaults and ranges are the contract table's (src/contract.rs, generated `OPTIONS`): the machine
+// checks the same ranges again (it trusts nothing from JavaScript); the driver's check gives the messages.
 
 import type { KeyStatusAnswer, KeyStatusQuestion, Reconciler } from "./reconcile.js";
 import { invalidOptions } from "./errors.js";
 import { Fields } from "./fields.js";
+import { OPT_BASE_DELAY_MS, OPT_MAX_DELAY_MS, OPT_RECONCILE, OPTIONS } from "./machine.js";
 
 /** Where intents are kept. */
 export type StorageKind = "local" | "session" | "indexeddb" | "memory";
@@ -87,28 +89,13 @@ export interface ClientOptions {
   requireDurable?: boolean;
 }
 
-/** The retry policy as the Engine takes it (every field present). */
-export interface Policy {
-  maxAttempts: number;
-  baseDelayMs: number;
-  maxDelayMs: number;
-  totalTimeoutMs: number;
-  attemptTimeoutMs: number;
-  maxRetryAfterMs: number;
-  jitter: Jitter;
-  /** 0: no limit. */
-  maxTotalAttempts: number;
-}
-
 /** The parsed, validated, defaulted options of one client. */
 export interface Config {
   namespace: string;
   storage: StorageKind;
-  policy: Policy;
-  keyTtlMs: number;
+  /** The Engine's options by `OPT_*` index, as `Engine.create` takes them (names as indexes). */
+  engine: Float64Array;
   headerName: string;
-  headerForm: "raw" | "sf-string";
-  retryBudget: number;
   persistRequest: boolean;
   shouldRetry: ((status: number) => unknown) | undefined;
   /** Lower-case names of the headers that mark a replay, the defaults first. */
@@ -130,58 +117,14 @@ export const DEFAULT_MAX_BODY_BYTES = 1 << 20;
 /** Largest body cap accepted: 256 MiB (a body is buffered in memory to be fingerprinted and re-sent). */
 const MAX_BODY_BYTES_LIMIT = 1 << 28;
 
-/** # Default (the README's "Options" table says why). */
-export const DEFAULT_POLICY: Readonly<Policy> = {
-  maxAttempts: 8,
-  baseDelayMs: 250,
-  maxDelayMs: 20_000,
-  totalTimeoutMs: 120_000,
-  attemptTimeoutMs: 15_000,
-  maxRetryAfterMs: 60_000,
-  jitter: "full",
-  maxTotalAttempts: 0,
-};
 /** The replay headers of the widely used server libraries (Stripe and most middlewares; some spell it
  *  after the request header). */
 export const DEFAULT_REPLAY_HEADERS = ["idempotent-replayed", "idempotency-replayed", "x-idempotent-replayed"];
 export const DEFAULT_NAMESPACE = "default";
-export const DEFAULT_KEY_TTL_MS = 24 * 60 * 60 * 1000; // Stripe keeps keys 24 h
 export const DEFAULT_HEADER_NAME = "Idempotency-Key";
-export const DEFAULT_RETRY_BUDGET = 500;
 
-/** Upper bound of any duration option (about 30 days), so no arithmetic overflows. */
-export const MAX_DURATION_MS = 30 * 24 * 60 * 60 * 1000;
-export const MAX_ATTEMPTS_LIMIT = 1000;
-export const MAX_RETRY_BUDGET = 1_000_000;
-export const MAX_TOTAL_ATTEMPTS = 1_000_000;
-
-/** The numeric retry options and their accepted ranges `[min, max]` (the Engine checks the same). */
-const RETRY_RANGES: Record<Exclude<keyof Policy, "jitter">, [number, number]> = {
-  maxAttempts: [1, MAX_ATTEMPTS_LIMIT],
-  baseDelayMs: [0, MAX_DURATION_MS],
-  maxDelayMs: [0, MAX_DURATION_MS],
-  totalTimeoutMs: [0, MAX_DURATION_MS],
-  attemptTimeoutMs: [1, MAX_DURATION_MS],
-  maxRetryAfterMs: [0, MAX_DURATION_MS],
-  maxTotalAttempts: [0, MAX_TOTAL_ATTEMPTS],
-};
-
-/** The Engine constructor's arguments, in order: the names of INVALID_OPTIONS details. */
-export const ENGINE_ARGUMENTS = [
-  "retry.maxAttempts",
-  "retry.baseDelayMs",
-  "retry.maxDelayMs",
-  "retry.totalTimeoutMs",
-  "retry.attemptTimeoutMs",
-  "retry.maxRetryAfterMs",
-  "retry.jitter",
-  "keyTtlMs",
-  "retryBudget",
-  "headerForm",
-  "retry.maxTotalAttempts",
-] as const;
-
-export const JITTERS: readonly Jitter[] = ["full", "equal", "decorrelated", "none"];
+/** The retry options users may set (the `retry.` rows of `OPTIONS`). */
+const RETRY_FIELDS = OPTIONS.flatMap(([path]) => (path.startsWith("retry.") ? [path.slice(6)] : []));
 const STORAGE_KINDS: readonly StorageKind[] = ["local", "session", "indexeddb", "memory"];
 const ROOT_FIELDS = [
   "namespace",
@@ -212,7 +155,7 @@ const isHeaderName = (value: unknown): boolean => typeof value === "string" && v
 /** Parses `new IdempotentClient(options)`'s argument (`undefined`/`null` mean all defaults). */
 export function parseClientOptions(options: unknown): Config {
   const root = Fields.of(options ?? {}, "", "options", invalidOptions).only(ROOT_FIELDS);
-  const retry = Fields.of(root.value("retry") ?? {}, "retry.", "retry", invalidOptions).only(Object.keys(DEFAULT_POLICY));
+  const retry = Fields.of(root.value("retry") ?? {}, "retry.", "retry", invalidOptions).only(RETRY_FIELDS);
   /** An array option of at most `max` items that pass `valid`. */
   const list = (name: string, max: number, valid: (item: unknown) => boolean, what: string): string[] | undefined => {
     const value = root.value(name);
@@ -223,11 +166,16 @@ export function parseClientOptions(options: unknown): Config {
   };
   const headerNames = (name: string, max: number) =>
     list(name, max, isHeaderName, "HTTP header names")?.map((header) => header.toLowerCase());
-  const policy = { jitter: retry.oneOf("jitter", JITTERS, DEFAULT_POLICY.jitter) } as Policy;
-  for (const [name, [min, max]] of Object.entries(RETRY_RANGES) as [keyof typeof RETRY_RANGES, [number, number]][]) {
-    policy[name] = retry.integer(name, DEFAULT_POLICY[name], min, max);
-  }
-  if (policy.maxDelayMs < policy.baseDelayMs) throw invalidOptions("retry.maxDelayMs must be at least retry.baseDelayMs");
+  // Converted once: by name to the numbers the Engine takes, defaults and ranges from the table.
+  // A row without a name is set by the driver below.
+  const engine = Float64Array.from(OPTIONS, ([path, min, max, fallback, names]) => {
+    if (!path) return fallback;
+    const [fields, name] = path.startsWith("retry.") ? [retry, path.slice(6)] : [root, path];
+    return names ? names.indexOf(fields.oneOf(name, names, names[fallback] as string)) : fields.integer(name, fallback, min, max);
+  });
+  if (engine[OPT_MAX_DELAY_MS]! < engine[OPT_BASE_DELAY_MS]!) throw invalidOptions("retry.maxDelayMs must be at least retry.baseDelayMs");
+  const reconciler = parseReconciler(root);
+  engine[OPT_RECONCILE] = reconciler.statusUrl !== undefined || reconciler.reconcile !== undefined ? 1 : 0;
   const namespace = root.string("namespace") ?? DEFAULT_NAMESPACE;
   // No ':' so that `<namespace>:<intent id>` slots and lock names of two namespaces never collide.
   // eslint-disable-next-line no-control-regex
@@ -244,17 +192,14 @@ export function parseClientOptions(options: unknown): Config {
   return {
     namespace,
     storage,
-    policy,
-    keyTtlMs: root.integer("keyTtlMs", DEFAULT_KEY_TTL_MS, 1, MAX_DURATION_MS),
+    engine,
     headerName,
-    headerForm: root.oneOf("headerForm", ["raw", "sf-string"] as const, "raw"),
-    retryBudget: root.integer("retryBudget", DEFAULT_RETRY_BUDGET, 0, MAX_RETRY_BUDGET),
     persistRequest: root.boolean("persistRequest") ?? false,
     shouldRetry: root.typed<(status: number) => unknown>("shouldRetry", "function"),
     replayHeaders: [...DEFAULT_REPLAY_HEADERS, ...(headerNames("replayHeaders", 16) ?? [])],
     // A 2xx needs no marker, and a 3xx never reaches the page (fetch follows redirects).
     replayStatus: root.value("replayStatus") === undefined ? 0 : root.integer("replayStatus", 0, 400, 599),
-    reconciler: parseReconciler(root),
+    reconciler,
     persistHeaders: headerNames("persistHeaders", 64),
     resumeOrigins: list("resumeOrigins", 16, isOrigin, 'origins such as "https://api.example.com"') ?? [],
     maxBodyBytes: root.integer("maxBodyBytes", DEFAULT_MAX_BODY_BYTES, 0, MAX_BODY_BYTES_LIMIT),

@@ -5,6 +5,8 @@
 // taking a 404 or an HTML error page for "unknown" would resend an intent the server may have done.
 
 import { describe } from "./errors.js";
+// The kinds of answer are the machine's (`onKeyStatus`): the contract's KEY_*.
+import { KEY_COULD_NOT_ASK, KEY_DONE, KEY_IN_FLIGHT, KEY_UNKNOWN } from "./machine.js";
 
 /** A short rendering of a value read from an answer, for a message. */
 function show(value: unknown): string {
@@ -15,11 +17,6 @@ function show(value: unknown): string {
   }
 }
 
-/** The kinds of answer, as the machine numbers them (`onKeyStatus`). */
-export const KS_COULD_NOT_ASK = 0;
-export const KS_DONE = 1;
-export const KS_IN_FLIGHT = 2;
-export const KS_UNKNOWN = 3;
 
 /** What the app's `reconcile` callback is asked. */
 export interface KeyStatusQuestion {
@@ -52,7 +49,7 @@ export interface KeyStatusRead {
   problem?: string;
 }
 
-const couldNotAsk = (problem: string): KeyStatusRead => ({ kind: KS_COULD_NOT_ASK, problem });
+const couldNotAsk = (problem: string): KeyStatusRead => ({ kind: KEY_COULD_NOT_ASK, problem });
 
 /** Answers with no body (a Response cannot be built with one). */
 const NULL_BODY = [204, 205, 304];
@@ -83,12 +80,12 @@ export function readStatusBody(value: unknown, key: string, retryAfter: string |
   switch (body.status) {
     case "done": {
       const response = storedResponse(body.response);
-      return response ? { kind: KS_DONE, response } : couldNotAsk('"done" without a usable response');
+      return response ? { kind: KEY_DONE, response } : couldNotAsk('"done" without a usable response');
     }
     case "in_flight":
-      return { kind: KS_IN_FLIGHT, retryAfter };
+      return { kind: KEY_IN_FLIGHT, retryAfter };
     case "unknown":
-      return { kind: KS_UNKNOWN };
+      return { kind: KEY_UNKNOWN };
     default:
       return couldNotAsk(`status ${show(body.status)}`);
   }
@@ -99,13 +96,13 @@ function readCallbackAnswer(answer: unknown): KeyStatusRead {
   if (typeof answer !== "object" || answer === null) return couldNotAsk("not an object");
   const { status, response, retryAfterMs } = answer as Record<string, unknown>;
   if (status === "done") {
-    return response instanceof Response ? { kind: KS_DONE, response } : couldNotAsk('"done" without a Response');
+    return response instanceof Response ? { kind: KEY_DONE, response } : couldNotAsk('"done" without a Response');
   }
   if (status === "in_flight") {
     const ok = typeof retryAfterMs === "number" && Number.isFinite(retryAfterMs) && retryAfterMs >= 0;
-    return { kind: KS_IN_FLIGHT, retryAfter: ok ? String(Math.ceil(retryAfterMs / 1000)) : undefined };
+    return { kind: KEY_IN_FLIGHT, retryAfter: ok ? String(Math.ceil(retryAfterMs / 1000)) : undefined };
   }
-  if (status === "unknown") return { kind: KS_UNKNOWN };
+  if (status === "unknown") return { kind: KEY_UNKNOWN };
   return couldNotAsk(`status ${show(status)}`);
 }
 

@@ -1,7 +1,6 @@
-// Intent records to and from the JSON text kept in storage: the fields of the record format before
-// the TypeScript driver (v 1), so stored intents survive the upgrade, plus `uncertain` (issue 13;
-// absent in older records = false). Decoding checks every field's TYPE and refuses unknown fields;
-// the machine (`Engine.load`) then checks the VALUES. One place each way.
+// Intent records to and from the JSON text kept in storage. The fields, their numbers and JSON types
+// are the contract table's (`RECORD_FIELDS`, `RECORD_KINDS`): decoding checks every field's TYPE and
+// refuses unknown fields; the machine (`Engine.load`) then checks the VALUES. One place each way.
 
 import { Fields, typeName } from "./fields.js";
 import {
@@ -12,17 +11,25 @@ import {
   F_TOTAL_ATTEMPTS,
   F_UNCERTAIN,
   F_UPDATED_AT,
+  FIELD_FINGERPRINT,
+  FIELD_ID,
+  FIELD_KEY,
+  FIELD_STATE,
+  FIELD_VERSION,
   type Machine,
+  NO_STATUS,
+  RECORD_FIELDS,
+  RECORD_KINDS,
+  RECORD_SLOTS,
+  RECORD_VERSION,
   STATES,
 } from "./machine.js";
 import { corruptRecord, fromThrown } from "./messages.js";
 import { refused } from "./wasm.js";
 
-/** The record format version this build writes: 2, a fingerprint keyed with the namespace's secret.
- *  Version 1 records (an unkeyed SHA-256 fingerprint) are still read: they are matched with the
- *  unkeyed hash and keep version 1 until retired (at most keyTtlMs). The machine's own record format
- *  is unchanged (version 1), so the driver hands it 1 for both. */
-const RECORD_VERSION = 2;
+// RECORD_VERSION (2) is written: a fingerprint keyed with the namespace's secret. Version 1 records
+// (an unkeyed SHA-256 fingerprint) are still read: they are matched with the unkeyed hash and keep
+// version 1 until retired (at most keyTtlMs).
 /** Largest record text read back (a record is a few hundred bytes; a persisted body may be more). */
 const MAX_RECORD_CHARS = 1 << 20;
 
@@ -52,32 +59,19 @@ export interface LoadedRecord {
   request: PersistedRequest | undefined;
 }
 
-const RECORD_FIELDS = [
-  "v",
-  "id",
-  "key",
-  "fingerprint",
-  "createdAt",
-  "updatedAt",
-  "attempts",
-  "state",
-  "lastStatus",
-  "uncertain",
-  "request",
-];
+/** Every field of a stored record: the machine's, and the driver's own `request`. */
+const STORED_FIELDS = [...RECORD_FIELDS, "request"];
 const REQUEST_FIELDS = ["method", "url", "headers", "body"];
-const U32_MAX = 0xffffffff;
 
 class Malformed extends Error {}
 const malformed = (message: string) => new Malformed(message);
 
 /** JSON text -> a validated record (a Machine made by the engine). Throws STORAGE naming the intent. */
 export function decodeRecord(engine: Engine, intentId: string, text: string): LoadedRecord {
-  let fields: Fields;
+  // The machine's fields by FIELD_* number: strings, and the numbers (booleans as 1/0) it checks.
+  const strings: string[] = [];
+  const numbers = new Float64Array(RECORD_SLOTS);
   let request: PersistedRequest | undefined;
-  let lastStatus: number;
-  let uncertain: boolean | undefined;
-  let values: { v: number; id: string; key: string; fingerprint: string; createdAt: number; updatedAt: number; attempts: number; state: string };
   try {
     if (text.length > MAX_RECORD_CHARS) throw malformed("record larger than 1 MiB");
     let parsed: unknown;
@@ -86,49 +80,31 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
     } catch {
       throw malformed("not JSON");
     }
-    fields = Fields.of(parsed, "", "a record", malformed).only(RECORD_FIELDS);
-    const state = required(fields.string("state"), "state");
-    if (!(STATES as readonly string[]).includes(state)) throw malformed(`unknown state "${state}"`);
-    const status = fields.value("lastStatus");
-    lastStatus = status === undefined || status === null ? 0 : whole(fields, "lastStatus", 0xffff);
-    // 0 means "none" to the machine: a stored 0 is no HTTP status, so it is refused here.
-    if (status !== undefined && status !== null && lastStatus === 0) throw malformed("record status 0 is not an HTTP status");
-    // Absent in records written before it (the machine reads that as false).
-    uncertain = fields.boolean("uncertain");
+    const fields = Fields.of(parsed, "", "a record", malformed).only(STORED_FIELDS);
+    RECORD_FIELDS.forEach((name, i) => {
+      const kind = RECORD_KINDS[i]!;
+      const value = fields.value(name);
+      const slot = FIELD_VERSION + i;
+      if ((value === undefined || value === null) && kind.endsWith("?")) numbers[slot] = kind === "number?" ? NO_STATUS : 0;
+      else if (typeof value !== kind.replace("?", "")) {
+        throw malformed(value === undefined ? `missing field ${name}` : `${name} must be a ${kind.replace("?", "")}, got ${typeName(value)}`);
+      } else if (typeof value === "string") strings[slot] = value;
+      else numbers[slot] = Number(value);
+    });
     const requestValue = fields.value("request");
     request = requestValue === undefined ? undefined : decodeRequest(requestValue);
-    values = {
-      v: whole(fields, "v", U32_MAX),
-      id: required(fields.string("id"), "id"),
-      key: required(fields.string("key"), "key"),
-      fingerprint: required(fields.string("fingerprint"), "fingerprint"),
-      createdAt: whole(fields, "createdAt", Number.MAX_SAFE_INTEGER),
-      updatedAt: whole(fields, "updatedAt", Number.MAX_SAFE_INTEGER),
-      attempts: whole(fields, "attempts", U32_MAX),
-      state,
-    };
   } catch (thrown) {
     if (thrown instanceof Malformed) throw corruptRecord(intentId, `malformed record: ${thrown.message}`);
     throw thrown;
   }
-  const v = values;
   try {
-    const plain = v.v === 1;
-    const machine = engine.load(
-      intentId,
-      v.v === RECORD_VERSION || plain ? 1 : v.v,
-      v.id,
-      v.key,
-      v.fingerprint,
-      v.createdAt,
-      v.updatedAt,
-      v.attempts,
-      v.state,
-      lastStatus,
-      uncertain,
-    ) ?? refused();
+    const key = strings[FIELD_KEY]!;
+    const fingerprint = strings[FIELD_FINGERPRINT]!;
+    const machine =
+      engine.load(intentId, strings[FIELD_ID]!, key, fingerprint, strings[FIELD_STATE]!, numbers) ?? refused();
     // The machine accepted these values as they are: they are the record's ids.
-    const ids: RecordIds = { intentId, key: v.key, fingerprint: v.fingerprint, ...(plain ? { plain } : {}) };
+    const plain = numbers[FIELD_VERSION] === 1;
+    const ids: RecordIds = { intentId, key, fingerprint, ...(plain ? { plain } : {}) };
     return { machine, ids, request };
   } catch (thrown) {
     throw fromThrown(thrown, { intentId });
@@ -163,14 +139,6 @@ function decodeRequest(value: unknown): PersistedRequest {
 
 function required<T>(value: T | undefined, name: string): T {
   if (value === undefined) throw malformed(`missing field ${name}`);
-  return value;
-}
-
-/** A whole number in `[0, max]`. */
-function whole(fields: Fields, name: string, max: number): number {
-  const value = required(fields.value(name), name);
-  if (typeof value !== "number") throw malformed(`${name} must be a number, got ${typeName(value)}`);
-  if (!Number.isInteger(value) || value < 0 || value > max) throw malformed(`${name} must be a whole number in range`);
   return value;
 }
 

@@ -115,7 +115,7 @@ function readHeaders(init: unknown, keyHeader: string): [string, string][] {
   return pairs;
 }
 
-/** Issue 13 item 7: a request `fetch` cannot build (a URL with user:password, a mode the runtime
+/** A request `fetch` cannot build (a URL with user:password, a mode the runtime
  *  refuses) is INVALID_REQUEST here, before anything is stored, instead of a "network error"
  *  retried until the attempts run out. `Request` validates exactly what `fetch` will. */
 function buildable(url: string, method: string, headers: [string, string][]): void {

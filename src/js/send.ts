@@ -10,7 +10,7 @@ import { call, type AttemptEvent, type RetryEvent } from "./events.js";
 import * as M from "./machine.js";
 import { errorFor, retryReasonText } from "./messages.js";
 import { isOnline, waitOnline } from "./online.js";
-import { askKeyStatus, KS_DONE } from "./reconcile.js";
+import { askKeyStatus } from "./reconcile.js";
 import type { PersistedRequest, RecordIds } from "./record.js";
 import type { PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
@@ -49,9 +49,6 @@ function override(shouldRetry: ((status: number) => unknown) | undefined, status
   }
 }
 
-/** The machine's KEY_STATUS code and its "could not ask" detail (`reconcile()` rejects with that). */
-const KEY_STATUS = 11;
-const KEY_STATUS_COULD_NOT_ASK = 1;
 
 /** An attempt to another origin that failed below HTTP this soon was refused, not lost on the way
  *  (a preflight that does not allow the key header fails at once). */
@@ -165,14 +162,14 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         askProblem = answer.problem;
         if (signal?.aborted) action = machine.on(M.EV_ABORT, decidedAt, false);
         else {
-          if (answer.kind === KS_DONE) response = answer.response;
+          if (answer.kind === M.KEY_DONE) response = answer.response;
           action = machine.onKeyStatus(decidedAt, answer.kind, answer.response?.status ?? 0, answer.retryAfter);
         }
         break;
       }
       case M.WAIT: {
         const reason = machine.get(M.F_REASON);
-        const status = reason === 3 ? machine.get(M.F_LAST_STATUS) : 0;
+        const status = reason === M.REASON_STATUS ? machine.get(M.F_LAST_STATUS) : 0;
         const event: RetryEvent = {
           type: "retry",
           intentId,
@@ -222,13 +219,13 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         const lastStatus = machine.get(M.F_LAST_STATUS);
         const context = { intentId, key, attempts: machine.get(M.F_ATTEMPT), lastStatus: lastStatus || null };
         const detail = machine.get(M.F_ERROR_DETAIL);
-        if (code === KEY_STATUS && detail !== KEY_STATUS_COULD_NOT_ASK) throw new KeyStatusOpen(detail);
-        const hints = [code === 1 ? exhaustedHint(tally, origin, config.headerName, lastStatus) : undefined];
+        if (code === M.E_KEY_STATUS && detail !== M.KEY_STATUS_COULD_NOT_ASK) throw new KeyStatusOpen(detail);
+        const hints = [code === M.E_RETRIES_EXHAUSTED ? exhaustedHint(tally, origin, config.headerName, lastStatus) : undefined];
         if (askProblem) hints.push(`the key's status is unknown (${askProblem})`);
         throw errorFor(code, detail, context, hints.filter(Boolean).join("; ") || undefined);
       }
       default:
-        throw errorFor(0, action, { intentId, key });
+        throw errorFor(M.E_INTERNAL, M.PROTOCOL_UNKNOWN_ACTION, { intentId, key });
     }
   }
 }

@@ -1,5 +1,5 @@
 // Loads and initialises the wasm machine once: the first `begin`/`fetch` awaits it, and `ready`
-// (api.ts) is exported for apps that warm up early. Loading starts when the package is imported.
+// (index.ts) is exported for apps that warm up early. Loading starts when the package is imported.
 //
 // The glue's `init()` finds the wasm file by itself: its default source,
 // `new URL("idempotent_fetch_bg.wasm", import.meta.url)`, is rewritten per platform by the package

@@ -30,7 +30,7 @@ pub const TRANSIENT_RETRY_COST: u32 = 10;
 /// Refill on a first-attempt success.
 pub const SUCCESS_INCREMENT: u32 = 1;
 /// Default capacity.
-pub const DEFAULT_CAPACITY: u32 = 500;
+pub const DEFAULT_CAPACITY: u32 = crate::contract::OPTIONS[crate::contract::Opt::RetryBudget as usize].default as u32;
 
 impl Default for RetryBudget {
     fn default() -> Self {

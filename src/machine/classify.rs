@@ -1,6 +1,7 @@
 //! Classification of an answer: definite success, definite failure, or retry with the same key.
 
 use super::retry_after::parse_retry_after;
+use crate::contract::Reason;
 
 /// What the driver read from one HTTP answer (header values as the `Headers` object gives them).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -17,26 +18,20 @@ pub struct Answer<'a> {
     pub caller: Override,
 }
 
-/// A caller's override of the built-in table (`shouldRetry` returning true, false or undefined).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Override {
-    /// Keep the default (0 at the boundary).
-    #[default]
-    None,
-    /// Retry with the same key (1).
-    Retry,
-    /// A definite answer (2).
-    Definite,
+pub use crate::contract::Override;
+
+// Not derived: the enum is declared by the contract table's macro.
+#[allow(clippy::derivable_impls)]
+impl Default for Override {
+    fn default() -> Self {
+        Self::None
+    }
 }
 
 impl Override {
     /// The boundary's number: 1 retry, 2 definite, anything else none.
     pub fn from_index(index: u32) -> Self {
-        match index {
-            1 => Self::Retry,
-            2 => Self::Definite,
-            _ => Self::None,
-        }
+        u8::try_from(index).ok().and_then(Self::from_u8).unwrap_or_default()
     }
 }
 
@@ -85,11 +80,12 @@ impl RetryReason {
 
     /// The boundary's number (`Machine.reason()`): 1 network, 2 timeout, 3 status.
     pub fn index(self) -> u32 {
-        match self {
-            Self::Network => 1,
-            Self::Timeout => 2,
-            Self::Status(_) => 3,
-        }
+        let reason = match self {
+            Self::Network => Reason::Network,
+            Self::Timeout => Reason::Timeout,
+            Self::Status(_) => Reason::Status,
+        };
+        reason as u32
     }
 }
 

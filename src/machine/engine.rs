@@ -6,7 +6,7 @@ use alloc::rc::Rc;
 use core::cell::Cell;
 
 use super::budget::RetryBudget;
-use super::error::{code, field, request, Error};
+use super::error::{code, field, mismatch, request, Error};
 use super::fingerprint;
 use super::key::Key;
 use super::policy::Policy;
@@ -20,23 +20,19 @@ pub struct Engine {
     shared: Rc<Shared>,
 }
 
-/// What the sweep decided for one stored record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sweep {
-    /// Not older than the TTL, or already expired: leave it.
-    Keep = 0,
-    /// A retired key (succeeded or failed) older than the TTL: delete the record.
-    Remove = 1,
-    /// A pending intent older than the TTL, now marked expired: save it (and tell the app).
-    Expired = 2,
-}
+pub use crate::contract::Sweep;
 
 impl Engine {
     /// An engine over a checked `policy`; `INVALID_OPTIONS` with the option's index otherwise.
     pub fn new(policy: Policy, random: Box<dyn RandomSource>) -> Result<Self, Error> {
         policy.validate().map_err(|index| Error::new(code::INVALID_OPTIONS, index))?;
+        Ok(Self::with_checked(policy, random))
+    }
+
+    /// An engine over a policy already checked (`Policy::checked`).
+    pub(crate) fn with_checked(policy: Policy, random: Box<dyn RandomSource>) -> Self {
         let budget = Cell::new(RetryBudget::new(policy.retry_budget));
-        Ok(Self { shared: Rc::new(Shared { policy, budget, random }) })
+        Self { shared: Rc::new(Shared { policy, budget, random }) }
     }
 
     /// The policy.
@@ -66,9 +62,59 @@ impl Engine {
         replace: bool,
         stored: Option<&Machine>,
     ) -> Result<Machine, Error> {
+        self.begin_with(intent_id, fingerprint, fingerprint, now_ms, replace, stored)
+    }
+
+    /// [`Engine::begin`] with two candidates: `stored`, the record this tab's storage holds, and
+    /// `claimed`, the record of the key claimed for this intent across tabs (the claims database),
+    /// either of which may be missing. The claim wins when its key differs from the stored one (another
+    /// tab's write has not reached this storage yet); with the same key the stored record is fresher
+    /// (attempts, state). A machine resumed from the claim is dirty (this storage lacks the record).
+    ///
+    /// `stored_fingerprint` is what the stored record's fingerprint is compared with (the driver's
+    /// hash of the request for that record's version); a new key's record gets `fingerprint`.
+    /// `INTENT_MISMATCH`'s detail names the candidate whose key the request does not match:
+    /// [`mismatch::STORED`] or [`mismatch::CLAIMED`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn begin_from(
+        &self,
+        intent_id: &str,
+        fingerprint: &str,
+        stored_fingerprint: &str,
+        now_ms: u64,
+        replace: bool,
+        stored: Option<&Machine>,
+        claimed: Option<&Machine>,
+    ) -> Result<Machine, Error> {
+        let newer = claimed.filter(|c| stored.is_none_or(|s| s.record().key != c.record().key));
+        let (candidate, compare, which) = match newer {
+            Some(claimed) => (Some(claimed), fingerprint, mismatch::CLAIMED),
+            None => (stored, stored_fingerprint, mismatch::STORED),
+        };
+        let mut machine = self
+            .begin_with(intent_id, compare, fingerprint, now_ms, replace, candidate)
+            .map_err(|e| if e.code == code::INTENT_MISMATCH { Error::new(e.code, which) } else { e })?;
+        if newer.is_some() && machine.resumed() {
+            machine.mark_dirty();
+        }
+        Ok(machine)
+    }
+
+    /// [`Engine::begin`], comparing the stored record with `compare` and giving a new key's record
+    /// `fingerprint`.
+    fn begin_with(
+        &self,
+        intent_id: &str,
+        compare: &str,
+        fingerprint: &str,
+        now_ms: u64,
+        replace: bool,
+        stored: Option<&Machine>,
+    ) -> Result<Machine, Error> {
         if !is_valid_intent_id(intent_id) {
             return Err(Error::new(code::INVALID_REQUEST, request::INTENT_ID));
         }
+        // `compare` is only compared with a stored fingerprint, which is valid: an invalid one never matches.
         if !fingerprint::is_valid(fingerprint) {
             return Err(Error::new(code::INVALID_REQUEST, request::FINGERPRINT));
         }
@@ -77,7 +123,7 @@ impl Engine {
             if record.id != intent_id {
                 return Err(Error::new(code::STORAGE, field::ID));
             }
-            let same_request = record.fingerprint == fingerprint;
+            let same_request = record.fingerprint == compare;
             if same_request || record.state != State::Failed || record.uncertain {
                 if !same_request {
                     return Err(Error::new(code::INTENT_MISMATCH, 0));

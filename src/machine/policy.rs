@@ -1,30 +1,20 @@
 //! The retry policy: every tunable number in one place, with the defaults, their limits, and the
 //! jitter modes beside them.
 
-/// How a backoff delay is randomised. `exp = min(cap, base * 2^n)` for the n-th retry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Jitter {
-    /// `uniform(0, exp)`: the default; fewest calls under contention.
-    #[default]
-    Full,
-    /// `exp/2 + uniform(0, exp/2)`: never retries immediately.
-    Equal,
-    /// `min(cap, uniform(base, previous * 3))`: spreads out without a fixed schedule.
-    Decorrelated,
-    /// `exp` exactly: plain capped exponential backoff (every client retries in lockstep).
-    None,
+pub use crate::contract::{Jitter, Opt, MAX_DURATION_MS, OPTIONS, OPTION_COUNT};
+
+// Not derived: the enum is declared by the contract table's macro.
+#[allow(clippy::derivable_impls)]
+impl Default for Jitter {
+    fn default() -> Self {
+        Self::Full
+    }
 }
 
 impl Jitter {
     /// The boundary's number: 0 full, 1 equal, 2 decorrelated, 3 none.
     pub fn from_index(index: u32) -> Option<Self> {
-        match index {
-            0 => Some(Self::Full),
-            1 => Some(Self::Equal),
-            2 => Some(Self::Decorrelated),
-            3 => Some(Self::None),
-            _ => None,
-        }
+        u8::try_from(index).ok().and_then(Self::from_u8)
     }
 }
 
@@ -74,94 +64,85 @@ pub struct Policy {
     pub reconcile: bool,
 }
 
-/// Upper bound for any duration option (about 30 days), so arithmetic never overflows.
-pub const MAX_DURATION_MS: u64 = 30 * 24 * 60 * 60 * 1000;
 /// Upper bound for `max_attempts`.
-pub const MAX_ATTEMPTS_LIMIT: u32 = 1_000;
+pub const MAX_ATTEMPTS_LIMIT: u32 = OPTIONS[Opt::MaxAttempts as usize].max as u32;
 /// Upper bound for `retry_budget`.
-pub const MAX_RETRY_BUDGET: u32 = 1_000_000;
+pub const MAX_RETRY_BUDGET: u32 = OPTIONS[Opt::RetryBudget as usize].max as u32;
 /// Upper bound for `max_total_attempts`.
-pub const MAX_TOTAL_ATTEMPTS: u32 = 1_000_000;
-/// The default key lifetime: Stripe keeps keys for 24 hours.
-pub const DEFAULT_KEY_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+pub const MAX_TOTAL_ATTEMPTS: u32 = OPTIONS[Opt::MaxTotalAttempts as usize].max as u32;
+pub use crate::contract::DEFAULT_KEY_TTL_MS;
 
 impl Default for Policy {
+    /// The defaults of the contract table ([`OPTIONS`]): the ones that ship.
     fn default() -> Self {
-        Self {
-            max_attempts: 8,
-            base_delay_ms: 250,
-            max_delay_ms: 20_000,
-            total_timeout_ms: 120_000,
-            attempt_timeout_ms: 15_000,
-            max_retry_after_ms: 60_000,
-            jitter: Jitter::Full,
-            key_ttl_ms: DEFAULT_KEY_TTL_MS,
-            retry_budget: super::budget::DEFAULT_CAPACITY,
-            sf_header: false,
-            max_total_attempts: 0,
-            reconcile: false,
+        let mut values = [0; OPTION_COUNT];
+        for (value, spec) in values.iter_mut().zip(OPTIONS) {
+            *value = spec.default;
         }
+        Self::from_values(&values)
     }
 }
 
-/// Argument indexes of `Engine::new` (the detail of `INVALID_OPTIONS`).
-pub mod option {
-    /// `maxAttempts`.
-    pub const MAX_ATTEMPTS: u8 = 0;
-    /// `baseDelayMs`.
-    pub const BASE_DELAY_MS: u8 = 1;
-    /// `maxDelayMs`.
-    pub const MAX_DELAY_MS: u8 = 2;
-    /// `totalTimeoutMs`.
-    pub const TOTAL_TIMEOUT_MS: u8 = 3;
-    /// `attemptTimeoutMs`.
-    pub const ATTEMPT_TIMEOUT_MS: u8 = 4;
-    /// `maxRetryAfterMs`.
-    pub const MAX_RETRY_AFTER_MS: u8 = 5;
-    /// `jitter`.
-    pub const JITTER: u8 = 6;
-    /// `keyTtlMs`.
-    pub const KEY_TTL_MS: u8 = 7;
-    /// `retryBudget`.
-    pub const RETRY_BUDGET: u8 = 8;
-    /// `sfHeader` (a boolean: never out of range).
-    pub const SF_HEADER: u8 = 9;
-    /// `maxTotalAttempts`.
-    pub const MAX_TOTAL_ATTEMPTS: u8 = 10;
-}
-
 impl Policy {
-    /// Checks every range; `Err` is the argument index of the first option out of range.
-    pub fn validate(&self) -> Result<(), u8> {
-        if self.max_attempts == 0 || self.max_attempts > MAX_ATTEMPTS_LIMIT {
-            return Err(option::MAX_ATTEMPTS);
+    /// The policy of option values by [`Opt`] index, once they pass every range of the table and `maxDelayMs >= baseDelayMs` (`Err`: the
+    /// index of the first option out of range).
+    pub fn checked(values: &[u64; OPTION_COUNT]) -> Result<Self, u8> {
+        Self::check(values)?;
+        Ok(Self::from_values(values))
+    }
+
+    /// Every range of the contract table, then `maxDelayMs >= baseDelayMs`.
+    fn check(values: &[u64; OPTION_COUNT]) -> Result<(), u8> {
+        if let Some(index) = values.iter().zip(OPTIONS).position(|(&v, spec)| v < spec.min || v > spec.max) {
+            return Err(index as u8);
         }
-        let durations = [
-            (option::BASE_DELAY_MS, self.base_delay_ms),
-            (option::MAX_DELAY_MS, self.max_delay_ms),
-            (option::TOTAL_TIMEOUT_MS, self.total_timeout_ms),
-            (option::ATTEMPT_TIMEOUT_MS, self.attempt_timeout_ms),
-            (option::MAX_RETRY_AFTER_MS, self.max_retry_after_ms),
-            (option::KEY_TTL_MS, self.key_ttl_ms),
-        ];
-        if let Some((index, _)) = durations.iter().find(|(_, value)| *value > MAX_DURATION_MS) {
-            return Err(*index);
-        }
-        if self.max_delay_ms < self.base_delay_ms {
-            return Err(option::MAX_DELAY_MS);
-        }
-        if self.attempt_timeout_ms == 0 {
-            return Err(option::ATTEMPT_TIMEOUT_MS);
-        }
-        if self.key_ttl_ms == 0 {
-            return Err(option::KEY_TTL_MS);
-        }
-        if self.retry_budget > MAX_RETRY_BUDGET {
-            return Err(option::RETRY_BUDGET);
-        }
-        if self.max_total_attempts > MAX_TOTAL_ATTEMPTS {
-            return Err(option::MAX_TOTAL_ATTEMPTS);
+        if values[Opt::MaxDelayMs as usize] < values[Opt::BaseDelayMs as usize] {
+            return Err(Opt::MaxDelayMs as u8);
         }
         Ok(())
+    }
+
+    /// The policy of option values by [`Opt`] index, each within its range (else truncated).
+    fn from_values(values: &[u64; OPTION_COUNT]) -> Self {
+        let value = |opt: Opt| values[opt as usize];
+        Self {
+            max_attempts: value(Opt::MaxAttempts) as u32,
+            base_delay_ms: value(Opt::BaseDelayMs),
+            max_delay_ms: value(Opt::MaxDelayMs),
+            total_timeout_ms: value(Opt::TotalTimeoutMs),
+            attempt_timeout_ms: value(Opt::AttemptTimeoutMs),
+            max_retry_after_ms: value(Opt::MaxRetryAfterMs),
+            jitter: u8::try_from(value(Opt::Jitter)).ok().and_then(Jitter::from_u8).unwrap_or_default(),
+            key_ttl_ms: value(Opt::KeyTtlMs),
+            retry_budget: value(Opt::RetryBudget) as u32,
+            sf_header: value(Opt::HeaderForm) == 1,
+            max_total_attempts: value(Opt::MaxTotalAttempts) as u32,
+            reconcile: value(Opt::Reconcile) == 1,
+        }
+    }
+
+    /// The option values by [`Opt`] index.
+    pub fn values(&self) -> [u64; OPTION_COUNT] {
+        let mut values = [0; OPTION_COUNT];
+        let mut set = |opt: Opt, value: u64| values[opt as usize] = value;
+        set(Opt::MaxAttempts, self.max_attempts.into());
+        set(Opt::BaseDelayMs, self.base_delay_ms);
+        set(Opt::MaxDelayMs, self.max_delay_ms);
+        set(Opt::TotalTimeoutMs, self.total_timeout_ms);
+        set(Opt::AttemptTimeoutMs, self.attempt_timeout_ms);
+        set(Opt::MaxRetryAfterMs, self.max_retry_after_ms);
+        set(Opt::Jitter, self.jitter as u64);
+        set(Opt::KeyTtlMs, self.key_ttl_ms);
+        set(Opt::RetryBudget, self.retry_budget.into());
+        set(Opt::HeaderForm, self.sf_header.into());
+        set(Opt::MaxTotalAttempts, self.max_total_attempts.into());
+        set(Opt::Reconcile, self.reconcile.into());
+        values
+    }
+
+    /// Checks every range of the contract table, then that `max_delay_ms >= base_delay_ms`; `Err` is
+    /// the [`Opt`] index of the first option out of range.
+    pub fn validate(&self) -> Result<(), u8> {
+        Self::check(&self.values())
     }
 }

@@ -1,5 +1,5 @@
-//! Randomness for keys and jitter: production draws from the CSPRNG (getrandom, which is
-//! `crypto.getRandomValues` in the browser); the native tests plug in a seeded fake.
+//! Randomness for keys and jitter: production draws from the CSPRNG (`crypto.getRandomValues` in
+//! JavaScript engines, through `src/wasm.rs`; getrandom natively); the native tests plug in a seeded fake.
 
 /// The random source failed (`crypto.getRandomValues` threw, or a test's fake ran dry).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,29 +12,12 @@ use super::record::State;
 use super::retry_after::parse_retry_after;
 use super::send::{Action, Machine, Phase};
 
-/// What the server said of the key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KeyStatus {
-    /// No usable answer (a network error, a timeout, a 5xx, HTML, a body not of the protocol's
-    /// shape): never taken for "unknown".
-    CouldNotAsk = 0,
-    /// The key's request was done; its stored answer comes with it.
-    Done = 1,
-    /// A request with the key is being processed.
-    InFlight = 2,
-    /// The server has no record of the key.
-    Unknown = 3,
-}
+pub use crate::contract::KeyStatus;
 
 impl KeyStatus {
-    /// The boundary's number (the values above); anything else is [`KeyStatus::CouldNotAsk`].
+    /// The boundary's number; anything unknown is [`KeyStatus::CouldNotAsk`].
     pub fn from_index(index: u32) -> Self {
-        match index {
-            1 => Self::Done,
-            2 => Self::InFlight,
-            3 => Self::Unknown,
-            _ => Self::CouldNotAsk,
-        }
+        u8::try_from(index).ok().and_then(Self::from_u8).unwrap_or(Self::CouldNotAsk)
     }
 }
 
@@ -60,7 +43,7 @@ impl Machine {
     /// RECONCILE, then [`Machine::on_key_status`]. Only between sends.
     pub fn ask(&mut self, now_ms: u64) -> Action {
         if self.phase != Phase::Idle {
-            return self.fail(code::PROTOCOL, protocol::NOT_IDLE);
+            return self.fail(code::INTERNAL, protocol::NOT_IDLE);
         }
         self.reset_send(now_ms);
         self.ask_server(Asked::Explicit)
@@ -86,7 +69,7 @@ impl Machine {
     /// answer's `Retry-After`.
     pub fn on_key_status(&mut self, now_ms: u64, status: KeyStatus, stored: &Answer<'_>) -> Action {
         let (Phase::Reconciling, Some(asked)) = (self.phase, self.asked) else {
-            return self.fail(code::PROTOCOL, protocol::NOT_RECONCILING);
+            return self.fail(code::INTERNAL, protocol::NOT_RECONCILING);
         };
         match status {
             // Exactly as a replayed definite answer: the server stored that outcome for the key.

@@ -7,8 +7,7 @@ use super::error::{code, field, Error};
 use super::fingerprint;
 use super::key::Key;
 
-/// The record format version written by this build. Records of another version are rejected.
-pub const RECORD_VERSION: u32 = 1;
+pub use crate::contract::{OLDEST_RECORD_VERSION, RECORD_VERSION};
 
 /// Longest intent id accepted, in UTF-8 bytes (ids are app-chosen strings such as `"checkout:cart-42"`).
 pub const MAX_INTENT_ID_LEN: usize = 256;
@@ -16,39 +15,17 @@ pub const MAX_INTENT_ID_LEN: usize = 256;
 /// Largest integer a JavaScript number holds exactly: the bound of every stored time.
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
-/// Where an intent stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    /// Not yet definitely answered: the key is kept and the next `send` reuses it.
-    Pending,
-    /// A 2xx answer; the key is retired.
-    Succeeded,
-    /// A definite failure (a 4xx other than the retried ones); the key is retired.
-    Failed,
-    /// Pending for longer than the key TTL: the server may have forgotten the key, so it is not re-sent.
-    Expired,
-}
+pub use crate::contract::State;
 
 impl State {
     /// The lowercase name used in storage and in JavaScript.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Succeeded => "succeeded",
-            Self::Failed => "failed",
-            Self::Expired => "expired",
-        }
+        self.text()
     }
 
     /// The state named `name` (exact lowercase spelling).
     pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "pending" => Some(Self::Pending),
-            "succeeded" => Some(Self::Succeeded),
-            "failed" => Some(Self::Failed),
-            "expired" => Some(Self::Expired),
-            _ => None,
-        }
+        Self::ALL.iter().copied().find(|state| state.text() == name)
     }
 
     /// Whether a definite answer ended the intent.
@@ -57,14 +34,16 @@ impl State {
     }
 }
 
-/// One user intent and its idempotency key. The version `v` is implied ([`RECORD_VERSION`]).
+/// One user intent and its idempotency key. The version `v` is the driver's (it names how the
+/// fingerprint was made); the machine checks it is one this build reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
     /// The app's name for the intent, e.g. `"checkout:cart-42"`.
     pub id: String,
     /// The idempotency key.
     pub key: Key,
-    /// Hex SHA-256 of the request (from the driver).
+    /// Hex HMAC-SHA-256 of the request under the namespace's secret (from the driver; an unkeyed
+    /// SHA-256 in version-1 records).
     pub fingerprint: String,
     /// When the intent began, ms since the epoch.
     pub created_at: u64,
@@ -103,10 +82,10 @@ pub struct StoredFields<'a> {
     pub attempts: f64,
     /// `state`.
     pub state: &'a str,
-    /// `lastStatus` (`null` in JSON is 0 here).
+    /// `lastStatus` (`null` or absent in JSON is [`crate::contract::NO_STATUS`] here; 0 is no status and refused).
     pub last_status: f64,
-    /// `uncertain` (absent in records written before it existed: false).
-    pub uncertain: bool,
+    /// `uncertain`: 1 or 0 (JSON true or false; absent in records written before it existed: 0).
+    pub uncertain: f64,
 }
 
 impl StoredFields<'_> {
@@ -114,7 +93,7 @@ impl StoredFields<'_> {
     /// `STORAGE` with the failing field ([`field`]) as its detail.
     pub fn validate(&self, intent_id: &str) -> Result<Record, Error> {
         let bad = |detail| Error::new(code::STORAGE, detail);
-        if whole(self.v, u64::from(RECORD_VERSION)) != Some(u64::from(RECORD_VERSION)) {
+        if whole(self.v, RECORD_VERSION.into()).is_none_or(|v| v < OLDEST_RECORD_VERSION.into()) {
             return Err(bad(field::VERSION));
         }
         if !is_valid_intent_id(self.id) || self.id != intent_id {
@@ -129,8 +108,12 @@ impl StoredFields<'_> {
             whole(self.updated_at, MAX_SAFE_INTEGER).filter(|&t| t >= created_at).ok_or(bad(field::UPDATED_AT))?;
         let attempts = whole(self.attempts, u32::MAX.into()).ok_or(bad(field::ATTEMPTS))?;
         let state = State::parse(self.state).ok_or(bad(field::STATE))?;
-        let last_status =
-            whole(self.last_status, 599).filter(|&s| s == 0 || s >= 100).ok_or(bad(field::LAST_STATUS))?;
+        let last_status = if self.last_status == f64::from(crate::contract::NO_STATUS) {
+            0
+        } else {
+            whole(self.last_status, 599).filter(|&s| s >= 100).ok_or(bad(field::LAST_STATUS))?
+        };
+        let uncertain = whole(self.uncertain, 1).ok_or(bad(field::UNCERTAIN))? == 1;
         Ok(Record {
             id: String::from(self.id),
             key,
@@ -140,7 +123,7 @@ impl StoredFields<'_> {
             attempts: attempts as u32,
             state,
             last_status: last_status as u16,
-            uncertain: self.uncertain,
+            uncertain,
         })
     }
 }

@@ -21,23 +21,7 @@ use super::reconcile::Asked;
 use super::record::{Record, State};
 use super::shared::Shared;
 
-/// What the driver does next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// Send an attempt with `header()`, abandoning it after `timeout_ms()`.
-    Send = 1,
-    /// Wait `delay_ms()`, then call `on_wake`.
-    Wait = 2,
-    /// Offline: wait for the network at most `timeout_ms()`, then `on_online` / `on_online_timeout`.
-    WaitOnline = 3,
-    /// A definite answer: resolve with the response (`status()`, `ok()`, `replayed()`).
-    Done = 4,
-    /// Give up with `error()` (the key is kept unless the error says otherwise).
-    Fail = 5,
-    /// Ask the server what became of the key (its key-status answer, within `timeout_ms()`), then
-    /// call `on_key_status`.
-    Reconcile = 6,
-}
+pub use crate::contract::Action;
 
 /// Where the send loop stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -200,7 +184,7 @@ impl Machine {
     /// for the network.
     pub fn start(&mut self, now_ms: u64, online: bool) -> Action {
         if self.phase != Phase::Idle {
-            return self.fail(code::PROTOCOL, protocol::NOT_IDLE);
+            return self.fail(code::INTERNAL, protocol::NOT_IDLE);
         }
         self.reset_send(now_ms);
         // Any state: re-sending a succeeded or failed intent past the TTL could also do the work twice.
@@ -242,7 +226,7 @@ impl Machine {
     /// timer"). Retrying with the same key is safe: the server replays what it stored.
     pub fn on_response(&mut self, now_ms: u64, answer: &Answer<'_>) -> Action {
         if self.phase != Phase::Sending {
-            return self.fail(code::PROTOCOL, protocol::NOT_SENDING);
+            return self.fail(code::INTERNAL, protocol::NOT_SENDING);
         }
         if now_ms >= self.attempt_ends {
             return self.failed_attempt(now_ms, RetryReason::Timeout);
@@ -309,7 +293,7 @@ impl Machine {
     /// A WAIT elapsed: the next attempt (or WAIT_ONLINE when offline).
     pub fn on_wake(&mut self, now_ms: u64, online: bool) -> Action {
         if self.phase != Phase::Waiting {
-            return self.fail(code::PROTOCOL, protocol::NOT_WAITING);
+            return self.fail(code::INTERNAL, protocol::NOT_WAITING);
         }
         if self.ask_after_wait {
             self.ask_after_wait = false;
@@ -321,7 +305,7 @@ impl Machine {
     /// The network came back during WAIT_ONLINE.
     pub fn on_online(&mut self, now_ms: u64) -> Action {
         if self.phase != Phase::Offline {
-            return self.fail(code::PROTOCOL, protocol::NOT_OFFLINE);
+            return self.fail(code::INTERNAL, protocol::NOT_OFFLINE);
         }
         self.next_attempt(now_ms, true)
     }
@@ -329,7 +313,7 @@ impl Machine {
     /// WAIT_ONLINE reached the deadline without the network coming back.
     pub fn on_online_timeout(&mut self, _now_ms: u64) -> Action {
         if self.phase != Phase::Offline {
-            return self.fail(code::PROTOCOL, protocol::NOT_OFFLINE);
+            return self.fail(code::INTERNAL, protocol::NOT_OFFLINE);
         }
         self.exhausted(exhausted::DEADLINE)
     }
@@ -362,7 +346,7 @@ impl Machine {
 
     fn failed_attempt(&mut self, now_ms: u64, reason: RetryReason) -> Action {
         if self.phase != Phase::Sending {
-            return self.fail(code::PROTOCOL, protocol::NOT_SENDING);
+            return self.fail(code::INTERNAL, protocol::NOT_SENDING);
         }
         self.outcome(now_ms);
         self.status = 0;
@@ -372,6 +356,7 @@ impl Machine {
     }
 
     /// After a retryable outcome: the next delay, unless attempts, deadline or budget say stop.
+    #[inline(never)] // one copy for the answer and the other events
     fn retry(&mut self, now_ms: u64, reason: RetryReason, after_ms: Option<u64>) -> Action {
         self.reason = Some(reason);
         if self.at_total_limit() {
@@ -438,6 +423,11 @@ impl Machine {
     pub(crate) fn outcome(&mut self, now_ms: u64) {
         self.record.touch(now_ms);
         self.dirty = true;
+    }
+
+    /// An event number the machine does not know (from the boundary): FAIL `INTERNAL`, a driver bug.
+    pub fn on_unknown_event(&mut self) -> Action {
+        self.fail(code::INTERNAL, protocol::UNKNOWN_EVENT)
     }
 
     #[inline(never)] // called from every rule: one copy (measured)

@@ -452,12 +452,12 @@ pub fn decode(engine: &Engine, id: &str, text: &str) -> Result<Machine, LoadErro
     let string = |name: &str| object.get(name).and_then(Value::as_str).ok_or_else(|| malformed(name));
     let number = |name: &str| object.get(name).and_then(Value::as_f64).ok_or_else(|| malformed(name));
     let last_status = match object.get("lastStatus") {
-        None | Some(Value::Null) => 0.0,
+        None | Some(Value::Null) => f64::from(idempotent_fetch::contract::NO_STATUS),
         Some(v) => v.as_f64().ok_or_else(|| malformed("lastStatus"))?,
     };
     let uncertain = match object.get("uncertain") {
-        None => false,
-        Some(v) => v.as_bool().ok_or_else(|| malformed("uncertain"))?,
+        None => 0.0,
+        Some(v) => f64::from(u8::from(v.as_bool().ok_or_else(|| malformed("uncertain"))?)),
     };
     let fields = StoredFields {
         v: number("v")?,

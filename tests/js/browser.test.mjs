@@ -117,6 +117,26 @@ test("page.reload() during an in-flight attempt: the next page load resumes the 
   });
 });
 
+test("page.reload() after begin, before the first attempt: the next begin is resumed with the same key", async () => {
+  const namespace = `reloadbegun${Date.now().toString(36)}`;
+  const url = `${server.url}/s/${namespace}-pay?script=201`;
+  const begin = () =>
+    page.evaluate(async ([namespace, url]) => {
+      const client = new window.__lib.IdempotentClient({ namespace, storage: "local" });
+      const op = await client.begin("checkout:cart-42", { url, body: '{"cart":42}' });
+      return { key: op.key, resumed: op.resumed, attempts: op.attempts };
+    }, [namespace, url]);
+  const before = await begin();
+  await page.reload();
+  await waitForLibPage(page);
+  const after = await begin();
+  const message = JSON.stringify({ before, after });
+  if (before.resumed) throw new Error(`a new intent reported resumed: ${message}`);
+  if (after.key !== before.key || after.attempts !== 0) throw new Error(`not the same unsent key: ${message}`);
+  if (!after.resumed) throw new Error(`the key existed before this begin, yet resumed is false: ${message}`);
+  if ((await serverLog(`${namespace}-pay`)).length !== 0) throw new Error("begin sent something");
+});
+
 test("two tabs sending the same intent: same key, one at a time", async () => {
   const namespace = `tabs${Date.now().toString(36)}`;
   const scenario = `${namespace}-pay`;

@@ -16,12 +16,11 @@ const CHROMIUM_NAMES: &[&str] = &["chromium", "chromium-browser", "google-chrome
 /// Where Debian puts PostgreSQL's server binaries (initdb, postgres are not on PATH there).
 const DEBIAN_PG_ROOT: &str = "/usr/lib/postgresql";
 
-/// What `cargo xtask install` and `test` do: everything the steps need.
-pub fn all() -> Result {
+/// The toolchain and Chromium: what every browser step needs before the other engines
+/// (`steps::install_all` adds Firefox, WebKit and PostgreSQL).
+pub fn toolchain_and_chromium() -> Result {
     toolchain()?;
-    chromium()?;
-    crate::engines::install()?;
-    postgres()
+    chromium()
 }
 
 /// The wasm build toolchain and the npm tools (enough for the gates, `build`, `demo` and `size`).
@@ -128,7 +127,8 @@ fn pg_bindir() -> Option<PathBuf> {
 
 /// PostgreSQL; the one lookup of its binaries: IF_PG_BINDIR tells the tests where they are (also put
 /// on PATH, last), and IF_PG_TESTS=1.
-fn postgres() -> Result {
+/// PostgreSQL from Debian unless it is there (the server's PostgreSQL tests).
+pub fn postgres() -> Result {
     let bin = apt_tool(&["postgresql"], pg_bindir)?;
     println!("   IF_PG_BINDIR={}", bin.display());
     add_to_path(&bin, false);

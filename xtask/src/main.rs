@@ -55,11 +55,11 @@ fn dispatch(args: &[String]) -> Result {
         "test" => steps::test(rest),
         "gates" => no_args().and_then(|()| steps::gates()),
         "build" => no_args().and_then(|()| install::toolchain()).and_then(|()| project::build_package()),
-        "install" => no_args().and_then(|()| install::all()),
+        "install" => no_args().and_then(|()| steps::install_all()),
         "size" => no_args().and_then(|()| size::check()),
         "demo" => demo::demo(parse_port(rest)?),
         "bench" => no_args()
-            .and_then(|()| install::all())
+            .and_then(|()| steps::install_all())
             .and_then(|()| process::run(process::cmd("bash").arg(project::root().join("benches/run.sh")))),
         "help" | "-h" | "--help" => {
             println!("{USAGE}");

@@ -176,7 +176,7 @@ pub fn test(only: &[String]) -> Result {
         let names: Vec<&str> = STEPS.iter().map(|s| s.0).collect();
         return Err(format!("unknown step `{o}`; the steps are {}", names.join(" ")));
     }
-    install::all()?;
+    install_all()?;
     run_steps(STEPS.iter().filter(|s| only.is_empty() || only.iter().any(|o| o == s.0)).collect())
 }
 
@@ -205,4 +205,12 @@ fn summary(done: &[(&&str, &&str, f64, bool)], t0: Instant) {
     }
     println!("(total {:.1}s)", t0.elapsed().as_secs_f64());
     crate::engines::print_summary();
+}
+
+/// What `cargo xtask install` and `test` do: everything the steps need (here, above both `install`
+/// and `engines`, so neither imports the other back).
+pub fn install_all() -> Result {
+    install::toolchain_and_chromium()?;
+    crate::engines::install()?;
+    install::postgres()
 }

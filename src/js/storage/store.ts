@@ -2,7 +2,9 @@
 // storage is blocked (SecurityError; IndexedDB absent or failing to open) or full
 // (QuotaExceededError), the store continues in memory for the rest of the page's life, carrying
 // what it could read, and says why (`fallbackReason`, and the `storagefallback` event). It never
-// throws because storage is unusable; one failed read or delete is a STORAGE error.
+// throws because storage is unusable; one failed read or delete is a STORAGE error. The backend is
+// opened on first use, not by the constructor: the first read of `localStorage` (and the probe
+// write) is a round trip to the browser's storage process that a page's start-up need not wait for.
 
 import type { StorageKind } from "../options.js";
 import { StorageFailure, type Backend } from "./backend.js";
@@ -15,40 +17,60 @@ import { WebStorageBackend } from "./web.js";
 export const SECRET_ID = "\u0001secret";
 
 export class Store {
-  private backend: Backend;
+  private opened: Backend | undefined;
   private inMemory: boolean;
-  /** Why the store fell back to memory, if it did. */
-  fallbackReason: string | null = null;
-  /** Told (once) when a later operation makes the store fall back. */
+  private reason: string | null = null;
+  /** Told (once, in a microtask) when the store falls back: on opening, or on a later operation. */
   onFallback: ((reason: string) => void) | undefined;
 
   constructor(
     private readonly requested: StorageKind,
-    namespace: string,
+    private readonly namespace: string,
   ) {
-    let opened: Backend | string;
-    switch (requested) {
-      case "memory":
-        opened = new MemoryBackend();
-        break;
-      case "indexeddb":
-        opened = IndexedDbBackend.open(namespace);
-        break;
-      default:
-        opened = WebStorageBackend.open(requested === "session" ? "sessionStorage" : "localStorage", namespace);
-    }
-    this.inMemory = typeof opened === "string" || requested === "memory";
-    if (typeof opened === "string") this.fallbackReason = opened;
-    this.backend = typeof opened === "string" ? new MemoryBackend() : opened;
+    this.inMemory = requested === "memory";
+  }
+
+  /** The backend, opened on first use (blocked or absent storage: memory, reported once). */
+  private get backend(): Backend {
+    if (this.opened) return this.opened;
+    const { requested, namespace } = this;
+    const opened =
+      requested === "memory"
+        ? new MemoryBackend()
+        : requested === "indexeddb"
+          ? IndexedDbBackend.open(namespace)
+          : WebStorageBackend.open(requested === "session" ? "sessionStorage" : "localStorage", namespace);
+    if (typeof opened !== "string") return (this.opened = opened);
+    this.fell(opened);
+    return (this.opened = new MemoryBackend());
+  }
+
+  private set backend(backend: Backend) {
+    this.opened = backend;
+  }
+
+  /** In memory from now on, because of `reason`; the listener hears it after the current call. */
+  private fell(reason: string): void {
+    this.inMemory = true;
+    this.reason = reason;
+    queueMicrotask(() => this.onFallback?.(reason));
+  }
+
+  /** Why the store fell back to memory, if it did (opens the storage to know). */
+  get fallbackReason(): string | null {
+    void this.backend;
+    return this.reason;
   }
 
   /** Whether a saved record survives a reload (false in memory: asked for, or after a fallback). */
   get durable(): boolean {
+    void this.backend;
     return !this.inMemory;
   }
 
   /** What is in use now: the requested storage, or "memory" after a fallback. */
   get kind(): StorageKind {
+    void this.backend;
     return this.inMemory ? "memory" : this.requested;
   }
 
@@ -103,9 +125,7 @@ export class Store {
   private async fallBack(reason: string, failed: Backend): Promise<void> {
     const carried = await failed.all().catch((): [string, string][] => []);
     if (this.inMemory) return; // another operation fell back meanwhile
-    this.inMemory = true;
     this.backend = new MemoryBackend(carried);
-    this.fallbackReason = reason;
-    this.onFallback?.(reason);
+    this.fell(reason);
   }
 }

@@ -1,0 +1,29 @@
+//! The TypeScript side of the contract (`src/js/generated/contract.ts`) is the text generated from
+//! the Rust table (`src/contract.rs`): this fails when they differ. `IF_BLESS=1` rewrites the file.
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::path::Path;
+
+#[test]
+fn the_generated_typescript_matches_the_contract_table() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/js/generated/contract.ts");
+    let expected = idempotent_fetch::contract::typescript();
+    if std::env::var_os("IF_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("create src/js/generated");
+        std::fs::write(&path, &expected).expect("write contract.ts");
+    }
+    let actual = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        actual == expected,
+        "{} differs from src/contract.rs: run `IF_BLESS=1 cargo test --test contract` and commit it",
+        path.display()
+    );
+}
+
+#[test]
+fn every_option_default_is_within_its_range() {
+    for spec in idempotent_fetch::contract::OPTIONS {
+        assert!(spec.min <= spec.default && spec.default <= spec.max, "{spec:?}");
+    }
+    assert_eq!(idempotent_fetch::machine::Policy::default().validate(), Ok(()));
+}
