@@ -92,6 +92,8 @@ export class IdempotentClient {
       secret = undefined;
     };
     this.core = { config, store, listeners, inFlight, engine, secret: secretOnce, forgetSecret };
+    // Bound, so `client.fetch` can be handed to an HTTP client as its fetch (`ky.create({ fetch })`).
+    this.fetch = this.fetch.bind(this);
     // After the constructor returns, so listeners added right away still hear about it.
     void Promise.resolve().then(async () => {
       if (store.fallbackReason !== null) listeners.emit({ type: "storagefallback", reason: store.fallbackReason });
@@ -100,12 +102,13 @@ export class IdempotentClient {
   }
 
   /**
-   * Begins the intent `intentId`, or resumes it after a reload (same key). Rejects with
+   * Begins the intent `intentId`, or resumes it after a reload (same key). `request` is
+   * `{ url, method, headers, body }` or a `Request` (its body read once, within `maxBodyBytes`). Rejects with
    * `INVALID_REQUEST`, `BODY_NOT_REPLAYABLE`, `INTENT_MISMATCH` (the id was begun with another
    * request; the message names the old key) or `STORAGE` (the stored record is corrupt: discard it
    * after checking with your server).
    */
-  async begin(intentId: string, request: IntentRequest, options?: BeginOptions): Promise<IdempotentOperation> {
+  async begin(intentId: string, request: IntentRequest | Request, options?: BeginOptions): Promise<IdempotentOperation> {
     const id = intentIdArg(intentId);
     const replace = parseBeginOptions(options);
     return this.beginPrepared(id, () => prepareRequest(request, this.core.config.headerName, this.core.config.maxBodyBytes), replace, true);
@@ -238,7 +241,9 @@ export class IdempotentClient {
   /**
    * A `fetch`-shaped drop-in: `await client.fetch(url, { method: "POST", body, intent })` resolves to
    * the `Response` of the definite answer (a 4xx included) and rejects with `IdempotentFetchError`
-   * otherwise. Without `intent`, each call is its own intent.
+   * otherwise. Without `intent`, each call is its own intent. `input` may be a `Request` (its body is
+   * read once, within `maxBodyBytes`, unless `init.body` replaces it; its signal is used unless
+   * `init.signal` replaces it). Bound to its client: pass `client.fetch` to an HTTP client as is.
    */
   async fetch(input: RequestInfo | URL, init?: IdempotentRequestInit): Promise<Response> {
     const args = await readFetchArgs(input, init);
