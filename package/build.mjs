@@ -16,6 +16,7 @@
 //   4. esbuild: src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: minified ESM + source map that loads the wasm
 //      with `new URL("./idempotent_fetch_bg.wasm", import.meta.url)`) and pkg/node.cjs (Node: reads the
 //      wasm from disk and instantiates it on load), plus pkg/node.js, the ESM face of node.cjs (one instance for import and require)
+//      and src/js/react.ts -> pkg/react.js + react.cjs (`idempotent-fetch/react`: the hook alone, React external)
 //   5. tsc --emitDeclarationOnly -> pkg/types/ (the driver's own .d.ts; no hand-written types)
 //   6. package.json (fields from Cargo.toml), README.md, LICENSE-* next to them
 import { spawnSync } from "node:child_process";
@@ -223,9 +224,27 @@ async function bundles(entry, out, names) {
   await esbuild.build({
     ...common, platform: "node", target: "node18", format: "cjs", outfile: path.join(out, "node.cjs"), plugins: [wasmSourcePlugin("node", names)],
   });
+  await reactBindings(esbuild, out);
   const exports = Object.values(browser.metafile.outputs).flatMap((o) => o.exports ?? []);
   if (exports.includes("default")) throw new Error("the driver has a default export; the package API is named exports only");
   return exports.sort();
+}
+
+/** The React hook's entry (`idempotent-fetch/react`), and its files in pkg/. */
+const REACT_ENTRY = path.join(DRIVER_DIR, "react.ts");
+const REACT_FILES = ["react.js", "react.cjs"];
+
+/** Step 4b: the hook, ESM and CommonJS, React left to the app. It imports only types from the driver,
+ *  so it carries no copy of the client: the build fails if any other source file got in. */
+async function reactBindings(esbuild, out) {
+  for (const [file, format] of [[REACT_FILES[0], "esm"], [REACT_FILES[1], "cjs"]]) {
+    const built = await esbuild.build({
+      entryPoints: [REACT_ENTRY], bundle: true, target: "es2020", legalComments: "none", logLevel: "warning", metafile: true,
+      platform: "neutral", format, minify: true, external: ["react"], outfile: path.join(out, file),
+    });
+    const inputs = Object.keys(built.metafile.inputs);
+    if (inputs.length !== 1) throw new Error(`${file} bundles ${inputs.join(", ")}: the hook may import only types from the driver`);
+  }
 }
 
 /** Where the CommonJS copy of the declarations goes (package.json's `require` conditions). */
@@ -277,9 +296,16 @@ function manifest(crate, out) {
         require: { types: cjsTypes, default: "./node.cjs" },
         default: { types: esmTypes, default: `./${BROWSER_ENTRY}` },
       },
+      // The hook alone (React is the app's: an optional peer dependency).
+      "./react": {
+        import: { types: "./types/react.d.ts", default: `./${REACT_FILES[0]}` },
+        require: { types: `./${CJS_TYPES_DIR}/react.d.ts`, default: `./${REACT_FILES[1]}` },
+      },
       "./package.json": "./package.json",
     },
-    files: [BROWSER_ENTRY, `${BROWSER_ENTRY}.map`, "node.js", "node.cjs", WASM_FILE, "types/", `${CJS_TYPES_DIR}/`, "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
+    peerDependencies: { react: ">=18" },
+    peerDependenciesMeta: { react: { optional: true } },
+    files: [BROWSER_ENTRY, `${BROWSER_ENTRY}.map`, "node.js", "node.cjs", ...REACT_FILES, WASM_FILE, "types/", `${CJS_TYPES_DIR}/`, "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
     engines: { node: ">=18" },
   };
   writeFileSync(path.join(out, "package.json"), `${JSON.stringify(pkg, null, 2)}\n`);

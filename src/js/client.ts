@@ -184,6 +184,16 @@ export class IdempotentClient {
     return out;
   }
 
+  /** The stored intent `intentId` in any state (an answered one too, until `keyTtlMs`: "already
+   *  paid" after a reload), or null. Rejects with `STORAGE` if its record is corrupt. */
+  async intent(intentId: string): Promise<IntentInfo | null> {
+    const loaded = await loadRecord(this.core, await this.core.engine(), intentIdArg(intentId));
+    if (!loaded) return null;
+    const view = viewOf(loaded.machine, loaded.ids);
+    loaded.machine.free();
+    return { ...view, resumable: loaded.request !== undefined };
+  }
+
   /** Forgets an intent and its key (after the app settled it with its server, or to start over).
    *  Resolves to whether there was one. */
   async discard(intentId: string): Promise<boolean> {
