@@ -62,7 +62,7 @@ async function checkout(cart: { id: string; amount: number }, signal: AbortSigna
   const warm: Promise<void> = ready;
   await warm;
   const client = new IdempotentClient(options);
-  const storage: "local" | "session" | "indexeddb" | "memory" = client.storage;
+  const storage: "local" | "session" | "indexeddb" | "memory" | "custom" = client.storage; // "custom": an AsyncStorage
   const fallback: string | null = client.storageFallback;
   const budget: number = client.retryBudget;
   const namespace: string = client.namespace;

@@ -6,6 +6,7 @@
 
 import type { StorageKind } from "../options.js";
 import { StorageFailure, type Backend } from "./backend.js";
+import { type AsyncStorage, customBackend } from "./custom.js";
 import { IndexedDbBackend } from "./indexeddb.js";
 import { MemoryBackend } from "./memory.js";
 import { WebStorageBackend } from "./web.js";
@@ -22,12 +23,16 @@ export class Store {
   /** Told (once) when a later operation makes the store fall back. */
   onFallback: ((reason: string) => void) | undefined;
 
-  constructor(
-    private readonly requested: StorageKind,
-    namespace: string,
-  ) {
+  private readonly requested: StorageKind;
+
+  constructor(storage: StorageKind | AsyncStorage, namespace: string) {
+    const requested = typeof storage === "string" ? storage : "custom";
+    this.requested = requested;
     let opened: Backend | string;
     switch (requested) {
+      case "custom":
+        opened = customBackend(storage as AsyncStorage, namespace);
+        break;
       case "memory":
         opened = new MemoryBackend();
         break;
