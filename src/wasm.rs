@@ -70,7 +70,8 @@ pub struct Engine(m::Engine);
 impl Engine {
     /// Range-checks the options (the driver did the type checks and defaults); `undefined` with
     /// [`last_error`] `INVALID_OPTIONS * 256 + index` naming the first argument out of range.
-    /// `maxTotalAttempts` may be left out (`undefined`: no limit; 0 also means none).
+    /// `maxTotalAttempts` may be left out (`undefined`: no limit; 0 also means none); `reconcile`
+    /// (the app configured how to ask the server about a key) too (`undefined`: no).
     #[allow(clippy::too_many_arguments)]
     pub fn create(
         max_attempts: f64,
@@ -84,6 +85,7 @@ impl Engine {
         retry_budget: f64,
         sf_header: bool,
         max_total_attempts: Option<f64>,
+        reconcile: Option<bool>,
     ) -> Option<Engine> {
         let policy = (|| {
             use m::policy::{option as i, MAX_ATTEMPTS_LIMIT, MAX_DURATION_MS, MAX_RETRY_BUDGET, MAX_TOTAL_ATTEMPTS};
@@ -103,6 +105,7 @@ impl Engine {
                     Some(n) => option(n, MAX_TOTAL_ATTEMPTS.into(), i::MAX_TOTAL_ATTEMPTS)? as u32,
                     None => 0,
                 },
+                reconcile: reconcile == Some(true),
             })
         })();
         match policy.and_then(|policy| m::Engine::new(policy, alloc::boxed::Box::new(WebCrypto))) {
@@ -242,13 +245,23 @@ impl Machine {
         self.0.on_response(ms(now_ms), &answer) as u32
     }
 
+    /// The server's key-status answer after RECONCILE: `kind` 0 could not ask, 1 done (`status`: the
+    /// stored answer's), 2 in flight (`retryAfter`: the status answer's `Retry-After`), 3 unknown.
+    #[wasm_bindgen(js_name = onKeyStatus)]
+    pub fn on_key_status(&mut self, now_ms: f64, kind: u32, status: u16, retry_after: Option<String>) -> u32 {
+        let answer = Answer { status, retry_after: retry_after.as_deref(), ..Answer::default() };
+        self.0.on_key_status(ms(now_ms), m::KeyStatus::from_index(kind), &answer) as u32
+    }
+
     /// An event of the send loop other than an answer, by number (docs/WASM-BOUNDARY.md "Events"):
     /// 0 start (deadline = now + totalTimeoutMs), 1 network error, 2 the attempt's timeout, 3 the
     /// caller aborted, 4 a WAIT elapsed, 5 the network came back (WAIT_ONLINE), 6 WAIT_ONLINE reached
-    /// the deadline. `online` is read by 0 and 4. Returns the action; 0 (no action) for an unknown
-    /// event. One export instead of seven: each export costs its glue in the JavaScript users download.
+    /// the deadline, 7 the app asks the server about the key (`reconcile()`, between sends). `online`
+    /// is read by 0 and 4. Returns the action; 0 (no action) for an unknown event. One export instead
+    /// of eight: each export costs its glue in the JavaScript users download.
     pub fn on(&mut self, event: u32, now_ms: f64, online: bool) -> u32 {
         match event {
+            7 => self.0.ask(ms(now_ms)) as u32,
             0 => self.start(now_ms, online),
             1 => self.on_network_error(now_ms),
             2 => self.on_timeout(now_ms),

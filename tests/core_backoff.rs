@@ -254,7 +254,7 @@ enum Outcome {
 
 fn retryable_outcome() -> impl Strategy<Value = Outcome> {
     prop_oneof![
-        (prop::sample::select(vec![408u16, 409, 425, 429, 500, 502, 503, 504]), prop::option::of(0u64..=120))
+        (prop::sample::select(vec![408u16, 409, 423, 425, 429, 500, 502, 503, 504]), prop::option::of(0u64..=120))
             .prop_map(|(s, after)| Outcome::Status(s, after)),
         Just(Outcome::Network),
         Just(Outcome::Timeout),

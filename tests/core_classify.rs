@@ -44,7 +44,7 @@ fn every_2xx_is_success() {
 
 #[test]
 fn retried_statuses_are_retried_with_their_status_as_reason() {
-    for code in [408, 409, 425, 429, 500, 502, 503, 504] {
+    for code in [408, 409, 423, 425, 429, 500, 502, 503, 504] {
         assert_eq!(
             classify_status(code),
             Classification::Retry { reason: RetryReason::Status(code), after_ms: None },
@@ -132,7 +132,7 @@ fn retry_reasons_have_boundary_numbers_and_know_throttling() {
 
 #[test]
 fn engine_retries_each_retried_status_with_the_same_key() {
-    for code in [408, 409, 425, 429, 500, 502, 503, 504] {
+    for code in [408, 409, 423, 425, 429, 500, 502, 503, 504] {
         let rig = Rig::new(u64::from(code));
         let key = rig.begin_checkout(ID);
         rig.transport.script([status(code)]);

@@ -628,7 +628,7 @@ mod invariants {
     fn any_step() -> impl Strategy<Value = Step> {
         prop_oneof![
             4 => (0u16..1000).prop_map(status),
-            2 => prop::sample::select(vec![408u16, 409, 425, 429, 500, 502, 503, 504]).prop_map(status),
+            2 => prop::sample::select(vec![408u16, 409, 423, 425, 429, 500, 502, 503, 504]).prop_map(status),
             1 => (0u16..1000, "[ -~]{0,12}").prop_map(|(code, v)| status_with(code, &[("Retry-After", &v)])),
             1 => (0u16..1000, prop::sample::select(vec!["true", "false", "x"]))
                 .prop_map(|(code, v)| status_with(code, &[("Stripe-Should-Retry", v)])),

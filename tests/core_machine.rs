@@ -170,3 +170,36 @@ fn an_opaque_answer_is_a_definite_failure_that_stores_no_status() {
     assert_eq!(m.on_response(T0, &answer(0)), Action::Done);
     assert_eq!((m.status(), m.ok(), m.record().last_status, m.record().state), (0, false, 0, State::Failed));
 }
+
+#[test]
+fn an_answer_held_at_the_attempts_end_is_a_timeout_and_the_same_key_is_sent_again() {
+    let engine = engine(plain_policy());
+    let mut m = begun(&engine);
+    let key = m.header();
+    assert_eq!(m.start(T0, true), Action::Send);
+    let ends = T0 + m.timeout_ms();
+    m.mark_saved();
+    // The timer fired first: whatever Response the engine hands over is not an answer.
+    assert_eq!(m.on_response(ends, &answer(201)), Action::Wait);
+    assert_eq!(m.reason(), Some(RetryReason::Timeout));
+    assert!(m.dirty());
+    assert_eq!((m.record().state, m.record().uncertain, m.status()), (State::Pending, true, 0));
+    assert_eq!(m.on_wake(ends + m.delay_ms(), true), Action::Send);
+    assert_eq!(m.header(), key, "a timed-out answer never mints a key");
+    let second_ends = ends + m.delay_ms() + m.timeout_ms();
+    // One millisecond before its end the same answer is definite.
+    assert_eq!(m.on_response(second_ends - 1, &answer(201)), Action::Done);
+    assert_eq!((m.ok(), m.record().state, m.record().uncertain), (true, State::Succeeded, false));
+}
+
+#[test]
+fn an_answer_held_at_the_total_deadline_is_a_timeout_that_ends_the_send() {
+    let engine = engine(Policy { attempt_timeout_ms: 10_000, total_timeout_ms: 4_000, ..plain_policy() });
+    let mut m = begun(&engine);
+    assert_eq!(m.start(T0, true), Action::Send);
+    assert_eq!(m.timeout_ms(), 4_000, "the attempt ends with the deadline");
+    assert_eq!(m.on_response(T0 + 4_000, &answer(201)), Action::Fail);
+    assert_eq!((m.error().code, m.error().detail), (code::RETRIES_EXHAUSTED, exhausted::DEADLINE));
+    assert!(m.record().uncertain, "the server may have done the work");
+    assert_eq!(m.record().state, State::Pending, "the key stays for a later send");
+}

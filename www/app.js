@@ -36,6 +36,8 @@ const page = {
   key: null,
   attempt: null,
   resuming: false,
+  /** The key the client last asked the server about (its `reconcile` event). */
+  reconciled: null,
   abort: null,
   retryAt: 0,
   retryReason: "",
@@ -265,7 +267,9 @@ async function finished(result) {
     };
     saveCart();
     log(`paid: order ${body?.id} (${result.status}${result.replayed ? ", replayed" : ""})`);
-    const how = result.replayed
+    const how = page.reconciled === result.key
+      ? "Every answer was lost on the way, so the page asked the server what became of its key and found this order: nothing was charged twice."
+      : result.replayed
       ? "The server had already taken this payment and replayed its answer, so nothing was charged twice."
       : `Confirmed after ${result.attempts} ${result.attempts === 1 ? "attempt" : "attempts"}.`;
     page.resuming = false;
@@ -567,7 +571,9 @@ async function main() {
     // lets the page say "unavailable" at once when the library cannot load.
     await ready;
     const retry = retryPolicy();
-    page.client = new IdempotentClient({ namespace: ACCOUNT, ...(retry ? { retry } : {}) });
+    // The server answers the key-status protocol: where a send would give up with a key it cannot
+    // explain (every answer lost, an expired key), the client asks it what became of the key.
+    page.client = new IdempotentClient({ namespace: ACCOUNT, statusUrl: "/api/idempotency-keys/{key}", ...(retry ? { retry } : {}) });
   } catch (error) {
     el.loadError.hidden = false;
     el.loadError.textContent = `The payment library did not load: ${error.message ?? error}`;
@@ -576,6 +582,10 @@ async function main() {
   }
   page.client.addEventListener("storagefallback", (e) => showStorageFallback(e.reason));
   if (page.client.storageFallback) showStorageFallback(page.client.storageFallback);
+  page.client.addEventListener("reconcile", (e) => {
+    page.reconciled = e.key;
+    log(`asking the server what became of key ${shortKey(e.key)}`);
+  });
   page.client.addEventListener("offline", () => {
     log("offline: waiting for the network before the next attempt");
     setPhase("offline", "You are offline: waiting for the connection",

@@ -89,12 +89,42 @@ pub struct Cli {
     /// Most open connections (more are closed at once).
     #[arg(long, default_value_t = Limits::default().max_connections, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
+    /// Most open connections from one address (an IPv4 address or an IPv6 /64); more are closed at once.
+    /// Behind a reverse proxy every client has the proxy's address: raise it to `--max-connections`.
+    #[arg(long, default_value_t = Limits::default().max_connections_per_ip, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections_per_ip: u32,
+    /// Most API requests in flight from one address (429 with `Retry-After` above).
+    #[arg(long, default_value_t = Limits::default().max_requests_per_ip, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_requests_per_ip: u32,
+    /// Largest request head (request line and headers) a connection may buffer, in bytes (431 above); at
+    /// least 8192.
+    #[arg(long, default_value_t = Limits::default().max_header_bytes, value_parser = header_bytes)]
+    pub max_header_bytes: usize,
+    /// Time a new connection has to send its first byte, in seconds (it is closed after).
+    #[arg(long, default_value_t = Limits::default().first_byte_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub first_byte_timeout_secs: u64,
+    /// Slowest accepted upload, in bytes per second: a body must arrive within `--body-timeout-secs`
+    /// plus one second per this many bytes received (408 after).
+    #[arg(long, default_value_t = Limits::default().min_upload_bytes_per_sec, value_parser = clap::value_parser!(u32).range(1..))]
+    pub min_upload_bytes_per_sec: u32,
+    /// Time the body of `POST /api/session` (at most 1 KiB) may take, in seconds (408 after).
+    #[arg(long, default_value_t = Limits::default().session_body_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub session_body_timeout_secs: u64,
     /// `POST /api/orders` per second and account, sustained (429 with `Retry-After` above).
     #[arg(long, default_value_t = Limits::default().account_rate_per_sec, value_parser = clap::value_parser!(u32).range(1..))]
     pub account_rate_per_sec: u32,
     /// `POST /api/orders` an account may send at once before the rate applies.
     #[arg(long, default_value_t = Limits::default().account_burst, value_parser = clap::value_parser!(u32).range(1..))]
     pub account_burst: u32,
+}
+
+/// Parses `--max-header-bytes`: a number of bytes, at least [`MIN_HEADER_BYTES`].
+fn header_bytes(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= MIN_HEADER_BYTES => Ok(n),
+        Ok(_) => Err(format!("at least {MIN_HEADER_BYTES}")),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Where keys and orders are stored.
@@ -106,11 +136,16 @@ pub enum Database {
     Postgres(String, PgOptions),
 }
 
+/// The smallest `max_header_bytes`: hyper cannot read a connection with a smaller buffer.
+pub const MIN_HEADER_BYTES: usize = 8192;
+
 /// Timeouts and limits that keep one client from taking the server.
 ///
 /// # Default
-/// 64 KiB bodies; 10 s for the headers, 10 s between body chunks, 30 s per request; 256 API requests at
-/// once; 1,024 connections; 50 orders per second and account with bursts of 200.
+/// 64 KiB bodies; 3 s to the first byte of a connection, 10 s for the headers, 10 s between body chunks,
+/// uploads of at least 1 KiB/s after the first 10 s, 2 s for a session request's body, 30 s per request;
+/// 16 KiB of request head; 256 API requests at once, 64 from one address; 1,024 connections, 128 from one
+/// address; 50 orders per second and account with bursts of 200.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest request body, in bytes.
@@ -125,6 +160,18 @@ pub struct Limits {
     pub max_concurrent_requests: u32,
     /// Most open connections.
     pub max_connections: u32,
+    /// Most open connections from one address.
+    pub max_connections_per_ip: u32,
+    /// Most API requests in flight from one address.
+    pub max_requests_per_ip: u32,
+    /// Largest request head a connection buffers (at least [`MIN_HEADER_BYTES`]).
+    pub max_header_bytes: usize,
+    /// Time a new connection has to send its first byte.
+    pub first_byte_timeout: Duration,
+    /// Slowest accepted upload: a body gets `body_timeout` plus one second per this many bytes received.
+    pub min_upload_bytes_per_sec: u32,
+    /// Time the body of `POST /api/session` may take.
+    pub session_body_timeout: Duration,
     /// Sustained `POST /api/orders` per second and account.
     pub account_rate_per_sec: u32,
     /// Burst of `POST /api/orders` per account.
@@ -140,6 +187,12 @@ impl Default for Limits {
             request_timeout: Duration::from_secs(30),
             max_concurrent_requests: 256,
             max_connections: 1024,
+            max_connections_per_ip: 128,
+            max_requests_per_ip: 64,
+            max_header_bytes: 16 * 1024,
+            first_byte_timeout: Duration::from_secs(3),
+            min_upload_bytes_per_sec: 1024,
+            session_body_timeout: Duration::from_secs(2),
             account_rate_per_sec: 50,
             account_burst: 200,
         }
@@ -231,6 +284,12 @@ impl From<Cli> for Config {
                 request_timeout: Duration::from_secs(cli.request_timeout_secs),
                 max_concurrent_requests: cli.max_concurrent_requests,
                 max_connections: cli.max_connections,
+                max_connections_per_ip: cli.max_connections_per_ip,
+                max_requests_per_ip: cli.max_requests_per_ip,
+                max_header_bytes: cli.max_header_bytes,
+                first_byte_timeout: Duration::from_secs(cli.first_byte_timeout_secs),
+                min_upload_bytes_per_sec: cli.min_upload_bytes_per_sec,
+                session_body_timeout: Duration::from_secs(cli.session_body_timeout_secs),
                 account_rate_per_sec: cli.account_rate_per_sec,
                 account_burst: cli.account_burst,
             },

@@ -29,6 +29,12 @@ impl InFlight {
         }
         Some(InFlightGuard { keys: Arc::clone(&self.keys), entry })
     }
+
+    /// Whether this process is working on the key right now (without claiming it).
+    pub fn contains(&self, account: &AccountId, key: &IdempotencyKey) -> bool {
+        let entry = (account.as_str().to_owned(), key.as_str().to_owned());
+        self.keys.lock().unwrap_or_else(|p| p.into_inner()).contains(&entry)
+    }
 }
 
 /// A claim on a key; releases it on drop (also when the client disconnects and the handler is dropped,

@@ -19,11 +19,14 @@
 //!
 //! Modules, from the leaves up: [`problem`], [`keys`], [`orders`] (the business), [`protocol`] (the
 //! protocol's types), [`store`] (the protocol step over SQL), [`session`], [`faults`], [`inflight`],
-//! [`config`], [`state`], then the HTTP side: [`auth`], [`idempotency`], [`routes`], [`limits`], [`server`].
+//! [`config`], [`limits`] (the layers and the API's slots), [`state`], then the HTTP side: [`auth`],
+//! [`idempotency`], [`key_status`], [`upload`] (bodies read before a slot), [`address`] (per-address shares),
+//! [`static_files`], [`routes`], [`server`].
 //!
 //! [idempotent-fetch]: https://github.com/idempotent-fetch/idempotent-fetch
 #![deny(missing_docs)]
 
+pub mod address;
 pub mod auth;
 pub mod clock;
 pub mod config;
@@ -31,6 +34,7 @@ pub mod error;
 pub mod faults;
 pub mod idempotency;
 pub mod inflight;
+pub mod key_status;
 pub mod keys;
 pub mod limits;
 pub mod orders;
@@ -40,8 +44,10 @@ pub mod routes;
 pub mod server;
 pub mod session;
 pub mod state;
+pub mod static_files;
 pub mod store;
 pub mod sweep;
+pub mod upload;
 
 pub use clock::unix_now;
 pub use config::{Cli, Config, Database, Limits};

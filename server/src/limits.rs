@@ -1,16 +1,19 @@
 //! Timeouts and limits around the router, from tower and tower-http, and the problem+json bodies for the
 //! bare answers those layers give.
 //!
-//! The header-read timeout and the connection cap live in the accept loop ([`crate::server`]), since
-//! they act before a request exists.
+//! The header-read timeout, the header buffer, the time to the first byte and the connection caps live in
+//! the accept loop ([`crate::server`]), since they act before a request exists; reading the body before a
+//! slot is taken is [`crate::upload`], and the per-address limits are [`crate::address`].
 
 use std::any::Any;
+use std::sync::Arc;
 
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use tokio::sync::Semaphore;
 use tower::layer::util::{Identity, Stack};
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::load_shed::LoadShedLayer;
@@ -38,15 +41,45 @@ pub fn apply(app: Router, limits: &Limits) -> Router {
     )
 }
 
-/// The concurrency limit of the API routes: at most `max_concurrent_requests` at once, shared by every
-/// route; over it a request is refused at once with 503 and `Retry-After` instead of queueing.
-pub fn concurrency(limits: &Limits) -> ConcurrencyLayer {
+/// The API's concurrency slots (`max_concurrent_requests`), shared by every API route; the readiness check
+/// reads how many are in use.
+#[derive(Debug, Clone)]
+pub struct ApiSlots {
+    semaphore: Arc<Semaphore>,
+    max: usize,
+}
+
+impl ApiSlots {
+    /// `limits.max_concurrent_requests` slots.
+    pub fn new(limits: &Limits) -> Self {
+        let max = usize::try_from(limits.max_concurrent_requests).unwrap_or(usize::MAX).min(Semaphore::MAX_PERMITS);
+        ApiSlots { semaphore: Arc::new(Semaphore::new(max)), max }
+    }
+
+    /// How many slots there are.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// How many are held by requests running now.
+    pub fn in_use(&self) -> usize {
+        self.max.saturating_sub(self.semaphore.available_permits())
+    }
+
+    /// Whether every slot is held: a new API request would be refused with 503.
+    pub fn saturated(&self) -> bool {
+        self.semaphore.available_permits() == 0
+    }
+}
+
+/// The concurrency limit of the API routes: at most the slots' count at once, shared by every route; over
+/// it a request is refused at once with 503 and `Retry-After` instead of queueing.
+pub fn concurrency(slots: &ApiSlots) -> ConcurrencyLayer {
     let overloaded: OverloadedFn = |_| std::future::ready(Overloaded);
-    let max = usize::try_from(limits.max_concurrent_requests).unwrap_or(usize::MAX);
     ServiceBuilder::new()
         .layer(HandleErrorLayer::new(overloaded))
         .load_shed()
-        .layer(GlobalConcurrencyLimitLayer::new(max))
+        .layer(GlobalConcurrencyLimitLayer::with_semaphore(Arc::clone(&slots.semaphore)))
 }
 
 /// The layers of [`concurrency`]: answer [`Overloaded`] for the error of shedding when the shared semaphore

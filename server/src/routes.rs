@@ -7,23 +7,26 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{middleware, Json, Router};
 use serde::Serialize;
 use serde_json::json;
 use tower_http::cors::{AllowOrigin, CorsLayer};
-use tower_http::services::ServeDir;
 
+use crate::address::{self, AddressSlots};
 use crate::auth::{create_session, current_session, Authenticated};
 use crate::config::Config;
 use crate::error::ServeError;
 use crate::faults::{FaultConfig, FAULT_HEADER};
 use crate::idempotency::create_order;
+use crate::key_status::key_status;
 use crate::keys::IDEMPOTENCY_KEY_HEADER;
 use crate::limits;
 use crate::orders::{Order, CATALOGUE};
 use crate::problem::Problem;
 use crate::protocol::REPLAYED_HEADER;
 use crate::state::AppState;
+use crate::static_files::ConfinedDir;
+use crate::upload::{self, BodyBudget};
 
 /// Most orders `GET /api/orders` returns.
 pub const ORDER_LIST_LIMIT: u32 = 100;
@@ -33,32 +36,50 @@ pub fn router(state: AppState, config: &Config) -> Result<Router, ServeError> {
     let mut api = Router::new()
         .route("/api/orders", get(list_orders).post(create_order))
         .route("/api/orders/{id}", get(get_order))
-        .route("/api/session", get(current_session).post(create_session))
+        .route("/api/idempotency-keys/{key}", get(key_status))
         .route("/api/products", get(products));
     if state.faults.is_some() {
         api = api.route("/api/faults", get(get_faults).put(put_faults));
     }
     let api = api
         .route("/api", get(api_not_found))
-        .route("/api/{*rest}", get(api_not_found).post(api_not_found).put(api_not_found))
-        // Counted against the concurrency limit; the health check below is not, so it keeps answering
-        // while the API is saturated.
-        .route_layer(limits::concurrency(&config.limits))
+        .route("/api/{*rest}", get(api_not_found).post(api_not_found).put(api_not_found));
+    // Minting a session needs no session, so its body gets a smaller and shorter budget.
+    let session = Router::new().route("/api/session", get(current_session).post(create_session));
+    let requests_per_address = AddressSlots::new(config.limits.max_requests_per_ip);
+    let api = guarded(api, &state, &requests_per_address, BodyBudget::api(&config.limits))
+        .merge(guarded(session, &state, &requests_per_address, BodyBudget::session(&config.limits)))
+        // Not counted against the limits, so they keep answering while the API is saturated.
         .route("/api/health", get(health))
+        .route("/api/ready", get(ready))
         .with_state(state);
 
     let mut app = api;
     if let Some(pkg) = &config.pkg {
-        app = app.nest_service("/pkg", ServeDir::new(pkg));
+        app = app.nest_service("/pkg", ConfinedDir::new(pkg)?);
     }
     if let Some(www) = &config.www {
-        app = app.fallback_service(ServeDir::new(www));
+        app = app.fallback_service(ConfinedDir::new(www)?);
     }
     let mut app = limits::apply(app, &config.limits);
     if !config.cors_origins.is_empty() {
         app = app.layer(cors(&config.cors_origins)?);
     }
     Ok(app)
+}
+
+/// `routes` behind the API's limits, from the outside in: the body is read in full under `budget` (no slot
+/// is held while it arrives), then the request takes one of its address's slots, then one of the API's.
+fn guarded(
+    routes: Router<AppState>,
+    state: &AppState,
+    per_address: &AddressSlots,
+    budget: BodyBudget,
+) -> Router<AppState> {
+    routes
+        .route_layer(limits::concurrency(&state.api_slots))
+        .route_layer(middleware::from_fn_with_state(per_address.clone(), address::limit_requests))
+        .route_layer(middleware::from_fn_with_state(budget, upload::read_body_first))
 }
 
 fn cors(origins: &[String]) -> Result<CorsLayer, ServeError> {
@@ -117,10 +138,46 @@ async fn products() -> Response {
     Json(json!({ "products": CATALOGUE })).into_response()
 }
 
-/// `GET /api/health`.
+/// `GET /api/health`: liveness (the process and its database answer), and whether the API is saturated.
 async fn health(State(app): State<AppState>) -> Result<Response, Problem> {
     app.store.health().await.map_err(store_failed)?;
-    Ok(Json(json!({ "status": "ok", "store": app.store.kind() })).into_response())
+    let slots = &app.api_slots;
+    Ok(Json(json!({
+        "status": "ok",
+        "store": app.store.kind(),
+        "api": if slots.saturated() { "saturated" } else { "ok" },
+        "apiInFlight": slots.in_use(),
+        "apiLimit": slots.max(),
+    }))
+    .into_response())
+}
+
+/// `GET /api/ready`: readiness for a load balancer: 200 while the database answers and an API slot is
+/// free, else 503 with `Retry-After` (send the traffic elsewhere for now).
+async fn ready(State(app): State<AppState>) -> Response {
+    if let Err(error) = app.store.health().await {
+        tracing::warn!(%error, "not ready: the store does not answer");
+        return Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store-unavailable",
+            "Service unavailable",
+            "The database does not answer.",
+        )
+        .with_retry_after(limits::OVERLOADED_RETRY_AFTER_SECS)
+        .into_response();
+    }
+    let slots = &app.api_slots;
+    if slots.saturated() {
+        return Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "saturated",
+            "Service unavailable",
+            format!("All {} API slots are in use (--max-concurrent-requests).", slots.max()),
+        )
+        .with_retry_after(limits::OVERLOADED_RETRY_AFTER_SECS)
+        .into_response();
+    }
+    Json(json!({ "status": "ready", "apiInFlight": slots.in_use(), "apiLimit": slots.max() })).into_response()
 }
 
 /// `GET /api/faults`: the current probabilistic fault configuration (only with `--enable-faults`).

@@ -1,18 +1,24 @@
-//! Serving: the accept loop (hyper with a timer, for the header-read timeout, and a connection cap),
-//! graceful shutdown, and the background sweep.
+//! Serving: the accept loop (connection caps, server-wide and per address, the time to the first byte, and
+//! hyper with a timer for the header-read timeout and a small header buffer), graceful shutdown, and the
+//! background sweep.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::ConnectInfo;
+use axum::http::Request;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
+use tower::ServiceExt;
 
-use crate::config::{Config, Database};
+use crate::address::AddressSlots;
+use crate::config::{Config, Database, MIN_HEADER_BYTES};
 use crate::error::ServeError;
 use crate::faults::Faults;
 use crate::inflight::InFlight;
@@ -136,6 +142,7 @@ pub async fn serve_with_store(config: Config, store: Store) -> Result<RunningSer
         sessions: sessions.clone(),
         secure_cookie: config.secure_cookie,
         limiter: Arc::clone(&limiter),
+        api_slots: crate::limits::ApiSlots::new(&config.limits),
     };
     let app = crate::routes::router(state, &config)?;
     let listener = TcpListener::bind(config.addr).await?;
@@ -158,15 +165,23 @@ pub async fn serve_with_store(config: Config, store: Store) -> Result<RunningSer
 
 /// Accepts connections until `stop` turns true, then lets open connections finish (at most
 /// [`SHUTDOWN_GRACE`]).
+///
+/// Before a connection is served: the server-wide cap and its address's share of connections (over either
+/// it is closed at once rather than queued), then its first byte within `first_byte_timeout` (an idle
+/// socket is closed instead of holding a slot). hyper then reads the request head into a buffer of at most
+/// `max_header_bytes` (431 above), within `header_timeout` (also between keep-alive requests).
 async fn accept_loop(listener: TcpListener, app: axum::Router, config: Config, mut stop: watch::Receiver<bool>) {
+    let limits = config.limits;
     let mut http = hyper::server::conn::http1::Builder::new();
-    // The timer enables the header-read timeout: a client that trickles its headers (slowloris) is
-    // disconnected instead of holding the connection.
-    http.timer(TokioTimer::new()).header_read_timeout(config.limits.header_timeout).keep_alive(true);
-    let connections = Arc::new(Semaphore::new(usize::try_from(config.limits.max_connections).unwrap_or(usize::MAX)));
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(limits.max_header_bytes.max(MIN_HEADER_BYTES))
+        .keep_alive(true);
+    let connections = Arc::new(Semaphore::new(usize::try_from(limits.max_connections).unwrap_or(usize::MAX)));
+    let per_address = AddressSlots::new(limits.max_connections_per_ip);
     let graceful = GracefulShutdown::new();
     loop {
-        let (stream, _peer) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
@@ -178,17 +193,24 @@ async fn accept_loop(listener: TcpListener, app: axum::Router, config: Config, m
             },
             () = stopped(&mut stop) => break,
         };
-        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
-            // Over the connection cap: close at once rather than queue.
+        let (Ok(permit), Some(address_slot)) =
+            (Arc::clone(&connections).try_acquire_owned(), per_address.try_take(peer.ip()))
+        else {
             drop(stream);
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
-        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        // Handlers read the peer through axum's `ConnectInfo`, as with `into_make_service_with_connect_info`.
+        let service = TowerToHyperService::new(app.clone().map_request(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            request
+        }));
+        let (http, watcher) = (http.clone(), graceful.watcher());
         tokio::spawn(async move {
-            let _ = connection.await;
-            drop(permit);
+            if first_byte_within(&stream, limits.first_byte_timeout).await {
+                let _ = watcher.watch(http.serve_connection(TokioIo::new(stream), service)).await;
+            }
+            drop((permit, address_slot));
         });
     }
     drop(listener);
@@ -198,6 +220,12 @@ async fn accept_loop(listener: TcpListener, app: axum::Router, config: Config, m
             tracing::warn!("connections still open after the grace period; closing them");
         }
     }
+}
+
+/// Whether the client sent something within `within` (peeked, so hyper still reads it).
+async fn first_byte_within(stream: &TcpStream, within: Duration) -> bool {
+    let mut byte = [0_u8; 1];
+    matches!(tokio::time::timeout(within, stream.peek(&mut byte)).await, Ok(Ok(n)) if n > 0)
 }
 
 /// Resolves once a shutdown was requested (or the sender is gone).

@@ -9,6 +9,7 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use crate::config::Limits;
 use crate::faults::Faults;
 use crate::inflight::InFlight;
+use crate::limits::ApiSlots;
 use crate::session::SessionKey;
 use crate::store::Store;
 
@@ -32,6 +33,8 @@ pub struct AppState {
     pub secure_cookie: bool,
     /// Orders per account and second.
     pub limiter: Arc<AccountLimiter>,
+    /// The API's concurrency slots (the readiness check reads them).
+    pub api_slots: ApiSlots,
 }
 
 /// The per-account limiter for `limits`.

@@ -2,22 +2,19 @@
 //! from one client, malformed keys and JSON, a saturated API. Each is answered with its documented status,
 //! stores nothing it should not, and a health check keeps answering throughout.
 
+#[path = "common/attack.rs"]
+mod attack;
 mod common;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use attack::{closed_within, read_status, HealthWatch};
 use common::{assert_problem, bearer, header, stored_bytes, TestServer, MUGS};
 use futures_util::StreamExt;
 use idempotent_fetch_server::problem::MAX_DETAIL_BYTES;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::task::JoinHandle;
-
-/// How long one health check may take before the server counts as starved.
-const HEALTH_PATIENCE: Duration = Duration::from_secs(5);
 
 /// Tight limits so the test runs in seconds.
 async fn server() -> TestServer {
@@ -27,74 +24,6 @@ async fn server() -> TestServer {
         config.limits.request_timeout = Duration::from_secs(4);
     })
     .await
-}
-
-/// Polls `/api/health` every 50 ms until stopped. Each check must be answered 200 within
-/// [`HEALTH_PATIENCE`] (a starved server fails the test); no latency is asserted beyond that, since these
-/// tests also run on loaded machines.
-struct HealthWatch {
-    stop: Arc<AtomicBool>,
-    task: JoinHandle<(usize, Duration)>,
-}
-
-impl HealthWatch {
-    fn start(url: String) -> HealthWatch {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let task = tokio::spawn(async move {
-            // Its own client and connections: the attack must not starve other clients.
-            let client = reqwest::Client::builder().timeout(HEALTH_PATIENCE).build().expect("client");
-            let (mut checks, mut slowest) = (0, Duration::ZERO);
-            while !flag.load(Ordering::Relaxed) {
-                let started = Instant::now();
-                let response = client.get(&url).send().await.expect("health check answered");
-                assert_eq!(response.status(), 200, "health check during the attack");
-                slowest = slowest.max(started.elapsed());
-                checks += 1;
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            (checks, slowest)
-        });
-        HealthWatch { stop, task }
-    }
-
-    async fn finish(self) {
-        self.stop.store(true, Ordering::Relaxed);
-        let (checks, slowest) = self.task.await.expect("health task");
-        assert!(checks >= 3, "only {checks} health checks ran");
-        println!("{checks} health checks during the attack, the slowest {slowest:?}");
-    }
-}
-
-/// The status of the response on `stream`, if one comes within `within`; `None` if the server closed the
-/// connection or said nothing.
-async fn read_status(stream: &mut TcpStream, within: Duration) -> Option<u16> {
-    let mut buffer = Vec::new();
-    let mut chunk = [0_u8; 1024];
-    let deadline = Instant::now() + within;
-    while !buffer.windows(2).any(|w| w == b"\r\n") {
-        let left = deadline.checked_duration_since(Instant::now())?;
-        match tokio::time::timeout(left, stream.read(&mut chunk)).await {
-            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return None,
-            Ok(Ok(n)) => buffer.extend_from_slice(&chunk[..n]),
-        }
-    }
-    let line = String::from_utf8_lossy(&buffer);
-    line.split(' ').nth(1).and_then(|code| code.parse().ok())
-}
-
-/// Whether the server closes `stream` within `within` (reads until end of stream).
-async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
-    let mut chunk = [0_u8; 1024];
-    let deadline = Instant::now() + within;
-    loop {
-        let Some(left) = deadline.checked_duration_since(Instant::now()) else { return false };
-        match tokio::time::timeout(left, stream.read(&mut chunk)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return true,
-            Ok(Ok(_)) => {}
-            Err(_) => return false,
-        }
-    }
 }
 
 fn order_head(addr: SocketAddr, key: &str, extra: &str) -> String {
@@ -136,7 +65,8 @@ async fn slowloris_headers_and_slow_bodies_are_cut_off_while_others_are_served()
     slow_body.write_all(br#"{"items":["#).await.expect("write");
     assert_eq!(read_status(&mut slow_body, Duration::from_secs(3)).await, Some(408));
 
-    // A body trickling a byte every 500 ms never pauses for 1 s, but the 4 s request timeout ends it.
+    // A body trickling a byte every 500 ms never pauses for 1 s, but it is far below the minimum upload rate
+    // (and would pass the 4 s request timeout too).
     let mut trickle = TcpStream::connect(addr).await.expect("connect");
     trickle.write_all(order_head(addr, "k-trickle", "Content-Length: 1000\r\n").as_bytes()).await.expect("w");
     let started = Instant::now();
@@ -150,7 +80,7 @@ async fn slowloris_headers_and_slow_bodies_are_cut_off_while_others_are_served()
             break;
         }
     }
-    // Without the request timeout the 1000-byte body would take 500 s; the loop gives up after about 10 s.
+    // Without those limits the 1000-byte body would take 500 s; the loop gives up after about 10 s.
     assert_eq!(status, Some(408), "after {:?}", started.elapsed());
 
     for task in slowloris {

@@ -14,14 +14,16 @@ mod pg_cluster;
 use std::time::Duration;
 
 use idempotent_fetch_server::idempotency::place_order;
+use idempotent_fetch_server::keys::{AccountId, IdempotencyKey};
 use idempotent_fetch_server::protocol::Outcome;
-use idempotent_fetch_server::store::{PgOptions, PgTls, PostgresStore, ProcessOptions, Store, StoreError};
+use idempotent_fetch_server::store::{KeyRecord, PgOptions, PgTls, PostgresStore, ProcessOptions, Store, StoreError};
 use idempotent_fetch_server::{serve, Config, RunningServer};
 use reqwest::{Client, Response};
 use tokio_postgres::NoTls;
 
 use pg_cluster::{bin_dir, Cluster};
 
+use common::key_status::check_key_status;
 use common::{
     assert_fresh, assert_one_order, assert_problem, assert_replayed, bearer, crash_before_commit, header, json,
     keyed_request, post_concurrently, post_to, spawn_post, GRINDER, MUGS, RETENTION, SECRET,
@@ -172,6 +174,76 @@ async fn postgres_protocol_across_three_instances() {
     }
     drop(db);
     drop(admin);
+    drop(cluster);
+}
+
+/// The tables as the server created them before the key-status lookup (no index on the order's key).
+const PREVIOUS_SCHEMA: &str = "
+CREATE TABLE idempotency_keys (
+    account_id TEXT NOT NULL, key TEXT NOT NULL, request_hash TEXT NOT NULL, status_code INTEGER NULL,
+    response_headers TEXT NULL, response_body TEXT NULL, created_at BIGINT NOT NULL,
+    PRIMARY KEY (account_id, key)
+);
+CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
+CREATE TABLE orders (
+    seq BIGSERIAL PRIMARY KEY, id TEXT NOT NULL UNIQUE, account_id TEXT NOT NULL, idempotency_key TEXT NOT NULL,
+    items TEXT NOT NULL, total_cents BIGINT NOT NULL, currency TEXT NOT NULL, created_at BIGINT NOT NULL
+);
+CREATE INDEX orders_account_seq ON orders (account_id, seq);
+INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at)
+VALUES ('ord_00000000000000aa', 'old', 'old-key',
+        '[{\"sku\":\"mug\",\"name\":\"Enamel mug\",\"qty\":1,\"unitPriceCents\":1200,\"lineTotalCents\":1200}]',
+        1200, 'EUR', 1700000000);
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run with --ignored"]
+async fn postgres_key_status_across_instances_and_after_the_sweep() {
+    let cluster = Cluster::start(bin_dir(), Cluster::FAST).expect("start a throwaway PostgreSQL cluster");
+    let admin = sql(&cluster.url("postgres")).await;
+    for db in ["status", "previous"] {
+        admin.batch_execute(&format!("CREATE DATABASE {db}")).await.expect("create database");
+    }
+
+    // Two instances: a key in flight on one is seen in flight on the other (through pg_locks).
+    let url = cluster.url("status");
+    let config = Config { session_secret: Some(SECRET.to_owned()), ..Config::postgres(url.clone()) };
+    let servers = vec![serve(config.clone()).await.expect("instance 1"), serve(config).await.expect("instance 2")];
+    let bases: Vec<String> = servers.iter().map(RunningServer::url).collect();
+    let servers_ref = &servers;
+    check_key_status(
+        &Client::new(),
+        &bases,
+        "pg",
+        move |at| async move { sweep_all(servers_ref, at).await.iter().sum() },
+    )
+    .await;
+    for server in servers {
+        server.shutdown().await.expect("shutdown");
+    }
+
+    // A database of the previous schema gains the index at start, and its orders answer for their keys.
+    let previous = cluster.url("previous");
+    sql(&previous).await.batch_execute(PREVIOUS_SCHEMA).await.expect("previous schema");
+    let store =
+        PostgresStore::connect(&previous, &PgOptions::default()).await.expect("connect with the current schema");
+    let db = sql(&previous).await;
+    let indexed: i64 = db
+        .query_one(
+            "SELECT COUNT(*) FROM pg_indexes WHERE tablename = 'orders' AND indexname = 'orders_account_key'",
+            &[],
+        )
+        .await
+        .expect("pg_indexes")
+        .get(0);
+    assert_eq!(indexed, 1);
+    let account = AccountId::parse("old").expect("account");
+    let key = IdempotencyKey::parse("old-key").expect("key");
+    match store.key_record(&account, &key, 0).await.expect("lookup") {
+        KeyRecord::Order(order) => assert_eq!((order.id.as_str(), order.total_cents), ("ord_00000000000000aa", 1200)),
+        other => panic!("expected the old order, got {other:?}"),
+    }
+    drop((db, store, admin));
     drop(cluster);
 }
 

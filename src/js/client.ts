@@ -30,11 +30,19 @@ import {
   parseClientOptions,
   type StorageKind,
 } from "./options.js";
-import { discardIntent, IdempotentOperation, intentIdArg, type IntentState, type RecordView, viewOf } from "./operation.js";
+import {
+  discardIntent,
+  IdempotentOperation,
+  intentIdArg,
+  type IntentState,
+  type ReconcileResult,
+  type RecordView,
+  viewOf,
+} from "./operation.js";
 import { decodeRecord, encodeRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import { type IntentRequest, pageLocation, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
-import { claim, claimNew, claimsDb, claimSlot } from "./storage/claims.js";
+import { claim, claimNew, claimsDb, claimSlot, claimsOf } from "./storage/claims.js";
 import { Store } from "./storage/store.js";
 import { loadMachine, machineIfLoaded, type MachineModule, refused } from "./wasm.js";
 
@@ -91,7 +99,7 @@ export class IdempotentClient {
     const forgetSecret = () => {
       secret = undefined;
     };
-    this.core = { config, store, listeners, inFlight, engine, secret: secretOnce, forgetSecret };
+    this.core = { config, store, listeners, inFlight, engine, secret: secretOnce, forgetSecret, corsWarned: new Set() };
     // Bound, so `client.fetch` can be handed to an HTTP client as its fetch (`ky.create({ fetch })`).
     this.fetch = this.fetch.bind(this);
     // After the constructor returns, so listeners added right away still hear about it.
@@ -165,12 +173,38 @@ export class IdempotentClient {
     }
   }
 
+  /**
+   * Asks the server what became of a stored intent's key (see `IdempotentOperation.reconcile`), e.g.
+   * one listed by `pending()` after a reload. `options.headers`: credentials for the status request
+   * (never stored). Rejects `NOT_FOUND` when there is no such intent.
+   */
+  async reconcile(intentId: string, options?: ResumeOptions & { signal?: AbortSignal }): Promise<ReconcileResult> {
+    const id = intentIdArg(intentId);
+    const { signal, ...rest } = options ?? {};
+    const headers = resumeHeaders(rest);
+    const loaded = await loadRecord(this.core, await this.core.engine(), id);
+    if (!loaded) throw notFound(id);
+    const view = viewOf(loaded.machine, loaded.ids);
+    loaded.machine.free();
+    const request = { method: "GET", url: pageLocation() ?? "http://localhost/", headers, body: null };
+    return IdempotentOperation.create(this.core, view, request).reconcile(signal ? { signal } : undefined);
+  }
+
   /** Intents not yet definitely answered (`pending` and `expired`), e.g. to offer "resume" after a
-   *  reload. Corrupt entries are skipped. */
+   *  reload: every one whose key is known, from the storage or, where storage lost its record (a
+   *  fallback to memory in an earlier page), from the claim that `begin` would resume. Corrupt
+   *  entries are skipped. */
   async pending(): Promise<IntentInfo[]> {
     const engine = await this.core.engine();
     const out: IntentInfo[] = [];
-    for (const [id, text] of await this.entries()) {
+    const entries = await this.entries();
+    const db = claimsInUse(this.core) && (await claimsDb());
+    if (db) {
+      const stored = new Set(entries.map(([id]) => id));
+      const claimed = await claimsOf(db, this.core.config.namespace).catch((): [string, unknown][] => []);
+      for (const [id, value] of claimed) if (!stored.has(id) && typeof value === "string") entries.push([id, value]);
+    }
+    for (const [id, text] of entries) {
       let loaded;
       try {
         loaded = decodeRecord(engine, id, text);
@@ -271,7 +305,7 @@ export class IdempotentClient {
   }
 
   /** Adds a listener for `"attempt" | "retry" | "offline" | "success" | "failure" | "expired" |
-   *  "storagefallback"`. Throws `INVALID_OPTIONS` for another type. */
+   *  "storagefallback" | "cors" | "reconcile"`. Throws `INVALID_OPTIONS` for another type. */
   addEventListener<K extends keyof ClientEventMap>(type: K, listener: (event: ClientEventMap[K]) => void): void {
     this.core.listeners.add(type, listener);
   }
@@ -498,9 +532,12 @@ async function beginOnce(
       else await saveRecord(core, machine, ids, request);
     }
     if (config.requireDurable && !store.durable) {
-      // This very write fell back (storage full): the key lives in memory only. Nothing was sent.
-      // (Its claim may stay: a later begin resuming a key never sent is as good as a new one.)
-      if (!resumed) await store.delete(intentId).catch(() => {});
+      // This very write fell back (storage full): the key lives in memory only. Nothing was sent,
+      // and nothing of this refused intent stays (`pending()` would list its claim after a reload).
+      if (!resumed) {
+        await store.delete(intentId).catch(() => {});
+        await dropClaim(core, intentId, ids.key);
+      }
       throw notDurable(store.fallbackReason);
     }
     return [viewOf(machine, ids), unsaved];
@@ -525,6 +562,7 @@ function makeEngine(module: MachineModule, config: Config): Engine {
       config.retryBudget,
       config.headerForm === "sf-string",
       p.maxTotalAttempts,
+      config.reconciler.statusUrl !== undefined || config.reconciler.reconcile !== undefined,
     ) ?? refused();
   } catch (thrown) {
     if (typeof thrown === "number" && Math.floor(thrown / 256) === 7) {

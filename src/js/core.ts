@@ -26,6 +26,8 @@ export interface ClientCore {
   secret(): Promise<Uint8Array<ArrayBuffer>>;
   /** Forgets the remembered secret (after `clear()` deleted it): the next `secret()` reads or makes it anew. */
   forgetSecret(): void;
+  /** The origins this client warned about (cors.ts: once per origin). */
+  readonly corsWarned: Set<string>;
 }
 
 const SECRET_HEX = /^[0-9a-f]{64}$/;

@@ -14,7 +14,8 @@ export type ErrorCode =
   | "INVALID_REQUEST"
   | "STORAGE"
   | "NOT_FOUND"
-  | "NOT_DURABLE";
+  | "NOT_DURABLE"
+  | "RECONCILE_FAILED";
 
 /** For `RETRIES_EXHAUSTED`: which limit was reached. */
 export type ExhaustedReason = "maxAttempts" | "deadline" | "budget" | "maxTotalAttempts";

@@ -51,6 +51,22 @@ export interface ExpiredEvent {
   intentId: string;
   key: string;
 }
+/** The client asks the server what became of the key (the key-status protocol). */
+export interface ReconcileEvent {
+  type: "reconcile";
+  intentId: string;
+  key: string;
+}
+/** A cross-origin API hides the headers this library reads (once per origin and page). */
+export interface CorsEvent {
+  type: "cors";
+  intentId: string;
+  key: string;
+  /** The API's origin. */
+  origin: string;
+  /** The line to add to its CORS answers. */
+  fix: string;
+}
 export interface StorageFallbackEvent {
   type: "storagefallback";
   reason: string;
@@ -65,6 +81,8 @@ export interface ClientEventMap {
   failure: FailureEvent;
   expired: ExpiredEvent;
   storagefallback: StorageFallbackEvent;
+  cors: CorsEvent;
+  reconcile: ReconcileEvent;
 }
 
 export type ClientEvent = ClientEventMap[keyof ClientEventMap];
@@ -78,6 +96,8 @@ const EVENT_TYPES: readonly (keyof ClientEventMap)[] = [
   "failure",
   "expired",
   "storagefallback",
+  "cors",
+  "reconcile",
 ];
 
 /** Calls `listener(event)`, ignoring what it throws. */

@@ -23,6 +23,9 @@ export interface MachineContract {
     replayed: string | undefined,
     override: number,
   ): number;
+  /** The server's key-status answer after RECONCILE: `kind` one of `KS_*` (reconcile.ts), `status`
+   *  the stored answer's (done), `retryAfter` the status answer's (in flight). */
+  onKeyStatus(nowMs: number, kind: number, status: number, retryAfter: string | undefined): number;
   /** One number of the action's payload or outcome, or of the record: `field` is one of the `F_*` below (booleans 1/0). */
   get(field: number): number;
   /** Frees the wasm memory (wasm-bindgen). */
@@ -67,6 +70,7 @@ export interface EngineClassContract<M extends MachineContract> {
     retryBudget: number,
     sfHeader: boolean,
     maxTotalAttempts: number | undefined,
+    reconcile: boolean | undefined,
   ): EngineContract<M> | undefined;
 }
 
@@ -84,6 +88,8 @@ export const WAIT = 2;
 export const WAIT_ONLINE = 3;
 export const DONE = 4;
 export const FAIL = 5;
+/** Ask the server about the key (within F_TIMEOUT_MS), then `onKeyStatus`. */
+export const RECONCILE = 6;
 
 /** `sweep` verdicts. */
 export const KEEP = 0;
@@ -134,3 +140,5 @@ export const EV_ABORT = 3;
 export const EV_WAKE = 4;
 export const EV_ONLINE = 5;
 export const EV_ONLINE_TIMEOUT = 6;
+/** The app asks the server about the key (`reconcile()`), between sends. */
+export const EV_ASK = 7;

@@ -15,6 +15,10 @@ const EXHAUSTED_MESSAGES: Record<ExhaustedReason, string> = {
   maxTotalAttempts: `retry.maxTotalAttempts reached across the intent's sends; the key is kept: ${CHECK}`,
 };
 
+const EXPIRED_MESSAGE = `the key is older than keyTtlMs (the server may have forgotten it): not re-sent; ${CHECK}`;
+/** EXPIRED detail 1: asked, the server has no record of the key, and past its retention that proves nothing. */
+const UNKNOWN_TO_SERVER = `the key is older than keyTtlMs and the server has no record of it: whether it was done cannot be known any more; ${CHECK}`;
+
 /** ABORTED, also while waiting for another call or tab that was sending the intent. */
 export const ABORTED_MESSAGE = `aborted by the caller${KEPT}`;
 /** A non-string intent id, or one the machine refuses (INVALID_REQUEST detail 1). */
@@ -24,7 +28,6 @@ export const INTENT_ID_MESSAGE = "the intent id must be a string of 1 to 256 cha
 const SIMPLE: Record<number, [ErrorCode, string | ((detail: number) => string)]> = {
   2: ["ABORTED", ABORTED_MESSAGE],
   3: ["KEY_MISMATCH", "the server answered 422: this key was already used with a different request"],
-  5: ["EXPIRED", `the key is older than keyTtlMs (the server may have forgotten it): not re-sent; ${CHECK}`],
   8: ["INVALID_REQUEST", (detail) => (detail === 1 ? INTENT_ID_MESSAGE : "the request fingerprint is malformed")],
 };
 
@@ -61,13 +64,17 @@ export function intentMismatch(intentId: string, oldKey: string): IdempotentFetc
   );
 }
 
-/** The error for a machine outcome (`code`, `detail`) of the intent in `context`. */
-export function errorFor(code: number, detail: number, context: ErrorContext): IdempotentFetchError {
+/** The error for a machine outcome (`code`, `detail`) of the intent in `context`; `hint` (for an
+ *  exhausted send) says what the attempts showed, e.g. a CORS set-up that hides the answers. */
+export function errorFor(code: number, detail: number, context: ErrorContext, hint?: string): IdempotentFetchError {
   const { intentId } = context;
+  const also = hint ? `; ${hint}` : "";
   if (code === 1) {
     const reason = EXHAUSTED[detail] ?? "maxAttempts";
-    return new IdempotentFetchError("RETRIES_EXHAUSTED", EXHAUSTED_MESSAGES[reason], { ...context, reason });
+    return new IdempotentFetchError("RETRIES_EXHAUSTED", EXHAUSTED_MESSAGES[reason] + also, { ...context, reason });
   }
+  if (code === 5) return new IdempotentFetchError("EXPIRED", (detail === 1 ? UNKNOWN_TO_SERVER : EXPIRED_MESSAGE) + also, context);
+  if (code === 11) return new IdempotentFetchError("RECONCILE_FAILED", `the server could not be asked about the key${also}`, context);
   if (code === 4) return intentMismatch(intentId, context.key ?? "unknown");
   if (code === 9) {
     return detail === CSPRNG_DETAIL
@@ -93,6 +100,7 @@ export function fromThrown(thrown: unknown, context: ErrorContext): IdempotentFe
 const STATUS_TEXTS: Record<number, string> = {
   408: "request timeout",
   409: "same payment still in progress",
+  423: "same payment still in progress (locked)",
   425: "too early",
   429: "rate limited",
   503: "server busy",

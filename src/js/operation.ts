@@ -9,8 +9,14 @@ import { ABORTED_MESSAGE, INTENT_ID_MESSAGE, notFound, storageUnavailable } from
 import { decodeRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import type { PreparedRequest } from "./request.js";
 import type { SendOptions, SendResult } from "./results.js";
-import { runSend } from "./send.js";
+import { KeyStatusOpen, runSend } from "./send.js";
 import { INTERRUPTED } from "./wait.js";
+
+/** `reconcile()`'s answer: the server's stored answer for the key, or what it said instead. */
+export type ReconcileResult = { status: "done"; result: SendResult } | { status: "in_flight" } | { status: "unknown" };
+
+/** The machine's KEY_STATUS detail for "in flight" (the other one `reconcile()` resolves is "unknown"). */
+const KEY_STATUS_IN_FLIGHT = 2;
 
 /** Where an intent stands. */
 export type IntentState = "pending" | "succeeded" | "failed" | "expired";
@@ -131,6 +137,29 @@ export class IdempotentOperation {
    * `NOT_FOUND`.
    */
   async send(options?: SendOptions): Promise<SendResult> {
+    return this.run(options, false);
+  }
+
+  /**
+   * Asks the server what became of this intent's key (the key-status protocol: `statusUrl` or
+   * `reconcile` in the client's options), e.g. when a send ended `EXPIRED` or `RETRIES_EXHAUSTED`.
+   * Resolves `{ status: "done", result }` with the server's stored answer (the intent is retired,
+   * exactly as after a replayed answer), or `{ status: "in_flight" }` / `{ status: "unknown" }` (the
+   * intent is unchanged: `send` again within the key's lifetime). Rejects `RECONCILE_FAILED` when the
+   * server could not be asked, `INVALID_OPTIONS` when no way to ask is configured, `ABORTED`.
+   */
+  async reconcile(options?: Pick<SendOptions, "signal">): Promise<ReconcileResult> {
+    const { reconciler } = this.core.config;
+    if (!reconciler.statusUrl && !reconciler.reconcile) throw invalidOptions("reconcile() needs the statusUrl or reconcile option");
+    try {
+      return { status: "done", result: await this.run(options, true) };
+    } catch (thrown) {
+      if (thrown instanceof KeyStatusOpen) return { status: thrown.detail === KEY_STATUS_IN_FLIGHT ? "in_flight" : "unknown" };
+      throw thrown;
+    }
+  }
+
+  private async run(options: SendOptions | undefined, ask: boolean): Promise<SendResult> {
     const { signal, onAttempt, onRetry } = parseSendOptions(options);
     const { core } = this;
     const intentId = this.view.intentId;
@@ -158,7 +187,7 @@ export class IdempotentOperation {
         throw abortedWaiting();
       }
       try {
-        result = await this.sendLocked(signal, onAttempt, onRetry);
+        result = await this.sendLocked(signal, onAttempt, onRetry, ask);
       } finally {
         release();
       }
@@ -183,6 +212,7 @@ export class IdempotentOperation {
     signal: AbortSignal | undefined,
     onAttempt: SendOptions["onAttempt"],
     onRetry: SendOptions["onRetry"],
+    ask: boolean,
   ): Promise<SendResult> {
     const { core, sentNow } = this;
     const { intentId } = this.view;
@@ -207,6 +237,7 @@ export class IdempotentOperation {
         onAttempt,
         onRetry,
         retire: sentNow?.retire,
+        ask,
       });
       core.listeners.emit(
         result.ok

@@ -2,6 +2,7 @@
 // INVALID_OPTIONS naming the field) and defaulted here, in one place. The machine's Engine checks
 // the same ranges again (it trusts nothing from JavaScript); these bounds give the messages.
 
+import type { KeyStatusAnswer, KeyStatusQuestion, Reconciler } from "./reconcile.js";
 import { invalidOptions } from "./errors.js";
 import { Fields } from "./fields.js";
 import { type AsyncStorage, isAsyncStorage } from "./storage/custom.js";
@@ -58,8 +59,23 @@ export interface ClientOptions {
   /** Overrides the built-in classification: true = retry, false = definite, undefined = default. */
   shouldRetry?: (status: number) => boolean | undefined;
   /** More answer headers that mark a replayed answer (`<name>: true`), besides the ones server
-   *  libraries use: `Idempotent-Replayed` and `Idempotency-Replayed`. */
+   *  libraries use: `Idempotent-Replayed`, `Idempotency-Replayed` and `X-Idempotent-Replayed`. */
   replayHeaders?: string[];
+  /** The status a server answers replays with, instead of a replay header and the stored status
+   *  (django-idempotency-key: 409 with the original body). An answer with it is definite and
+   *  `replayed: true`. Only for such servers: everywhere else 409 means "still in progress". Default
+   *  none. */
+  replayStatus?: number;
+  /** Where to ask the server what became of a key (the key-status protocol in the README, "Your
+   *  server"): a URL template with `{key}` (e.g. "/api/idempotency-keys/{key}"), or a function of the
+   *  key. Then the client asks by itself where it would otherwise give up with a key it cannot
+   *  explain (an expired key, an exhausted send whose attempts may have reached the server, an
+   *  uncertain failure), and `reconcile()` asks on request. Default none. */
+  statusUrl?: string | ((key: string) => string);
+  /** Instead of `statusUrl`, the app's own lookup for servers without the key-status endpoint (e.g.
+   *  `GET /orders?key=…`): answers `{ status: "done", response }`, `{ status: "in_flight",
+   *  retryAfterMs? }` or `{ status: "unknown" }`; a throw or anything else is "could not ask". */
+  reconcile?: (question: KeyStatusQuestion) => Promise<KeyStatusAnswer>;
   /** With `persistRequest`: only these request headers are stored (besides the content type).
    *  Authorization, Cookie and Proxy-Authorization are never stored. Default: every other header. */
   persistHeaders?: string[];
@@ -99,6 +115,10 @@ export interface Config {
   shouldRetry: ((status: number) => unknown) | undefined;
   /** Lower-case names of the headers that mark a replay, the defaults first. */
   replayHeaders: string[];
+  /** The status that marks a replay (`replayStatus`), or 0 for none. */
+  replayStatus: number;
+  /** How to ask the server about a key (`statusUrl` / `reconcile`; both undefined: never asked). */
+  reconciler: Reconciler;
   /** Lower-case names of the headers persisted with `persistRequest`; undefined: all but credentials. */
   persistHeaders: string[] | undefined;
   /** Origins (`URL.origin` form) `resume()` may send to besides the page's. */
@@ -125,7 +145,7 @@ export const DEFAULT_POLICY: Readonly<Policy> = {
 };
 /** The replay headers of the widely used server libraries (Stripe and most middlewares; some spell it
  *  after the request header). */
-export const DEFAULT_REPLAY_HEADERS = ["idempotent-replayed", "idempotency-replayed"];
+export const DEFAULT_REPLAY_HEADERS = ["idempotent-replayed", "idempotency-replayed", "x-idempotent-replayed"];
 export const DEFAULT_NAMESPACE = "default";
 export const DEFAULT_KEY_TTL_MS = 24 * 60 * 60 * 1000; // Stripe keeps keys 24 h
 export const DEFAULT_HEADER_NAME = "Idempotency-Key";
@@ -176,6 +196,9 @@ const ROOT_FIELDS = [
   "persistRequest",
   "shouldRetry",
   "replayHeaders",
+  "replayStatus",
+  "statusUrl",
+  "reconcile",
   "persistHeaders",
   "resumeOrigins",
   "maxBodyBytes",
@@ -232,11 +255,27 @@ export function parseClientOptions(options: unknown): Config {
     persistRequest: root.boolean("persistRequest") ?? false,
     shouldRetry: root.typed<(status: number) => unknown>("shouldRetry", "function"),
     replayHeaders: [...DEFAULT_REPLAY_HEADERS, ...(headerNames("replayHeaders", 16) ?? [])],
+    // A 2xx needs no marker, and a 3xx never reaches the page (fetch follows redirects).
+    replayStatus: root.value("replayStatus") === undefined ? 0 : root.integer("replayStatus", 0, 400, 599),
+    reconciler: parseReconciler(root),
     persistHeaders: headerNames("persistHeaders", 64),
     resumeOrigins: list("resumeOrigins", 16, isOrigin, 'origins such as "https://api.example.com"') ?? [],
     maxBodyBytes: root.integer("maxBodyBytes", DEFAULT_MAX_BODY_BYTES, 0, MAX_BODY_BYTES_LIMIT),
     requireDurable,
   };
+}
+
+/** `statusUrl` (a template with `{key}`, or a function) or `reconcile` (a function), not both. */
+function parseReconciler(root: Fields): Reconciler {
+  const template = root.value("statusUrl");
+  const statusUrl =
+    typeof template === "function" ? (template as (key: string) => string) : root.string("statusUrl");
+  if (typeof statusUrl === "string" && (statusUrl.length > 2048 || !statusUrl.includes("{key}"))) {
+    throw invalidOptions('statusUrl must be a URL template with "{key}" (at most 2048 characters), or a function of the key');
+  }
+  const reconcile = root.typed<Reconciler["reconcile"]>("reconcile", "function");
+  if (statusUrl !== undefined && reconcile !== undefined) throw invalidOptions("give statusUrl or reconcile, not both");
+  return { statusUrl, reconcile };
 }
 
 /** An origin exactly as `URL.origin` spells it (scheme://host[:port], no path). */

@@ -3,12 +3,14 @@
 // wait, waiting for the network), and feeds the outcome back, until DONE or FAIL.
 
 import { sendAttempt } from "./attempt.js";
+import { ALLOW_LINE, EXPOSE_LINE, exposesNothing, foreignOrigin, warnOnce } from "./cors.js";
 import { type ClientCore, saveRecord } from "./core.js";
 import { IdempotentFetchError } from "./errors.js";
 import { call, type AttemptEvent, type RetryEvent } from "./events.js";
 import * as M from "./machine.js";
 import { errorFor, retryReasonText } from "./messages.js";
 import { isOnline, waitOnline } from "./online.js";
+import { askKeyStatus, KS_DONE } from "./reconcile.js";
 import type { PersistedRequest, RecordIds } from "./record.js";
 import type { PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
@@ -27,6 +29,13 @@ export interface SendContext {
   onRetry: ((event: RetryEvent) => void) | undefined;
   /** Answered, the record is deleted instead of written retired (`client.fetch` without intent). */
   retire?: boolean | undefined;
+  /** Ask the server about the key instead of sending (`reconcile()`). */
+  ask?: boolean | undefined;
+}
+
+/** @internal `reconcile()`'s answer when it is not "done": the machine's KEY_STATUS detail. */
+export class KeyStatusOpen {
+  constructor(readonly detail: number) {}
 }
 
 /** The caller's `shouldRetry(status)` as the machine's override (a throwing or junk answer: none). */
@@ -40,14 +49,53 @@ function override(shouldRetry: ((status: number) => unknown) | undefined, status
   }
 }
 
+/** The machine's KEY_STATUS code and its "could not ask" detail (`reconcile()` rejects with that). */
+const KEY_STATUS = 11;
+const KEY_STATUS_COULD_NOT_ASK = 1;
+
+/** An attempt to another origin that failed below HTTP this soon was refused, not lost on the way
+ *  (a preflight that does not allow the key header fails at once). */
+const REFUSED_WITHIN_MS = 2_000;
+
+/** What a send's attempts said about the API's CORS set-up, for the message of an exhausted send. */
+interface CorsTally {
+  attempts: number;
+  /** Retried cross-origin answers that showed no header beyond the safelisted ones. */
+  blind: number;
+  /** Cross-origin attempts that failed below HTTP within REFUSED_WITHIN_MS. */
+  refused: number;
+}
+
+/** Why an exhausted send could not finish, when its attempts say: the server kept answering "in
+ *  flight"; every attempt hid its headers, or was refused at once, by another origin. */
+function exhaustedHint(tally: CorsTally, origin: string | undefined, headerName: string, lastStatus: number): string | undefined {
+  const hints: string[] = [];
+  if (lastStatus === 409 || lastStatus === 423) {
+    hints.push(`the server kept answering ${lastStatus}: the request is still in progress there, or it holds the answer`);
+  }
+  if (origin && tally.attempts > 0 && tally.blind === tally.attempts) {
+    hints.push(`${origin} hid every answer's headers: add "${EXPOSE_LINE}"`);
+  } else if (origin && tally.attempts > 0 && tally.refused === tally.attempts) {
+    hints.push(`${origin} refused every attempt at once: does its CORS preflight answer "${ALLOW_LINE(headerName)}"?`);
+  }
+  return hints.length ? hints.join("; ") : undefined;
+}
+
 /** @internal Drives the intent to DONE (resolves) or FAIL (rejects with IdempotentFetchError). */
 export async function runSend(ctx: SendContext): Promise<SendResult> {
   const { core, machine, request, signal, ids } = ctx;
   const { config, listeners } = core;
   const { intentId, key } = ids;
   const header = machine.key(true);
+  const origin = foreignOrigin(request.url);
+  const tally: CorsTally = { attempts: 0, blind: 0, refused: 0 };
   let response: Response | undefined;
-  let action = machine.on(M.EV_START, Date.now(), isOnline());
+  // The time given to the machine call that returned `action`: a SEND's attempt ends `F_TIMEOUT_MS`
+  // after it (the machine's clock), so the record's save before the attempt counts against it too.
+  let decidedAt = Date.now();
+  let action = machine.on(ctx.ask ? M.EV_ASK : M.EV_START, decidedAt, isOnline());
+  /** Why the last question about the key got no usable answer (for the message). */
+  let askProblem: string | undefined;
   for (;;) {
     if (machine.get(M.F_DIRTY) === 1) {
       try {
@@ -76,13 +124,20 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         };
         call(ctx.onAttempt, event);
         listeners.emit(event);
-        const outcome = await sendAttempt(request, config.headerName, header, machine.get(M.F_TIMEOUT_MS), signal);
-        const now = Date.now();
-        if (typeof outcome === "number") action = machine.on(outcome, now, false);
-        else {
+        const endsAt = decidedAt + machine.get(M.F_TIMEOUT_MS);
+        const sentAt = Date.now();
+        const outcome = await sendAttempt(request, config.headerName, header, endsAt - sentAt, signal);
+        const now = (decidedAt = Date.now());
+        tally.attempts += 1;
+        if (typeof outcome === "number") {
+          if (origin && outcome === M.EV_NETWORK_ERROR && now - sentAt < REFUSED_WITHIN_MS) tally.refused += 1;
+          action = machine.on(outcome, now, false);
+        } else {
           const get = (name: string) => outcome.headers.get(name) ?? undefined;
-          // The first replay header present, in the configured order (the machine reads "true").
-          const replayed = config.replayHeaders.map(get).find((value) => value !== undefined);
+          // The first replay header present, in the configured order (the machine reads "true"); a
+          // server that answers replays with its own status (`replayStatus`) marks them so.
+          const replayed =
+            outcome.status === config.replayStatus ? "true" : config.replayHeaders.map(get).find((value) => value !== undefined);
           action = machine.onResponse(
             now,
             outcome.status,
@@ -92,8 +147,26 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
             override(config.shouldRetry, outcome.status),
           );
           if (action === M.DONE) response = outcome;
-          // A retried answer's body is never read: cancel it so the connection can be reused.
-          else outcome.body?.cancel().catch(() => {});
+          else {
+            // A retried answer's body is not the caller's: cancel it so the connection can be reused.
+            outcome.body?.cancel().catch(() => {});
+            if (origin && exposesNothing(outcome)) {
+              tally.blind += 1;
+              if (warnOnce(origin, core.corsWarned)) listeners.emit({ type: "cors", intentId, key, origin, fix: EXPOSE_LINE });
+            }
+          }
+        }
+        break;
+      }
+      case M.RECONCILE: {
+        listeners.emit({ type: "reconcile", intentId, key });
+        const answer = await askKeyStatus(config.reconciler, request, intentId, key, machine.get(M.F_TIMEOUT_MS), signal);
+        decidedAt = Date.now();
+        askProblem = answer.problem;
+        if (signal?.aborted) action = machine.on(M.EV_ABORT, decidedAt, false);
+        else {
+          if (answer.kind === KS_DONE) response = answer.response;
+          action = machine.onKeyStatus(decidedAt, answer.kind, answer.response?.status ?? 0, answer.retryAfter);
         }
         break;
       }
@@ -113,7 +186,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         listeners.emit(event);
         try {
           await sleep(event.delayMs, signal);
-          action = machine.on(M.EV_WAKE, Date.now(), isOnline());
+          action = machine.on(M.EV_WAKE, (decidedAt = Date.now()), isOnline());
         } catch (thrown) {
           if (thrown !== INTERRUPTED) throw thrown;
           action = machine.on(M.EV_ABORT, Date.now(), false);
@@ -124,7 +197,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         listeners.emit({ type: "offline", intentId, key });
         try {
           const online = await waitOnline(machine.get(M.F_TIMEOUT_MS), signal);
-          action = machine.on(online ? M.EV_ONLINE : M.EV_ONLINE_TIMEOUT, Date.now(), false);
+          action = machine.on(online ? M.EV_ONLINE : M.EV_ONLINE_TIMEOUT, (decidedAt = Date.now()), false);
         } catch (thrown) {
           if (thrown !== INTERRUPTED) throw thrown;
           action = machine.on(M.EV_ABORT, Date.now(), false);
@@ -144,13 +217,16 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
           key,
           intentId,
         };
-      case M.FAIL:
-        throw errorFor(machine.get(M.F_ERROR_CODE), machine.get(M.F_ERROR_DETAIL), {
-          intentId,
-          key,
-          attempts: machine.get(M.F_ATTEMPT),
-          lastStatus: machine.get(M.F_LAST_STATUS) || null,
-        });
+      case M.FAIL: {
+        const code = machine.get(M.F_ERROR_CODE);
+        const lastStatus = machine.get(M.F_LAST_STATUS);
+        const context = { intentId, key, attempts: machine.get(M.F_ATTEMPT), lastStatus: lastStatus || null };
+        const detail = machine.get(M.F_ERROR_DETAIL);
+        if (code === KEY_STATUS && detail !== KEY_STATUS_COULD_NOT_ASK) throw new KeyStatusOpen(detail);
+        const hints = [code === 1 ? exhaustedHint(tally, origin, config.headerName, lastStatus) : undefined];
+        if (askProblem) hints.push(`the key's status is unknown (${askProblem})`);
+        throw errorFor(code, detail, context, hints.filter(Boolean).join("; ") || undefined);
+      }
       default:
         throw errorFor(0, action, { intentId, key });
     }

@@ -68,7 +68,7 @@ pub enum FailureReason {
 /// Why an attempt is retried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RetryReason {
-    /// A retried status (408, 409, 425, 429, 500, 502, 503, 504, or a hint or override).
+    /// A retried status (408, 409, 423, 425, 429, 500, 502, 503, 504, or a hint or override).
     Status(u16),
     /// The connection failed or was reset.
     Network,
@@ -77,10 +77,10 @@ pub enum RetryReason {
 }
 
 impl RetryReason {
-    /// Whether this is the server pushing back (429, 409 in flight, 503), which costs the retry
+    /// Whether this is the server pushing back (429, 409 or 423 in flight, 503), which costs the retry
     /// budget less than a transient error (AWS standard mode's throttling cost).
     pub fn is_throttling(self) -> bool {
-        matches!(self, Self::Status(429 | 409 | 503))
+        matches!(self, Self::Status(429 | 409 | 423 | 503))
     }
 
     /// The boundary's number (`Machine.reason()`): 1 network, 2 timeout, 3 status.
@@ -93,8 +93,9 @@ impl RetryReason {
     }
 }
 
-/// Statuses retried with the same key.
-pub const RETRIED_STATUSES: [u16; 8] = [408, 409, 425, 429, 500, 502, 503, 504];
+/// Statuses retried with the same key. 423 Locked: some server libraries answer a key still in
+/// flight so (after waiting for it), like 409 elsewhere.
+pub const RETRIED_STATUSES: [u16; 9] = [408, 409, 423, 425, 429, 500, 502, 503, 504];
 
 /// Classifies an answer. Precedence: 2xx is always success; then a replayed answer is definite
 /// (the server stored that outcome for this key: retrying can never change it); then the caller's

@@ -23,6 +23,9 @@ pub mod code {
     pub const STORAGE: u8 = 9;
     /// The intent is not in storage any more (decided by the driver).
     pub const NOT_FOUND: u8 = 10;
+    /// The server's key-status answer, when it is not "done" (the app's `reconcile()`): the detail
+    /// says which ([`super::key_status`]).
+    pub const KEY_STATUS: u8 = 11;
     /// The driver called the machine out of order (a bug in the driver, never the user's fault).
     pub const PROTOCOL: u8 = 15;
 }
@@ -37,6 +40,22 @@ pub mod exhausted {
     pub const BUDGET: u8 = 3;
     /// The intent reached `maxTotalAttempts` across all its sends.
     pub const MAX_TOTAL_ATTEMPTS: u8 = 4;
+}
+
+/// Details of [`code::EXPIRED`].
+pub mod expired {
+    /// The server, asked, has no record of the key: past its retention that proves nothing.
+    pub const UNKNOWN_TO_SERVER: u8 = 1;
+}
+
+/// Details of [`code::KEY_STATUS`].
+pub mod key_status {
+    /// The server could not be asked (no usable answer).
+    pub const COULD_NOT_ASK: u8 = 1;
+    /// A request with the key is in flight there.
+    pub const IN_FLIGHT: u8 = 2;
+    /// The server has no record of the key.
+    pub const UNKNOWN: u8 = 3;
 }
 
 /// Details of [`code::INVALID_REQUEST`].
@@ -79,6 +98,10 @@ pub mod protocol {
     pub const NOT_WAITING: u8 = 2;
     /// `onOnline` / `onOnlineTimeout` while not waiting for the network.
     pub const NOT_OFFLINE: u8 = 3;
+    /// `start` or `ask` while a send is running.
+    pub const NOT_IDLE: u8 = 4;
+    /// `onKeyStatus` while the server was not being asked.
+    pub const NOT_RECONCILING: u8 = 5;
 }
 
 /// A failure: a code from [`code`] and a detail whose meaning depends on the code.

@@ -15,6 +15,7 @@ pub mod fingerprint;
 pub mod key;
 pub mod policy;
 pub mod random;
+pub mod reconcile;
 pub mod record;
 pub mod retry_after;
 pub mod send;
@@ -30,5 +31,6 @@ pub use policy::{Jitter, Policy};
 #[cfg(not(target_arch = "wasm32"))]
 pub use random::OsRandom;
 pub use random::{RandomFailed, RandomSource};
+pub use reconcile::KeyStatus;
 pub use record::{Record, State, StoredFields};
 pub use send::{Action, Machine};

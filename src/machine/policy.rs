@@ -69,6 +69,9 @@ pub struct Policy {
     pub sf_header: bool,
     /// Attempts of one intent across every send and page load (0: no limit; `..=MAX_TOTAL_ATTEMPTS`).
     pub max_total_attempts: u32,
+    /// Whether the app configured how to ask the server about a key (`statusUrl` or `reconcile`):
+    /// then the machine asks where it would give up with a key it cannot explain.
+    pub reconcile: bool,
 }
 
 /// Upper bound for any duration option (about 30 days), so arithmetic never overflows.
@@ -96,6 +99,7 @@ impl Default for Policy {
             retry_budget: super::budget::DEFAULT_CAPACITY,
             sf_header: false,
             max_total_attempts: 0,
+            reconcile: false,
         }
     }
 }

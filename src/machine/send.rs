@@ -17,6 +17,7 @@ use super::budget::RetryBudget;
 use super::classify::{classify, is_replayed, Answer, Classification, FailureReason, RetryReason};
 use super::error::{code, exhausted, field, protocol, Error};
 use super::policy::Jitter;
+use super::reconcile::Asked;
 use super::record::{Record, State};
 use super::shared::Shared;
 
@@ -33,11 +34,14 @@ pub enum Action {
     Done = 4,
     /// Give up with `error()` (the key is kept unless the error says otherwise).
     Fail = 5,
+    /// Ask the server what became of the key (its key-status answer, within `timeout_ms()`), then
+    /// call `on_key_status`.
+    Reconcile = 6,
 }
 
 /// Where the send loop stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
+pub(crate) enum Phase {
     /// No send running (before `start`, or after DONE / FAIL).
     Idle,
     /// An attempt is in flight.
@@ -46,27 +50,37 @@ enum Phase {
     Waiting,
     /// Waiting for the network to come back.
     Offline,
+    /// Asking the server about the key.
+    Reconciling,
 }
 
 /// One intent: its record, and the state of the `send` running on it.
 pub struct Machine {
-    shared: Rc<Shared>,
-    record: Record,
+    pub(crate) shared: Rc<Shared>,
+    pub(crate) record: Record,
     dirty: bool,
     resumed: bool,
-    phase: Phase,
+    pub(crate) phase: Phase,
     /// Attempts sent by the current `send`.
     attempt: u32,
-    deadline: u64,
+    pub(crate) deadline: u64,
     backoff: Backoff,
     last_retry_cost: Option<u32>,
-    timeout_ms: u64,
+    pub(crate) timeout_ms: u64,
+    /// When the attempt in flight is given up (its start plus `timeout_ms`).
+    attempt_ends: u64,
     delay_ms: u64,
     reason: Option<RetryReason>,
-    status: u16,
+    pub(crate) status: u16,
     ok: bool,
-    replayed: bool,
+    pub(crate) replayed: bool,
     error: Error,
+    /// RECONCILE: what the machine would report without the server's answer.
+    pub(crate) asked: Option<Asked>,
+    /// The server was asked in this send (it is asked once, where the send would give up).
+    pub(crate) reconciled: bool,
+    /// After this WAIT, ask again instead of sending (a key past its lifetime still in flight).
+    pub(crate) ask_after_wait: bool,
 }
 
 impl Machine {
@@ -84,12 +98,16 @@ impl Machine {
             backoff,
             last_retry_cost: None,
             timeout_ms: 0,
+            attempt_ends: 0,
             delay_ms: 0,
             reason: None,
             status: 0,
             ok: false,
             replayed: false,
             error: Error::new(0, 0),
+            asked: None,
+            reconciled: false,
+            ask_after_wait: false,
         }
     }
 
@@ -181,31 +199,53 @@ impl Machine {
     /// Starts a `send` at `now_ms`: checks the key's age, sets the deadline, then sends or waits
     /// for the network.
     pub fn start(&mut self, now_ms: u64, online: bool) -> Action {
-        let policy = &self.shared.policy;
-        self.attempt = 0;
-        self.status = 0;
-        self.reason = None;
-        self.replayed = false;
+        if self.phase != Phase::Idle {
+            return self.fail(code::PROTOCOL, protocol::NOT_IDLE);
+        }
+        self.reset_send(now_ms);
         // Any state: re-sending a succeeded or failed intent past the TTL could also do the work twice.
-        if self.record.state == State::Expired || self.record.is_older_than(policy.key_ttl_ms, now_ms) {
+        if self.record.state == State::Expired || self.record.is_older_than(self.shared.policy.key_ttl_ms, now_ms) {
             // Terminal records stay terminal (the sweep removes them); pending ones become expired.
             if self.record.state == State::Pending {
                 self.record.state = State::Expired;
                 self.record.touch(now_ms);
                 self.dirty = true;
             }
+            // An unanswered key past its lifetime: the server may know what became of it.
+            if self.record.state == State::Expired && self.may_ask() {
+                return self.ask_server(Asked::Expired);
+            }
             return self.fail(code::EXPIRED, 0);
         }
-        self.deadline = now_ms.saturating_add(policy.total_timeout_ms);
-        self.backoff = Backoff::new(policy);
-        self.last_retry_cost = None;
         self.next_attempt(now_ms, online)
     }
 
-    /// The attempt got an HTTP answer.
+    /// A new send (or `ask`) at `now_ms`: its counters, deadline, backoff and reconciliation reset.
+    pub(crate) fn reset_send(&mut self, now_ms: u64) {
+        let policy = &self.shared.policy;
+        self.attempt = 0;
+        self.status = 0;
+        self.reason = None;
+        self.replayed = false;
+        self.asked = None;
+        self.reconciled = false;
+        self.ask_after_wait = false;
+        self.deadline = now_ms.saturating_add(policy.total_timeout_ms);
+        self.backoff = Backoff::new(policy);
+        self.last_retry_cost = None;
+    }
+
+    /// The attempt got an HTTP answer, its body read (`now_ms`: when the driver holds the whole
+    /// answer). An answer held only at or after the attempt's end is a timeout, never a definite
+    /// answer: by then the driver has aborted the fetch, and an engine may still hand over a
+    /// Response whose body the abort killed (docs/ARCHITECTURE.md, "An answer that races its
+    /// timer"). Retrying with the same key is safe: the server replays what it stored.
     pub fn on_response(&mut self, now_ms: u64, answer: &Answer<'_>) -> Action {
         if self.phase != Phase::Sending {
             return self.fail(code::PROTOCOL, protocol::NOT_SENDING);
+        }
+        if now_ms >= self.attempt_ends {
+            return self.failed_attempt(now_ms, RetryReason::Timeout);
         }
         self.outcome(now_ms);
         let status = answer.status;
@@ -235,6 +275,10 @@ impl Machine {
                 self.fail(code::KEY_MISMATCH, 0)
             }
             Classification::Failure(FailureReason::Status(_)) => {
+                // An earlier attempt may have done the work: the server's stored answer tells.
+                if self.record.uncertain && !self.replayed && self.may_ask() {
+                    return self.ask_server(Asked::Uncertain);
+                }
                 self.record.state = State::Failed;
                 self.done(false)
             }
@@ -267,6 +311,10 @@ impl Machine {
         if self.phase != Phase::Waiting {
             return self.fail(code::PROTOCOL, protocol::NOT_WAITING);
         }
+        if self.ask_after_wait {
+            self.ask_after_wait = false;
+            return self.ask_server(Asked::Expired);
+        }
         self.next_attempt(now_ms, online)
     }
 
@@ -283,18 +331,18 @@ impl Machine {
         if self.phase != Phase::Offline {
             return self.fail(code::PROTOCOL, protocol::NOT_OFFLINE);
         }
-        self.fail(code::RETRIES_EXHAUSTED, exhausted::DEADLINE)
+        self.exhausted(exhausted::DEADLINE)
     }
 
     // --- the rules ----------------------------------------------------------------------------
 
     #[inline(never)] // shared by start, onWake and onOnline (measured)
-    fn next_attempt(&mut self, now_ms: u64, online: bool) -> Action {
+    pub(crate) fn next_attempt(&mut self, now_ms: u64, online: bool) -> Action {
         if now_ms >= self.deadline {
-            return self.fail(code::RETRIES_EXHAUSTED, exhausted::DEADLINE);
+            return self.exhausted(exhausted::DEADLINE);
         }
         if self.at_total_limit() {
-            return self.fail(code::RETRIES_EXHAUSTED, exhausted::MAX_TOTAL_ATTEMPTS);
+            return self.exhausted(exhausted::MAX_TOTAL_ATTEMPTS);
         }
         if !online {
             self.phase = Phase::Offline;
@@ -308,6 +356,7 @@ impl Machine {
         self.outcome(now_ms);
         self.phase = Phase::Sending;
         self.timeout_ms = self.shared.policy.attempt_timeout_ms.min(self.deadline - now_ms).max(1);
+        self.attempt_ends = now_ms.saturating_add(self.timeout_ms);
         Action::Send
     }
 
@@ -327,14 +376,14 @@ impl Machine {
         self.reason = Some(reason);
         if self.at_total_limit() {
             // No wait before an attempt that will not be made (as after the last of maxAttempts).
-            return self.fail(code::RETRIES_EXHAUSTED, exhausted::MAX_TOTAL_ATTEMPTS);
+            return self.exhausted(exhausted::MAX_TOTAL_ATTEMPTS);
         }
         let backoff_ms = match self.backoff.next_delay(&*self.shared.random) {
             Ok(ms) => ms,
-            Err(NoDelay::Exhausted) => return self.fail(code::RETRIES_EXHAUSTED, exhausted::MAX_ATTEMPTS),
+            Err(NoDelay::Exhausted) => return self.exhausted(exhausted::MAX_ATTEMPTS),
             Err(NoDelay::RandomFailed) => return self.fail(code::STORAGE, field::CSPRNG),
         };
-        let delay_ms = match after_ms {
+        let delay = match after_ms {
             None => backoff_ms,
             // Honour Retry-After, spread above it so that every client told the same thing does
             // not come back in the same millisecond: after + U(0, min(after, this step)), never
@@ -350,18 +399,33 @@ impl Machine {
                 after.saturating_add(spread).max(backoff_ms)
             }
         };
-        if now_ms.saturating_add(delay_ms) >= self.deadline {
-            return self.fail(code::RETRIES_EXHAUSTED, exhausted::DEADLINE);
+        if now_ms.saturating_add(delay) >= self.deadline {
+            return self.exhausted(exhausted::DEADLINE);
         }
         let mut budget: RetryBudget = self.shared.budget.get();
         let Some(cost) = budget.try_acquire(reason) else {
-            return self.fail(code::RETRIES_EXHAUSTED, exhausted::BUDGET);
+            return self.exhausted(exhausted::BUDGET);
         };
         self.shared.budget.set(budget);
         self.last_retry_cost = Some(cost);
+        self.wait(delay, reason)
+    }
+
+    /// WAIT `delay_ms` because of `reason`, then `on_wake`.
+    pub(crate) fn wait(&mut self, delay_ms: u64, reason: RetryReason) -> Action {
+        self.reason = Some(reason);
         self.phase = Phase::Waiting;
         self.delay_ms = delay_ms;
         Action::Wait
+    }
+
+    /// The send ran out with `detail`: asks the server first when an attempt may have reached it.
+    #[inline(never)] // called from every limit: one copy
+    fn exhausted(&mut self, detail: u8) -> Action {
+        if self.record.uncertain && self.may_ask() {
+            return self.ask_server(Asked::Exhausted(detail));
+        }
+        self.fail(code::RETRIES_EXHAUSTED, detail)
     }
 
     /// Whether the intent used every attempt `maxTotalAttempts` allows (0: no limit).
@@ -371,19 +435,19 @@ impl Machine {
     }
 
     /// The record changed at `now_ms`: touch it and mark it for saving.
-    fn outcome(&mut self, now_ms: u64) {
+    pub(crate) fn outcome(&mut self, now_ms: u64) {
         self.record.touch(now_ms);
         self.dirty = true;
     }
 
     #[inline(never)] // called from every rule: one copy (measured)
-    fn fail(&mut self, code: u8, detail: u8) -> Action {
+    pub(crate) fn fail(&mut self, code: u8, detail: u8) -> Action {
         self.error = Error::new(code, detail);
         self.phase = Phase::Idle;
         Action::Fail
     }
 
-    fn done(&mut self, ok: bool) -> Action {
+    pub(crate) fn done(&mut self, ok: bool) -> Action {
         self.ok = ok;
         self.phase = Phase::Idle;
         Action::Done

@@ -15,8 +15,8 @@ use std::rc::Rc;
 
 use idempotent_fetch::machine::error::{code, field};
 use idempotent_fetch::machine::{
-    Action, Answer, Engine, Jitter, Machine, Override, Policy, RandomFailed, RandomSource, Record, RetryReason,
-    StoredFields, Sweep,
+    Action, Answer, Engine, Jitter, KeyStatus, Machine, Override, Policy, RandomFailed, RandomSource, Record,
+    RetryReason, StoredFields, Sweep,
 };
 use serde_json::{json, Value};
 
@@ -342,6 +342,8 @@ pub struct SeenRetry {
 pub struct RecordingObserver {
     /// `(key, attempt, total_attempts)`.
     pub attempts: RefCell<Vec<(String, u32, u32)>>,
+    /// The keys the machine asked the server about (RECONCILE), in order.
+    pub asks: RefCell<Vec<String>>,
     pub retries: RefCell<Vec<SeenRetry>>,
     pub offline: RefCell<Vec<String>>,
 }
@@ -543,6 +545,9 @@ pub struct Rig {
     pub seed: u64,
     /// Replaces the seeded random source when set before first use.
     pub random: RefCell<Option<Box<dyn RandomSource>>>,
+    /// The server's key-status answers, one per RECONCILE: `(status, the stored answer's status or
+    /// the Retry-After seconds)`; none left: could not ask.
+    pub key_statuses: RefCell<VecDeque<(KeyStatus, u16)>>,
     engine: RefCell<Option<Rc<Engine>>>,
 }
 
@@ -576,6 +581,7 @@ impl Rig {
             policy: plain_policy(),
             seed,
             random: RefCell::new(None),
+            key_statuses: RefCell::new(VecDeque::new()),
             engine: RefCell::new(None),
         }
     }
@@ -675,6 +681,17 @@ impl Rig {
                         Step::Aborted => machine.on_abort(self.clock.now()),
                         Step::Slow(..) => unreachable!("resolved by the transport"),
                     }
+                }
+                Action::Reconcile => {
+                    self.observer.asks.borrow_mut().push(key);
+                    self.log.push("reconcile");
+                    let (kind, n) = self.key_statuses.borrow_mut().pop_front().unwrap_or((KeyStatus::CouldNotAsk, 0));
+                    let seconds = n.to_string();
+                    let answer = match kind {
+                        KeyStatus::InFlight => Answer { retry_after: Some(&seconds), ..Answer::default() },
+                        _ => Answer { status: n, ..Answer::default() },
+                    };
+                    machine.on_key_status(self.clock.now(), kind, &answer)
                 }
                 Action::Wait => {
                     let reason = machine.reason().expect("a WAIT has a reason");

@@ -5,6 +5,7 @@
 //
 //   node tests/fault/run.mjs [--ci | --full] [--intents N] [--browser-share 0.3] [--seed S]
 //                            [--pg [--instances 3]] [--browser-only] [--two-tabs P] [--at-once] [--cpu-load]
+//                            [--at-deadline P]
 //
 // --browser-only (the xtask's Firefox and WebKit passes): only the browser share of --ci (60
 // intents, all in the page), no PostgreSQL pass; the bad-input matrix still runs (its browser
@@ -19,6 +20,9 @@
 // --cpu-load: one busy-loop child process per core for the whole run (issue 13 item 4: cross-tab
 // begin must stay exact when the renderers are starved and localStorage propagation is slowest).
 //
+// --at-deadline P: the share of order answers the proxy holds until the client's attempt deadline
+// (default 0.1; see PROXY_FAULTS).
+//
 // --pg: multi-instance mode. A throwaway PostgreSQL cluster (tests/fault/pg-cluster.mjs), N server
 // instances (default 3) on one database, and the proxy spreads requests round-robin over them, so
 // one key's retries land on different instances. `--ci` without --pg also runs a small --pg pass
@@ -30,7 +34,8 @@
 //                     probabilistic faults: 503 before work, commit then drop, 429 + Retry-After,
 //                     latency past the client's attempt timeout (-> 409 for the retry)
 //   fault proxy       Node HTTP proxy in front of it: connection resets before forwarding and
-//                     after the server answered; counts every attempt and what it got
+//                     after the server answered; answers held until the client's attempt deadline
+//                     (headers, then the body a moment later); counts every attempt and what it got
 //   Node clients      memory storage; double sends; aborts mid-retry then re-begin (same key);
 //                     a raw "twin" with the same key sent at once (server holds it: 409)
 //   browser           two tabs over one localStorage sending the same intents at once; aborts
@@ -98,7 +103,11 @@ const SERVER_FAULTS = {
   latencyMs: 1500, latencyProbability: Number(process.env.FAULT_LATENCY_P ?? 0.05),
 };
 const SERVER_FAULTS_OFF = { retryAfterSecs: 1 }; // every fault off: setFaults() fills in NO_FAULTS
-const PROXY_FAULTS = { resetBefore: 0.04, resetAfter: 0.03 };
+// `atDeadline`: the proxy holds an answer until about the client's attempt deadline (RETRY's
+// attemptTimeoutMs after the request arrived, -20..+5 ms), then sends its headers and, 0..20 ms later,
+// its body: answers that race the attempt timer (a Response handed over after the abort, a body cut
+// by it), the case where an engine can hand over a Response with a dead body.
+const PROXY_FAULTS = { resetBefore: 0.04, resetAfter: 0.03, atDeadline: Number(value("--at-deadline", 0.1)) };
 // Generous attempts, small delays, an attempt timeout below the latency fault.
 const RETRY = { maxAttempts: 25, baseDelayMs: 30, maxDelayMs: 400, attemptTimeoutMs: 800, maxRetryAfterMs: 150, totalTimeoutMs: 20000 };
 // A share of intents gives up early, so some are left pending for the resume phase.
@@ -122,7 +131,7 @@ const figures = {
   intents: 0, nodeIntents: 0, browserIntents: 0,
   proxy: {
     attempts: 0, answered201: 0, replayed201: 0, status503: 0, status429: 0, status409: 0, otherStatus: {},
-    dropAfterCommit: 0, resetBefore: 0, resetAfter: 0, slowAnswers: 0, clientGaveUp: 0,
+    dropAfterCommit: 0, resetBefore: 0, resetAfter: 0, atDeadline: 0, slowAnswers: 0, clientGaveUp: 0,
   },
   node: { aborts: 0, reBegins: 0, twins: 0, twin409: 0, doubleSends: 0, viaFetch: 0, retryReasons: {} },
   browser: { twoTabs: 0, viaFetch: 0, aborts: 0, reloads: 0, offlineSpells: 0, resumedAfterReload: 0, retryReasons: {} },
@@ -239,14 +248,30 @@ function startProxy(upstreams) {
               return;
             }
           }
-          if (res.destroyed) return;
           const out = { ...upRes.headers, "content-length": String(answer.length) };
           delete out["transfer-encoding"];
           delete out.connection;
           delete out["keep-alive"];
-          finished = true;
-          res.writeHead(status, out);
-          res.end(answer);
+          const deliver = () => {
+            if (res.destroyed) return;
+            finished = true;
+            res.writeHead(status, out);
+            res.end(answer);
+          };
+          if (!(isOrder && state.on && random() < PROXY_FAULTS.atDeadline)) return deliver();
+          p.atDeadline += 1;
+          const headersAt = t0 + RETRY.attemptTimeoutMs + between(-20, 5);
+          const bodyAfter = between(0, 20);
+          setTimeout(() => {
+            if (res.destroyed) return;
+            res.writeHead(status, out);
+            res.flushHeaders();
+            setTimeout(() => {
+              if (res.destroyed) return;
+              finished = true;
+              res.end(answer);
+            }, bodyAfter);
+          }, Math.max(0, headersAt - Date.now()));
         });
       });
       up.on("error", () => {
@@ -821,6 +846,7 @@ function printFigures() {
     ["  commit then dropped (server)", p.dropAfterCommit],
     ["  reset before forwarding (proxy)", p.resetBefore],
     ["  reset after the answer (proxy)", p.resetAfter],
+    ["  answers held until the attempt deadline (proxy)", p.atDeadline],
     ["  answers slower than the latency fault", p.slowAnswers],
     ["  server answer time p50 / p90 / p99 / max (ms)", percentiles(figures.serverLatencies)],
     ["  client gave up before the answer (timeout/abort/reload/offline)", p.clientGaveUp],

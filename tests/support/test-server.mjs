@@ -4,18 +4,26 @@
 // separated; the last step repeats), and logged so a test can check what the client sent:
 //   201        answer with that status (any 100..599), JSON body {attempt, key}
 //   429~2      ... with `Retry-After: 2`; `503~Wed, 21 Oct 2015 07:28:00 GMT` for a date
-//   201r       ... with `Idempotent-Replayed: true` (201q: `Idempotency-Replayed: true`, 201x: `X-Replayed: true`)
+//   201r       ... with `Idempotent-Replayed: true` (201q: `Idempotency-Replayed: true`, 201x: `X-Replayed: true`,
+//              201p: `X-Idempotent-Replayed: true`, 201f: `Idempotent-Replayed: false`)
 //   503s       ... with `Stripe-Should-Retry: false` (400t: `Stripe-Should-Retry: true`)
 //   delay300   wait 300 ms, then answer 201
 //   reset      destroy the connection without answering
 //   endless    200 with a body that never ends
+//   slowbody300  201 whose headers come at once and whose body comes 300 ms later
+// GET /ks/<scenario>/<key>?script=STEPS answers the key-status protocol (README, "Your server") with the
+// next step: done201 (the stored answer: 201 {stored: true, key}), done503, inflight (Retry-After: 1),
+// unknown, and answers that are not of the protocol: garbage (not JSON), html, 500, otherkey (a "done"
+// about another key), noresponse (a "done" without its response). Logged under "<scenario>-ks".
 // GET /log/<scenario> returns the logged requests: [{method, key, headers, body, bodyBase64, attempt, at}]
 // (`body` is latin1 text; `bodyBase64` is the exact bytes; `at` is Date.now() when it arrived).
 // `&close=1` on a scenario URL answers with `Connection: close`, so every attempt uses a fresh
 // connection (Chromium transparently re-sends a request that got a 408 or a reset on a reused
 // keep-alive socket, which would hide that attempt from the library).
 // CORS: a preflight's Access-Control-Request-Headers are echoed back, because the `*` wildcard
-// does not cover `Authorization` (tests send one to prove it never reaches storage).
+// does not cover `Authorization` (tests send one to prove it never reaches storage). `&expose=0`
+// answers without Access-Control-Expose-Headers; `&allow=0` answers preflights without allowing
+// any request header (so a request with the key header is refused before it is sent).
 // Run directly it prints `listening on http://127.0.0.1:PORT`; tests import `startTestServer`, which
 // resolves to { url, log(scenario) (the GET /log/<scenario> array), close() }.
 import http from "node:http";
@@ -27,19 +35,31 @@ export function startTestServer(port = 0) {
       "access-control-allow-origin": "*",
       "access-control-allow-headers": "*",
       "access-control-allow-methods": "GET,POST,PUT,PATCH,DELETE",
-      "access-control-expose-headers": "idempotent-replayed, idempotency-replayed, x-replayed, retry-after, stripe-should-retry",
+      "access-control-expose-headers": "idempotent-replayed, idempotency-replayed, x-replayed, x-idempotent-replayed, retry-after, stripe-should-retry",
     };
     const url = new URL(req.url, "http://127.0.0.1");
     if (url.searchParams.has("close")) cors.connection = "close";
+    if (url.searchParams.get("expose") === "0") delete cors["access-control-expose-headers"];
     if (req.method === "OPTIONS") {
       const asked = req.headers["access-control-request-headers"];
-      res.writeHead(204, asked ? { ...cors, "access-control-allow-headers": asked } : cors).end();
+      if (url.searchParams.get("allow") === "0") delete cors["access-control-allow-headers"];
+      else if (asked) cors["access-control-allow-headers"] = asked;
+      res.writeHead(204, cors).end();
       return;
     }
     const [, kind, scenario] = url.pathname.split("/");
     if (kind === "log" && scenario) {
       res.writeHead(200, { ...cors, "content-type": "application/json" });
       res.end(JSON.stringify(logs.get(scenario) ?? []));
+      return;
+    }
+    if (kind === "ks" && scenario) {
+      const key = decodeURIComponent(url.pathname.split("/")[3] ?? "");
+      const log = logs.get(`${scenario}-ks`) ?? [];
+      logs.set(`${scenario}-ks`, log);
+      log.push({ method: req.method, key, headers: req.headers, at: Date.now() });
+      const steps = (url.searchParams.get("script") ?? "unknown").split(",");
+      keyStatus(steps[Math.min(log.length - 1, steps.length - 1)], key, res, cors);
       return;
     }
     if (kind !== "s" || !scenario) {
@@ -70,6 +90,20 @@ export function startTestServer(port = 0) {
   });
 }
 
+function keyStatus(step, key, res, cors) {
+  const json = (body, extra = {}) => res.writeHead(200, { ...cors, "content-type": "application/json", ...extra }).end(JSON.stringify(body));
+  const stored = (status) => ({ status, headers: { "content-type": "application/json" }, body: JSON.stringify({ stored: true, key }) });
+  if (step === "done201") json({ status: "done", response: stored(201) });
+  else if (step === "done503") json({ status: "done", response: stored(503) });
+  else if (step === "inflight") json({ status: "in_flight" }, { "retry-after": "1" });
+  else if (step === "unknown") json({ status: "unknown" });
+  else if (step === "garbage") res.writeHead(200, { ...cors, "content-type": "application/json" }).end("{not json");
+  else if (step === "html") res.writeHead(200, { ...cors, "content-type": "text/html" }).end("<html><body>Sign in</body></html>");
+  else if (step === "otherkey") json({ status: "done", key: "00000000-0000-4000-8000-000000000000", response: stored(201) });
+  else if (step === "noresponse") json({ status: "done" });
+  else res.writeHead(500, cors).end("oops");
+}
+
 async function answer(step, res, cors, info) {
   if (step === "reset") {
     res.socket.destroy();
@@ -80,13 +114,21 @@ async function answer(step, res, cors, info) {
     if (res.socket.destroyed) return;
     step = "201";
   }
+  if (step.startsWith("slowbody")) {
+    res.writeHead(201, { ...cors, "content-type": "application/json" });
+    res.flushHeaders();
+    await new Promise((r) => setTimeout(r, Number(step.slice(8))));
+    if (!res.socket || res.socket.destroyed) return;
+    res.end(JSON.stringify(info));
+    return;
+  }
   if (step === "endless") {
     res.writeHead(200, { ...cors, "content-type": "text/plain" });
     const timer = setInterval(() => res.write("x".repeat(1024)), 10);
     res.on("close", () => clearInterval(timer));
     return;
   }
-  const match = /^(\d{3})(r|q|x|s|t)?(?:~(.*))?$/.exec(step);
+  const match = /^(\d{3})(r|q|x|p|f|s|t)?(?:~(.*))?$/.exec(step);
   if (!match) {
     res.writeHead(500, cors).end("bad script step " + step);
     return;
@@ -97,6 +139,8 @@ async function answer(step, res, cors, info) {
   if (flag === "r") headers["idempotent-replayed"] = "true";
   if (flag === "q") headers["idempotency-replayed"] = "true";
   if (flag === "x") headers["x-replayed"] = "true";
+  if (flag === "p") headers["x-idempotent-replayed"] = "true";
+  if (flag === "f") headers["idempotent-replayed"] = "false";
   if (flag === "s") headers["stripe-should-retry"] = "false";
   if (flag === "t") headers["stripe-should-retry"] = "true";
   res.writeHead(Number(status), headers);

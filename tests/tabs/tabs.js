@@ -69,7 +69,7 @@ const tabs = {
   async claims(namespace) {
     if (!globalThis.indexedDB) return null;
     const db = await new Promise((resolve, reject) => {
-      const request = indexedDB.open("idempotent-fetch-claims", 1);
+      const request = indexedDB.open("idempotent-fetch-claims");
       request.onupgradeneeded = () => request.result.createObjectStore("claims");
       request.onsuccess = () => resolve(request.result);
       request.onerror = () => reject(request.error);

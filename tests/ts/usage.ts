@@ -18,6 +18,9 @@ import {
   type IntentInfo,
   type IntentRequest,
   type IntentState,
+  type KeyStatusAnswer,
+  type KeyStatusQuestion,
+  type ReconcileResult,
   type ReplayableBody,
   type RetryEvent,
   type RetryOptions,
@@ -197,6 +200,27 @@ async function afterReload(): Promise<void> {
   client.free();
 }
 
+/** Reconciliation: a status URL, the app's own lookup, and asking on request. */
+async function reconciliation(): Promise<void> {
+  const byUrl = new IdempotentClient({ statusUrl: "/api/idempotency-keys/{key}", replayStatus: 409 });
+  const byFunction = new IdempotentClient({ statusUrl: (key) => `/api/keys/${key}` });
+  const own: KeyStatusAnswer = { status: "in_flight", retryAfterMs: 1000 };
+  const byLookup = new IdempotentClient({
+    reconcile: async (question: KeyStatusQuestion) => (question.key ? own : { status: "unknown" }),
+  });
+  const op = await byUrl.begin("pay", { url: "/api/orders", body: "{}" });
+  const answer: ReconcileResult = await op.reconcile({ signal: new AbortController().signal });
+  if (answer.status === "done") console.log(answer.result.replayed, answer.result.response.status);
+  const again: ReconcileResult = await byLookup.reconcile("pay", { headers: { authorization: "Bearer t" } });
+  console.log(again.status, byFunction);
+  byUrl.addEventListener("reconcile", (e) => console.log(e.intentId, e.key));
+  byUrl.addEventListener("cors", (e) => console.log(e.origin, e.fix));
+  // @ts-expect-error the answer's status is one of three
+  const bad: KeyStatusAnswer = { status: "maybe" };
+  void bad;
+}
+
+void reconciliation;
 void wrongType;
 void wrongStorage;
 void wrongJitter;

@@ -41,6 +41,7 @@ pub fn engine_with(max_attempts: f64, jitter: f64, sf_header: bool) -> Engine {
         500.0,
         sf_header,
         None,
+        None,
     )
     .unwrap_or_else(|| panic!("default options refused: {}", last_error()))
 }
@@ -139,7 +140,8 @@ fn every_option_out_of_range_throws_its_index() {
         for &value in *values {
             let mut o = good;
             o[index] = value;
-            let result = checked(Engine::create(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[8], false, None));
+            let result =
+                checked(Engine::create(o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[8], false, None, None));
             let err = result.err().unwrap_or_else(|| panic!("option {index} = {value} accepted"));
             assert_eq!(err, packed(7, index as u32), "option {index} = {value}");
         }
@@ -370,9 +372,10 @@ fn hostile_numbers_never_trap() {
 fn issue_13_rules_cross_the_boundary() {
     // maxTotalAttempts: an optional trailing argument (undefined: no limit).
     let engine =
-        Engine::create(8.0, 0.0, 0.0, 120_000.0, 15_000.0, 60_000.0, 3.0, 86_400_000.0, 500.0, false, Some(2.0))
+        Engine::create(8.0, 0.0, 0.0, 120_000.0, 15_000.0, 60_000.0, 3.0, 86_400_000.0, 500.0, false, Some(2.0), None)
             .expect("options");
-    let bad = Engine::create(8.0, 0.0, 0.0, 120_000.0, 15_000.0, 60_000.0, 3.0, 86_400_000.0, 500.0, false, Some(0.5));
+    let bad =
+        Engine::create(8.0, 0.0, 0.0, 120_000.0, 15_000.0, 60_000.0, 3.0, 86_400_000.0, 500.0, false, Some(0.5), None);
     assert_eq!(refused(bad), packed(7, 10));
 
     let mut m = engine.begin(ID, &fingerprint(), NOW, false, None).unwrap();

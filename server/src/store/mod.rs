@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use crate::keys::AccountId;
+use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::Order;
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse, Work, MAX_STORED_BODY_BYTES};
 
@@ -126,6 +126,20 @@ pub(crate) fn stored_from_columns(
         .map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))
 }
 
+/// What the store holds for one `(account, key)`, for the key-status endpoint ([`crate::key_status`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyRecord {
+    /// A key row within the retention window, with its stored answer.
+    Answered(StoredResponse),
+    /// A key row without an answer yet, or (PostgreSQL) a transaction holding the key: in flight.
+    InFlight,
+    /// No key row within the retention window, but an order made with the key (the newest, should an
+    /// expired key have been used again): the business record outlives the key row.
+    Order(Order),
+    /// Nothing: the key was never used by this account, or only for an answer that has been swept.
+    Absent,
+}
+
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -197,6 +211,16 @@ impl Store {
     /// One of the account's orders.
     pub async fn get_order(&self, account: &AccountId, id: &str) -> Result<Option<Order>, StoreError> {
         backend!(self, store => store.get_order(account, id).await)
+    }
+
+    /// What is known of `(account, key)`, ignoring key rows created before `expired_before` (unix seconds).
+    pub async fn key_record(
+        &self,
+        account: &AccountId,
+        key: &IdempotencyKey,
+        expired_before: i64,
+    ) -> Result<KeyRecord, StoreError> {
+        backend!(self, store => store.key_record(account, key, expired_before).await)
     }
 
     /// Deletes key rows created before `cutoff` (unix seconds); returns how many.

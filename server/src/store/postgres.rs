@@ -25,8 +25,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::{stored_from_columns, Claim, KeyTransaction, OrderColumns, ProcessOptions, StoreError, WorkFn};
-use crate::keys::AccountId;
+use super::{stored_from_columns, Claim, KeyRecord, KeyTransaction, OrderColumns, ProcessOptions, StoreError, WorkFn};
+use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
 
@@ -102,6 +102,7 @@ CREATE TABLE IF NOT EXISTS orders (
     created_at      BIGINT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS orders_account_seq ON orders (account_id, seq);
+CREATE INDEX IF NOT EXISTS orders_account_key ON orders (account_id, idempotency_key);
 ";
 
 /// The PostgreSQL store: a connection pool. Cloning shares the pool.
@@ -195,6 +196,64 @@ impl PostgresStore {
             )
             .await?;
         row.as_ref().map(decode_order).transpose()
+    }
+
+    /// See [`super::Store::key_record`]. The row of a request in flight is uncommitted, so invisible; such a
+    /// request holds the key's advisory lock (in any instance), which is looked up in `pg_locks`, not taken,
+    /// so asking never makes a request for the key see it busy. The lock is read first and the rows after,
+    /// in two statements: a request that commits in between is then seen by the second. A committed answer
+    /// wins over a held lock (a replaying request holds it too).
+    pub async fn key_record(
+        &self,
+        account: &AccountId,
+        key: &IdempotencyKey,
+        expired_before: i64,
+    ) -> Result<KeyRecord, StoreError> {
+        let client = self.client().await?;
+        let (account, key) = (account.as_str(), key.as_str());
+        // A bigint advisory lock shows in pg_locks as classid (high 32 bits), objid (low 32), objsubid 1.
+        let locked: bool = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks
+                   WHERE locktype = 'advisory' AND objsubid = 1
+                     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                     AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1 || '/' || $2, 0))",
+                &[&account, &key],
+            )
+            .await?
+            .try_get(0)?;
+        let row = client
+            .query_opt(
+                "SELECT status_code, response_headers, response_body FROM idempotency_keys
+                 WHERE account_id = $1 AND key = $2 AND created_at >= $3",
+                &[&account, &key, &expired_before],
+            )
+            .await?;
+        if let Some(row) = row {
+            let status: Option<i32> = row.try_get(0)?;
+            let status = status
+                .map(|s| u16::try_from(s).map_err(|_| StoreError::Corrupt(format!("status_code {s}"))))
+                .transpose()?;
+            let headers: Option<String> = row.try_get(1)?;
+            return Ok(match stored_from_columns(status, headers.as_deref(), row.try_get(2)?)? {
+                Some(stored) => KeyRecord::Answered(stored),
+                None => KeyRecord::InFlight,
+            });
+        }
+        if locked {
+            return Ok(KeyRecord::InFlight);
+        }
+        let order = client
+            .query_opt(
+                "SELECT id, account_id, idempotency_key, items, total_cents, currency, created_at
+                 FROM orders WHERE account_id = $1 AND idempotency_key = $2 ORDER BY seq DESC LIMIT 1",
+                &[&account, &key],
+            )
+            .await?;
+        Ok(match order {
+            Some(row) => KeyRecord::Order(decode_order(&row)?),
+            None => KeyRecord::Absent,
+        })
     }
 
     /// See [`super::Store::sweep`]. Deleting by age is safe to run from every instance at once.

@@ -11,9 +11,10 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::{
-    decode_order, stored_from_columns, Claim, KeyTransaction, OrderColumns, ProcessOptions, StoreError, WorkFn,
+    decode_order, stored_from_columns, Claim, KeyRecord, KeyTransaction, OrderColumns, ProcessOptions, StoreError,
+    WorkFn,
 };
-use crate::keys::AccountId;
+use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
 
@@ -45,6 +46,7 @@ CREATE TABLE IF NOT EXISTS orders (
     created_at      INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS orders_account_seq ON orders (account_id, seq);
+CREATE INDEX IF NOT EXISTS orders_account_key ON orders (account_id, idempotency_key);
 ";
 
 /// SQLite's `synchronous` setting (with WAL).
@@ -147,6 +149,46 @@ impl SqliteStore {
                 )
                 .optional()?;
             row.map(decode_order).transpose()
+        })
+        .await
+    }
+
+    /// See [`super::Store::key_record`]. The in-flight state of a key is this process's claim, which the
+    /// caller checks: the row of a request in flight is uncommitted, so invisible here.
+    pub async fn key_record(
+        &self,
+        account: &AccountId,
+        key: &IdempotencyKey,
+        expired_before: i64,
+    ) -> Result<KeyRecord, StoreError> {
+        let (account, key) = (account.as_str().to_owned(), key.as_str().to_owned());
+        self.with_conn(move |conn| {
+            let row: Option<(Option<u16>, Option<String>, Option<String>)> = conn
+                .query_row(
+                    "SELECT status_code, response_headers, response_body FROM idempotency_keys
+                     WHERE account_id = ?1 AND key = ?2 AND created_at >= ?3",
+                    params![account, key, expired_before],
+                    |row| row.try_into(),
+                )
+                .optional()?;
+            if let Some((status, headers, body)) = row {
+                return Ok(match stored_from_columns(status, headers.as_deref(), body)? {
+                    Some(stored) => KeyRecord::Answered(stored),
+                    None => KeyRecord::InFlight,
+                });
+            }
+            let order = conn
+                .query_row(
+                    "SELECT id, account_id, idempotency_key, items, total_cents, currency, created_at
+                     FROM orders WHERE account_id = ?1 AND idempotency_key = ?2 ORDER BY seq DESC LIMIT 1",
+                    params![account, key],
+                    |row| OrderColumns::try_from(row),
+                )
+                .optional()?;
+            Ok(match order {
+                Some(columns) => KeyRecord::Order(decode_order(columns)?),
+                None => KeyRecord::Absent,
+            })
         })
         .await
     }

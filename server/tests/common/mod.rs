@@ -256,3 +256,5 @@ pub async fn assert_problem(response: Response, status: u16, code: &str) -> serd
     assert_eq!(body["code"], code, "{body}");
     body
 }
+
+pub mod key_status;

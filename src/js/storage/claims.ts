@@ -1,4 +1,4 @@
-// Claims (issue 13 item 4): the key of every named intent whose storage other tabs can see, in one
+// Claims: the key of every named intent whose storage other tabs can see, in one
 // IndexedDB object store, so that create-or-resume is ONE read-write transaction. IndexedDB runs
 // read-write transactions of one store one after another, across tabs and workers of the origin, and
 // each sees the commits before it: two tabs beginning one intent at once cannot both find nothing and
@@ -79,9 +79,34 @@ export function claim<T>(
         reject(thrown);
       };
     } catch {
-      // InvalidStateError: the database was closed (versionchange, storage cleared): opened again
-      // by the next call.
-      opened = undefined;
+      reopenNextTime(db);
+      reject();
+    }
+  });
+}
+
+/** The database cannot run a transaction (InvalidStateError: closed by a versionchange or by storage
+ *  being cleared): the next call opens it again, and this connection is closed, never left behind. */
+function reopenNextTime(db: IDBDatabase): void {
+  opened = undefined;
+  db.close();
+}
+
+/** Every claim of `namespace`, as `[intent id, claim value]`, in one read-only transaction. Rejects
+ *  `undefined` when the database failed. */
+export function claimsOf(db: IDBDatabase, namespace: string): Promise<[string, unknown][]> {
+  return new Promise<[string, unknown][]>((resolve, reject) => {
+    try {
+      const store = db.transaction(STORE, "readonly").objectStore(STORE);
+      const range = IDBKeyRange.bound(`${namespace}\0`, `${namespace}\x01`);
+      const keys = store.getAllKeys(range);
+      const values = store.getAll(range);
+      values.onsuccess = () =>
+        resolve(keys.result.map((slot, i) => [String(slot).slice(namespace.length + 1), values.result[i]]));
+      values.onerror = () => reject();
+      keys.onerror = () => reject();
+    } catch {
+      reopenNextTime(db);
       reject();
     }
   });
@@ -109,7 +134,7 @@ export function claimNew(db: IDBDatabase, slot: string, text: string): Promise<b
       transaction.oncomplete = () => resolve(!taken);
       transaction.onabort = () => (taken || transaction.error?.name === "ConstraintError" ? resolve(false) : reject());
     } catch {
-      opened = undefined;
+      reopenNextTime(db);
       reject();
     }
   });

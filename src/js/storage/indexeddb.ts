@@ -42,18 +42,37 @@ const unusable = (doing: string) => (thrown: unknown) =>
 const failed = (doing: string) => (thrown: unknown) =>
   new StorageFailure(`${doing} IndexedDB failed: ${describe(thrown)}`, false);
 
-/**
- * Opens `name` (schema VERSION) with its one object store `store`, created on first open. Rejects with
- * an unusable StorageFailure when the open fails or hangs (an old Safari bug) for OPEN_TIMEOUT_MS; the
- * connection closes when a newer version of this library asks to upgrade the schema. `factory.open`
- * itself may throw (SecurityError in opaque origins): the caller catches that.
- */
-export function openDatabase(factory: IDBFactory, name: string, store: string): Promise<IDBDatabase> {
-  const request = factory.open(name, VERSION);
+/** One `open` of `name` (at `version`, or at its current version when `undefined`), creating
+ *  `store` in the upgrade when it is missing. */
+function openOnce(factory: IDBFactory, name: string, store: string, version: number | undefined): Promise<IDBDatabase> {
+  const request = version === undefined ? factory.open(name) : factory.open(name, version);
   request.onupgradeneeded = () => {
     const database = request.result;
     if (!database.objectStoreNames.contains(store)) database.createObjectStore(store);
   };
+  // `success` fires after any upgrade transaction has finished.
+  return settled(request);
+}
+
+/** `name` with its `store`, at schema VERSION or later. A database that exists without the store
+ *  (deleted by hand or by a tool, or made by something else) is opened once more one version up,
+ *  which creates it: otherwise every transaction would fail and every call open it again. */
+async function openWithStore(factory: IDBFactory, name: string, store: string): Promise<IDBDatabase> {
+  const database = await openOnce(factory, name, store, undefined);
+  if (database.version >= VERSION && database.objectStoreNames.contains(store)) return database;
+  const next = Math.max(VERSION, database.version + 1);
+  database.close();
+  return openOnce(factory, name, store, next);
+}
+
+/**
+ * Opens `name` with its one object store `store` (created on first open, or repaired when missing).
+ * Rejects with an unusable StorageFailure when the open fails or hangs (an old Safari bug) for
+ * OPEN_TIMEOUT_MS; the connection closes when a newer version of this library asks to upgrade the
+ * schema. `factory.open` itself may throw (SecurityError in opaque origins): the caller catches that.
+ */
+export function openDatabase(factory: IDBFactory, name: string, store: string): Promise<IDBDatabase> {
+  const opening = openWithStore(factory, name, store);
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(
@@ -61,8 +80,7 @@ export function openDatabase(factory: IDBFactory, name: string, store: string): 
       OPEN_TIMEOUT_MS,
     );
   });
-  // `success` fires after any upgrade transaction has finished.
-  const opened = settled(request).then(
+  const opened = opening.then(
     (database) => {
       // Let a newer version of this library upgrade the schema instead of blocking it.
       database.onversionchange = () => database.close();
@@ -72,7 +90,10 @@ export function openDatabase(factory: IDBFactory, name: string, store: string): 
       throw new StorageFailure(`${errorName(thrown)}: IndexedDB cannot be opened (${describe(thrown)}); ${KEPT_IN_MEMORY}`, true);
     },
   );
-  return Promise.race([opened, timeout]).finally(() => clearTimeout(timer));
+  const result = Promise.race([opened, timeout]).finally(() => clearTimeout(timer));
+  // An open that succeeds after the timeout holds a connection nobody will use: close it.
+  result.catch(() => opened.then((database) => database.close(), () => {}));
+  return result;
 }
 
 export class IndexedDbBackend implements Backend {

@@ -1,0 +1,161 @@
+// Asking the server what became of a key (the key-status protocol: README, "Your server"). The
+// machine decides when to ask and what follows (src/machine/reconcile.rs); this module performs the
+// question, through the app's `statusUrl` or its `reconcile` callback, and reads the answer. Every
+// answer that is not exactly one of the protocol's three shapes is "could not ask", never "unknown":
+// taking a 404 or an HTML error page for "unknown" would resend an intent the server may have done.
+
+import { describe } from "./errors.js";
+
+/** A short rendering of a value read from an answer, for a message. */
+function show(value: unknown): string {
+  try {
+    return String(JSON.stringify(value) ?? typeof value).slice(0, 40);
+  } catch {
+    return typeof value;
+  }
+}
+
+/** The kinds of answer, as the machine numbers them (`onKeyStatus`). */
+export const KS_COULD_NOT_ASK = 0;
+export const KS_DONE = 1;
+export const KS_IN_FLIGHT = 2;
+export const KS_UNKNOWN = 3;
+
+/** What the app's `reconcile` callback is asked. */
+export interface KeyStatusQuestion {
+  intentId: string;
+  key: string;
+  /** Aborted when the question is given up (the caller's signal, or the attempt timeout). */
+  signal: AbortSignal;
+}
+
+/** What the app's `reconcile` callback answers: the server's stored answer for the key (the
+ *  Response a replay would have given), in flight, or unknown (no record of the key). */
+export type KeyStatusAnswer =
+  | { status: "done"; response: Response }
+  | { status: "in_flight"; retryAfterMs?: number }
+  | { status: "unknown" };
+
+/** How the client asks: a URL (a `{key}` template, or a function of the key) answering the
+ *  documented shape, or the app's own lookup. */
+export interface Reconciler {
+  statusUrl: string | ((key: string) => string) | undefined;
+  reconcile: ((question: KeyStatusQuestion) => Promise<KeyStatusAnswer>) | undefined;
+}
+
+/** @internal One answer, read: its kind, the stored answer (done), its Retry-After (in flight), or
+ *  why it could not be read. */
+export interface KeyStatusRead {
+  kind: number;
+  response?: Response;
+  retryAfter?: string | undefined;
+  problem?: string;
+}
+
+const couldNotAsk = (problem: string): KeyStatusRead => ({ kind: KS_COULD_NOT_ASK, problem });
+
+/** Answers with no body (a Response cannot be built with one). */
+const NULL_BODY = [204, 205, 304];
+
+/** The stored answer of a "done" status body, as the Response a replay would give. */
+function storedResponse(value: unknown): Response | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  const { status, headers, body } = value as Record<string, unknown>;
+  if (typeof status !== "number" || !Number.isInteger(status) || status < 200 || status > 599) return undefined;
+  if (typeof body !== "string" && body !== undefined && body !== null) return undefined;
+  if (headers !== undefined && (typeof headers !== "object" || headers === null)) return undefined;
+  const pairs = Object.entries((headers ?? {}) as Record<string, unknown>);
+  if (!pairs.every(([, v]) => typeof v === "string")) return undefined;
+  try {
+    const response = new Response(NULL_BODY.includes(status) ? null : (body ?? ""), { status, headers: pairs as [string, string][] });
+    response.headers.set("idempotent-replayed", "true");
+    return response;
+  } catch {
+    return undefined; // a header name or value fetch refuses
+  }
+}
+
+/** @internal Reads a status body of the documented shape (`key`, when the server adds it, must be ours). */
+export function readStatusBody(value: unknown, key: string, retryAfter: string | undefined): KeyStatusRead {
+  if (typeof value !== "object" || value === null) return couldNotAsk("not a JSON object");
+  const body = value as Record<string, unknown>;
+  if (body.key !== undefined && body.key !== key) return couldNotAsk("about another key");
+  switch (body.status) {
+    case "done": {
+      const response = storedResponse(body.response);
+      return response ? { kind: KS_DONE, response } : couldNotAsk('"done" without a usable response');
+    }
+    case "in_flight":
+      return { kind: KS_IN_FLIGHT, retryAfter };
+    case "unknown":
+      return { kind: KS_UNKNOWN };
+    default:
+      return couldNotAsk(`status ${show(body.status)}`);
+  }
+}
+
+/** The app's callback's answer, checked like a server's. */
+function readCallbackAnswer(answer: unknown): KeyStatusRead {
+  if (typeof answer !== "object" || answer === null) return couldNotAsk("not an object");
+  const { status, response, retryAfterMs } = answer as Record<string, unknown>;
+  if (status === "done") {
+    return response instanceof Response ? { kind: KS_DONE, response } : couldNotAsk('"done" without a Response');
+  }
+  if (status === "in_flight") {
+    const ok = typeof retryAfterMs === "number" && Number.isFinite(retryAfterMs) && retryAfterMs >= 0;
+    return { kind: KS_IN_FLIGHT, retryAfter: ok ? String(Math.ceil(retryAfterMs / 1000)) : undefined };
+  }
+  if (status === "unknown") return { kind: KS_UNKNOWN };
+  return couldNotAsk(`status ${show(status)}`);
+}
+
+/** The status URL of `key`: the template with `{key}` replaced (percent-encoded), or the app's
+ *  function's answer, resolved against the request's URL. */
+function statusUrlOf(statusUrl: string | ((key: string) => string), key: string, base: string): string {
+  const url = typeof statusUrl === "function" ? statusUrl(key) : statusUrl.split("{key}").join(encodeURIComponent(key));
+  return new URL(url, base).href;
+}
+
+/**
+ * @internal
+ * Asks about `key` within `timeoutMs` (and the caller's `signal`): the app's callback, or a GET of
+ * the status URL with the request's own headers (its credentials, never stored), without its body.
+ * Never rejects: any failure is "could not ask", with why.
+ */
+export async function askKeyStatus(
+  how: Reconciler,
+  request: { url: string; headers: [string, string][] },
+  intentId: string,
+  key: string,
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+): Promise<KeyStatusRead> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), Math.min(Math.max(timeoutMs, 1), 0x7fffffff));
+  const onAbort = () => controller.abort();
+  signal?.addEventListener("abort", onAbort);
+  try {
+    if (how.reconcile) return readCallbackAnswer(await how.reconcile({ intentId, key, signal: controller.signal }));
+    if (!how.statusUrl) return couldNotAsk("no statusUrl");
+    const headers = new Headers(request.headers);
+    headers.delete("content-type");
+    headers.set("accept", "application/json");
+    const answer = await fetch(statusUrlOf(how.statusUrl, key, request.url), { method: "GET", headers, signal: controller.signal });
+    if (answer.status !== 200) {
+      answer.body?.cancel().catch(() => {});
+      return couldNotAsk(`HTTP ${answer.status}`);
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(await answer.text());
+    } catch {
+      return couldNotAsk("not JSON");
+    }
+    return readStatusBody(parsed, key, answer.headers.get("retry-after") ?? undefined);
+  } catch (thrown) {
+    return couldNotAsk(controller.signal.aborted ? "timed out" : describe(thrown));
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener("abort", onAbort);
+  }
+}
