@@ -535,22 +535,22 @@ async function openBrowser(proxyUrl) {
 
 const ready = (page) => waitForLibPage(page, { timeout: 20_000 });
 /**
- * page.reload() until the page loads the package: a reload while a crashed server restarts fails to load
- * it (as it would for a shopper, who reloads again); counted.
+ * page.reload() until the page loads the package: a reload while a crashed server restarts fails (no
+ * answer for the page, or the package does not load), as it would for a shopper, who reloads again; counted.
  */
 async function reloadUntilReady(page) {
   for (let attempt = 1; ; attempt++) {
-    await page.reload();
     try {
+      await page.reload();
       return await ready(page);
     } catch (error) {
-      if (attempt >= 20 || !/could not load the package/.test(String(error?.message))) throw error;
+      const restarting = /could not load the package|ERR_EMPTY_RESPONSE|ERR_CONNECTION|Load failed|NetworkError|net::/.test(String(error?.message));
+      if (attempt >= 20 || !restarting) throw error;
       figures.browser.reloadsAgain += 1;
       await sleep(300);
     }
   }
 }
-
 const specOf = (intent, retry = intent.retry) => ({ id: intent.id, ns: intent.ns, token: intent.token, body: intent.body, retry, expectedKey: intent.key ?? undefined });
 
 async function outcomesOf(page) {

@@ -28,6 +28,9 @@ pub fn demo(port: u16) -> Result {
     let _provider = service(&sibling("payment-provider"), provider_port, "target/demo-provider.sqlite")?;
     let _mailbox = service(&sibling("mail-receiver"), mail_port, "target/demo-mail.sqlite")?;
     let addr = format!("127.0.0.1:{port}");
+    // One session secret for every restart of this run, so the page's session survives a crash (without
+    // one the server draws a new secret at each start and the shopper would be signed out).
+    let secret = session_secret()?;
     let provider_url = format!("http://127.0.0.1:{provider_port}");
     let mail_url = format!("http://127.0.0.1:{mail_port}");
     println!("== demo at http://{addr}/  (Ctrl-C stops it)");
@@ -49,7 +52,12 @@ pub fn demo(port: u16) -> Result {
             &provider_url,
             "--mail-url",
             &mail_url,
+            // A key left by a crash is taken over after its lease: short, so the page finishes soon after
+            // the server is back.
+            "--key-lease-ms",
+            "3000",
         ]);
+        server_cmd.env("IF_SESSION_SECRET", &secret);
         let status = server_cmd.status().map_err(|e| format!("cannot start {}: {e}", server.display()))?;
         if STOPPED.load(Ordering::SeqCst) {
             println!("== demo stopped");
@@ -67,4 +75,14 @@ pub fn demo(port: u16) -> Result {
         println!("== the server ended ({status}); restarting it (restart {restarts})");
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
+}
+
+/// 32 bytes from the kernel's CSPRNG, hex.
+fn session_secret() -> Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| format!("no session secret from /dev/urandom: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
