@@ -150,7 +150,7 @@ const figures = {
     attempts: 0, answered201: 0, replayed201: 0, status503: 0, status429: 0, status409: 0, otherStatus: {},
     dropAfterCommit: 0, resetBefore: 0, resetAfter: 0, atDeadline: 0, slowAnswers: 0, clientGaveUp: 0,
   },
-  node: { aborts: 0, reBegins: 0, twins: 0, twin409: 0, doubleSends: 0, viaFetch: 0, retryReasons: {} },
+  node: { reconciled: 0, aborts: 0, reBegins: 0, twins: 0, twin409: 0, doubleSends: 0, viaFetch: 0, retryReasons: {} },
   browser: { twoTabs: 0, viaFetch: 0, aborts: 0, reloads: 0, reloadsAgain: 0, offlineSpells: 0, resumedAfterReload: 0, retryReasons: {} },
   outcomes: { succeeded: 0, pendingAfterRun: 0, pendingCodes: {} },
   resumed: 0, resumedSucceeded: 0, serverLatencies: [],
@@ -400,7 +400,15 @@ async function runNode(lib, intents, proxyUrl, serverUrl) {
   const clients = new Map();
   const clientFor = (intent) => {
     const id = `${intent.ns}|${intent.retry.maxAttempts}`;
-    if (!clients.has(id)) clients.set(id, new lib.IdempotentClient({ namespace: intent.ns, storage: "memory", retry: intent.retry, retryBudget: 100000 }));
+    if (!clients.has(id)) {
+      // Asks the server about keys it would give up on (the key-status endpoint, through the proxy).
+      const client = new lib.IdempotentClient({
+        namespace: intent.ns, storage: "memory", retry: intent.retry, retryBudget: 100000,
+        statusUrl: `${proxyUrl}/api/idempotency-keys/{key}`,
+      });
+      client.addEventListener("reconcile", () => (figures.node.reconciled += 1));
+      clients.set(id, client);
+    }
     return clients.get(id);
   };
   const request = (intent) => ({
@@ -973,6 +981,7 @@ function printFigures() {
     [`${engineName}: two-tab intents / client.fetch / aborts+new client / page.reload()s (intents resumed) / offline spells${capabilities.offline ? "" : " (none: no offline switch)"}`, `${figures.browser.twoTabs} / ${figures.browser.viaFetch} / ${figures.browser.aborts} / ${figures.browser.reloads} (${figures.browser.resumedAfterReload}) / ${figures.browser.offlineSpells}`],
     ...(CHECKOUT ? [[`${engineName}: reloads that found the server restarting and were reloaded again`, figures.browser.reloadsAgain]] : []),
     ["retry reasons (Node)", JSON.stringify(figures.node.retryReasons)],
+    ["Node: keys asked about (reconciliation)", figures.node.reconciled],
     [`retry reasons (${engineName})`, JSON.stringify(figures.browser.retryReasons)],
     ["succeeded during the fault phase", figures.outcomes.succeeded],
     ["pending after the fault phase", `${figures.outcomes.pendingAfterRun} ${JSON.stringify(figures.outcomes.pendingCodes)}`],
