@@ -461,6 +461,19 @@ add("reconcile: a key the server never saw is sent once more with the same key",
   assert.deepEqual((await ctx.log("never")).map((e) => e.key), [op.key, op.key, op.key]);
 });
 
+add("reconcile: a key still in flight at the server waits its Retry-After, then the same key again", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { maxAttempts: 2 }, statusUrl: ctx.ksUrl("busy", "inflight") });
+  const op = await client.begin("pay", { url: ctx.url("busy", "reset,reset,201r"), body: "x" });
+  const retries = [];
+  const result = await op.send({ onRetry: (e) => retries.push(e) });
+  assert.deepEqual([result.status, result.replayed, result.attempts], [201, true, 3]);
+  const last = retries.at(-1);
+  assert.deepEqual([last.reason, last.status], ["same payment still in progress", null]);
+  assert.ok(last.delayMs >= 1000, `waited the status answer's Retry-After (${last.delayMs} ms)`);
+  assert.deepEqual((await ctx.log("busy")).map((e) => e.key), [op.key, op.key, op.key]);
+});
+
 add("reconcile: an expired key resolves through the server and is never re-sent", async (ctx) => {
   const { assert } = ctx;
   const client = ctx.client({ keyTtlMs: 200, statusUrl: ctx.ksUrl("expired", "done201") });
