@@ -42,10 +42,10 @@ const unusable = (doing: string) => (thrown: unknown) =>
 const failed = (doing: string) => (thrown: unknown) =>
   new StorageFailure(`${doing} IndexedDB failed: ${describe(thrown)}`, false);
 
-/** One `open` of `name` (at `version`, or at its current version when `undefined`), creating
+/** One `open` of `name` at `version`, creating
  *  `store` in the upgrade when it is missing. */
-function openOnce(factory: IDBFactory, name: string, store: string, version: number | undefined): Promise<IDBDatabase> {
-  const request = version === undefined ? factory.open(name) : factory.open(name, version);
+function openOnce(factory: IDBFactory, name: string, store: string, version: number): Promise<IDBDatabase> {
+  const request = factory.open(name, version);
   request.onupgradeneeded = () => {
     const database = request.result;
     if (!database.objectStoreNames.contains(store)) database.createObjectStore(store);
@@ -54,15 +54,16 @@ function openOnce(factory: IDBFactory, name: string, store: string, version: num
   return settled(request);
 }
 
-/** `name` with its `store`, at schema VERSION or later. A database that exists without the store
- *  (deleted by hand or by a tool, or made by something else) is opened once more one version up,
- *  which creates it: otherwise every transaction would fail and every call open it again. */
+/** `name` with its `store`, at schema VERSION (a newer schema, from a newer version of this library,
+ *  is a VersionError: unusable here). A database that exists at VERSION without the store (deleted by
+ *  hand or by a tool, or made by something else: nothing of ours is in it) is deleted and made anew,
+ *  once: otherwise every transaction would fail and every call open it again. */
 async function openWithStore(factory: IDBFactory, name: string, store: string): Promise<IDBDatabase> {
-  const database = await openOnce(factory, name, store, undefined);
-  if (database.version >= VERSION && database.objectStoreNames.contains(store)) return database;
-  const next = Math.max(VERSION, database.version + 1);
+  const database = await openOnce(factory, name, store, VERSION);
+  if (database.objectStoreNames.contains(store)) return database;
   database.close();
-  return openOnce(factory, name, store, next);
+  await settled(factory.deleteDatabase(name));
+  return openOnce(factory, name, store, VERSION);
 }
 
 /**
