@@ -159,12 +159,17 @@ export function useIdempotentAction<T = unknown>(intentId: string, request: Inte
           if (!live || started.current) return;
           if (info?.state === "pending") return run();
           const answered = info?.state === "succeeded" || info?.state === "failed";
+          // Everything from the lookup (an earlier intent id's result and error included are gone).
           setState((s) => ({
             ...s,
             phase: answered ? (info.state as "succeeded" | "failed") : "idle",
             key: info?.key ?? null,
             attempt: info?.attempts ?? 0,
             alreadyAnswered: answered,
+            result: null,
+            data: null,
+            error: null,
+            retryUntil: null,
           }));
         },
         (thrown: unknown) => live && setState((s) => ({ ...s, phase: "error", error: asError(thrown) })),

@@ -8,6 +8,8 @@
 //                `npm install --no-save`, then `vite build` into a temporary folder.
 //   webpack-app  tests/package/webpack-app: webpack 5 with no plugins, loaders or experiments (its
 //                webpack.config.cjs), same install, `webpack(config)` into a temporary folder.
+//   esbuild      the quick start bundled by esbuild (tools/), the .wasm copied next to the bundle as the
+//                README says (esbuild does not emit `new URL(..., import.meta.url)` assets).
 //   plain        tests/package/plain: a plain ES-module page (no bundler, an import map for the bare
 //                specifier) copied to a temporary folder where the tarball is installed.
 //   react-app    tests/package/react-app: Vite's official react-ts template with a checkout on
@@ -285,6 +287,21 @@ test("webpack 5 app (no plugins): the tarball + webpack of the README quick star
   copyFileSync(path.join(app, "index.html"), path.join(dist, "index.html"));
   checkBundle(dist, "webpack");
   await checkPage(dist, "webpack");
+});
+
+test("esbuild app: the tarball + esbuild --bundle of the README quick start, the .wasm copied next to the bundle (README), one click is one order under faults", { timeout: TEST_TIMEOUT_MS }, async () => {
+  // esbuild leaves `new URL("./idempotent_fetch_bg.wasm", import.meta.url)` as it is, so the bundle
+  // looks for the .wasm next to itself: the README's one line of setup copies it there.
+  const app = path.join(tmpDir, "esbuild-app");
+  mkdirSync(app);
+  writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "esbuild-app", private: true, version: "0.0.0", type: "module" }));
+  run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball], { cwd: app });
+  copyFileSync(quickStart, path.join(app, "main.js"));
+  const dist = path.join(app, "dist");
+  run(path.join(root, "tools/node_modules/.bin/esbuild"), ["main.js", "--bundle", "--format=esm", "--minify", `--outfile=${path.join(dist, "main.js")}`, "--log-level=warning"], { cwd: app });
+  copyFileSync(path.join(app, "node_modules/idempotent-fetch", WASM), path.join(dist, WASM));
+  copyFileSync(path.join(apps, "vite-app/index.html"), path.join(dist, "index.html"));
+  await checkPage(dist, "esbuild");
 });
 
 test("plain ES modules: the tarball, an import map, one click is one order under faults", { timeout: TEST_TIMEOUT_MS }, async () => {
