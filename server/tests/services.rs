@@ -64,7 +64,7 @@ async fn a_concurrent_charge_with_the_same_key_is_409_and_a_bad_charge_400() {
     let body = json!({ "amountCents": 2400, "currency": "EUR", "reference": "ord_1" });
     client
         .put(format!("{}/faults", provider.url))
-        .body(r#"{"latencyMs":500,"latencyProbability":1}"#)
+        .body(r#"{"latencyMs":1500,"latencyProbability":1}"#)
         .send()
         .await
         .expect("put");
@@ -72,7 +72,8 @@ async fn a_concurrent_charge_with_the_same_key_is_409_and_a_bad_charge_400() {
         let (client, url, body) = (client.clone(), provider.url.clone(), body.clone());
         async move { charge(&client, &url, "k", &body).await.map(|r| r.status().as_u16()) }
     });
-    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    // The first charge holds its key for 1.5 s; a second one well inside that window meets it.
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     assert_eq!(charge(&client, &provider.url, "k", &body).await.expect("charge").status(), 409);
     assert_eq!(slow.await.expect("task").expect("charge"), 201);
     let bad = json!({ "amountCents": -5, "currency": "EUR", "reference": "x" });
