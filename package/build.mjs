@@ -16,6 +16,8 @@
 //   4. esbuild: src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: minified ESM + source map that loads the wasm
 //      with `new URL("./idempotent_fetch_bg.wasm", import.meta.url)`) and pkg/node.cjs (Node: reads the
 //      wasm from disk and instantiates it on load), plus pkg/node.js, the ESM face of node.cjs (one instance for import and require)
+//      and src/js/react.ts -> pkg/react.js + react.cjs (`idempotent-fetch/react`: the hook alone, React external),
+//      src/js/node/file-storage.ts -> pkg/file.js + file.cjs (`idempotent-fetch/file`, Node)
 //   5. tsc --emitDeclarationOnly -> pkg/types/ (the driver's own .d.ts; no hand-written types)
 //   6. package.json (fields from Cargo.toml), README.md, LICENSE-* next to them
 import { spawnSync } from "node:child_process";
@@ -224,9 +226,38 @@ async function bundles(entry, out, names) {
   await esbuild.build({
     ...common, platform: "node", target: "node18", format: "cjs", outfile: path.join(out, "node.cjs"), plugins: [wasmSourcePlugin("node", names)],
   });
+  await reactBindings(esbuild, out);
   const exports = Object.values(browser.metafile.outputs).flatMap((o) => o.exports ?? []);
   if (exports.includes("default")) throw new Error("the driver has a default export; the package API is named exports only");
   return exports.sort();
+}
+
+/** The React hook's entry (`idempotent-fetch/react`), and its files in pkg/. */
+const REACT_ENTRY = path.join(DRIVER_DIR, "react.ts");
+const REACT_FILES = ["react.js", "react.cjs"];
+
+/** The file storage's entry (`idempotent-fetch/file`, Node only; its own tsconfig with Node's types). */
+const FILE_ENTRY = path.join(DRIVER_DIR, "node/file-storage.ts");
+const FILE_FILES = ["file.js", "file.cjs"];
+
+/** Step 4b: the entries that hold no copy of the client (they import only types from the driver;
+ *  the build fails if any other source file got in): the React hook (React left to the app) and
+ *  the file storage (Node). Each as ESM and CommonJS. */
+async function reactBindings(esbuild, out) {
+  const entries = [
+    [REACT_ENTRY, REACT_FILES, { platform: "neutral", external: ["react"] }],
+    [FILE_ENTRY, FILE_FILES, { platform: "node", target: "node18" }],
+  ];
+  for (const [entry, files, options] of entries) {
+    for (const [file, format] of [[files[0], "esm"], [files[1], "cjs"]]) {
+      const built = await esbuild.build({
+        entryPoints: [entry], bundle: true, target: "es2020", legalComments: "none", logLevel: "warning", metafile: true,
+        format, minify: true, outfile: path.join(out, file), ...options,
+      });
+      const inputs = Object.keys(built.metafile.inputs);
+      if (inputs.length !== 1) throw new Error(`${file} bundles ${inputs.join(", ")}: it may import only types from the driver`);
+    }
+  }
 }
 
 /** Where the CommonJS copy of the declarations goes (package.json's `require` conditions). */
@@ -240,6 +271,8 @@ function types(entry, pkg) {
   const out = path.join(pkg, "types");
   run(path.join(toolsBin, "tsc"), ["-p", tsconfig, "--noEmit", "false", "--declaration", "--emitDeclarationOnly", "--declarationMap", "false", "--outDir", out]);
   if (!existsSync(path.join(out, "index.d.ts"))) throw new Error(`tsc wrote no ${path.relative(root, out)}/index.d.ts (rootDir should be src/js)`);
+  // idempotent-fetch/file's declarations (its project sees Node's types; rootDir is src/js as well).
+  run(path.join(toolsBin, "tsc"), ["-p", path.join(DRIVER_DIR, "node/tsconfig.json"), "--noEmit", "false", "--declaration", "--emitDeclarationOnly", "--declarationMap", "false", "--outDir", out]);
   // The glue's declarations, in case a public type refers to an exported wasm class.
   cpSync(path.join(BINDINGS_DIR, "idempotent_fetch.d.ts"), path.join(out, "generated/idempotent_fetch.d.ts"));
   // The same declarations for `require` (node.cjs): TypeScript reads a .d.ts as ESM or CommonJS by the
@@ -278,9 +311,21 @@ function manifest(crate, out) {
         require: { types: cjsTypes, default: "./node.cjs" },
         default: { types: esmTypes, default: `./${BROWSER_ENTRY}` },
       },
+      // The hook alone (React is the app's: an optional peer dependency).
+      "./react": {
+        import: { types: "./types/react.d.ts", default: `./${REACT_FILES[0]}` },
+        require: { types: `./${CJS_TYPES_DIR}/react.d.ts`, default: `./${REACT_FILES[1]}` },
+      },
+      // Durable records for Node (its own file: browsers never load node:fs).
+      "./file": {
+        import: { types: "./types/node/file-storage.d.ts", default: `./${FILE_FILES[0]}` },
+        require: { types: `./${CJS_TYPES_DIR}/node/file-storage.d.ts`, default: `./${FILE_FILES[1]}` },
+      },
       "./package.json": "./package.json",
     },
-    files: [BROWSER_ENTRY, `${BROWSER_ENTRY}.map`, "node.js", "node.cjs", WASM_FILE, "types/", `${CJS_TYPES_DIR}/`, "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
+    peerDependencies: { react: ">=18" },
+    peerDependenciesMeta: { react: { optional: true } },
+    files: [BROWSER_ENTRY, `${BROWSER_ENTRY}.map`, "node.js", "node.cjs", ...REACT_FILES, ...FILE_FILES, WASM_FILE, "types/", `${CJS_TYPES_DIR}/`, "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
     engines: { node: ">=18" },
   };
   writeFileSync(path.join(out, "package.json"), `${JSON.stringify(pkg, null, 2)}\n`);

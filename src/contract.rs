@@ -293,6 +293,8 @@ enums! {
         Timeout = 2,
         /// A retried status (field `LastStatus`).
         Status = 3,
+        /// The server, asked about the key, said a request with it is still being processed.
+        InFlight = 4,
     }
 
     /// Where an intent stands.

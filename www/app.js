@@ -398,12 +398,19 @@ function renderOrders(orders) {
   const names = new Map(page.products.map((p) => [p.sku, p.name]));
   const rows = orders.map((o) => {
     const tr = document.createElement("tr");
-    tr.innerHTML = `<td><code></code></td><td><code class="key"></code></td><td></td><td class="num"></td><td></td>`;
+    tr.innerHTML = `<td><code></code></td><td><code class="key"></code></td><td></td><td class="num"></td><td></td><td><code class="charge"></code></td><td class="confirmation"></td>`;
     tr.children[0].firstChild.textContent = o.id;
     tr.children[1].firstChild.textContent = o.idempotencyKey;
     tr.children[2].textContent = o.items.map((i) => `${i.qty} × ${i.name ?? names.get(i.sku) ?? i.sku}`).join(", ");
     tr.children[3].textContent = money(o.totalCents, o.currency);
     tr.children[4].textContent = new Date(o.createdAt * 1000).toLocaleTimeString("en-GB", { hour12: false });
+    // The charge at the payment provider and the confirmation in the outbox (the server runs the order
+    // flow through them in the demo): one of each per order, whatever crashed on the way.
+    tr.children[5].firstChild.textContent = o.chargeId ?? "–";
+    const confirmation = o.confirmation;
+    tr.children[6].textContent = confirmation
+      ? `${confirmation.id} (${confirmation.deliveredAt ? "delivered" : "in the outbox"})`
+      : "–";
     if (currentKey && o.idempotencyKey === currentKey) {
       tr.classList.add("mine");
       tr.title = "Made by this payment's key";
@@ -412,7 +419,7 @@ function renderOrders(orders) {
   });
   if (rows.length === 0) {
     const tr = document.createElement("tr");
-    tr.innerHTML = `<td colspan="5" class="muted">No orders yet.</td>`;
+    tr.innerHTML = `<td colspan="7" class="muted">No orders yet.</td>`;
     rows.push(tr);
   }
   el.orders.replaceChildren(...rows);
@@ -426,12 +433,16 @@ function renderOrders(orders) {
 // ---------------------------------------------------------------- faults
 
 const FAULT_FIELDS = ["failBeforeWork", "dropAfterCommit", "status429", "latencyProbability", "latencyMs", "retryAfterSecs"];
+// Presets compare on these too; the crash switch has no slider (it ends the server process: the demo
+// command restarts it, with every fault off again).
+const PRESET_FIELDS = [...FAULT_FIELDS, "crashAfterCharge"];
 const PRESETS = {
   off: { failBeforeWork: 0, dropAfterCommit: 0, status429: 0, latencyMs: 0, latencyProbability: 0, retryAfterSecs: 1 },
   flaky: { failBeforeWork: 0.3, dropAfterCommit: 0.3, status429: 0.1, latencyMs: 0, latencyProbability: 0, retryAfterSecs: 1 },
   lost: { failBeforeWork: 0, dropAfterCommit: 0.7, status429: 0, latencyMs: 0, latencyProbability: 0, retryAfterSecs: 1 },
   down: { failBeforeWork: 1, dropAfterCommit: 0, status429: 0, latencyMs: 0, latencyProbability: 0, retryAfterSecs: 1 },
   slow: { failBeforeWork: 0, dropAfterCommit: 0, status429: 0, latencyMs: 3000, latencyProbability: 0.5, retryAfterSecs: 1 },
+  crash: { failBeforeWork: 0, dropAfterCommit: 0, status429: 0, latencyMs: 0, latencyProbability: 0, retryAfterSecs: 1, crashAfterCharge: 1 },
 };
 
 function isProbability(name) { return !["latencyMs", "retryAfterSecs"].includes(name); }
@@ -446,7 +457,7 @@ function showFaults(config) {
   }
   for (const button of document.querySelectorAll("[data-preset]")) {
     const preset = PRESETS[button.dataset.preset];
-    const same = FAULT_FIELDS.every((f) => Math.abs((preset[f] ?? 0) - (config[f] ?? 0)) < 1e-9);
+    const same = PRESET_FIELDS.every((f) => Math.abs((preset[f] ?? 0) - (config[f] ?? 0)) < 1e-9);
     button.setAttribute("aria-pressed", String(same));
   }
 }

@@ -3,7 +3,9 @@
 //! lost answer) and in-flight twins (two requests with one new key at the same moment, as two tabs would).
 //! Reports requests/s, p50/p99 latency and, from the database, orders vs keys and duplicates.
 //!
-//! Scenarios: SQLite with `synchronous=FULL` (the default) and `NORMAL`, one instance each; PostgreSQL
+//! Scenarios: SQLite with `synchronous=FULL` (the default) and `NORMAL`, one instance each; SQLite FULL with
+//! the order flow through a payment provider and a mail receiver (`--provider-url`, `--mail-url`: atomic
+//! phases and the outbox; the provider's charges and the receiver's messages are counted too); PostgreSQL
 //! with three instances behind a round-robin client (durable commits: `fsync=on`, `synchronous_commit=on`).
 //!
 //! A small harness rather than `oha`/`autocannon`: the mix needs per-client state (replaying one's own
@@ -12,12 +14,13 @@
 //!
 //! ```sh
 //! cargo bench -p idempotent-fetch-server --bench load --profile server -- [--clients 32] [--ops 100]
-//!     [--only sqlite-full|sqlite-normal|postgres]
+//!     [--only sqlite-full|sqlite-checkout|sqlite-normal|postgres]
 //! ```
 //!
 //! `--profile server` builds the server binary the harness starts (and the harness) the way the server
 //! ships; `IF_SERVER_BIN` points the harness at another server binary. Under `cargo test` (no `--bench` argument) it runs a small SQLite smoke pass instead and fails
-//! only if the protocol broke (a duplicate order, an unexpected status), never on timing.
+//! only if the protocol broke (a duplicate order or charge or confirmation, an unexpected status), never on
+//! timing.
 
 #[path = "../tests/common/pg_cluster.rs"]
 mod pg_cluster;
@@ -32,6 +35,14 @@ use reqwest::Client;
 fn server_bin() -> String {
     std::env::var("IF_SERVER_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_idempotent-fetch-server").to_owned())
 }
+
+/// Another binary of the package: next to `IF_SERVER_BIN` when that is set, else the one cargo built.
+fn sibling_bin(name: &str, built: &str) -> String {
+    match std::env::var("IF_SERVER_BIN") {
+        Ok(server) => std::path::Path::new(&server).with_file_name(name).to_string_lossy().into_owned(),
+        Err(_) => built.to_owned(),
+    }
+}
 const SECRET: &str = "the load benchmark's shared session secret";
 /// Share of operations that retry one of the client's earlier keys.
 const RETRY_SHARE: f64 = 0.10;
@@ -45,12 +56,21 @@ struct Args {
     smoke: bool,
 }
 
+impl Args {
+    fn wanted(&self, name: &str) -> bool {
+        if self.smoke {
+            return ["sqlite-full", "sqlite-checkout"].contains(&name);
+        }
+        self.only.as_deref().is_none_or(|only| only == name)
+    }
+}
+
 fn args() -> Result<Args, String> {
     let raw: Vec<String> = std::env::args().skip(1).collect();
     let smoke = !raw.iter().any(|a| a == "--bench");
     let mut args = Args { clients: 32, ops: 100, only: None, smoke };
     if smoke {
-        (args.clients, args.ops, args.only) = (4, 10, Some("sqlite-full".to_owned()));
+        (args.clients, args.ops) = (4, 10);
         return Ok(args);
     }
     let mut it = raw.into_iter().filter(|a| a != "--bench");
@@ -74,12 +94,23 @@ struct ServerProcess {
 
 impl ServerProcess {
     fn start(extra: &[&str]) -> Result<ServerProcess, String> {
-        let server = server_bin();
-        let mut child = Command::new(&server)
-            .args(["--addr", "127.0.0.1:0", "--session-secret", SECRET])
-            // The limiter still runs, but no client of the benchmark should be throttled.
-            .args(["--account-rate-per-sec", "1000000", "--account-burst", "1000000"])
-            .args(extra)
+        ServerProcess::spawn(
+            &server_bin(),
+            &[
+                &["--session-secret", SECRET][..],
+                // The limiter still runs, but no client of the benchmark should be throttled.
+                &["--account-rate-per-sec", "1000000", "--account-burst", "1000000"],
+                extra,
+            ]
+            .concat(),
+        )
+    }
+
+    /// `bin --addr 127.0.0.1:0 args...`, once it printed its `listening on` line.
+    fn spawn(server: &str, args: &[&str]) -> Result<ServerProcess, String> {
+        let mut child = Command::new(server)
+            .args(["--addr", "127.0.0.1:0"])
+            .args(args)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -204,6 +235,9 @@ async fn run_client(index: usize, bases: Vec<String>, ops: usize) -> Result<Clie
 struct Counts {
     orders: i64,
     duplicates: i64,
+    /// With the provider and the receiver: charges, orders with more than one charge, delivered
+    /// confirmations.
+    effects: Option<(i64, i64, i64)>,
 }
 
 const COUNT_ORDERS: &str = "SELECT COUNT(*) FROM orders";
@@ -248,23 +282,69 @@ async fn drive(scenario: &str, bases: Vec<String>, args: &Args) -> Result<(Repor
         p50: percentile(&latencies, 0.50),
         p99: percentile(&latencies, 0.99),
         keys,
-        counts: Counts { orders: 0, duplicates: 0 },
+        counts: Counts { orders: 0, duplicates: 0, effects: None },
         unexpected,
     };
     Ok((report, elapsed))
 }
 
-async fn sqlite(scenario: &str, synchronous: &str, args: &Args) -> Result<Report, String> {
+async fn sqlite(scenario: &str, synchronous: &str, checkout: bool, args: &Args) -> Result<Report, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let db = dir.path().join("load.sqlite");
     let db_arg = db.to_string_lossy().into_owned();
-    let server = ServerProcess::start(&["--db", &db_arg, "--sqlite-synchronous", synchronous])?;
+    let mut extra = vec!["--db".to_owned(), db_arg, "--sqlite-synchronous".to_owned(), synchronous.to_owned()];
+    let downstream = if checkout {
+        let service = |name: &str, built: &str, file: &str| {
+            let db = dir.path().join(file).to_string_lossy().into_owned();
+            ServerProcess::spawn(&sibling_bin(name, built), &["--db", &db])
+        };
+        let provider = service("payment-provider", env!("CARGO_BIN_EXE_payment-provider"), "provider.sqlite")?;
+        let mailbox = service("mail-receiver", env!("CARGO_BIN_EXE_mail-receiver"), "mail.sqlite")?;
+        extra.extend(["--provider-url".to_owned(), provider.url.clone(), "--mail-url".to_owned(), mailbox.url.clone()]);
+        Some((provider, mailbox))
+    } else {
+        None
+    };
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let server = ServerProcess::start(&extra)?;
     let (mut report, _) = drive(scenario, vec![server.url.clone()], args).await?;
+    let effects = match &downstream {
+        Some((provider, mailbox)) => Some(effects(provider, mailbox, report.keys).await?),
+        None => None,
+    };
     drop(server);
     let conn = rusqlite::Connection::open(&db).map_err(|e| e.to_string())?;
     let count = |sql: &str| conn.query_row(sql, [], |row| row.get::<_, i64>(0)).map_err(|e| e.to_string());
-    report.counts = Counts { orders: count(COUNT_ORDERS)?, duplicates: count(COUNT_DUPLICATES)? };
+    report.counts = Counts { orders: count(COUNT_ORDERS)?, duplicates: count(COUNT_DUPLICATES)?, effects };
     Ok(report)
+}
+
+/// The provider's charges (and orders charged twice), and the receiver's messages once the outbox drained
+/// (waiting at most 60 s for `keys` of them; the timing stopped before).
+async fn effects(provider: &ServerProcess, mailbox: &ServerProcess, keys: u64) -> Result<(i64, i64, i64), String> {
+    let client = Client::new();
+    let get = |url: String| {
+        let client = client.clone();
+        async move {
+            let body: serde_json::Value =
+                client.get(&url).send().await.map_err(|e| e.to_string())?.json().await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(body)
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let messages = loop {
+        let messages = get(format!("{}/messages", mailbox.url)).await?["count"].as_i64().unwrap_or(0);
+        if messages >= keys as i64 || Instant::now() > deadline {
+            break messages;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let charges = get(format!("{}/charges", provider.url)).await?;
+    let list = charges["charges"].as_array().cloned().unwrap_or_default();
+    let mut references: Vec<&str> = list.iter().filter_map(|c| c["reference"].as_str()).collect();
+    references.sort_unstable();
+    let twice = references.windows(2).filter(|w| w[0] == w[1]).count() as i64;
+    Ok((list.len() as i64, twice, messages))
 }
 
 async fn postgres(args: &Args) -> Result<Report, String> {
@@ -284,6 +364,7 @@ async fn postgres(args: &Args) -> Result<Report, String> {
     report.counts = Counts {
         orders: count(db.query_one(COUNT_ORDERS, &[]).await.map_err(|e| e.to_string())?),
         duplicates: count(db.query_one(COUNT_DUPLICATES, &[]).await.map_err(|e| e.to_string())?),
+        effects: None,
     };
     drop(db);
     drop(admin);
@@ -292,13 +373,15 @@ async fn postgres(args: &Args) -> Result<Report, String> {
 }
 
 fn print_header() {
-    println!("| scenario | clients | requests | requests/s | p50 | p99 | keys | orders | duplicates | unexpected |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| scenario | clients | requests | requests/s | p50 | p99 | keys | orders | duplicates | charges (twice) / confirmations | unexpected |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 }
 
 fn print_row(r: &Report) {
     println!(
-        "| {} | {} | {} | {:.0} | {:.1} ms | {:.1} ms | {} | {} | {} | {} |",
+        "| {} | {} | {} | {:.0} | {:.1} ms | {:.1} ms | {} | {} | {} | {} | {} |",
         r.scenario,
         r.clients,
         r.requests,
@@ -308,6 +391,10 @@ fn print_row(r: &Report) {
         r.keys,
         r.counts.orders,
         r.counts.duplicates,
+        match r.counts.effects {
+            Some((charges, twice, messages)) => format!("{charges} ({twice}) / {messages}"),
+            None => "–".to_owned(),
+        },
         r.unexpected.len()
     );
     for problem in r.unexpected.iter().take(5) {
@@ -316,22 +403,30 @@ fn print_row(r: &Report) {
 }
 
 async fn main_async(args: Args) -> Result<bool, String> {
-    let wanted = |name: &str| args.only.as_deref().is_none_or(|only| only == name);
     let mut reports = Vec::new();
     print_header();
-    if wanted("sqlite-full") {
-        reports.push(sqlite("SQLite, synchronous=FULL", "full", &args).await?);
+    if args.wanted("sqlite-full") {
+        reports.push(sqlite("SQLite, synchronous=FULL", "full", false, &args).await?);
         print_row(reports.last().ok_or("no report")?);
     }
-    if wanted("sqlite-normal") {
-        reports.push(sqlite("SQLite, synchronous=NORMAL", "normal", &args).await?);
+    if args.wanted("sqlite-checkout") {
+        reports.push(sqlite("SQLite FULL, provider + outbox", "full", true, &args).await?);
         print_row(reports.last().ok_or("no report")?);
     }
-    if wanted("postgres") {
+    if args.wanted("sqlite-normal") {
+        reports.push(sqlite("SQLite, synchronous=NORMAL", "normal", false, &args).await?);
+        print_row(reports.last().ok_or("no report")?);
+    }
+    if args.wanted("postgres") {
         reports.push(postgres(&args).await?);
         print_row(reports.last().ok_or("no report")?);
     }
-    Ok(reports.iter().all(|r| r.counts.duplicates == 0 && r.counts.orders == r.keys as i64 && r.unexpected.is_empty()))
+    Ok(reports.iter().all(|r| {
+        let effects_ok = r.counts.effects.is_none_or(|(charges, twice, messages)| {
+            charges == r.keys as i64 && twice == 0 && messages == r.keys as i64
+        });
+        r.counts.duplicates == 0 && r.counts.orders == r.keys as i64 && r.unexpected.is_empty() && effects_ok
+    }))
 }
 
 fn main() -> std::process::ExitCode {

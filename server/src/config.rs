@@ -116,6 +116,9 @@ pub struct Cli {
     /// `POST /api/orders` an account may send at once before the rate applies.
     #[arg(long, default_value_t = Limits::default().account_burst, value_parser = clap::value_parser!(u32).range(1..))]
     pub account_burst: u32,
+    /// The payment provider and the mail receiver the order flow talks to.
+    #[command(flatten)]
+    pub checkout: crate::checkout::CheckoutArgs,
 }
 
 /// Parses `--max-header-bytes`: a number of bytes, at least [`MIN_HEADER_BYTES`].
@@ -224,6 +227,8 @@ pub struct Config {
     pub secure_cookie: bool,
     /// Timeouts and limits.
     pub limits: Limits,
+    /// The order flow in phases through a payment provider (and a mail receiver); `None`: one transaction.
+    pub checkout: Option<crate::checkout::CheckoutConfig>,
 }
 
 impl Config {
@@ -242,6 +247,7 @@ impl Config {
             session_secret: None,
             secure_cookie: false,
             limits: Limits::default(),
+            checkout: None,
         }
     }
 
@@ -293,6 +299,7 @@ impl From<Cli> for Config {
                 account_rate_per_sec: cli.account_rate_per_sec,
                 account_burst: cli.account_burst,
             },
+            checkout: cli.checkout.into_config(),
         }
     }
 }

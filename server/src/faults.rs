@@ -5,8 +5,13 @@
 //! Two ways to switch faults on:
 //! - At run time, for every request, with probabilities: `PUT /api/faults` with a [`FaultConfig`].
 //! - Per request, deterministically: the `X-Fault` header, a comma-separated list of
-//!   `fail-before-work`, `drop-after-commit`, `429`, `latency=MS`, `crash-before-commit`, `store-500` and
-//!   `panic`. When the header is present the probabilistic configuration is ignored for that request.
+//!   `fail-before-work`, `drop-after-commit`, `429`, `latency=MS`, `crash-before-commit`, `store-500`,
+//!   `panic`, `crash-after-charge` and `crash-after-finish`. When the header is present the probabilistic
+//!   configuration is ignored for that request.
+//!
+//! The `crash-*` switches are real crashes: the process ends at once ([`crash`]), at the moments the order
+//! phases must survive (after the provider charged, after `finished` committed, after the mail receiver
+//! accepted a message); whoever runs the server restarts it.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -45,6 +50,14 @@ pub struct FaultConfig {
     /// Probability of storing a 500 as the key's answer instead of doing the work (as Stripe stores a
     /// failure): every retry with the key then gets that 500 replayed with `Idempotent-Replayed: true`.
     pub store500: f64,
+    /// Probability of ending the process (`abort`) right after the provider charged, before `charged`
+    /// commits (only with `--provider-url`).
+    pub crash_after_charge: f64,
+    /// Probability of ending the process right after `finished` commits, before the answer is written.
+    pub crash_after_finish: f64,
+    /// Probability of ending the process after the mail receiver accepted an outbox message, before it is
+    /// marked delivered (only with `--mail-url`).
+    pub crash_after_delivery: f64,
 }
 
 impl Default for FaultConfig {
@@ -57,6 +70,9 @@ impl Default for FaultConfig {
             latency_ms: 0,
             latency_probability: 0.0,
             store500: 0.0,
+            crash_after_charge: 0.0,
+            crash_after_finish: 0.0,
+            crash_after_delivery: 0.0,
         }
     }
 }
@@ -78,6 +94,9 @@ impl FaultConfig {
             ("status429", self.status429),
             ("latencyProbability", self.latency_probability),
             ("store500", self.store500),
+            ("crashAfterCharge", self.crash_after_charge),
+            ("crashAfterFinish", self.crash_after_finish),
+            ("crashAfterDelivery", self.crash_after_delivery),
         ] {
             if !(0.0..=1.0).contains(&p) {
                 return Err(Problem::bad_request(
@@ -113,6 +132,8 @@ impl FaultConfig {
             crash_before_commit: false,
             store_500: hit(self.store500),
             panic: false,
+            crash_after_charge: hit(self.crash_after_charge),
+            crash_after_finish: hit(self.crash_after_finish),
             retry_after_secs: self.retry_after_secs,
         }
     }
@@ -135,6 +156,10 @@ pub struct FaultPlan {
     pub store_500: bool,
     /// Panic in the handler after the key was claimed (a bug): answered 500, nothing stored.
     pub panic: bool,
+    /// End the process right after the provider charged, before `charged` commits.
+    pub crash_after_charge: bool,
+    /// End the process right after `finished` commits, before the answer is written.
+    pub crash_after_finish: bool,
     /// `Retry-After` seconds for 429 and 503.
     pub retry_after_secs: u64,
 }
@@ -151,6 +176,8 @@ impl FaultPlan {
                 "crash-before-commit" => plan.crash_before_commit = true,
                 "store-500" => plan.store_500 = true,
                 "panic" => plan.panic = true,
+                "crash-after-charge" => plan.crash_after_charge = true,
+                "crash-after-finish" => plan.crash_after_finish = true,
                 other => {
                     let ms = other
                         .strip_prefix("latency=")
@@ -161,7 +188,8 @@ impl FaultPlan {
                                 "invalid-fault-header",
                                 format!(
                                     "Unknown X-Fault item {other:?}; use fail-before-work, drop-after-commit, \
-                                     429, crash-before-commit, store-500, panic or latency=MS \
+                                     429, crash-before-commit, store-500, panic, crash-after-charge, crash-after-finish or \
+                                     latency=MS \
                                      (MS <= {MAX_LATENCY_MS})."
                                 ),
                             )
@@ -172,6 +200,13 @@ impl FaultPlan {
         }
         Ok(plan)
     }
+}
+
+/// Ends the process at once, as a power cut or `kill -9` would: no unwinding, no destructors, no answer,
+/// no graceful shutdown. Only reached through a switch above, which only `--enable-faults` turns on.
+pub fn crash(at: &str) -> ! {
+    tracing::error!("injected crash {at}: aborting the process");
+    std::process::abort()
 }
 
 /// The run-time fault switchboard shared by the handlers.

@@ -3,7 +3,8 @@
 //! The handler authenticates the account, parses the key, applies the account's rate and any injected
 //! fault, claims the key in this process ([`crate::inflight`]), and hands the store the work to do for a
 //! fresh key ([`place_order`]). The store runs the protocol step in one transaction
-//! ([`crate::store::Store::process`]); the handler turns its [`Outcome`] into the HTTP answer.
+//! ([`crate::store::Store::process`]), or, with a payment provider configured, the order phases run
+//! ([`crate::checkout::place`]); the handler turns the [`Outcome`] into the HTTP answer.
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
@@ -13,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 
 use crate::auth::Authenticated;
+use crate::checkout::{self, FlowError};
 use crate::clock::unix_now;
 use crate::faults::FaultPlan;
 use crate::keys::{request_hash, AccountId, IdempotencyKey};
@@ -124,14 +126,32 @@ async fn handle(
     };
     let options = ProcessOptions { work_delay: plan.latency, fail_before_commit: plan.crash_before_commit };
     let store_failure = plan.store_500;
+    let work = move |r: &KeyedRequest| if store_failure { stored_failure() } else { place_order(r) };
     // The step runs in its own task so that a client hanging up cannot cancel it half way.
     let store = app.store.clone();
-    let outcome = tokio::spawn(async move {
-        store.process(request, options, move |r| if store_failure { stored_failure() } else { place_order(r) }).await
-    })
-    .await
-    .map_err(|e| StoreError::Task(e.to_string()))
-    .and_then(|r| r);
+    let outcome = match app.checkout.clone() {
+        None => tokio::spawn(async move { store.process(request, options, work).await })
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))
+            .and_then(|r| r),
+        Some(checkout) => {
+            let placed =
+                tokio::spawn(async move { checkout::place(&store, &checkout, request, plan, Box::new(work)).await })
+                    .await
+                    .map_err(|e| FlowError::Store(StoreError::Task(e.to_string())))
+                    .and_then(|r| r);
+            match placed {
+                Ok(outcome) => Ok(outcome),
+                Err(FlowError::Store(error)) => Err(error),
+                Err(FlowError::InjectedCrash) => Err(StoreError::InjectedCrash),
+                Err(FlowError::ProviderBusy) => Err(StoreError::Locked),
+                Err(error @ (FlowError::ProviderUnavailable(_) | FlowError::ProviderRefused(_))) => {
+                    tracing::warn!(%error, key = %key.as_str(), "POST /api/orders: the charge did not go through");
+                    return Err(payment_unavailable());
+                }
+            }
+        }
+    };
 
     let (summary, answer) = match outcome {
         Ok(Outcome::Fresh(response)) if plan.drop_after_commit => {
@@ -149,7 +169,9 @@ async fn handle(
                  Use a new key for a new intent.",
             )),
         ),
-        Ok(Outcome::InFlight) | Err(StoreError::Locked) => ("409 in flight".to_owned(), Err(in_flight())),
+        Ok(Outcome::InFlight) | Err(StoreError::Locked | StoreError::LeaseLost) => {
+            ("409 in flight".to_owned(), Err(in_flight()))
+        }
         Err(error @ StoreError::InjectedCrash) => (
             format!("500 {error}"),
             Err(Problem::new(
@@ -216,6 +238,18 @@ fn refused_before_work(plan: &FaultPlan) -> Option<Problem> {
     Some(Problem::new(status, code, title, detail).with_retry_after(plan.retry_after_secs))
 }
 
+/// The provider could not be reached or failed: nothing is lost, the key resumes at `charge_started` and
+/// repeats the call with the same derived key.
+fn payment_unavailable() -> Problem {
+    Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "payment-unavailable",
+        "Payment provider unavailable",
+        "The order is kept and the charge will be completed: retry with the same Idempotency-Key.",
+    )
+    .with_retry_after(1)
+}
+
 fn in_flight() -> Problem {
     Problem::new(
         StatusCode::CONFLICT,
@@ -229,7 +263,7 @@ fn in_flight() -> Problem {
 /// A response whose body fails at once: hyper then closes the connection without sending anything
 /// (the status line is still buffered when the body errors), so the client sees a network error after
 /// the order was committed: the case retries with the same key exist for.
-fn dropped_connection() -> Response {
+pub fn dropped_connection() -> Response {
     let failing = stream::once(async { Err::<Bytes, std::io::Error>(std::io::Error::other("dropAfterCommit fault")) });
     Response::new(Body::from_stream(failing))
 }

@@ -17,17 +17,24 @@
 //! # Ok(()) }
 //! ```
 //!
+//! With `--provider-url` and `--mail-url` an order charges a payment provider and sends a confirmation, in
+//! atomic phases on the key row with a transactional outbox ([`checkout`], [`outbox`],
+//! [`store::phases`]); the provider and the mail receiver are binaries of this package too ([`services`]).
+//!
 //! Modules, from the leaves up: [`problem`], [`keys`], [`orders`] (the business), [`protocol`] (the
-//! protocol's types), [`store`] (the protocol step over SQL), [`session`], [`faults`], [`inflight`],
-//! [`config`], [`limits`] (the layers and the API's slots), [`state`], then the HTTP side: [`auth`],
-//! [`idempotency`], [`key_status`], [`upload`] (bodies read before a slot), [`address`] (per-address shares),
-//! [`static_files`], [`routes`], [`server`].
+//! protocol's types), [`store`] (the protocol step and the order phases over SQL), [`session`], [`faults`],
+//! [`inflight`], [`services`] (the provider and the receiver), [`checkout`] (the phases' driver and the
+//! completer), [`outbox`], [`config`], [`limits`] (the layers and the API's slots), [`state`], then the HTTP
+//! side: [`auth`], [`idempotency`], [`key_status`], [`upload`] (bodies read before a slot), [`address`]
+//! (per-address shares), [`static_files`], [`routes`], [`server`]; [`binary`] is what the binaries share.
 //!
 //! [idempotent-fetch]: https://github.com/idempotent-fetch/idempotent-fetch
 #![deny(missing_docs)]
 
 pub mod address;
 pub mod auth;
+pub mod binary;
+pub mod checkout;
 pub mod clock;
 pub mod config;
 pub mod error;
@@ -38,10 +45,12 @@ pub mod key_status;
 pub mod keys;
 pub mod limits;
 pub mod orders;
+pub mod outbox;
 pub mod problem;
 pub mod protocol;
 pub mod routes;
 pub mod server;
+pub mod services;
 pub mod session;
 pub mod state;
 pub mod static_files;

@@ -99,6 +99,23 @@ pub struct Order {
     pub currency: String,
     /// Unix time (seconds) of creation.
     pub created_at: i64,
+    /// The payment provider's charge, once the order was charged (only when the server charges through a
+    /// provider, `--provider-url`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub charge_id: Option<String>,
+    /// The confirmation message in the outbox (only when the server sends confirmations, `--mail-url`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<Confirmation>,
+}
+
+/// An order's confirmation message, as the outbox holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Confirmation {
+    /// The message id the mail receiver deduplicates by.
+    pub id: String,
+    /// Unix time (seconds) the receiver accepted it; `None` while it waits in the outbox.
+    pub delivered_at: Option<i64>,
 }
 
 /// Validates and prices a request body: `{"items": [{"sku": "mug", "qty": 2}, ...], ...}`.
@@ -156,6 +173,8 @@ pub fn build(new: NewOrder, account: &AccountId, key: &IdempotencyKey, now: i64)
         total_cents: new.total_cents,
         currency: CURRENCY.to_owned(),
         created_at: now,
+        charge_id: None,
+        confirmation: None,
     }
 }
 

@@ -134,6 +134,7 @@ pub async fn serve_with_store(config: Config, store: Store) -> Result<RunningSer
     }
     .map_err(|e| ServeError::Config(e.to_string()))?;
     let limiter = Arc::new(account_limiter(&config.limits));
+    let checkout = config.checkout.clone().map(crate::checkout::Checkout::new).transpose()?;
     let state = AppState {
         store: store.clone(),
         faults: faults.clone(),
@@ -143,6 +144,7 @@ pub async fn serve_with_store(config: Config, store: Store) -> Result<RunningSer
         secure_cookie: config.secure_cookie,
         limiter: Arc::clone(&limiter),
         api_slots: crate::limits::ApiSlots::new(&config.limits),
+        checkout: checkout.clone(),
     };
     let app = crate::routes::router(state, &config)?;
     let listener = TcpListener::bind(config.addr).await?;
@@ -160,7 +162,11 @@ pub async fn serve_with_store(config: Config, store: Store) -> Result<RunningSer
             limiter.shrink_to_fit();
         }
     });
-    Ok(RunningServer { addr, store, faults, sessions, shutdown, server, background: vec![sweeper, forget] })
+    let mut background = vec![sweeper, forget];
+    if let Some(checkout) = checkout {
+        background.extend(crate::checkout::spawn_workers(&store, &checkout, faults.as_ref(), &shutdown));
+    }
+    Ok(RunningServer { addr, store, faults, sessions, shutdown, server, background })
 }
 
 /// Accepts connections until `stop` turns true, then lets open connections finish (at most

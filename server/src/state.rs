@@ -35,6 +35,8 @@ pub struct AppState {
     pub limiter: Arc<AccountLimiter>,
     /// The API's concurrency slots (the readiness check reads them).
     pub api_slots: ApiSlots,
+    /// The order flow through a payment provider and a mail receiver; `None`: one transaction per order.
+    pub checkout: Option<crate::checkout::Checkout>,
 }
 
 /// The per-account limiter for `limits`.

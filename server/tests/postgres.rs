@@ -23,6 +23,10 @@ use tokio_postgres::NoTls;
 
 use pg_cluster::{bin_dir, Cluster};
 
+use common::checkout::{
+    assert_one_charge_and_one_message_each, eventually, lease_rules, post_and_crash, post_until_created, server,
+    Downstream,
+};
 use common::key_status::check_key_status;
 use common::{
     assert_fresh, assert_one_order, assert_problem, assert_replayed, bearer, crash_before_commit, header, json,
@@ -289,4 +293,81 @@ async fn postgres_over_tls_verifies_the_certificate() {
     assert!(matches!(bad, Err(StoreError::Tls(_))), "{bad:?}");
     drop(admin);
     drop(cluster);
+}
+
+/// The order phases on one database shared by three instances, with a real provider and receiver: the
+/// lease rules hold on PostgreSQL, concurrent requests with one key spread over the instances make one
+/// order and one charge, and the three outbox workers deliver every confirmation once between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run with --ignored"]
+async fn postgres_phases_across_three_instances_charge_and_confirm_once() {
+    let cluster = Cluster::start(bin_dir(), Cluster::FAST).expect("start a throwaway PostgreSQL cluster");
+    let admin = sql(&cluster.url("postgres")).await;
+    admin.batch_execute("CREATE DATABASE phases").await.expect("create database");
+    let url = cluster.url("phases");
+    let db = sql(&url).await;
+    let downstream = Downstream::start();
+    let config = Config {
+        session_secret: Some(SECRET.to_owned()),
+        checkout: Some(downstream.config()),
+        ..Config::postgres(url.clone())
+    };
+    let starts = (0..3).map(|_| serve(config.clone()));
+    let servers: Vec<RunningServer> =
+        futures_util::future::join_all(starts).await.into_iter().collect::<Result<_, _>>().expect("instances start");
+    let bases: Vec<String> = servers.iter().map(RunningServer::url).collect();
+    let client = Client::new();
+
+    lease_rules(servers[0].store()).await;
+
+    downstream.provider_faults(r#"{"latencyMs":150,"latencyProbability":1}"#).await;
+    let mut placed = Vec::new();
+    for i in 0..6 {
+        let key = format!("pg-phase-{i}");
+        let answers = post_concurrently(&client, &bases, 6, &key, MUGS, &[]).await;
+        assert_one_order(&answers);
+        let order = post_until_created(&bases[i % 3], &key).await;
+        placed.push(order["id"].as_str().expect("id").to_owned());
+    }
+    assert_eq!(orders(&db, "demo").await, 6);
+    eventually("six confirmations", || async { downstream.messages().await.len() == 6 }).await;
+    assert_one_charge_and_one_message_each(&downstream, &placed).await;
+    let refused: i64 = downstream.messages().await.iter().filter_map(|m| m["duplicatesRefused"].as_i64()).sum();
+    assert_eq!(refused, 0, "three workers, and still no message sent twice");
+    for server in servers {
+        server.shutdown().await.expect("shutdown");
+    }
+}
+
+/// An instance (a real process) crashes after the provider charged, and another after `finished`
+/// committed; the instance still serving finishes the first key (once the dead one's lease ran out) and
+/// replays the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run with --ignored"]
+async fn postgres_a_crashed_instance_leaves_its_keys_to_the_others() {
+    let cluster = Cluster::start(bin_dir(), Cluster::FAST).expect("start a throwaway PostgreSQL cluster");
+    let admin = sql(&cluster.url("postgres")).await;
+    admin.batch_execute("CREATE DATABASE crashes").await.expect("create database");
+    let url = cluster.url("crashes");
+    let downstream = Downstream::start();
+    let config = Config {
+        session_secret: Some(SECRET.to_owned()),
+        checkout: Some(downstream.config()),
+        ..Config::postgres(url.clone())
+    };
+    let survivor = serve(config).await.expect("instance starts");
+
+    let mut doomed = server(&["--database-url", &url], &downstream);
+    post_and_crash(&mut doomed, "pg-crash-charge", "crash-after-charge").await;
+    let mut doomed = server(&["--database-url", &url], &downstream);
+    post_and_crash(&mut doomed, "pg-crash-finish", "crash-after-finish").await;
+
+    let a = post_until_created(&survivor.url(), "pg-crash-charge").await;
+    let b = post_until_created(&survivor.url(), "pg-crash-finish").await;
+    let db = sql(&url).await;
+    assert_eq!(orders(&db, "demo").await, 2);
+    let placed = [a["id"].as_str().expect("id").to_owned(), b["id"].as_str().expect("id").to_owned()];
+    eventually("two confirmations", || async { downstream.messages().await.len() == 2 }).await;
+    assert_one_charge_and_one_message_each(&downstream, &placed).await;
+    survivor.shutdown().await.expect("shutdown");
 }

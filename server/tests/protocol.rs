@@ -204,7 +204,8 @@ async fn fault_config_is_validated_and_applied() {
     assert_eq!(
         initial,
         serde_json::json!({"failBeforeWork":0.0,"dropAfterCommit":0.0,"status429":0.0,
-                           "retryAfterSecs":1,"latencyMs":0,"latencyProbability":0.0,"store500":0.0})
+                           "retryAfterSecs":1,"latencyMs":0,"latencyProbability":0.0,"store500":0.0,
+                           "crashAfterCharge":0.0,"crashAfterFinish":0.0,"crashAfterDelivery":0.0})
     );
     for bad in [
         r#"{"failBeforeWork":1.5}"#,

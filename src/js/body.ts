@@ -1,13 +1,15 @@
 // Buffers a request body once, so that every retry sends exactly the same bytes, with the content
 // type `fetch` would have sent for the original object (a multipart boundary included). A
-// ReadableStream is refused before anything is sent: it can be read only once, so a retry would
-// send half a request.
+// ReadableStream is read to its end here, within maxBodyBytes, before anything is sent: it can be
+// read only once, so the bytes are what every retry sends. Only a stream someone else is already
+// reading (locked) cannot be buffered: BODY_NOT_REPLAYABLE.
 
 import { describe, IdempotentFetchError, invalidRequest } from "./errors.js";
 import { hex } from "./sha256.js";
 
-/** Body types that can be buffered and re-sent. A `ReadableStream` is refused (`BODY_NOT_REPLAYABLE`). */
-export type ReplayableBody = string | ArrayBuffer | ArrayBufferView | Blob | URLSearchParams | FormData;
+/** Body types that are buffered once and re-sent. A `ReadableStream` of `Uint8Array` chunks is read
+ *  to its end first (within `maxBodyBytes`); a locked one is refused (`BODY_NOT_REPLAYABLE`). */
+export type ReplayableBody = string | ArrayBuffer | ArrayBufferView | Blob | URLSearchParams | FormData | ReadableStream<Uint8Array>;
 
 /** A body ready to be sent any number of times. */
 export interface BufferedBody {
@@ -23,7 +25,7 @@ function isA(value: unknown, name: string): boolean {
 }
 
 /** The body types that can be buffered and re-sent, for messages. */
-const REPLAYABLE = "a string, ArrayBuffer, typed array, Blob, URLSearchParams or FormData";
+const REPLAYABLE = "a string, ArrayBuffer, typed array, Blob, URLSearchParams, FormData or ReadableStream";
 
 /** The typed error of a body over the cap. */
 const tooLarge = (max: number) =>
@@ -45,19 +47,14 @@ export async function bufferBody(body: unknown, maxBodyBytes: number): Promise<B
           ? (body as Blob).size
           : 0;
   if (size > maxBodyBytes) throw tooLarge(maxBodyBytes);
-  const buffered = await bufferUnchecked(body);
+  const buffered = await bufferUnchecked(body, maxBodyBytes);
   if (buffered.bytes.length > maxBodyBytes) throw tooLarge(maxBodyBytes);
   return buffered;
 }
 
-async function bufferUnchecked(body: unknown): Promise<BufferedBody> {
-  if (isA(body, "ReadableStream")) {
-    throw new IdempotentFetchError(
-      "BODY_NOT_REPLAYABLE",
-      `a ReadableStream body can be read only once, so it cannot be retried: pass ${REPLAYABLE}`,
-    );
-  }
+async function bufferUnchecked(body: unknown, maxBodyBytes: number): Promise<BufferedBody> {
   try {
+    if (isA(body, "ReadableStream")) return { bytes: await readStream(body as ReadableStream<unknown>, maxBodyBytes), contentType: null };
     // The common cases without a Response round trip (what fetch does for them, synchronously).
     if (typeof body === "string") {
       return { bytes: new TextEncoder().encode(body), contentType: "text/plain;charset=UTF-8" };
@@ -81,10 +78,34 @@ async function bufferUnchecked(body: unknown): Promise<BufferedBody> {
       throw thrown;
     }
   } catch (thrown) {
-    if (thrown instanceof IdempotentFetchError) throw thrown;
-    throw invalidRequest(`body cannot be read: ${describe(thrown)}`);
+    throw thrown instanceof IdempotentFetchError ? thrown : unreadable(thrown);
   }
 }
+
+/** The bytes of `stream`, read to its end. Stops (and cancels the stream) as soon as more than
+ *  `maxBodyBytes` arrived, so an endless stream cannot exhaust memory. A locked stream is being read
+ *  by someone else: what is left of it would not be the whole body. */
+async function readStream(stream: ReadableStream<unknown>, maxBodyBytes: number): Promise<Uint8Array<ArrayBuffer>> {
+  if (stream.locked) throw new IdempotentFetchError("BODY_NOT_REPLAYABLE", "the ReadableStream body is locked (being read elsewhere)");
+  const reader = stream.getReader();
+  const chunks: Uint8Array<ArrayBuffer>[] = [];
+  let total = 0;
+  try {
+    for (let read; !(read = await reader.read()).done; ) {
+      // fetch accepts Uint8Array chunks only; anything else would fail each attempt the same way.
+      if (!(read.value instanceof Uint8Array)) throw invalidRequest("a ReadableStream body must yield Uint8Array chunks");
+      if ((total += read.value.byteLength) > maxBodyBytes) throw tooLarge(maxBodyBytes);
+      chunks.push(read.value as Uint8Array<ArrayBuffer>);
+    }
+  } catch (thrown) {
+    reader.cancel().catch(() => {});
+    throw thrown;
+  }
+  return new Uint8Array(await new Blob(chunks).arrayBuffer());
+}
+
+/** The typed error of a body that failed while being read. */
+export const unreadable = (thrown: unknown) => invalidRequest(`body cannot be read: ${describe(thrown)}`);
 
 /** @internal HTML's multipart/form-data encoding of `form`, with a random boundary (exported for tests). */
 export async function multipart(form: FormData): Promise<BufferedBody> {

@@ -98,18 +98,21 @@ export class IdempotentClient {
       secret = undefined;
     };
     this.core = { config, store, listeners, inFlight, engine, secret: secretOnce, forgetSecret, corsWarned: new Set() };
+    // Bound, so `client.fetch` can be handed to an HTTP client as its fetch (`ky.create({ fetch })`).
+    this.fetch = this.fetch.bind(this);
     // After the constructor returns: the sweep opens the storage once the module is loaded (a
     // fallback found then is reported to the listeners added meanwhile).
     void Promise.resolve().then(() => this.sweep().catch(() => {}));
   }
 
   /**
-   * Begins the intent `intentId`, or resumes it after a reload (same key). Rejects with
+   * Begins the intent `intentId`, or resumes it after a reload (same key). `request` is
+   * `{ url, method, headers, body }` or a `Request` (its body read once, within `maxBodyBytes`). Rejects with
    * `INVALID_REQUEST`, `BODY_NOT_REPLAYABLE`, `INTENT_MISMATCH` (the id was begun with another
    * request; the message names the old key) or `STORAGE` (the stored record is corrupt: discard it
    * after checking with your server).
    */
-  async begin(intentId: string, request: IntentRequest, options?: BeginOptions): Promise<IdempotentOperation> {
+  async begin(intentId: string, request: IntentRequest | Request, options?: BeginOptions): Promise<IdempotentOperation> {
     const id = intentIdArg(intentId);
     const replace = parseBeginOptions(options);
     return this.beginPrepared(id, () => prepareRequest(request, this.core.config.headerName, this.core.config.maxBodyBytes), replace, true);
@@ -213,6 +216,16 @@ export class IdempotentClient {
     return out;
   }
 
+  /** The stored intent `intentId` in any state (an answered one too, until `keyTtlMs`: "already
+   *  paid" after a reload), or null. Rejects with `STORAGE` if its record is corrupt. */
+  async intent(intentId: string): Promise<IntentInfo | null> {
+    const loaded = await loadRecord(this.core, await this.core.engine(), intentIdArg(intentId));
+    if (!loaded) return null;
+    const view = viewOf(loaded.machine, loaded.ids);
+    loaded.machine.free();
+    return { ...view, resumable: loaded.request !== undefined };
+  }
+
   /** Forgets an intent and its key (after the app settled it with its server, or to start over).
    *  Resolves to whether there was one. */
   async discard(intentId: string): Promise<boolean> {
@@ -270,7 +283,9 @@ export class IdempotentClient {
   /**
    * A `fetch`-shaped drop-in: `await client.fetch(url, { method: "POST", body, intent })` resolves to
    * the `Response` of the definite answer (a 4xx included) and rejects with `IdempotentFetchError`
-   * otherwise. Without `intent`, each call is its own intent.
+   * otherwise. Without `intent`, each call is its own intent. `input` may be a `Request` (its body is
+   * read once, within `maxBodyBytes`, unless `init.body` replaces it; its signal is used unless
+   * `init.signal` replaces it). Bound to its client: pass `client.fetch` to an HTTP client as is.
    */
   async fetch(input: RequestInfo | URL, init?: IdempotentRequestInit): Promise<Response> {
     const args = await readFetchArgs(input, init);

@@ -115,7 +115,7 @@ export const SEND_LOCK_OFFER_MS = 100;
 
 /** Whether `begin` of a named intent claims its key in IndexedDB (storage/claims.ts): only where
  *  another tab or worker can see the intent (local and indexeddb storage). */
-export const claimsInUse = (core: ClientCore): boolean => /^(local|indexeddb)$/.test(core.config.storage);
+export const claimsInUse = (core: ClientCore): boolean => /^(local|indexeddb)$/.test(String(core.config.storage));
 
 /** Deletes the claim of `intentId`, or every claim of the namespace (`clear`). With `key` (the
  *  sweep), only a claim of that key: resolves false when another tab claimed a new key meanwhile

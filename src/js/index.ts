@@ -23,6 +23,7 @@ export type {
 export type { BeginOptions, ClientOptions, Jitter, RetryOptions, StorageKind } from "./options.js";
 export type { IntentRequest } from "./request.js";
 export type { ReplayableBody } from "./body.js";
+export type { AsyncStorage } from "./storage/custom.js";
 export type { SendOptions, SendResult } from "./results.js";
 
 /**

@@ -18,6 +18,7 @@ import {
   FIELD_CSPRNG,
   FIELD_VERSION,
   REASON_NETWORK,
+  REASON_IN_FLIGHT,
   REASON_TIMEOUT,
   RECORD_FIELDS,
   REQUEST_INTENT_ID,
@@ -128,5 +129,6 @@ const STATUS_TEXTS: Record<number, string> = {
 export function retryReasonText(reason: number, status: number): string {
   if (reason === REASON_NETWORK) return "network error";
   if (reason === REASON_TIMEOUT) return "timed out";
+  if (reason === REASON_IN_FLIGHT) return "same payment still in progress";
   return `${STATUS_TEXTS[status] ?? "server error"} (${status})`;
 }

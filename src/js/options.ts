@@ -7,9 +7,10 @@ import type { KeyStatusAnswer, KeyStatusQuestion, Reconciler } from "./reconcile
 import { invalidOptions } from "./errors.js";
 import { Fields } from "./fields.js";
 import { OPT_BASE_DELAY_MS, OPT_MAX_DELAY_MS, OPT_RECONCILE, OPTIONS } from "./machine.js";
+import { type AsyncStorage, isAsyncStorage } from "./storage/custom.js";
 
-/** Where intents are kept. */
-export type StorageKind = "local" | "session" | "indexeddb" | "memory";
+/** Where intents are kept ("custom": an `AsyncStorage` of the app's own). */
+export type StorageKind = "local" | "session" | "indexeddb" | "memory" | "custom";
 
 /** Backoff randomisation. */
 export type Jitter = "full" | "equal" | "decorrelated" | "none";
@@ -43,8 +44,9 @@ export interface ClientOptions {
    * Where intents are kept. Default "local" in a page, "indexeddb" in a worker (no localStorage there),
    * "memory" where there is neither (Node). Blocked, absent or full storage falls back to "memory"
    * (see `storageFallback`); for "indexeddb" that is known once the first operation has settled.
+   * Or an `AsyncStorage` of your own (`idempotent-fetch/file` in Node): `client.storage` is then "custom".
    */
-  storage?: StorageKind;
+  storage?: Exclude<StorageKind, "custom"> | AsyncStorage;
   retry?: RetryOptions;
   /** Keys older than this are reported as expired rather than re-sent. Default 86400000 (24 h). */
   keyTtlMs?: number;
@@ -92,7 +94,7 @@ export interface ClientOptions {
 /** The parsed, validated, defaulted options of one client. */
 export interface Config {
   namespace: string;
-  storage: StorageKind;
+  storage: StorageKind | AsyncStorage;
   /** The Engine's options by `OPT_*` index, as `Engine.create` takes them (names as indexes). */
   engine: Float64Array;
   headerName: string;
@@ -182,7 +184,8 @@ export function parseClientOptions(options: unknown): Config {
   if (namespace.length === 0 || namespace.length > 128 || /[\u0000-\u001f\u007f-\u009f:]/.test(namespace)) {
     throw invalidOptions("namespace must be 1 to 128 characters, without ':' or control characters");
   }
-  const storage = root.oneOf("storage", STORAGE_KINDS, defaultStorage());
+  const given = root.value("storage");
+  const storage = isAsyncStorage(given) ? given : root.oneOf("storage", STORAGE_KINDS, defaultStorage());
   const requireDurable = root.boolean("requireDurable") ?? false;
   if (requireDurable && storage === "memory") throw invalidOptions('requireDurable cannot be met with storage "memory"');
   const headerName = root.string("headerName") ?? DEFAULT_HEADER_NAME;

@@ -4,6 +4,7 @@ import { bufferBody, type BufferedBody, type ReplayableBody } from "./body.js";
 import { describe, invalidRequest } from "./errors.js";
 import { Fields } from "./fields.js";
 import { TOKEN } from "./options.js";
+import { isRequestObject, readRequestObject } from "./request-object.js";
 
 /** The request of an intent. */
 export interface IntentRequest {
@@ -32,8 +33,12 @@ export function contentTypeOf(request: PreparedRequest): string {
   return header?.[1] ?? request.body?.contentType ?? "";
 }
 
-/** Reads `{ url, method, headers, body }` (method defaults to POST). */
+/** Reads `{ url, method, headers, body }` (method defaults to POST), or a `Request` (its body read once). */
 export async function prepareRequest(request: unknown, keyHeader: string, maxBodyBytes: number): Promise<PreparedRequest> {
+  if (isRequestObject(request)) {
+    const { url, method, headers, body } = await readRequestObject(request);
+    return prepareParts(url, method, headers, body, keyHeader, maxBodyBytes);
+  }
   const fields = Fields.of(request, "request.", "request", invalidRequest);
   fields.only(["url", "method", "headers", "body"]);
   const url = readUrl(fields.value("url"));

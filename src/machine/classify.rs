@@ -69,21 +69,24 @@ pub enum RetryReason {
     Network,
     /// The attempt timed out.
     Timeout,
+    /// The server, asked about the key, said a request with it is still being processed.
+    InFlight,
 }
 
 impl RetryReason {
     /// Whether this is the server pushing back (429, 409 or 423 in flight, 503), which costs the retry
     /// budget less than a transient error (AWS standard mode's throttling cost).
     pub fn is_throttling(self) -> bool {
-        matches!(self, Self::Status(429 | 409 | 423 | 503))
+        matches!(self, Self::Status(429 | 409 | 423 | 503) | Self::InFlight)
     }
 
-    /// The boundary's number (`Machine.reason()`): 1 network, 2 timeout, 3 status.
+    /// The boundary's number (`Machine.reason()`, the contract's `Reason`).
     pub fn index(self) -> u32 {
         let reason = match self {
             Self::Network => Reason::Network,
             Self::Timeout => Reason::Timeout,
             Self::Status(_) => Reason::Status,
+            Self::InFlight => Reason::InFlight,
         };
         reason as u32
     }

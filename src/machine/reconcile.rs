@@ -142,7 +142,7 @@ impl Machine {
                     return self.fail(code::EXPIRED, 0);
                 }
                 self.ask_after_wait = true;
-                self.wait(after_ms, RetryReason::Status(409))
+                self.wait(after_ms, RetryReason::InFlight)
             }
             Asked::Exhausted(_) | Asked::Uncertain => {
                 // One more attempt after the wait, even past the send's deadline.
@@ -150,7 +150,7 @@ impl Machine {
                     .saturating_add(after_ms)
                     .saturating_add(self.shared.policy.attempt_timeout_ms)
                     .saturating_add(1);
-                self.wait(after_ms, RetryReason::Status(409))
+                self.wait(after_ms, RetryReason::InFlight)
             }
         }
     }

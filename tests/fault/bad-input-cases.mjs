@@ -270,9 +270,11 @@ goodBody("URLSearchParams", () => new URLSearchParams({ a: "1 2" }), "613d312b32
 goodBody("FormData", () => { const f = new FormData(); f.append("a", "1"); return f; });
 goodBody("empty string", () => "", "");
 goodBody("1 MB string", () => "x".repeat(1 << 20));
-badRequest("ReadableStream body: BODY_NOT_REPLAYABLE, nothing sent", (url) => ({
-  url, body: new ReadableStream({ start(c) { c.enqueue(new Uint8Array([1])); c.close(); } }),
-}), "BODY_NOT_REPLAYABLE");
+badRequest("locked ReadableStream body: BODY_NOT_REPLAYABLE, nothing sent", (url) => {
+  const body = new ReadableStream({ start(c) { c.enqueue(new Uint8Array([1])); c.close(); } });
+  body.getReader();
+  return { url, body };
+}, "BODY_NOT_REPLAYABLE");
 badRequest("plain object body", (url) => ({ url, body: { amount: 1 } }));
 badRequest("number body", (url) => ({ url, body: 5 }));
 badRequest("boolean body", (url) => ({ url, body: true }));

@@ -6,6 +6,14 @@
 //   node tests/fault/run.mjs [--ci | --full] [--intents N] [--browser-share 0.3] [--seed S]
 //                            [--pg [--instances 3]] [--browser-only] [--two-tabs P] [--at-once] [--cpu-load]
 //                            [--at-deadline P]
+//                            [--no-checkout]
+//
+// By default the server runs the order flow in atomic phases through a payment provider and a mail
+// receiver (both real processes, with their own faults), with crash faults that end the server process
+// (after the provider charged, after `finished` committed, after a confirmation was delivered); a
+// supervisor restarts a crashed instance on the same port (and the same SQLite file). After the resume
+// phase the outbox is drained and every effect is counted per intent: charges at the provider and
+// confirmations at the receiver, next to the orders. --no-checkout: the one-transaction flow, no crashes.
 //
 // --browser-only (the xtask's Firefox and WebKit passes): only the browser share of --ci (60
 // intents, all in the page), no PostgreSQL pass; the bad-input matrix still runs (its browser
@@ -30,6 +38,8 @@
 // it skipped it.
 //
 // Pieces (see FAULTS.md for what each fault proves):
+//   provider/receiver payment-provider and mail-receiver next to the server binary: 503 before charging,
+//                     charge then drop, latency; mail outages (503)
 //   reference server  IF_SERVER_BIN or target/server/idempotent-fetch-server, temp SQLite db,
 //                     probabilistic faults: 503 before work, commit then drop, 429 + Retry-After,
 //                     latency past the client's attempt timeout (-> 409 for the retry)
@@ -43,7 +53,7 @@
 // Then: faults off, every intent still pending is resumed with its key; the orders per account
 // (GET /api/orders, with keys) must map one to one onto the intents.
 import { spawn, spawnSync } from "node:child_process";
-import { readdirSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
 import http from "node:http";
@@ -51,7 +61,7 @@ import path from "node:path";
 import { startCluster } from "./pg-cluster.mjs";
 import { capabilities, collectPageErrors, engineName, launchBrowser, waitForLibPage } from "../support/browsers.mjs";
 import { importPackage, pkgDir, pkgMissing, root } from "../support/paths.mjs";
-import { startReferenceServer } from "../support/reference-server.mjs";
+import { startService, startSupervisedServer } from "../support/reference-server.mjs";
 
 const here = path.join(root, "tests/fault");
 const started = Date.now();
@@ -79,6 +89,10 @@ const BATCH_DEADLINE_MS = Number(value("--batch-deadline", 90000));
 const PG = flag("--pg");
 const INSTANCES = PG ? Number(value("--instances", 3)) : 1;
 const PG_CI_INTENTS = 90; // the --pg pass that --ci adds when IF_PG_TESTS=1
+const CHECKOUT = !flag("--no-checkout");
+// Longer than the latency fault (a held key is not taken over while its request sleeps), short enough that a
+// key left by a crash is taken over well within a client's total timeout.
+const KEY_LEASE_MS = 3000;
 if (!Number.isInteger(INSTANCES) || INSTANCES < 1) throw new Error(`--instances must be a whole number >= 1, got ${value("--instances")}`);
 
 // A small seeded PRNG (mulberry32) for the harness's own choices, so a failing run can be replayed
@@ -102,11 +116,14 @@ const SERVER_FAULTS = {
   failBeforeWork: 0.12, dropAfterCommit: 0.08, status429: 0.06, retryAfterSecs: 1,
   latencyMs: 1500, latencyProbability: Number(process.env.FAULT_LATENCY_P ?? 0.05),
 };
+if (CHECKOUT) Object.assign(SERVER_FAULTS, { crashAfterCharge: 0.02, crashAfterFinish: 0.02, crashAfterDelivery: 0.01 });
 const SERVER_FAULTS_OFF = { retryAfterSecs: 1 }; // every fault off: setFaults() fills in NO_FAULTS
 // `atDeadline`: the proxy holds an answer until about the client's attempt deadline (RETRY's
 // attemptTimeoutMs after the request arrived, -20..+5 ms), then sends its headers and, 0..20 ms later,
 // its body: answers that race the attempt timer (a Response handed over after the abort, a body cut
 // by it), the case where an engine can hand over a Response with a dead body.
+const PROVIDER_FAULTS = { failBeforeCharge: 0.05, dropAfterCharge: 0.05, latencyMs: 150, latencyProbability: 0.1 };
+const MAILBOX_FAULTS = { fail: 0.2 };
 const PROXY_FAULTS = { resetBefore: 0.04, resetAfter: 0.03, atDeadline: Number(value("--at-deadline", 0.1)) };
 // Generous attempts, small delays, an attempt timeout below the latency fault.
 const RETRY = { maxAttempts: 25, baseDelayMs: 30, maxDelayMs: 400, attemptTimeoutMs: 800, maxRetryAfterMs: 150, totalTimeoutMs: 20000 };
@@ -133,11 +150,12 @@ const figures = {
     attempts: 0, answered201: 0, replayed201: 0, status503: 0, status429: 0, status409: 0, otherStatus: {},
     dropAfterCommit: 0, resetBefore: 0, resetAfter: 0, atDeadline: 0, slowAnswers: 0, clientGaveUp: 0,
   },
-  node: { aborts: 0, reBegins: 0, twins: 0, twin409: 0, doubleSends: 0, viaFetch: 0, retryReasons: {} },
-  browser: { twoTabs: 0, viaFetch: 0, aborts: 0, reloads: 0, offlineSpells: 0, resumedAfterReload: 0, retryReasons: {} },
+  node: { reconciled: 0, aborts: 0, reBegins: 0, twins: 0, twin409: 0, doubleSends: 0, viaFetch: 0, retryReasons: {} },
+  browser: { twoTabs: 0, viaFetch: 0, aborts: 0, reloads: 0, reloadsAgain: 0, offlineSpells: 0, resumedAfterReload: 0, retryReasons: {} },
   outcomes: { succeeded: 0, pendingAfterRun: 0, pendingCodes: {} },
   resumed: 0, resumedSucceeded: 0, serverLatencies: [],
-  checks: { duplicates: 0, lost: 0, keyChanged: 0, orphanOrders: 0, problems: [] },
+  checks: { duplicates: 0, lost: 0, keyChanged: 0, orphanOrders: 0, duplicateCharges: 0, duplicateConfirmations: 0, missingConfirmations: 0, missingCharges: 0, orphanEffects: 0, problems: [] },
+  crashes: { crashes: 0, restarts: 0, signals: {}, charges: 0, confirmations: 0, refusedDuplicates: 0, drainSeconds: 0 },
   store: PG ? `PostgreSQL, ${INSTANCES} instances (round-robin)` : "SQLite, 1 instance",
   spread: { perInstance: Array(INSTANCES).fill(0), keys: new Map() }, // order attempts per instance; key -> instances
 };
@@ -156,8 +174,28 @@ const bump = (map, k) => (map[k] = (map[k] ?? 0) + 1);
  * when missing; killed at process exit if still running) serving the fault page and the package (pkg/), on a
  * temp SQLite db, or on PostgreSQL when `databaseUrl` is given.
  */
-function startServer({ databaseUrl } = {}) {
-  return startReferenceServer({ www: path.join(here, "www"), pkg: pkgDir, label: "fault", databaseUrl, startTimeoutMs: 20_000 });
+function startServer({ databaseUrl, downstream } = {}) {
+  const args = downstream ? ["--provider-url", downstream.provider.url, "--mail-url", downstream.mailbox.url, "--key-lease-ms", String(KEY_LEASE_MS)] : [];
+  const dbDir = databaseUrl ? null : mkdtempSync(path.join(os.tmpdir(), "if-fault-"));
+  const options = { www: path.join(here, "www"), pkg: pkgDir, label: "fault", databaseUrl, args, startTimeoutMs: 20_000 };
+  if (dbDir) options.dbFile = path.join(dbDir, "fault.sqlite");
+  return startSupervisedServer(options, {
+    onCrash: ({ code, signal }) => { figures.crashes.crashes += 1; bump(figures.crashes.signals, signal ?? `exit ${code}`); },
+    onRestart: () => { figures.crashes.restarts += 1; },
+    onGiveUp: (error) => problem(`restarting the crashed server failed: ${error.message}`),
+    cleanup: () => { if (dbDir) rmSync(dbDir, { recursive: true, force: true }); },
+  });
+}
+
+/** The payment provider and the mail receiver (real processes), or none with --no-checkout. */
+async function startDownstream(cleanups) {
+  if (!CHECKOUT) return null;
+  const provider = await startService("payment-provider", { label: "fault-provider" });
+  cleanups.push(() => provider.stop());
+  const mailbox = await startService("mail-receiver", { label: "fault-mail" });
+  cleanups.push(() => mailbox.stop());
+  console.log(`payment provider ${provider.url}, mail receiver ${mailbox.url}, key lease ${KEY_LEASE_MS} ms`);
+  return { provider, mailbox };
 }
 
 /** The fault configuration is per instance: set it on every one. */
@@ -175,19 +213,26 @@ async function checkHealth(servers, store) {
 }
 
 /** The multi-instance back end: a PostgreSQL cluster, a database, INSTANCES servers on it. */
-async function startPgBackend(cleanups) {
+async function startPgBackend(cleanups, downstream) {
   const cluster = await startCluster();
   cleanups.push(() => cluster.stop());
   cluster.createDatabase("fault");
   const databaseUrl = cluster.url("fault");
   console.log(`PostgreSQL cluster on port ${cluster.port} (${cluster.bin}), database ${databaseUrl}`);
   const servers = [];
-  const started = await Promise.allSettled(Array.from({ length: INSTANCES }, () => startServer({ databaseUrl })));
+  const started = await Promise.allSettled(Array.from({ length: INSTANCES }, () => startServer({ databaseUrl, downstream })));
   for (const s of started) if (s.status === "fulfilled") { servers.push(s.value); cleanups.push(() => s.value.stop()); }
   const failed = started.find((s) => s.status === "rejected");
   if (failed) throw failed.reason;
   await checkHealth(servers, "postgres");
   return servers;
+}
+
+/** Every probabilistic fault of the provider and the receiver, or none. */
+async function putDownstreamFaults(downstream, on) {
+  if (!downstream) return;
+  await downstream.provider.setFaults(on ? PROVIDER_FAULTS : {});
+  await downstream.mailbox.setFaults(on ? MAILBOX_FAULTS : {});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -355,7 +400,15 @@ async function runNode(lib, intents, proxyUrl, serverUrl) {
   const clients = new Map();
   const clientFor = (intent) => {
     const id = `${intent.ns}|${intent.retry.maxAttempts}`;
-    if (!clients.has(id)) clients.set(id, new lib.IdempotentClient({ namespace: intent.ns, storage: "memory", retry: intent.retry, retryBudget: 100000 }));
+    if (!clients.has(id)) {
+      // Asks the server about keys it would give up on (the key-status endpoint, through the proxy).
+      const client = new lib.IdempotentClient({
+        namespace: intent.ns, storage: "memory", retry: intent.retry, retryBudget: 100000,
+        statusUrl: `${proxyUrl}/api/idempotency-keys/{key}`,
+      });
+      client.addEventListener("reconcile", () => (figures.node.reconciled += 1));
+      clients.set(id, client);
+    }
     return clients.get(id);
   };
   const request = (intent) => ({
@@ -489,7 +542,23 @@ async function openBrowser(proxyUrl) {
 }
 
 const ready = (page) => waitForLibPage(page, { timeout: 20_000 });
-
+/**
+ * page.reload() until the page loads the package: a reload while a crashed server restarts fails (no
+ * answer for the page, or the package does not load), as it would for a shopper, who reloads again; counted.
+ */
+async function reloadUntilReady(page) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await page.reload();
+      return await ready(page);
+    } catch (error) {
+      const restarting = /could not load the package|ERR_EMPTY_RESPONSE|ERR_CONNECTION|Load failed|NetworkError|net::/.test(String(error?.message));
+      if (attempt >= 20 || !restarting) throw error;
+      figures.browser.reloadsAgain += 1;
+      await sleep(300);
+    }
+  }
+}
 const specOf = (intent, retry = intent.retry) => ({ id: intent.id, ns: intent.ns, token: intent.token, body: intent.body, retry, expectedKey: intent.key ?? undefined });
 
 async function outcomesOf(page) {
@@ -574,8 +643,7 @@ async function runBrowser(browserParts, intents) {
         await offlineSpell; // a reload needs the network to load the page again
         const before = absorb(byId, await outcomesOf(tabs[0]), figures.browser.retryReasons);
         finishedBeforeReload = before;
-        await tabs[0].reload();
-        await ready(tabs[0]);
+        await reloadUntilReady(tabs[0]);
         figures.browser.reloads += 1;
         // the new page load resumes what had not finished: begin must find the stored key
         const unfinished = batch.filter((i) => !before.has(i.id));
@@ -615,10 +683,8 @@ async function runBrowser(browserParts, intents) {
       await sleep(50);
     }
     // a fresh page load per batch keeps each load's outcome table small
-    await tabs[0].reload();
-    await ready(tabs[0]);
-    await tabs[1].reload();
-    await ready(tabs[1]);
+    await reloadUntilReady(tabs[0]);
+    await reloadUntilReady(tabs[1]);
     progress.browserDone += batch.length;
   }
 }
@@ -687,6 +753,57 @@ async function compare(server, intents, { final }) {
   return { duplicates, lost, orphans };
 }
 
+/**
+ * After the resume phase (every fault off): waits for the outbox to drain (every order's confirmation
+ * delivered), then counts every effect per order: exactly one charge at the provider (the one the order
+ * names) and exactly one confirmation at the receiver for every order, and nothing naming no order.
+ */
+async function countEffects(server, intents, downstream) {
+  const accounts = [...new Set(intents.map((i) => i.account))];
+  const drainStart = Date.now();
+  let orders = [];
+  for (;;) {
+    orders = (await Promise.all(accounts.map((a) => ordersOf(server, a)))).flat();
+    const waiting = orders.filter((o) => !o.confirmation?.deliveredAt);
+    if (!waiting.length) break;
+    if (Date.now() - drainStart > 60_000) {
+      problem(`the outbox did not drain in 60 s: ${waiting.length} confirmations undelivered (${waiting.slice(0, 3).map((o) => o.id).join(", ")})`);
+      break;
+    }
+    await sleep(250);
+  }
+  figures.crashes.drainSeconds = Number(((Date.now() - drainStart) / 1000).toFixed(1));
+  const charges = (await downstream.provider.get("/charges")).charges;
+  const mail = await downstream.mailbox.get("/messages");
+  figures.crashes.charges = charges.length;
+  figures.crashes.confirmations = mail.messages.length;
+  figures.crashes.refusedDuplicates = mail.duplicatesRefused;
+  const byId = new Map(orders.map((o) => [o.id, o]));
+  const chargesOf = new Map();
+  for (const charge of charges) {
+    if (!byId.has(charge.reference)) { figures.checks.orphanEffects += 1; problem(`charge ${charge.id} names no order of this run (${charge.reference})`); continue; }
+    chargesOf.set(charge.reference, [...(chargesOf.get(charge.reference) ?? []), charge]);
+  }
+  const messagesOf = new Map();
+  for (const message of mail.messages) {
+    const order = [...byId.keys()].find((id) => message.subject.includes(id));
+    if (!order) { figures.checks.orphanEffects += 1; problem(`confirmation ${message.id} names no order of this run`); continue; }
+    messagesOf.set(order, [...(messagesOf.get(order) ?? []), message]);
+  }
+  for (const order of orders) {
+    const got = chargesOf.get(order.id) ?? [];
+    if (got.length > 1) { figures.checks.duplicateCharges += got.length - 1; problem(`order ${order.id}: ${got.length} charges`); }
+    if (got.length === 0) { figures.checks.missingCharges += 1; problem(`order ${order.id}: no charge at the provider`); }
+    if (got.length && order.chargeId !== got[0].id) problem(`order ${order.id} names charge ${order.chargeId}, the provider has ${got[0].id}`);
+    const sent = messagesOf.get(order.id) ?? [];
+    if (sent.length > 1) { figures.checks.duplicateConfirmations += sent.length - 1; problem(`order ${order.id}: ${sent.length} confirmations`); }
+    if (sent.length === 0) { figures.checks.missingConfirmations += 1; problem(`order ${order.id}: no confirmation at the receiver`); }
+    if (sent.length && sent[0].id !== order.confirmation?.id) problem(`order ${order.id} names confirmation ${order.confirmation?.id}, the receiver has ${sent[0].id}`);
+  }
+  // Every intent that succeeded has its one order; the per-order counts above cover its effects.
+  for (const intent of intents) if (intent.outcome === "succeeded" && ![...byId.values()].some((o) => o.idempotencyKey === intent.key && o.accountId === intent.account)) problem(`${intent.id}: succeeded but no order to count effects of`);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Main
 
@@ -696,11 +813,12 @@ async function main() {
   let browserParts;
   let exitCode = 1;
   try {
+    const downstream = await startDownstream(cleanups);
     let servers;
     if (PG) {
-      servers = await startPgBackend(cleanups);
+      servers = await startPgBackend(cleanups, downstream);
     } else {
-      const sqlite = await startServer();
+      const sqlite = await startServer({ downstream });
       cleanups.push(() => sqlite.stop());
       servers = [sqlite];
     }
@@ -725,6 +843,7 @@ async function main() {
     console.log(`fault harness: ${intents.length} intents (${nodeIntents.length} Node, ${browserIntents.length} ${engineName}), seed ${SEED}`);
     console.log(`${figures.store}: ${servers.map((s) => s.url).join(" ")}; proxy ${proxy.url}`);
     await putFaults(servers, SERVER_FAULTS);
+    await putDownstreamFaults(downstream, true);
 
     if (browserIntents.length) browserParts = await openBrowser(proxy.url);
     const ticker = setInterval(() => {
@@ -746,8 +865,13 @@ async function main() {
 
     // resume the pending ones with every fault off
     await putFaults(servers, SERVER_FAULTS_OFF);
+    await putDownstreamFaults(downstream, false);
     proxy.state.on = false;
     if (browserParts && capabilities.offline) await browserParts.context.setOffline(false);
+    // A key whose request died in a crash is held until its lease runs out (then the completer or a retry
+    // finishes it); the resume phase is the shopper coming back later, after that, so that a Node intent
+    // with its short retry policy (2 attempts) does not spend them on 409s.
+    if (CHECKOUT) await sleep(KEY_LEASE_MS * 1.5);
     const pending = intents.filter((i) => i.outcome !== "succeeded");
     figures.resumed = pending.length;
     const nodePending = pending.filter((i) => i.where === "node");
@@ -761,8 +885,7 @@ async function main() {
     const browserPending = pending.filter((i) => i.where === "browser");
     if (browserPending.length) {
       const page = browserParts.tabs[0];
-      await page.reload();
-      await ready(page);
+      await reloadUntilReady(page);
       const resumed = await page.evaluate((s) => window.__resume(s), browserPending.map((i) => specOf(i, RETRY_RESUME)));
       for (const intent of browserPending) if (resumed[intent.id]) seeKey(intent, resumed[intent.id].key, "resume begin (page)");
       const byId = new Map(browserPending.map((i) => [i.id, i]));
@@ -783,12 +906,15 @@ async function main() {
     figures.checks.duplicates = Math.max(first.duplicates, final.duplicates);
     figures.checks.lost = first.lost + final.lost;
     figures.checks.orphanOrders = final.orphans;
+    if (downstream) await countEffects(reader, intents, downstream);
     if (browserParts?.pageErrors.length) problem(`uncaught page errors:\n${browserParts.pageErrors.join("\n")}`);
     figures.runtimeSeconds = Number(((Date.now() - started) / 1000).toFixed(1));
     figures.faultPhaseSeconds = Number((phase1Ms / 1000).toFixed(1));
 
     printFigures();
-    const bad = figures.checks.duplicates > 0 || figures.checks.lost > 0 || figures.checks.keyChanged > 0 || figures.checks.orphanOrders > 0 || figures.checks.problems.length > 0;
+    const c = figures.checks;
+    const bad = c.duplicates > 0 || c.lost > 0 || c.keyChanged > 0 || c.orphanOrders > 0 || c.duplicateCharges > 0 || c.duplicateConfirmations > 0
+      || c.missingConfirmations > 0 || c.missingCharges > 0 || c.orphanEffects > 0 || c.problems.length > 0;
     exitCode = bad ? 1 : 0;
     console.log(bad ? `FAIL: ${figures.checks.problems.length} problems` : "OK: no duplicates, nothing lost");
   } finally {
@@ -815,6 +941,7 @@ function runPgPass() {
   }
   const args = [fileURLToPath(import.meta.url), "--pg", "--no-matrix", "--intents", String(PG_CI_INTENTS), "--seed", String(SEED)];
   if (NO_BROWSER) args.push("--no-browser");
+  if (!CHECKOUT) args.push("--no-checkout");
   console.log(`\n==== multi-instance PostgreSQL pass (IF_PG_TESTS=1): node ${path.relative(root, args[0])} ${args.slice(1).join(" ")}`);
   const run = spawnSync(process.execPath, args, { cwd: root, stdio: "inherit" });
   return run.status ?? 1;
@@ -852,14 +979,25 @@ function printFigures() {
     ["  client gave up before the answer (timeout/abort/reload/offline)", p.clientGaveUp],
     ["Node: aborts / re-begins / raw twins (409) / double sends / client.fetch", `${figures.node.aborts} / ${figures.node.reBegins} / ${figures.node.twins} (${figures.node.twin409}) / ${figures.node.doubleSends} / ${figures.node.viaFetch}`],
     [`${engineName}: two-tab intents / client.fetch / aborts+new client / page.reload()s (intents resumed) / offline spells${capabilities.offline ? "" : " (none: no offline switch)"}`, `${figures.browser.twoTabs} / ${figures.browser.viaFetch} / ${figures.browser.aborts} / ${figures.browser.reloads} (${figures.browser.resumedAfterReload}) / ${figures.browser.offlineSpells}`],
+    ...(CHECKOUT ? [[`${engineName}: reloads that found the server restarting and were reloaded again`, figures.browser.reloadsAgain]] : []),
     ["retry reasons (Node)", JSON.stringify(figures.node.retryReasons)],
+    ["Node: keys asked about (reconciliation)", figures.node.reconciled],
     [`retry reasons (${engineName})`, JSON.stringify(figures.browser.retryReasons)],
     ["succeeded during the fault phase", figures.outcomes.succeeded],
     ["pending after the fault phase", `${figures.outcomes.pendingAfterRun} ${JSON.stringify(figures.outcomes.pendingCodes)}`],
     ["resumed with faults off / succeeded", `${figures.resumed} / ${figures.resumedSucceeded}`],
+    ...(CHECKOUT ? [["server crashes (abort) / restarts", `${figures.crashes.crashes} / ${figures.crashes.restarts} ${JSON.stringify(figures.crashes.signals)}`],
+      ["charges at the provider / confirmations at the receiver", `${figures.crashes.charges} / ${figures.crashes.confirmations}`],
+      ["  confirmations sent again and refused by the receiver", figures.crashes.refusedDuplicates],
+      ["  outbox drained after the resume phase in", `${figures.crashes.drainSeconds} s`]] : [["order flow", "one transaction (--no-checkout): no provider, no outbox, no crashes"]]),
     ["duplicates", figures.checks.duplicates],
     ["lost", figures.checks.lost],
     ["key changed", figures.checks.keyChanged],
+    ...(CHECKOUT ? [["duplicate charges", figures.checks.duplicateCharges],
+      ["missing charges", figures.checks.missingCharges],
+      ["duplicate confirmations", figures.checks.duplicateConfirmations],
+      ["missing confirmations", figures.checks.missingConfirmations],
+      ["charges or confirmations naming no order", figures.checks.orphanEffects]] : []),
     ["orders mapping to no intent", figures.checks.orphanOrders],
     ["problems", figures.checks.problems.length],
     ["runtime", `${figures.runtimeSeconds} s (fault phase ${figures.faultPhaseSeconds} s)`],

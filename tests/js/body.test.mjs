@@ -39,11 +39,18 @@ test("multipart equals the runtime's encoding (strings, line breaks, quotes, fil
   assert.equal(text(ours.bytes).replaceAll(boundary, "B"), text(theirs.bytes).replaceAll(theirs.boundary, "B"));
 });
 
-test("bufferBody: a FormData keeps its own content type and boundary; a stream is refused", async () => {
+test("bufferBody: a FormData keeps its own content type and boundary; a stream is read to its end, a locked one refused", async () => {
   const form = new FormData();
   form.append("a", "1");
   const buffered = await bufferBody(form);
   const boundary = /boundary=(.+)$/.exec(buffered.contentType)[1];
   assert.ok(text(buffered.bytes).includes(`--${boundary}`));
-  await assert.rejects(bufferBody(new ReadableStream()), (e) => e.code === "BODY_NOT_REPLAYABLE");
+  const chunks = [new Uint8Array([1, 2]), new Uint8Array([3])];
+  const stream = new ReadableStream({ pull(c) { if (chunks.length) c.enqueue(chunks.shift()); else c.close(); } });
+  assert.deepEqual([...(await bufferBody(stream, 3)).bytes], [1, 2, 3]);
+  const over = new ReadableStream({ pull(c) { c.enqueue(new Uint8Array([1, 2])); } });
+  await assert.rejects(bufferBody(over, 3), (e) => e.code === "BODY_TOO_LARGE");
+  const locked = new ReadableStream();
+  locked.getReader();
+  await assert.rejects(bufferBody(locked, 3), (e) => e.code === "BODY_NOT_REPLAYABLE");
 });

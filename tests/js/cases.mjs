@@ -461,6 +461,19 @@ add("reconcile: a key the server never saw is sent once more with the same key",
   assert.deepEqual((await ctx.log("never")).map((e) => e.key), [op.key, op.key, op.key]);
 });
 
+add("reconcile: a key still in flight at the server waits its Retry-After, then the same key again", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { maxAttempts: 2 }, statusUrl: ctx.ksUrl("busy", "inflight") });
+  const op = await client.begin("pay", { url: ctx.url("busy", "reset,reset,201r"), body: "x" });
+  const retries = [];
+  const result = await op.send({ onRetry: (e) => retries.push(e) });
+  assert.deepEqual([result.status, result.replayed, result.attempts], [201, true, 3]);
+  const last = retries.at(-1);
+  assert.deepEqual([last.reason, last.status], ["same payment still in progress", null]);
+  assert.ok(last.delayMs >= 1000, `waited the status answer's Retry-After (${last.delayMs} ms)`);
+  assert.deepEqual((await ctx.log("busy")).map((e) => e.key), [op.key, op.key, op.key]);
+});
+
 add("reconcile: an expired key resolves through the server and is never re-sent", async (ctx) => {
   const { assert } = ctx;
   const client = ctx.client({ keyTtlMs: 200, statusUrl: ctx.ksUrl("expired", "done201") });
@@ -853,15 +866,83 @@ add("no body: nothing is sent as a body, and GET works", async (ctx) => {
   assert.equal(get.method, "GET", "method is upper-cased");
 });
 
-add("a ReadableStream body is refused BODY_NOT_REPLAYABLE and nothing is sent", async (ctx) => {
+add("a ReadableStream body is buffered once and every attempt sends the same bytes", async (ctx) => {
   const { assert } = ctx;
   const client = ctx.client();
-  const stream = () => new ReadableStream({ start(c) { c.enqueue(new Uint8Array([1])); c.close(); } });
-  const error = await assert.rejects(client.begin("pay", { url: ctx.url("rs", "201"), body: stream() }), "BODY_NOT_REPLAYABLE");
-  assert.match(error.message, /ReadableStream/);
-  await assert.rejects(client.fetch(ctx.url("rs", "201"), { method: "POST", body: stream() }), "BODY_NOT_REPLAYABLE", "fetch");
-  const request = new Request(ctx.url("rs", "201"), { method: "POST", body: "x" });
-  await assert.rejects(client.fetch(request), "BODY_NOT_REPLAYABLE", "fetch(Request with a body)");
+  const bytes = binary();
+  // Two chunks: the second arrives later, so buffering must read to the end.
+  const stream = () => new ReadableStream({
+    async pull(c) {
+      if (!this.sent) { this.sent = true; c.enqueue(bytes.slice(0, 4)); return; }
+      await new Promise((r) => setTimeout(r, 5));
+      c.enqueue(bytes.slice(4));
+      c.close();
+    },
+  });
+  const op = await client.begin("pay", { url: ctx.url("rs", "503,reset,201"), body: stream() });
+  assert.equal((await op.send()).status, 201);
+  const viaFetch = await client.fetch(ctx.url("rsf", "503,201"), { method: "POST", body: stream(), intent: "fetch-stream" });
+  assert.equal(viaFetch.status, 201, "client.fetch with a stream body");
+  for (const scenario of ["rs", "rsf"]) {
+    const log = await ctx.log(scenario);
+    assert.ok(log.length >= 2, `${scenario}: retried`);
+    for (const entry of log) assert.ok(sameBytes(base64ToBytes(entry.bodyBase64), bytes), `${scenario}: attempt ${entry.attempt} sent the whole body`);
+    assert.equal(new Set(log.map((e) => e.key)).size, 1, `${scenario}: one key`);
+  }
+});
+
+add("a Request is buffered once: client.fetch(request) and begin(id, request) retry its body, method and headers", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client();
+  const request = new Request(ctx.url("rq", "503,reset,201"), {
+    method: "PUT", headers: { "content-type": "application/json", "x-from": "request" }, body: '{"cart":42}',
+  });
+  const response = await client.fetch(request, { intent: "checkout:rq" });
+  assert.equal(response.status, 201);
+  const log = await ctx.log("rq");
+  assert.equal(log.length, 3, "three attempts");
+  for (const entry of log) {
+    assert.equal(entry.method, "PUT");
+    assert.equal(entry.body, '{"cart":42}', "the Request's body on every attempt");
+    assert.equal(entry.headers["content-type"], "application/json");
+    assert.equal(entry.headers["x-from"], "request");
+    assert.equal(entry.key, log[0].key, "one key");
+  }
+  // The same request again under the same intent: the stored answer's key, not a new one.
+  const again = new Request(ctx.url("rq", "503,reset,201"), { method: "PUT", headers: { "content-type": "application/json", "x-from": "request" }, body: '{"cart":42}' });
+  const op = await client.begin("checkout:rq", again);
+  assert.equal(op.key, log[0].key, "begin(id, Request) resumes the fetch's intent");
+  // init.body replaces the Request's (as with fetch); the Request's own body is then not read.
+  const replaced = new Request(ctx.url("rq2", "201"), { method: "POST", body: "old" });
+  assert.equal((await client.fetch(replaced, { body: "new" })).status, 201);
+  assert.equal((await ctx.log("rq2"))[0].body, "new");
+  // A Request's signal is the send's signal unless init has one.
+  const controller = new AbortController();
+  controller.abort();
+  const aborted = new Request(ctx.url("rq3", "201"), { method: "POST", body: "x", signal: controller.signal });
+  await assert.rejects(client.fetch(aborted), "ABORTED", "the Request's aborted signal");
+});
+
+add("bodies that cannot be buffered: a locked stream or a used Request is BODY_NOT_REPLAYABLE, an oversized stream BODY_TOO_LARGE; nothing is sent", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ maxBodyBytes: 1024 });
+  const locked = new ReadableStream({ start(c) { c.enqueue(new Uint8Array([1])); c.close(); } });
+  locked.getReader();
+  const error = await assert.rejects(client.begin("pay", { url: ctx.url("rs", "201"), body: locked }), "BODY_NOT_REPLAYABLE");
+  assert.match(error.message, /locked/);
+  const used = new Request(ctx.url("rs", "201"), { method: "POST", body: "x" });
+  await used.text();
+  await assert.rejects(client.fetch(used), "BODY_NOT_REPLAYABLE", "fetch(a used Request)");
+  await assert.rejects(client.begin("used", used), "BODY_NOT_REPLAYABLE", "begin(id, a used Request)");
+  // An endless stream: reading stops past the cap and the stream is cancelled.
+  let cancelled = false;
+  const endless = new ReadableStream({ pull(c) { c.enqueue(new Uint8Array(256)); }, cancel() { cancelled = true; } });
+  await assert.rejects(client.fetch(ctx.url("rs", "201"), { method: "POST", body: endless }), "BODY_TOO_LARGE", "an endless stream");
+  assert.ok(cancelled, "the endless stream was cancelled");
+  const big = new Request(ctx.url("rs", "201"), { method: "POST", body: new Uint8Array(4096) });
+  await assert.rejects(client.fetch(big), "BODY_TOO_LARGE", "a Request over maxBodyBytes");
+  const strings = new ReadableStream({ start(c) { c.enqueue("text"); c.close(); } });
+  await assert.rejects(client.fetch(ctx.url("rs", "201"), { method: "POST", body: strings }), "INVALID_REQUEST", "string chunks");
   assert.equal((await ctx.log("rs")).length, 0, "nothing sent");
   assert.equal((await client.pending()).length, 0, "nothing stored");
 });

@@ -10,6 +10,10 @@
 //                webpack.config.cjs), same install, `webpack(config)` into a temporary folder.
 //   plain        tests/package/plain: a plain ES-module page (no bundler, an import map for the bare
 //                specifier) copied to a temporary folder where the tarball is installed.
+//   react-app    tests/package/react-app: Vite's official react-ts template with a checkout on
+//                idempotent-fetch/react (src/App.tsx); same install, then its build (`tsc -b`, `vite
+//                build`), driven through every-request-503s, a reload mid-retry, flaky faults and a
+//                reload after the answer.
 //   node         tests/package/node: `import` (pay.mjs) and `require` (pay.cjs) of the installed
 //                package in Node, against the same server.
 //
@@ -24,7 +28,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
@@ -68,7 +72,7 @@ function ensurePackage() {
  * A bundler app of tests/package: `npm ci` unless its node_modules matches its lockfile, then the
  * packed tarball installed without touching package.json or the lockfile, and the quick start as main.js.
  */
-function prepareApp(app, bin) {
+function prepareApp(app, bin, { withQuickStart = true } = {}) {
   const marker = path.join(app, "node_modules/.package-lock.json");
   const lock = path.join(app, "package-lock.json");
   const fresh = existsSync(marker) && existsSync(path.join(app, "node_modules/.bin", bin))
@@ -79,7 +83,7 @@ function prepareApp(app, bin) {
   }
   run("npm", ["install", "--no-save", "--no-audit", "--no-fund", "--offline", tarball], { cwd: app });
   assert.ok(existsSync(path.join(app, "node_modules/idempotent-fetch", WASM)), `npm installed the tarball into ${path.basename(app)}`);
-  copyFileSync(quickStart, path.join(app, "main.js"));
+  if (withQuickStart) copyFileSync(quickStart, path.join(app, "main.js"));
 }
 
 /** Bundled output: the one emitted .wasm is the package's, and the JS refers to it, not to node_modules. */
@@ -242,7 +246,9 @@ before(async () => {
   log(`the tarball ships: ${shipped.join(", ")}`);
   const manifest = JSON.parse(readFileSync(path.join(pkgDir, "package.json"), "utf8"));
   const needed = new Set(["package.json", "README.md", "LICENSE-MIT", "LICENSE-APACHE", WASM, manifest.types]);
-  for (const target of JSON.stringify(manifest.exports).match(/"\.\/[^"]+"/g)) needed.add(JSON.parse(target));
+  // Every file the exports map points at (its values; its keys are subpaths such as "./react").
+  const targets = (value) => (typeof value === "string" ? [value] : Object.values(value).flatMap(targets));
+  for (const target of targets(manifest.exports)) needed.add(target);
   for (const file of needed) {
     assert.ok(shipped.includes(file.replace(/^\.\//, "")), `the packed package ships ${file} (package.json names it): ${shipped.join(", ")}`);
   }
@@ -322,4 +328,98 @@ test("Node: import (ESM) and require (CommonJS) of the tarball type-check and ma
   } finally {
     await server.stop();
   }
+});
+
+test("React app (Vite react-ts template, idempotent-fetch/react): server down, reload mid-retry, flaky, reload after the answer: one order, one key", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const app = path.join(apps, "react-app");
+  prepareApp(app, "vite", { withQuickStart: false });
+  run(path.join(app, "node_modules/.bin/tsc"), ["-b"], { cwd: app }); // the app type-checks against the tarball's types
+  const dist = path.join(tmpDir, "react-dist");
+  run(path.join(app, "node_modules/.bin/vite"), ["build", "--outDir", dist, "--emptyOutDir", "--logLevel", "warn"], { cwd: app });
+  checkBundle(path.join(dist, "assets"), "react");
+  const account = "acct_react"; // src/App.tsx: namespace
+  const server = await startReferenceServer({ www: dist, label: "package-react" });
+  const context = await browser.newContext();
+  try {
+    await server.signIn(context, account);
+    const page = await context.newPage();
+    const errors = collectPageErrors(page);
+    const shown = () => page.evaluate(() => ({ ...document.body.dataset, status: document.getElementById("status").textContent }));
+    const until = (what, predicate, timeout = 60_000 * timeoutScale) =>
+      page.waitForFunction(predicate, null, { timeout }).catch(async (error) => {
+        throw new Error(`react: waiting for ${what}: the page shows ${JSON.stringify(await shown().catch(() => null))}\n${errors.join("\n")}\n${error.message}`);
+      });
+    const loaded = () => until("the hook's lookup on mount", () => document.body.dataset.ready === "true", 20_000 * timeoutScale);
+    await page.goto(`${server.url}/`);
+    await loaded();
+    assert.equal((await shown()).phase, "idle", "nothing stored yet: idle");
+
+    // The server is down (every request 503): the page says it retries, with a countdown and the reason.
+    await server.setFaults({ failBeforeWork: 1 });
+    await page.click("#pay");
+    await until("a retry", () => document.body.dataset.phase === "retrying");
+    const retrying = await shown();
+    assert.match(retrying.status, /^Retrying in \d+ s \(.+\)$/, "the countdown and the reason");
+    const key = retrying.key;
+    assert.match(key, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, "a UUID v4 key");
+
+    // A reload mid-retry: on mount the hook resumes the intent by itself (no click), same key.
+    await page.reload();
+    await loaded();
+    const resumed = await shown();
+    assert.ok(["sending", "retrying"].includes(resumed.phase), `resumed on mount: ${JSON.stringify(resumed)}`);
+    assert.equal(resumed.key, key, "the same key after the reload");
+
+    // Flaky: half the requests 503, half the committed orders lose their answer; "Try again" if needed.
+    await server.setFaults({ failBeforeWork: 0.5, dropAfterCommit: 0.5 });
+    let result;
+    for (let clicks = 0; ; clicks++) {
+      await until("an answer", () => ["paid", "try-again", "problem"].includes(document.body.dataset.result), 150_000 * timeoutScale);
+      result = await shown();
+      if (result.result !== "try-again" || clicks >= 3) break;
+      log(`react: a send ran out of attempts (${result.status}); clicking "Try again"`);
+      await page.click("#pay");
+    }
+    await server.setFaults({});
+    assert.equal(result.result, "paid", `react: the page says ${JSON.stringify(result.status)}`);
+    assert.equal(result.key, key, "the same key to the end");
+    let orders = await ordersOf(server, account);
+    assert.equal(orders.length, 1, `one click made ${orders.length} orders`);
+    assert.equal(orders[0].idempotencyKey, key, "the order carries the page's key");
+    assert.equal(orders[0].id, result.orderId, "the page shows the order the server holds");
+
+    // A reload after the answer: "already paid" on mount, no request, no new order.
+    await page.reload();
+    await loaded();
+    const after = await shown();
+    assert.equal(after.phase, "succeeded", `after the answer: ${JSON.stringify(after)}`);
+    assert.equal(after.alreadyAnswered, "true", "already answered");
+    assert.equal(after.key, key);
+    assert.equal(after.status, "Already paid");
+    orders = await ordersOf(server, account);
+    assert.equal(orders.length, 1, "still one order");
+    assert.deepEqual(errors, [], "errors on the page");
+    log(`react: one order ${orders[0].id} with key ${key} through 503s, a reload mid-retry, flaky faults and a reload after`);
+  } finally {
+    await context.close().catch(() => {});
+    await server.stop();
+  }
+});
+
+test("server rendering: the package and idempotent-fetch/react import without window, and the hook renders to HTML (Node)", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const app = path.join(apps, "react-app");
+  prepareApp(app, "vite", { withQuickStart: false });
+  // The script next to the React app's node_modules (react, react-dom and the packed package).
+  const dir = path.join(tmpDir, "ssr");
+  mkdirSync(dir);
+  symlinkSync(path.join(app, "node_modules"), path.join(dir, "node_modules"), "dir");
+  writeFileSync(path.join(dir, "package.json"), JSON.stringify({ name: "ssr", private: true, type: "module" }));
+  copyFileSync(path.join(apps, "node/ssr.mjs"), path.join(dir, "ssr.mjs"));
+  const out = JSON.parse(run(process.execPath, ["ssr.mjs"], { cwd: dir }).trim().split("\n").pop());
+  log(`ssr: ${JSON.stringify(out)}`);
+  assert.deepEqual(out.globals, { window: "undefined", document: "undefined", localStorage: "undefined" }, "no browser globals");
+  assert.deepEqual(out.problems, [], "nothing threw or rejected");
+  assert.equal(out.html, '<p data-phase="checking">checking no key no countdown</p>', "the hook's first phase, rendered");
+  assert.equal(out.storage, "memory");
+  assert.equal(out.pending, 0, "rendering begins nothing");
 });

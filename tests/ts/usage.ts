@@ -65,7 +65,7 @@ async function checkout(cart: { id: string; amount: number }, signal: AbortSigna
   const warm: Promise<void> = ready;
   await warm;
   const client = new IdempotentClient(options);
-  const storage: "local" | "session" | "indexeddb" | "memory" = client.storage;
+  const storage: "local" | "session" | "indexeddb" | "memory" | "custom" = client.storage; // "custom": an AsyncStorage
   const fallback: string | null = client.storageFallback;
   const budget: number = client.retryBudget;
   const namespace: string = client.namespace;
@@ -182,8 +182,15 @@ async function afterReload(): Promise<void> {
   const response: Response = await client.fetch("/api/orders", init);
   const fromUrl: Response = await client.fetch(new URL("https://shop.example/api/orders"), { method: "POST", body: new Blob(["x"]) });
   console.log(response.status, fromUrl.status);
-  // @ts-expect-error a ReadableStream body cannot be retried
+  // A stream is buffered once (within maxBodyBytes); so is a Request's body.
   await client.fetch("/api/orders", { method: "POST", body: new ReadableStream<Uint8Array>() });
+  await client.fetch(new Request("/api/orders", { method: "POST", body: "{}" }), { intent: "checkout:cart-42" });
+  await client.begin("checkout:cart-43", new Request("/api/orders", { method: "POST", body: "{}" }));
+  // Bound to its client: an HTTP client can take it as its fetch.
+  const asFetch: (input: Request | string | URL, init?: RequestInit) => Promise<Response> = client.fetch;
+  void asFetch;
+  // @ts-expect-error a stream of strings is not a body fetch can send
+  await client.fetch("/api/orders", { method: "POST", body: new ReadableStream<string>() });
   // @ts-expect-error a plain object is not a body
   await client.begin("x", { url: "/api/orders", body: { amount: 1 } });
   // @ts-expect-error the intent id is a string

@@ -9,12 +9,13 @@
 // browser and driver (tests/support/browsers.mjs).
 import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 
 import { capabilities, collectPageErrors, engine, engineName, launchBrowser, offlineUnsupported, timeoutScale } from "../../tests/support/browsers.mjs";
 import { pkgDir, pkgMissing, root } from "../../tests/support/paths.mjs";
-import { startReferenceServer } from "../../tests/support/reference-server.mjs";
+import { startReferenceServer, startService, startSupervisedServer } from "../../tests/support/reference-server.mjs";
 
 // Each run writes its screenshots under target/ (ignored by git) for a person to look at; they are
 // never compared (the tests assert states and orders instead). IF_SCREENSHOT_DIR overrides the place.
@@ -289,4 +290,45 @@ test("blocked storage: the page warns, and still pays once", { timeout: TEST_TIM
   await page.click("#pay");
   await expectOneOrder(page, account);
   assertNoPageErrors(page);
+});
+
+test("crash after the charge (the page's preset): the server comes back and the order has one charge and one confirmation", { timeout: TEST_TIMEOUT_MS * 2 }, async () => {
+  // The demo's set-up: a payment provider, a mail receiver and a server that is restarted when it dies.
+  const provider = await startService("payment-provider", { label: "e2e-provider" });
+  const mailbox = await startService("mail-receiver", { label: "e2e-mail" });
+  let crashes = 0;
+  const dbDir = mkdtempSync(path.join(os.tmpdir(), "if-e2e-crash-"));
+  const supervised = await startSupervisedServer({
+    www: path.join(root, "www"), pkg: pkgDir, label: "e2e-crash", dbFile: path.join(dbDir, "e2e.sqlite"),
+    args: ["--provider-url", provider.url, "--mail-url", mailbox.url, "--key-lease-ms", "1500"],
+  }, { onCrash: () => { crashes += 1; }, cleanup: () => rmSync(dbDir, { recursive: true, force: true }) });
+  const shared = server;
+  server = supervised;
+  try {
+    const account = "e2e_crash";
+    const page = await openCheckout(await newContext(), account);
+    await waitForState(page, "idle");
+    await page.click('[data-preset="crash"]');
+    await page.waitForFunction(() => document.querySelector('[data-preset="crash"]').getAttribute("aria-pressed") === "true");
+    await page.click("#pay");
+    const order = await expectOneOrder(page, account);
+    assert.equal(crashes, 1, "the server crashed once, after the charge");
+    const charges = (await provider.get("/charges")).charges;
+    assert.equal(charges.length, 1, "one charge at the provider");
+    assert.equal(charges[0].reference, order.id);
+    assert.equal(order.chargeId, charges[0].id, "the order names that charge");
+    await page.waitForFunction(() => /delivered/.test(document.querySelector("#orders .confirmation")?.textContent ?? ""), null, { timeout: 20_000 })
+      .catch(async () => { await page.click("#refresh-orders"); await page.waitForFunction(() => /delivered/.test(document.querySelector("#orders .confirmation")?.textContent ?? ""), null, { timeout: 20_000 }); });
+    assert.equal((await page.locator("#orders .charge").first().textContent()).trim(), charges[0].id, "the orders list shows the charge");
+    const mail = await mailbox.get("/messages");
+    assert.equal(mail.count, 1, "one confirmation at the receiver");
+    assert.match(mail.messages[0].subject, new RegExp(order.id));
+    await page.screenshot({ path: path.join(screenshotDir, "crash-after-charge.png"), fullPage: true });
+    assertNoPageErrors(page);
+  } finally {
+    server = shared;
+    await supervised.stop();
+    await provider.stop();
+    await mailbox.stop();
+  }
 });

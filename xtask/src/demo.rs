@@ -1,34 +1,88 @@
-//! `cargo xtask demo [--port 8080]`: build the package if stale, then run the reference server.
+//! `cargo xtask demo [--port 8080]`: build the package if stale, then run the reference server with a
+//! payment provider and a mail receiver next to it (ports `port + 1` and `port + 2`), restarting the server
+//! whenever it crashes (the demo page's "crash after the charge" fault ends it on purpose).
 
 use crate::install;
-use crate::process::{cargo, run, Result};
-use crate::project::{ensure_package, PACKAGE_DIR, SERVER_PACKAGE, SERVER_PROFILE, WWW_DIR};
+use crate::process::{cmd, spawn_listening, Result};
+use crate::project::{ensure_package, server_binary, PACKAGE_DIR, WWW_DIR};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub fn demo(port: u16) -> Result {
     install::toolchain()?;
     ensure_package()?;
     std::fs::create_dir_all("target").map_err(|e| format!("mkdir target: {e}"))?;
-    let addr = format!("127.0.0.1:{port}");
-    // Ctrl-C reaches the server through the terminal's process group; xtask must only not die first.
+    let server = server_binary()?;
+    let sibling = |name: &str| server.with_file_name(name);
+    let (provider_port, mail_port) = (port.saturating_add(1), port.saturating_add(2));
+    // Ctrl-C reaches the children through the terminal's process group; xtask must only not die first.
     // A handler (unlike ignoring the signal) is reset to the default in the child on exec.
     static STOPPED: AtomicBool = AtomicBool::new(false);
     ctrlc::set_handler(|| STOPPED.store(true, Ordering::SeqCst)).map_err(|e| format!("cannot handle Ctrl-C: {e}"))?;
+    let service = |bin: &Path, port: u16, db: &str| {
+        let addr = format!("127.0.0.1:{port}");
+        let mut c = cmd(bin);
+        c.args(["--enable-faults", "--addr", &addr, "--db", db]);
+        spawn_listening(&bin.to_string_lossy(), &mut c, port)
+    };
+    let _provider = service(&sibling("payment-provider"), provider_port, "target/demo-provider.sqlite")?;
+    let _mailbox = service(&sibling("mail-receiver"), mail_port, "target/demo-mail.sqlite")?;
+    let addr = format!("127.0.0.1:{port}");
+    // One session secret for every restart of this run, so the page's session survives a crash (without
+    // one the server draws a new secret at each start and the shopper would be signed out).
+    let secret = session_secret()?;
+    let provider_url = format!("http://127.0.0.1:{provider_port}");
+    let mail_url = format!("http://127.0.0.1:{mail_port}");
     println!("== demo at http://{addr}/  (Ctrl-C stops it)");
-    let served = run(cargo().args(["run", "--profile", SERVER_PROFILE, "-p", SERVER_PACKAGE, "--"]).args([
-        "--enable-faults",
-        "--addr",
-        &addr,
-        "--db",
-        "target/demo.sqlite",
-        "--www",
-        WWW_DIR,
-        "--pkg",
-        PACKAGE_DIR,
-    ]));
-    if STOPPED.load(Ordering::SeqCst) {
-        println!("== demo stopped");
-        return Ok(());
+    println!("   payment provider {provider_url}/charges, mail receiver {mail_url}/messages");
+    let mut restarts = 0;
+    loop {
+        let mut server_cmd = cmd(&server);
+        server_cmd.args([
+            "--enable-faults",
+            "--addr",
+            &addr,
+            "--db",
+            "target/demo.sqlite",
+            "--www",
+            WWW_DIR,
+            "--pkg",
+            PACKAGE_DIR,
+            "--provider-url",
+            &provider_url,
+            "--mail-url",
+            &mail_url,
+            // A key left by a crash is taken over after its lease: short, so the page finishes soon after
+            // the server is back.
+            "--key-lease-ms",
+            "3000",
+        ]);
+        server_cmd.env("IF_SESSION_SECRET", &secret);
+        let status = server_cmd.status().map_err(|e| format!("cannot start {}: {e}", server.display()))?;
+        if STOPPED.load(Ordering::SeqCst) {
+            println!("== demo stopped");
+            return Ok(());
+        }
+        if status.success() {
+            return Ok(());
+        }
+        // A crash (a crash fault aborts the process): start it again on the same file and port, as a
+        // process supervisor would; the page's retries then find it back.
+        restarts += 1;
+        if restarts > 1000 {
+            return Err(format!("the server keeps crashing ({status}); giving up"));
+        }
+        println!("== the server ended ({status}); restarting it (restart {restarts})");
+        std::thread::sleep(std::time::Duration::from_millis(200));
     }
-    served
+}
+
+/// 32 bytes from the kernel's CSPRNG, hex.
+fn session_secret() -> Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| format!("no session secret from /dev/urandom: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }

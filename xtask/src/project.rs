@@ -21,7 +21,10 @@ pub const PACKAGE_DIR: &str = "pkg";
 pub const PACKAGE_INPUTS: &[&str] = &["src", "package", "Cargo.toml", "Cargo.lock"];
 /// Every TypeScript project; the `tsc` gate runs `tsc -p <it> --strict --noEmit` on each, and fails
 /// on a `.ts` file outside their directories.
-pub const TSCONFIGS: &[&str] = &["src/js/tsconfig.json", "tests/ts/tsconfig.json"];
+pub const TSCONFIGS: &[&str] = &["src/js/tsconfig.json", "src/js/node/tsconfig.json", "tests/ts/tsconfig.json"];
+/// Apps with their own TypeScript dependencies (installed by the test that builds them), whose own
+/// `tsc -b` runs there (tests/js/package.test.mjs), so the `tsc` gate leaves their files to it.
+pub const APP_TS_DIRS: &[&str] = &["tests/package/react-app"];
 /// The demo page and its end-to-end tests.
 pub const WWW_DIR: &str = "www";
 /// The npm tools (wasm-opt, tsc, playwright-core), pinned in tools/package.json.

@@ -9,10 +9,10 @@ use std::process::Stdio;
 /// The files measured (built by `cargo xtask build`).
 pub const SHIPPED_FILES: &[&str] = &["pkg/idempotent_fetch_bg.wasm", "pkg/index.js"];
 
-/// The size step fails when the sum of the gzip -9 sizes of `SHIPPED_FILES` grows past this: what is
-/// reached plus a small margin (BENCHMARKS.md "What ships" has the figures and the next cuts), so a
-/// change that adds bytes pays for them elsewhere or says why in the same commit.
-pub const SIZE_BUDGET_BYTES: u64 = 28_128;
+/// The size step fails when the sum of the gzip -9 sizes of `SHIPPED_FILES` grows past this: what ships
+/// plus a small margin, so a change that adds bytes says so in its commit (the figures and the history
+/// of this number are in BENCHMARKS.md "What ships").
+pub const SIZE_BUDGET_BYTES: u64 = 28_600;
 
 /// (file, raw bytes, gzip -9 bytes) for each shipped file.
 fn measure() -> Result<Vec<(&'static str, u64, u64)>> {

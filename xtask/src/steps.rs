@@ -4,7 +4,9 @@
 
 use crate::install;
 use crate::process::{cargo, cmd, free_port, run, spawn_listening, Result};
-use crate::project::{ensure_package, root, server_binary, PACKAGE_DIR, SERVER_PACKAGE, TOOLS_DIR, TSCONFIGS, WWW_DIR};
+use crate::project::{
+    ensure_package, root, server_binary, APP_TS_DIRS, PACKAGE_DIR, SERVER_PACKAGE, TOOLS_DIR, TSCONFIGS, WWW_DIR,
+};
 use crate::size;
 use std::env;
 use std::fs;
@@ -59,7 +61,8 @@ fn doc() -> Result {
 /// `tsc --strict` over every project in TSCONFIGS (they may import the built package), and no
 /// TypeScript file left outside them.
 fn tsc() -> Result {
-    let dirs: Vec<&Path> = TSCONFIGS.iter().filter_map(|t| Path::new(t).parent()).collect();
+    let mut dirs: Vec<&Path> = TSCONFIGS.iter().filter_map(|t| Path::new(t).parent()).collect();
+    dirs.extend(APP_TS_DIRS.iter().map(Path::new));
     let mut outside = Vec::new();
     walk(Path::new("."), &mut |p| {
         let ts = [".ts", ".mts", ".cts"].iter().any(|e| p.to_string_lossy().ends_with(e));

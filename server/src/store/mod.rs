@@ -15,6 +15,7 @@ use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::Order;
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse, Work, MAX_STORED_BODY_BYTES};
 
+pub mod phases;
 pub mod postgres;
 pub mod sqlite;
 
@@ -103,17 +104,31 @@ pub(crate) async fn step<T: KeyTransaction>(
     Ok(Outcome::Fresh(response))
 }
 
-/// The columns of an `orders` row, in the order every backend selects them:
-/// `id, account_id, idempotency_key, items, total_cents, currency, created_at`.
-pub(crate) type OrderColumns = (String, String, String, String, i64, String, i64);
+/// `SELECT` of an order's columns (as [`OrderColumns`]) from `orders o` joined with its confirmation in
+/// `outbox m`; both backends append their `WHERE`.
+macro_rules! select_orders {
+    () => {
+        "SELECT o.id, o.account_id, o.idempotency_key, o.items, o.total_cents, o.currency, o.created_at,
+                o.charge_id, m.id, m.delivered_at
+         FROM orders o LEFT JOIN outbox m ON m.order_id = o.id "
+    };
+}
+pub(crate) use select_orders;
+
+/// The columns of an `orders` row with its confirmation, in the order [`select_orders`] selects them:
+/// `id, account_id, idempotency_key, items, total_cents, currency, created_at, charge_id`, then the
+/// outbox message's `id, delivered_at`.
+pub(crate) type OrderColumns =
+    (String, String, String, String, i64, String, i64, Option<String>, Option<String>, Option<i64>);
 
 /// An order from its row; `items` is decoded from its JSON text.
 pub(crate) fn decode_order(
-    (id, account_id, idempotency_key, items, total_cents, currency, created_at): OrderColumns,
+    (id, account_id, idempotency_key, items, total_cents, currency, created_at, charge_id, message_id, delivered_at): OrderColumns,
 ) -> Result<Order, StoreError> {
     let items =
         crate::orders::decode_items(&items).map_err(|e| StoreError::Corrupt(format!("order {id} items: {e}")))?;
-    Ok(Order { id, account_id, idempotency_key, items, total_cents, currency, created_at })
+    let confirmation = message_id.map(|id| crate::orders::Confirmation { id, delivered_at });
+    Ok(Order { id, account_id, idempotency_key, items, total_cents, currency, created_at, charge_id, confirmation })
 }
 
 /// The stored answer from the key row's columns (see [`StoredResponse::from_columns`]).
@@ -138,6 +153,48 @@ pub enum KeyRecord {
     Order(Order),
     /// Nothing: the key was never used by this account, or only for an answer that has been swept.
     Absent,
+}
+
+/// The key row's columns the phases read, in the order both backends select them: `request_hash,
+/// status_code, response_headers, response_body, recovery_point, row_id, locked_until, order_id`.
+pub(crate) type KeyRowColumns =
+    (String, Option<u16>, Option<String>, Option<String>, String, Option<String>, i64, Option<String>);
+
+/// A key row from its columns, validated.
+pub(crate) fn key_row(
+    (request_hash, status, headers, body, point, row_id, locked_until_ms, order_id): KeyRowColumns,
+) -> Result<phases::KeyRow, StoreError> {
+    Ok(phases::KeyRow {
+        request_hash,
+        stored: stored_from_columns(status, headers.as_deref(), body)?,
+        point: phases::RecoveryPoint::parse(&point)?,
+        row_id,
+        locked_until_ms,
+        order_id,
+    })
+}
+
+/// Columns added to tables that databases made before the order phases already have: each backend adds the
+/// missing ones before applying its schema (`ALTER TABLE ... ADD COLUMN`), so an existing demo or production
+/// database keeps its keys and orders. The types are valid in both SQLite and PostgreSQL.
+pub(crate) const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
+    ("idempotency_keys", "recovery_point", "TEXT NOT NULL DEFAULT 'finished'"),
+    ("idempotency_keys", "row_id", "TEXT NULL"),
+    ("idempotency_keys", "lock_token", "TEXT NULL"),
+    ("idempotency_keys", "locked_until", "BIGINT NOT NULL DEFAULT 0"),
+    ("idempotency_keys", "order_id", "TEXT NULL"),
+    ("orders", "charge_id", "TEXT NULL"),
+];
+
+/// An outbox message claimed for delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// The message id.
+    pub id: String,
+    /// The message (JSON).
+    pub payload: String,
+    /// Attempts so far, this one included.
+    pub attempts: i64,
 }
 
 /// Errors of the store.
@@ -167,6 +224,9 @@ pub enum StoreError {
     /// Another transaction holds the key (PostgreSQL lock timeout): answered as 409.
     #[error("key is locked by another transaction")]
     Locked,
+    /// The caller's lease on a key row was taken over (it ran out): the phase was rolled back.
+    #[error("the key's lease was taken over by another request")]
+    LeaseLost,
     /// The answer is larger than [`MAX_STORED_BODY_BYTES`]: not stored, rolled back.
     #[error("response of {0} bytes is too large to store")]
     ResponseTooLarge(usize),
@@ -201,6 +261,28 @@ impl Store {
     ) -> Result<Outcome, StoreError> {
         let work: WorkFn = Box::new(work);
         backend!(self, store => store.process(request, options, work).await)
+    }
+
+    /// One transaction of the order phases (see [`phases`]).
+    pub async fn phase(&self, op: phases::PhaseOp) -> Result<phases::PhaseResult, StoreError> {
+        backend!(self, store => store.phase(op).await)
+    }
+
+    /// Claims up to `limit` outbox messages due by `now_ms` and not claimed by anyone (on PostgreSQL
+    /// `FOR UPDATE SKIP LOCKED`, so instances never claim one message together) until `until_ms`, counting
+    /// the attempt.
+    pub async fn claim_outbox(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<Claimed>, StoreError> {
+        backend!(self, store => store.claim_outbox(now_ms, until_ms, limit).await)
+    }
+
+    /// Marks a message delivered (unix seconds).
+    pub async fn outbox_delivered(&self, id: &str, at: i64) -> Result<(), StoreError> {
+        backend!(self, store => store.outbox_delivered(id, at).await)
+    }
+
+    /// Ends a message's claim and schedules its next attempt (unix milliseconds).
+    pub async fn outbox_retry(&self, id: &str, at_ms: i64) -> Result<(), StoreError> {
+        backend!(self, store => store.outbox_retry(id, at_ms).await)
     }
 
     /// The account's orders, newest first, at most `limit`.

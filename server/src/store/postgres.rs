@@ -25,7 +25,12 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::{stored_from_columns, Claim, KeyRecord, KeyTransaction, OrderColumns, ProcessOptions, StoreError, WorkFn};
+use super::phases::{HeldKey, KeyRow, OutboxMessage, PhaseOp, PhaseResult, PhaseSql, RecoveryPoint};
+use super::select_orders;
+use super::{
+    key_row, stored_from_columns, Claim, Claimed, KeyRecord, KeyRowColumns, KeyTransaction, OrderColumns,
+    ProcessOptions, StoreError, WorkFn,
+};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
@@ -88,6 +93,11 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     response_headers TEXT    NULL,
     response_body    TEXT    NULL,
     created_at       BIGINT  NOT NULL,
+    recovery_point   TEXT    NOT NULL DEFAULT 'finished',
+    row_id           TEXT    NULL,
+    lock_token       TEXT    NULL,
+    locked_until     BIGINT  NOT NULL DEFAULT 0,
+    order_id         TEXT    NULL,
     PRIMARY KEY (account_id, key)
 );
 CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON idempotency_keys (created_at);
@@ -99,10 +109,26 @@ CREATE TABLE IF NOT EXISTS orders (
     items           TEXT   NOT NULL,
     total_cents     BIGINT NOT NULL,
     currency        TEXT   NOT NULL,
-    created_at      BIGINT NOT NULL
+    created_at      BIGINT NOT NULL,
+    charge_id       TEXT   NULL
 );
 CREATE INDEX IF NOT EXISTS orders_account_seq ON orders (account_id, seq);
 CREATE INDEX IF NOT EXISTS orders_account_key ON orders (account_id, idempotency_key);
+CREATE INDEX IF NOT EXISTS idempotency_keys_unfinished ON idempotency_keys (locked_until)
+    WHERE recovery_point <> 'finished';
+CREATE TABLE IF NOT EXISTS outbox (
+    seq             BIGSERIAL PRIMARY KEY,
+    id              TEXT   NOT NULL UNIQUE,
+    order_id        TEXT   NOT NULL UNIQUE,
+    account_id      TEXT   NOT NULL,
+    payload         TEXT   NOT NULL,
+    created_at      BIGINT NOT NULL,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at BIGINT NOT NULL DEFAULT 0,
+    claimed_until   BIGINT NOT NULL DEFAULT 0,
+    delivered_at    BIGINT NULL
+);
+CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (next_attempt_at) WHERE delivered_at IS NULL;
 ";
 
 /// The PostgreSQL store: a connection pool. Cloning shares the pool.
@@ -155,6 +181,10 @@ impl PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
+        for (table, column, definition) in super::ADDED_COLUMNS {
+            tx.batch_execute(&format!("ALTER TABLE IF EXISTS {table} ADD COLUMN IF NOT EXISTS {column} {definition}"))
+                .await?;
+        }
         tx.batch_execute(SCHEMA).await?;
         tx.commit().await?;
         Ok(())
@@ -172,13 +202,58 @@ impl PostgresStore {
         super::step(tx, &request, options, options.work_delay, work).await
     }
 
+    /// See [`super::Store::phase`]. Every wait for a key row's lock is bounded by `lock_timeout` (answered
+    /// as 409).
+    pub(crate) async fn phase(&self, op: PhaseOp) -> Result<PhaseResult, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        tx.execute("SELECT set_config('lock_timeout', '5s', true)", &[]).await?;
+        super::phases::run(PgTransaction(tx), op).await
+    }
+
+    /// See [`super::Store::claim_outbox`].
+    pub async fn claim_outbox(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<Claimed>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "UPDATE outbox SET claimed_until = $1, attempts = attempts + 1
+                 WHERE id IN (SELECT id FROM outbox
+                              WHERE delivered_at IS NULL AND next_attempt_at <= $2 AND claimed_until <= $2
+                              ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+                 RETURNING id, payload, attempts",
+                &[&until_ms, &now_ms, &limit],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let attempts: i32 = row.try_get(2)?;
+                Ok(Claimed { id: row.try_get(0)?, payload: row.try_get(1)?, attempts: i64::from(attempts) })
+            })
+            .collect()
+    }
+
+    /// See [`super::Store::outbox_delivered`].
+    pub async fn outbox_delivered(&self, id: &str, at: i64) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client.execute("UPDATE outbox SET delivered_at = $1 WHERE id = $2", &[&at, &id]).await?;
+        Ok(())
+    }
+
+    /// See [`super::Store::outbox_retry`].
+    pub async fn outbox_retry(&self, id: &str, at_ms: i64) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute("UPDATE outbox SET claimed_until = 0, next_attempt_at = $1 WHERE id = $2", &[&at_ms, &id])
+            .await?;
+        Ok(())
+    }
+
     /// See [`super::Store::list_orders`].
     pub async fn list_orders(&self, account: &AccountId, limit: u32) -> Result<Vec<Order>, StoreError> {
         let client = self.client().await?;
         let rows = client
             .query(
-                "SELECT id, account_id, idempotency_key, items, total_cents, currency, created_at
-                 FROM orders WHERE account_id = $1 ORDER BY seq DESC LIMIT $2",
+                concat!(select_orders!(), "WHERE o.account_id = $1 ORDER BY o.seq DESC LIMIT $2"),
                 &[&account.as_str(), &i64::from(limit)],
             )
             .await?;
@@ -189,11 +264,7 @@ impl PostgresStore {
     pub async fn get_order(&self, account: &AccountId, id: &str) -> Result<Option<Order>, StoreError> {
         let client = self.client().await?;
         let row = client
-            .query_opt(
-                "SELECT id, account_id, idempotency_key, items, total_cents, currency, created_at
-                 FROM orders WHERE account_id = $1 AND id = $2",
-                &[&account.as_str(), &id],
-            )
+            .query_opt(concat!(select_orders!(), "WHERE o.account_id = $1 AND o.id = $2"), &[&account.as_str(), &id])
             .await?;
         row.as_ref().map(decode_order).transpose()
     }
@@ -245,8 +316,10 @@ impl PostgresStore {
         }
         let order = client
             .query_opt(
-                "SELECT id, account_id, idempotency_key, items, total_cents, currency, created_at
-                 FROM orders WHERE account_id = $1 AND idempotency_key = $2 ORDER BY seq DESC LIMIT 1",
+                concat!(
+                    select_orders!(),
+                    "WHERE o.account_id = $1 AND o.idempotency_key = $2 ORDER BY o.seq DESC LIMIT 1"
+                ),
                 &[&account, &key],
             )
             .await?;
@@ -395,6 +468,186 @@ impl KeyTransaction for PgTransaction<'_> {
     }
 }
 
+impl PhaseSql for PgTransaction<'_> {
+    async fn key_row(&mut self, account: &str, key: &str) -> Result<Option<KeyRow>, StoreError> {
+        let row = self
+            .0
+            .query_opt(
+                "SELECT request_hash, status_code, response_headers, response_body, recovery_point, row_id,
+                        locked_until, order_id
+                 FROM idempotency_keys WHERE account_id = $1 AND key = $2 FOR UPDATE",
+                &[&account, &key],
+            )
+            .await
+            .map_err(locked_or)?;
+        let Some(row) = row else { return Ok(None) };
+        let status: Option<i32> = row.try_get(1)?;
+        let status = status
+            .map(|status| u16::try_from(status).map_err(|_| StoreError::Corrupt(format!("status_code {status}"))))
+            .transpose()?;
+        let columns: KeyRowColumns = (
+            row.try_get(0)?,
+            status,
+            row.try_get(2)?,
+            row.try_get(3)?,
+            row.try_get(4)?,
+            row.try_get(5)?,
+            row.try_get(6)?,
+            row.try_get(7)?,
+        );
+        key_row(columns).map(Some)
+    }
+
+    async fn delete_expired(&mut self, account: &str, key: &str, before: i64) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND created_at < $3",
+                &[&account, &key, &before],
+            )
+            .await
+            .map_err(locked_or)?;
+        Ok(())
+    }
+
+    async fn insert_started(
+        &mut self,
+        request: &KeyedRequest,
+        row_id: &str,
+        token: &str,
+        until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let inserted = self
+            .0
+            .execute(
+                "INSERT INTO idempotency_keys
+                     (account_id, key, request_hash, created_at, recovery_point, row_id, lock_token, locked_until)
+                 VALUES ($1, $2, $3, $4, 'started', $5, $6, $7) ON CONFLICT (account_id, key) DO NOTHING",
+                &[
+                    &request.account.as_str(),
+                    &request.key.as_str(),
+                    &request.request_hash,
+                    &request.now,
+                    &row_id,
+                    &token,
+                    &until_ms,
+                ],
+            )
+            .await
+            .map_err(locked_or)?;
+        Ok(inserted == 1)
+    }
+
+    async fn lease(&mut self, account: &str, key: &str, token: &str, until_ms: i64) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "UPDATE idempotency_keys SET lock_token = $1, locked_until = $2 WHERE account_id = $3 AND key = $4",
+                &[&token, &until_ms, &account, &key],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn advance(
+        &mut self,
+        held: &HeldKey,
+        to: RecoveryPoint,
+        order_id: Option<&str>,
+        release: bool,
+    ) -> Result<bool, StoreError> {
+        let updated = self
+            .0
+            .execute(
+                "UPDATE idempotency_keys
+                 SET recovery_point = $1, order_id = COALESCE($2, order_id),
+                     locked_until = CASE WHEN $3 THEN 0 ELSE locked_until END
+                 WHERE account_id = $4 AND key = $5 AND lock_token = $6 AND recovery_point = $7",
+                &[
+                    &to.as_str(),
+                    &order_id,
+                    &release,
+                    &held.account.as_str(),
+                    &held.key.as_str(),
+                    &held.token,
+                    &held.point.as_str(),
+                ],
+            )
+            .await
+            .map_err(locked_or)?;
+        Ok(updated == 1)
+    }
+
+    async fn release(&mut self, account: &str, key: &str, token: &str) -> Result<bool, StoreError> {
+        let updated = self
+            .0
+            .execute(
+                "UPDATE idempotency_keys SET locked_until = 0 WHERE account_id = $1 AND key = $2 AND lock_token = $3",
+                &[&account, &key, &token],
+            )
+            .await
+            .map_err(locked_or)?;
+        Ok(updated == 1)
+    }
+
+    async fn delete_started(&mut self, account: &str, key: &str, token: &str) -> Result<bool, StoreError> {
+        let deleted = self
+            .0
+            .execute(
+                "DELETE FROM idempotency_keys
+                 WHERE account_id = $1 AND key = $2 AND lock_token = $3 AND recovery_point = 'started'",
+                &[&account, &key, &token],
+            )
+            .await
+            .map_err(locked_or)?;
+        Ok(deleted == 1)
+    }
+
+    async fn order(&mut self, id: &str) -> Result<Option<Order>, StoreError> {
+        let row = self.0.query_opt(concat!(select_orders!(), "WHERE o.id = $1"), &[&id]).await?;
+        row.as_ref().map(decode_order).transpose()
+    }
+
+    async fn set_charge(&mut self, order_id: &str, charge_id: &str) -> Result<(), StoreError> {
+        self.0.execute("UPDATE orders SET charge_id = $1 WHERE id = $2", &[&charge_id, &order_id]).await?;
+        Ok(())
+    }
+
+    async fn insert_outbox(&mut self, message: &OutboxMessage) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "INSERT INTO outbox (id, order_id, account_id, payload, created_at, next_attempt_at)
+                 VALUES ($1, $2, $3, $4, $5, $5)",
+                &[&message.id, &message.order_id, &message.account_id, &message.payload, &message.created_at_ms],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn stale_keys(&mut self, now_ms: i64, limit: i64) -> Result<Vec<(String, String)>, StoreError> {
+        // SKIP LOCKED: a key another instance is taking over right now is left to it.
+        let rows = self
+            .0
+            .query(
+                "SELECT account_id, key FROM idempotency_keys
+                 WHERE recovery_point <> 'finished' AND locked_until <= $1
+                 ORDER BY locked_until LIMIT $2 FOR UPDATE SKIP LOCKED",
+                &[&now_ms, &limit],
+            )
+            .await?;
+        rows.iter().map(|row| Ok((row.try_get(0)?, row.try_get(1)?))).collect()
+    }
+
+    async fn save_answer(&mut self, account: &str, key: &str, response: &StoredResponse) -> Result<(), StoreError> {
+        self.0
+            .execute(
+                "UPDATE idempotency_keys SET status_code = $1, response_headers = $2, response_body = $3
+                 WHERE account_id = $4 AND key = $5",
+                &[&i32::from(response.status), &response.encode_headers(), &response.body, &account, &key],
+            )
+            .await?;
+        Ok(())
+    }
+}
+
 /// A lock wait that hit `lock_timeout` means another transaction holds the key: 409, not 500.
 fn locked_or(error: tokio_postgres::Error) -> StoreError {
     if error.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) {
@@ -413,6 +666,9 @@ fn decode_order(row: &Row) -> Result<Order, StoreError> {
         row.try_get(4)?,
         row.try_get(5)?,
         row.try_get(6)?,
+        row.try_get(7)?,
+        row.try_get(8)?,
+        row.try_get(9)?,
     );
     super::decode_order(columns)
 }

@@ -10,9 +10,11 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
+use super::phases::{HeldKey, KeyRow, OutboxMessage, PhaseOp, PhaseResult, PhaseSql, RecoveryPoint};
+use super::select_orders;
 use super::{
-    decode_order, stored_from_columns, Claim, KeyRecord, KeyTransaction, OrderColumns, ProcessOptions, StoreError,
-    WorkFn,
+    decode_order, key_row, stored_from_columns, Claim, Claimed, KeyRecord, KeyRowColumns, KeyTransaction, OrderColumns,
+    ProcessOptions, StoreError, WorkFn,
 };
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
@@ -32,6 +34,11 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     response_headers TEXT    NULL,
     response_body    TEXT    NULL,
     created_at       INTEGER NOT NULL,
+    recovery_point   TEXT    NOT NULL DEFAULT 'finished',
+    row_id           TEXT    NULL,
+    lock_token       TEXT    NULL,
+    locked_until     INTEGER NOT NULL DEFAULT 0,
+    order_id         TEXT    NULL,
     PRIMARY KEY (account_id, key)
 );
 CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON idempotency_keys (created_at);
@@ -43,10 +50,26 @@ CREATE TABLE IF NOT EXISTS orders (
     items           TEXT    NOT NULL,
     total_cents     INTEGER NOT NULL,
     currency        TEXT    NOT NULL,
-    created_at      INTEGER NOT NULL
+    created_at      INTEGER NOT NULL,
+    charge_id       TEXT   NULL
 );
 CREATE INDEX IF NOT EXISTS orders_account_seq ON orders (account_id, seq);
 CREATE INDEX IF NOT EXISTS orders_account_key ON orders (account_id, idempotency_key);
+CREATE INDEX IF NOT EXISTS idempotency_keys_unfinished ON idempotency_keys (locked_until)
+    WHERE recovery_point <> 'finished';
+CREATE TABLE IF NOT EXISTS outbox (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    id              TEXT    NOT NULL UNIQUE,
+    order_id        TEXT    NOT NULL UNIQUE,
+    account_id      TEXT    NOT NULL,
+    payload         TEXT    NOT NULL,
+    created_at      INTEGER NOT NULL,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER NOT NULL DEFAULT 0,
+    claimed_until   INTEGER NOT NULL DEFAULT 0,
+    delivered_at    INTEGER NULL
+);
+CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (next_attempt_at) WHERE delivered_at IS NULL;
 ";
 
 /// SQLite's `synchronous` setting (with WAL).
@@ -81,6 +104,7 @@ impl SqliteStore {
             Synchronous::Full => "PRAGMA synchronous = FULL;",
             Synchronous::Normal => "PRAGMA synchronous = NORMAL;",
         })?;
+        add_missing_columns(&conn)?;
         conn.execute_batch(SCHEMA)?;
         Ok(SqliteStore { conn: Arc::new(Mutex::new(conn)) })
     }
@@ -117,14 +141,63 @@ impl SqliteStore {
         .await
     }
 
+    /// See [`super::Store::phase`].
+    pub(crate) async fn phase(&self, op: PhaseOp) -> Result<PhaseResult, StoreError> {
+        let runtime = tokio::runtime::Handle::current();
+        self.with_conn(move |conn| {
+            let tx = SqliteTransaction(conn.transaction_with_behavior(TransactionBehavior::Immediate)?);
+            runtime.block_on(super::phases::run(tx, op))
+        })
+        .await
+    }
+
+    /// See [`super::Store::claim_outbox`]. SQLite has one writer, so the `UPDATE` is the claim.
+    pub async fn claim_outbox(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<Claimed>, StoreError> {
+        self.with_conn(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "UPDATE outbox SET claimed_until = ?1, attempts = attempts + 1
+                 WHERE id IN (SELECT id FROM outbox
+                              WHERE delivered_at IS NULL AND next_attempt_at <= ?2 AND claimed_until <= ?2
+                              ORDER BY next_attempt_at LIMIT ?3)
+                 RETURNING id, payload, attempts",
+            )?;
+            let rows = stmt.query_map(params![until_ms, now_ms, limit], |row| {
+                Ok(Claimed { id: row.get(0)?, payload: row.get(1)?, attempts: row.get(2)? })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+
+    /// See [`super::Store::outbox_delivered`].
+    pub async fn outbox_delivered(&self, id: &str, at: i64) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.with_conn(move |conn| {
+            conn.execute("UPDATE outbox SET delivered_at = ?1 WHERE id = ?2", params![at, id])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// See [`super::Store::outbox_retry`].
+    pub async fn outbox_retry(&self, id: &str, at_ms: i64) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.with_conn(move |conn| {
+            conn.execute(
+                "UPDATE outbox SET claimed_until = 0, next_attempt_at = ?1 WHERE id = ?2",
+                params![at_ms, id],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
     /// See [`super::Store::list_orders`].
     pub async fn list_orders(&self, account: &AccountId, limit: u32) -> Result<Vec<Order>, StoreError> {
         let account = account.as_str().to_owned();
         self.with_conn(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT id, account_id, idempotency_key, items, total_cents, currency, created_at
-                 FROM orders WHERE account_id = ?1 ORDER BY seq DESC LIMIT ?2",
-            )?;
+            let mut stmt =
+                conn.prepare_cached(concat!(select_orders!(), "WHERE o.account_id = ?1 ORDER BY o.seq DESC LIMIT ?2"))?;
             let rows = stmt.query_map(params![account, limit], |row| OrderColumns::try_from(row))?;
             let mut out = Vec::new();
             for row in rows {
@@ -142,8 +215,7 @@ impl SqliteStore {
         self.with_conn(move |conn| {
             let row = conn
                 .query_row(
-                    "SELECT id, account_id, idempotency_key, items, total_cents, currency, created_at
-                     FROM orders WHERE account_id = ?1 AND id = ?2",
+                    concat!(select_orders!(), "WHERE o.account_id = ?1 AND o.id = ?2"),
                     params![account, id],
                     |row| OrderColumns::try_from(row),
                 )
@@ -179,8 +251,10 @@ impl SqliteStore {
             }
             let order = conn
                 .query_row(
-                    "SELECT id, account_id, idempotency_key, items, total_cents, currency, created_at
-                     FROM orders WHERE account_id = ?1 AND idempotency_key = ?2 ORDER BY seq DESC LIMIT 1",
+                    concat!(
+                        select_orders!(),
+                        "WHERE o.account_id = ?1 AND o.idempotency_key = ?2 ORDER BY o.seq DESC LIMIT 1"
+                    ),
                     params![account, key],
                     |row| OrderColumns::try_from(row),
                 )
@@ -210,6 +284,18 @@ impl SqliteStore {
         })
         .await
     }
+}
+
+/// Adds the [`super::ADDED_COLUMNS`] an existing table lacks (SQLite has no `ADD COLUMN IF NOT EXISTS`).
+fn add_missing_columns(conn: &Connection) -> Result<(), StoreError> {
+    for (table, column, definition) in super::ADDED_COLUMNS {
+        let mut stmt = conn.prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))?;
+        let names = stmt.query_map([], |row| row.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
+        if !names.is_empty() && !names.iter().any(|name| name == column) {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {definition}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// The connection, even if a previous holder panicked: an unfinished transaction was rolled back when
@@ -285,6 +371,144 @@ impl KeyTransaction for SqliteTransaction<'_> {
 
     async fn rollback(self) -> Result<(), StoreError> {
         Ok(self.0.rollback()?)
+    }
+}
+
+/// The order columns the phases read: `orders` without the outbox join (the phases need only the order).
+const ORDER_BY_ID: &str = concat!(select_orders!(), "WHERE o.id = ?1");
+
+impl PhaseSql for SqliteTransaction<'_> {
+    async fn key_row(&mut self, account: &str, key: &str) -> Result<Option<KeyRow>, StoreError> {
+        let row: Option<KeyRowColumns> = self
+            .0
+            .query_row(
+                "SELECT request_hash, status_code, response_headers, response_body, recovery_point, row_id,
+                        locked_until, order_id
+                 FROM idempotency_keys WHERE account_id = ?1 AND key = ?2",
+                params![account, key],
+                |row| row.try_into(),
+            )
+            .optional()?;
+        row.map(key_row).transpose()
+    }
+
+    async fn delete_expired(&mut self, account: &str, key: &str, before: i64) -> Result<(), StoreError> {
+        self.0.execute(
+            "DELETE FROM idempotency_keys WHERE account_id = ?1 AND key = ?2 AND created_at < ?3",
+            params![account, key, before],
+        )?;
+        Ok(())
+    }
+
+    async fn insert_started(
+        &mut self,
+        request: &KeyedRequest,
+        row_id: &str,
+        token: &str,
+        until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let inserted = self.0.execute(
+            "INSERT INTO idempotency_keys
+                 (account_id, key, request_hash, created_at, recovery_point, row_id, lock_token, locked_until)
+             VALUES (?1, ?2, ?3, ?4, 'started', ?5, ?6, ?7) ON CONFLICT (account_id, key) DO NOTHING",
+            params![
+                request.account.as_str(),
+                request.key.as_str(),
+                request.request_hash,
+                request.now,
+                row_id,
+                token,
+                until_ms
+            ],
+        )?;
+        Ok(inserted == 1)
+    }
+
+    async fn lease(&mut self, account: &str, key: &str, token: &str, until_ms: i64) -> Result<(), StoreError> {
+        self.0.execute(
+            "UPDATE idempotency_keys SET lock_token = ?1, locked_until = ?2 WHERE account_id = ?3 AND key = ?4",
+            params![token, until_ms, account, key],
+        )?;
+        Ok(())
+    }
+
+    async fn advance(
+        &mut self,
+        held: &HeldKey,
+        to: RecoveryPoint,
+        order_id: Option<&str>,
+        release: bool,
+    ) -> Result<bool, StoreError> {
+        let updated = self.0.execute(
+            "UPDATE idempotency_keys
+             SET recovery_point = ?1, order_id = COALESCE(?2, order_id),
+                 locked_until = CASE WHEN ?3 THEN 0 ELSE locked_until END
+             WHERE account_id = ?4 AND key = ?5 AND lock_token = ?6 AND recovery_point = ?7",
+            params![
+                to.as_str(),
+                order_id,
+                release,
+                held.account.as_str(),
+                held.key.as_str(),
+                held.token,
+                held.point.as_str()
+            ],
+        )?;
+        Ok(updated == 1)
+    }
+
+    async fn release(&mut self, account: &str, key: &str, token: &str) -> Result<bool, StoreError> {
+        let updated = self.0.execute(
+            "UPDATE idempotency_keys SET locked_until = 0 WHERE account_id = ?1 AND key = ?2 AND lock_token = ?3",
+            params![account, key, token],
+        )?;
+        Ok(updated == 1)
+    }
+
+    async fn delete_started(&mut self, account: &str, key: &str, token: &str) -> Result<bool, StoreError> {
+        let deleted = self.0.execute(
+            "DELETE FROM idempotency_keys
+             WHERE account_id = ?1 AND key = ?2 AND lock_token = ?3 AND recovery_point = 'started'",
+            params![account, key, token],
+        )?;
+        Ok(deleted == 1)
+    }
+
+    async fn order(&mut self, id: &str) -> Result<Option<Order>, StoreError> {
+        let row = self.0.query_row(ORDER_BY_ID, params![id], |row| OrderColumns::try_from(row)).optional()?;
+        row.map(decode_order).transpose()
+    }
+
+    async fn set_charge(&mut self, order_id: &str, charge_id: &str) -> Result<(), StoreError> {
+        self.0.execute("UPDATE orders SET charge_id = ?1 WHERE id = ?2", params![charge_id, order_id])?;
+        Ok(())
+    }
+
+    async fn insert_outbox(&mut self, message: &OutboxMessage) -> Result<(), StoreError> {
+        self.0.execute(
+            "INSERT INTO outbox (id, order_id, account_id, payload, created_at, next_attempt_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+            params![message.id, message.order_id, message.account_id, message.payload, message.created_at_ms],
+        )?;
+        Ok(())
+    }
+
+    async fn stale_keys(&mut self, now_ms: i64, limit: i64) -> Result<Vec<(String, String)>, StoreError> {
+        let mut stmt = self.0.prepare_cached(
+            "SELECT account_id, key FROM idempotency_keys
+             WHERE recovery_point <> 'finished' AND locked_until <= ?1 ORDER BY locked_until LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![now_ms, limit], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    async fn save_answer(&mut self, account: &str, key: &str, response: &StoredResponse) -> Result<(), StoreError> {
+        self.0.execute(
+            "UPDATE idempotency_keys SET status_code = ?1, response_headers = ?2, response_body = ?3
+             WHERE account_id = ?4 AND key = ?5",
+            params![response.status, response.encode_headers(), response.body, account, key],
+        )?;
+        Ok(())
     }
 }
 

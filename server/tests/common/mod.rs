@@ -2,6 +2,9 @@
 //! and checks the HTTP and store tests share.
 #![allow(dead_code)]
 
+pub mod checkout;
+pub mod processes;
+
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -78,6 +78,8 @@ export const REASON_NETWORK = 1;
 export const REASON_TIMEOUT = 2;
 /** A retried status (field `LastStatus`). */
 export const REASON_STATUS = 3;
+/** The server, asked about the key, said a request with it is still being processed. */
+export const REASON_IN_FLIGHT = 4;
 
 // State: Where an intent stands.
 /** Not yet definitely answered: the key is kept and the next `send` reuses it. */

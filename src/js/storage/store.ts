@@ -8,6 +8,7 @@
 
 import type { StorageKind } from "../options.js";
 import { StorageFailure, type Backend } from "./backend.js";
+import { type AsyncStorage, customBackend } from "./custom.js";
 import { IndexedDbBackend } from "./indexeddb.js";
 import { MemoryBackend } from "./memory.js";
 import { WebStorageBackend } from "./web.js";
@@ -23,19 +24,25 @@ export class Store {
   /** Told (once, in a microtask) when the store falls back: on opening, or on a later operation. */
   onFallback: ((reason: string) => void) | undefined;
 
+  private readonly requested: StorageKind;
+  private readonly custom: AsyncStorage | undefined;
+
   constructor(
-    private readonly requested: StorageKind,
+    storage: StorageKind | AsyncStorage,
     private readonly namespace: string,
   ) {
-    this.inMemory = requested === "memory";
+    this.requested = typeof storage === "string" ? storage : "custom";
+    this.custom = typeof storage === "string" ? undefined : storage;
+    this.inMemory = this.requested === "memory";
   }
 
   /** The backend, opened on first use (blocked or absent storage: memory, reported once). */
   private get backend(): Backend {
     if (this.opened) return this.opened;
-    const { requested, namespace } = this;
-    const opened =
-      requested === "memory"
+    const { requested, namespace, custom } = this;
+    const opened = custom
+      ? customBackend(custom, namespace)
+      : requested === "memory"
         ? new MemoryBackend()
         : requested === "indexeddb"
           ? IndexedDbBackend.open(namespace)

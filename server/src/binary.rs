@@ -1,0 +1,63 @@
+//! What every binary of the workspace shares: logging to stderr, one `listening on URL` line on stdout,
+//! and stopping on Ctrl-C or SIGTERM.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use tracing_subscriber::EnvFilter;
+
+use crate::services::RunningService;
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
+pub fn init_tracing() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .init();
+}
+
+/// Prints exactly one `listening on URL` line on stdout, flushed, so harnesses can read the real port.
+pub fn print_listening(url: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "listening on {url}");
+    let _ = stdout.flush();
+}
+
+/// Serves `service` until Ctrl-C or SIGTERM, then stops it gracefully.
+pub async fn run_until_signal(name: &str, service: RunningService) -> ExitCode {
+    print_listening(&service.url());
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    match service.shutdown().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{name}: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves on Ctrl-C or (on Unix) SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

@@ -1,0 +1,409 @@
+//! The order flow in atomic phases, when the server charges through a payment provider (`--provider-url`)
+//! and confirms through a mail receiver (`--mail-url`).
+//!
+//! Every arrow `started -> charge_started -> charged -> finished` is one transaction on the key row
+//! ([`crate::store::phases`]); the provider call sits between `charge_started` and `charged`, carrying an
+//! Idempotency-Key derived from the key row ([`provider_key`]), so repeating it after a crash charges once.
+//! The `finished` transaction stores the answer and writes the confirmation into the outbox
+//! ([`crate::outbox`] delivers it). A retry of the key resumes at its recovery point; a key whose request
+//! died mid-phase is resumed by the next retry or by the background [`run_completer`], whichever takes its
+//! lease first: never both at once.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use tokio::sync::watch;
+
+use crate::clock::unix_now_ms;
+use crate::faults::{crash, FaultPlan};
+use crate::orders::Order;
+use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
+use crate::services::mailbox::{Message, MESSAGES_PATH};
+use crate::services::provider::{ChargeRequest, CHARGES_PATH};
+use crate::store::phases::{random_id, Begun, HeldKey, OutboxMessage, PhaseOp, PhaseResult, RecoveryPoint};
+use crate::store::{Store, StoreError, WorkFn};
+
+/// The default `--key-lease-ms`.
+pub const DEFAULT_KEY_LEASE: Duration = Duration::from_secs(10);
+
+/// The order-flow flags.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CheckoutArgs {
+    /// Charge every order through this payment provider (`http://host:port`, a `payment-provider`), in
+    /// atomic phases. Without it an order is one transaction and nothing leaves the database.
+    #[arg(long)]
+    pub provider_url: Option<String>,
+    /// Send each order's confirmation through this mail receiver (`http://host:port`, a `mail-receiver`),
+    /// by the transactional outbox.
+    #[arg(long, requires = "provider_url")]
+    pub mail_url: Option<String>,
+    /// How long a request (or the completer) holds an unfinished key before another may take it over, in
+    /// milliseconds. Provider and mail calls time out at a third of it, so a holder is done before it ends.
+    #[arg(long, default_value_t = DEFAULT_KEY_LEASE.as_millis() as u64, value_parser = clap::value_parser!(u64).range(300..=600_000))]
+    pub key_lease_ms: u64,
+}
+
+impl CheckoutArgs {
+    /// The configuration, `None` without `--provider-url`.
+    pub fn into_config(self) -> Option<CheckoutConfig> {
+        let provider_url = self.provider_url?;
+        Some(CheckoutConfig {
+            provider_url,
+            mail_url: self.mail_url,
+            key_lease: Duration::from_millis(self.key_lease_ms),
+        })
+    }
+}
+
+/// Where the order flow charges and confirms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckoutConfig {
+    /// The payment provider's base URL.
+    pub provider_url: String,
+    /// The mail receiver's base URL; `None`: no confirmations.
+    pub mail_url: Option<String>,
+    /// How long a holder keeps an unfinished key.
+    pub key_lease: Duration,
+}
+
+/// The order flow's downstream side, shared by the handlers, the completer and the outbox worker.
+#[derive(Debug, Clone)]
+pub struct Checkout {
+    config: CheckoutConfig,
+    http: reqwest::Client,
+}
+
+/// Why the flow stopped before `finished` (the key is released, or left to its lease, and a retry resumes).
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    /// The database failed, or the lease was taken over ([`StoreError::LeaseLost`]).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The provider could not be reached or answered 5xx: a retry repeats the call with the same key.
+    #[error("payment provider unavailable: {0}")]
+    ProviderUnavailable(String),
+    /// The provider is still making this key's charge (its 409).
+    #[error("payment provider busy with this charge")]
+    ProviderBusy,
+    /// The provider refused the charge request (4xx): a bug on this side.
+    #[error("payment provider refused the charge: {0}")]
+    ProviderRefused(u16),
+    /// The `crash-before-commit` fault: the order phase was rolled back and the key deleted.
+    #[error("injected crash before commit")]
+    InjectedCrash,
+}
+
+impl Checkout {
+    /// A client for `config`'s provider and receiver.
+    pub fn new(config: CheckoutConfig) -> Result<Self, crate::ServeError> {
+        let http = reqwest::Client::builder()
+            .timeout(config.key_lease / 3)
+            .connect_timeout(config.key_lease / 3)
+            .build()
+            .map_err(|e| crate::ServeError::Config(format!("http client: {e}")))?;
+        Ok(Checkout { config, http })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &CheckoutConfig {
+        &self.config
+    }
+
+    fn lease_from(&self, now_ms: i64) -> i64 {
+        now_ms.saturating_add(i64::try_from(self.config.key_lease.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    /// Charges the held key's order at the provider; the charge id.
+    async fn charge(&self, held: &HeldKey, order: &Order) -> Result<String, FlowError> {
+        let body = ChargeRequest {
+            amount_cents: order.total_cents,
+            currency: order.currency.clone(),
+            reference: order.id.clone(),
+        };
+        let response = self
+            .http
+            .post(format!("{}{CHARGES_PATH}", self.config.provider_url))
+            .header(crate::keys::IDEMPOTENCY_KEY_HEADER, provider_key(held))
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| FlowError::ProviderUnavailable(e.to_string()))?;
+        let status = response.status();
+        if status.is_success() {
+            #[derive(Deserialize)]
+            struct Charged {
+                id: String,
+            }
+            let charged: Charged =
+                response.json().await.map_err(|e| FlowError::ProviderUnavailable(format!("answer: {e}")))?;
+            return Ok(charged.id);
+        }
+        if status.as_u16() == 409 {
+            return Err(FlowError::ProviderBusy);
+        }
+        if status.is_server_error() || status.as_u16() == 429 {
+            return Err(FlowError::ProviderUnavailable(format!("status {status}")));
+        }
+        Err(FlowError::ProviderRefused(status.as_u16()))
+    }
+
+    /// The confirmation of a charged order, if the server sends them.
+    fn confirmation(&self, order: &Order) -> Option<OutboxMessage> {
+        self.config.mail_url.as_ref()?;
+        let message = Message {
+            id: confirmation_id(order),
+            to: format!("{}@customers.invalid", order.account_id),
+            subject: format!("Order {} confirmed", order.id),
+            text: format!(
+                "Your order {} of {} {} cents was charged ({}).",
+                order.id,
+                order.currency,
+                order.total_cents,
+                order.charge_id.as_deref().unwrap_or("no charge")
+            ),
+        };
+        let payload = serde_json::to_string(&message).ok()?;
+        Some(OutboxMessage {
+            id: message.id,
+            order_id: order.id.clone(),
+            account_id: order.account_id.clone(),
+            payload,
+            created_at_ms: unix_now_ms(),
+        })
+    }
+
+    /// `POST` of one outbox message to the mail receiver; `Ok` once it was stored (or refused as a duplicate,
+    /// which means an earlier delivery was stored).
+    pub(crate) async fn deliver(&self, payload: &str) -> Result<(), String> {
+        let Some(mail_url) = &self.config.mail_url else {
+            return Err("no mail receiver".to_owned());
+        };
+        let response = self
+            .http
+            .post(format!("{mail_url}{MESSAGES_PATH}"))
+            .header("content-type", "application/json")
+            .body(payload.to_owned())
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            Err(format!("status {}", response.status()))
+        }
+    }
+}
+
+/// The Idempotency-Key of a key row's provider call: derived from the row's own random id, never the
+/// client's key. Client keys are unique only within an account (two accounts may send the same one and
+/// must not share a charge), a client chooses its key (it must not be able to aim at another order's
+/// charge at the provider), and a key reused after its retention is a new intent that needs a new charge:
+/// a new row, a new id. The row id is the same in every instance and across restarts, so a retry
+/// anywhere repeats the same provider call.
+pub fn provider_key(held: &HeldKey) -> String {
+    format!("order-charge-{}", held.row_id)
+}
+
+/// The message id of an order's confirmation (the receiver deduplicates by it).
+pub fn confirmation_id(order: &Order) -> String {
+    format!("confirm-{}", order.id)
+}
+
+/// A request for a key: takes it (or finds it finished or held) and drives it to `finished` from wherever
+/// it stands. `work` builds the order (or the refusal) when the key starts.
+pub async fn place(
+    store: &Store,
+    checkout: &Checkout,
+    request: KeyedRequest,
+    plan: FaultPlan,
+    work: WorkFn,
+) -> Result<Outcome, FlowError> {
+    let now_ms = unix_now_ms();
+    let op =
+        PhaseOp::Begin { request: request.clone(), token: random_id()?, until_ms: checkout.lease_from(now_ms), now_ms };
+    let held = match store.phase(op).await? {
+        PhaseResult::Begun(Begun::Held(held)) => held,
+        PhaseResult::Begun(Begun::Done(outcome)) => return Ok(outcome),
+        other => return Err(unexpected(&other)),
+    };
+    if let Some(latency) = plan.latency {
+        tokio::time::sleep(latency).await;
+    }
+    match drive(store, checkout, held, Some((&request, work)), plan).await? {
+        Some(response) => Ok(Outcome::Fresh(response)),
+        None => Err(FlowError::Store(StoreError::Corrupt("a request's key was abandoned".to_owned()))),
+    }
+}
+
+/// Moves a held key from its recovery point to `finished`; the stored answer, or `None` if the key was at
+/// `started` and there is no request to go on with (the completer): it is deleted, nothing having been done.
+/// On a failure the lease is released so that the next retry resumes at once.
+async fn drive(
+    store: &Store,
+    checkout: &Checkout,
+    mut held: HeldKey,
+    mut request: Option<(&KeyedRequest, WorkFn)>,
+    plan: FaultPlan,
+) -> Result<Option<StoredResponse>, FlowError> {
+    loop {
+        let step = step(store, checkout, held.clone(), &mut request, plan).await;
+        match step {
+            Ok(Step::Next(next)) => held = next,
+            Ok(Step::Done(answer)) => return Ok(answer),
+            Err(error) => {
+                if !matches!(error, FlowError::Store(StoreError::LeaseLost) | FlowError::InjectedCrash) {
+                    if let Err(release) = store.phase(PhaseOp::Release { held }).await {
+                        tracing::warn!(%release, "releasing a key after a failed phase failed");
+                    }
+                }
+                return Err(error);
+            }
+        }
+    }
+}
+
+enum Step {
+    Next(HeldKey),
+    Done(Option<StoredResponse>),
+}
+
+async fn step(
+    store: &Store,
+    checkout: &Checkout,
+    held: HeldKey,
+    request: &mut Option<(&KeyedRequest, WorkFn)>,
+    plan: FaultPlan,
+) -> Result<Step, FlowError> {
+    match held.point {
+        RecoveryPoint::Started => {
+            let Some((request, work)) = request.take() else {
+                store.phase(PhaseOp::Abandon { held }).await?;
+                return Ok(Step::Done(None));
+            };
+            let work = work(request);
+            let Some(order) = work.order else {
+                let result = store.phase(PhaseOp::Refuse { held, response: work.response }).await?;
+                return finished(result).map(|r| Step::Done(Some(r)));
+            };
+            if plan.crash_before_commit {
+                // As if the order's transaction had been rolled back: nothing is left, not even the key.
+                store.phase(PhaseOp::Abandon { held }).await?;
+                return Err(FlowError::InjectedCrash);
+            }
+            held_after(store.phase(PhaseOp::StoreOrder { held, order }).await?).map(Step::Next)
+        }
+        RecoveryPoint::ChargeStarted => {
+            let Some(order) = held.order.clone() else {
+                return Err(FlowError::Store(StoreError::Corrupt("charge_started without an order".to_owned())));
+            };
+            let charge_id = checkout.charge(&held, &order).await?;
+            if plan.crash_after_charge {
+                crash("after the provider charged, before `charged` commits");
+            }
+            held_after(store.phase(PhaseOp::RecordCharge { held, charge_id }).await?).map(Step::Next)
+        }
+        RecoveryPoint::Charged => {
+            let Some(order) = held.order.clone() else {
+                return Err(FlowError::Store(StoreError::Corrupt("charged without an order".to_owned())));
+            };
+            let response = crate::idempotency::created_response(&order);
+            let message = checkout.confirmation(&order);
+            let answer = finished(store.phase(PhaseOp::Finish { held, response, message }).await?)?;
+            if plan.crash_after_finish {
+                crash("after `finished` committed, before the answer is written");
+            }
+            Ok(Step::Done(Some(answer)))
+        }
+        RecoveryPoint::Finished => {
+            Err(FlowError::Store(StoreError::Corrupt("a finished key was driven again".to_owned())))
+        }
+    }
+}
+
+fn held_after(result: PhaseResult) -> Result<HeldKey, FlowError> {
+    match result {
+        PhaseResult::Held(held) => Ok(held),
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn finished(result: PhaseResult) -> Result<StoredResponse, FlowError> {
+    match result {
+        PhaseResult::Finished(response) => Ok(response),
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn unexpected(result: &PhaseResult) -> FlowError {
+    FlowError::Store(StoreError::Corrupt(format!("unexpected phase result {result:?}")))
+}
+
+/// Starts this instance's completer and, with a mail receiver, its outbox worker.
+pub fn spawn_workers(
+    store: &Store,
+    checkout: &Checkout,
+    faults: Option<&crate::faults::Faults>,
+    shutdown: &watch::Sender<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    // A quarter of the lease: a key left by a crash waits at most about 1.25 leases for its completion.
+    let interval = (checkout.config.key_lease / 4).max(Duration::from_millis(50));
+    let mut tasks = vec![tokio::spawn(run_completer(store.clone(), checkout.clone(), interval, shutdown.subscribe()))];
+    if checkout.config.mail_url.is_some() {
+        tasks.push(tokio::spawn(crate::outbox::run(
+            store.clone(),
+            checkout.clone(),
+            faults.cloned(),
+            shutdown.subscribe(),
+        )));
+    }
+    tasks
+}
+
+/// Takes over unfinished keys whose lease ran out (their request died, or its process did) and drives them
+/// to `finished`, every `interval` until `shutdown` turns true. Each key is taken by one transaction that
+/// gives it a new lease, so a retry arriving meanwhile gets 409 and then the replay.
+pub async fn run_completer(store: Store, checkout: Checkout, interval: Duration, mut shutdown: watch::Receiver<bool>) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {
+                complete_once(&store, &checkout).await;
+            }
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// One pass of the completer; how many keys it finished or abandoned.
+pub async fn complete_once(store: &Store, checkout: &Checkout) -> usize {
+    let now_ms = unix_now_ms();
+    let op = PhaseOp::TakeStale { now_ms, until_ms: checkout.lease_from(now_ms), limit: 16 };
+    let taken = match store.phase(op).await {
+        Ok(PhaseResult::Taken(taken)) => taken,
+        Ok(other) => {
+            tracing::error!(?other, "completer: unexpected phase result");
+            return 0;
+        }
+        Err(error) => {
+            tracing::warn!(%error, "completer: taking stale keys failed");
+            return 0;
+        }
+    };
+    let mut done = 0;
+    for held in taken {
+        let (point, key) = (held.point, held.key.as_str().to_owned());
+        match drive(store, checkout, held, None, FaultPlan::default()).await {
+            Ok(answer) => {
+                done += 1;
+                tracing::info!(key, from = point.as_str(), finished = answer.is_some(), "completer resumed a key");
+            }
+            Err(error) => tracing::warn!(key, from = point.as_str(), %error, "completer could not finish a key"),
+        }
+    }
+    done
+}

@@ -1,0 +1,196 @@
+//! The order flow's shared test parts: the provider and the receiver as processes, counting their effects,
+//! the lease rules every backend must keep, and the server binary that crashes on a fault.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use idempotent_fetch_server::checkout::CheckoutConfig;
+use idempotent_fetch_server::store::phases::{random_id, Begun, PhaseOp, PhaseResult, RecoveryPoint};
+use idempotent_fetch_server::store::{Store, StoreError};
+use idempotent_fetch_server::unix_now;
+use reqwest::Client;
+use serde_json::Value;
+
+use super::processes::Process;
+use super::{keyed_request, post_to, MUGS, SECRET};
+
+/// A short lease, so that a key left by a crash is taken over within a test.
+pub const LEASE: Duration = Duration::from_millis(900);
+
+pub struct Downstream {
+    pub provider: Process,
+    pub mailbox: Process,
+    _dir: tempfile::TempDir,
+}
+
+impl Downstream {
+    pub fn start() -> Downstream {
+        let dir = tempfile::tempdir().expect("dir");
+        let provider = Process::provider(&dir.path().join("provider.sqlite"));
+        let mailbox = Process::mailbox(&dir.path().join("mail.sqlite"));
+        Downstream { provider, mailbox, _dir: dir }
+    }
+
+    pub fn config(&self) -> CheckoutConfig {
+        CheckoutConfig {
+            provider_url: self.provider.url.clone(),
+            mail_url: Some(self.mailbox.url.clone()),
+            key_lease: LEASE,
+        }
+    }
+
+    pub async fn charges(&self) -> Vec<Value> {
+        list(&format!("{}/charges", self.provider.url), "charges").await
+    }
+
+    pub async fn messages(&self) -> Vec<Value> {
+        list(&format!("{}/messages", self.mailbox.url), "messages").await
+    }
+
+    pub async fn provider_faults(&self, body: &str) {
+        put(&format!("{}/faults", self.provider.url), body).await;
+    }
+
+    pub async fn mailbox_faults(&self, body: &str) {
+        put(&format!("{}/faults", self.mailbox.url), body).await;
+    }
+}
+
+pub async fn list(url: &str, field: &str) -> Vec<Value> {
+    let body: Value = Client::new().get(url).send().await.expect("get").json().await.expect("json");
+    body[field].as_array().cloned().expect("a list")
+}
+
+pub async fn put(url: &str, body: &str) {
+    let response = Client::new().put(url).body(body.to_owned()).send().await.expect("put");
+    assert_eq!(response.status(), 200, "PUT {url} {body}");
+}
+
+/// Polls `check` until it holds (at most 20 s).
+pub async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The recovery point of the default account's key, read straight from the file.
+pub fn point(db: &Path, key: &str) -> String {
+    let conn = rusqlite::Connection::open(db).expect("open");
+    conn.query_row("SELECT recovery_point FROM idempotency_keys WHERE account_id = 'demo' AND key = ?1", [key], |row| {
+        row.get(0)
+    })
+    .expect("key row")
+}
+
+/// Retries `key` until it answers 201 (a 409 while the key is held, a 503 while the provider fails, and
+/// connection errors while the server restarts are retried); the 201's body.
+pub async fn post_until_created(base: &str, key: &str) -> Value {
+    let client = Client::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(response) = post_to(&client, base, Some(key), MUGS, &[]).await {
+            match response.status().as_u16() {
+                201 => return response.json().await.expect("order"),
+                409 | 503 => {}
+                other => panic!("unexpected {other}: {:?}", response.text().await),
+            }
+        }
+        assert!(Instant::now() < deadline, "no 201 for {key}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every order has exactly one charge (referencing it) and one stored confirmation (`confirm-<order>`).
+pub async fn assert_one_charge_and_one_message_each(downstream: &Downstream, orders: &[String]) {
+    let charges = downstream.charges().await;
+    let messages = downstream.messages().await;
+    for order in orders {
+        let n = charges.iter().filter(|c| c["reference"] == order.as_str()).count();
+        assert_eq!(n, 1, "charges of {order}: {charges:?}");
+        let id = format!("confirm-{order}");
+        let m = messages.iter().filter(|m| m["id"] == id.as_str()).count();
+        assert_eq!(m, 1, "confirmations of {order}: {messages:?}");
+    }
+    assert_eq!(charges.len(), orders.len(), "no charge without an order: {charges:?}");
+    assert_eq!(messages.len(), orders.len(), "no message without an order: {messages:?}");
+}
+
+pub async fn lease_rules(store: &Store) {
+    let now = unix_now();
+    let request = keyed_request("acct", "k-lease", MUGS, now);
+    let begin = |token: String, now_ms: i64| PhaseOp::Begin {
+        request: request.clone(),
+        token,
+        until_ms: now_ms + 1_000,
+        now_ms,
+    };
+    let t0 = now * 1000;
+    let first = match store.phase(begin(random_id().expect("id"), t0)).await.expect("begin") {
+        PhaseResult::Begun(Begun::Held(held)) => held,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(first.point, RecoveryPoint::Started);
+    match store.phase(begin(random_id().expect("id"), t0 + 500)).await.expect("begin") {
+        PhaseResult::Begun(Begun::Done(outcome)) => {
+            assert_eq!(outcome, idempotent_fetch_server::protocol::Outcome::InFlight)
+        }
+        other => panic!("a live lease must answer in flight: {other:?}"),
+    }
+    // After the lease: the second caller takes the key over at its point.
+    let second = match store.phase(begin(random_id().expect("id"), t0 + 1_001)).await.expect("begin") {
+        PhaseResult::Begun(Begun::Held(held)) => held,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(second.row_id, first.row_id, "the same row, so the same downstream keys");
+    assert_ne!(second.token, first.token);
+    let order = match idempotent_fetch_server::idempotency::place_order(&request).order {
+        Some(order) => order,
+        None => panic!("valid order"),
+    };
+    let stale = store.phase(PhaseOp::StoreOrder { held: first, order: order.clone() }).await;
+    assert!(matches!(stale, Err(StoreError::LeaseLost)), "{stale:?}");
+    let stored = store.phase(PhaseOp::StoreOrder { held: second, order }).await.expect("store order");
+    let PhaseResult::Held(held) = stored else { panic!("{stored:?}") };
+    assert_eq!(held.point, RecoveryPoint::ChargeStarted);
+    // The completer takes only keys whose lease ran out.
+    let taken = store.phase(PhaseOp::TakeStale { now_ms: t0 + 1_500, until_ms: t0 + 2_500, limit: 10 }).await;
+    assert!(matches!(taken, Ok(PhaseResult::Taken(ref v)) if v.is_empty()), "{taken:?}");
+    let taken = store.phase(PhaseOp::TakeStale { now_ms: t0 + 2_002, until_ms: t0 + 3_000, limit: 10 }).await;
+    let Ok(PhaseResult::Taken(taken)) = taken else { panic!("{taken:?}") };
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].point, RecoveryPoint::ChargeStarted);
+    assert_eq!(taken[0].order.as_ref().map(|o| o.total_cents), Some(2400));
+    // The holder it was taken from cannot record a charge any more.
+    let lost = store.phase(PhaseOp::RecordCharge { held, charge_id: "ch_x".to_owned() }).await;
+    assert!(matches!(lost, Err(StoreError::LeaseLost)), "{lost:?}");
+}
+
+/// The server binary with the order flow, faults enabled, on `database` (`--db FILE` or
+/// `--database-url URL`).
+pub fn server(database: &[&str], downstream: &Downstream) -> Process {
+    let lease = LEASE.as_millis().to_string();
+    let mut args = database.to_vec();
+    args.extend([
+        "--enable-faults",
+        "--session-secret",
+        SECRET,
+        "--provider-url",
+        &downstream.provider.url,
+        "--mail-url",
+        &downstream.mailbox.url,
+        "--key-lease-ms",
+        &lease,
+    ]);
+    Process::start(env!("CARGO_BIN_EXE_idempotent-fetch-server"), &args)
+}
+
+/// Sends `key` with `X-Fault: fault` to a server that must crash on it: no answer, and the process ends.
+pub async fn post_and_crash(server: &mut Process, key: &str, fault: &str) {
+    let answer = post_to(&Client::new(), &server.url, Some(key), MUGS, &[("x-fault", fault)]).await;
+    assert!(answer.is_err(), "a crashed server answers nothing: {answer:?}");
+    let status = server.wait_exit(Duration::from_secs(10)).expect("the process ended");
+    assert!(!status.success(), "aborted, not a clean exit: {status}");
+}

@@ -1,0 +1,56 @@
+// A storage of the app's own (`storage: { get, put, delete, all }`): React Native's AsyncStorage,
+// Electron, a server's Redis, or idempotent-fetch/file in Node. What it returns is checked here (text
+// only); the records themselves are decoded and validated by the client, as from any backend.
+
+import { describe } from "../errors.js";
+import { StorageFailure, type Backend } from "./backend.js";
+
+/**
+ * A storage of your own for intent records: four async methods over text, by namespace and intent id.
+ * Store texts exactly as given. A rejected `put` is taken as "this storage cannot be used": the
+ * client continues in memory and says so (`storageFallback`, the `storagefallback` event;
+ * `NOT_DURABLE` with `requireDurable`), carrying what `all` can still read. A rejected `get`,
+ * `delete` or `all` is a `STORAGE` error of that operation. Intent ids may hold any character but
+ * control characters; the namespace's fingerprint secret is stored under the id `"\u0001secret"`.
+ */
+export interface AsyncStorage {
+  /** The text stored for `intentId` in `namespace`, or undefined. */
+  get(namespace: string, intentId: string): Promise<string | undefined>;
+  /** Stores (creates or replaces) it; resolves once it is durable. */
+  put(namespace: string, intentId: string, text: string): Promise<void>;
+  /** Deletes it (missing is fine). */
+  delete(namespace: string, intentId: string): Promise<void>;
+  /** Every `[intentId, text]` of `namespace` (skip what cannot be read). */
+  all(namespace: string): Promise<[string, string][]>;
+}
+
+/** Whether `value` has the four methods of an AsyncStorage. */
+export const isAsyncStorage = (value: unknown): value is AsyncStorage =>
+  ["get", "put", "delete", "all"].every((m) => typeof (value as Record<string, unknown> | null)?.[m] === "function");
+
+/** An AsyncStorage as the store's Backend for one namespace: each rejection a StorageFailure
+ *  (`unusable` for writes), and only text taken from it. */
+export function customBackend(storage: AsyncStorage, namespace: string): Backend {
+  const call = async (method: keyof AsyncStorage, unusable: boolean, ...args: string[]): Promise<unknown> => {
+    try {
+      return await (storage[method] as (...a: string[]) => Promise<unknown>).call(storage, namespace, ...args);
+    } catch (thrown) {
+      throw new StorageFailure(`storage.${method} failed: ${describe(thrown)}`, unusable);
+    }
+  };
+  const text = (value: unknown) => typeof value === "string";
+  return {
+    async get(intentId) {
+      const value = await call("get", false, intentId);
+      if (value == null) return undefined;
+      if (!text(value)) throw new StorageFailure("storage.get gave no text", false);
+      return value as string;
+    },
+    put: async (intentId, value) => void (await call("put", true, intentId, value)),
+    delete: async (intentId) => void (await call("delete", false, intentId)),
+    async all() {
+      const entries = await call("all", false);
+      return Array.isArray(entries) ? entries.filter((e): e is [string, string] => text(e?.[0]) && text(e?.[1])) : [];
+    },
+  };
+}

@@ -1,0 +1,258 @@
+// Durable keys outside browsers: an app's own AsyncStorage (a Map-backed twin here), and
+// idempotent-fetch/file (pkg/file.js) in Node. Checks: a record survives its process (SIGKILLed in a
+// backoff sleep, a second process resumes it with the same key: one order on the reference server);
+// crash-safe writes (no temporary file left, the format on disk); bad input (a corrupt, truncated or
+// foreign record file is a STORAGE error and is left as it is; a read-only folder is a loud fallback
+// to memory, and the send goes on); a lock left by a killed process is taken over; one held by a
+// live process is waited for.
+//
+// Needs: the package (cargo xtask build) and the reference server (tests/support/reference-server.mjs).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { chmodSync, chownSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, existsSync, mkdirSync } from "node:fs";
+import { createInterface } from "node:readline";
+import os from "node:os";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+import { importPackage, pkgDir, root } from "../support/paths.mjs";
+import { startReferenceServer } from "../support/reference-server.mjs";
+import { startTestServer } from "../support/test-server.mjs";
+
+const lib = await importPackage();
+const { fileStorage } = await import(pathToFileURL(path.join(pkgDir, "file.js")).href);
+const agent = path.join(root, "tests/js/file-storage/agent.mjs");
+const INTENT = "tool-call:order-42"; // agent.mjs
+const fast = { baseDelayMs: 1, maxDelayMs: 5 };
+
+let tmp;
+let scripted;
+before(async () => {
+  tmp = mkdtempSync(path.join(os.tmpdir(), "if-file-storage-"));
+  chmodSync(tmp, 0o755); // the read-only case runs a child as nobody, who must reach its folder
+  scripted = await startTestServer();
+});
+after(async () => {
+  await scripted?.close();
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+let counter = 0;
+const fresh = () => path.join(tmp, `records-${++counter}`);
+const url = (scenario, script) => `${scripted.url}/s/${scenario}-${counter}?script=${encodeURIComponent(script)}&close=1`;
+
+/** The AsyncStorage twin in memory: the interface as an app would implement it over a Map. */
+function mapStorage() {
+  const map = new Map();
+  const slot = (ns, id) => `${ns}\u0000${id}`;
+  return {
+    map,
+    async get(ns, id) { return map.get(slot(ns, id)); },
+    async put(ns, id, text) { map.set(slot(ns, id), text); },
+    async delete(ns, id) { map.delete(slot(ns, id)); },
+    async all(ns) { return [...map].filter(([k]) => k.startsWith(`${ns}\u0000`)).map(([k, v]) => [k.slice(ns.length + 1), v]); },
+  };
+}
+
+test("an app's own AsyncStorage (the memory twin): keys kept across clients, typed errors and a loud fallback", async () => {
+  const storage = mapStorage();
+  const a = new lib.IdempotentClient({ namespace: "ns", storage, retry: fast });
+  assert.equal(a.storage, "custom");
+  const op = await a.begin("pay", { url: url("twin", "503,201"), body: "x" });
+  assert.equal(op.durable, true, "a custom storage is durable");
+  // A second client on the same storage (another process, after a restart) sees the same key.
+  const b = new lib.IdempotentClient({ namespace: "ns", storage, retry: fast });
+  assert.equal((await b.begin("pay", { url: url("twin", "503,201"), body: "x" })).key, op.key);
+  assert.equal((await op.send()).status, 201);
+  assert.deepEqual((await scripted.log(`twin-${counter}`)).map((e) => e.key), [op.key, op.key]);
+
+  // Not text where text was stored: STORAGE, never trusted.
+  storage.map.set("ns\u0000odd", 42);
+  await assert.rejects(b.begin("odd", { url: url("odd", "201"), body: "x" }), (e) => e.code === "STORAGE");
+  // A get that rejects: STORAGE for that operation.
+  const failing = { ...mapStorage(), get: async () => { throw new Error("redis down"); } };
+  const c = new lib.IdempotentClient({ namespace: "ns", storage: failing, retry: fast });
+  await assert.rejects(c.begin("pay", { url: url("down", "201"), body: "x" }), (e) => e.code === "STORAGE" && /redis down/.test(e.message));
+  // A put that rejects: the client continues in memory and says so; the send still happens.
+  const readOnly = { ...mapStorage(), put: async () => { throw new Error("read-only"); } };
+  const d = new lib.IdempotentClient({ namespace: "ns", storage: readOnly, retry: fast });
+  const fallbacks = [];
+  d.addEventListener("storagefallback", (e) => fallbacks.push(e.reason));
+  const sent = await (await d.begin("pay", { url: url("ro", "201"), body: "x" })).send();
+  assert.equal(sent.status, 201);
+  assert.equal(d.storage, "memory");
+  assert.match(d.storageFallback, /read-only/);
+  assert.ok(fallbacks.some((r) => /read-only/.test(r)), "the storagefallback event");
+  assert.equal(sent.durable, false);
+  // Not an AsyncStorage: INVALID_OPTIONS naming the field.
+  assert.throws(() => new lib.IdempotentClient({ storage: { get() {} } }), (e) => e.code === "INVALID_OPTIONS" && /storage/.test(e.message));
+});
+
+test("file storage: records on disk in their format, written through a temporary file, one file per intent", async () => {
+  const directory = fresh();
+  const client = new lib.IdempotentClient({ namespace: "acct/1", storage: fileStorage({ directory }), retry: fast });
+  const op = await client.begin("pay", { url: url("disk", "503,201"), body: "x" });
+  assert.equal((await op.send()).status, 201);
+  const folder = path.join(directory, encodeURIComponent("acct/1"));
+  const files = readdirSync(folder);
+  assert.deepEqual(files.filter((f) => !/^[0-9a-f]{64}\.json$/.test(f)), [], `only record files left (no .tmp, no lock): ${files}`);
+  const records = files.map((f) => JSON.parse(readFileSync(path.join(folder, f), "utf8")));
+  const record = records.find((r) => r.intentId === "pay");
+  assert.equal(record.format, "idempotent-fetch-file-v1");
+  assert.equal(JSON.parse(record.text).key, op.key, "the key is in the record text");
+  assert.ok(!readFileSync(path.join(folder, files[0]), "utf8").includes("authorization"), "no headers on disk");
+  // A new client over the folder (a restart) sees the answered intent.
+  const again = new lib.IdempotentClient({ namespace: "acct/1", storage: fileStorage({ directory }) });
+  assert.equal((await again.intent("pay")).state, "succeeded");
+});
+
+test("file storage bad input: corrupt, truncated or foreign files are STORAGE errors and left as they are; pending() skips them", async () => {
+  const directory = fresh();
+  const client = new lib.IdempotentClient({ namespace: "ns", storage: fileStorage({ directory }), retry: fast });
+  const request = { url: url("bad", "201"), body: "x" };
+  await (await client.begin("good", request)).send();
+  const pendingOp = await client.begin("later", { url: url("later", "201"), body: "y" });
+  const folder = path.join(directory, "ns");
+  const fileOf = (id) => readdirSync(folder).map((f) => path.join(folder, f)).find((f) => JSON.parse(readFileSync(f, "utf8")).intentId === id);
+  const target = fileOf("later");
+  const original = readFileSync(target, "utf8");
+  for (const [label, content] of [
+    ["corrupt", "{not json"],
+    ["truncated", original.slice(0, Math.floor(original.length / 2))],
+    ["foreign", JSON.stringify({ hello: "world" })],
+    ["another intent's", readFileSync(fileOf("good"), "utf8")],
+  ]) {
+    writeFileSync(target, content);
+    const reader = new lib.IdempotentClient({ namespace: "ns", storage: fileStorage({ directory }), retry: fast });
+    await assert.rejects(reader.begin("later", { url: url("later", "201"), body: "y" }), (e) => e.code === "STORAGE", `${label} file: STORAGE`);
+    assert.equal(readFileSync(target, "utf8"), content, `${label} file left as it is`);
+    assert.deepEqual((await reader.pending()).map((p) => p.intentId), [], `${label} file skipped by pending()`);
+  }
+  writeFileSync(path.join(folder, "notes.txt"), "someone else's file");
+  writeFileSync(target, original);
+  const restored = new lib.IdempotentClient({ namespace: "ns", storage: fileStorage({ directory }), retry: fast });
+  assert.deepEqual((await restored.pending()).map((p) => p.key), [pendingOp.key], "the restored file is read again; other files are ignored");
+});
+
+test("file storage in a read-only folder: a loud fallback to memory, the send goes on, what is on disk stays", async () => {
+  const directory = fresh();
+  // A record first, then the folder made read-only (as nobody when this runs as root: root ignores modes).
+  const seed = new lib.IdempotentClient({ namespace: "ns", storage: fileStorage({ directory }) });
+  const kept = await seed.begin("kept", { url: url("kept", "201"), body: "x" });
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) {
+    for (const p of [directory, path.join(directory, "ns"), ...readdirSync(path.join(directory, "ns")).map((f) => path.join(directory, "ns", f))]) chownSync(p, 65534, 65534);
+  }
+  chmodSync(path.join(directory, "ns"), 0o555);
+  const script = `
+    const { IdempotentClient } = await import(${JSON.stringify(pathToFileURL(path.join(pkgDir, "node.js")).href)});
+    const { fileStorage } = await import(${JSON.stringify(pathToFileURL(path.join(pkgDir, "file.js")).href)});
+    const client = new IdempotentClient({ namespace: "ns", storage: fileStorage({ directory: ${JSON.stringify(directory)} }), retry: { baseDelayMs: 1, maxDelayMs: 5 } });
+    const events = [];
+    client.addEventListener("storagefallback", (e) => events.push(e.reason));
+    const result = await (await client.begin("new", { url: ${JSON.stringify(url("ro-file", "201"))}, body: "x" })).send();
+    const durable = await new IdempotentClient({ namespace: "ns", storage: fileStorage({ directory: ${JSON.stringify(directory)} }), requireDurable: true })
+      .begin("strict", { url: ${JSON.stringify(url("strict", "201"))}, body: "x" }).then(() => null, (e) => e.code);
+    console.log(JSON.stringify({ status: result.status, durable: result.durable, storage: client.storage, reason: client.storageFallback, events, strict: durable,
+      pending: (await client.pending()).map((p) => p.intentId) }));`;
+  // Not spawnSync: this process's test server must answer the child meanwhile.
+  const child = spawn(process.execPath, ["--input-type=module", "-e", script], { ...(asRoot ? { uid: 65534, gid: 65534 } : {}) });
+  const out = { stdout: "", stderr: "" };
+  child.stdout.on("data", (d) => { out.stdout += d; });
+  child.stderr.on("data", (d) => { out.stderr += d; });
+  out.status = await new Promise((resolve) => child.on("exit", resolve));
+  chmodSync(path.join(directory, "ns"), 0o755);
+  assert.equal(out.status, 0, out.stderr);
+  const seen = JSON.parse(out.stdout.trim().split("\n").pop());
+  assert.equal(seen.status, 201, "the send went on");
+  assert.equal(seen.durable, false);
+  assert.equal(seen.storage, "memory");
+  assert.match(seen.reason, /storage\.put failed: .*(EACCES|permission)/i, "the reason names the failed write");
+  assert.ok(seen.events.length >= 1, "the storagefallback event");
+  assert.equal(seen.strict, "NOT_DURABLE", "requireDurable: a typed error instead");
+  assert.ok(seen.pending.includes("kept"), "what was on disk is carried into memory");
+  assert.equal((await seed.intent("kept")).key, kept.key, "and stays on disk");
+});
+
+test("file storage lock: one left by a killed process is taken over; one held by a live process is waited for", async () => {
+  const directory = fresh();
+  const folder = path.join(directory, "ns");
+  mkdirSync(folder, { recursive: true });
+  const gone = spawnSync(process.execPath, ["-e", "console.log(process.pid)"], { encoding: "utf8" });
+  writeFileSync(path.join(folder, ".lock"), `${gone.stdout.trim()} deadbeef`);
+  const storage = fileStorage({ directory });
+  await storage.put("ns", "a", "text-a"); // would wait forever if the dead owner's lock were honoured
+  assert.equal(await storage.get("ns", "a"), "text-a");
+  assert.ok(!existsSync(path.join(folder, ".lock")), "released");
+
+  writeFileSync(path.join(folder, ".lock"), `${process.pid} cafebabe`); // a live owner (this process)
+  let done = false;
+  const put = storage.put("ns", "b", "text-b").then(() => { done = true; });
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(done, false, "waits while the live owner holds it");
+  rmSync(path.join(folder, ".lock"));
+  await put;
+  assert.equal(await storage.get("ns", "b"), "text-b");
+});
+
+/** Starts agent.mjs; resolves each JSON line through `onEvent`; `exited` resolves to the exit signal or code. */
+function startAgent(args) {
+  const child = spawn(process.execPath, [agent, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  const events = [];
+  const waiters = [];
+  let stderr = "";
+  child.stderr.on("data", (d) => { stderr += d; });
+  createInterface({ input: child.stdout }).on("line", (line) => {
+    const event = JSON.parse(line);
+    events.push(event);
+    for (const w of waiters.splice(0)) w();
+  });
+  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve(signal ?? code)));
+  const until = async (predicate, what) => {
+    const deadline = Date.now() + 30_000;
+    while (!events.some(predicate)) {
+      if (Date.now() > deadline) throw new Error(`agent: no ${what} (${JSON.stringify(events)})\n${stderr}`);
+      await Promise.race([new Promise((r) => waiters.push(r)), new Promise((r) => setTimeout(r, 200))]);
+    }
+    return events.find(predicate);
+  };
+  return { child, events, until, exited, stderr: () => stderr };
+}
+
+test("an agent's process is SIGKILLed mid-retry; a second process resumes with the same key: one order", { timeout: 90_000 }, async () => {
+  const server = await startReferenceServer({ www: tmp, label: "file-storage" });
+  try {
+    const account = "acct_agent";
+    const token = await server.session(account);
+    const directory = fresh();
+    const args = [pkgDir, directory, server.url, token, account];
+    await server.setFaults({ failBeforeWork: 1 }); // the server is down: the agent retries
+    const first = startAgent(args);
+    const { key } = await first.until((e) => e.event === "key", "key");
+    await first.until((e) => e.event === "retry", "retry");
+    first.child.kill("SIGKILL");
+    assert.equal(await first.exited, "SIGKILL", "killed, mid-retry");
+    assert.deepEqual(await server.orders(account), [], "no order yet");
+
+    await server.setFaults({ dropAfterCommit: 0.5 }); // back, and losing half its answers
+    const second = startAgent(args);
+    const resumed = await second.until((e) => e.event === "key", "key");
+    assert.equal(resumed.key, key, "the same key after the crash");
+    assert.equal(resumed.resumed, true);
+    assert.equal(resumed.storage, "custom");
+    const done = await second.until((e) => e.event === "done" || e.event === "error", "answer");
+    assert.equal(done.event, "done", JSON.stringify(done));
+    assert.equal(done.key, key);
+    assert.equal(done.durable, true);
+    await second.exited;
+    const orders = await server.orders(account);
+    assert.equal(orders.length, 1, "one order");
+    assert.equal(orders[0].idempotencyKey, key, "the order carries the key");
+    assert.equal(done.order.id, orders[0].id);
+    console.log(`agent: killed after ${first.events.filter((e) => e.event === "retry").length} retries; resumed with ${key}; order ${orders[0].id}`);
+  } finally {
+    await server.setFaults({}).catch(() => {});
+    await server.stop();
+  }
+});
