@@ -208,6 +208,33 @@ test("gave up: Try again re-sends the same key", { timeout: TEST_TIMEOUT_MS }, a
   assertNoPageErrors(page);
 });
 
+test("reconciliation: an expired key whose order exists resolves with that order through the key-status endpoint, never re-sent", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const account = "e2e_reconcile";
+  await setFaults({});
+  const page = await openCheckout(await newContext(), account);
+  await waitForState(page, "idle");
+  // In the page, with the package it serves: a client whose keys live 1 s; the intent's key is sent
+  // once outside the library (its answer never reaches the client: the lost answer), then the key
+  // expires, and the next send can only ask the server what became of it.
+  const outcome = await page.evaluate(async () => {
+    const { IdempotentClient } = await import("/pkg/index.js");
+    const client = new IdempotentClient({ namespace: `reconcile-${Date.now()}`, keyTtlMs: 1000, statusUrl: "/api/idempotency-keys/{key}" });
+    const request = { url: "/api/orders", headers: { "content-type": "application/json" }, body: JSON.stringify({ items: [{ sku: "mug", qty: 1 }] }) };
+    const op = await client.begin("pay", request);
+    const lost = await fetch("/api/orders", { method: "POST", headers: { ...request.headers, "idempotency-key": op.key }, body: request.body });
+    await new Promise((resolve) => setTimeout(resolve, 1200));
+    const result = await op.send();
+    const order = await result.response.json();
+    return { key: op.key, lost: lost.status, status: result.status, replayed: result.replayed, attempts: result.attempts, orderKey: order.idempotencyKey, state: op.state };
+  });
+  assert.equal(outcome.lost, 201, "the server made the order");
+  assert.deepEqual([outcome.status, outcome.replayed, outcome.attempts, outcome.state], [201, true, 0, "succeeded"], JSON.stringify(outcome));
+  assert.equal(outcome.orderKey, outcome.key);
+  const orders = await ordersOf(account);
+  assert.deepEqual(orders.map((o) => o.idempotencyKey), [outcome.key], "one order, the one the client found");
+  assertNoPageErrors(page);
+});
+
 test("a failure the server stored and replays (store-500, like Stripe) is definite: declined, no order, a new key pays once", { timeout: TEST_TIMEOUT_MS }, async () => {
   const account = "e2e_stored500";
   // Every fresh key's outcome is stored as a 500 (no order is made) and replayed on each retry.
