@@ -313,6 +313,23 @@ serverAnswer("a header with a control character: network error, key kept", (ctx)
 }, { env: "node" });
 serverAnswer("connection closed without an answer: network error, key kept", (ctx) => `${ctx.raw}/close`, keptPending, { env: "node" });
 
+// A key-status endpoint (statusUrl) that answers anything but the protocol: "could not ask", never
+// "unknown" (which would send the key again): the send ends exhausted, its key kept, never resent.
+for (const [label, step] of [
+  ["garbage (not JSON)", "garbage"], ["an HTML sign-in page", "html"], ["a 500", "500"],
+  ["another key's answer", "otherkey"], ['a "done" without its response', "noresponse"],
+]) {
+  row("key status", `${label}: could not ask, exhausted with the key kept, not resent`, async (ctx) => {
+    const client = ctx.client({ retry: { maxAttempts: 2 }, statusUrl: ctx.ksUrl(`ks-${step}`, step) });
+    const op = await client.begin("pay", { url: ctx.url(`ks-${step}`, "reset"), body: "x" });
+    const outcome = await op.send().then((result) => ({ result }), (error) => ({ error }));
+    await keptPending(outcome, op, client);
+    assert.match(outcome.error.message, /the key's status is unknown \(/);
+    assert.equal((await ctx.log(`ks-${step}`)).length, 2, "only the two attempts");
+    assert.equal((await ctx.log(`ks-${step}-ks`)).length, 1, "asked once");
+  });
+}
+
 // An attempt ends when its whole answer is held: an answer that never ends is never definite.
 serverAnswer("an endless body: every attempt times out, key kept", (ctx) => ctx.url("endless", "endless"), async (outcome, op, client) => {
   await keptPending(outcome, op, client);
