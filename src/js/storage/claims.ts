@@ -139,3 +139,28 @@ export function claimNew(db: IDBDatabase, slot: string, text: string): Promise<b
     }
   });
 }
+
+/** Deletes, in one read-write transaction, the claims of `records` (`[intent id, key]`) that still
+ *  hold that key (a newer key claimed meanwhile by another tab is kept). Never rejects: a claim left
+ *  behind only means that a later begin resumes its key, and the server replays its answer. */
+export function dropClaimsOf(db: IDBDatabase, namespace: string, records: [string, string][]): Promise<void> {
+  return new Promise<void>((resolve) => {
+    try {
+      const transaction = db.transaction(STORE, "readwrite", RELAXED);
+      const store = transaction.objectStore(STORE);
+      for (const [intentId, key] of records) {
+        const slot = claimSlot(namespace, intentId);
+        const read = store.get(slot);
+        // The claim's text is its record's JSON: `"key":"<key>"` appears there only as its key field.
+        read.onsuccess = () => {
+          if (typeof read.result === "string" && read.result.includes(`"key":"${key}"`)) store.delete(slot);
+        };
+      }
+      transaction.oncomplete = () => resolve();
+      transaction.onabort = () => resolve();
+    } catch {
+      reopenNextTime(db);
+      resolve();
+    }
+  });
+}
