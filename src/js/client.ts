@@ -211,8 +211,8 @@ export class IdempotentClient {
     const db = claimsInUse(this.core) && (await claimsDb());
     if (db) {
       const stored = new Set(entries.map(([id]) => id));
-      const claimed = await claimsOf(db, this.core.config.namespace).catch((): [string, unknown][] => []);
-      for (const [id, value] of claimed) if (!stored.has(id) && typeof value === "string") entries.push([id, value]);
+      const claimed = await claimsOf(db, this.core.config.namespace, stored).catch((): [string, unknown][] => []);
+      for (const [id, value] of claimed) if (typeof value === "string") entries.push([id, value]);
     }
     for (const [id, text] of entries) {
       // A retired record is not listed: known without making its machine.

@@ -92,19 +92,27 @@ function reopenNextTime(db: IDBDatabase): void {
   db.close();
 }
 
-/** Every claim of `namespace`, as `[intent id, claim value]`, in one read-only transaction. Rejects
- *  `undefined` when the database failed. */
-export function claimsOf(db: IDBDatabase, namespace: string): Promise<[string, unknown][]> {
+/** The claims of `namespace` whose intent is not in `stored`, as `[intent id, claim value]`, in one
+ *  read-only transaction: the keys are listed, and only the claims missing from `stored` are read
+ *  (the listing costs what the keys cost, not what every claim's text does). Rejects `undefined`
+ *  when the database failed. */
+export function claimsOf(db: IDBDatabase, namespace: string, stored: Set<string>): Promise<[string, unknown][]> {
   return new Promise<[string, unknown][]>((resolve, reject) => {
     try {
-      const store = db.transaction(STORE, "readonly").objectStore(STORE);
-      const range = IDBKeyRange.bound(`${namespace}\0`, `${namespace}\x01`);
-      const keys = store.getAllKeys(range);
-      const values = store.getAll(range);
-      values.onsuccess = () =>
-        resolve(keys.result.map((slot, i) => [String(slot).slice(namespace.length + 1), values.result[i]]));
-      values.onerror = () => reject();
-      keys.onerror = () => reject();
+      const transaction = db.transaction(STORE, "readonly");
+      const store = transaction.objectStore(STORE);
+      const keys = store.getAllKeys(IDBKeyRange.bound(`${namespace}\0`, `${namespace}\x01`));
+      const out: [string, unknown][] = [];
+      keys.onsuccess = () => {
+        for (const slot of keys.result) {
+          const id = String(slot).slice(namespace.length + 1);
+          if (stored.has(id)) continue;
+          const value = store.get(slot);
+          value.onsuccess = () => out.push([id, value.result]);
+        }
+      };
+      transaction.oncomplete = () => resolve(out);
+      transaction.onabort = () => reject();
     } catch {
       reopenNextTime(db);
       reject();
