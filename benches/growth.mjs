@@ -7,6 +7,7 @@
 // `begin` (a new intent) and `pending()`.
 //
 //   node benches/growth.mjs                        100,000 intents per storage, 15 fresh loads each
+//   --quick                                        5,000 intents and 5 fresh loads per storage
 //   --intents N                                    intents per storage (a multiple of 5,000)
 //   --loads N                                      fresh loads per storage
 //   --storage local|indexeddb                      only that storage
@@ -28,8 +29,9 @@ import { CHROMIUM_ARGS, chromiumPath } from "../tests/support/chromium.mjs";
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const argv = process.argv.slice(2);
 const option = (name) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : undefined);
-const INTENTS = Number(option("--intents") ?? 100_000);
-const LOADS = Number(option("--loads") ?? 15);
+const quick = argv.includes("--quick");
+const INTENTS = Number(option("--intents") ?? (quick ? 5_000 : 100_000));
+const LOADS = Number(option("--loads") ?? (quick ? 5 : 15));
 const STORAGES = option("--storage") ? [option("--storage")] : ["local", "indexeddb"];
 const EVERY = 5_000;
 const pkg = join(root, "pkg");
