@@ -2018,6 +2018,8 @@ add("an app that filled localStorage to within 100 KB of its quota still gets du
       assert.equal(op.durable, true, `intent ${i} durable at begin`);
       const result = await op.send();
       assert.equal(result.durable, true, `intent ${i} durable`);
+      // Durable means in localStorage now, not only said so.
+      assert.ok(localStorage.getItem(`${PREFIX}${ctx.ns}:order:${i}`), `intent ${i}'s record is in localStorage`);
     }
     assert.deepEqual(fallbacks, [], "no fallback");
     assert.equal(client.storage, "local");
