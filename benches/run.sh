@@ -18,3 +18,6 @@ echo
 echo "== 3b. start-up alone, against reference modules; then with no debugger attached"
 node benches/startup.mjs "${quick[@]}"
 node benches/startup.mjs --no-cdp "${quick[@]}"
+echo
+echo "== 5. growth: a long history in one page, then fresh loads (100,000 intents per storage: 15-25 min each; --quick 5,000)"
+node benches/growth.mjs "${quick[@]}"

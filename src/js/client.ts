@@ -18,7 +18,7 @@ import { Listeners, type ClientEventMap } from "./events.js";
 import { Fields } from "./fields.js";
 import { fingerprint, hex } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
-import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, type Machine, MISMATCH_CLAIMED, OPT_RETRY_BUDGET, OPTIONS, SWEEP_EXPIRED, SWEEP_KEEP, SWEEP_REMOVE } from "./machine.js";
+import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, F_UPDATED_AT, type Machine, MISMATCH_CLAIMED, OPT_RETRY_BUDGET, OPTIONS, SWEEP_EXPIRED, SWEEP_KEEP, SWEEP_REMOVE } from "./machine.js";
 import { fromThrown, intentMismatch, notFound } from "./messages.js";
 import {
   type BeginOptions,
@@ -37,10 +37,11 @@ import {
   type RecordView,
   viewOf,
 } from "./operation.js";
-import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
+import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds, retiredStamp } from "./record.js";
 import { type IntentRequest, pageLocation, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
 import { claim, claimNew, claimsDb, claimSlot, claimsOf } from "./storage/claims.js";
+import { RetiredRecords } from "./storage/retired.js";
 import { Store } from "./storage/store.js";
 import { loadMachine, machineIfLoaded, type MachineModule, refused } from "./wasm.js";
 
@@ -65,6 +66,10 @@ export class IdempotentClient {
   /** The Engine once made (the wasm module is ready). */
   private engineMade: Engine | undefined;
   private freed = false;
+  /** The background sweep was asked for (once per client, after its first begin). */
+  private swept = false;
+  /** When this client was made: the background sweep leaves records written since to `sweep()`. */
+  private readonly madeAt = Date.now();
 
   /**
    * Creates a client. Throws `IdempotentFetchError` (`INVALID_OPTIONS`, naming the field) for a bad
@@ -97,12 +102,19 @@ export class IdempotentClient {
     const forgetSecret = () => {
       secret = undefined;
     };
-    this.core = { config, store, listeners, inFlight, engine, secret: secretOnce, forgetSecret, corsWarned: new Set() };
+    const retired = new RetiredRecords(store, config.namespace, config.maxRetiredRecords, retiredStamp, claimsInUse({ config }));
+    this.core = { config, store, retired, listeners, inFlight, engine, secret: secretOnce, forgetSecret, corsWarned: new Set() };
     // Bound, so `client.fetch` can be handed to an HTTP client as its fetch (`ky.create({ fetch })`).
     this.fetch = this.fetch.bind(this);
-    // After the constructor returns: the sweep opens the storage once the module is loaded (a
-    // fallback found then is reported to the listeners added meanwhile).
-    void Promise.resolve().then(() => this.sweep().catch(() => {}));
+    // No storage is touched here: the sweep runs after the first begin, in slices, when the page is
+    // idle (`sweepLater`), so a page's start-up and its first click do not wait for its history.
+  }
+
+  /** Starts the background sweep once, when the page is idle (after the first begin). */
+  private sweepLater(): void {
+    if (this.swept) return;
+    this.swept = true;
+    void idle().then(() => this.sweepAll(true).catch(() => {}));
   }
 
   /**
@@ -199,10 +211,12 @@ export class IdempotentClient {
     const db = claimsInUse(this.core) && (await claimsDb());
     if (db) {
       const stored = new Set(entries.map(([id]) => id));
-      const claimed = await claimsOf(db, this.core.config.namespace).catch((): [string, unknown][] => []);
-      for (const [id, value] of claimed) if (!stored.has(id) && typeof value === "string") entries.push([id, value]);
+      const claimed = await claimsOf(db, this.core.config.namespace, stored).catch((): [string, unknown][] => []);
+      for (const [id, value] of claimed) if (typeof value === "string") entries.push([id, value]);
     }
     for (const [id, text] of entries) {
+      // A retired record is not listed: known without making its machine.
+      if (retiredStamp(text)) continue;
       let loaded;
       try {
         loaded = decodeRecord(engine, id, text);
@@ -247,13 +261,25 @@ export class IdempotentClient {
     }
   }
 
-  /** Deletes terminal intents older than `keyTtlMs` and marks stale pending ones `expired`. Runs once
-   *  on construction; call it again on long-lived pages. */
+  /** Deletes terminal intents older than `keyTtlMs` and marks stale pending ones `expired`. Runs by
+   *  itself once per client, in slices when the page is idle after the first begin; call it again on
+   *  long-lived pages. */
   async sweep(): Promise<{ removed: number; expired: number }> {
+    return this.sweepAll(false);
+  }
+
+  /** The sweep; `background`: yields to the page (`idle`) every SWEEP_SLICE records, and sweeps only
+   *  what was stored before this client was made (what a reload finds: this page's own records are
+   *  not stale so soon, and an app's own `sweep()` call decides about them). */
+  private async sweepAll(background: boolean): Promise<{ removed: number; expired: number }> {
     const engine = await this.core.engine();
     let removed = 0;
     let expired = 0;
-    for (const [id, text] of await this.entries()) {
+    const entries = await this.entries();
+    // The scan also tells the retired records' bound what is stored (oldest are deleted past the cap).
+    this.core.retired.learn(entries);
+    for (const [index, [id, text]] of entries.entries()) {
+      if (background && index > 0 && index % SWEEP_SLICE === 0) await idle();
       let loaded;
       try {
         loaded = decodeRecord(engine, id, text);
@@ -262,6 +288,7 @@ export class IdempotentClient {
       }
       const { machine, ids, request } = loaded;
       try {
+        if (background && machine.get(F_UPDATED_AT) >= this.madeAt) continue;
         const verdict = engine.sweep(machine, Date.now());
         if (verdict === SWEEP_REMOVE) {
           // Not when another tab claimed a new key for this id meanwhile (this tab's view is stale).
@@ -399,11 +426,25 @@ export class IdempotentClient {
         }
       }
       operation = IdempotentOperation.create(core, view[0], view[2], prepared, await sendLock, sendsNow ? { unsaved: view[1], retire: !shared } : undefined);
+      this.sweepLater();
       return operation;
     } finally {
       if (!operation) void sendLock.then((release) => release?.());
     }
   }
+}
+
+/** Records the background sweep decodes between two yields to the page: a few ms of work. */
+const SWEEP_SLICE = 64;
+
+/** Resolves when the page is idle (`requestIdleCallback`, at most a second later), or on the next
+ *  task where there is none (workers, Node: an unref'd timer never keeps Node alive). */
+function idle(): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const global = globalThis as { requestIdleCallback?: (callback: () => void, options: { timeout: number }) => number };
+    if (typeof global.requestIdleCallback === "function") global.requestIdleCallback(() => resolve(), { timeout: 1000 });
+    else (setTimeout(resolve, 0) as { unref?: () => void }).unref?.();
+  });
 }
 
 /** Options of `client.resume`. */

@@ -4,19 +4,22 @@
 import type { Listeners } from "./events.js";
 import { acquire, type Release, tryAcquire } from "./lock.js";
 import type { InFlight } from "./inflight.js";
-import { type Engine, F_STATE, type Machine, STATE_PENDING } from "./machine.js";
+import { type Engine, F_STATE, type Machine, STATE_FAILED, STATE_PENDING, STATE_SUCCEEDED } from "./machine.js";
 import { storageUnavailable } from "./messages.js";
 import type { Config } from "./options.js";
 import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import type { SendResult } from "./results.js";
 import { StorageFailure } from "./storage/backend.js";
 import { claim, claimsDb, claimSlot } from "./storage/claims.js";
+import type { RetiredRecords } from "./storage/retired.js";
 import { SECRET_ID, type Store } from "./storage/store.js";
 import { hex } from "./fingerprint.js";
 
 export interface ClientCore {
   readonly config: Config;
   readonly store: Store;
+  /** The namespace's retired records, bounded (storage/retired.ts). */
+  readonly retired: RetiredRecords;
   readonly listeners: Listeners;
   /** Sends in flight in this client, by intent. */
   readonly inFlight: InFlight<SendResult>;
@@ -91,6 +94,8 @@ export async function saveRecord(
     throw storageUnavailable(intentId, thrown instanceof StorageFailure ? thrown.reason : String(thrown));
   }
   machine.markSaved();
+  const state = machine.get(F_STATE);
+  core.retired.written(intentId, state === STATE_SUCCEEDED || state === STATE_FAILED ? ids.key : undefined);
 }
 
 /** Lock names: the namespace holds no ':', so `send:<ns>:<id>` and `begin:<ns>:<id>` never collide. */
@@ -115,7 +120,7 @@ export const SEND_LOCK_OFFER_MS = 100;
 
 /** Whether `begin` of a named intent claims its key in IndexedDB (storage/claims.ts): only where
  *  another tab or worker can see the intent (local and indexeddb storage). */
-export const claimsInUse = (core: ClientCore): boolean => /^(local|indexeddb)$/.test(String(core.config.storage));
+export const claimsInUse = (core: Pick<ClientCore, "config">): boolean => /^(local|indexeddb)$/.test(String(core.config.storage));
 
 /** Deletes the claim of `intentId`, or every claim of the namespace (`clear`). With `key` (the
  *  sweep), only a claim of that key: resolves false when another tab claimed a new key meanwhile

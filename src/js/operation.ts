@@ -320,6 +320,7 @@ export async function discardIntent(core: ClientCore, intentId: unknown, key?: s
   } catch (thrown) {
     throw storageUnavailable(id, thrown);
   }
+  core.retired.removed(id);
   return existed;
 }
 

@@ -89,6 +89,9 @@ export interface ClientOptions {
   /** `begin` refuses (`NOT_DURABLE`) rather than start an intent whose key would not survive a
    *  reload (storage fell back to memory). Not with `storage: "memory"`. Default false. */
   requireDurable?: boolean;
+  /** Retired (succeeded, failed) records kept per namespace; past it the oldest are deleted, and
+   *  the oldest half when storage is full. Pending intents are never deleted. Default 1000, 0..100000. */
+  maxRetiredRecords?: number;
 }
 
 /** The parsed, validated, defaulted options of one client. */
@@ -112,7 +115,14 @@ export interface Config {
   resumeOrigins: string[];
   maxBodyBytes: number;
   requireDurable: boolean;
+  maxRetiredRecords: number;
 }
+
+/** Default cap of retired records per namespace: a retired record (about 250 bytes) serves a second
+ *  click or a reload of a recent intent; 1000 of them are about 250 KB, 5 % of a 5 MB quota. */
+export const DEFAULT_MAX_RETIRED_RECORDS = 1000;
+/** Largest cap accepted (about 25 MB of records: more than any browser's localStorage quota). */
+const MAX_RETIRED_RECORDS_LIMIT = 100_000;
 
 /** Default body size cap: 1 MiB (a payment or order body is a few KiB). */
 export const DEFAULT_MAX_BODY_BYTES = 1 << 20;
@@ -146,6 +156,7 @@ const ROOT_FIELDS = [
   "resumeOrigins",
   "maxBodyBytes",
   "requireDurable",
+  "maxRetiredRecords",
 ];
 
 /** RFC 9110 `token` (header names, methods). */
@@ -207,6 +218,7 @@ export function parseClientOptions(options: unknown): Config {
     resumeOrigins: list("resumeOrigins", 16, isOrigin, 'origins such as "https://api.example.com"') ?? [],
     maxBodyBytes: root.integer("maxBodyBytes", DEFAULT_MAX_BODY_BYTES, 0, MAX_BODY_BYTES_LIMIT),
     requireDurable,
+    maxRetiredRecords: root.integer("maxRetiredRecords", DEFAULT_MAX_RETIRED_RECORDS, 0, MAX_RETIRED_RECORDS_LIMIT),
   };
 }
 

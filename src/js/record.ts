@@ -159,3 +159,19 @@ export function encodeRecord(machine: Machine, ids: RecordIds, request: Persiste
     ...(request ? { request } : {}),
   });
 }
+
+/** What eviction needs of a stored record: its key and when it was last written, if it is retired
+ *  (succeeded or failed); `undefined` for a pending or expired one, and for anything malformed
+ *  (never evicted: corrupt entries are left alone). No machine is made: this is the cheap check. */
+export function retiredStamp(text: string): { key: string; at: number } | undefined {
+  if (text.length > MAX_RECORD_CHARS || !/"state":"(succeeded|failed)"/.test(text)) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const { state, key, updatedAt } = (parsed ?? {}) as Record<string, unknown>;
+  if ((state !== "succeeded" && state !== "failed") || typeof key !== "string" || typeof updatedAt !== "number") return undefined;
+  return { key, at: updatedAt };
+}

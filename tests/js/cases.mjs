@@ -1935,6 +1935,116 @@ add("claims: discard, clear and the sweep remove claims (a discarded intent is n
   assert.ok(localStorage.getItem(`${PREFIX}${ctx.ns}:old`));
 }, { browserOnly: true });
 
+/** A client of namespace `ns` in `storage` with fast retries. */
+const clientIn = (ctx, ns, storage, options = {}) =>
+  new ctx.lib.IdempotentClient({ namespace: ns, storage, retry: { baseDelayMs: 1, maxDelayMs: 5 }, ...options });
+
+/** The state of each of `ids` in `client` (null: not stored). */
+const statesOf = (client, ids) => Promise.all(ids.map(async (id) => (await client.intent(id))?.state ?? null));
+
+add("retired records: past maxRetiredRecords the oldest are deleted with their claims; a pending intent never", async (ctx) => {
+  const { assert } = ctx;
+  for (const storage of ctx.browser ? ["local", "indexeddb"] : [ctx.storage]) {
+    const ns = ctx.newNamespace();
+    const client = clientIn(ctx, ns, storage, { maxRetiredRecords: 3 });
+    // The oldest intent of all, and pending: never evicted however many retire after it.
+    const waiting = await client.begin("waiting", { url: ctx.url(`ev-${storage}-w`, "201"), body: "w" });
+    const ids = ["done1", "done2", "done3", "done4", "done5"];
+    for (const id of ids) {
+      const result = await (await client.begin(id, { url: ctx.url(`ev-${storage}-${id}`, id === "done2" ? "400" : "201"), body: id })).send();
+      assert.equal(result.durable, storage !== "memory", `${storage}: ${id} durable`);
+    }
+    await ctx.waitFor(async () => (await client.intent("done2")) === null, `${storage}: the two oldest retired records deleted`);
+    assert.deepEqual(await statesOf(client, ["waiting", ...ids]), ["pending", null, null, "succeeded", "succeeded", "succeeded"], storage);
+    if (ctx.browser) {
+      assert.equal(await claimOf(ns, "done1"), undefined, `${storage}: the claim went with its record`);
+      assert.equal(await claimOf(ns, "done2"), undefined, `${storage}: a failed (400) record counts too`);
+      assert.ok(await claimOf(ns, "done3"), `${storage}: a kept record keeps its claim`);
+      assert.ok(await claimOf(ns, "waiting"), `${storage}: the pending intent keeps its claim`);
+    }
+    // Retired now, it is the newest: the oldest kept one (done3) goes.
+    assert.equal((await waiting.send()).status, 201);
+    await ctx.waitFor(async () => (await client.intent("done3")) === null, `${storage}: done3 deleted`);
+    assert.deepEqual(await statesOf(client, ["waiting", "done4", "done5"]), ["succeeded", "succeeded", "succeeded"], storage);
+    // A second click of a kept one still replays its key; an evicted one begins anew.
+    assert.equal((await client.begin("done5", { url: ctx.url(`ev-${storage}-done5`, "201"), body: "done5" })).state, "succeeded");
+    await client.clear();
+  }
+  assert.throws(() => ctx.client({ maxRetiredRecords: -1 }), "INVALID_OPTIONS", "a negative cap");
+  assert.throws(() => ctx.client({ maxRetiredRecords: 1.5 }), "INVALID_OPTIONS", "a fractional cap");
+});
+
+add("retired records stored before this page: trimmed to the cap after the first begin, oldest first, every pending key kept", async (ctx) => {
+  const { assert } = ctx;
+  for (const storage of ["local", "indexeddb"]) {
+    const ns = ctx.newNamespace();
+    // What an earlier page (and the earlier version of this library: same slots, same record texts) left.
+    const earlier = clientIn(ctx, ns, storage, { maxRetiredRecords: 100 });
+    const pendingOp = await earlier.begin("pending-old", { url: ctx.url(`mig-${storage}-p`, "201"), body: "p" });
+    const old = ["old1", "old2", "old3", "old4", "old5", "old6"];
+    for (const id of old) {
+      await (await earlier.begin(id, { url: ctx.url(`mig-${storage}-${id}`, "201"), body: id })).send();
+      await ctx.sleep(2); // distinct write times: the order is the records' own
+    }
+    const page = clientIn(ctx, ns, storage, { maxRetiredRecords: 2 });
+    assert.deepEqual((await page.pending()).map((p) => [p.intentId, p.key]), [["pending-old", pendingOp.key]], storage);
+    assert.deepEqual(await statesOf(page, old), old.map(() => "succeeded"), `${storage}: nothing deleted before the first begin`);
+    await (await page.begin("new", { url: ctx.url(`mig-${storage}-new`, "201"), body: "n" })).send();
+    await ctx.waitFor(async () => (await page.intent("old5")) === null, `${storage}: the background sweep trimmed the old records`);
+    assert.deepEqual(await statesOf(page, [...old, "new"]), [null, null, null, null, null, "succeeded", "succeeded"], storage);
+    assert.equal((await page.begin("pending-old", { url: ctx.url(`mig-${storage}-p`, "201"), body: "p" })).key, pendingOp.key, `${storage}: the pending key resumes`);
+    for (const id of ["old1", "old5"]) assert.equal(await claimOf(ns, id), undefined, `${storage}: ${id}'s claim pruned`);
+    await page.clear();
+  }
+}, { browserOnly: true });
+
+add("an app that filled localStorage to within 100 KB of its quota still gets durable intents", async (ctx) => {
+  const { assert } = ctx;
+  const FILLER = "app-data:";
+  const fillers = [];
+  const put = (key, value) => {
+    localStorage.setItem(key, value);
+    fillers.push(key);
+  };
+  try {
+    // The page's own data (a cart, a cache): 100 KB (51,200 UTF-16 code units) set aside, the rest
+    // filled to the last 16 characters, then the 100 KB freed.
+    put(`${FILLER}gap`, "g".repeat(51_200));
+    for (const size of [1 << 20, 1 << 16, 1 << 12, 1 << 8, 16]) {
+      const chunk = "x".repeat(size);
+      for (;;) {
+        try {
+          put(`${FILLER}${fillers.length}`, chunk);
+        } catch {
+          break;
+        }
+      }
+    }
+    localStorage.removeItem(`${FILLER}gap`);
+    const client = ctx.client();
+    const fallbacks = [];
+    client.addEventListener("storagefallback", (e) => fallbacks.push(e.reason));
+    // About 150 records fit in 100 KB: 300 intents need the oldest retired ones deleted twice.
+    const N = 300;
+    for (let i = 0; i < N; i++) {
+      const op = await client.begin(`order:${i}`, { url: ctx.url("quota", "201"), body: String(i) });
+      assert.equal(op.durable, true, `intent ${i} durable at begin`);
+      const result = await op.send();
+      assert.equal(result.durable, true, `intent ${i} durable`);
+      // Durable means in localStorage now, not only said so.
+      assert.ok(localStorage.getItem(`${PREFIX}${ctx.ns}:order:${i}`), `intent ${i}'s record is in localStorage`);
+    }
+    assert.deepEqual(fallbacks, [], "no fallback");
+    assert.equal(client.storage, "local");
+    assert.equal((await client.intent(`order:${N - 1}`)).state, "succeeded", "the newest is stored");
+    assert.ok(ctx.slots().length < N, `older retired records were deleted (${ctx.slots().length} left)`);
+    for (const key of fillers.slice(1, 4)) assert.ok(localStorage.getItem(key), "the page's own data is untouched");
+    await client.clear();
+  } finally {
+    for (const key of fillers) localStorage.removeItem(key);
+  }
+}, { browserOnly: true, freshPage: true });
+
 add("claims: a corrupt or altered claim is a STORAGE error, left alone; discard clears it", async (ctx) => {
   const { assert } = ctx;
   const request = { url: ctx.url("claimbad", "201"), body: "x" };

@@ -14,13 +14,14 @@ import { root } from "../support/paths.mjs";
 const esbuild = createRequire(path.join(root, "tools/package.json"))("esbuild");
 const { outputFiles } = await esbuild.build({
   stdin: {
-    contents: 'export { Store } from "./storage/store.ts"; export { StorageFailure } from "./storage/backend.ts";',
+    contents:
+      'export { Store } from "./storage/store.ts"; export { StorageFailure } from "./storage/backend.ts"; export { RetiredRecords } from "./storage/retired.ts";',
     resolveDir: path.join(root, "src/js"),
     loader: "ts",
   },
   bundle: true, format: "esm", write: false, logLevel: "warning",
 });
-const { Store, StorageFailure } = await import(`data:text/javascript;base64,${Buffer.from(outputFiles[0].text).toString("base64")}`);
+const { Store, StorageFailure, RetiredRecords } = await import(`data:text/javascript;base64,${Buffer.from(outputFiles[0].text).toString("base64")}`);
 
 /** A Web Storage twin: a Map, with switches to throw like a blocked or full browser storage. */
 class StorageTwin {
@@ -28,7 +29,12 @@ class StorageTwin {
   get length() { return this.map.size; }
   key(i) { return [...this.map.keys()][i] ?? null; }
   getItem(k) { if (this.badRead) return { not: "text" }; return this.map.has(k) ? this.map.get(k) : null; }
-  setItem(k, v) { if (this.full) throw new DOMException("The quota has been exceeded.", "QuotaExceededError"); this.map.set(k, String(v)); }
+  /** With `quota`: refuses a write that would take the keys and values past that many characters. */
+  used() { let n = 0; for (const [k, v] of this.map) n += k.length + v.length; return n; }
+  setItem(k, v) {
+    const grows = k.length + String(v).length - (this.map.has(k) ? k.length + this.map.get(k).length : 0);
+    if (this.quota !== undefined && this.used() + grows > this.quota) throw new DOMException("The quota has been exceeded.", "QuotaExceededError");
+    if (this.full) throw new DOMException("The quota has been exceeded.", "QuotaExceededError"); this.map.set(k, String(v)); }
   removeItem(k) { this.map.delete(k); }
 }
 
@@ -104,4 +110,82 @@ test("absent (Node): memory with the reason; asked for memory: no reason", () =>
   assert.match(new Store("session", "acct").fallbackReason, /sessionStorage is not available here/);
   assert.equal(new Store("memory", "acct").fallbackReason, null);
   assert.match(new Store("indexeddb", "acct").fallbackReason, /indexedDB is not available here/);
+});
+
+/** A record text as the client writes it (only what eviction reads), and its stamp. */
+const record = (key, state, at) => JSON.stringify({ v: 2, id: key, key, state, updatedAt: at, pad: "p".repeat(60) });
+const stamp = (text) => {
+  const { state, key, updatedAt } = JSON.parse(text);
+  return state === "succeeded" || state === "failed" ? { key, at: updatedAt } : undefined;
+};
+
+test("a refused write deletes the oldest half of this namespace's retired records, then lands; never a pending one, never another's data", async () => {
+  const twin = new StorageTwin();
+  install({ value: twin });
+  twin.setItem("app:cart", "c".repeat(200)); // the page's own data
+  twin.setItem("idempotent-fetch:v1:other:r0", record("r0", "succeeded", 0)); // another namespace's
+  const store = new Store("local", "acct");
+  const retired = new RetiredRecords(store, "acct", 1000, stamp, false);
+  const warnings = [];
+  const warn = console.warn;
+  console.warn = (...args) => warnings.push(args.join(" "));
+  try {
+    const reasons = [];
+    store.onFallback = (reason) => reasons.push(reason);
+    // Stored before this page (the scan finds them), oldest first by their write time.
+    await store.put("p0", record("p0", "pending", 0));
+    for (const n of [4, 2, 3, 1]) await store.put(`r${n}`, record(`r${n}`, n === 2 ? "failed" : "succeeded", n));
+    twin.quota = twin.used() + 10; // full: the next record does not fit
+    await store.put("p1", record("p1", "pending", 9));
+    assert.equal(store.kind, "local", "no fallback");
+    assert.deepEqual(reasons, []);
+    const left = (await store.all()).map(([id]) => id).sort();
+    assert.deepEqual(left, ["p0", "p1", "r3", "r4"], "the two oldest retired (r1, r2) made room");
+    assert.ok(twin.getItem("idempotent-fetch:v1:other:r0") && twin.getItem("app:cart"), "nothing else touched");
+    // This page's retirements are the newest: they go last.
+    retired.written("r9", "r9");
+    await store.put("r9", record("r9", "succeeded", 0)); // an old write time, written now
+    twin.quota = twin.used() + 10;
+    await store.put("p2", record("p2", "pending", 10));
+    assert.deepEqual((await store.all()).map(([id]) => id).sort(), ["p0", "p1", "p2", "r9"], "r3 and r4 went, r9 stayed");
+    assert.deepEqual(warnings, [], "quiet while it works");
+    // Only pending records left to the cap: the write falls back to memory, loudly, once.
+    twin.quota = twin.used();
+    await store.put("p3", record("p3", "pending", 11));
+    await store.put("p4", record("p4", "pending", 12));
+    await retired.settled();
+    assert.equal(store.kind, "memory");
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    assert.equal(reasons.length, 1);
+    assert.equal(warnings.length, 1);
+    assert.match(warnings[0], /namespace "acct".*QuotaExceededError/);
+    assert.deepEqual((await store.all()).map(([id]) => id).sort(), ["p0", "p1", "p2", "p3", "p4"], "every pending record kept (r9 evicted first)");
+  } finally {
+    console.warn = warn;
+  }
+});
+
+test("past the cap the oldest retired go, in the order they were written", async () => {
+  const twin = new StorageTwin();
+  install({ value: twin });
+  const store = new Store("local", "acct");
+  const retired = new RetiredRecords(store, "acct", 2, stamp, false);
+  await store.put("p", record("p", "pending", 0));
+  for (const id of ["a", "b", "c", "d"]) {
+    await store.put(id, record(id, "succeeded", 0));
+    retired.written(id, id);
+  }
+  // Written retired, then begun again (pending): not evicted, and no longer counted.
+  retired.written("c", undefined);
+  await store.put("c", record("c", "pending", 0));
+  await retired.settled();
+  assert.deepEqual((await store.all()).map(([id]) => id).sort(), ["b", "c", "d", "p"]);
+  // A record whose stored text changed key (begun anew in another tab) is kept by deleteIf.
+  await store.put("d", record("d2", "succeeded", 0));
+  for (const id of ["e", "f"]) {
+    await store.put(id, record(id, "succeeded", 0));
+    retired.written(id, id);
+  }
+  await retired.settled();
+  assert.deepEqual((await store.all()).map(([id]) => id).sort(), ["c", "d", "e", "f", "p"]);
 });

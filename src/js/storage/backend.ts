@@ -21,6 +21,9 @@ export interface Backend {
   put(intentId: string, text: string): Promise<void>;
   /** Deletes the record of `intentId` (missing is fine). */
   delete(intentId: string): Promise<void>;
+  /** Deletes the record of `intentId` only if `test` holds for its current text, with nothing
+   *  written in between; resolves whether it did. */
+  deleteIf(intentId: string, test: (text: string) => boolean): Promise<boolean>;
   /** Every `(intent id, record text)` of the namespace that can be read. */
   all(): Promise<[string, string][]>;
 }

@@ -92,19 +92,27 @@ function reopenNextTime(db: IDBDatabase): void {
   db.close();
 }
 
-/** Every claim of `namespace`, as `[intent id, claim value]`, in one read-only transaction. Rejects
- *  `undefined` when the database failed. */
-export function claimsOf(db: IDBDatabase, namespace: string): Promise<[string, unknown][]> {
+/** The claims of `namespace` whose intent is not in `stored`, as `[intent id, claim value]`, in one
+ *  read-only transaction: the keys are listed, and only the claims missing from `stored` are read
+ *  (the listing costs what the keys cost, not what every claim's text does). Rejects `undefined`
+ *  when the database failed. */
+export function claimsOf(db: IDBDatabase, namespace: string, stored: Set<string>): Promise<[string, unknown][]> {
   return new Promise<[string, unknown][]>((resolve, reject) => {
     try {
-      const store = db.transaction(STORE, "readonly").objectStore(STORE);
-      const range = IDBKeyRange.bound(`${namespace}\0`, `${namespace}\x01`);
-      const keys = store.getAllKeys(range);
-      const values = store.getAll(range);
-      values.onsuccess = () =>
-        resolve(keys.result.map((slot, i) => [String(slot).slice(namespace.length + 1), values.result[i]]));
-      values.onerror = () => reject();
-      keys.onerror = () => reject();
+      const transaction = db.transaction(STORE, "readonly");
+      const store = transaction.objectStore(STORE);
+      const keys = store.getAllKeys(IDBKeyRange.bound(`${namespace}\0`, `${namespace}\x01`));
+      const out: [string, unknown][] = [];
+      keys.onsuccess = () => {
+        for (const slot of keys.result) {
+          const id = String(slot).slice(namespace.length + 1);
+          if (stored.has(id)) continue;
+          const value = store.get(slot);
+          value.onsuccess = () => out.push([id, value.result]);
+        }
+      };
+      transaction.oncomplete = () => resolve(out);
+      transaction.onabort = () => reject();
     } catch {
       reopenNextTime(db);
       reject();
@@ -136,6 +144,31 @@ export function claimNew(db: IDBDatabase, slot: string, text: string): Promise<b
     } catch {
       reopenNextTime(db);
       reject();
+    }
+  });
+}
+
+/** Deletes, in one read-write transaction, the claims of `records` (`[intent id, key]`) that still
+ *  hold that key (a newer key claimed meanwhile by another tab is kept). Never rejects: a claim left
+ *  behind only means that a later begin resumes its key, and the server replays its answer. */
+export function dropClaimsOf(db: IDBDatabase, namespace: string, records: [string, string][]): Promise<void> {
+  return new Promise<void>((resolve) => {
+    try {
+      const transaction = db.transaction(STORE, "readwrite", RELAXED);
+      const store = transaction.objectStore(STORE);
+      for (const [intentId, key] of records) {
+        const slot = claimSlot(namespace, intentId);
+        const read = store.get(slot);
+        // The claim's text is its record's JSON: `"key":"<key>"` appears there only as its key field.
+        read.onsuccess = () => {
+          if (typeof read.result === "string" && read.result.includes(`"key":"${key}"`)) store.delete(slot);
+        };
+      }
+      transaction.oncomplete = () => resolve();
+      transaction.onabort = () => resolve();
+    } catch {
+      reopenNextTime(db);
+      resolve();
     }
   });
 }

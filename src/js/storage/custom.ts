@@ -48,6 +48,13 @@ export function customBackend(storage: AsyncStorage, namespace: string): Backend
     },
     put: async (intentId, value) => void (await call("put", true, intentId, value)),
     delete: async (intentId) => void (await call("delete", false, intentId)),
+    // An AsyncStorage has no transactions: read, then delete (another process may write in between).
+    async deleteIf(intentId, test) {
+      const value = await call("get", false, intentId);
+      if (!text(value) || !test(value as string)) return false;
+      await call("delete", false, intentId);
+      return true;
+    },
     async all() {
       const entries = await call("all", false);
       return Array.isArray(entries) ? entries.filter((e): e is [string, string] => text(e?.[0]) && text(e?.[1])) : [];

@@ -156,6 +156,27 @@ export class IndexedDbBackend implements Backend {
     }
   }
 
+  async deleteIf(intentId: string, test: (text: string) => boolean): Promise<boolean> {
+    // One read-write transaction: the read and the delete see no other write in between.
+    const transaction = await this.transaction("readwrite");
+    let deleted = false;
+    try {
+      const store = transaction.objectStore(STORE);
+      const read = store.get(this.prefix + intentId);
+      read.onsuccess = () => {
+        const value: unknown = read.result;
+        if (typeof value === "string" && test(value)) {
+          store.delete(this.prefix + intentId);
+          deleted = true;
+        }
+      };
+      await committed(transaction);
+      return deleted;
+    } catch (thrown) {
+      throw failed("removing from")(thrown);
+    }
+  }
+
   async all(): Promise<[string, string][]> {
     const store = (await this.transaction("readonly")).objectStore(STORE);
     try {

@@ -22,6 +22,11 @@ export class MemoryBackend implements Backend {
     this.records.delete(intentId);
   }
 
+  async deleteIf(intentId: string, test: (text: string) => boolean): Promise<boolean> {
+    const text = this.records.get(intentId);
+    return text !== undefined && test(text) && this.records.delete(intentId);
+  }
+
   async all(): Promise<[string, string][]> {
     return [...this.records];
   }

@@ -23,6 +23,9 @@ export class Store {
   private reason: string | null = null;
   /** Told (once, in a microtask) when the store falls back: on opening, or on a later operation. */
   onFallback: ((reason: string) => void) | undefined;
+  /** Asked to free space when a write is refused, before the store gives up on its storage: resolves
+   *  whether it deleted anything (then the write is tried once more). */
+  onFull: (() => Promise<boolean>) | undefined;
 
   private readonly requested: StorageKind;
   private readonly custom: AsyncStorage | undefined;
@@ -60,6 +63,8 @@ export class Store {
   private fell(reason: string): void {
     this.inMemory = true;
     this.reason = reason;
+    // Loud, once per client: from now on no key survives a reload, and an event may have no listener.
+    console.warn(`idempotent-fetch: intents of namespace "${this.namespace}" are kept in memory from now on: ${reason}`);
     queueMicrotask(() => this.onFallback?.(reason));
   }
 
@@ -93,10 +98,29 @@ export class Store {
       await backend.put(intentId, text);
     } catch (thrown) {
       if (!(thrown instanceof StorageFailure)) throw thrown;
+      if (await this.retryAfterFreeing(backend, intentId, text)) return;
       // Reads may still work after a refused write (quota): keep what is stored.
       await this.fallBack(thrown.reason, backend);
       await this.backend.put(intentId, text);
     }
+  }
+
+  /** A refused write, once more after `onFull` freed space; resolves whether it then succeeded. */
+  private async retryAfterFreeing(backend: Backend, intentId: string, text: string): Promise<boolean> {
+    if (this.inMemory || !this.onFull) return false;
+    try {
+      if (!(await this.onFull())) return false;
+      await backend.put(intentId, text);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Deletes the record of `intentId` if `test` holds for its text (atomically where the backend
+   *  can); resolves whether it did. */
+  async deleteIf(intentId: string, test: (text: string) => boolean): Promise<boolean> {
+    return this.attempt((backend) => backend.deleteIf(intentId, test));
   }
 
   async delete(intentId: string): Promise<void> {

@@ -72,6 +72,18 @@ export class WebStorageBackend implements Backend {
     }
   }
 
+  async deleteIf(intentId: string, test: (text: string) => boolean): Promise<boolean> {
+    // Synchronous from the read to the removal: no other write of this page can come between.
+    try {
+      const text: unknown = this.area.getItem(this.prefix + intentId);
+      if (typeof text !== "string" || !test(text)) return false;
+      this.area.removeItem(this.prefix + intentId);
+      return true;
+    } catch (thrown) {
+      throw new StorageFailure(`removing from storage failed: ${describe(thrown)}`, false);
+    }
+  }
+
   async all(): Promise<[string, string][]> {
     const out: [string, string][] = [];
     try {
