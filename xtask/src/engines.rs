@@ -1,4 +1,4 @@
-//! The three browser engines every browser suite runs in (issue 14): their installers, and the
+//! The three browser engines every browser suite runs in: their installers, and the
 //! per-engine loop the test layers use. The engine logic itself (launching, driving pages) lives in
 //! tests/support/browsers.mjs; xtask only installs the browsers, sets where they are, and runs each
 //! browser test file once per engine with `IF_BROWSER=<engine>`, counting passes per engine.
