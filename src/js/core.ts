@@ -10,7 +10,7 @@ import type { Config } from "./options.js";
 import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import type { SendResult } from "./results.js";
 import { StorageFailure } from "./storage/backend.js";
-import { claim, claimsDb, claimSlot } from "./storage/claims.js";
+import { claim, claimsDb, claimSlot, secretSlot } from "./storage/claims.js";
 import type { RetiredRecords } from "./storage/retired.js";
 import { SECRET_ID, type Store } from "./storage/store.js";
 import { hex } from "./fingerprint.js";
@@ -54,9 +54,17 @@ export async function readOrCreateSecret(core: Pick<ClientCore, "config" | "stor
     const again = await read();
     if (again) return again;
     // A CSPRNG failure throws here (a typed error from the caller's begin), never a weak secret.
-    const secret = crypto.getRandomValues(new Uint8Array(32));
-    await core.store.put(SECRET_ID, hex(secret));
-    return secret;
+    const fresh = hex(crypto.getRandomValues(new Uint8Array(32)));
+    // Where other tabs see the storage, the first secret is decided in one IndexedDB transaction
+    // (the claims store, in a slot outside the namespace's intents): the lock alone does not make another tab's
+    // localStorage write visible here in time, and two secrets would fingerprint one request two
+    // ways (INTENT_MISMATCH). Without the claims database, the lock's answer stands.
+    const db = claimsInUse(core) ? await claimsDb() : undefined;
+    const decide = (value: unknown): [string, string | undefined] =>
+      typeof value === "string" && SECRET_HEX.test(value) ? [value, undefined] : [fresh, fresh];
+    const chosen = db ? await claim(db, secretSlot(core.config.namespace), decide).catch(() => fresh) : fresh;
+    await core.store.put(SECRET_ID, chosen);
+    return Uint8Array.from(chosen.match(/../g) ?? [], (h) => parseInt(h, 16));
   } finally {
     release();
   }
@@ -130,6 +138,8 @@ export async function dropClaim(core: ClientCore, intentId?: string, key?: strin
   const db = claimsInUse(core) && (await claimsDb());
   const ns = core.config.namespace;
   if (!db) return true;
+  // The whole namespace (`clear()`): its fingerprint secret's slot goes too.
+  if (intentId === undefined) await claim(db, secretSlot(ns), () => [true, null]).catch(() => true);
   return claim(db, intentId === undefined ? IDBKeyRange.bound(`${ns}\0`, `${ns}\x01`) : claimSlot(ns, intentId), (value) => {
     // The claim's text is its record's JSON: `"key":"<key>"` appears there only as its key field (in
     // any string field, a quote is escaped).

@@ -1813,6 +1813,20 @@ const idbDone = (request) =>
     request.onerror = () => reject(request.error);
   });
 
+add("claims: a new namespace's fingerprint secret is the one another tab decided first, and clear() removes it", async (ctx) => {
+  const { assert } = ctx;
+  // Another tab made the namespace's secret (its claim committed); its localStorage write has not
+  // reached this tab yet.
+  const secret = "ab".repeat(32);
+  await claimsStore((store) => store.put(secret, `${ctx.ns}\x01secret`));
+  const client = ctx.client();
+  await client.begin("pay", { url: ctx.url("secret", "201"), body: "x" });
+  assert.equal(localStorage.getItem(`${PREFIX}${ctx.ns}${SECRET_SLOT}`), secret, "this tab fingerprints with the same secret");
+  await client.clear();
+  assert.equal(await claimsStore((store) => store.get(`${ctx.ns}\x01secret`)), undefined, "logout removes it");
+  assert.equal(localStorage.getItem(`${PREFIX}${ctx.ns}${SECRET_SLOT}`), null);
+}, { browserOnly: true });
+
 add("claims: after a fallback to memory, a reload's pending() lists the intent begun but never sent, with its key", async (ctx) => {
   const { assert } = ctx;
   const request = { url: ctx.url("fallback-pending", "201"), body: "x" };

@@ -38,6 +38,10 @@ export function claimsDb(): Promise<IDBDatabase | undefined> {
  *  and the record it guards lives in storage that flushes no sooner (localStorage). */
 const RELAXED: IDBTransactionOptions = { durability: "relaxed" };
 
+/** The slot of a namespace's fingerprint secret: just past the range of its intents' slots, so
+ *  listing or counting a namespace's claims never meets it. */
+export const secretSlot = (namespace: string): string => `${namespace}\x01secret`;
+
 /** The claim slot of an intent. */
 export const claimSlot = (namespace: string, intentId: string): string => `${namespace}\0${intentId}`;
 
