@@ -1,6 +1,7 @@
 //! Project automation: `cargo xtask <command>`. See xtask/README.md.
 
 mod demo;
+mod disk;
 mod engines;
 mod install;
 mod process;

@@ -2,6 +2,7 @@
 //! stopping at the first failure. A step whose files are missing fails: nothing is skipped. Adding a
 //! step is one function and one line in `STEPS` (see xtask/README.md).
 
+use crate::disk;
 use crate::install;
 use crate::process::{cargo, cmd, free_port, run, spawn_listening, Result};
 use crate::project::{
@@ -180,6 +181,11 @@ pub fn test(only: &[String]) -> Result {
         return Err(format!("unknown step `{o}`; the steps are {}", names.join(" ")));
     }
     install_all()?;
+    // A full run builds every test binary once: incremental caches would only take disk (see the dev
+    // profile in Cargo.toml). A caller's own setting wins.
+    if env::var_os("CARGO_INCREMENTAL").is_none() {
+        env::set_var("CARGO_INCREMENTAL", "0");
+    }
     run_steps(STEPS.iter().filter(|s| only.is_empty() || only.iter().any(|o| o == s.0)).collect())
 }
 
@@ -187,13 +193,15 @@ fn run_steps(steps: Vec<&Step>) -> Result {
     let t0 = Instant::now();
     let mut done = Vec::new();
     for Step(key, name, _, f) in &steps {
-        println!("\n==== {key}. {name}");
+        println!("\n==== {key}. {name}   ({})", disk::report());
         let start = Instant::now();
         let result = f();
         done.push((key, name, start.elapsed().as_secs_f64(), result.is_ok()));
         if let Err(e) = result {
             summary(&done, t0);
-            return Err(format!("step `{key}. {name}` failed: {e}"));
+            let full =
+                if disk::low() { format!(" (the disk is nearly full: {})", disk::report()) } else { String::new() };
+            return Err(format!("step `{key}. {name}` failed{full}: {e}"));
         }
     }
     summary(&done, t0);
