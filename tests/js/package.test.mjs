@@ -39,7 +39,7 @@ import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 
-import { capabilities, collectPageErrors, engineName, launchBrowser, timeoutScale } from "../support/browsers.mjs";
+import { capabilities, collectPageErrors, engine, engineName, launchBrowser, timeoutScale } from "../support/browsers.mjs";
 import { startInjectProxy } from "../support/inject-proxy.mjs";
 import { pkgDir, pkgMissing, root } from "../support/paths.mjs";
 import { serverBinary, startReferenceServer } from "../support/reference-server.mjs";
@@ -298,7 +298,7 @@ test("webpack 5 app (no plugins): the tarball + webpack of the README quick star
 // Rollup's and Parcel's bundles are plain ES modules like Vite's and webpack's, which every engine runs
 // here; building each again per engine would add about 80 s per engine to CI, so these two build and
 // drive their page in Chromium only.
-const CHROMIUM_ONLY = engineName === "chromium" ? false : "a Rollup/Parcel bundle is driven in Chromium only (CI time)";
+const CHROMIUM_ONLY = engine === "chromium" ? false : "a Rollup/Parcel bundle is driven in Chromium only (CI time)";
 
 test("Rollup 4 app: the tarball + rollup -c of the README quick start (node-resolve, import-meta-assets), one click is one order under faults", { timeout: TEST_TIMEOUT_MS, skip: CHROMIUM_ONLY }, async () => {
   const app = path.join(apps, "rollup-app");
