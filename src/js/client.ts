@@ -47,12 +47,19 @@ import { loadMachine, machineIfLoaded, type MachineModule, refused } from "./was
 
 /** A stored intent, as listed by `client.pending()`. */
 export interface IntentInfo {
+  /** The intent's id (the first argument of `begin`). */
   intentId: string;
+  /** Its idempotency key. */
   key: string;
+  /** Where it stands. */
   state: IntentState;
+  /** Attempts across every send of the intent, earlier page loads included. */
   attempts: number;
+  /** When it was begun (milliseconds since the epoch, `Date.now()`). */
   createdAt: number;
+  /** When its record was last written (milliseconds since the epoch). */
   updatedAt: number;
+  /** The HTTP status of its last answer, if any. */
   lastStatus: number | null;
   /** Whether the request was persisted (`persistRequest`) so `client.resume` can re-send it. */
   resumable: boolean;
@@ -264,7 +271,12 @@ export class IdempotentClient {
   /** Deletes terminal intents older than `keyTtlMs` and marks stale pending ones `expired`. Runs by
    *  itself once per client, in slices when the page is idle after the first begin; call it again on
    *  long-lived pages. */
-  async sweep(): Promise<{ removed: number; expired: number }> {
+  async sweep(): Promise<{
+    /** Records deleted (answered or expired intents past `keyTtlMs`). */
+    removed: number;
+    /** Pending intents newly marked `expired`. */
+    expired: number;
+  }> {
     return this.sweepAll(false);
   }
 

@@ -35,6 +35,8 @@ export interface ErrorDetails {
 
 /** Every error thrown or rejected by this library: an `Error` with `name === "IdempotentFetchError"`. */
 export class IdempotentFetchError extends Error {
+  /** Always `"IdempotentFetchError"`: check it (or use `isIdempotentFetchError`) where `instanceof`
+   *  fails, as across two copies of the package. */
   override name: "IdempotentFetchError" = ERROR_NAME;
   /** The stable code. */
   readonly code: ErrorCode;

@@ -3,18 +3,26 @@
 
 import { invalidOptions, type ErrorCode } from "./errors.js";
 
+/** An attempt is about to be sent (`attempt` listeners, `send({ onAttempt })`). */
 export interface AttemptEvent {
+  /** The event type. */
   type: "attempt";
+  /** The intent's id (the first argument of `begin`). */
   intentId: string;
+  /** The intent's idempotency key. */
   key: string;
   /** Attempt number within this `send`, 1-based. */
   attempt: number;
   /** Attempts across every `send` of this intent, including earlier page loads. */
   totalAttempts: number;
 }
+/** An attempt got no definite answer and the next one is scheduled (`retry` listeners, `send({ onRetry })`). */
 export interface RetryEvent {
+  /** The event type. */
   type: "retry";
+  /** The intent's id (the first argument of `begin`). */
   intentId: string;
+  /** The intent's idempotency key. */
   key: string;
   /** The attempt that just failed, 1-based. */
   attempt: number;
@@ -25,63 +33,104 @@ export interface RetryEvent {
   /** The HTTP status of the failed attempt, if there was an answer. */
   status: number | null;
 }
+/** The send waits for the network (`navigator.onLine` is false) instead of spending attempts. */
 export interface OfflineEvent {
+  /** The event type. */
   type: "offline";
+  /** The intent's id (the first argument of `begin`). */
   intentId: string;
+  /** The intent's idempotency key. */
   key: string;
 }
+/** A 2xx answer: the intent succeeded and its key is retired. */
 export interface SuccessEvent {
+  /** The event type. */
   type: "success";
+  /** The intent's id (the first argument of `begin`). */
   intentId: string;
+  /** The intent's idempotency key. */
   key: string;
+  /** The answer's HTTP status. */
   status: number;
+  /** Attempts across every send of the intent. */
   attempts: number;
+  /** The server replayed a stored answer (the work was done by an earlier attempt). */
   replayed: boolean;
 }
+/** A send ended without success: a definite non-2xx answer (`HTTP_STATUS`) or an error code. */
 export interface FailureEvent {
+  /** The event type. */
   type: "failure";
+  /** The intent's id (the first argument of `begin`). */
   intentId: string;
+  /** The intent's key, or null when it failed before one was known. */
   key: string | null;
+  /** The HTTP status of the last answer, if there was one. */
   status: number | null;
+  /** `HTTP_STATUS` for a definite non-2xx answer, else the error's code. */
   code: ErrorCode | "HTTP_STATUS";
+  /** What happened, for logs. */
   message: string;
 }
+/** The sweep found the intent's key older than `keyTtlMs` and marked it expired: it is never re-sent
+ *  (a send of it rejects `EXPIRED`). */
 export interface ExpiredEvent {
+  /** The event type. */
   type: "expired";
+  /** The intent's id (the first argument of `begin`). */
   intentId: string;
+  /** The intent's idempotency key. */
   key: string;
 }
 /** The client asks the server what became of the key (the key-status protocol). */
 export interface ReconcileEvent {
+  /** The event type. */
   type: "reconcile";
+  /** The intent's id (the first argument of `begin`). */
   intentId: string;
+  /** The intent's idempotency key. */
   key: string;
 }
 /** A cross-origin API hides the headers this library reads (once per origin and page). */
 export interface CorsEvent {
+  /** The event type. */
   type: "cors";
+  /** The intent's id (the first argument of `begin`). */
   intentId: string;
+  /** The intent's idempotency key. */
   key: string;
   /** The API's origin. */
   origin: string;
   /** The line to add to its CORS answers. */
   fix: string;
 }
+/** The client's storage cannot be used (blocked, full, failing): it continues in memory. */
 export interface StorageFallbackEvent {
+  /** The event type. */
   type: "storagefallback";
+  /** Why (also in `client.storageFallback`). */
   reason: string;
 }
 
 /** Event types and their payloads, for `client.addEventListener`. */
 export interface ClientEventMap {
+  /** {@inheritDoc AttemptEvent} */
   attempt: AttemptEvent;
+  /** {@inheritDoc RetryEvent} */
   retry: RetryEvent;
+  /** {@inheritDoc OfflineEvent} */
   offline: OfflineEvent;
+  /** {@inheritDoc SuccessEvent} */
   success: SuccessEvent;
+  /** {@inheritDoc FailureEvent} */
   failure: FailureEvent;
+  /** {@inheritDoc ExpiredEvent} */
   expired: ExpiredEvent;
+  /** {@inheritDoc StorageFallbackEvent} */
   storagefallback: StorageFallbackEvent;
+  /** {@inheritDoc CorsEvent} */
   cors: CorsEvent;
+  /** {@inheritDoc ReconcileEvent} */
   reconcile: ReconcileEvent;
 }
 

@@ -1,6 +1,15 @@
 // The package entry (browsers, bundlers, workers and Node alike: package/build.mjs bundles it once
 // per platform): classes, the error guard, `ready`, and the TypeScript types (the package's .d.ts
 // is generated from these sources).
+/**
+ * One idempotency key per user intent, kept in storage across reloads and re-sent with the same
+ * request until the server gives a definite answer: {@link IdempotentClient} begins an intent
+ * (`begin`, or the fetch-shaped `fetch`), {@link IdempotentOperation} sends it. Errors are
+ * {@link IdempotentFetchError}s with a stable `code`. The wasm module loads when the package is
+ * imported ({@link ready}).
+ *
+ * @module idempotent-fetch
+ */
 import { loadMachine } from "./wasm.js";
 
 export { IdempotentClient, type IntentInfo, type ResumeOptions } from "./client.js";

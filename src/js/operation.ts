@@ -22,7 +22,21 @@ import { KeyStatusOpen, runSend } from "./send.js";
 import { INTERRUPTED } from "./wait.js";
 
 /** `reconcile()`'s answer: the server's stored answer for the key, or what it said instead. */
-export type ReconcileResult = { status: "done"; result: SendResult } | { status: "in_flight" } | { status: "unknown" };
+export type ReconcileResult =
+  | {
+      /** The server holds the key's answer. */
+      status: "done";
+      /** That answer, as a send would have resolved with it (`replayed: true`). */
+      result: SendResult;
+    }
+  | {
+      /** A request with the key is still running on the server. */
+      status: "in_flight";
+    }
+  | {
+      /** The server has no record of the key. */
+      status: "unknown";
+    };
 
 
 /** Where an intent stands. */

@@ -47,6 +47,7 @@ export interface ClientOptions {
    * Or an `AsyncStorage` of your own (`idempotent-fetch/file` in Node): `client.storage` is then "custom".
    */
   storage?: Exclude<StorageKind, "custom"> | AsyncStorage;
+  /** How one `send` retries: attempts, backoff, jitter, timeouts. */
   retry?: RetryOptions;
   /** Keys older than this are reported as expired rather than re-sent. Default 86400000 (24 h). */
   keyTtlMs?: number;

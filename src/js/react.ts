@@ -6,6 +6,12 @@
 // Type imports only from the core: this entry's bundle holds no copy of the client (the app passes its
 // own), so the hook and the app share one package instance and apps that never import this file pay
 // nothing for it. Nothing runs at import (safe where there is no `window`, as in server rendering).
+/**
+ * `idempotent-fetch/react`: {@link useIdempotentAction}, one hook for a button whose click must
+ * happen once. React 18 or later (an optional peer dependency); the app passes its own client.
+ *
+ * @module idempotent-fetch/react
+ */
 
 import { useCallback, useEffect, useRef, useState } from "react";
 import type { IdempotentClient, IntentInfo } from "./client.js";
@@ -39,6 +45,7 @@ export interface ActionOptions<T> {
 
 /** What `useIdempotentAction` returns. */
 export interface ActionState<T> {
+  /** Where the action is (see {@link ActionPhase}). */
   phase: ActionPhase;
   /** Attempts so far across every send of the intent (earlier page loads included). */
   attempt: number;

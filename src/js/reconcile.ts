@@ -20,7 +20,9 @@ function show(value: unknown): string {
 
 /** What the app's `reconcile` callback is asked. */
 export interface KeyStatusQuestion {
+  /** The intent's id. */
   intentId: string;
+  /** The key to look up. */
   key: string;
   /** Aborted when the question is given up (the caller's signal, or the attempt timeout). */
   signal: AbortSignal;
@@ -29,9 +31,22 @@ export interface KeyStatusQuestion {
 /** What the app's `reconcile` callback answers: the server's stored answer for the key (the
  *  Response a replay would have given), in flight, or unknown (no record of the key). */
 export type KeyStatusAnswer =
-  | { status: "done"; response: Response }
-  | { status: "in_flight"; retryAfterMs?: number }
-  | { status: "unknown" };
+  | {
+      /** The server holds the key's answer. */
+      status: "done";
+      /** That answer, as a replay would have given it. */
+      response: Response;
+    }
+  | {
+      /** A request with the key is still running on the server. */
+      status: "in_flight";
+      /** How long to wait before asking or sending again. */
+      retryAfterMs?: number;
+    }
+  | {
+      /** The server has no record of the key. */
+      status: "unknown";
+    };
 
 /** How the client asks: a URL (a `{key}` template, or a function of the key) answering the
  *  documented shape, or the app's own lookup. */

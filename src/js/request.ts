@@ -8,10 +8,14 @@ import { isRequestObject, readRequestObject } from "./request-object.js";
 
 /** The request of an intent. */
 export interface IntentRequest {
+  /** Where to send it: absolute, or relative to the page. */
   url: string | URL;
   /** Default "POST". */
   method?: string;
+  /** Request headers; the idempotency key header is added to them. Never stored unless
+   *  `persistRequest` (credentials never). */
   headers?: HeadersInit;
+  /** The body, buffered once (within `maxBodyBytes`) and re-sent byte for byte by every retry. */
   body?: ReplayableBody | null;
 }
 

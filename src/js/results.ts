@@ -6,13 +6,17 @@ import type { AttemptEvent, RetryEvent } from "./events.js";
 export interface SendOptions {
   /** Aborts the current attempt or wait; the intent keeps its key (`ABORTED`). */
   signal?: AbortSignal;
+  /** Called before each attempt of this send. */
   onAttempt?: (event: AttemptEvent) => void;
+  /** Called when an attempt got no definite answer and the next one is scheduled (for a countdown). */
   onRetry?: (event: RetryEvent) => void;
 }
 
 /** The definite answer of a `send`. */
 export interface SendResult {
+  /** The server's answer (its body not yet read). */
   response: Response;
+  /** `response.status`. */
   status: number;
   /** `true` for 2xx; a definite 4xx resolves with `ok: false`. */
   ok: boolean;
@@ -26,6 +30,8 @@ export interface SendResult {
   durable: boolean;
   /** Attempts made by this `send`. */
   attempts: number;
+  /** The intent's idempotency key. */
   key: string;
+  /** The intent's id. */
   intentId: string;
 }

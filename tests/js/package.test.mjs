@@ -8,6 +8,10 @@
 //                `npm install --no-save`, then `vite build` into a temporary folder.
 //   webpack-app  tests/package/webpack-app: webpack 5 with no plugins, loaders or experiments (its
 //                webpack.config.cjs), same install, `webpack(config)` into a temporary folder.
+//   rollup-app   tests/package/rollup-app: Rollup 4 with the two plugins its rollup.config.mjs names
+//                (node-resolve, import-meta-assets: the README's line), same install, `rollup -c`.
+//   parcel-app   tests/package/parcel-app: Parcel 2 with no .parcelrc, same install, `parcel build
+//                index.html` with its cache in the temporary folder.
 //   esbuild      the quick start bundled by esbuild (tools/), the .wasm copied next to the bundle as the
 //                README says (esbuild does not emit `new URL(..., import.meta.url)` assets).
 //   plain        tests/package/plain: a plain ES-module page (no bundler, an import map for the bare
@@ -26,7 +30,7 @@
 // Needs: the package (built here with `cargo xtask build` when pkg/ is missing), the reference
 // server (IF_SERVER_BIN or target/server/idempotent-fetch-server; built with cargo when missing:
 // tests/support/reference-server.mjs), the engine's browser and driver (tests/support/browsers.mjs)
-// and the npm registry for the first `npm ci` of the Vite and webpack apps.
+// and the npm registry for the first `npm ci` of each bundler app.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -35,7 +39,7 @@ import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 
-import { capabilities, collectPageErrors, engineName, launchBrowser, timeoutScale } from "../support/browsers.mjs";
+import { capabilities, collectPageErrors, engine, engineName, launchBrowser, timeoutScale } from "../support/browsers.mjs";
 import { startInjectProxy } from "../support/inject-proxy.mjs";
 import { pkgDir, pkgMissing, root } from "../support/paths.mjs";
 import { serverBinary, startReferenceServer } from "../support/reference-server.mjs";
@@ -94,8 +98,10 @@ function checkBundle(dir, label) {
   const wasm = files.filter((file) => file.endsWith(".wasm"));
   assert.equal(wasm.length, 1, `${label}: one .wasm emitted: ${files.join(", ")}`);
   assert.deepEqual(readFileSync(path.join(dir, wasm[0])), readFileSync(path.join(pkgDir, WASM)), `${label}: the emitted wasm is the package's`);
-  const js = files.filter((file) => file.endsWith(".js")).map((file) => readFileSync(path.join(dir, file), "utf8")).join("\n");
-  assert.ok(js.includes(path.basename(wasm[0])), `${label}: the bundle refers to the emitted wasm by its name`);
+  const read = (ext) => files.filter((file) => file.endsWith(ext)).map((file) => readFileSync(path.join(dir, file), "utf8")).join("\n");
+  const js = read(".js");
+  // Parcel names it in the page's import map (the bundle has `import.meta.resolve` of the map's key).
+  assert.ok((js + read(".html")).includes(path.basename(wasm[0])), `${label}: the bundle refers to the emitted wasm by its name`);
   assert.ok(!js.includes("node_modules"), `${label}: the bundle does not refer to node_modules`);
 }
 
@@ -287,6 +293,32 @@ test("webpack 5 app (no plugins): the tarball + webpack of the README quick star
   copyFileSync(path.join(app, "index.html"), path.join(dist, "index.html"));
   checkBundle(dist, "webpack");
   await checkPage(dist, "webpack");
+});
+
+// Rollup's and Parcel's bundles are plain ES modules like Vite's and webpack's, which every engine runs
+// here; building each again per engine would add about 80 s per engine to CI, so these two build and
+// drive their page in Chromium only.
+const CHROMIUM_ONLY = engine === "chromium" ? false : "a Rollup/Parcel bundle is driven in Chromium only (CI time)";
+
+test("Rollup 4 app: the tarball + rollup -c of the README quick start (node-resolve, import-meta-assets), one click is one order under faults", { timeout: TEST_TIMEOUT_MS, skip: CHROMIUM_ONLY }, async () => {
+  const app = path.join(apps, "rollup-app");
+  prepareApp(app, "rollup");
+  const dist = path.join(tmpDir, "rollup-dist");
+  run(path.join(app, "node_modules/.bin/rollup"), ["-c", "--dir", dist, "--silent"], { cwd: app });
+  copyFileSync(path.join(app, "index.html"), path.join(dist, "index.html"));
+  checkBundle(dist, "rollup");
+  await checkPage(dist, "rollup");
+});
+
+test("Parcel 2 app (no .parcelrc): the tarball + parcel build of the README quick start, one click is one order under faults", { timeout: TEST_TIMEOUT_MS, skip: CHROMIUM_ONLY }, async () => {
+  const app = path.join(apps, "parcel-app");
+  prepareApp(app, "parcel");
+  const dist = path.join(tmpDir, "parcel-dist");
+  // Its cache outside the app (the build is from scratch each run), the page served from /.
+  run(path.join(app, "node_modules/.bin/parcel"), ["build", "index.html", "--dist-dir", dist, "--cache-dir", path.join(tmpDir, "parcel-cache"),
+    "--no-source-maps", "--public-url", "/", "--log-level", "warn"], { cwd: app });
+  checkBundle(dist, "parcel");
+  await checkPage(dist, "parcel");
 });
 
 test("esbuild app: the tarball + esbuild --bundle of the README quick start, the .wasm copied next to the bundle (README), one click is one order under faults", { timeout: TEST_TIMEOUT_MS }, async () => {

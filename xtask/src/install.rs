@@ -3,7 +3,7 @@
 //! Adding a tool is one call in `all` or `toolchain` (`cargo_tool` for crates, `apt_tool` for Debian).
 
 use crate::process::{add_to_path, cmd, output, run, wait_for_other, Result};
-use crate::project::{locked_version, root, TOOLS_DIR};
+use crate::project::{locked_version, root, TOOLS_DIR, TYPEDOC_DIR};
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -76,15 +76,18 @@ pub fn cargo_tool(krate: &str, bin: &str, version: Option<&str>) -> Result {
     installed().then_some(()).ok_or_else(|| format!("`{bin} --version` does not print {version:?} after the install"))
 }
 
-/// binaryen (wasm-opt), typescript (tsc), playwright-core, exactly as tools/package-lock.json says.
+/// binaryen (wasm-opt), typescript (tsc), playwright-core, ... exactly as tools/package-lock.json says,
+/// and TypeDoc as tools/typedoc/package-lock.json says.
 fn npm_tools() -> Result {
-    step("npm tools in tools/ (wasm-opt, tsc, playwright-core)");
-    let tools = Path::new(TOOLS_DIR);
+    step("npm tools in tools/ (wasm-opt, tsc, playwright-core) and tools/typedoc/ (typedoc)");
     let mtime = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
-    // npm writes node_modules/.package-lock.json after every successful install.
-    let installed = mtime(&tools.join("node_modules/.package-lock.json"));
-    if installed.is_none() || installed < mtime(&tools.join("package-lock.json")) {
-        run(cmd("npm").current_dir(tools).args(["ci", "--no-audit", "--no-fund"]))?;
+    for dir in [TOOLS_DIR, TYPEDOC_DIR] {
+        let tools = Path::new(dir);
+        // npm writes node_modules/.package-lock.json after every successful install.
+        let installed = mtime(&tools.join("node_modules/.package-lock.json"));
+        if installed.is_none() || installed < mtime(&tools.join("package-lock.json")) {
+            run(cmd("npm").current_dir(tools).args(["ci", "--no-audit", "--no-fund"]))?;
+        }
     }
     output(cmd("wasm-opt").arg("--version")).map(|_| ()).ok_or_else(|| "wasm-opt --version does not run".into())
 }

@@ -18,8 +18,9 @@ usage: cargo xtask <command>
 commands:
   test [STEP...]        install missing tools, then run the gates and every test layer (what CI runs);
                         with step names (e.g. `test clippy e f`) only those
-  gates                 only the gates (fmt, clippy, doc, tsc): the fast check before a commit
+  gates                 only the gates (fmt, clippy, doc, tsc, typedoc): the fast check before a commit
   build                 build the npm package (pkg/)
+  docs                  the API reference (TypeDoc) into target/api/; fails on an undocumented public item
   demo [--port 8080]    build the package if stale and run the reference server on 127.0.0.1
   install               only install/check the tools
   size                  gzip -9 size of what ships; fails past the budget
@@ -56,6 +57,7 @@ fn dispatch(args: &[String]) -> Result {
         "test" => steps::test(rest),
         "gates" => no_args().and_then(|()| steps::gates()),
         "build" => no_args().and_then(|()| install::toolchain()).and_then(|()| project::build_package()),
+        "docs" => no_args().and_then(|()| install::toolchain()).and_then(|()| project::build_api_docs()).map(|_| ()),
         "install" => no_args().and_then(|()| steps::install_all()),
         "size" => no_args().and_then(|()| size::check()),
         "demo" => demo::demo(parse_port(rest)?),

@@ -29,6 +29,13 @@ pub const APP_TS_DIRS: &[&str] = &["tests/package/react-app"];
 pub const WWW_DIR: &str = "www";
 /// The npm tools (wasm-opt, tsc, playwright-core), pinned in tools/package.json.
 pub const TOOLS_DIR: &str = "tools";
+/// TypeDoc and the TypeScript it reads the sources with (tools/typedoc/package.json: its own folder,
+/// because TypeDoc needs the compiler API that the TypeScript 7 of TOOLS_DIR does not have).
+pub const TYPEDOC_DIR: &str = "tools/typedoc";
+/// The API reference's TypeScript project and TypeDoc options (entry points, validation).
+pub const API_DOCS_CONFIG: &str = "src/js/tsconfig.docs.json";
+/// Where `cargo xtask docs` writes the API reference, under cargo's target directory (not committed).
+pub const API_DOCS_OUT: &str = "api";
 /// The reference server's package and the cargo profile its tests and the demo use.
 pub const SERVER_PACKAGE: &str = "idempotent-fetch-server";
 pub const SERVER_PROFILE: &str = "server";
@@ -36,6 +43,18 @@ pub const SERVER_PROFILE: &str = "server";
 /// Build the npm package into pkg/: every command line is in package/build.mjs (package/README.md).
 pub fn build_package() -> Result {
     run(cmd("node").arg(root().join("package/build.mjs")))
+}
+
+/// The API reference (TypeDoc over the public entries) into `<target>/api/`, failing on any warning:
+/// an exported item without a doc comment, a broken `{@link}`. Returns the folder it wrote.
+pub fn build_api_docs() -> Result<PathBuf> {
+    // The driver imports the generated glue (src/js/generated/), which the package build writes.
+    ensure_package()?;
+    let out = target_dir()?.join(API_DOCS_OUT);
+    let typedoc = root().join(TYPEDOC_DIR).join("node_modules/.bin/typedoc");
+    run(cmd(typedoc).args(["--tsconfig", API_DOCS_CONFIG, "--logLevel", "Warn", "--out"]).arg(&out))?;
+    println!("   API reference: {}", out.join("index.html").display());
+    Ok(out)
 }
 
 /// Build the package unless every file of it is newer than every input (fast when nothing changed).

@@ -6,7 +6,8 @@ use crate::disk;
 use crate::install;
 use crate::process::{cargo, cmd, free_port, run, spawn_listening, Result};
 use crate::project::{
-    ensure_package, root, server_binary, APP_TS_DIRS, PACKAGE_DIR, SERVER_PACKAGE, TOOLS_DIR, TSCONFIGS, WWW_DIR,
+    build_api_docs, ensure_package, root, server_binary, APP_TS_DIRS, PACKAGE_DIR, SERVER_PACKAGE, TOOLS_DIR,
+    TSCONFIGS, WWW_DIR,
 };
 use crate::size;
 use std::env;
@@ -25,6 +26,7 @@ const STEPS: &[Step] = &[
     Step("clippy", "clippy -D warnings", GATE, clippy),
     Step("doc", "rustdoc -D warnings", GATE, doc),
     Step("tsc", "tsc --strict over every tsconfig", GATE, tsc),
+    Step("typedoc", "API reference, all exports documented", GATE, || build_api_docs().map(|_| ())),
     Step("a", "native tests (cargo test --workspace)", LAYER, native_tests),
     Step("b", "wasm32 release build", LAYER, wasm_build),
     Step("c", "npm package (pkg/)", LAYER, ensure_package),

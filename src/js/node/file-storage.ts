@@ -5,6 +5,12 @@
 // delete of a namespace holds a lock file that names its owner's process; one left by a killed
 // process (its pid gone) or older than LOCK_STALE_MS is taken over, so it cannot block forever.
 // Type imports only from the core: this entry carries no copy of the client.
+/**
+ * `idempotent-fetch/file` (Node only): {@link fileStorage}, durable intent records in a folder, for
+ * CLIs, jobs and agents' tool calls: `new IdempotentClient({ storage: fileStorage({ directory }) })`.
+ *
+ * @module idempotent-fetch/file
+ */
 
 import { createHash, randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
