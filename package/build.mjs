@@ -7,7 +7,7 @@
 //                                     driver imports), for type-checking src/js without a package
 //
 // Steps (package/README.md says what ships and why):
-//   1. cargo build --release --target wasm32-unknown-unknown --no-default-features -p idempotent-fetch
+//   1. cargo rustc --release --target wasm32-unknown-unknown --no-default-features -p idempotent-fetch --lib --crate-type cdylib
 //   2. wasm-bindgen --target web: the glue (src/js/generated/idempotent_fetch.js + .d.ts, generated, ignored
 //      by git) and the raw .wasm
 //   3. wasm-opt with the flags of Cargo.toml [package.metadata.wasm-pack.profile.release] wasm-opt, then
@@ -63,7 +63,9 @@ export function crateMetadata() {
 /** Steps 1-2: the release wasm and its wasm-bindgen glue (src/js/generated/). Returns the raw .wasm path. */
 function bindings(meta, features) {
   const featureArgs = features.length ? ["--features", features.join(",")] : [];
-  run("cargo", ["build", "--release", "--target", "wasm32-unknown-unknown", "--no-default-features", ...featureArgs, "-p", CRATE]);
+  // The crate is an rlib in Cargo.toml (so the wasm-bindgen-test suites can link it without its panic
+  // handler: Cargo.toml, feature `harness`); the module is linked as a cdylib here.
+  run("cargo", ["rustc", "--release", "--target", "wasm32-unknown-unknown", "--no-default-features", ...featureArgs, "-p", CRATE, "--lib", "--crate-type", "cdylib"]);
   const built = path.join(meta.targetDir, "wasm32-unknown-unknown/release", `${CRATE.replaceAll("-", "_")}.wasm`);
   const out = mkdtempSync(path.join(os.tmpdir(), "if-bindgen-"));
   run("wasm-bindgen", ["--target", "web", "--out-dir", out, "--out-name", "idempotent_fetch", built]);

@@ -89,15 +89,33 @@ export async function openChromium(url, { cdp = false, what = "the benchmark" } 
   const missing = chromiumMissing().filter((m) => !m.includes("playwright-core"));
   if (missing.length) throw new Error(`cannot run ${what}:\n  ${missing.join("\n  ")}`);
   const profile = mkdtempSync(join(os.tmpdir(), "if-bench-profile-"));
-  const chromium = spawn(chromiumPath(), [...CHROMIUM_ARGS, `--user-data-dir=${profile}`, url], { stdio: ["ignore", "ignore", "pipe"] });
+  // Its own process group, so that close() ends its helper processes too (they write to the profile).
+  const chromium = spawn(chromiumPath(), [...CHROMIUM_ARGS, `--user-data-dir=${profile}`, url], { stdio: ["ignore", "ignore", "pipe"], detached: true });
+  const kill = () => {
+    try {
+      process.kill(-chromium.pid, "SIGTERM");
+    } catch {
+      // the group is gone already
+    }
+  };
+  const removeProfile = async () => {
+    for (let i = 0; i < 50; i++) {
+      try {
+        return rmSync(profile, { recursive: true, force: true });
+      } catch {
+        await new Promise((r) => setTimeout(r, 100)); // a helper process still writing: try again
+      }
+    }
+    console.error(`could not remove Chromium's profile ${profile}`);
+  };
   let stderr = "";
   chromium.stderr.on("data", (chunk) => (stderr = (stderr + chunk).slice(-4000)));
   const exited = new Promise((done) => chromium.once("exit", done));
   let closing = false;
   // Ctrl-C or a kill during a run still ends Chromium and removes the profile.
-  const onSignal = (signal) => {
-    chromium.kill();
-    rmSync(profile, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
+  const onSignal = async (signal) => {
+    kill();
+    await removeProfile();
     process.exit(signal === "SIGINT" ? 130 : 143);
   };
   process.once("SIGINT", onSignal);
@@ -111,10 +129,9 @@ export async function openChromium(url, { cdp = false, what = "the benchmark" } 
       closing = true;
       process.off("SIGINT", onSignal);
       process.off("SIGTERM", onSignal);
-      if (chromium.exitCode === null && chromium.signalCode === null) chromium.kill();
+      kill();
       await exited; // before its profile directory is removed
-      // Chromium's helper processes may still be writing to the profile for a moment after it exits.
-      rmSync(profile, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
+      await removeProfile();
     },
   };
 }
