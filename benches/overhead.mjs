@@ -1,62 +1,60 @@
 #!/usr/bin/env node
-// Overhead per request in headless Chromium, against a loopback Node server that answers every POST
-// with 201 and a tiny JSON body, no faults.
+// Overhead per request in headless Chromium started by itself (no debugger attached), against a
+// loopback Node server that answers every POST with 201 and a tiny JSON body, no faults. The pages
+// time themselves (performance.now()) and post their figures to the server (benches/support/pages.mjs).
 //
-//   node benches/overhead.mjs            1,000 POSTs per variant, 10,000 intents, 10 page loads
-//   node benches/overhead.mjs --quick    200 POSTs per variant, 1,000 intents, 3 page loads
+//   node benches/overhead.mjs            1,000 POSTs per variant, 10,000 intents
+//   node benches/overhead.mjs --quick    200 POSTs per variant, 1,000 intents
+//   --requests N, --intents N            other counts (--intents 0: the per-request part alone)
 //   --pkg DIR                            serve the package from DIR (default pkg/, built by
 //                                        `node package/build.mjs` when missing)
-//   --before DIR                         also time the start-up of a `wasm-pack --target web` build of
-//                                        0.1 (the async Rust layer, e.g. main at df381f9) in DIR: its loads
-//                                        alternate with the package's, so both see the same machine load
+//   --cdp                                the same pages again under playwright-core (a DevTools protocol
+//                                        client attached, ~1.7 ms more per fetch): a second column
 //
 // 1. Per request: plain fetch, fetch with a hand-made Idempotency-Key, the "floor" (a hand-written
 //    fetch that takes a Web Lock and writes localStorage before and after: what any correct
-//    implementation must do, issue 12's reference), the "exact floor" (the floor plus the key claimed
-//    in one IndexedDB transaction: what an exact cross-tab begin adds, issue 13 item 4), ky with
-//    retries, and idempotent-fetch (client.fetch with and without a named intent, and begin + send;
-//    memory and localStorage). A named intent's begin claims its key across tabs (the exact floor's
-//    IndexedDB transaction); a call without intent is its own intent and claims nothing (the floor).
-//    All in one page, in one run, interleaved round-robin (the start variant rotates each round) so
-//    that load from other processes on the machine falls on every variant alike. Each request reads the response body.
-// 2. Start-up: import of the package (pkg/index.js, which starts fetching the .wasm), `await ready`
-//    (the .wasm compiled and instantiated) and new IdempotentClient(), on fresh page loads with
-//    caching off.
-// 3. Intents: N sequential intents on localStorage, each `begin` (fingerprint, new key, record
+//    implementation must do), the "exact floor" (the floor plus the key claimed in one IndexedDB
+//    transaction: what an exact cross-tab begin adds), ky with retries, and idempotent-fetch
+//    (client.fetch with and without a named intent, and begin + send; memory and localStorage). A
+//    named intent's begin claims its key across tabs (the exact floor's IndexedDB transaction); a call
+//    without intent is its own intent and claims nothing (the floor). All in one page, in one run,
+//    interleaved round-robin (the start variant rotates each round) so that load from other processes
+//    on the machine falls on every variant alike. Each request reads the response body.
+// 2. Intents: N sequential intents on localStorage, each `begin` (fingerprint, new key, record
 //    saved) then `send` (record updated, POST with the key, 201, record marked succeeded: the key is
 //    retired; the record itself stays until the keyTtl sweep).
+// Start-up is benches/startup.mjs.
 //
-// Needs the package (pkg/, built here when missing), tools/node_modules (playwright-core) and
-// benches/size-compare/node_modules (ky, esbuild; `npm ci` is run there when missing), and Chromium
-// at CHROMIUM_PATH (`cargo xtask bench` sets it). Prints figures; never fails on them.
+// Needs the package (pkg/, built here when missing), benches/size-compare/node_modules (ky, esbuild;
+// `npm ci` is run there when missing), and Chromium at CHROMIUM_PATH (`cargo xtask bench` sets it;
+// --cdp also needs tools/node_modules' playwright-core). Prints figures; never fails on them.
 
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { createRequire } from "node:module";
+import os from "node:os";
 import { dirname, extname, join, normalize, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { launchChromium } from "../tests/support/chromium.mjs";
+import { openChromium, REPORT_SCRIPT, reports } from "./support/pages.mjs";
 
 const benches = dirname(fileURLToPath(import.meta.url));
 const root = dirname(benches);
 const compareDir = join(benches, "size-compare");
-const quick = process.argv.includes("--quick");
-const pkgArg = process.argv.indexOf("--pkg");
-const pkgDir = pkgArg >= 0 ? resolve(process.argv[pkgArg + 1]) : join(root, "pkg");
-const beforeArg = process.argv.indexOf("--before");
-const beforeDir = beforeArg >= 0 ? resolve(process.argv[beforeArg + 1]) : null;
-const REQUESTS = quick ? 200 : 1000;
+const argv = process.argv.slice(2);
+const option = (name) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : undefined);
+const quick = argv.includes("--quick");
+const pkgDir = option("--pkg") ? resolve(option("--pkg")) : join(root, "pkg");
+const REQUESTS = Number(option("--requests") ?? (quick ? 200 : 1000));
+const INTENTS = Number(option("--intents") ?? (quick ? 1000 : 10000));
 const FLOOR = "floor: fetch + Web Lock + localStorage before and after";
 const FLOOR_EXACT = "exact floor: the floor + the key claimed in one IndexedDB transaction";
 const WARMUP = quick ? 20 : 50;
-const INTENTS = quick ? 1000 : 10000;
-const LOADS = quick ? 3 : 10;
 
-function run(cmd, argv, cwd) {
-  console.error(`$ ${cmd} ${argv.join(" ")}`);
-  const r = spawnSync(cmd, argv, { cwd, stdio: ["ignore", "inherit", "inherit"] });
+function run(cmd, args, cwd) {
+  console.error(`$ ${cmd} ${args.join(" ")}`);
+  const r = spawnSync(cmd, args, { cwd, stdio: ["ignore", "inherit", "inherit"] });
   if (r.status !== 0) throw new Error(`${cmd} exited with ${r.status ?? r.signal}`);
 }
 
@@ -73,70 +71,7 @@ const kyBundle = (
   })
 ).outputFiles[0].text;
 
-// ---- the loopback server --------------------------------------------------------------------------
-const PAGE = `<!doctype html><meta charset="utf-8"><title>overhead</title><body>overhead bench</body>`;
-const TYPES = { ".js": "text/javascript", ".wasm": "application/wasm", ".html": "text/html" };
-// Cross-origin isolation gives performance.now() 5 µs resolution instead of 100 µs.
-const ISOLATION = { "cross-origin-opener-policy": "same-origin", "cross-origin-embedder-policy": "require-corp" };
-let orders = 0;
-const server = createServer((req, res) => {
-  const url = new URL(req.url, "http://x");
-  if (req.method === "POST" && url.pathname === "/api/orders") {
-    req.on("data", () => {});
-    req.on("end", () => {
-      orders += 1;
-      res.writeHead(201, { "content-type": "application/json", "cache-control": "no-store" });
-      res.end(`{"id":${orders}}`);
-    });
-    return;
-  }
-  const headers = { ...ISOLATION, "cache-control": "no-store" };
-  if (url.pathname === "/") {
-    res.writeHead(200, { ...headers, "content-type": "text/html" });
-    res.end(PAGE);
-  } else if (url.pathname === "/ky.js") {
-    res.writeHead(200, { ...headers, "content-type": "text/javascript" });
-    res.end(kyBundle);
-  } else if (url.pathname.startsWith("/pkg/") || (beforeDir && url.pathname.startsWith("/before/"))) {
-    const [prefix, dir] = url.pathname.startsWith("/pkg/") ? ["/pkg/", pkgDir] : ["/before/", beforeDir];
-    const file = normalize(join(dir, url.pathname.slice(prefix.length)));
-    if (!file.startsWith(dir + "/") || !existsSync(file)) {
-      res.writeHead(404).end();
-      return;
-    }
-    res.writeHead(200, { ...headers, "content-type": TYPES[extname(file)] ?? "application/octet-stream" });
-    res.end(readFileSync(file));
-  } else {
-    res.writeHead(404).end();
-  }
-});
-await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-const origin = `http://127.0.0.1:${server.address().port}`;
-
 // ---- in the page ------------------------------------------------------------------------------------
-async function startup() {
-  const t0 = performance.now();
-  const mod = await import("/pkg/index.js");
-  const t1 = performance.now();
-  await mod.ready;
-  const t2 = performance.now();
-  new mod.IdempotentClient({ namespace: `startup-${Math.random()}`, storage: "memory" });
-  const t3 = performance.now();
-  return { importMs: t1 - t0, initMs: t2 - t1, clientMs: t3 - t2, totalMs: t3 - t0 };
-}
-
-// 0.1's API: import the wasm-bindgen glue, await its init(), then the constructor.
-async function startupBefore() {
-  const t0 = performance.now();
-  const mod = await import("/before/idempotent_fetch.js");
-  const t1 = performance.now();
-  await mod.default();
-  const t2 = performance.now();
-  new mod.IdempotentClient({ namespace: `startup-${Math.random()}`, storage: "memory" });
-  const t3 = performance.now();
-  return { importMs: t1 - t0, initMs: t2 - t1, clientMs: t3 - t2, totalMs: t3 - t0 };
-}
-
 async function perRequest({ requests, warmup, FLOOR, FLOOR_EXACT }) {
   localStorage.clear();
   const { IdempotentClient, ready } = await import("/pkg/index.js");
@@ -287,6 +222,60 @@ async function intents({ count }) {
   return { begin, send, total, plain, wallMs, fallback, storedKeys: localStorage.length, storedChars: chars, pending };
 }
 
+// ---- the pages and the loopback server -----------------------------------------------------------
+// /run/0 measures per request, /run/1 the intents; each reports, then goes on to the next.
+const steps = [
+  ["perRequest", perRequest, { requests: REQUESTS, warmup: WARMUP, FLOOR, FLOOR_EXACT }],
+  ...(INTENTS > 0 ? [["intents", intents, { count: INTENTS }]] : []),
+];
+const stepPage = (i) =>
+  i >= steps.length
+    ? "<!doctype html>done"
+    : `<!doctype html><meta charset="utf-8"><title>overhead ${steps[i][0]}</title><body><script>${REPORT_SCRIPT}</script><script type="module">
+await report("${steps[i][0]}", await (${steps[i][1]})(${JSON.stringify(steps[i][2])}));
+location.href = "/run/${i + 1}";
+</script>`;
+const TYPES = { ".js": "text/javascript", ".wasm": "application/wasm", ".html": "text/html" };
+// Cross-origin isolation gives performance.now() 5 µs resolution instead of 100 µs.
+const HEADERS = { "cross-origin-opener-policy": "same-origin", "cross-origin-embedder-policy": "require-corp", "cache-control": "no-store" };
+let orders = 0;
+let pages = reports();
+const server = createServer((req, res) => {
+  const url = new URL(req.url, "http://x");
+  if (pages.handle(req, res, url)) return;
+  if (req.method === "POST" && url.pathname === "/api/orders") {
+    req.on("data", () => {});
+    req.on("end", () => {
+      orders += 1;
+      res.writeHead(201, { "content-type": "application/json", "cache-control": "no-store" });
+      res.end(`{"id":${orders}}`);
+    });
+    return;
+  }
+  const send = (type, body) => res.writeHead(200, { ...HEADERS, "content-type": type }).end(body);
+  let m;
+  if ((m = url.pathname.match(/^\/run\/(\d+)$/))) return send("text/html", stepPage(+m[1]));
+  if (url.pathname === "/ky.js") return send("text/javascript", kyBundle);
+  const file = url.pathname.startsWith("/pkg/") && normalize(join(pkgDir, url.pathname.slice("/pkg/".length)));
+  if (!file || !file.startsWith(pkgDir + "/") || !existsSync(file)) return res.writeHead(404).end();
+  send(TYPES[extname(file)] ?? "application/octet-stream", readFileSync(file));
+});
+await new Promise((listening) => server.listen(0, "127.0.0.1", listening));
+const origin = `http://127.0.0.1:${server.address().port}`;
+
+/** Every step's figures, in Chromium started by itself, or (cdp) driven by playwright-core. */
+async function measure(cdp) {
+  pages = reports();
+  const browser = await openChromium(`${origin}/run/0`, { cdp, what: "the overhead benchmark" });
+  try {
+    const figures = { version: browser.version };
+    for (const [name] of steps) figures[name] = await pages.next(name);
+    return figures;
+  } finally {
+    await browser.close();
+  }
+}
+
 // ---- statistics and report ---------------------------------------------------------------------------
 const sorted = (xs) => [...xs].sort((a, b) => a - b);
 const quantile = (xs, q) => {
@@ -295,101 +284,68 @@ const quantile = (xs, q) => {
 };
 const median = (xs) => quantile(xs, 0.5);
 const p99 = (xs) => quantile(xs, 0.99);
+const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 const ms = (x) => x.toFixed(3);
 
-const browser = await launchChromium({ what: "the overhead benchmark" });
+let alone, cdp;
 try {
-  const version = browser.version();
-  const context = await browser.newContext();
-
-  // Start-up, each on a fresh page load (cache off: the server says no-store).
-  const loads = [];
-  const beforeLoads = [];
-  const load = async (fn, sink) => {
-    const page = await context.newPage();
-    await page.goto(`${origin}/`);
-    sink.push(await page.evaluate(fn));
-    await page.close();
-  };
-  for (let i = 0; i < LOADS; i++) {
-    // With --before, the two alternate and take turns going first.
-    const order = beforeDir ? (i % 2 ? [[startupBefore, beforeLoads], [startup, loads]] : [[startup, loads], [startupBefore, beforeLoads]]) : [[startup, loads]];
-    for (const [fn, sink] of order) await load(fn, sink);
-  }
-
-  const page = await context.newPage();
-  await page.goto(`${origin}/`);
-  const req = await page.evaluate(perRequest, { requests: REQUESTS, warmup: WARMUP, FLOOR, FLOOR_EXACT });
-  const int = await page.evaluate(intents, { count: INTENTS });
-  await page.close();
-
-  console.log(`# Overhead in headless Chromium ${version} (Node ${process.version} server on 127.0.0.1)\n`);
+  alone = await measure(false);
+  if (argv.includes("--cdp")) cdp = await measure(true);
+} finally {
+  server.close();
+}
+const req = alone.perRequest;
+console.log(`# Overhead in headless Chromium: ${alone.version} (Node ${process.version} server on 127.0.0.1)\n`);
+console.log(
+  `crossOriginIsolated: ${req.isolated} (performance.now() resolution ${req.isolated ? "5 µs" : "100 µs"}); ky ${kyVersion}; ` +
+    `${REQUESTS} sequential POSTs per variant after ${WARMUP} warm-up each, interleaved round-robin; ` +
+    `load average at the end ${os.loadavg().map((l) => l.toFixed(1)).join(", ")}.\n`,
+);
+console.log("## Per request (ms, wall clock in the page: request sent to body read)\n");
+const base = req.samples.fetch;
+const floor = req.samples[FLOOR];
+const exact = req.samples[FLOOR_EXACT];
+const kyName = Object.keys(req.samples).find((n) => n.startsWith("ky "));
+console.log(
+  `| variant | median | p99 | median ÷ fetch | median ÷ floor | median ÷ exact floor | median ÷ ky | median − fetch |${cdp ? " median, CDP attached | ÷ ky, CDP attached |" : ""}`,
+);
+console.log(`|---|---:|---:|---:|---:|---:|---:|---:|${cdp ? "---:|---:|" : ""}`);
+for (const [name, xs] of Object.entries(req.samples)) {
+  const withCdp = cdp && cdp.perRequest.samples[name];
   console.log(
-    `crossOriginIsolated: ${req.isolated} (performance.now() resolution ${req.isolated ? "5 µs" : "100 µs"}); ky ${kyVersion}; ` +
-      `${REQUESTS} sequential POSTs per variant after ${WARMUP} warm-up each, interleaved round-robin.\n`,
+    `| ${name} | ${ms(median(xs))} | ${ms(p99(xs))} | ${(median(xs) / median(base)).toFixed(2)}× | ` +
+      `${(median(xs) / median(floor)).toFixed(2)}× | ${(median(xs) / median(exact)).toFixed(2)}× | ${(median(xs) / median(req.samples[kyName])).toFixed(2)}× | ${ms(median(xs) - median(base))} |` +
+      (cdp ? ` ${ms(median(withCdp))} | ${(median(withCdp) / median(cdp.perRequest.samples[kyName])).toFixed(2)}× |` : ""),
   );
-  console.log("## Per request (ms, wall clock in the page: request sent to body read)\n");
-  const base = req.samples.fetch;
-  const floor = req.samples[FLOOR];
-  console.log("| variant | median | p99 | median ÷ fetch | p99 ÷ fetch | median ÷ floor | median − fetch |");
-  console.log("|---|---:|---:|---:|---:|---:|---:|");
-  for (const [name, xs] of Object.entries(req.samples)) {
-    console.log(
-      `| ${name} | ${ms(median(xs))} | ${ms(p99(xs))} | ${(median(xs) / median(base)).toFixed(2)}× | ${(p99(xs) / p99(base)).toFixed(2)}× | ` +
-        `${(median(xs) / median(floor)).toFixed(2)}× | ${ms(median(xs) - median(base))} |`,
-    );
-  }
-  const kyName = Object.keys(req.samples).find((n) => n.startsWith("ky "));
-  for (const name of Object.keys(req.samples).filter((n) => n.startsWith("idempotent-fetch") && n.endsWith("localStorage"))) {
-    const m = median(req.samples[name]);
-    const exact = median(req.samples[FLOOR_EXACT]);
-    console.log(
-      `\n${name}: ${(m / median(floor)).toFixed(2)}× the floor's median (${ms(m - median(floor))} ms over it), ` +
-        `${(m / exact).toFixed(2)}× the exact floor's (${ms(m - exact)} ms over it); ` +
-        `${m < median(req.samples[kyName]) ? "below" : "not below"} ky's median (${ms(m)} vs ${ms(median(req.samples[kyName]))} ms).`,
-    );
-  }
-  if (req.fallback) console.log(`\nlocalStorage fell back to memory: ${req.fallback}`);
+}
+for (const name of Object.keys(req.samples).filter((n) => n.startsWith("idempotent-fetch") && n.endsWith("localStorage"))) {
+  const m = median(req.samples[name]);
+  console.log(
+    `\n${name}: ${(m / median(floor)).toFixed(3)}× the floor's median (${ms(m - median(floor))} ms over it), ` +
+      `${(m / median(exact)).toFixed(3)}× the exact floor's (${ms(m - median(exact))} ms over it); ` +
+      `${(m / median(req.samples[kyName])).toFixed(3)}× ky's median (${ms(m)} vs ${ms(median(req.samples[kyName]))} ms).`,
+  );
+}
+if (req.fallback) console.log(`\nlocalStorage fell back to memory: ${req.fallback}`);
 
-  console.log(`\n## Start-up (ms, ${LOADS} fresh page loads, no cache${beforeDir ? `, alternating with 0.1's (${beforeDir})` : ""})\n`);
-  console.log("| step | first load | median | min | max |");
-  console.log("|---|---:|---:|---:|---:|");
-  const rows = [
-    [loads, "importMs", "import(\"/pkg/index.js\") (starts fetching the .wasm)"],
-    [loads, "initMs", "await ready: the .wasm fetched, compiled, instantiated"],
-    [loads, "clientMs", "new IdempotentClient({storage: \"memory\"})"],
-    [loads, "totalMs", "**total**"],
-  ];
-  if (beforeDir) {
-    rows.push(
-      [beforeLoads, "importMs", "0.1: import the wasm-bindgen glue"],
-      [beforeLoads, "initMs", "0.1: await init(): fetch + compile + instantiate the .wasm"],
-      [beforeLoads, "clientMs", "0.1: new IdempotentClient({storage: \"memory\"})"],
-      [beforeLoads, "totalMs", "**0.1: total**"],
-    );
-  }
-  for (const [sample, key, label] of rows) {
-    const xs = sample.map((l) => l[key]);
-    console.log(`| ${label} | ${ms(xs[0])} | ${ms(median(xs))} | ${ms(Math.min(...xs))} | ${ms(Math.max(...xs))} |`);
-  }
-  if (beforeDir) console.log(`\nMedian total: ${ms(median(loads.map((l) => l.totalMs)))} ms, 0.1's ${ms(median(beforeLoads.map((l) => l.totalMs)))} ms in the same run.`);
-
+const int = alone.intents;
+if (int) {
   console.log(`\n## ${INTENTS.toLocaleString("en")} intents on localStorage (ms per intent)\n`);
   console.log(
     "Each: `await client.begin(id, {url, method: \"POST\", headers, body})` (validate, fingerprint, new key, record saved), " +
       "then `await op.send()` + body read (Web Lock taken, record saved with its attempt count, POST with the key to the 201 server, " +
       "record saved as succeeded: key retired).\n",
   );
-  console.log("| part | median | p99 | mean |");
-  console.log("|---|---:|---:|---:|");
-  const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  for (const [label, xs] of [
-    ["begin", int.begin],
-    ["send (+ body read)", int.send],
-    ["begin + send", int.total],
-    ["plain fetch of the same request, interleaved (reference)", int.plain],
+  console.log(`| part | median | p99 | mean |${cdp ? " median, CDP attached |" : ""}`);
+  console.log(`|---|---:|---:|---:|${cdp ? "---:|" : ""}`);
+  for (const [label, key] of [
+    ["begin", "begin"],
+    ["send (+ body read)", "send"],
+    ["begin + send", "total"],
+    ["plain fetch of the same request, interleaved (reference)", "plain"],
   ]) {
-    console.log(`| ${label} | ${ms(median(xs))} | ${ms(p99(xs))} | ${ms(mean(xs))} |`);
+    const xs = int[key];
+    console.log(`| ${label} | ${ms(median(xs))} | ${ms(p99(xs))} | ${ms(mean(xs))} |${cdp ? ` ${ms(median(cdp.intents[key]))} |` : ""}`);
   }
   console.log(
     `\nTime in intents ${(int.wallMs / 1000).toFixed(2)} s, ${ms(int.wallMs / INTENTS)} ms per intent; ` +
@@ -398,8 +354,4 @@ try {
       `(succeeded records stay until the keyTtl sweep); client.pending() lists ${int.pending}.` +
       (int.fallback ? ` localStorage fell back to memory: ${int.fallback}` : ""),
   );
-  await context.close();
-} finally {
-  await browser.close();
-  server.close();
 }

@@ -12,12 +12,11 @@ echo
 echo "== 2. what ships (builds pkg/: node package/build.mjs)"
 node benches/size.mjs
 echo
-echo "== 3. overhead per request in headless Chromium"
+echo "== 3. overhead per request in headless Chromium (no debugger attached)"
 node benches/overhead.mjs "${quick[@]}"
 echo
-echo "== 3b. start-up alone, against reference modules; then with no debugger attached"
-node benches/startup.mjs "${quick[@]}"
-node benches/startup.mjs --no-cdp "${quick[@]}"
+echo "== 3b. start-up from navigation, next to ky and a bare page (no debugger attached)"
+node benches/startup.mjs --preload "${quick[@]}"
 echo
 echo "== 5. growth: a long history in one page, then fresh loads (100,000 intents per storage: 15-25 min each; --quick 5,000)"
 node benches/growth.mjs "${quick[@]}"

@@ -46,6 +46,40 @@ const measure = (buf) => ({ raw: buf.length, gzip: gzip(buf), brotli: brotli(buf
 const add = (a, b) => ({ raw: a.raw + b.raw, gzip: a.gzip + b.gzip, brotli: a.brotli + b.brotli });
 const kb = (n) => (n / 1024).toFixed(1);
 
+/** For each character of `out`, the index (in `map.sources`) of the source it came from; -1 where unmapped. */
+function sourceOfEachChar(out, map) {
+  const VLQ = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const owners = new Int32Array(out.length).fill(-1);
+  const lineStarts = [0];
+  for (let i = 0; i < out.length; i++) if (out[i] === "\n") lineStarts.push(i + 1);
+  let source = 0;
+  map.mappings.split(";").forEach((line, lineNo) => {
+    let column = 0;
+    const segments = line ? line.split(",") : [];
+    const starts = [];
+    for (const segment of segments) {
+      const fields = [];
+      let value = 0, shift = 0;
+      for (const c of segment) {
+        const digit = VLQ.indexOf(c);
+        value += (digit & 31) << shift;
+        if (digit & 32) shift += 5;
+        else {
+          fields.push(value & 1 ? -(value >>> 1) : value >>> 1);
+          value = shift = 0;
+        }
+      }
+      column += fields[0];
+      if (fields.length > 1) source += fields[1];
+      starts.push([column, fields.length > 1 ? source : -1]);
+    }
+    const base = lineStarts[lineNo] ?? out.length;
+    const end = lineStarts[lineNo + 1] ?? out.length;
+    starts.forEach(([col, src], k) => owners.fill(src, base + col, k + 1 < starts.length ? base + starts[k + 1][0] : end));
+  });
+  return owners;
+}
+
 if (!args.has("--no-build")) run(process.execPath, [join(root, "package/build.mjs")]);
 if (!existsSync(join(PKG_DIR, "package.json"))) {
   console.error(`${PKG_DIR} is not built: run without --no-build`);
@@ -111,14 +145,25 @@ try {
   // pkg/index.js is one file, so bundle the driver's sources the same way to see which of them costs what.
   const driverEntry = join(root, "src/js/index.ts");
   if (existsSync(driverEntry)) {
-    const bySource = await esbuild.build({ ...bundleOptions, metafile: true, entryPoints: [driverEntry] });
-    console.log("\n## The minified JS by source file (esbuild's metafile for src/js/index.ts bundled and minified; bytes before gzip)\n");
-    console.log("| source | bytes |");
-    console.log("|---|---:|");
-    const inputs = Object.values(bySource.metafile.outputs)[0].inputs;
+    const bySource = await esbuild.build({ ...bundleOptions, metafile: true, sourcemap: "external", outdir: work, entryPoints: [driverEntry] });
+    const out = bySource.outputFiles.find((f) => f.path.endsWith(".js")).text;
+    const map = JSON.parse(bySource.outputFiles.find((f) => f.path.endsWith(".map")).text);
+    const owners = sourceOfEachChar(out, map);
+    const whole = gzip(Buffer.from(out));
+    console.log(
+      "\n## The minified JS by source file (src/js/index.ts bundled and minified; bytes from esbuild's metafile; " +
+        "gzip share = gzip -9 of the bundle minus gzip -9 of the bundle without that source's characters, by its source map)\n",
+    );
+    console.log(`| source | bytes | gzip share B |`);
+    console.log("|---|---:|---:|");
+    const inputs = Object.values(bySource.metafile.outputs).find((o) => o.inputs && o.entryPoint)?.inputs ?? {};
     for (const [file, { bytesInOutput }] of Object.entries(inputs).sort((x, y) => y[1].bytesInOutput - x[1].bytesInOutput)) {
-      if (bytesInOutput > 0) console.log(`| ${file} | ${bytesInOutput} |`);
+      if (bytesInOutput === 0) continue;
+      const index = map.sources.findIndex((source) => source.endsWith(file.replace(/^src\/js\//, "")) && source.includes(file.split("/").slice(-2).join("/")));
+      const without = out.split("").filter((_, i) => owners[i] !== index).join("");
+      console.log(`| ${file} | ${bytesInOutput} | ${index < 0 ? "" : whole - gzip(Buffer.from(without))} |`);
     }
+    console.log(`\nThe bundle: ${out.length} B, ${whole} B gzip -9.`);
   }
 
   // ---- where the wasm bytes are --------------------------------------------------------------------

@@ -1,170 +1,242 @@
 #!/usr/bin/env node
-// Start-up alone (issue 12's bar), in headless Chromium, against reference modules, on fresh loads that
-// alternate between the variants (each going first in turn) so that the machine's load falls on all alike.
+// Start-up, from navigation start to a constructed client with default storage whose first `begin`
+// needs no further wait (`await ready`, then `new IdempotentClient({ namespace })`), on fresh loads in
+// headless Chromium started by itself (no debugger attached), alternating with a bare page and a page
+// that imports ky (each variant going first in turn, so the machine's load falls on all alike).
 //
-//   node benches/startup.mjs                  pkg/ and the references, 20 loads each
+//   node benches/startup.mjs                  pkg/, ky and a bare page, 15 loads each
 //   --loads N                                 loads per variant (--quick: 5)
-//   --pkg [NAME=]DIR                          a package directory to time (repeatable; default pkg/): e.g.
-//                                             an older build next to the current one
-//   --no-cdp                                  no debugger attached: Chromium opens the page by itself and
-//                                             each page reports to the server, then navigates to the next
+//   --pkg [NAME=]DIR                          a package directory to time (repeatable; default pkg/)
+//   --preload                                 each package also with the README's recipe in the HTML:
+//                                             <link rel="preload" as="fetch" crossorigin> of the .wasm and
+//                                             <link rel="modulepreload"> of index.js
+//   --wasm-variants                           each package also as two rebuilt copies of its index.js: the
+//                                             .wasm fetch started at the top of the module, and the .wasm
+//                                             inlined as base64 (a data: URL); their gzip -9 cost is printed
+//   --cdp                                     the same pages again under playwright-core (a DevTools
+//                                             protocol client attached): a second column
 //
-// Each load times, in the page, `import()` of the entry, `await ready` and
-// `new IdempotentClient({storage: "memory"})`, as benches/overhead.mjs does (same server headers:
-// cross-origin isolated, `cache-control: no-store`). The references show what any package pays here:
-// an empty module; 40 KB of small functions, one export (pkg/index.js's size: the cost of parsing that much);
-// the same plus fetching and compiling the package's own .wasm from a microtask (what a wasm package
-// of this size pays at least before any of its own code runs).
+// A page is a static HTML document whose inline module imports the entry (as an app's page does), so
+// the module graph and the .wasm load as they would for a user. It reports, in ms from navigation
+// start (performance.now()): when the imports had run, `ready`, the constructor, and from resource
+// timing when the .wasm was requested and received; then the first `begin` of a named intent after
+// that point (informational: it opens the storage and the claims database, which the constructor
+// defers). Server: cross-origin isolated (5 µs timer), `cache-control: no-store` (no HTTP or code cache).
 //
-// Why --no-cdp: with a CDP client attached (Playwright, DevTools), Chromium records the JavaScript stack
-// of every request, and V8 re-parses a function on that stack to find its source positions; the
-// constructor's first calls also compile slower. Users without DevTools open do not pay that.
-//
-// Needs tools/node_modules (playwright-core) and Chromium at CHROMIUM_PATH. Prints figures; never fails on them.
+// Needs a built pkg/ (node package/build.mjs), benches/size-compare/node_modules (ky, esbuild) and
+// Chromium at CHROMIUM_PATH. Prints figures; never fails on them.
 
-import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync, copyFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { createRequire } from "node:module";
 import os from "node:os";
 import { basename, dirname, extname, join, normalize, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
 
-import { CHROMIUM_ARGS, chromiumPath, launchChromium } from "../tests/support/chromium.mjs";
+import { openChromium, REPORT_SCRIPT, reports } from "./support/pages.mjs";
 
-const root = dirname(dirname(fileURLToPath(import.meta.url)));
+const benches = dirname(fileURLToPath(import.meta.url));
+const root = dirname(benches);
+const compareDir = join(benches, "size-compare");
 const argv = process.argv.slice(2);
 const option = (name) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : undefined);
-const LOADS = Number(option("--loads") ?? (argv.includes("--quick") ? 5 : 20));
-const noCdp = argv.includes("--no-cdp");
-const pkgs = argv.flatMap((a, i) => (argv[i - 1] === "--pkg" ? [a] : []));
-const variants = (pkgs.length ? pkgs : [join(root, "pkg")]).map((spec) => {
+const LOADS = Number(option("--loads") ?? (argv.includes("--quick") ? 5 : 15));
+const WASM = "idempotent_fetch_bg.wasm";
+const WASM_URL = `new URL("./${WASM}",import.meta.url)`;
+const pkgSpecs = argv.flatMap((a, i) => (argv[i - 1] === "--pkg" ? [a] : []));
+const packages = (pkgSpecs.length ? pkgSpecs : [join(root, "pkg")]).map((spec) => {
   const [name, dir] = spec.includes("=") ? spec.split("=") : [basename(resolve(spec)), spec];
+  if (!existsSync(join(resolve(dir), WASM))) throw new Error(`${dir}/${WASM} is missing: build the package (node package/build.mjs)`);
   return { name, dir: resolve(dir) };
 });
-const wasmFile = join(variants[0].dir, "idempotent_fetch_bg.wasm");
-if (!existsSync(wasmFile)) throw new Error(`${wasmFile} is missing: build the package (node package/build.mjs)`);
 
-// ---- the reference modules ------------------------------------------------------------------------
-const refs = mkdtempSync(join(os.tmpdir(), "if-startup-"));
-const entrySize = readFileSync(join(variants[0].dir, "index.js")).length;
-let functions = "";
-for (let i = 0; functions.length < entrySize; i++) {
-  functions += `function f${i}(a,b){const c=a*${i}+b;return c>${i}?[c,"s${i}"]:{a,b,k:"v${i}"}}\n`;
+if (!existsSync(join(compareDir, "node_modules", "ky"))) {
+  const r = spawnSync("npm", ["ci", "--no-audit", "--no-fund"], { cwd: compareDir, stdio: "inherit" });
+  if (r.status !== 0) throw new Error("npm ci in benches/size-compare failed");
 }
-functions += "export const loaded = true;\n"; // one export, as the package has few: the rest is parsing
-const reference = (name, text) => {
-  mkdirSync(join(refs, name));
-  writeFileSync(join(refs, name, "index.js"), text);
-  copyFileSync(wasmFile, join(refs, name, "idempotent_fetch_bg.wasm"));
-  variants.push({ name, dir: join(refs, name) });
-};
-reference("empty module", "export const empty = true;\n");
-reference(`${(entrySize / 1024).toFixed(0)} KB of functions`, functions);
-reference(
-  `${(entrySize / 1024).toFixed(0)} KB of functions + fetch and compile the .wasm`,
-  `${functions}export const ready = Promise.resolve().then(() => WebAssembly.compileStreaming(fetch(new URL("./idempotent_fetch_bg.wasm", import.meta.url))));\n`,
-);
-variants.forEach((v, i) => (v.path = `/v${i}/`));
+const esbuild = createRequire(join(compareDir, "package.json"))("esbuild");
+const kyBundle = (
+  await esbuild.build({
+    stdin: { contents: `export { default } from "ky";`, resolveDir: compareDir, loader: "js" },
+    bundle: true, minify: true, format: "esm", platform: "browser", target: "es2020", write: false, logLevel: "silent",
+  })
+).outputFiles[0].text;
 
-// The loads, in order: round i starts with variant i mod n.
+// ---- the variants ----------------------------------------------------------------------------------
+const work = mkdtempSync(join(os.tmpdir(), "if-startup-"));
+process.on("exit", () => rmSync(work, { recursive: true, force: true })); // also after a signal (pages.mjs)
+const gz = (text) => gzipSync(text, { level: 9 }).length;
+/** A copy of `pkg` whose index.js is `edit(index.js)` (the .wasm next to it). */
+function rebuilt(pkg, suffix, edit) {
+  const dir = join(work, `${packages.indexOf(pkg)}-${suffix.replace(/\W+/g, "-")}`);
+  mkdirSync(dir);
+  const source = readFileSync(join(pkg.dir, "index.js"), "utf8");
+  if (source.split(WASM_URL).length !== 2) throw new Error(`${pkg.dir}/index.js: expected one ${WASM_URL}`);
+  const text = edit(source);
+  writeFileSync(join(dir, "index.js"), text);
+  copyFileSync(join(pkg.dir, WASM), join(dir, WASM));
+  return { dir, js: text };
+}
+const variants = [
+  { name: "bare page (no import)", body: "" },
+  {
+    name: "ky: import, ky.create()",
+    body: `import ky from "/ky.js";\nconst t1 = performance.now();\nky.create({ retry: { limit: 3, methods: ["post"] } });\nconst t3 = performance.now();\nfigures = { imported: t1, ready: t1, constructed: t3 };`,
+  },
+];
+const ours = (name, path, { head = "", bytes } = {}) =>
+  variants.push({
+    name, head, bytes, path,
+    body: `import { IdempotentClient, ready } from "${path}index.js";
+const t1 = performance.now();
+await ready;
+const t2 = performance.now();
+const client = new IdempotentClient({ namespace: "startup" });
+const t3 = performance.now();
+figures = { imported: t1, ready: t2, constructed: t3 };
+const wasm = performance.getEntriesByType("resource").find((e) => e.name.endsWith(".wasm") || e.name.startsWith("data:"));
+if (wasm) Object.assign(figures, { wasmRequested: wasm.startTime, wasmReceived: wasm.responseEnd });
+const b0 = performance.now();
+await client.begin("startup-" + Math.random(), { url: "/api/orders", method: "POST", body: "{}" });
+figures.firstBegin = performance.now() - b0;`,
+  });
+const shipped = (dir) => gz(readFileSync(join(dir, "index.js"))) + gz(readFileSync(join(dir, WASM)));
+for (const [i, pkg] of [...packages.entries()]) {
+  const base = `/p${i}/`;
+  pkg.path = base;
+  ours(`${pkg.name}: import, await ready, new IdempotentClient()`, base, { bytes: shipped(pkg.dir) });
+  if (argv.includes("--preload")) {
+    ours(`${pkg.name} + preload links in the HTML`, base, {
+      head: `<link rel="modulepreload" href="${base}index.js"><link rel="preload" as="fetch" crossorigin href="${base}${WASM}">`,
+      bytes: shipped(pkg.dir),
+    });
+  }
+  // A package whose bundle requests the .wasm at its top already gets no "top" copy.
+  const requestsAtTop = /new URL\("\.\/idempotent_fetch_bg\.wasm",import\.meta\.url\),\w+=fetch\(/.test(readFileSync(join(pkg.dir, "index.js"), "utf8"));
+  if (argv.includes("--wasm-variants")) {
+    // The fetch started by the first statement of the module (before the driver's classes are defined)
+    // instead of from a microtask after the module has run.
+    const top = rebuilt(pkg, "top", (js) => `const __wasmResponse=fetch(${WASM_URL});\n${js.replace(WASM_URL, "__wasmResponse")}`);
+    // The bytes in the module: no second request; base64 in a data: URL (fetch decodes it and
+    // instantiateStreaming compiles it as application/wasm).
+    const b64 = readFileSync(join(pkg.dir, WASM)).toString("base64");
+    const inline = rebuilt(pkg, "inline", (js) => js.replace(WASM_URL, () => `"data:application/wasm;base64,${b64}"`));
+    const copies = [["the .wasm inlined as base64", inline]];
+    if (!requestsAtTop) copies.unshift(["the .wasm fetch at the top of the module", top]);
+    for (const [label, v] of copies) {
+      const path = `/p${i}-${basename(v.dir)}/`;
+      (v.path = path), (v.name = `${pkg.name}, ${label}`);
+      ours(`${v.name}`, path, { bytes: gz(v.js) + (label.includes("inlined") ? 0 : gz(readFileSync(join(pkg.dir, WASM)))) });
+      packages.push({ name: v.name, dir: v.dir, path, derived: true });
+    }
+  }
+}
+variants.forEach((v, i) => (v.index = i));
+
+// The loads, in order: round r starts with variant r mod n; a first round, not counted, warms up the
+// browser (its first navigations also start its network and storage services).
 const order = [];
-for (let i = 0; i < LOADS; i++) for (let k = 0; k < variants.length; k++) order.push(variants[(k + i) % variants.length]);
-const samples = new Map(variants.map((v) => [v, []]));
+for (let r = -1; r < LOADS; r++) for (let k = 0; k < variants.length; k++) order.push(variants[(k + r + variants.length) % variants.length]);
+const WARMUP = variants.length;
 
-// In the page: the same steps as benches/overhead.mjs's startup(); a reference has no ready or client.
-async function startup(src) {
-  const t0 = performance.now();
-  const mod = await import(src);
-  const t1 = performance.now();
-  await mod.ready;
-  const t2 = performance.now();
-  if (mod.IdempotentClient) new mod.IdempotentClient({ namespace: `startup-${Math.random()}`, storage: "memory" });
-  const t3 = performance.now();
-  return [t1 - t0, t2 - t1, t3 - t2, t3 - t0];
-}
+const page = (i) => {
+  const v = order[i];
+  return `<!doctype html><html><head><meta charset="utf-8"><title>startup ${i}</title>${v.head ?? ""}</head><body>
+<script>${REPORT_SCRIPT}</script><script type="module">
+let figures;
+${v.body}
+figures ??= { imported: performance.now() };
+const entry = performance.getEntriesByType("resource").find((e) => e.name.endsWith("/ky.js") || e.name.endsWith("/index.js"));
+if (entry) Object.assign(figures, { entryRequested: entry.startTime, entryReceived: entry.responseEnd });
+const nav = performance.getEntriesByType("navigation")[0];
+figures.documentReceived = nav.responseEnd;
+await report("${i}", figures);
+location.href = "/page/${i + 1}";
+</script></body></html>`;
+};
 
-// ---- the loopback server ----------------------------------------------------------------------------
+// ---- the loopback server --------------------------------------------------------------------------
 const HEADERS = { "cross-origin-opener-policy": "same-origin", "cross-origin-embedder-policy": "require-corp", "cache-control": "no-store" };
 const TYPES = { ".js": "text/javascript", ".wasm": "application/wasm", ".html": "text/html" };
-let allReported;
-const reported = new Promise((resolveAll) => (allReported = resolveAll));
-// --no-cdp: page i runs load i, posts its figures, then goes to page i + 1.
-const selfDrivenPage = (i) =>
-  `<!doctype html><meta charset="utf-8"><body><script type="module">
-const figures = await (${startup})(${JSON.stringify(`${order[i].path}index.js`)});
-await fetch("/report/${i}", { method: "POST", body: JSON.stringify(figures) });
-location.href = "/page/${i + 1}";
-</script>`;
+let pages = reports();
 const server = createServer((req, res) => {
   const url = new URL(req.url, "http://x");
-  const html = (text) => res.writeHead(200, { ...HEADERS, "content-type": "text/html" }).end(text);
+  if (pages.handle(req, res, url)) return;
+  const send = (type, body) => res.writeHead(200, { ...HEADERS, "content-type": type }).end(body);
   let m;
-  if (url.pathname === "/") return html("<!doctype html><title>startup</title>");
-  if ((m = url.pathname.match(/^\/page\/(\d+)$/))) return html(+m[1] < order.length ? selfDrivenPage(+m[1]) : "done");
-  if ((m = url.pathname.match(/^\/report\/(\d+)$/)) && req.method === "POST") {
-    let body = "";
-    req.on("data", (chunk) => (body += chunk));
-    req.on("end", () => {
-      samples.get(order[+m[1]]).push(JSON.parse(body));
-      res.writeHead(204).end();
-      if (+m[1] === order.length - 1) allReported();
-    });
-    return;
-  }
-  const variant = variants.find((v) => url.pathname.startsWith(v.path));
-  const file = variant && normalize(join(variant.dir, url.pathname.slice(variant.path.length)));
-  if (!file || !file.startsWith(variant.dir + "/") || !existsSync(file)) return res.writeHead(404).end();
-  res.writeHead(200, { ...HEADERS, "content-type": TYPES[extname(file)] ?? "application/octet-stream" }).end(readFileSync(file));
+  if ((m = url.pathname.match(/^\/page\/(\d+)$/))) return send("text/html", +m[1] < order.length ? page(+m[1]) : "<!doctype html>done");
+  if (url.pathname === "/ky.js") return send("text/javascript", kyBundle);
+  if (url.pathname === "/api/orders") return req.resume().on("end", () => res.writeHead(201, HEADERS).end("{}"));
+  const pkg = packages.find((p) => url.pathname.startsWith(p.path));
+  const file = pkg && normalize(join(pkg.dir, url.pathname.slice(pkg.path.length)));
+  if (!file || !file.startsWith(pkg.dir + "/") || !existsSync(file)) return res.writeHead(404).end();
+  send(TYPES[extname(file)] ?? "application/octet-stream", readFileSync(file));
 });
 await new Promise((listening) => server.listen(0, "127.0.0.1", listening));
 const origin = `http://127.0.0.1:${server.address().port}`;
 
-let version = "";
-try {
-  if (noCdp) {
-    const profile = join(refs, "profile");
-    // A debugging port nobody connects to keeps headless Chromium open on the page.
-    const chromium = spawn(chromiumPath(), [...CHROMIUM_ARGS, `--user-data-dir=${profile}`, "--remote-debugging-port=0", `${origin}/page/0`], { stdio: "ignore" });
-    const exited = new Promise((done) => chromium.once("exit", done));
-    try {
-      await reported;
-    } finally {
-      chromium.kill();
-      await exited; // before its profile directory is removed
+/** One run over every page; the figures per variant. */
+async function run(cdp) {
+  pages = reports({ timeoutMs: 60_000 });
+  const samples = new Map(variants.map((v) => [v, []]));
+  const browser = await openChromium(`${origin}/page/0`, { cdp, what: "the start-up benchmark" });
+  try {
+    for (let i = 0; i < order.length; i++) {
+      const figures = await pages.next(String(i));
+      if (i >= WARMUP) samples.get(order[i]).push({ ...figures, round: Math.floor(i / variants.length) });
     }
-  } else {
-    const browser = await launchChromium({ what: "the start-up benchmark" });
-    version = ` ${browser.version()}`;
-    const context = await browser.newContext();
-    for (const variant of order) {
-      const page = await context.newPage();
-      await page.goto(`${origin}/`);
-      samples.get(variant).push(await page.evaluate(startup, `${variant.path}index.js`));
-      await page.close();
-    }
+  } finally {
     await browser.close();
   }
+  return { samples, version: browser.version };
+}
+
+const runs = [];
+try {
+  runs.push(await run(false));
+  if (argv.includes("--cdp")) runs.push(await run(true));
 } finally {
   server.close();
-  // Chromium's helper processes may still be writing to the profile for a moment after it exits.
-  rmSync(refs, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
 }
 
 // ---- the figures ------------------------------------------------------------------------------------
 const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
+  const s = xs.filter((x) => x !== undefined).sort((a, b) => a - b);
+  if (!s.length) return undefined;
   const mid = s.length >> 1;
   return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
 };
-const ms = (x) => x.toFixed(1);
+const ms = (x) => (x === undefined ? "" : x.toFixed(1));
+const [alone, cdp] = runs;
+const ky = variants[1];
+const total = (x) => x.constructed ?? x.imported;
+const kyMedian = median(alone.samples.get(ky).map(total));
+// The difference to ky's load of the same round (a round lasts about a second: the machine's load
+// changes less within one than between rounds), then its median.
+const paired = (run, v) => {
+  const kyByRound = new Map(run.samples.get(ky).map((x) => [x.round, total(x)]));
+  return median(run.samples.get(v).map((x) => total(x) - kyByRound.get(x.round)));
+};
+const signed = (x) => (x >= 0 ? "+" : "") + ms(x);
 console.log(
-  `# Start-up in headless Chromium${version}, ${noCdp ? "no debugger attached (--no-cdp)" : "driven by playwright-core (CDP attached)"}\n\n` +
-    `${LOADS} fresh loads per variant, alternating; load average at the end ${os.loadavg().map((l) => l.toFixed(1)).join(", ")}.\n`,
+  `# Start-up in headless Chromium: ${alone.version}\n\n` +
+    `${LOADS} fresh loads per variant (after one round not counted), alternating; ms from navigation start (median); ` +
+    `load average at the end ${os.loadavg().map((l) => l.toFixed(1)).join(", ")}.\n`,
 );
-console.log("| variant | import() | await ready | new IdempotentClient | total: median | min | max |");
-console.log("|---|---:|---:|---:|---:|---:|---:|");
-for (const [variant, xs] of samples) {
+console.log(
+  `| variant | shipped gzip B | document received | .js requested | .js received | imports ran | .wasm requested | .wasm received | ready | **constructed** | − ky | − ky, paired by round | min | max | first begin after${cdp ? " | constructed, CDP attached | − ky, paired, CDP attached" : ""} |`,
+);
+console.log(`|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|${cdp ? "---:|---:|" : ""}`);
+for (const v of variants) {
+  const xs = alone.samples.get(v);
   const col = (k) => ms(median(xs.map((x) => x[k])));
-  const totals = xs.map((x) => x[3]);
-  console.log(`| ${variant.name} | ${col(0)} | ${col(1)} | ${col(2)} | **${col(3)}** | ${ms(Math.min(...totals))} | ${ms(Math.max(...totals))} |`);
+  const totals = xs.map(total);
+  const m = median(totals);
+  const cdpCol = cdp ? ` ${ms(median(cdp.samples.get(v).map(total)))} | ${v === ky ? "" : signed(paired(cdp, v))} |` : "";
+  console.log(
+    `| ${v.name} | ${v.bytes ?? ""} | ${col("documentReceived")} | ${col("entryRequested")} | ${col("entryReceived")} | ${col("imported")} | ${col("wasmRequested")} | ${col("wasmReceived")} | ${col("ready")} | ` +
+      `**${ms(m)}** | ${v === ky ? "" : signed(m - kyMedian)} | ${v === ky ? "" : signed(paired(alone, v))} | ${ms(Math.min(...totals))} | ${ms(Math.max(...totals))} | ${col("firstBegin")} |${cdpCol}`,
+  );
 }

@@ -4,7 +4,7 @@
 //! `Idempotency-Key` header and re-sent with capped exponential backoff and full jitter until the
 //! server gives a definite answer. Every decision is made by the sans-IO [`machine`] (pure Rust,
 //! tested natively); `wasm` (built for wasm32 only) exports it to the TypeScript driver, which does the I/O.
-#![cfg_attr(all(target_arch = "wasm32", not(feature = "std")), no_std)]
+#![cfg_attr(target_arch = "wasm32", no_std)]
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
@@ -15,21 +15,21 @@ pub mod machine;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
 
-// The shipped wasm is `no_std`: lol_alloc's free list instead of dlmalloc, and a panic handler that only traps
-// (std's would pull in core::fmt). A panic is a bug: every input from JavaScript is validated.
-#[cfg(all(target_arch = "wasm32", not(feature = "std")))]
+// The wasm is `no_std` (shipped and tested alike): lol_alloc's free list instead of dlmalloc, and a panic
+// handler that only traps (std's would pull in core::fmt). A panic is a bug: every input from JavaScript is validated.
+#[cfg(target_arch = "wasm32")]
 #[global_allocator]
 // SAFETY: wasm32-unknown-unknown without the atomics feature has one thread.
 static ALLOCATOR: Allocator =
     Allocator(unsafe { lol_alloc::AssumeSingleThreaded::new(lol_alloc::FreeListAllocator::new()) });
 
 /// The allocator, its two calls kept out of line.
-#[cfg(all(target_arch = "wasm32", not(feature = "std")))]
+#[cfg(target_arch = "wasm32")]
 struct Allocator(lol_alloc::AssumeSingleThreaded<lol_alloc::FreeListAllocator>);
 
 // SAFETY: forwards to the inner `GlobalAlloc`, whose contract is the same; `realloc` is the trait's
 // default, built on these two.
-#[cfg(all(target_arch = "wasm32", not(feature = "std")))]
+#[cfg(target_arch = "wasm32")]
 unsafe impl core::alloc::GlobalAlloc for Allocator {
     #[inline(never)]
     unsafe fn alloc(&self, layout: core::alloc::Layout) -> *mut u8 {
@@ -44,7 +44,8 @@ unsafe impl core::alloc::GlobalAlloc for Allocator {
     }
 }
 
-#[cfg(all(target_arch = "wasm32", not(feature = "std")))]
+// Not with the feature `harness`: the wasm-bindgen-test runtime brings its own, which reports the message.
+#[cfg(all(target_arch = "wasm32", not(feature = "harness")))]
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     core::arch::wasm32::unreachable()

@@ -1,12 +1,24 @@
 //! The machine's exports in Node (`wasm-pack test --node --no-default-features`): the shared cases
 //! of `wasm/support.rs`, plus what is particular to Node.
-#![cfg(target_arch = "wasm32")]
+// The crate as it ships: `no_std` with its allocator and exports (no harness of the standard library:
+// `harness = false` in Cargo.toml, wasm-bindgen-test without std brings the panic handler).
+#![cfg_attr(target_arch = "wasm32", no_std, no_main)]
 
+#[cfg(target_arch = "wasm32")]
+extern crate alloc;
+
+/// Natively there is nothing to run (the machine's rules are tests/core_*.rs).
+#[cfg(not(target_arch = "wasm32"))]
+fn main() {}
+
+#[cfg(target_arch = "wasm32")]
 #[path = "wasm/support.rs"]
 mod support;
 
+#[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::*;
 
+#[cfg(target_arch = "wasm32")]
 #[wasm_bindgen_test]
 fn runs_in_node() {
     let global = js_sys::global();

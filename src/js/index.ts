@@ -40,9 +40,8 @@ export type { SendOptions, SendResult } from "./results.js";
  * waits for it by itself; await it (or just import the package early) to warm up before the user
  * clicks. Loading starts when the package is imported.
  */
-// Started from a microtask, not from the module's top level: with DevTools (or any CDP client, as in
-// the benches) attached, a fetch() records its caller's stack, and the top-level frame of this bundle
-// costs a re-parse of the whole file for its source positions (6-8 ms measured). Nothing runs between.
+// In browsers the .wasm was requested already, by the bundle's first statement (package/build.mjs,
+// WASM_REQUEST); the instantiation waits for it from a microtask, after the module has run.
 export const ready: Promise<void> = Promise.resolve().then(loadMachine).then(() => undefined);
 // Observed here so a failed load is never an unhandled rejection; `begin` reports it (and retries).
 ready.catch(() => {});

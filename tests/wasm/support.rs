@@ -9,7 +9,12 @@
 //! themselves are covered natively (tests/core_*.rs); the JS API by the JS suites.
 #![allow(dead_code)] // each suite uses the shared cases plus its own
 
-use std::collections::HashSet;
+use alloc::borrow::ToOwned;
+use alloc::collections::BTreeSet;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
 
 use idempotent_fetch::contract::{code, field, protocol, Event, Field, Opt, OPTIONS, OPTION_COUNT, RECORD_SLOTS};
 use idempotent_fetch::wasm::{last_error, Engine, Machine};
@@ -171,7 +176,7 @@ fn load(engine: &Engine, m: &Machine) -> Result<Machine, u32> {
 #[wasm_bindgen_test]
 fn keys_come_from_the_platform_csprng_and_are_distinct_v4() {
     let engine = engine();
-    let mut seen = HashSet::new();
+    let mut seen = BTreeSet::new();
     for i in 0..200 {
         let machine = engine
             .begin(&format!("intent-{i}"), &fingerprint(), &fingerprint(), NOW, false, None, None)

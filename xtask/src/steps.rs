@@ -103,8 +103,10 @@ fn native_tests() -> Result {
     run(cargo().args(["test", "-p", SERVER_PACKAGE, "--", "--ignored"]))
 }
 
+/// The module as the package links it: Cargo.toml lists only `rlib` (the wasm-bindgen-test suites link
+/// the crate without its panic handler), so the cdylib is asked for here, as package/build.mjs does.
 fn wasm_build() -> Result {
-    run(cargo().args(["build", "--release"]).args(WASM_CRATE))
+    run(cargo().args(["rustc", "--release", "--lib", "--crate-type", "cdylib"]).args(WASM_CRATE))
 }
 
 fn require(path: &str) -> Result {
