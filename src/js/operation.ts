@@ -211,6 +211,7 @@ export class IdempotentOperation {
       return result;
     } finally {
       turn.finish(result);
+      core.sent();
     }
   }
 
