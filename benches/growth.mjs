@@ -3,18 +3,20 @@
 // many named intents (`begin` + `send`, each answered 201 by this script's own server, same origin)
 // in localStorage and then in IndexedDB storage; every 5,000 it reports the ms per intent, what the
 // namespace stores (items and characters of its records, claims), whether every result was durable,
-// and the JS heap. Then fresh loads of a page with that history time the constructor, the first
-// `begin` (a new intent) and `pending()`.
+// the JS heap and the wasm memory. Fresh loads of the origin, before (empty history) and after,
+// time the constructor, the first `begin` (a new intent) and `pending()`, side by side.
 //
-//   node benches/growth.mjs                        100,000 intents per storage, 15 fresh loads each
-//   --quick                                        5,000 intents and 5 fresh loads per storage
+//   node benches/growth.mjs                        100,000 intents per storage, 15 fresh loads before
+//                                                  (empty history) and 15 after, per storage
+//   --quick                                        5,000 intents and 5 + 5 fresh loads per storage
 //   --intents N                                    intents per storage (a multiple of 5,000)
 //   --loads N                                      fresh loads per storage
 //   --storage local|indexeddb                      only that storage
 //
 // Each page posts its figures to the server and navigates to the next one by itself (as
 // benches/startup.mjs --no-cdp does): with a CDP client attached Chromium records the stack of every
-// request, which slows exactly what is measured here. Default client options, namespace "growth-<storage>" (claims of one namespace are shared by its storages).
+// request, which slows exactly what is measured here. Default client options, namespace
+// "growth-<storage>". Timings are `performance.now()` in the page.
 // Needs Chromium at CHROMIUM_PATH and a built pkg/. Prints figures; never fails on them.
 
 import { spawn } from "node:child_process";
@@ -37,11 +39,10 @@ const EVERY = 5_000;
 const pkg = join(root, "pkg");
 if (!existsSync(join(pkg, "index.js"))) throw new Error("pkg/ is missing: build the package (cargo xtask build)");
 
-// The pages, in order: per storage, one growth page, then LOADS fresh loads.
-const pages = STORAGES.flatMap((storage) => [
-  { kind: "grow", storage },
-  ...Array.from({ length: LOADS }, (_, load) => ({ kind: "fresh", storage, load })),
-]);
+// The pages, in order: per storage, LOADS fresh loads with an empty history (the baseline), one
+// growth page, then LOADS fresh loads with that history.
+const freshLoads = (storage, phase) => Array.from({ length: LOADS }, (_, load) => ({ kind: "fresh", storage, phase, load: `${phase}-${load}` }));
+const pages = STORAGES.flatMap((storage) => [...freshLoads(storage, "empty"), { kind: "grow", storage }, ...freshLoads(storage, "history")]);
 
 // ---- in the page ---------------------------------------------------------------------------------
 /** What the namespace stores: its records (items, characters of slot + text) and its claims. */
@@ -79,6 +80,22 @@ async function stored(storage) {
   return { items, chars, claims: claimKeys.length };
 }
 
+/** Keeps the wasm instance's memory when the package instantiates its module (run before the
+ *  package is imported: its export names are minified, so the Memory is found by its type). */
+function watchWasm() {
+  for (const name of ["instantiate", "instantiateStreaming"]) {
+    const original = WebAssembly[name];
+    WebAssembly[name] = async (...args) => {
+      const result = await original.apply(WebAssembly, args);
+      globalThis.wasmMemory = Object.values((result.instance ?? result).exports).find((v) => v instanceof WebAssembly.Memory);
+      return result;
+    };
+  }
+}
+
+/** The wasm module's linear memory, in bytes. */
+const wasmBytes = () => globalThis.wasmMemory?.buffer.byteLength ?? 0;
+
 async function grow(storage, intents, every) {
   const { IdempotentClient, ready } = await import("/pkg/index.js");
   await ready;
@@ -93,7 +110,7 @@ async function grow(storage, intents, every) {
       if (!result.durable) notDurable += 1;
     }
     const ms = (performance.now() - t0) / every;
-    rows.push({ done, ms, notDurable, ...(await stored(storage)), heap: performance.memory?.usedJSHeapSize ?? 0, storageNow: client.storage });
+    rows.push({ done, ms, notDurable, ...(await stored(storage)), heap: performance.memory?.usedJSHeapSize ?? 0, wasm: wasmBytes(), storageNow: client.storage });
     await fetch("/progress", { method: "POST", body: JSON.stringify(rows.at(-1)) });
   }
   return rows;
@@ -105,7 +122,7 @@ async function fresh(storage, load) {
   const t0 = performance.now();
   const client = new IdempotentClient({ namespace: `growth-${storage}`, storage });
   const t1 = performance.now();
-  const op = await client.begin(`fresh:${load}`, { url: "/api/orders", method: "POST", body: `{"fresh":${load}}` });
+  const op = await client.begin(`fresh:${load}`, { url: "/api/orders", method: "POST", body: `{"fresh":"${load}"}` });
   const t2 = performance.now();
   const pending = await client.pending();
   const t3 = performance.now();
@@ -122,9 +139,12 @@ let finished;
 const allDone = new Promise((resolve) => (finished = resolve));
 const pageHtml = (i) => {
   const p = pages[i];
-  const run = p.kind === "grow" ? `(${grow})(${JSON.stringify(p.storage)}, ${INTENTS}, ${EVERY})` : `(${fresh})(${JSON.stringify(p.storage)}, ${p.load})`;
+  const run = p.kind === "grow" ? `(${grow})(${JSON.stringify(p.storage)}, ${INTENTS}, ${EVERY})` : `(${fresh})(${JSON.stringify(p.storage)}, ${JSON.stringify(p.load)})`;
   return `<!doctype html><meta charset="utf-8"><body><script type="module">
 ${stored}
+${watchWasm}
+const wasmBytes = ${wasmBytes};
+watchWasm();
 let figures;
 try { figures = await ${run}; } catch (error) { figures = { error: String(error && error.stack || error) }; }
 await fetch("/report/${i}", { method: "POST", body: JSON.stringify(figures) });
@@ -201,22 +221,27 @@ for (const storage of STORAGES) {
     console.log(`the growth page failed: ${rows.error}\n`);
     continue;
   }
-  console.log("| intents | ms per intent | not durable (total) | records | record chars | claims | JS heap MB | storage in use |");
-  console.log("|---:|---:|---:|---:|---:|---:|---:|---|");
+  console.log("| intents | ms per intent | not durable (total) | records | record chars | claims | JS heap MB | wasm memory MB | storage in use |");
+  console.log("|---:|---:|---:|---:|---:|---:|---:|---:|---|");
   for (const r of rows) {
-    console.log(`| ${r.done.toLocaleString("en")} | ${r.ms.toFixed(2)} | ${r.notDurable} | ${r.items} | ${r.chars.toLocaleString("en")} | ${r.claims} | ${(r.heap / 1e6).toFixed(1)} | ${r.storageNow} |`);
+    console.log(`| ${r.done.toLocaleString("en")} | ${r.ms.toFixed(2)} | ${r.notDurable} | ${r.items} | ${r.chars.toLocaleString("en")} | ${r.claims} | ${(r.heap / 1e6).toFixed(1)} | ${(r.wasm / 1e6).toFixed(2)} | ${r.storageNow} |`);
   }
   const first = rows[0].ms;
   const last = rows.at(-1).ms;
   console.log(`\nlast ${EVERY.toLocaleString("en")} against the first: ${(((last - first) / first) * 100).toFixed(1)} %\n`);
-  const loads = results.filter((_, i) => pages[i].kind === "fresh" && pages[i].storage === storage);
-  const failed = loads.filter((l) => l.error);
-  if (failed.length) console.log(`${failed.length} fresh loads failed: ${failed[0].error}\n`);
-  const ok = loads.filter((l) => !l.error);
-  const col = (k) => median(ok.map((l) => l[k])).toFixed(2);
-  const max = (k) => Math.max(...ok.map((l) => l[k])).toFixed(2);
-  console.log("| fresh load with that history (median of " + ok.length + ") | constructor ms | first begin ms | pending() ms | pending listed | durable |");
+  console.log("| fresh load (median / max of " + LOADS + ") | constructor ms | first begin ms | pending() ms | pending listed | durable |");
   console.log("|---|---:|---:|---:|---:|---|");
-  console.log(`| median | ${col("constructor")} | ${col("firstBegin")} | ${col("pending")} | ${ok[0]?.listed ?? "-"} | ${ok.every((l) => l.durable)} |`);
-  console.log(`| max | ${max("constructor")} | ${max("firstBegin")} | ${max("pending")} | | |\n`);
+  const figures = {};
+  for (const phase of ["empty", "history"]) {
+    const loads = results.filter((_, i) => pages[i].kind === "fresh" && pages[i].storage === storage && pages[i].phase === phase);
+    const failed = loads.filter((l) => !l || l.error);
+    if (failed.length) console.log(`| ${phase}: ${failed.length} loads failed: ${failed[0]?.error} | | | | | |`);
+    const ok = loads.filter((l) => l && !l.error);
+    const col = (k) => `${median(ok.map((l) => l[k])).toFixed(2)} / ${Math.max(...ok.map((l) => l[k])).toFixed(2)}`;
+    figures[phase] = (k) => median(ok.map((l) => l[k]));
+    const label = phase === "empty" ? "empty history" : `after ${INTENTS.toLocaleString("en")} intents`;
+    console.log(`| ${label} | ${col("constructor")} | ${col("firstBegin")} | ${col("pending")} | ${ok[0]?.listed ?? "-"} | ${ok.every((l) => l.durable)} |`);
+  }
+  const ratio = (k) => (figures.history(k) / figures.empty(k)).toFixed(2);
+  console.log(`| history / empty (medians) | ${ratio("constructor")} | ${ratio("firstBegin")} | ${ratio("pending")} | | |\n`);
 }

@@ -40,7 +40,7 @@ import {
 import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds, retiredStamp } from "./record.js";
 import { type IntentRequest, pageLocation, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
-import { claim, claimNew, claimsDb, claimSlot, claimsOf } from "./storage/claims.js";
+import { claim, claimNew, claimsDb, claimSlot, lostClaims } from "./storage/claims.js";
 import { RetiredRecords } from "./storage/retired.js";
 import { Store } from "./storage/store.js";
 import { loadMachine, machineIfLoaded, type MachineModule, refused } from "./wasm.js";
@@ -73,7 +73,7 @@ export class IdempotentClient {
   /** The Engine once made (the wasm module is ready). */
   private engineMade: Engine | undefined;
   private freed = false;
-  /** The background sweep was asked for (once per client, after its first begin). */
+  /** The background sweep was asked for (once per client, after its first send). */
   private swept = false;
   /** When this client was made: the background sweep leaves records written since to `sweep()`. */
   private readonly madeAt = Date.now();
@@ -110,14 +110,16 @@ export class IdempotentClient {
       secret = undefined;
     };
     const retired = new RetiredRecords(store, config.namespace, config.maxRetiredRecords, retiredStamp, claimsInUse({ config }));
-    this.core = { config, store, retired, listeners, inFlight, engine, secret: secretOnce, forgetSecret, corsWarned: new Set() };
+    const sent = () => this.sweepLater();
+    this.core = { config, store, retired, listeners, inFlight, engine, secret: secretOnce, forgetSecret, corsWarned: new Set(), sent };
     // Bound, so `client.fetch` can be handed to an HTTP client as its fetch (`ky.create({ fetch })`).
     this.fetch = this.fetch.bind(this);
-    // No storage is touched here: the sweep runs after the first begin, in slices, when the page is
-    // idle (`sweepLater`), so a page's start-up and its first click do not wait for its history.
+    // No storage is touched here: the sweep runs after the first send, in slices, when the page is
+    // idle (`sweepLater`), so a page's start-up, its `pending()` and its first click do not wait for
+    // its history.
   }
 
-  /** Starts the background sweep once, when the page is idle (after the first begin). */
+  /** Starts the background sweep once, when the page is idle (after the first send). */
   private sweepLater(): void {
     if (this.swept) return;
     this.swept = true;
@@ -217,12 +219,15 @@ export class IdempotentClient {
     const entries = await this.entries();
     const db = claimsInUse(this.core) && (await claimsDb());
     if (db) {
-      const stored = new Set(entries.map(([id]) => id));
-      const claimed = await claimsOf(db, this.core.config.namespace, stored).catch((): [string, unknown][] => []);
-      for (const [id, value] of claimed) if (typeof value === "string") entries.push([id, value]);
+      // The claims of intents whose record went to memory only (marked lost), if not stored since.
+      const lost = await lostClaims(db, this.core.config.namespace).catch((): [string, unknown][] => []);
+      for (const [id, value] of lost) {
+        if (typeof value === "string" && (await this.core.store.get(id).catch(() => undefined)) === undefined) entries.push([id, value]);
+      }
     }
     for (const [id, text] of entries) {
-      // A retired record is not listed: known without making its machine.
+      // A retired record (on the pending shelf when an earlier version wrote it) is not listed:
+      // known without making its machine.
       if (retiredStamp(text)) continue;
       let loaded;
       try {
@@ -269,7 +274,7 @@ export class IdempotentClient {
   }
 
   /** Deletes terminal intents older than `keyTtlMs` and marks stale pending ones `expired`. Runs by
-   *  itself once per client, in slices when the page is idle after the first begin; call it again on
+   *  itself once per client, in slices when the page is idle after the first send; call it again on
    *  long-lived pages. */
   async sweep(): Promise<{
     /** Records deleted (answered or expired intents past `keyTtlMs`). */
@@ -287,11 +292,14 @@ export class IdempotentClient {
     const engine = await this.core.engine();
     let removed = 0;
     let expired = 0;
-    const entries = await this.entries();
+    const pendingShelf = await this.entries();
+    const entries = [...pendingShelf, ...(await this.entries("retired"))];
     // The scan also tells the retired records' bound what is stored (oldest are deleted past the cap).
     this.core.retired.learn(entries);
     for (const [index, [id, text]] of entries.entries()) {
       if (background && index > 0 && index % SWEEP_SLICE === 0) await idle();
+      // A retired record an earlier version left on the pending shelf moves to the retired one.
+      if (index < pendingShelf.length && retiredStamp(text)) await this.core.store.shelve(id, text).catch(() => false);
       let loaded;
       try {
         loaded = decodeRecord(engine, id, text);
@@ -382,10 +390,10 @@ export class IdempotentClient {
     return this.engineMade?.budget() ?? this.core.config.engine[OPT_RETRY_BUDGET]!;
   }
 
-  /** Every `(intent id, record text)` of the namespace. */
-  private async entries(): Promise<[string, string][]> {
+  /** Every `(intent id, record text)` of a shelf of the namespace (store.ts `all`). */
+  private async entries(shelf?: "pending" | "retired"): Promise<[string, string][]> {
     try {
-      return await this.core.store.all();
+      return await this.core.store.all(shelf);
     } catch (thrown) {
       throw new IdempotentFetchError("STORAGE", `listing intents failed: ${describe(thrown)}`);
     }
@@ -438,7 +446,6 @@ export class IdempotentClient {
         }
       }
       operation = IdempotentOperation.create(core, view[0], view[2], prepared, await sendLock, sendsNow ? { unsaved: view[1], retire: !shared } : undefined);
-      this.sweepLater();
       return operation;
     } finally {
       if (!operation) void sendLock.then((release) => release?.());

@@ -10,7 +10,7 @@ import type { Config } from "./options.js";
 import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import type { SendResult } from "./results.js";
 import { StorageFailure } from "./storage/backend.js";
-import { claim, claimsDb, claimSlot, secretSlot } from "./storage/claims.js";
+import { claim, claimsDb, claimSlot, lostRange, lostSlot, secretSlot } from "./storage/claims.js";
 import type { RetiredRecords } from "./storage/retired.js";
 import { SECRET_ID, type Store } from "./storage/store.js";
 import { hex } from "./fingerprint.js";
@@ -31,6 +31,8 @@ export interface ClientCore {
   forgetSecret(): void;
   /** The origins this client warned about (cors.ts: once per origin). */
   readonly corsWarned: Set<string>;
+  /** Told when a send of this client ended (answered or not): the background sweep starts then. */
+  sent(): void;
 }
 
 const SECRET_HEX = /^[0-9a-f]{64}$/;
@@ -96,14 +98,21 @@ export async function saveRecord(
   request: PersistedRequest | undefined,
 ): Promise<void> {
   const { intentId } = ids;
+  const state = machine.get(F_STATE);
+  const retired = state === STATE_SUCCEEDED || state === STATE_FAILED;
   try {
-    await core.store.put(intentId, recordText(machine, ids, request));
+    await core.store.put(intentId, recordText(machine, ids, request), retired);
   } catch (thrown) {
     throw storageUnavailable(intentId, thrown instanceof StorageFailure ? thrown.reason : String(thrown));
   }
   machine.markSaved();
-  const state = machine.get(F_STATE);
-  core.retired.written(intentId, state === STATE_SUCCEEDED || state === STATE_FAILED ? ids.key : undefined);
+  core.retired.written(intentId, retired ? ids.key : undefined);
+  // Written to memory only (a fallback): after a reload the claim may be all that is left of this
+  // key, and `pending()` reads the claims of marked intents only.
+  if (!retired && !core.store.durable && claimsInUse(core)) {
+    const db = await claimsDb();
+    if (db) await claim(db, lostSlot(core.config.namespace, intentId), () => [0, "1"]).catch(() => 0);
+  }
 }
 
 /** Lock names: the namespace holds no ':', so `send:<ns>:<id>` and `begin:<ns>:<id>` never collide. */
@@ -140,10 +149,13 @@ export async function dropClaim(core: ClientCore, intentId?: string, key?: strin
   if (!db) return true;
   // The whole namespace (`clear()`): its fingerprint secret's slot goes too.
   if (intentId === undefined) await claim(db, secretSlot(ns), () => [true, null]).catch(() => true);
-  return claim(db, intentId === undefined ? IDBKeyRange.bound(`${ns}\0`, `${ns}\x01`) : claimSlot(ns, intentId), (value) => {
+  const dropped = await claim(db, intentId === undefined ? IDBKeyRange.bound(`${ns}\0`, `${ns}\x01`) : claimSlot(ns, intentId), (value) => {
     // The claim's text is its record's JSON: `"key":"<key>"` appears there only as its key field (in
     // any string field, a quote is escaped).
     const drop = value === undefined || key === undefined || String(value).includes(`"key":"${key}"`);
     return [drop, drop ? null : undefined];
   }).catch(() => true);
+  // Its lost mark (all of the namespace's, for `clear()`) goes with the claim.
+  if (dropped) await claim(db, intentId === undefined ? lostRange(ns) : lostSlot(ns, intentId), () => [0, null]).catch(() => 0);
+  return dropped;
 }

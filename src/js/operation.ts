@@ -225,6 +225,7 @@ export class IdempotentOperation {
       return result;
     } finally {
       turn.finish(result);
+      core.sent();
     }
   }
 

@@ -15,6 +15,10 @@
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const PREFIX = "idempotent-fetch:v1:";
+/** The mark in front of a retired record's slot id (src/js/storage/backend.ts RETIRED). */
+const RETIRED = "\u0002";
+/** The localStorage text of intent `id` of namespace `ns`, on either shelf (pending, retired). */
+const storedText = (ns, id) => localStorage.getItem(`${PREFIX}${ns}:${id}`) ?? localStorage.getItem(`${PREFIX}${ns}:${RETIRED}${id}`);
 const SECRET_TOKEN = "secret-token";
 const CARD = "4242424242424242";
 /** The Web Storage slot suffix of a namespace's fingerprint secret (a control character: no intent id). */
@@ -563,7 +567,7 @@ add("uncertain: a 4xx after an attempt that may have reached the server says so 
   const result = await op.send();
   assert.deepEqual([result.status, result.ok, result.uncertain, result.attempts], [404, false, true, 2]);
   assert.equal(op.state, "failed");
-  if (ctx.browser) assert.equal(JSON.parse(localStorage.getItem(`${PREFIX}${ctx.ns}:pay`)).uncertain, true, "stored");
+  if (ctx.browser) assert.equal(JSON.parse(localStorage.getItem(`${PREFIX}${ctx.ns}:${RETIRED}pay`)).uncertain, true, "stored");
   const error = await assert.rejects(client.begin("pay", { ...request, body: '{"cart":2}' }), "INTENT_MISMATCH", "a changed request");
   assert.equal(error.key, op.key);
   const plain = await (await client.begin("plain", { url: ctx.url("unc2", "404"), body: "x" })).send();
@@ -1276,7 +1280,7 @@ add("client.fetch has its key stored before each attempt (begin leaves the first
   const definite = await client.fetch(ctx.url("fw3", "404"), { method: "POST", body: "x" });
   assert.equal(definite.status, 404);
   if (ctx.browser && ctx.storage === "local") {
-    assert.deepEqual(ctx.slots(), [`${PREFIX}${ctx.ns}:order:fw`], "only the named intent's record is left");
+    assert.deepEqual(ctx.slots(), [`${PREFIX}${ctx.ns}:${RETIRED}order:fw`], "only the named intent's record is left (retired)");
   }
 });
 
@@ -1431,10 +1435,10 @@ add("at rest: credentials are never persisted, an allowlist keeps the rest, and 
   assert.equal(resent.headers.authorization, "Bearer fresh", "the credential given to resume");
   assert.equal(resent.headers["x-trace"], "t2", "replaces the stored header of that name");
   assert.equal(resent.headers["x-other"], "o", "the other stored headers stay");
-  if (ctx.browser) assert.ok(!localStorage.getItem(`${PREFIX}${ctx.ns}:auth`).includes("fresh"), "the given credential is not stored");
+  if (ctx.browser) assert.ok(!storedText(ctx.ns, "auth").includes("fresh"), "the given credential is not stored");
   // Retired: the stored request is gone with the write that retired it.
   await assert.rejects(client.resume("pay"), "INVALID_REQUEST", "no request kept after success");
-  if (ctx.browser) assert.ok(!localStorage.getItem(`${PREFIX}${ctx.ns}:pay`).includes('"request"'), "request deleted");
+  if (ctx.browser) assert.ok(!localStorage.getItem(`${PREFIX}${ctx.ns}:${RETIRED}pay`).includes('"request"'), "request deleted");
   // The allowlist: only the named headers (and the content type) are stored.
   const listed = ctx.client({ persistRequest: true, persistHeaders: ["X-Trace"], resumeOrigins: origins, retry: { maxAttempts: 1 } });
   const two = await listed.begin("two", { url: ctx.url("rest2", "503,201"), headers, body: "x" });
@@ -1786,17 +1790,20 @@ add("a tampered stored key (CR/LF or not a UUID) is refused STORAGE and nothing 
  *  resolves with its request's result. Opens at the database's current version (the library moves
  *  it up when it repairs a missing store) with the library's schema, so it never creates the
  *  database without its store. */
-async function claimsStore(run) {
+const claimsStore = (run) => idbStore("idempotent-fetch-claims", "claims", run);
+/** The same over the intents store of `storage: "indexeddb"`. */
+const intentsStore = (run) => idbStore("idempotent-fetch", "intents", run);
+async function idbStore(name, storeName, run) {
   const db = await new Promise((resolve, reject) => {
-    const request = indexedDB.open("idempotent-fetch-claims");
-    request.onupgradeneeded = () => request.result.createObjectStore("claims");
+    const request = indexedDB.open(name);
+    request.onupgradeneeded = () => request.result.createObjectStore(storeName);
     request.onsuccess = () => resolve(request.result);
     request.onerror = () => reject(request.error);
   });
   try {
     return await new Promise((resolve, reject) => {
-      const transaction = db.transaction("claims", "readwrite");
-      const request = run(transaction.objectStore("claims"));
+      const transaction = db.transaction(storeName, "readwrite");
+      const request = run(transaction.objectStore(storeName));
       transaction.oncomplete = () => resolve(request?.result);
       transaction.onabort = () => reject(transaction.error);
     });
@@ -1848,10 +1855,16 @@ add("claims: after a fallback to memory, a reload's pending() lists the intent b
   const reloaded = ctx.client();
   const listed = await reloaded.pending();
   assert.deepEqual(listed.filter((e) => e.intentId === "pay").map((e) => [e.key, e.state]), [[op.key, "pending"]]);
+  // pending() found it by the lost mark the fallen-back write left, not by reading every claim.
+  assert.equal(await claimsStore((store) => store.get(`${ctx.ns}\x02pay`)), "1", "marked lost");
+  assert.equal(await claimsStore((store) => store.get(`${ctx.ns}\x02warm`)), undefined, "a durable record is not marked");
   const resumed = await reloaded.begin("pay", request);
   assert.equal(resumed.key, op.key, "begin resumes the key pending() listed");
   assert.equal((await resumed.send()).status, 201);
   assert.deepEqual((await ctx.log("fallback-pending")).map((e) => e.key), [op.key]);
+  assert.deepEqual((await reloaded.pending()).map((e) => e.intentId), ["warm"], "stored again (retired): no longer listed from its claim");
+  assert.equal(await reloaded.discard("pay"), true);
+  assert.equal(await claimsStore((store) => store.get(`${ctx.ns}\x02pay`)), undefined, "discard removed the mark with the claim");
 }, { browserOnly: true });
 
 add("claims: a claims database without its store is repaired once, and claims work again", async (ctx) => {
@@ -1946,7 +1959,7 @@ add("claims: discard, clear and the sweep remove claims (a discarded intent is n
   await ctx.sleep(5);
   assert.equal((await short.sweep()).removed, 0, "a stale record of a re-claimed intent is not removed");
   assert.equal(await claimOf(ctx.ns, "old"), fresh);
-  assert.ok(localStorage.getItem(`${PREFIX}${ctx.ns}:old`));
+  assert.ok(localStorage.getItem(`${PREFIX}${ctx.ns}:${RETIRED}old`));
 }, { browserOnly: true });
 
 /** A client of namespace `ns` in `storage` with fast retries. */
@@ -1988,11 +2001,30 @@ add("retired records: past maxRetiredRecords the oldest are deleted with their c
   assert.throws(() => ctx.client({ maxRetiredRecords: 1.5 }), "INVALID_OPTIONS", "a fractional cap");
 });
 
-add("retired records stored before this page: trimmed to the cap after the first begin, oldest first, every pending key kept", async (ctx) => {
+/** The slot ids of namespace `ns` in `storage` ("local" or "indexeddb"), sorted: an intent id, or
+ *  RETIRED + an intent id for a retired record (the fingerprint secret left out). */
+async function slotIds(ns, storage) {
+  const keys = storage === "local"
+    ? Array.from({ length: localStorage.length }, (_, i) => localStorage.key(i)).filter((k) => k.startsWith(`${PREFIX}${ns}:`)).map((k) => k.slice(`${PREFIX}${ns}:`.length))
+    : (await intentsStore((store) => store.getAllKeys(IDBKeyRange.bound(`${ns}:`, `${ns};`, false, true)))).map((k) => k.slice(ns.length + 1));
+  return keys.filter((id) => id[0] !== "\u0001").sort();
+}
+
+/** Moves slot `from` of namespace `ns` to slot `to`, text unchanged (what another layout left). */
+async function moveSlot(ns, storage, from, to) {
+  if (storage === "local") {
+    localStorage.setItem(`${PREFIX}${ns}:${to}`, localStorage.getItem(`${PREFIX}${ns}:${from}`));
+    localStorage.removeItem(`${PREFIX}${ns}:${from}`);
+  } else {
+    const text = await intentsStore((store) => store.get(`${ns}:${from}`));
+    await intentsStore((store) => (store.put(text, `${ns}:${to}`), store.delete(`${ns}:${from}`)));
+  }
+}
+
+add("migration from one shelf (an earlier version's layout): read as it is, moved by the background sweep, trimmed to the cap; every pending key kept", async (ctx) => {
   const { assert } = ctx;
   for (const storage of ["local", "indexeddb"]) {
     const ns = ctx.newNamespace();
-    // What an earlier page (and the earlier version of this library: same slots, same record texts) left.
     const earlier = clientIn(ctx, ns, storage, { maxRetiredRecords: 100 });
     const pendingOp = await earlier.begin("pending-old", { url: ctx.url(`mig-${storage}-p`, "201"), body: "p" });
     const old = ["old1", "old2", "old3", "old4", "old5", "old6"];
@@ -2000,15 +2032,26 @@ add("retired records stored before this page: trimmed to the cap after the first
       await (await earlier.begin(id, { url: ctx.url(`mig-${storage}-${id}`, "201"), body: id })).send();
       await ctx.sleep(2); // distinct write times: the order is the records' own
     }
+    assert.deepEqual(await slotIds(ns, storage), [...old.map((id) => RETIRED + id), "pending-old"].sort(), `${storage}: retired on their shelf`);
+    // What the earlier version left: every record under its intent id (same record texts).
+    for (const id of old) await moveSlot(ns, storage, RETIRED + id, id);
+    assert.deepEqual(await slotIds(ns, storage), [...old, "pending-old"].sort(), `${storage}: the earlier layout`);
     const page = clientIn(ctx, ns, storage, { maxRetiredRecords: 2 });
-    assert.deepEqual((await page.pending()).map((p) => [p.intentId, p.key]), [["pending-old", pendingOp.key]], storage);
-    assert.deepEqual(await statesOf(page, old), old.map(() => "succeeded"), `${storage}: nothing deleted before the first begin`);
+    assert.deepEqual((await page.pending()).map((p) => [p.intentId, p.key]), [["pending-old", pendingOp.key]], `${storage}: retired ones not listed`);
+    assert.deepEqual(await statesOf(page, old), old.map(() => "succeeded"), `${storage}: read where they are; nothing deleted before the first begin`);
+    // Begun again before the sweep moves it: pending now, it stays on the pending shelf with its new key.
+    const again = await page.begin("old6", { url: ctx.url(`mig-${storage}-old6`, "201"), body: "changed" }, { replace: true });
     await (await page.begin("new", { url: ctx.url(`mig-${storage}-new`, "201"), body: "n" })).send();
-    await ctx.waitFor(async () => (await page.intent("old5")) === null, `${storage}: the background sweep trimmed the old records`);
-    assert.deepEqual(await statesOf(page, [...old, "new"]), [null, null, null, null, null, "succeeded", "succeeded"], storage);
+    await ctx.waitFor(async () => (await slotIds(ns, storage)).includes(RETIRED + "old5"), `${storage}: the background sweep moved old5`);
+    await ctx.waitFor(async () => (await page.intent("old4")) === null, `${storage}: the background sweep trimmed the old records`);
+    assert.deepEqual(await slotIds(ns, storage), [`${RETIRED}new`, `${RETIRED}old5`, "old6", "pending-old"].sort(), `${storage}: the new layout`);
+    assert.deepEqual(await statesOf(page, [...old, "new"]), [null, null, null, null, "succeeded", "pending", "succeeded"], storage);
+    assert.equal((await page.intent("old6")).key, again.key, `${storage}: the re-begun key is kept`);
     assert.equal((await page.begin("pending-old", { url: ctx.url(`mig-${storage}-p`, "201"), body: "p" })).key, pendingOp.key, `${storage}: the pending key resumes`);
-    for (const id of ["old1", "old5"]) assert.equal(await claimOf(ns, id), undefined, `${storage}: ${id}'s claim pruned`);
+    assert.deepEqual((await page.pending()).map((p) => p.intentId).sort(), ["old6", "pending-old"], storage);
+    for (const id of ["old1", "old4"]) assert.equal(await claimOf(ns, id), undefined, `${storage}: ${id}'s claim pruned`);
     await page.clear();
+    assert.deepEqual(await slotIds(ns, storage), [], `${storage}: clear() empties both shelves`);
   }
 }, { browserOnly: true });
 
@@ -2046,7 +2089,7 @@ add("an app that filled localStorage to within 100 KB of its quota still gets du
       const result = await op.send();
       assert.equal(result.durable, true, `intent ${i} durable`);
       // Durable means in localStorage now, not only said so.
-      assert.ok(localStorage.getItem(`${PREFIX}${ctx.ns}:order:${i}`), `intent ${i}'s record is in localStorage`);
+      assert.ok(localStorage.getItem(`${PREFIX}${ctx.ns}:${RETIRED}order:${i}`), `intent ${i}'s record is in localStorage`);
     }
     assert.deepEqual(fallbacks, [], "no fallback");
     assert.equal(client.storage, "local");

@@ -189,3 +189,64 @@ test("past the cap the oldest retired go, in the order they were written", async
   await retired.settled();
   assert.deepEqual((await store.all()).map(([id]) => id).sort(), ["c", "d", "e", "f", "p"]);
 });
+
+test("two shelves: retired records under RETIRED + id, a pending listing reads no retired text, a shelf change leaves one slot", async () => {
+  const twin = new StorageTwin();
+  let reads = 0;
+  const getItem = twin.getItem.bind(twin);
+  twin.getItem = (k) => ((reads += 1), getItem(k));
+  install({ value: twin });
+  const store = new Store("local", "acct");
+  await store.put("p", record("p", "pending", 0), false);
+  for (let i = 0; i < 500; i++) await store.put(`r${i}`, record(`r${i}`, "succeeded", i), true);
+  assert.ok(twin.map.has("idempotent-fetch:v1:acct:\u0002r0") && !twin.map.has("idempotent-fetch:v1:acct:r0"));
+  reads = 0;
+  assert.deepEqual((await store.all()).map(([id]) => id), ["p"]);
+  assert.equal(reads, 1, "one text read: the pending record's");
+  assert.equal((await store.all("retired")).length, 500);
+  assert.equal((await store.all("retired"))[7][0], "r7", "listed by intent id");
+  // Retired, then begun again (pending), then retired again: one slot each time, the latest text.
+  await store.put("p", record("p", "succeeded", 1), true);
+  assert.deepEqual([twin.map.has("idempotent-fetch:v1:acct:p"), JSON.parse(await store.get("p")).state], [false, "succeeded"]);
+  await store.put("p", record("p", "pending", 2), false);
+  assert.deepEqual([twin.map.has("idempotent-fetch:v1:acct:\u0002p"), JSON.parse(await store.get("p")).state], [false, "pending"]);
+  // A move cut short (both slots): the pending one is read.
+  twin.setItem("idempotent-fetch:v1:acct:\u0002p", record("p", "succeeded", 1));
+  assert.equal(JSON.parse(await store.get("p")).state, "pending");
+  await store.delete("p");
+  assert.equal(await store.get("p"), undefined, "delete empties both slots");
+  // Eviction finds a retired record on either shelf; never a pending one.
+  twin.setItem("idempotent-fetch:v1:acct:old", record("old", "failed", 0));
+  const still = (key) => (text) => stamp(text)?.key === key;
+  assert.equal(await store.deleteIf("old", still("old")), true, "an earlier version's slot");
+  assert.equal(await store.deleteIf("r1", still("r1")), true, "the retired shelf");
+  await store.put("q", record("q", "pending", 0), false);
+  assert.equal(await store.deleteIf("q", still("q")), false, "a pending record is never evicted");
+  twin.setItem("idempotent-fetch:v1:acct:\u0001secret", "s");
+  assert.equal(await store.clear(), 500, "clear: both shelves (the secret too, not counted)");
+  assert.deepEqual([...twin.map.keys()], []);
+});
+
+test("migration: a retired record on the pending shelf moves only if its slot still holds that text", async () => {
+  const twin = new StorageTwin();
+  install({ value: twin });
+  const store = new Store("local", "acct");
+  const done = record("a", "succeeded", 1);
+  twin.setItem("idempotent-fetch:v1:acct:a", done);
+  twin.setItem("idempotent-fetch:v1:acct:b", record("b", "succeeded", 2));
+  assert.equal(await store.shelve("a", done), true);
+  assert.deepEqual([...twin.map.keys()].sort(), ["idempotent-fetch:v1:acct:\u0002a", "idempotent-fetch:v1:acct:b"]);
+  assert.equal(await store.get("a"), done, "read from its new slot, text unchanged");
+  // Begun again (by another tab) between the listing and the move: the pending record stays.
+  const listed = twin.getItem("idempotent-fetch:v1:acct:b");
+  const pendingText = record("b", "pending", 3);
+  twin.setItem("idempotent-fetch:v1:acct:b", pendingText);
+  assert.equal(await store.shelve("b", listed), false);
+  assert.equal(twin.getItem("idempotent-fetch:v1:acct:b"), pendingText);
+  assert.deepEqual((await store.all()).map(([id]) => id), ["b"]);
+  // A storage full when the move needs room: nothing moves, nothing is lost.
+  twin.setItem("idempotent-fetch:v1:acct:c", record("c", "failed", 4));
+  twin.quota = twin.used();
+  assert.equal(await store.shelve("c", twin.getItem("idempotent-fetch:v1:acct:c")).catch(() => false), false);
+  assert.ok(twin.getItem("idempotent-fetch:v1:acct:c"));
+});

@@ -13,20 +13,38 @@ export class StorageFailure extends Error {
   }
 }
 
-/** The intent records of one namespace. Every method may throw (reject with) a StorageFailure. */
+/** The mark in front of a retired record's slot id (a control character, which no intent id holds):
+ *  retired records live on their own shelf, so that listing the pending ones never reads them
+ *  (docs/ARCHITECTURE.md, "Storage layout"). */
+export const RETIRED = "\u0002";
+
+/** Which slots a listing covers: the pending shelf (every intent id), the retired shelf (ids behind
+ *  RETIRED), or, `undefined`, the whole namespace (its fingerprint secret too). */
+export type Shelf = "pending" | "retired" | undefined;
+
+/** Whether the slot id `id` is on `shelf`. */
+export const onShelf = (id: string, shelf: Shelf): boolean =>
+  shelf === undefined || (shelf === "retired" ? id[0] === RETIRED : id[0]! > RETIRED);
+
+/** The intent records of one namespace, by slot id (an intent id, RETIRED + an intent id, or the
+ *  secret's). Every method may throw (reject with) a StorageFailure. */
 export interface Backend {
-  /** The record text stored for `intentId`, if any. */
-  get(intentId: string): Promise<string | undefined>;
-  /** Stores (creates or replaces) the record text of `intentId`; resolves once it is durable. */
-  put(intentId: string, text: string): Promise<void>;
-  /** Deletes the record of `intentId` (missing is fine). */
-  delete(intentId: string): Promise<void>;
-  /** Deletes the record of `intentId` only if `test` holds for its current text, with nothing
-   *  written in between; resolves whether it did. */
-  deleteIf(intentId: string, test: (text: string) => boolean): Promise<boolean>;
-  /** Every `(intent id, record text)` of the namespace that can be read. */
-  all(): Promise<[string, string][]>;
+  /** Whether retired records get their own shelf here (false: an app's storage keeps one slot per
+   *  intent, and lists them all). */
+  readonly shelves: boolean;
+  /** The record text stored for `id`, if any. */
+  get(id: string): Promise<string | undefined>;
+  /** Stores (creates or replaces) the record text of `id`, and deletes `drop` (the intent's slot on
+   *  the other shelf) after it, in the same transaction where there is one; resolves once durable. */
+  put(id: string, text: string, drop?: string): Promise<void>;
+  /** Deletes the records of `ids` (missing is fine). */
+  delete(...ids: string[]): Promise<void>;
+  /** Deletes the record of `id` only if `test` holds for its current text, with nothing written in
+   *  between; with `moveTo`, the same text is stored there first. Resolves whether it did. */
+  deleteIf(id: string, test: (text: string) => boolean, moveTo?: string): Promise<boolean>;
+  /** Every readable `(slot id, record text)` of `shelf`. */
+  all(shelf?: Shelf): Promise<[string, string][]>;
 }
 
-/** Web Storage keys: `idempotent-fetch:v1:<namespace>:<intent id>` (bump v1 if the layout changes). */
+/** Web Storage keys: `idempotent-fetch:v1:<namespace>:<slot id>` (bump v1 if the layout changes). */
 export const WEB_STORAGE_PREFIX = "idempotent-fetch:v1:";

@@ -8,6 +8,9 @@
 // no control characters, so a namespace's claims are the range [`<ns>\0`, `<ns>\x01`)), value: the
 // record text of the key as the claiming `begin` wrote it (never the persisted request). A claim is
 // written only when `begin` mints a key; `discard`, `clear` and the sweep delete it with the record.
+// A claim whose record was written to memory only (the storage fell back) may be all that a reload
+// finds of that intent: `saveRecord` then marks it lost (`lostSlot`, the range [`<ns>\x02`,
+// `<ns>\x03`)), and `pending()` reads the claims of the marked intents only, never every claim.
 //
 // The database is opened once per page (or worker) by `openDatabase`, shared with the IndexedDB
 // storage. When IndexedDB is absent, blocked or does not open within OPEN_TIMEOUT_MS, `claimsDb`
@@ -96,22 +99,26 @@ function reopenNextTime(db: IDBDatabase): void {
   db.close();
 }
 
-/** The claims of `namespace` whose intent is not in `stored`, as `[intent id, claim value]`, in one
- *  read-only transaction: the keys are listed, and only the claims missing from `stored` are read
- *  (the listing costs what the keys cost, not what every claim's text does). Rejects `undefined`
- *  when the database failed. */
-export function claimsOf(db: IDBDatabase, namespace: string, stored: Set<string>): Promise<[string, unknown][]> {
+/** The slot marking the claim of `intentId` as perhaps the only copy of its key (lost records). */
+export const lostSlot = (namespace: string, intentId: string): string => `${namespace}\x02${intentId}`;
+
+/** The range of a namespace's lost marks. */
+export const lostRange = (namespace: string): IDBKeyRange => IDBKeyRange.bound(`${namespace}\x02`, `${namespace}\x03`, false, true);
+
+/** The claims of `namespace`'s intents marked lost, as `[intent id, claim value]`, in one read-only
+ *  transaction (what it costs is what the marked ones cost). Rejects `undefined` when the database
+ *  failed. */
+export function lostClaims(db: IDBDatabase, namespace: string): Promise<[string, unknown][]> {
   return new Promise<[string, unknown][]>((resolve, reject) => {
     try {
       const transaction = db.transaction(STORE, "readonly");
       const store = transaction.objectStore(STORE);
-      const keys = store.getAllKeys(IDBKeyRange.bound(`${namespace}\0`, `${namespace}\x01`));
+      const keys = store.getAllKeys(lostRange(namespace));
       const out: [string, unknown][] = [];
       keys.onsuccess = () => {
         for (const slot of keys.result) {
           const id = String(slot).slice(namespace.length + 1);
-          if (stored.has(id)) continue;
-          const value = store.get(slot);
+          const value = store.get(claimSlot(namespace, id));
           value.onsuccess = () => out.push([id, value.result]);
         }
       };
@@ -165,7 +172,10 @@ export function dropClaimsOf(db: IDBDatabase, namespace: string, records: [strin
         const read = store.get(slot);
         // The claim's text is its record's JSON: `"key":"<key>"` appears there only as its key field.
         read.onsuccess = () => {
-          if (typeof read.result === "string" && read.result.includes(`"key":"${key}"`)) store.delete(slot);
+          if (typeof read.result === "string" && read.result.includes(`"key":"${key}"`)) {
+            store.delete(slot);
+            store.delete(lostSlot(namespace, intentId));
+          }
         };
       }
       transaction.oncomplete = () => resolve();

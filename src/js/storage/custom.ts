@@ -29,7 +29,8 @@ export const isAsyncStorage = (value: unknown): value is AsyncStorage =>
   ["get", "put", "delete", "all"].every((m) => typeof (value as Record<string, unknown> | null)?.[m] === "function");
 
 /** An AsyncStorage as the store's Backend for one namespace: each rejection a StorageFailure
- *  (`unusable` for writes), and only text taken from it. */
+ *  (`unusable` for writes), and only text taken from it. One shelf: a retired record keeps its
+ *  intent's slot (the app's storage decides what listing costs). */
 export function customBackend(storage: AsyncStorage, namespace: string): Backend {
   const call = async (method: keyof AsyncStorage, unusable: boolean, ...args: string[]): Promise<unknown> => {
     try {
@@ -40,6 +41,7 @@ export function customBackend(storage: AsyncStorage, namespace: string): Backend
   };
   const text = (value: unknown) => typeof value === "string";
   return {
+    shelves: false,
     async get(intentId) {
       const value = await call("get", false, intentId);
       if (value == null) return undefined;
@@ -47,7 +49,9 @@ export function customBackend(storage: AsyncStorage, namespace: string): Backend
       return value as string;
     },
     put: async (intentId, value) => void (await call("put", true, intentId, value)),
-    delete: async (intentId) => void (await call("delete", false, intentId)),
+    async delete(...ids) {
+      for (const id of ids) await call("delete", false, id);
+    },
     // An AsyncStorage has no transactions: read, then delete (another process may write in between).
     async deleteIf(intentId, test) {
       const value = await call("get", false, intentId);
@@ -55,7 +59,8 @@ export function customBackend(storage: AsyncStorage, namespace: string): Backend
       await call("delete", false, intentId);
       return true;
     },
-    async all() {
+    async all(shelf) {
+      if (shelf === "retired") return [];
       const entries = await call("all", false);
       return Array.isArray(entries) ? entries.filter((e): e is [string, string] => text(e?.[0]) && text(e?.[1])) : [];
     },

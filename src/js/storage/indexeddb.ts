@@ -1,13 +1,15 @@
 // IndexedDB, for workers (which have no Web Storage) and on request in pages: database
 // `idempotent-fetch`, object store `intents`, one record per intent under the key
-// `<namespace>:<intent id>` (namespaces have no ':', so a namespace's records are the key range
-// [`<namespace>:`, `<namespace>;`)). Values are the same JSON text as in localStorage.
+// `<namespace>:<slot id>` (namespaces have no ':', so a namespace's records are the key range
+// [`<namespace>:`, `<namespace>;`)). A retired record's slot id is RETIRED + its intent id
+// (backend.ts): the retired shelf is the range [`<namespace>:\u0002`, `<namespace>:\u0003`), and the
+// pending shelf the rest of the namespace above it. Values are the same JSON text as in localStorage.
 //
 // Opening starts at once and is awaited by the first operation; an open that fails, or hangs (an
 // old Safari bug) for OPEN_TIMEOUT_MS, makes the backend unusable: the store falls back to memory.
 
 import { describe, errorName } from "../errors.js";
-import { StorageFailure, type Backend } from "./backend.js";
+import { type Backend, RETIRED, type Shelf, StorageFailure } from "./backend.js";
 
 /** The database every client of this library shares (one store; namespaces are key prefixes). */
 export const DATABASE = "idempotent-fetch";
@@ -98,6 +100,7 @@ export function openDatabase(factory: IDBFactory, name: string, store: string): 
 }
 
 export class IndexedDbBackend implements Backend {
+  readonly shelves = true;
   private readonly prefix: string;
   /** The open database, or why it cannot be used (settles once). */
   private readonly database: Promise<IDBDatabase>;
@@ -126,9 +129,9 @@ export class IndexedDbBackend implements Backend {
     }
   }
 
-  async get(intentId: string): Promise<string | undefined> {
+  async get(id: string): Promise<string | undefined> {
     const store = (await this.transaction("readonly")).objectStore(STORE);
-    const value: unknown = await settled(store.get(this.prefix + intentId)).catch((e: unknown) => {
+    const value: unknown = await settled(store.get(this.prefix + id)).catch((e: unknown) => {
       throw failed("reading")(e);
     });
     if (value === undefined) return undefined;
@@ -136,37 +139,40 @@ export class IndexedDbBackend implements Backend {
     return value;
   }
 
-  async put(intentId: string, text: string): Promise<void> {
+  async put(id: string, text: string, drop?: string): Promise<void> {
     const transaction = await this.transaction("readwrite");
     try {
-      transaction.objectStore(STORE).put(text, this.prefix + intentId);
+      const store = transaction.objectStore(STORE);
+      store.put(text, this.prefix + id);
+      if (drop !== undefined) store.delete(this.prefix + drop);
       await committed(transaction);
     } catch (thrown) {
       throw unusable("writing")(thrown);
     }
   }
 
-  async delete(intentId: string): Promise<void> {
+  async delete(...ids: string[]): Promise<void> {
     const transaction = await this.transaction("readwrite");
     try {
-      transaction.objectStore(STORE).delete(this.prefix + intentId);
+      for (const id of ids) transaction.objectStore(STORE).delete(this.prefix + id);
       await committed(transaction);
     } catch (thrown) {
       throw failed("removing from")(thrown);
     }
   }
 
-  async deleteIf(intentId: string, test: (text: string) => boolean): Promise<boolean> {
+  async deleteIf(id: string, test: (text: string) => boolean, moveTo?: string): Promise<boolean> {
     // One read-write transaction: the read and the delete see no other write in between.
     const transaction = await this.transaction("readwrite");
     let deleted = false;
     try {
       const store = transaction.objectStore(STORE);
-      const read = store.get(this.prefix + intentId);
+      const read = store.get(this.prefix + id);
       read.onsuccess = () => {
         const value: unknown = read.result;
         if (typeof value === "string" && test(value)) {
-          store.delete(this.prefix + intentId);
+          if (moveTo !== undefined) store.put(value, this.prefix + moveTo);
+          store.delete(this.prefix + id);
           deleted = true;
         }
       };
@@ -177,10 +183,15 @@ export class IndexedDbBackend implements Backend {
     }
   }
 
-  async all(): Promise<[string, string][]> {
+  async all(shelf?: Shelf): Promise<[string, string][]> {
     const store = (await this.transaction("readonly")).objectStore(STORE);
     try {
-      const range = IDBKeyRange.bound(this.prefix, `${this.prefix.slice(0, -1)};`, false, true);
+      const { prefix } = this;
+      const end = `${prefix.slice(0, -1)};`;
+      const range =
+        shelf === "retired"
+          ? IDBKeyRange.bound(prefix + RETIRED, prefix + "\u0003", false, true)
+          : IDBKeyRange.bound(shelf ? prefix + "\u0003" : prefix, end, false, true);
       // Both requests are made before awaiting, so the transaction stays active for both.
       const keys = settled(store.getAllKeys(range));
       const values = settled(store.getAll(range));
@@ -188,8 +199,8 @@ export class IndexedDbBackend implements Backend {
       const out: [string, string][] = [];
       k.forEach((key, i) => {
         const value: unknown = v[i];
-        if (typeof key === "string" && key.startsWith(this.prefix) && typeof value === "string") {
-          out.push([key.slice(this.prefix.length), value]);
+        if (typeof key === "string" && key.startsWith(prefix) && typeof value === "string") {
+          out.push([key.slice(prefix.length), value]);
         }
       });
       return out;

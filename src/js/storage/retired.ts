@@ -72,7 +72,7 @@ export class RetiredRecords {
    *  if this page has not); resolves whether any was deleted. */
   private relieve(): Promise<boolean> {
     return this.queue(async () => {
-      if (!this.scanned) this.learn(await this.store.all());
+      if (!this.scanned) this.learn([...(await this.store.all("retired")), ...(await this.store.all())]);
       return (await this.evict(Math.ceil(this.known.size / 2))) > 0;
     });
   }

@@ -5,9 +5,15 @@
 // throws because storage is unusable; one failed read or delete is a STORAGE error. The backend is
 // opened on first use, not by the constructor: the first read of `localStorage` (and the probe
 // write) is a round trip to the browser's storage process that a page's start-up need not wait for.
+//
+// Two shelves (backend.ts): a pending (or expired) record under its intent id, a retired one under
+// RETIRED + its intent id, so that what a page needs at start-up (`pending()`) is read without
+// reading the retired records. A write that changes shelf drops the other slot after it (in one
+// transaction in IndexedDB); a read looks at both and takes the pending one when both are there (a
+// move cut short: that record is the newer one, or one whose key the server already answered).
 
 import type { StorageKind } from "../options.js";
-import { StorageFailure, type Backend } from "./backend.js";
+import { type Backend, RETIRED, StorageFailure } from "./backend.js";
 import { type AsyncStorage, customBackend } from "./custom.js";
 import { IndexedDbBackend } from "./indexeddb.js";
 import { MemoryBackend } from "./memory.js";
@@ -88,56 +94,77 @@ export class Store {
 
   /** The record text of `intentId`. Rejects with a StorageFailure when it cannot be read. */
   async get(intentId: string): Promise<string | undefined> {
-    return this.attempt((backend) => backend.get(intentId));
+    return this.attempt(async (backend) => {
+      if (!backend.shelves || intentId === SECRET_ID) return backend.get(intentId);
+      const [pending, retired] = await Promise.all([backend.get(intentId), backend.get(RETIRED + intentId)]);
+      return pending ?? retired;
+    });
   }
 
-  /** Writes a record text. Never fails for a full or blocked storage: it falls back to memory. */
-  async put(intentId: string, text: string): Promise<void> {
+  /** Writes a record text, on the retired shelf if `retired`, on the pending one if false (and the
+   *  namespace's secret, `undefined`, where it is). Never fails for a full or blocked storage: it
+   *  falls back to memory. */
+  async put(intentId: string, text: string, retired?: boolean): Promise<void> {
     const backend = this.backend;
+    const other = retired === undefined || !backend.shelves ? undefined : retired ? intentId : RETIRED + intentId;
+    const slot = retired && backend.shelves ? RETIRED + intentId : intentId;
     try {
-      await backend.put(intentId, text);
+      await backend.put(slot, text, other);
     } catch (thrown) {
       if (!(thrown instanceof StorageFailure)) throw thrown;
-      if (await this.retryAfterFreeing(backend, intentId, text)) return;
+      if (await this.retryAfterFreeing(() => backend.put(slot, text, other))) return;
       // Reads may still work after a refused write (quota): keep what is stored.
       await this.fallBack(thrown.reason, backend);
-      await this.backend.put(intentId, text);
+      await this.backend.put(slot, text, other);
     }
   }
 
   /** A refused write, once more after `onFull` freed space; resolves whether it then succeeded. */
-  private async retryAfterFreeing(backend: Backend, intentId: string, text: string): Promise<boolean> {
+  private async retryAfterFreeing(write: () => Promise<void>): Promise<boolean> {
     if (this.inMemory || !this.onFull) return false;
     try {
       if (!(await this.onFull())) return false;
-      await backend.put(intentId, text);
+      await write();
       return true;
     } catch {
       return false;
     }
   }
 
-  /** Deletes the record of `intentId` if `test` holds for its text (atomically where the backend
-   *  can); resolves whether it did. */
+  /** Deletes the retired record of `intentId` if `test` holds for its text (atomically where the
+   *  backend can), on either shelf (one written by an earlier version sits on the pending shelf);
+   *  resolves whether it did. */
   async deleteIf(intentId: string, test: (text: string) => boolean): Promise<boolean> {
-    return this.attempt((backend) => backend.deleteIf(intentId, test));
+    return this.attempt(
+      async (backend) => (backend.shelves && (await backend.deleteIf(RETIRED + intentId, test))) || backend.deleteIf(intentId, test),
+    );
   }
 
+  /** Moves a retired record found on the pending shelf (written by an earlier version of this
+   *  library) to the retired shelf, if its slot still holds `text`: a record begun again meanwhile,
+   *  in this tab or another, stays where it is. Resolves whether it moved. */
+  async shelve(intentId: string, text: string): Promise<boolean> {
+    return this.attempt(async (backend) => backend.shelves && backend.deleteIf(intentId, (now) => now === text, RETIRED + intentId));
+  }
+
+  /** Deletes the record of `intentId`, from both shelves. */
   async delete(intentId: string): Promise<void> {
-    return this.attempt((backend) => backend.delete(intentId));
+    return this.attempt((backend) => (backend.shelves ? backend.delete(intentId, RETIRED + intentId) : backend.delete(intentId)));
   }
 
-  /** Every readable `(intent id, record text)` (not the namespace's secret). */
-  async all(): Promise<[string, string][]> {
-    return (await this.attempt((backend) => backend.all())).filter(([id]) => id !== SECRET_ID);
+  /** Every readable `(intent id, record text)` of the pending shelf (not the namespace's secret), or
+   *  of the retired one. */
+  async all(shelf: "pending" | "retired" = "pending"): Promise<[string, string][]> {
+    const entries = await this.attempt((backend) => backend.all(shelf));
+    return entries.flatMap(([id, text]) => (id === SECRET_ID ? [] : [[id[0] === RETIRED ? id.slice(1) : id, text]]));
   }
 
   /** Deletes every record of the namespace and its fingerprint secret (logout). Returns how many
    *  intents were removed. */
   async clear(): Promise<number> {
-    const entries = await this.attempt((backend) => backend.all());
-    for (const [id] of entries) await this.delete(id);
-    return entries.filter(([id]) => id !== SECRET_ID).length;
+    const slots = (await this.attempt((backend) => backend.all())).map(([id]) => id);
+    await this.attempt((backend) => backend.delete(...slots));
+    return new Set(slots.filter((id) => id !== SECRET_ID).map((id) => (id[0] === RETIRED ? id.slice(1) : id))).size;
   }
 
   /** Runs `operation`; an unusable backend is replaced by memory and the operation runs there. */

@@ -1,15 +1,17 @@
 // localStorage / sessionStorage: one JSON text per intent under
-// `idempotent-fetch:v1:<namespace>:<intent id>`, so one account's intents are never seen by another's.
+// `idempotent-fetch:v1:<namespace>:<slot id>`, so one account's intents are never seen by another's
+// (a retired record's slot id is RETIRED + its intent id: backend.ts).
 // Unlike gloo's `LocalStorage::raw()` (which throws when storage is blocked), opening reports why it
 // cannot be used, and the store falls back to memory.
 
 import { describe, errorName } from "../errors.js";
-import { StorageFailure, WEB_STORAGE_PREFIX, type Backend } from "./backend.js";
+import { type Backend, onShelf, type Shelf, StorageFailure, WEB_STORAGE_PREFIX } from "./backend.js";
 
 /** What a backend needs of `Storage` (a real one, or a twin in tests). */
 export type StorageArea = Pick<Storage, "getItem" | "setItem" | "removeItem" | "key" | "length">;
 
 export class WebStorageBackend implements Backend {
+  readonly shelves = true;
   private readonly prefix: string;
 
   constructor(
@@ -41,10 +43,10 @@ export class WebStorageBackend implements Backend {
     return new WebStorageBackend(storage, namespace);
   }
 
-  async get(intentId: string): Promise<string | undefined> {
+  async get(id: string): Promise<string | undefined> {
     let text: unknown;
     try {
-      text = this.area.getItem(this.prefix + intentId);
+      text = this.area.getItem(this.prefix + id);
     } catch (thrown) {
       throw new StorageFailure(`reading storage failed: ${describe(thrown)}`, false);
     }
@@ -53,44 +55,51 @@ export class WebStorageBackend implements Backend {
     return text;
   }
 
-  async put(intentId: string, text: string): Promise<void> {
+  async put(id: string, text: string, drop?: string): Promise<void> {
     try {
-      this.area.setItem(this.prefix + intentId, text);
+      this.area.setItem(this.prefix + id, text);
     } catch (thrown) {
       throw new StorageFailure(
         `${errorName(thrown)}: writing to storage failed (${describe(thrown)}); intents are kept in memory for this page`,
         true,
       );
     }
+    // In the same task as the write: the browser commits both together. A copy left behind (this
+    // removal failing) is only ever older than the record just written.
+    if (drop !== undefined) await this.delete(drop).catch(() => {});
   }
 
-  async delete(intentId: string): Promise<void> {
+  async delete(...ids: string[]): Promise<void> {
     try {
-      this.area.removeItem(this.prefix + intentId);
+      for (const id of ids) this.area.removeItem(this.prefix + id);
     } catch (thrown) {
       throw new StorageFailure(`removing from storage failed: ${describe(thrown)}`, false);
     }
   }
 
-  async deleteIf(intentId: string, test: (text: string) => boolean): Promise<boolean> {
+  async deleteIf(id: string, test: (text: string) => boolean, moveTo?: string): Promise<boolean> {
     // Synchronous from the read to the removal: no other write of this page can come between.
     try {
-      const text: unknown = this.area.getItem(this.prefix + intentId);
+      const text: unknown = this.area.getItem(this.prefix + id);
       if (typeof text !== "string" || !test(text)) return false;
-      this.area.removeItem(this.prefix + intentId);
+      // Moved: written at its new slot before it leaves the old one.
+      if (moveTo !== undefined) this.area.setItem(this.prefix + moveTo, text);
+      this.area.removeItem(this.prefix + id);
       return true;
     } catch (thrown) {
       throw new StorageFailure(`removing from storage failed: ${describe(thrown)}`, false);
     }
   }
 
-  async all(): Promise<[string, string][]> {
+  async all(shelf?: Shelf): Promise<[string, string][]> {
     const out: [string, string][] = [];
     try {
+      // Web Storage has no key ranges: every slot of the origin is looked at, but only the texts of
+      // the shelf asked for are read.
       const slots: string[] = [];
       for (let i = 0; i < this.area.length; i++) {
         const slot = this.area.key(i);
-        if (slot?.startsWith(this.prefix)) slots.push(slot);
+        if (slot?.startsWith(this.prefix) && onShelf(slot.slice(this.prefix.length), shelf)) slots.push(slot);
       }
       for (const slot of slots) {
         const text: unknown = this.area.getItem(slot);
