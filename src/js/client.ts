@@ -434,7 +434,9 @@ export class IdempotentClient {
         void beginLock?.then((release) => release());
         throw error;
       }
-      const begin = (db?: IDBDatabase) => beginOnce(core, engine, intentId, prepared, replace, fp, db, deferSave);
+      // Under a lock (no claim), the record must be written before the lock is released, or the
+      // next holder finds nothing and mints a second key: a deferred write is only for claims.
+      const begin = (db?: IDBDatabase) => beginOnce(core, engine, intentId, prepared, replace, fp, db, deferSave && (!!db || !shared));
       // A claims database that fails mid-way: this call takes the lock path.
       let view = db && (await begin(db).catch((error: unknown) => (error ? Promise.reject(error) : undefined)));
       if (!view) {

@@ -51,7 +51,7 @@ export async function readOrCreateSecret(core: Pick<ClientCore, "config" | "stor
   };
   const found = await read();
   if (found) return found;
-  const release = core.config.storage === "memory" ? () => {} : await acquire(`idempotent-fetch:secret:${core.config.namespace}`);
+  const release = await decisionLock(core, `idempotent-fetch:secret:${core.config.namespace}`);
   try {
     const again = await read();
     if (again) return again;
@@ -121,9 +121,31 @@ export const lockName = (core: ClientCore, kind: "begin" | "send", intentId: str
 
 /** The cross-tab lock of an intent (lock.ts). A client asked for memory storage keeps its intents
  *  where no other tab or worker can see them: the in-page turn (inflight.ts) is all it needs, so it
- *  takes no lock (a lock round trip costs about as much as a storage write). */
+ *  takes no lock (a lock round trip costs about as much as a storage write). `begin`'s lock is a
+ *  decision lock (below); `send`'s is held for minutes and stays the browser's. */
 export function intentLock(core: ClientCore, kind: "begin" | "send", intentId: string, signal?: AbortSignal): Promise<Release> {
+  if (kind === "begin") return decisionLock(core, lockName(core, kind, intentId));
   return core.config.storage === "memory" ? Promise.resolve(() => {}) : acquire(lockName(core, kind, intentId), signal);
+}
+
+/** The lock of a short create-or-read decision (an intent's key, the namespace's secret): the app's
+ *  storage's own `lock` where it has one (processes sharing a folder or a database see no Web Lock),
+ *  else the browser's. A `lock` that fails says the storage is failing: the decision goes on without
+ *  it, and the write that follows meets the same failure (the loud fallback to memory, or
+ *  NOT_DURABLE), rather than refusing a begin that memory could still serve. */
+function decisionLock(core: Pick<ClientCore, "config">, name: string): Promise<Release> {
+  const { storage, namespace } = core.config;
+  if (storage === "memory") return Promise.resolve(() => {});
+  const lock = typeof storage === "object" && storage.lock;
+  if (!lock) return acquire(name);
+  return (async () => {
+    try {
+      const release = await lock.call(storage, namespace, name);
+      return () => void (async () => release())().catch(() => {});
+    } catch {
+      return () => {};
+    }
+  })();
 }
 
 /** `begin` also asks for the intent's send lock, without waiting (`ifAvailable`), in parallel with

@@ -4,7 +4,7 @@
 // crash-safe writes (no temporary file left, the format on disk); bad input (a corrupt, truncated or
 // foreign record file is a STORAGE error and is left as it is; a read-only folder is a loud fallback
 // to memory, and the send goes on); a lock left by a killed process is taken over; one held by a
-// live process is waited for.
+// live process is waited for; processes beginning one intent at once agree on one key (the lock).
 //
 // Needs: the package (cargo xtask build) and the reference server (tests/support/reference-server.mjs).
 import { test, before, after } from "node:test";
@@ -114,7 +114,8 @@ test("file storage bad input: corrupt, truncated or foreign files are STORAGE er
   await (await client.begin("good", request)).send();
   const pendingOp = await client.begin("later", { url: url("later", "201"), body: "y" });
   const folder = path.join(directory, "ns");
-  const fileOf = (id) => readdirSync(folder).map((f) => path.join(folder, f)).find((f) => JSON.parse(readFileSync(f, "utf8")).intentId === id);
+  const records = () => readdirSync(folder).filter((f) => /^[0-9a-f]{64}\.json$/.test(f)).map((f) => path.join(folder, f));
+  const fileOf = (id) => records().find((f) => JSON.parse(readFileSync(f, "utf8")).intentId === id);
   const target = fileOf("later");
   const original = readFileSync(target, "utf8");
   for (const [label, content] of [
@@ -251,6 +252,33 @@ test("an agent's process is SIGKILLed mid-retry; a second process resumes with t
     assert.equal(orders[0].idempotencyKey, key, "the order carries the key");
     assert.equal(done.order.id, orders[0].id);
     console.log(`agent: killed after ${first.events.filter((e) => e.event === "retry").length} retries; resumed with ${key}; order ${orders[0].id}`);
+  } finally {
+    await server.setFaults({}).catch(() => {});
+    await server.stop();
+  }
+});
+
+test("four agent processes begin one intent at the same moment over one folder: one key, one order", { timeout: 90_000 }, async () => {
+  const server = await startReferenceServer({ www: tmp, label: "file-storage-race" });
+  try {
+    const account = "acct_race";
+    const token = await server.session(account);
+    const directory = fresh(); // a new namespace too: the four also race for its fingerprint secret
+    const args = [pkgDir, directory, server.url, token, account];
+    await server.setFaults({ dropAfterCommit: 0.3 });
+    const agents = Array.from({ length: 4 }, () => startAgent(args));
+    const keys = await Promise.all(agents.map((a) => a.until((e) => e.event === "key" || e.event === "error", "key")));
+    const done = await Promise.all(agents.map((a) => a.until((e) => e.event === "done" || e.event === "error", "answer")));
+    await Promise.all(agents.map((a) => a.exited));
+    assert.deepEqual(keys.map((k) => k.event), ["key", "key", "key", "key"], JSON.stringify(keys));
+    assert.equal(new Set(keys.map((k) => k.key)).size, 1, `one key for the four: ${JSON.stringify(keys)}`);
+    assert.equal(keys.filter((k) => !k.resumed).length, 1, "one process minted it, the other three resumed it");
+    assert.deepEqual(done.map((d) => d.event), ["done", "done", "done", "done"], JSON.stringify(done));
+    const orders = await server.orders(account);
+    assert.equal(orders.length, 1, "one order");
+    assert.equal(orders[0].idempotencyKey, keys[0].key);
+    assert.ok(done.every((d) => d.order.id === orders[0].id), "every process got that order");
+    assert.deepEqual(readdirSync(path.join(directory, account)).filter((f) => f.startsWith(".lock")), [], "no lock file left");
   } finally {
     await server.setFaults({}).catch(() => {});
     await server.stop();

@@ -2,8 +2,9 @@
 // AsyncStorage over one folder. Crash-safe: each record is written to a temporary file, flushed to
 // disk (fsync), then renamed over the old one (and the folder flushed), so a process killed at any
 // point leaves the old record or the new one, never half of one. Two processes: every write and
-// delete of a namespace holds a lock file that names its owner's process; one left by a killed
-// process (its pid gone) or older than LOCK_STALE_MS is taken over, so it cannot block forever.
+// delete of a namespace holds a lock file that names its owner's process, and so does each `begin`'s
+// create-or-resume decision (`lock`, a file per intent); one left by a killed process (its pid gone)
+// or older than LOCK_STALE_MS is taken over, so it cannot block forever.
 // Type imports only from the core: this entry carries no copy of the client.
 /**
  * `idempotent-fetch/file` (Node only): {@link fileStorage}, durable intent records in a folder, for
@@ -101,6 +102,12 @@ export function fileStorage(options: FileStorageOptions): AsyncStorage {
       }
     },
 
+    // Separate from the writes' `.lock` (`put` runs while it is held): one file per lock name.
+    async lock(namespace, name) {
+      await fs.mkdir(folder(namespace), { recursive: true });
+      return lockFile(path.join(folder(namespace), `.lock-${createHash("sha256").update(name).digest("hex").slice(0, 32)}`));
+    },
+
     async all(namespace) {
       let names: string[];
       try {
@@ -136,10 +143,19 @@ async function syncFolder(folder: string): Promise<void> {
   }
 }
 
-/** Runs `work` holding `<folder>/.lock` (created exclusively; it holds the owner's pid). A lock whose
- *  process is gone, or older than LOCK_STALE_MS, is removed and taken. */
+/** Runs `work` holding `<folder>/.lock`. */
 async function withLock<T>(folder: string, work: () => Promise<T>): Promise<T> {
-  const lock = path.join(folder, ".lock");
+  const release = await lockFile(path.join(folder, ".lock"));
+  try {
+    return await work();
+  } finally {
+    await release();
+  }
+}
+
+/** Takes the lock file `lock` (created exclusively; it holds the owner's pid) and resolves with its
+ *  release. A lock whose process is gone, or older than LOCK_STALE_MS, is removed and taken. */
+async function lockFile(lock: string): Promise<() => Promise<void>> {
   const token = `${process.pid} ${randomBytes(8).toString("hex")}`;
   for (let wait = 2; ; wait = Math.min(wait * 2, 100)) {
     try {
@@ -156,12 +172,10 @@ async function withLock<T>(folder: string, work: () => Promise<T>): Promise<T> {
     }
     await new Promise((resolve) => setTimeout(resolve, wait));
   }
-  try {
-    return await work();
-  } finally {
-    // Only our own lock (one taken over as stale meanwhile is no longer ours).
+  // Only our own lock (one taken over as stale meanwhile is no longer ours).
+  return async () => {
     if ((await fs.readFile(lock, "utf8").catch(() => "")) === token) await fs.rm(lock, { force: true });
-  }
+  };
 }
 
 /** Whether the lock file's process is gone or the lock is older than LOCK_STALE_MS. */

@@ -22,6 +22,16 @@ export interface AsyncStorage {
   delete(namespace: string, intentId: string): Promise<void>;
   /** Every `[intentId, text]` of `namespace` (skip what cannot be read). */
   all(namespace: string): Promise<[string, string][]>;
+  /**
+   * Optional, for a storage that several processes share (a folder, a database): waits for the lock
+   * `name` of `namespace` across them and resolves with the function that releases it. Given, `begin`
+   * reads, decides and writes an intent's key under it (and a new namespace's secret), so two
+   * processes beginning one intent at once agree on one key; without it they may each mint one. Held
+   * for one storage read and write: a lock its holder never releases (the process died) should be
+   * taken over after a while. A rejection is taken as the storage failing: that `begin` goes on
+   * without the lock, and its write meets the failure (the fallback to memory, or `NOT_DURABLE`).
+   */
+  lock?(namespace: string, name: string): Promise<() => void | Promise<void>>;
 }
 
 /** Whether `value` has the four methods of an AsyncStorage. */
