@@ -4,7 +4,8 @@
 // in localStorage and then in IndexedDB storage; every 5,000 it reports the ms per intent, what the
 // namespace stores (items and characters of its records, claims), whether every result was durable,
 // the JS heap and the wasm memory. Fresh loads of the origin, before (empty history) and after,
-// time the constructor, the first `begin` (a new intent) and `pending()`, side by side.
+// time the constructor, the first `begin` (a new intent) and `pending()`, side by side; then fresh
+// loads that do by hand only the storage work a first `begin` needs (its floor).
 //
 //   node benches/growth.mjs                        100,000 intents per storage, 15 fresh loads before
 //                                                  (empty history) and 15 after, per storage
@@ -42,7 +43,9 @@ if (!existsSync(join(pkg, "index.js"))) throw new Error("pkg/ is missing: build 
 // The pages, in order: per storage, LOADS fresh loads with an empty history (the baseline), one
 // growth page, then LOADS fresh loads with that history.
 const freshLoads = (storage, phase) => Array.from({ length: LOADS }, (_, load) => ({ kind: "fresh", storage, phase, load: `${phase}-${load}` }));
-const pages = STORAGES.flatMap((storage) => [...freshLoads(storage, "empty"), { kind: "grow", storage }, ...freshLoads(storage, "history")]);
+// Then LOADS floor loads: the same first storage use with none of our code (see `floor`).
+const floorLoads = (storage) => Array.from({ length: LOADS }, (_, load) => ({ kind: "floor", storage, load: `floor-${load}` }));
+const pages = STORAGES.flatMap((storage) => [...freshLoads(storage, "empty"), { kind: "grow", storage }, ...freshLoads(storage, "history"), ...floorLoads(storage)]);
 
 // ---- in the page ---------------------------------------------------------------------------------
 /** What the namespace stores: its records (items, characters of slot + text) and its claims. */
@@ -131,6 +134,55 @@ async function fresh(storage, load) {
   return { constructor: t1 - t0, firstBegin: t2 - t1, pending: t3 - t2, listed: pending.length, durable: result.durable };
 }
 
+/** The floor of a first `begin` in a fresh page: the storage operations it cannot do without, by
+ *  hand, on the same origin and databases, none of our code loaded. Read the intent's slot, open the
+ *  claims database and commit one claim, write the record, and one Web Lock, overlapped where
+ *  `begin` overlaps them. For "indexeddb" the slot read and the write go to the intents database. */
+async function floor(storage, load) {
+  const open = (name) => new Promise((resolve, reject) => {
+    const request = indexedDB.open(name);
+    request.onsuccess = () => resolve(request.result);
+    request.onerror = () => reject(request.error);
+  });
+  const done = (tx) => new Promise((resolve, reject) => ((tx.oncomplete = resolve), (tx.onerror = () => reject(tx.error))));
+  const slot = `idempotent-fetch:v1:growth-${storage}:floor:${load}`;
+  const t0 = performance.now();
+  // Everything that can overlap does (as in `begin`): the lock and the databases' opens.
+  const lock = navigator.locks.request(`growth-floor:${load}`, { ifAvailable: true }, () => {});
+  const claimsOpen = open("idempotent-fetch-claims");
+  let intents;
+  if (storage === "local") localStorage.getItem(slot);
+  else {
+    intents = await open("idempotent-fetch");
+    const read = intents.transaction("intents", "readonly");
+    read.objectStore("intents").get(slot);
+    await done(read);
+  }
+  const claims = await claimsOpen;
+  const claim = claims.transaction("claims", "readwrite", { durability: "relaxed" });
+  claim.objectStore("claims").add("floor", `growth-floor\0${load}`);
+  await done(claim);
+  if (storage === "local") localStorage.setItem(slot, "floor");
+  else {
+    const write = intents.transaction("intents", "readwrite", { durability: "relaxed" });
+    write.objectStore("intents").put("floor", slot);
+    await done(write);
+  }
+  await lock;
+  const total = performance.now() - t0;
+  // Leave the history as it was.
+  const drop = claims.transaction("claims", "readwrite");
+  drop.objectStore("claims").delete(`growth-floor\0${load}`);
+  await done(drop);
+  if (storage === "local") localStorage.removeItem(slot);
+  else {
+    const drop2 = intents.transaction("intents", "readwrite");
+    drop2.objectStore("intents").delete(slot);
+    await done(drop2);
+  }
+  return { floor: total };
+}
+
 // ---- the server: the package, the pages, a 201 for every order, the reports -----------------------
 const HEADERS = { "cache-control": "no-store" };
 const TYPES = { ".js": "text/javascript", ".wasm": "application/wasm" };
@@ -139,7 +191,8 @@ let finished;
 const allDone = new Promise((resolve) => (finished = resolve));
 const pageHtml = (i) => {
   const p = pages[i];
-  const run = p.kind === "grow" ? `(${grow})(${JSON.stringify(p.storage)}, ${INTENTS}, ${EVERY})` : `(${fresh})(${JSON.stringify(p.storage)}, ${JSON.stringify(p.load)})`;
+  const run =
+    p.kind === "grow" ? `(${grow})(${JSON.stringify(p.storage)}, ${INTENTS}, ${EVERY})` : `(${p.kind === "floor" ? floor : fresh})(${JSON.stringify(p.storage)}, ${JSON.stringify(p.load)})`;
   return `<!doctype html><meta charset="utf-8"><body><script type="module">
 ${stored}
 ${watchWasm}
@@ -244,4 +297,10 @@ for (const storage of STORAGES) {
   }
   const ratio = (k) => (figures.history(k) / figures.empty(k)).toFixed(2);
   console.log(`| history / empty (medians) | ${ratio("constructor")} | ${ratio("firstBegin")} | ${ratio("pending")} | | |\n`);
+  const floors = results.filter((l, i) => pages[i].kind === "floor" && pages[i].storage === storage && l && !l.error).map((l) => l.floor);
+  if (floors.length) {
+    const f = median(floors);
+    console.log(`floor of a first begin by hand (fresh load, same history, none of our code; median / max of ${floors.length}): ` +
+      `${f.toFixed(2)} / ${Math.max(...floors).toFixed(2)} ms; first begin with history / floor: ${(figures.history("firstBegin") / f).toFixed(2)}\n`);
+  }
 }
