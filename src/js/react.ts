@@ -164,7 +164,11 @@ export function useIdempotentAction<T = unknown>(intentId: string, request: Inte
       client.intent(intentId).then(
         (info: IntentInfo | null) => {
           if (!live || started.current) return;
-          if (info?.state === "pending") return run();
+          // The key is known from the lookup: shown from the first render of the resumed send.
+          if (info?.state === "pending") {
+            setState((s) => ({ ...s, key: info.key, attempt: info.attempts }));
+            return run();
+          }
           const answered = info?.state === "succeeded" || info?.state === "failed";
           // Everything from the lookup (an earlier intent id's result and error included are gone).
           setState((s) => ({
