@@ -4,8 +4,9 @@
 // in localStorage and then in IndexedDB storage; every 5,000 it reports the ms per intent, what the
 // namespace stores (items and characters of its records, claims), whether every result was durable,
 // the JS heap and the wasm memory. Fresh loads of the origin, before (empty history) and after,
-// time the constructor, the first `begin` (a new intent) and `pending()`, side by side; then fresh
-// loads that do by hand only the storage work a first `begin` needs (its floor).
+// time the constructor, the first `begin` (a new intent) and `pending()`, side by side; fresh loads
+// with the history whose `begin` comes 500 ms after the constructor (a click, after the client's
+// warm-up); then fresh loads that do by hand only the storage work a first `begin` needs (its floor).
 //
 //   node benches/growth.mjs                        100,000 intents per storage, 15 fresh loads before
 //                                                  (empty history) and 15 after, per storage
@@ -43,9 +44,12 @@ if (!existsSync(join(pkg, "index.js"))) throw new Error("pkg/ is missing: build 
 // The pages, in order: per storage, LOADS fresh loads with an empty history (the baseline), one
 // growth page, then LOADS fresh loads with that history.
 const freshLoads = (storage, phase) => Array.from({ length: LOADS }, (_, load) => ({ kind: "fresh", storage, phase, load: `${phase}-${load}` }));
+// "click" loads are fresh loads with the history whose `begin` comes CLICK_AFTER_MS after the
+// constructor, as a shopper's click comes after the page is shown (the client warms up when idle).
+const CLICK_AFTER_MS = 500;
 // Then LOADS floor loads: the same first storage use with none of our code (see `floor`).
 const floorLoads = (storage) => Array.from({ length: LOADS }, (_, load) => ({ kind: "floor", storage, load: `floor-${load}` }));
-const pages = STORAGES.flatMap((storage) => [...freshLoads(storage, "empty"), { kind: "grow", storage }, ...freshLoads(storage, "history"), ...floorLoads(storage)]);
+const pages = STORAGES.flatMap((storage) => [...freshLoads(storage, "empty"), { kind: "grow", storage }, ...freshLoads(storage, "history"), ...freshLoads(storage, "click"), ...floorLoads(storage)]);
 
 // ---- in the page ---------------------------------------------------------------------------------
 /** What the namespace stores: its records (items, characters of slot + text) and its claims. */
@@ -119,19 +123,24 @@ async function grow(storage, intents, every) {
   return rows;
 }
 
-async function fresh(storage, load) {
+async function fresh(storage, load, clickAfterMs) {
   const { IdempotentClient, ready } = await import("/pkg/index.js");
   await ready;
   const t0 = performance.now();
   const client = new IdempotentClient({ namespace: `growth-${storage}`, storage });
-  const t1 = performance.now();
+  let t1 = performance.now();
+  const constructor = t1 - t0;
+  if (clickAfterMs) {
+    await new Promise((resolve) => setTimeout(resolve, clickAfterMs));
+    t1 = performance.now();
+  }
   const op = await client.begin(`fresh:${load}`, { url: "/api/orders", method: "POST", body: `{"fresh":"${load}"}` });
   const t2 = performance.now();
   const pending = await client.pending();
   const t3 = performance.now();
   // Answered, so the next load's history is the same but for one retired record.
   const result = await op.send();
-  return { constructor: t1 - t0, firstBegin: t2 - t1, pending: t3 - t2, listed: pending.length, durable: result.durable };
+  return { constructor, firstBegin: t2 - t1, pending: t3 - t2, listed: pending.length, durable: result.durable };
 }
 
 /** The floor of a first `begin` in a fresh page: the storage operations it cannot do without, by
@@ -192,7 +201,9 @@ const allDone = new Promise((resolve) => (finished = resolve));
 const pageHtml = (i) => {
   const p = pages[i];
   const run =
-    p.kind === "grow" ? `(${grow})(${JSON.stringify(p.storage)}, ${INTENTS}, ${EVERY})` : `(${p.kind === "floor" ? floor : fresh})(${JSON.stringify(p.storage)}, ${JSON.stringify(p.load)})`;
+    p.kind === "grow"
+      ? `(${grow})(${JSON.stringify(p.storage)}, ${INTENTS}, ${EVERY})`
+      : `(${p.kind === "floor" ? floor : fresh})(${JSON.stringify(p.storage)}, ${JSON.stringify(p.load)}, ${p.phase === "click" ? CLICK_AFTER_MS : 0})`;
   return `<!doctype html><meta charset="utf-8"><body><script type="module">
 ${stored}
 ${watchWasm}
@@ -285,14 +296,15 @@ for (const storage of STORAGES) {
   console.log("| fresh load (median / max of " + LOADS + ") | constructor ms | first begin ms | pending() ms | pending listed | durable |");
   console.log("|---|---:|---:|---:|---:|---|");
   const figures = {};
-  for (const phase of ["empty", "history"]) {
+  for (const phase of ["empty", "history", "click"]) {
     const loads = results.filter((_, i) => pages[i].kind === "fresh" && pages[i].storage === storage && pages[i].phase === phase);
     const failed = loads.filter((l) => !l || l.error);
     if (failed.length) console.log(`| ${phase}: ${failed.length} loads failed: ${failed[0]?.error} | | | | | |`);
     const ok = loads.filter((l) => l && !l.error);
     const col = (k) => `${median(ok.map((l) => l[k])).toFixed(2)} / ${Math.max(...ok.map((l) => l[k])).toFixed(2)}`;
     figures[phase] = (k) => median(ok.map((l) => l[k]));
-    const label = phase === "empty" ? "empty history" : `after ${INTENTS.toLocaleString("en")} intents`;
+    const after = `after ${INTENTS.toLocaleString("en")} intents`;
+    const label = phase === "empty" ? "empty history" : phase === "history" ? after : `${after}, begin ${CLICK_AFTER_MS} ms after the constructor (a click)`;
     console.log(`| ${label} | ${col("constructor")} | ${col("firstBegin")} | ${col("pending")} | ${ok[0]?.listed ?? "-"} | ${ok.every((l) => l.durable)} |`);
   }
   const ratio = (k) => (figures.history(k) / figures.empty(k)).toFixed(2);

@@ -114,9 +114,23 @@ export class IdempotentClient {
     this.core = { config, store, retired, listeners, inFlight, engine, secret: secretOnce, forgetSecret, corsWarned: new Set(), sent };
     // Bound, so `client.fetch` can be handed to an HTTP client as its fetch (`ky.create({ fetch })`).
     this.fetch = this.fetch.bind(this);
-    // No storage is touched here: the sweep runs after the first send, in slices, when the page is
-    // idle (`sweepLater`), so a page's start-up, its `pending()` and its first click do not wait for
-    // its history.
+    // No storage is touched here: the warm-up runs when the page is idle, the sweep after the first
+    // send, in slices (`sweepLater`), so a page's start-up, its `pending()` and its first click wait
+    // neither for the browser's first use of storage nor for the history.
+    void idle().then(() => this.warm());
+  }
+
+  /** Opens what every `begin` needs (the module, the claims database, the storage and its secret)
+   *  once the page is idle: a page's first use of its storage costs more than the rest of a begin
+   *  (docs/ARCHITECTURE.md, data flow step 10), and a click should not wait for it. Failures are
+   *  left to the begin that meets them again. */
+  private warm(): void {
+    if (this.freed) return;
+    const { core } = this;
+    const quiet = (work: Promise<unknown> | undefined) => void work?.catch(() => {});
+    quiet(core.engine());
+    quiet(core.secret());
+    if (claimsInUse(core)) quiet(claimsDb());
   }
 
   /** Starts the background sweep once, when the page is idle (after the first send). */

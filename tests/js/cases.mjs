@@ -1504,6 +1504,24 @@ add("body cap: maxBodyBytes is checked before copying, with BODY_TOO_LARGE, and 
   assert.throws(() => ctx.client({ maxBodyBytes: -1 }), "INVALID_OPTIONS", "maxBodyBytes out of range");
 });
 
+add("start-up: the constructor touches no storage; once the page is idle the client opens it before any click", async (ctx) => {
+  const { assert } = ctx;
+  const secretSlot = `${PREFIX}${ctx.ns}${SECRET_SLOT}`;
+  const client = ctx.client();
+  assert.equal(localStorage.getItem(secretSlot), null, "nothing read or written by the constructor");
+  // The warm-up decides the namespace's secret (the storage's first use) before any begin.
+  await ctx.waitFor(() => localStorage.getItem(secretSlot), "the warm-up to store the secret", 3000);
+  assert.match(localStorage.getItem(secretSlot), /^[0-9a-f]{64}$/);
+  assert.deepEqual(ctx.slots(), [], "no intent written");
+  const op = await client.begin("after-warm-up", { url: ctx.url("warm", "201"), body: "x" });
+  assert.equal((await op.send()).status, 201);
+  // A client freed before the page is idle leaves the storage alone.
+  const otherNs = ctx.newNamespace();
+  new ctx.lib.IdempotentClient({ namespace: otherNs, storage: "local" }).free();
+  await ctx.sleep(1200);
+  assert.equal(localStorage.getItem(`${PREFIX}${otherNs}${SECRET_SLOT}`), null, "a freed client warms nothing");
+}, { browserOnly: true });
+
 add("the fingerprint is keyed: not the plain SHA-256 of the body or of the request, one secret per namespace", async (ctx) => {
   const { assert } = ctx;
   const body = `{"card":"${CARD}"}`;
