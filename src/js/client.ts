@@ -120,10 +120,10 @@ export class IdempotentClient {
     void idle().then(() => this.warm());
   }
 
-  /** Opens what every `begin` needs (the module, the claims database, the storage and its secret)
-   *  once the page is idle: a page's first use of its storage costs more than the rest of a begin
-   *  (docs/ARCHITECTURE.md, data flow step 10), and a click should not wait for it. Failures are
-   *  left to the begin that meets them again. */
+  /** Opens what every `begin` needs (the module, the claims database, the storage and its secret,
+   *  the browser's lock service) once the page is idle: a page's first use of each costs more than
+   *  the rest of a begin (docs/ARCHITECTURE.md, data flow step 10), and a click should not wait for
+   *  it. Failures are left to the begin that meets them again. */
   private warm(): void {
     if (this.freed) return;
     const { core } = this;
@@ -131,6 +131,8 @@ export class IdempotentClient {
     quiet(core.engine());
     quiet(core.secret());
     if (claimsInUse(core)) quiet(claimsDb());
+    // A lock no intent can have (ids hold no control character), given back at once.
+    quiet(offerSendLock(core, "\u0001warm-up").then((release) => release?.()));
   }
 
   /** Starts the background sweep once, when the page is idle (after the first send). */
