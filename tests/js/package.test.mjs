@@ -406,8 +406,11 @@ test("React app (Vite react-ts template, idempotent-fetch/react): server down, r
     // The server is down (every request 503): the page says it retries, with a countdown and the reason.
     await server.setFaults({ failBeforeWork: 1 });
     await page.click("#pay");
-    await until("a retry", () => document.body.dataset.phase === "retrying");
-    const retrying = await shown();
+    // Read in the same evaluation that sees the phase: a retry's wait (full jitter) can end before a
+    // second look, and the page then says "Sending (attempt 2)…".
+    const retrying = await (
+      await until("a retry", () => document.body.dataset.phase === "retrying" && { ...document.body.dataset, status: document.getElementById("status").textContent })
+    ).jsonValue();
     assert.match(retrying.status, /^Retrying in \d+ s \(.+\)$/, "the countdown and the reason");
     const key = retrying.key;
     assert.match(key, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, "a UUID v4 key");

@@ -337,12 +337,13 @@ class WebDriverPage {
     return answer?.value;
   }
 
-  /** Polls `fn(arg)` until it returns a truthy value (returned), or throws after `timeout` ms. */
+  /** Polls `fn(arg)` until it returns a truthy value, or throws after `timeout` ms. Resolves, as
+   *  Playwright's does, with a handle whose `jsonValue()` is that value. */
   async waitForFunction(fn, arg, { timeout = 30_000 } = {}) {
     const deadline = Date.now() + timeout;
     for (;;) {
       const value = await this.evaluate(fn, arg);
-      if (value) return value;
+      if (value) return { jsonValue: async () => value };
       if (Date.now() > deadline) throw new Error(`page.waitForFunction: timeout ${timeout} ms exceeded waiting for ${fn.toString().slice(0, 200)}`);
       await sleep(50);
     }
