@@ -127,12 +127,11 @@ export class IdempotentClient {
   private warm(): void {
     if (this.freed) return;
     const { core } = this;
-    const quiet = (work: Promise<unknown> | undefined) => void work?.catch(() => {});
-    quiet(core.engine());
-    quiet(core.secret());
-    if (claimsInUse(core)) quiet(claimsDb());
+    for (const work of [core.engine(), core.secret()]) work.catch(() => {});
+    // Neither of these rejects: a claims database that cannot open is `undefined`, a refused lock too.
+    if (claimsInUse(core)) void claimsDb();
     // A lock no intent can have (ids hold no control character), given back at once.
-    quiet(offerSendLock(core, "\u0001warm-up").then((release) => release?.()));
+    void offerSendLock(core, "\u0001warm-up").then((release) => release?.());
   }
 
   /** Starts the background sweep once, when the page is idle (after the first send). */
