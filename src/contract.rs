@@ -205,6 +205,9 @@ options! {
     /// 1 when the app configured how to ask the server about a key (set by the driver from that
     /// configuration, not an option of its own): the machine then asks where it would give up.
     Reconcile = 11, "", 0, 1, 0;
+    /// The status a server answers replays with instead of its stored one (`replayStatus`, set by
+    /// the driver after its own check; 0: none): such an answer is the stored outcome of the key.
+    ReplayStatus = 12, "", 0, 599, 0;
 }
 
 enums! {

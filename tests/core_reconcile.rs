@@ -228,3 +228,58 @@ fn calls_out_of_order_are_protocol_failures_and_an_abort_while_asking_keeps_the_
     assert_eq!(m.error().code, code::ABORTED);
     assert!(!m.record().uncertain, "asking sends nothing");
 }
+
+/// A client of a server that answers replays with 409 and the stored body (`replayStatus: 409`).
+fn replaying(seed: u64, reconcile: bool) -> Rig {
+    let mut rig = Rig::new(seed);
+    rig.policy = Policy { replay_status: 409, reconcile, ..plain_policy() };
+    rig
+}
+
+#[test]
+fn an_answer_with_the_replay_status_is_the_keys_success_not_a_failure() {
+    let rig = replaying(30, false);
+    rig.begin_checkout(ID);
+    // The first answer (the 201 of the order) was lost; the retry gets the server's replay.
+    rig.transport.script([Step::Network, status(409)]);
+    let done = rig.send(ID).expect("the replay finishes the intent");
+    assert_eq!((done.status, done.ok, done.replayed, done.uncertain), (409, true, true, false));
+    assert_eq!(rig.record(ID).state, State::Succeeded, "retired as the order that exists");
+    assert_eq!(rig.transport.calls(), 2);
+}
+
+#[test]
+fn without_the_replay_status_a_409_is_still_in_progress() {
+    let mut rig = Rig::new(31);
+    rig.policy = Policy { max_attempts: 2, ..plain_policy() };
+    rig.begin_checkout(ID);
+    rig.transport.script([status(409), status(409)]);
+    let failure = rig.send(ID).unwrap_err();
+    assert_eq!(failure.code, code::RETRIES_EXHAUSTED);
+}
+
+#[test]
+fn with_a_way_to_ask_a_replay_status_answer_reports_the_original_status() {
+    let rig = replaying(32, true);
+    let key = rig.begin_checkout(ID);
+    rig.transport.script([Step::Network, status(409)]);
+    statuses(&rig, [(KeyStatus::Done, 201)]);
+    let done = rig.send(ID).expect("the stored answer");
+    assert_eq!((done.status, done.ok, done.replayed), (201, true, true));
+    assert_eq!(*rig.observer.asks.borrow(), vec![key]);
+    assert_eq!(rig.record(ID).state, State::Succeeded);
+}
+
+#[test]
+fn a_replay_status_answer_stays_a_success_when_the_key_status_says_nothing_usable() {
+    for answer in [KeyStatus::Unknown, KeyStatus::InFlight, KeyStatus::CouldNotAsk] {
+        let rig = replaying(33, true);
+        rig.begin_checkout(ID);
+        rig.transport.script([Step::Network, status(409)]);
+        statuses(&rig, [(answer, 0)]);
+        let done = rig.send(ID).expect("the replay stands");
+        assert_eq!((done.status, done.ok, done.replayed), (409, true, true), "{answer:?}");
+        assert_eq!(rig.record(ID).state, State::Succeeded, "{answer:?}");
+        assert_eq!(rig.transport.calls(), 2, "{answer:?}: nothing more was sent");
+    }
+}

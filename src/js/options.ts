@@ -6,7 +6,7 @@
 import type { KeyStatusAnswer, KeyStatusQuestion, Reconciler } from "./reconcile.js";
 import { invalidOptions } from "./errors.js";
 import { Fields } from "./fields.js";
-import { OPT_BASE_DELAY_MS, OPT_MAX_DELAY_MS, OPT_RECONCILE, OPTIONS } from "./machine.js";
+import { OPT_BASE_DELAY_MS, OPT_MAX_DELAY_MS, OPT_RECONCILE, OPT_REPLAY_STATUS, OPTIONS } from "./machine.js";
 import { type AsyncStorage, isAsyncStorage } from "./storage/custom.js";
 
 /** Where intents are kept ("custom": an `AsyncStorage` of the app's own). */
@@ -65,9 +65,10 @@ export interface ClientOptions {
    *  libraries use: `Idempotent-Replayed`, `Idempotency-Replayed` and `X-Idempotent-Replayed`. */
   replayHeaders?: string[];
   /** The status a server answers replays with, instead of a replay header and the stored status
-   *  (django-idempotency-key: 409 with the original body). An answer with it is definite and
-   *  `replayed: true`. Only for such servers: everywhere else 409 means "still in progress". Default
-   *  none. */
+   *  (django-idempotency-key: 409 with the original body). Such servers store only requests they
+   *  completed, so an answer with it finishes the intent as succeeded: `ok: true`, `replayed: true`,
+   *  `status` this status (with `statusUrl` or `reconcile` the client asks for the original status
+   *  first). Only for such servers: everywhere else 409 means "still in progress". Default none. */
   replayStatus?: number;
   /** Where to ask the server what became of a key (the key-status protocol in the README, "Your
    *  server"): a URL template with `{key}` (e.g. "/api/idempotency-keys/{key}"), or a function of the
@@ -106,8 +107,6 @@ export interface Config {
   shouldRetry: ((status: number) => unknown) | undefined;
   /** Lower-case names of the headers that mark a replay, the defaults first. */
   replayHeaders: string[];
-  /** The status that marks a replay (`replayStatus`), or 0 for none. */
-  replayStatus: number;
   /** How to ask the server about a key (`statusUrl` / `reconcile`; both undefined: never asked). */
   reconciler: Reconciler;
   /** Lower-case names of the headers persisted with `persistRequest`; undefined: all but credentials. */
@@ -190,6 +189,8 @@ export function parseClientOptions(options: unknown): Config {
   if (engine[OPT_MAX_DELAY_MS]! < engine[OPT_BASE_DELAY_MS]!) throw invalidOptions("retry.maxDelayMs must be at least retry.baseDelayMs");
   const reconciler = parseReconciler(root);
   engine[OPT_RECONCILE] = reconciler.statusUrl !== undefined || reconciler.reconcile !== undefined ? 1 : 0;
+  // A 2xx needs no marker, and a 3xx never reaches the page (fetch follows redirects).
+  engine[OPT_REPLAY_STATUS] = root.value("replayStatus") === undefined ? 0 : root.integer("replayStatus", 0, 400, 599);
   const namespace = root.string("namespace") ?? DEFAULT_NAMESPACE;
   // No ':' so that `<namespace>:<intent id>` slots and lock names of two namespaces never collide.
   // eslint-disable-next-line no-control-regex
@@ -212,8 +213,6 @@ export function parseClientOptions(options: unknown): Config {
     persistRequest: root.boolean("persistRequest") ?? false,
     shouldRetry: root.typed<(status: number) => unknown>("shouldRetry", "function"),
     replayHeaders: [...DEFAULT_REPLAY_HEADERS, ...(headerNames("replayHeaders", 16) ?? [])],
-    // A 2xx needs no marker, and a 3xx never reaches the page (fetch follows redirects).
-    replayStatus: root.value("replayStatus") === undefined ? 0 : root.integer("replayStatus", 0, 400, 599),
     reconciler,
     persistHeaders: headerNames("persistHeaders", 64),
     resumeOrigins: list("resumeOrigins", 16, isOrigin, 'origins such as "https://api.example.com"') ?? [],

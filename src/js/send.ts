@@ -131,10 +131,8 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
           action = machine.on(outcome, now, false);
         } else {
           const get = (name: string) => outcome.headers.get(name) ?? undefined;
-          // The first replay header present, in the configured order (the machine reads "true"); a
-          // server that answers replays with its own status (`replayStatus`) marks them so.
-          const replayed =
-            outcome.status === config.replayStatus ? "true" : config.replayHeaders.map(get).find((value) => value !== undefined);
+          // The first replay header present, in the configured order (the machine reads "true").
+          const replayed = config.replayHeaders.map(get).find((value) => value !== undefined);
           action = machine.onResponse(
             now,
             outcome.status,
@@ -143,7 +141,8 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
             replayed,
             override(config.shouldRetry, outcome.status),
           );
-          if (action === M.DONE) response = outcome;
+          // Asking about the key after an answer: without a usable answer, this one stands.
+          if (action === M.DONE || action === M.RECONCILE) response = outcome;
           else {
             // A retried answer's body is not the caller's: cancel it so the connection can be reused.
             outcome.body?.cancel().catch(() => {});

@@ -62,6 +62,10 @@ pub struct Policy {
     /// Whether the app configured how to ask the server about a key (`statusUrl` or `reconcile`):
     /// then the machine asks where it would give up with a key it cannot explain.
     pub reconcile: bool,
+    /// The status a server answers replays with instead of the stored one (`replayStatus`; 0:
+    /// none). Such servers (django-idempotency-key) store only the answers of requests they
+    /// completed, so the answer is the key's success, its original status unseen.
+    pub replay_status: u16,
 }
 
 /// Upper bound for `max_attempts`.
@@ -118,6 +122,7 @@ impl Policy {
             sf_header: value(Opt::HeaderForm) == 1,
             max_total_attempts: value(Opt::MaxTotalAttempts) as u32,
             reconcile: value(Opt::Reconcile) == 1,
+            replay_status: value(Opt::ReplayStatus) as u16,
         }
     }
 
@@ -137,6 +142,7 @@ impl Policy {
         set(Opt::HeaderForm, self.sf_header.into());
         set(Opt::MaxTotalAttempts, self.max_total_attempts.into());
         set(Opt::Reconcile, self.reconcile.into());
+        set(Opt::ReplayStatus, self.replay_status.into());
         values
     }
 

@@ -33,6 +33,8 @@ pub(crate) enum Asked {
     Uncertain,
     /// The app asked (`reconcile()`): nothing to fall back to.
     Explicit,
+    /// The server answered with the app's `replayStatus`: the key is done, its status unseen.
+    Replay,
 }
 
 /// Without a `Retry-After`, how long an in-flight key is given before the next step.
@@ -47,6 +49,18 @@ impl Machine {
         }
         self.reset_send(now_ms);
         self.ask_server(Asked::Explicit)
+    }
+
+    /// An answer with the app's `replayStatus`: the server replayed what it stored for the key.
+    /// Servers that answer so store only requests they completed, so the intent succeeded; the key
+    /// status, when the app configured how to ask, tells the original status.
+    pub(crate) fn replay_by_status(&mut self, now_ms: u64) -> Action {
+        self.replayed = true;
+        self.record.uncertain = false;
+        if self.may_ask() {
+            return self.ask_server(Asked::Replay);
+        }
+        self.give_up(now_ms, Asked::Replay)
     }
 
     /// RECONCILE instead of giving up, when the app configured how to ask; once per send.
@@ -89,19 +103,21 @@ impl Machine {
                 Asked::Uncertain => {
                     self.record.uncertain = false;
                     self.outcome(now_ms);
-                    self.give_up(asked)
+                    self.give_up(now_ms, asked)
                 }
                 Asked::Explicit => self.fail(code::KEY_STATUS, key_status::UNKNOWN),
+                // The replay already said the key is done: an answer that contradicts it adds nothing.
+                Asked::Replay => self.give_up(now_ms, asked),
             },
             KeyStatus::CouldNotAsk => match asked {
                 Asked::Explicit => self.fail(code::KEY_STATUS, key_status::COULD_NOT_ASK),
-                _ => self.give_up(asked),
+                _ => self.give_up(now_ms, asked),
             },
         }
     }
 
     /// What the machine would have reported without asking.
-    fn give_up(&mut self, asked: Asked) -> Action {
+    fn give_up(&mut self, now_ms: u64, asked: Asked) -> Action {
         match asked {
             Asked::Expired => self.fail(code::EXPIRED, 0),
             Asked::Exhausted(detail) => self.fail(code::RETRIES_EXHAUSTED, detail),
@@ -110,6 +126,12 @@ impl Machine {
                 self.done(false)
             }
             Asked::Explicit => self.fail(code::KEY_STATUS, key_status::COULD_NOT_ASK),
+            Asked::Replay => {
+                self.replayed = true;
+                self.record.state = State::Succeeded;
+                self.outcome(now_ms);
+                self.done(true)
+            }
         }
     }
 
@@ -137,6 +159,7 @@ impl Machine {
     fn in_flight(&mut self, now_ms: u64, asked: Asked, after_ms: u64) -> Action {
         match asked {
             Asked::Explicit => self.fail(code::KEY_STATUS, key_status::IN_FLIGHT),
+            Asked::Replay => self.give_up(now_ms, asked),
             Asked::Expired => {
                 if now_ms.saturating_add(after_ms) >= self.deadline {
                     return self.fail(code::EXPIRED, 0);

@@ -237,6 +237,9 @@ impl Machine {
         // would make the stored record unreadable, and its key lost.
         self.record.last_status = if (100..=599).contains(&status) { status } else { 0 };
         self.status = status;
+        if status != 0 && status == self.shared.policy.replay_status {
+            return self.replay_by_status(now_ms);
+        }
         self.replayed = is_replayed(answer.replayed);
         if self.replayed {
             // The server answered from what it stored for this key: the outcome is known.

@@ -399,16 +399,29 @@ add("an exhausted send after repeated 409s says the server may hold the answer",
   assert.equal(error.key, op.key);
 });
 
-add("replayStatus: a server that answers replays with 409 and the original body finishes the intent", async (ctx) => {
+add("replayStatus: a replay answered like django-idempotency-key (409 + the stored body) is the order's success", async (ctx) => {
   const { assert } = ctx;
   const client = ctx.client({ replayStatus: 409 });
-  const op = await client.begin("pay", { url: ctx.url("replay409", "503,409"), body: "x" });
+  // The order is made and its 201 lost on the way; the retry gets the server's replay.
+  const op = await client.begin("pay", { url: ctx.url("replay409", "reset,409d"), body: "x" });
   const result = await op.send();
-  assert.deepEqual([result.status, result.replayed, result.attempts], [409, true, 2]);
-  assert.equal((await result.response.json()).attempt, 2, "the replayed body is the caller's");
-  assert.equal(op.state, "failed", "definite: the key is retired");
+  assert.deepEqual([result.ok, result.status, result.replayed, result.uncertain], [true, 409, true, false]);
+  assert.equal((await result.response.json()).attempt, 1, "the replayed body is the order's");
+  assert.equal(op.state, "succeeded", "retired as the order that exists");
+  const log = await ctx.log("replay409");
+  assert.deepEqual(log.map((entry) => entry.key), [op.key, op.key], "one key");
   assert.throws(() => ctx.client({ replayStatus: 200 }), "INVALID_OPTIONS", "a 2xx needs no marker");
   assert.throws(() => ctx.client({ replayStatus: "409" }), "INVALID_OPTIONS", "a number");
+});
+
+add("replayStatus with statusUrl: the key status gives the replayed order its original status", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ replayStatus: 409, statusUrl: ctx.ksUrl("replay409ks", "done201") });
+  const op = await client.begin("pay", { url: ctx.url("replay409s", "reset,409d"), body: "x" });
+  const result = await op.send();
+  assert.deepEqual([result.ok, result.status, result.replayed], [true, 201, true]);
+  assert.equal((await result.response.json()).stored, true, "the key status's stored answer");
+  assert.equal((await ctx.log("replay409ks-ks")).length, 1, "asked once");
 });
 
 add("cross-origin: answers that expose no header warn once with the line to add; the exhausted message names it", async (ctx) => {

@@ -7,6 +7,8 @@
 //   201r       ... with `Idempotent-Replayed: true` (201q: `Idempotency-Replayed: true`, 201x: `X-Replayed: true`,
 //              201p: `X-Idempotent-Replayed: true`, 201f: `Idempotent-Replayed: false`)
 //   503s       ... with `Stripe-Should-Retry: false` (400t: `Stripe-Should-Retry: true`)
+//   409d       ... with the first attempt's body and no marker: django-idempotency-key's replay of the
+//              answer it stored (its default status for a replay is 409)
 //   delay300   wait 300 ms, then answer 201
 //   reset      destroy the connection without answering
 //   endless    200 with a body that never ends
@@ -128,7 +130,7 @@ async function answer(step, res, cors, info) {
     res.on("close", () => clearInterval(timer));
     return;
   }
-  const match = /^(\d{3})(r|q|x|p|f|s|t)?(?:~(.*))?$/.exec(step);
+  const match = /^(\d{3})(r|q|x|p|f|s|t|d)?(?:~(.*))?$/.exec(step);
   if (!match) {
     res.writeHead(500, cors).end("bad script step " + step);
     return;
@@ -144,7 +146,7 @@ async function answer(step, res, cors, info) {
   if (flag === "s") headers["stripe-should-retry"] = "false";
   if (flag === "t") headers["stripe-should-retry"] = "true";
   res.writeHead(Number(status), headers);
-  res.end(JSON.stringify(info));
+  res.end(JSON.stringify(flag === "d" ? { ...info, attempt: 1 } : info));
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

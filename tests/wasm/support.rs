@@ -231,6 +231,7 @@ fn every_option_out_of_range_throws_its_index() {
         &[2.0, -1.0, 0.5],
         &[0.5, 1_000_001.0, -1.0, f64::NAN],
         &[2.0, -1.0, 0.5],
+        &[600.0, -1.0, 409.5, f64::NAN],
     ];
     for (index, values) in bad.iter().enumerate() {
         for &value in *values {

@@ -270,6 +270,8 @@ export const OPT_HEADER_FORM = 9;
 export const OPT_MAX_TOTAL_ATTEMPTS = 10;
 /** 1 when the app configured how to ask the server about a key (set by the driver from that configuration, not an option of its own): the machine then asks where it would give up. */
 export const OPT_RECONCILE = 11;
+/** The status a server answers replays with instead of its stored one (`replayStatus`, set by the driver after its own check; 0: none): such an answer is the stored outcome of the key. */
+export const OPT_REPLAY_STATUS = 12;
 /** Every option as `[name as users write it, min, max, default, names when given by name]`, by `OPT_*`. */
 export const OPTIONS: readonly (readonly [string, number, number, number, (readonly string[])?])[] = [
   ["retry.maxAttempts", 1, 1000, 8],
@@ -284,6 +286,7 @@ export const OPTIONS: readonly (readonly [string, number, number, number, (reado
   ["headerForm", 0, 1, 0, HEADER_FORMS],
   ["retry.maxTotalAttempts", 0, 1000000, 0],
   ["", 0, 1, 0],
+  ["", 0, 599, 0],
 ];
 
 /** The stored record's version this build writes (2: a fingerprint keyed with the namespace's secret). */
