@@ -3,7 +3,7 @@
 // wait, waiting for the network), and feeds the outcome back, until DONE or FAIL.
 
 import { sendAttempt } from "./attempt.js";
-import { ALLOW_LINE, EXPOSE_LINE, exposesNothing, foreignOrigin, warnOnce } from "./cors.js";
+import { ALLOW_LINE, exposeLine, exposesNothing, foreignOrigin, hiddenHint, hidesHeaders, warnOnce } from "./cors.js";
 import { type ClientCore, saveRecord } from "./core.js";
 import { IdempotentFetchError } from "./errors.js";
 import { call, type AttemptEvent, type RetryEvent } from "./events.js";
@@ -57,21 +57,24 @@ const REFUSED_WITHIN_MS = 2_000;
 /** What a send's attempts said about the API's CORS set-up, for the message of an exhausted send. */
 interface CorsTally {
   attempts: number;
-  /** Retried cross-origin answers that showed no header beyond the safelisted ones. */
-  blind: number;
+  /** The previous attempt's status when that answer showed no header beyond the safelisted ones, else 0. */
+  blindStatus: number;
+  /** An answer repeated blind (cors.ts, `hidesHeaders`): the evidence of hidden headers. */
+  hidden: boolean;
   /** Cross-origin attempts that failed below HTTP within REFUSED_WITHIN_MS. */
   refused: number;
 }
 
 /** Why an exhausted send could not finish, when its attempts say: the server kept answering "in
- *  flight"; every attempt hid its headers, or was refused at once, by another origin. */
-function exhaustedHint(tally: CorsTally, origin: string | undefined, headerName: string, lastStatus: number): string | undefined {
+ *  flight"; another origin repeated an answer whose headers it hid (`fix`: the line to add), or
+ *  refused every attempt at once. */
+function exhaustedHint(tally: CorsTally, origin: string | undefined, headerName: string, lastStatus: number, fix: string): string | undefined {
   const hints: string[] = [];
   if (lastStatus === 409 || lastStatus === 423) {
     hints.push(`the server kept answering ${lastStatus}: the request is still in progress there, or it holds the answer`);
   }
-  if (origin && tally.attempts > 0 && tally.blind === tally.attempts) {
-    hints.push(`${origin} hid every answer's headers: add "${EXPOSE_LINE}"`);
+  if (origin && tally.hidden) {
+    hints.push(hiddenHint(origin, fix));
   } else if (origin && tally.attempts > 0 && tally.refused === tally.attempts) {
     hints.push(`${origin} refused every attempt at once: does its CORS preflight answer "${ALLOW_LINE(headerName)}"?`);
   }
@@ -85,7 +88,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
   const { intentId, key } = ids;
   const header = machine.key(true);
   const origin = foreignOrigin(request.url);
-  const tally: CorsTally = { attempts: 0, blind: 0, refused: 0 };
+  const tally: CorsTally = { attempts: 0, blindStatus: 0, hidden: false, refused: 0 };
   let response: Response | undefined;
   // The time given to the machine call that returned `action`: a SEND's attempt ends `F_TIMEOUT_MS`
   // after it (the machine's clock), so the record's save before the attempt counts against it too.
@@ -146,9 +149,13 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
           else {
             // A retried answer's body is not the caller's: cancel it so the connection can be reused.
             outcome.body?.cancel().catch(() => {});
-            if (origin && exposesNothing(outcome)) {
-              tally.blind += 1;
-              if (warnOnce(origin, core.corsWarned)) listeners.emit({ type: "cors", intentId, key, origin, fix: EXPOSE_LINE });
+            if (origin) {
+              if (hidesHeaders(outcome, tally.blindStatus)) {
+                tally.hidden = true;
+                const fix = exposeLine(config.replayHeaders);
+                if (warnOnce(origin, core.corsWarned, fix)) listeners.emit({ type: "cors", intentId, key, origin, fix });
+              }
+              tally.blindStatus = exposesNothing(outcome) ? outcome.status : 0;
             }
           }
         }
@@ -219,7 +226,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         const context = { intentId, key, attempts: machine.get(M.F_ATTEMPT), lastStatus: lastStatus || null };
         const detail = machine.get(M.F_ERROR_DETAIL);
         if (code === M.E_KEY_STATUS && detail !== M.KEY_STATUS_COULD_NOT_ASK) throw new KeyStatusOpen(detail);
-        const hints = [code === M.E_RETRIES_EXHAUSTED ? exhaustedHint(tally, origin, config.headerName, lastStatus) : undefined];
+        const hints = [code === M.E_RETRIES_EXHAUSTED ? exhaustedHint(tally, origin, config.headerName, lastStatus, exposeLine(config.replayHeaders)) : undefined];
         if (askProblem) hints.push(`the key's status is unknown (${askProblem})`);
         throw errorFor(code, detail, context, hints.filter(Boolean).join("; ") || undefined);
       }

@@ -424,21 +424,52 @@ add("replayStatus with statusUrl: the key status gives the replayed order its or
   assert.equal((await ctx.log("replay409ks-ks")).length, 1, "asked once");
 });
 
-add("cross-origin: answers that expose no header warn once with the line to add; the exhausted message names it", async (ctx) => {
+/** Every header a default client reads, as its CORS advice spells them. */
+const DEFAULT_EXPOSE = "Access-Control-Expose-Headers: Idempotent-Replayed, Idempotency-Replayed, X-Idempotent-Replayed, Retry-After, Stripe-Should-Retry";
+
+add("cross-origin: a correct CORS set-up is never warned about, a fresh 5xx with nothing to expose included", async (ctx) => {
   const { assert } = ctx;
-  const client = ctx.client({ retry: { maxAttempts: 2 } });
+  const client = ctx.client({ retry: { maxAttempts: 4 } });
+  const events = [];
+  client.addEventListener("cors", (e) => events.push(e));
+  const fresh = await (await client.begin("fresh", { url: ctx.url("cors-fresh", "500,503,503,201"), body: "x" })).send();
+  assert.deepEqual([fresh.status, fresh.attempts], [201, 4]);
+  const replay = await (await client.begin("replay", { url: ctx.url("cors-exposed", "500r"), body: "x" })).send();
+  assert.deepEqual([replay.status, replay.replayed, replay.attempts], [500, true, 1], "the exposed marker is read");
+  assert.deepEqual(events, [], "no warning");
+}, { browserOnly: true });
+
+add("cross-origin: a hidden replay marker warns once with every header the client reads; the exhausted message names them", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { maxAttempts: 3 } });
   const events = [];
   client.addEventListener("cors", (e) => events.push(e));
   const hidden = `${ctx.url("cors-hidden", "500r")}&expose=0`;
   const op = await client.begin("pay", { url: hidden, body: "x" });
   const error = await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
   const origin = new URL(ctx.server).origin;
-  assert.match(error.message, /hid every answer's headers: add "Access-Control-Expose-Headers: Idempotent-Replayed, Retry-After"/);
-  assert.ok(error.message.includes(origin), "the message names the API's origin");
-  // Once per origin and client, with the line to add; with the headers exposed, the replay is definite.
-  assert.deepEqual(events.map((e) => [e.type, e.origin, e.fix, e.key]), [["cors", origin, "Access-Control-Expose-Headers: Idempotent-Replayed, Retry-After", op.key]]);
-  const exposed = await (await client.begin("ok", { url: ctx.url("cors-exposed", "500r"), body: "x" })).send();
-  assert.deepEqual([exposed.status, exposed.replayed, exposed.attempts], [500, true, 1], "same outcome as same-origin");
+  assert.ok(error.message.includes(`${origin} repeated its answer without showing a header beyond the CORS-safelisted ones`), error.message);
+  assert.ok(error.message.includes(`add "${DEFAULT_EXPOSE}"`), error.message);
+  // Once per origin and client (a second intent adds none), with the line to add.
+  await assert.rejects((await client.begin("again", { url: hidden, body: "y" })).send(), "RETRIES_EXHAUSTED");
+  assert.deepEqual(events.map((e) => [e.type, e.origin, e.fix, e.key]), [["cors", origin, DEFAULT_EXPOSE, op.key]]);
+}, { browserOnly: true });
+
+add("cross-origin: the advice names the app's replayHeaders, which the usual line leaves hidden", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { maxAttempts: 3 }, replayHeaders: ["x-replayed"] });
+  const events = [];
+  client.addEventListener("cors", (e) => events.push(e));
+  // The server follows the usual advice, but marks its replays with X-Replayed.
+  const url = `${ctx.url("cors-custom", "500x")}&expose=${encodeURIComponent("Idempotent-Replayed, Retry-After")}`;
+  const error = await assert.rejects((await client.begin("pay", { url, body: "x" })).send(), "RETRIES_EXHAUSTED");
+  const fix = "Access-Control-Expose-Headers: Idempotent-Replayed, Idempotency-Replayed, X-Idempotent-Replayed, X-Replayed, Retry-After, Stripe-Should-Retry";
+  assert.deepEqual(events.map((e) => e.fix), [fix]);
+  assert.ok(error.message.includes(fix), error.message);
+  // With the advised line, the same server's replay is read at once.
+  const exposed = `${ctx.url("cors-custom-ok", "500x")}&expose=${encodeURIComponent(fix.slice(fix.indexOf(":") + 2))}`;
+  const result = await (await client.begin("ok", { url: exposed, body: "x" })).send();
+  assert.deepEqual([result.status, result.replayed, result.attempts], [500, true, 1]);
 }, { browserOnly: true });
 
 add("cross-origin: a preflight that does not allow the key header ends in a message that says so", async (ctx) => {

@@ -24,7 +24,7 @@
 // keep-alive socket, which would hide that attempt from the library).
 // CORS: a preflight's Access-Control-Request-Headers are echoed back, because the `*` wildcard
 // does not cover `Authorization` (tests send one to prove it never reaches storage). `&expose=0`
-// answers without Access-Control-Expose-Headers; `&allow=0` answers preflights without allowing
+// answers without Access-Control-Expose-Headers, `&expose=a,b` exposes only those; `&allow=0` answers preflights without allowing
 // any request header (so a request with the key header is refused before it is sent).
 // Run directly it prints `listening on http://127.0.0.1:PORT`; tests import `startTestServer`, which
 // resolves to { url, log(scenario) (the GET /log/<scenario> array), close() }.
@@ -41,7 +41,9 @@ export function startTestServer(port = 0) {
     };
     const url = new URL(req.url, "http://127.0.0.1");
     if (url.searchParams.has("close")) cors.connection = "close";
-    if (url.searchParams.get("expose") === "0") delete cors["access-control-expose-headers"];
+    const expose = url.searchParams.get("expose");
+    if (expose === "0") delete cors["access-control-expose-headers"];
+    else if (expose) cors["access-control-expose-headers"] = expose;
     if (req.method === "OPTIONS") {
       const asked = req.headers["access-control-request-headers"];
       if (url.searchParams.get("allow") === "0") delete cors["access-control-allow-headers"];
