@@ -10,7 +10,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, chownSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, existsSync, mkdirSync } from "node:fs";
+import { chmodSync, chownSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync, mkdirSync } from "node:fs";
 import { createInterface } from "node:readline";
 import os from "node:os";
 import path from "node:path";
@@ -197,9 +197,10 @@ test("file storage lock: one left by a killed process is taken over; one held by
   assert.equal(await storage.get("ns", "b"), "text-b");
 });
 
-/** Starts agent.mjs; resolves each JSON line through `onEvent`; `exited` resolves to the exit signal or code. */
-function startAgent(args) {
-  const child = spawn(process.execPath, [agent, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+/** Starts agent.mjs (or `script` in `cwd`); resolves each JSON line through `onEvent`; `exited`
+ *  resolves to the exit signal or code. */
+function startAgent(args, { script = agent, cwd = undefined } = {}) {
+  const child = spawn(process.execPath, [script, ...args], { stdio: ["ignore", "pipe", "pipe"], cwd });
   const events = [];
   const waiters = [];
   let stderr = "";
@@ -252,6 +253,56 @@ test("an agent's process is SIGKILLed mid-retry; a second process resumes with t
     assert.equal(orders[0].idempotencyKey, key, "the order carries the key");
     assert.equal(done.order.id, orders[0].id);
     console.log(`agent: killed after ${first.events.filter((e) => e.event === "retry").length} retries; resumed with ${key}; order ${orders[0].id}`);
+  } finally {
+    await server.setFaults({}).catch(() => {});
+    await server.stop();
+  }
+});
+
+/** The README's tool-call recipe (the ```js block that defines `toolCallIntent`), as written, in an
+ *  app folder whose node_modules holds the package and canonicalize, as `npm install` would. */
+function recipeApp() {
+  const readme = readFileSync(path.join(root, "README.md"), "utf8");
+  const block = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]).find((code) => code.includes("function toolCallIntent"));
+  assert.ok(block, "the README has the tool-call recipe");
+  const app = path.join(tmp, `recipe-${++counter}`);
+  mkdirSync(path.join(app, "node_modules"), { recursive: true });
+  symlinkSync(pkgDir, path.join(app, "node_modules/idempotent-fetch"));
+  symlinkSync(path.join(root, "tools/node_modules/canonicalize"), path.join(app, "node_modules/canonicalize"));
+  writeFileSync(path.join(app, "recipe.mjs"), block);
+  return app;
+}
+
+test("the README's agent recipe: an agent killed after the order, restarted and re-planning the call with a new tool-call id, makes one order", { timeout: 90_000 }, async () => {
+  const server = await startReferenceServer({ www: tmp, label: "file-storage-replan" });
+  try {
+    const account = "acct_replan";
+    const token = await server.session(account);
+    const app = recipeApp();
+    const replan = path.join(root, "tests/js/file-storage/replan.mjs");
+    const run = (toolCallId, order) =>
+      startAgent([path.join(app, "recipe.mjs"), server.url, token, "run-7f3a", toolCallId, JSON.stringify(order)], { script: replan, cwd: app });
+    await server.setFaults({ dropAfterCommit: 1 }); // every order is made and its answer lost
+    const first = run("call_1", { items: [{ sku: "mug", qty: 2 }, { sku: "filter-papers", qty: 1 }] });
+    const { key } = await first.until((e) => e.event === "key", "key");
+    await first.until((e) => e.event === "retry", "retry");
+    first.child.kill("SIGKILL");
+    assert.equal(await first.exited, "SIGKILL", "killed after the server made the order");
+    assert.equal((await server.orders(account)).length, 1, "the order exists, its answer lost");
+
+    await server.setFaults({});
+    // The restarted agent re-plans the call: the model mints a new id, and writes the same
+    // arguments in another key order.
+    const second = run("call_3", { items: [{ qty: 2, sku: "mug" }, { qty: 1, sku: "filter-papers" }] });
+    const resumed = await second.until((e) => e.event === "key", "key");
+    assert.equal(resumed.key, key, "the same intent, the same key, whatever the tool-call id");
+    const done = await second.until((e) => e.event === "done" || e.event === "error", "answer");
+    assert.equal(done.event, "done", JSON.stringify(done) + second.stderr());
+    await second.exited;
+    const orders = await server.orders(account);
+    assert.equal(orders.length, 1, "one order");
+    assert.equal(orders[0].idempotencyKey, key);
+    assert.equal(done.order.id, orders[0].id, "the replayed answer is that order");
   } finally {
     await server.setFaults({}).catch(() => {});
     await server.stop();
