@@ -77,7 +77,11 @@ fn the_resend_after_unknown_is_the_last_attempt_and_the_server_is_asked_once_per
     rig.transport.script([Step::Network, Step::Network, Step::Network]);
     statuses(&rig, [(KeyStatus::Unknown, 0)]);
     let failure = rig.send(ID).unwrap_err();
-    assert_eq!(failure.code, code::RETRIES_EXHAUSTED);
+    assert_eq!(
+        (failure.code, failure.detail, failure.attempts),
+        (code::RETRIES_EXHAUSTED, exhausted::MAX_ATTEMPTS, 3),
+        "the limit that ended the send, and every request with the key (the question is none)"
+    );
     assert_eq!(rig.transport.calls(), 3);
     assert_eq!(rig.observer.asks.borrow().len(), 1);
     assert_eq!(rig.record(ID).state, State::Pending, "the key is kept for a later send");
@@ -282,4 +286,19 @@ fn a_replay_status_answer_stays_a_success_when_the_key_status_says_nothing_usabl
         assert_eq!(rig.record(ID).state, State::Succeeded, "{answer:?}");
         assert_eq!(rig.transport.calls(), 2, "{answer:?}: nothing more was sent");
     }
+}
+
+#[test]
+fn the_attempt_after_an_in_flight_answer_ends_the_send_with_the_limit_that_ended_it_first() {
+    let rig = asking(34, 2);
+    rig.begin_checkout(ID);
+    rig.transport.script([Step::Network, Step::Network, Step::Network]);
+    statuses(&rig, [(KeyStatus::InFlight, 1)]);
+    let failure = rig.send(ID).unwrap_err();
+    assert_eq!(
+        (failure.code, failure.detail, failure.attempts),
+        (code::RETRIES_EXHAUSTED, exhausted::MAX_ATTEMPTS, 3),
+        "not the deadline of that one attempt"
+    );
+    assert_eq!(rig.observer.asks.borrow().len(), 1);
 }

@@ -42,7 +42,7 @@ export class IdempotentFetchError extends Error {
   readonly code: ErrorCode;
   /** The intent's key, when there is one. Kept for the next `send` unless the intent ended. */
   readonly key: string | null;
-  /** Attempts made by the failed `send`. */
+  /** Requests sent with the key by the failed `send` (a question about the key is not one). */
   readonly attempts: number;
   /** HTTP status of the last answer, if any. */
   readonly lastStatus: number | null;

@@ -28,7 +28,8 @@ export interface SendResult {
   /** The intent's record is in durable storage: its key survives a reload (false in memory, also
    *  after a `storagefallback`). */
   durable: boolean;
-  /** Attempts made by this `send`. */
+  /** Requests sent with the key by this `send` (a question about the key is not one): at most
+   *  `retry.maxAttempts`, and one more when the key's status allowed it. */
   attempts: number;
   /** The intent's idempotency key. */
   key: string;

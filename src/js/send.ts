@@ -96,6 +96,8 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
   let action = machine.on(ctx.ask ? M.EV_ASK : M.EV_START, decidedAt, isOnline());
   /** Why the last question about the key got no usable answer (for the message). */
   let askProblem: string | undefined;
+  /** Why the send made one attempt more than its limit (for the message: the count stays true). */
+  let oneMore: string | undefined;
   for (;;) {
     if (machine.get(M.F_DIRTY) === 1) {
       try {
@@ -170,6 +172,9 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         else {
           if (answer.kind === M.KEY_DONE) response = answer.response;
           action = machine.onKeyStatus(decidedAt, answer.kind, answer.response?.status ?? 0, answer.retryAfter);
+          if (action === M.SEND || action === M.WAIT) {
+            oneMore = `the server ${answer.kind === M.KEY_UNKNOWN ? "had no record of the key" : "had it in flight"}, so it was sent once more`;
+          }
         }
         break;
       }
@@ -228,7 +233,8 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         if (code === M.E_KEY_STATUS && detail !== M.KEY_STATUS_COULD_NOT_ASK) throw new KeyStatusOpen(detail);
         const hints = [code === M.E_RETRIES_EXHAUSTED ? exhaustedHint(tally, origin, config.headerName, lastStatus, exposeLine(config.replayHeaders)) : undefined];
         if (askProblem) hints.push(`the key's status is unknown (${askProblem})`);
-        throw errorFor(code, detail, context, hints.filter(Boolean).join("; ") || undefined);
+        if (oneMore) hints.push(`${oneMore} (${context.attempts} attempts in all)`);
+        throw errorFor(code, detail, context, hints.filter(Boolean).join("; ") || undefined, ctx.retire);
       }
       default:
         throw errorFor(M.E_INTERNAL, M.PROTOCOL_UNKNOWN_ACTION, { intentId, key });

@@ -509,6 +509,28 @@ add("reconcile: a key the server never saw is sent once more with the same key",
   assert.deepEqual((await ctx.log("never")).map((e) => e.key), [op.key, op.key, op.key]);
 });
 
+add("reconcile: the one attempt more after \"unknown\" is counted and said: attempts are requests with the key, never the question", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { maxAttempts: 2 }, statusUrl: ctx.ksUrl("never2", "unknown") });
+  const op = await client.begin("pay", { url: ctx.url("never2", "reset"), body: "x" });
+  const error = await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  assert.deepEqual([error.attempts, error.reason], [3, "maxAttempts"]);
+  // (A browser may re-send a reset request once on its own: the server can count one more.)
+  assert.ok((await ctx.log("never2")).every((e) => e.key === op.key), "every request with the key");
+  assert.equal((await ctx.log("never2-ks")).length, 1, "and one question, not an attempt");
+  assert.ok(error.message.includes("the server had no record of the key, so it was sent once more (3 attempts in all)"), error.message);
+});
+
+add("client.fetch without intent: an exhausted send never says it can be resumed; with an intent it does", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { maxAttempts: 2 } });
+  const anonymous = await assert.rejects(client.fetch(ctx.url("anon", "503"), { method: "POST", body: "x" }), "RETRIES_EXHAUSTED");
+  assert.ok(!anonymous.message.includes("send again to resume"), anonymous.message);
+  assert.ok(anonymous.message.includes("a fetch without intent cannot be resumed: ask your server before sending again"), anonymous.message);
+  const named = await assert.rejects(client.fetch(ctx.url("named", "503"), { method: "POST", body: "x", intent: "pay" }), "RETRIES_EXHAUSTED");
+  assert.ok(named.message.includes("the key is kept, send again to resume"), named.message);
+});
+
 add("reconcile: a key still in flight at the server waits its Retry-After, then the same key again", async (ctx) => {
   const { assert } = ctx;
   const client = ctx.client({ retry: { maxAttempts: 2 }, statusUrl: ctx.ksUrl("busy", "inflight") });
