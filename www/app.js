@@ -14,6 +14,7 @@ const ACCOUNT = /^[A-Za-z0-9_-]{1,64}$/.test(params.get("account") ?? "") ? para
 const CART_STORAGE_KEY = `idempotent-fetch-demo:${ACCOUNT}:cart`;
 const ORDERS_REFRESH_MS = 2000;
 let sessionAccount = ACCOUNT; // the account of the server session, once started
+let sessionStarted = false;
 
 const $ = (id) => document.getElementById(id);
 const el = {
@@ -228,6 +229,7 @@ async function send(op) {
   page.op = op;
   page.key = op.key;
   page.abort = new AbortController();
+  page.reconciled = null;
   setPhase("sending", page.resuming ? "Resuming your payment…" : "Sending your payment…", resumingNote());
   log(`${page.resuming ? "resume" : "begin"} ${op.intentId} with key ${op.key}`);
   try {
@@ -253,6 +255,8 @@ async function send(op) {
   } finally {
     page.abort = null;
     refreshOrders();
+    // A crash fault ends the server, which comes back without faults: the panel follows it.
+    loadFaults();
   }
 }
 
@@ -267,11 +271,13 @@ async function finished(result) {
     };
     saveCart();
     log(`paid: order ${body?.id} (${result.status}${result.replayed ? ", replayed" : ""})`);
-    const how = page.reconciled === result.key
+    // The attempts the page shows count every request with this key, across reloads and "Try again".
+    const attempts = page.attempt ?? result.attempts;
+    const how = page.reconciled === result.key && result.replayed
       ? "Every answer was lost on the way, so the page asked the server what became of its key and found this order: nothing was charged twice."
       : result.replayed
-      ? "The server had already taken this payment and replayed its answer, so nothing was charged twice."
-      : `Confirmed after ${result.attempts} ${result.attempts === 1 ? "attempt" : "attempts"}.`;
+      ? "An earlier request with this key (before a reload, or from another tab) had already reached the server, which replayed its answer: nothing was charged twice."
+      : `Confirmed after ${attempts} ${attempts === 1 ? "attempt" : "attempts"}.`;
     page.resuming = false;
     setPhase("paid", `Paid: order ${body?.id ?? ""} for ${money(page.cart.paid.totalCents, page.cart.paid.currency)}`,
       `${how} Start a new cart for another order.`);
@@ -289,8 +295,9 @@ function failedToConfirm(error) {
   const code = isIdempotentFetchError(error) ? error.code : null;
   log(`send ended: ${code ?? error}`);
   if (code === "RETRIES_EXHAUSTED" || code === "ABORTED") {
+    const attempts = page.attempt ?? error.attempts;
     const why = code === "ABORTED" ? "You stopped the retries."
-      : `Gave up after ${error.attempts} ${error.attempts === 1 ? "attempt" : "attempts"}` +
+      : `Gave up after ${attempts} ${attempts === 1 ? "attempt" : "attempts"}` +
         (error.lastStatus ? ` (last answer ${error.lastStatus}).` : " (no answer from the server).");
     setPhase("gaveup", "Payment not confirmed yet",
       `${why} The payment may or may not have gone through. “Try again” re-sends the same key ` +
@@ -379,7 +386,8 @@ async function restore() {
 
 let ordersInFlight = false;
 async function refreshOrders() {
-  if (ordersInFlight) return;
+  // Before the session exists the server could only answer 401.
+  if (ordersInFlight || !sessionStarted) return;
   ordersInFlight = true;
   try {
     const response = await fetch("/api/orders", { cache: "no-store" });
@@ -605,6 +613,7 @@ async function main() {
 
   try {
     sessionAccount = await startSession();
+    sessionStarted = true;
     el.accountId.textContent = sessionAccount;
   } catch (error) {
     el.loadError.hidden = false;

@@ -192,10 +192,17 @@ test("offline: the payment waits for the network, then completes once", { timeou
 test("gave up: Try again re-sends the same key", { timeout: TEST_TIMEOUT_MS }, async () => {
   const account = "e2e_gaveup";
   await setFaults({ failBeforeWork: 1, retryAfterSecs: 0 });
-  const page = await openCheckout(await newContext(), account, "&attempts=2");
+  const context = await newContext();
+  // Chromium reports every answer the page gets: a load must not ask anything before its session.
+  const unauthorized = [];
+  if (capabilities.network) context.on("response", (r) => { if (r.status() === 401) unauthorized.push(r.url()); });
+  const page = await openCheckout(context, account, "&attempts=2");
   await waitForState(page, "idle");
   await page.click("#pay");
   await waitForState(page, "gaveup", 10_000);
+  // The page asked the server about the key before giving up (its answers were 503s): "unknown".
+  const attemptsShown = Number(await page.locator("#attempt").textContent());
+  assert.match(await page.locator("#status-detail").textContent(), new RegExp(`Gave up after ${attemptsShown} attempts`));
   const key = await shownKey(page);
   assert.ok(await page.locator("#try-again").isVisible(), "a Try again button is offered");
   assert.match(await page.locator("#status-detail").textContent(), /same key/);
@@ -205,6 +212,11 @@ test("gave up: Try again re-sends the same key", { timeout: TEST_TIMEOUT_MS }, a
   await page.click("#try-again");
   await expectOneOrder(page, account);
   assert.equal(await shownKey(page), key, "Try again used the same key");
+  // A fresh 201 after the outage: neither "every answer was lost" nor a count other than the page's.
+  const total = Number(await page.locator("#attempt").textContent());
+  assert.ok(total > attemptsShown, "the attempts shown count across sends");
+  assert.match(await page.locator("#status-detail").textContent(), new RegExp(`^Confirmed after ${total} attempts\\.`));
+  assert.deepEqual(unauthorized, [], "no 401 on load");
   assertNoPageErrors(page);
 });
 
@@ -350,6 +362,9 @@ test("crash after the charge (the page's preset): the server comes back and the 
     const mail = await mailbox.get("/messages");
     assert.equal(mail.count, 1, "one confirmation at the receiver");
     assert.match(mail.messages[0].subject, new RegExp(order.id));
+    // The server came back without faults: the panel no longer shows the crash preset as applied.
+    await page.waitForFunction(() => document.querySelector('[data-preset="crash"]').getAttribute("aria-pressed") === "false"
+      && document.querySelector('[data-preset="off"]').getAttribute("aria-pressed") === "true", null, { timeout: 10_000 });
     await page.screenshot({ path: path.join(screenshotDir, "crash-after-charge.png"), fullPage: true });
     assertNoPageErrors(page);
   } finally {

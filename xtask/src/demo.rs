@@ -3,7 +3,7 @@
 //! whenever it crashes (the demo page's "crash after the charge" fault ends it on purpose).
 
 use crate::install;
-use crate::process::{cmd, spawn_listening, Result};
+use crate::process::{cmd, spawn_listening, ChildGuard, Result};
 use crate::project::{ensure_package, server_binary, PACKAGE_DIR, WWW_DIR};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,10 +15,12 @@ pub fn demo(port: u16) -> Result {
     let server = server_binary()?;
     let sibling = |name: &str| server.with_file_name(name);
     let (provider_port, mail_port) = (port.saturating_add(1), port.saturating_add(2));
-    // Ctrl-C reaches the children through the terminal's process group; xtask must only not die first.
-    // A handler (unlike ignoring the signal) is reset to the default in the child on exec.
+    // SIGINT, SIGTERM or SIGHUP: the loop below notices, stops the server, and the guards stop the
+    // provider and the mail receiver. A signal sent to xtask alone (a process manager's SIGTERM) never
+    // reaches the children by itself. A handler (unlike ignoring the signal) is reset to the default
+    // in the child on exec.
     static STOPPED: AtomicBool = AtomicBool::new(false);
-    ctrlc::set_handler(|| STOPPED.store(true, Ordering::SeqCst)).map_err(|e| format!("cannot handle Ctrl-C: {e}"))?;
+    ctrlc::set_handler(|| STOPPED.store(true, Ordering::SeqCst)).map_err(|e| format!("cannot handle signals: {e}"))?;
     let service = |bin: &Path, port: u16, db: &str| {
         let addr = format!("127.0.0.1:{port}");
         let mut c = cmd(bin);
@@ -58,12 +60,23 @@ pub fn demo(port: u16) -> Result {
             "3000",
         ]);
         server_cmd.env("IF_SESSION_SECRET", &secret);
-        let status = server_cmd.status().map_err(|e| format!("cannot start {}: {e}", server.display()))?;
-        if STOPPED.load(Ordering::SeqCst) {
+        let child = server_cmd.spawn().map_err(|e| format!("cannot start {}: {e}", server.display()))?;
+        let mut guard = ChildGuard::new("the server", child);
+        let status = loop {
+            if STOPPED.load(Ordering::SeqCst) {
+                drop(guard);
+                println!("== demo stopped");
+                return Ok(());
+            }
+            match guard.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) => std::thread::sleep(std::time::Duration::from_millis(100)),
+                Err(e) => return Err(format!("cannot watch the server: {e}")),
+            }
+        };
+        // Ctrl-C in a terminal reaches the server too, which may end before this loop looks.
+        if status.success() || STOPPED.load(Ordering::SeqCst) {
             println!("== demo stopped");
-            return Ok(());
-        }
-        if status.success() {
             return Ok(());
         }
         // A crash (a crash fault aborts the process): start it again on the same file and port, as a

@@ -78,6 +78,18 @@ pub struct ChildGuard {
     child: Child,
 }
 
+impl ChildGuard {
+    /// Guards `child` (named `name` in messages): it is killed when the guard is dropped.
+    pub fn new(name: &str, child: Child) -> Self {
+        Self { name: name.to_string(), child }
+    }
+
+    /// The child's exit status when it has ended.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        self.child.try_wait()
+    }
+}
+
 impl Drop for ChildGuard {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
@@ -98,7 +110,7 @@ pub fn free_port() -> Result<u16> {
 pub fn spawn_listening(name: &str, c: &mut Command, port: u16) -> Result<ChildGuard> {
     println!("$ {} &", describe(c));
     let child = c.stdin(Stdio::null()).spawn().map_err(|e| format!("cannot start `{}`: {e}", describe(c)))?;
-    let mut guard = ChildGuard { name: name.to_string(), child };
+    let mut guard = ChildGuard::new(name, child);
     for _ in 0..300 {
         if TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return Ok(guard);

@@ -1,0 +1,56 @@
+// `cargo xtask demo` as a process manager or a terminal stops it: SIGTERM or SIGINT sent to the
+// xtask process alone ends it, and with it the reference server, the payment provider and the mail
+// receiver, whose ports are free again. (Ctrl-C in a terminal signals the whole process group;
+// a process manager signals only the process it started.)
+//
+// Needs: cargo, the package and the server binaries (the demo builds what is missing).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import net from "node:net";
+import { createInterface } from "node:readline";
+
+import { root } from "../../tests/support/paths.mjs";
+
+/** Whether something accepts connections on 127.0.0.1:`port`. */
+const listening = (port) =>
+  new Promise((resolve) => {
+    const socket = net.connect({ host: "127.0.0.1", port }, () => { socket.destroy(); resolve(true); });
+    socket.on("error", () => resolve(false));
+  });
+
+/** A base port whose next two are free too (the demo uses port, port + 1, port + 2). */
+async function freeTriple() {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 40_000);
+    const taken = await Promise.all([port, port + 1, port + 2].map(listening));
+    if (!taken.some(Boolean)) return port;
+  }
+}
+
+for (const signal of ["SIGTERM", "SIGINT"]) {
+  test(`${signal} to cargo xtask demo stops the server, the provider and the mail receiver`, { timeout: 300_000 }, async () => {
+    const port = await freeTriple();
+    const ports = [port, port + 1, port + 2];
+    // `cargo run` replaces itself with the xtask process (exec): the pid is xtask's.
+    const demo = spawn("cargo", ["xtask", "demo", "--port", String(port)], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    demo.stderr.on("data", (d) => { output += d; });
+    const exited = new Promise((resolve) => demo.on("exit", (code, sig) => resolve(sig ?? code)));
+    await new Promise((resolve, reject) => {
+      createInterface({ input: demo.stdout }).on("line", (line) => {
+        output += `${line}\n`;
+        if (line.startsWith("== demo at")) resolve();
+      });
+      exited.then((how) => reject(new Error(`the demo ended (${how}) before it served:\n${output}`)));
+    });
+    // The provider and the mail receiver listen before that line; the server starts after it.
+    const until = Date.now() + 30_000;
+    while (!(await listening(port)) && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(await Promise.all(ports.map(listening)), [true, true, true], "the three services listen");
+    demo.kill(signal);
+    const how = await Promise.race([exited, new Promise((r) => setTimeout(() => r("still running after 15 s"), 15_000))]);
+    assert.equal(how, 0, `the demo ends cleanly:\n${output}`);
+    assert.deepEqual(await Promise.all(ports.map(listening)), [false, false, false], `every port is free again:\n${output}`);
+  });
+}
