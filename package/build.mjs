@@ -16,8 +16,9 @@
 //   4. esbuild: src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: minified ESM + source map that loads the wasm
 //      with `new URL("./idempotent_fetch_bg.wasm", import.meta.url)`) and pkg/node.cjs (Node: reads the
 //      wasm from disk and instantiates it on load), plus pkg/node.js, the ESM face of node.cjs (one instance for import and require)
-//      and src/js/react.ts -> pkg/react.js + react.cjs (`idempotent-fetch/react`: the hook alone, React external),
-//      src/js/node/file-storage.ts -> pkg/file.js + file.cjs (`idempotent-fetch/file`, Node)
+//      and the side entries (SIDE_ENTRIES), each as .js + .cjs with source maps: watch.ts (the intent
+//      store), react.ts / vue.ts / svelte.ts (the bindings, over the store; the framework external),
+//      node/file-storage.ts (`idempotent-fetch/file`, Node)
 //   5. tsc --emitDeclarationOnly -> pkg/types/ (the driver's own .d.ts; no hand-written types)
 //   6. package.json (fields from Cargo.toml), README.md, LICENSE-* next to them
 import { spawnSync } from "node:child_process";
@@ -237,39 +238,46 @@ async function bundles(entry, out, names) {
   await esbuild.build({
     ...common, platform: "node", target: "node18", format: "cjs", outfile: path.join(out, "node.cjs"), plugins: [wasmSourcePlugin("node", names)],
   });
-  await reactBindings(esbuild, out);
+  await sideEntries(esbuild, out);
   const exports = Object.values(browser.metafile.outputs).flatMap((o) => o.exports ?? []);
   if (exports.includes("default")) throw new Error("the driver has a default export; the package API is named exports only");
   return exports.sort();
 }
 
-/** The React hook's entry (`idempotent-fetch/react`), and its files in pkg/. */
-const REACT_ENTRY = path.join(DRIVER_DIR, "react.ts");
-const REACT_FILES = ["react.js", "react.cjs"];
+/** The entries that hold no copy of the client (they import only types from the driver): each
+ *  subpath, its source, its ESM and CommonJS files in pkg/, and how esbuild builds it. The framework
+ *  bindings bundle the intent store (watch.ts) and leave the framework to the app. */
+const SIDE_ENTRIES = [
+  { subpath: "./watch", source: "watch.ts", files: ["watch.js", "watch.cjs"], build: { platform: "neutral" } },
+  { subpath: "./react", source: "react.ts", files: ["react.js", "react.cjs"], build: { platform: "neutral", external: ["react"] } },
+  { subpath: "./vue", source: "vue.ts", files: ["vue.js", "vue.cjs"], build: { platform: "neutral", external: ["vue"] } },
+  { subpath: "./svelte", source: "svelte.ts", files: ["svelte.js", "svelte.cjs"], build: { platform: "neutral" } },
+  // Durable records for Node (its own file and tsconfig: browsers never load node:fs).
+  { subpath: "./file", source: "node/file-storage.ts", files: ["file.js", "file.cjs"], build: { platform: "node", target: "node18" } },
+];
+/** What a side entry may bundle besides itself: the intent store. */
+const SHARED_SOURCES = new Set(["watch.ts"]);
+/** The frameworks the bindings leave to the app (optional peer dependencies). */
+const PEERS = { react: ">=18", vue: ">=3.3" };
 
-/** The file storage's entry (`idempotent-fetch/file`, Node only; its own tsconfig with Node's types). */
-const FILE_ENTRY = path.join(DRIVER_DIR, "node/file-storage.ts");
-const FILE_FILES = ["file.js", "file.cjs"];
-
-/** Step 4b: the entries that hold no copy of the client (they import only types from the driver;
- *  the build fails if any other source file got in): the React hook (React left to the app) and
- *  the file storage (Node). Each as ESM and CommonJS. */
-async function reactBindings(esbuild, out) {
-  const entries = [
-    [REACT_ENTRY, REACT_FILES, { platform: "neutral", external: ["react"] }],
-    [FILE_ENTRY, FILE_FILES, { platform: "node", target: "node18" }],
-  ];
-  for (const [entry, files, options] of entries) {
+/** Step 4b: the side entries, each as ESM and CommonJS with a source map; the build fails if one
+ *  bundled a source of the driver other than the store (it may import only types from it). */
+async function sideEntries(esbuild, out) {
+  for (const { source, files, build: options } of SIDE_ENTRIES) {
     for (const [file, format] of [[files[0], "esm"], [files[1], "cjs"]]) {
       const built = await esbuild.build({
-        entryPoints: [entry], bundle: true, target: "es2020", legalComments: "none", logLevel: "warning", metafile: true,
-        format, minify: true, outfile: path.join(out, file), ...options,
+        entryPoints: [path.join(DRIVER_DIR, source)], bundle: true, target: "es2020", legalComments: "none", logLevel: "warning", metafile: true,
+        format, minify: true, sourcemap: true, sourcesContent: true, outfile: path.join(out, file), ...options,
       });
-      const inputs = Object.keys(built.metafile.inputs);
-      if (inputs.length !== 1) throw new Error(`${file} bundles ${inputs.join(", ")}: it may import only types from the driver`);
+      const extra = Object.keys(built.metafile.inputs).map((input) => path.relative(DRIVER_DIR, path.resolve(root, input)))
+        .filter((input) => input !== source && !SHARED_SOURCES.has(input));
+      if (extra.length) throw new Error(`${file} bundles ${extra.join(", ")}: it may import only types from the driver`);
     }
   }
 }
+
+/** A side entry's declarations, as tsc writes them under types/. */
+const typesOf = (source) => source.replace(/\.ts$/, ".d.ts");
 
 /** Where the CommonJS copy of the declarations goes (package.json's `require` conditions). */
 const CJS_TYPES_DIR = "types-cjs";
@@ -322,21 +330,18 @@ function manifest(crate, out) {
         require: { types: cjsTypes, default: "./node.cjs" },
         default: { types: esmTypes, default: `./${BROWSER_ENTRY}` },
       },
-      // The hook alone (React is the app's: an optional peer dependency).
-      "./react": {
-        import: { types: "./types/react.d.ts", default: `./${REACT_FILES[0]}` },
-        require: { types: `./${CJS_TYPES_DIR}/react.d.ts`, default: `./${REACT_FILES[1]}` },
-      },
-      // Durable records for Node (its own file: browsers never load node:fs).
-      "./file": {
-        import: { types: "./types/node/file-storage.d.ts", default: `./${FILE_FILES[0]}` },
-        require: { types: `./${CJS_TYPES_DIR}/node/file-storage.d.ts`, default: `./${FILE_FILES[1]}` },
-      },
+      // The store, the framework bindings (each framework is the app's) and the Node file storage.
+      ...Object.fromEntries(SIDE_ENTRIES.map(({ subpath, source, files }) => [subpath, {
+        import: { types: `./types/${typesOf(source)}`, default: `./${files[0]}` },
+        require: { types: `./${CJS_TYPES_DIR}/${typesOf(source)}`, default: `./${files[1]}` },
+      }])),
       "./package.json": "./package.json",
     },
-    peerDependencies: { react: ">=18" },
-    peerDependenciesMeta: { react: { optional: true } },
-    files: [BROWSER_ENTRY, `${BROWSER_ENTRY}.map`, "node.js", "node.cjs", ...REACT_FILES, ...FILE_FILES, WASM_FILE, "types/", `${CJS_TYPES_DIR}/`, "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
+    peerDependencies: PEERS,
+    peerDependenciesMeta: Object.fromEntries(Object.keys(PEERS).map((name) => [name, { optional: true }])),
+    files: [
+      BROWSER_ENTRY, `${BROWSER_ENTRY}.map`, "node.js", "node.cjs",
+      ...SIDE_ENTRIES.flatMap(({ files }) => files.flatMap((file) => [file, `${file}.map`])), WASM_FILE, "types/", `${CJS_TYPES_DIR}/`, "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
     engines: { node: ">=18" },
   };
   writeFileSync(path.join(out, "package.json"), `${JSON.stringify(pkg, null, 2)}\n`);

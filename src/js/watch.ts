@@ -1,0 +1,288 @@
+// `idempotent-fetch/watch`: one intent as an external store (subscribe / getSnapshot / run / abort),
+// the part every framework binding shares: the phases of a send, the live countdown, resume of an
+// intent a reload interrupted, "already answered" after a reload, "Try again" with the same key, and
+// what to do when a reload rebuilt a different request (`onMismatch`). React, Vue and Svelte are thin
+// layers over it (react.ts, vue.ts, svelte.ts).
+//
+// Type imports only from the core (the app passes its own client): the store is bundled into each
+// binding's entry, never into the core entry, so a page that uses no binding pays nothing for it.
+// Nothing runs until the first subscriber (safe in server rendering, and StrictMode's throw-away
+// renders start nothing).
+/**
+ * `idempotent-fetch/watch`: {@link watchIntent}, one intent as a store any UI framework can
+ * subscribe to. The React, Vue and Svelte bindings are built on it.
+ *
+ * @module idempotent-fetch/watch
+ */
+
+import type { IdempotentClient, IntentInfo } from "./client.js";
+import type { ErrorCode, IdempotentFetchError } from "./errors.js";
+import type { IdempotentOperation } from "./operation.js";
+import type { IntentRequest } from "./request.js";
+import type { SendResult } from "./results.js";
+
+/**
+ * Where the intent is:
+ * - `checking`: looking the intent up in storage (on the first subscriber)
+ * - `idle`: nothing to resume; `run()` starts it
+ * - `sending`: an attempt is in flight
+ * - `retrying`: waiting `retryInMs` before the next attempt (`retryReason` says why)
+ * - `offline`: waiting for the network to come back
+ * - `succeeded` / `failed`: the definite answer, 2xx / not (`result` and `data`; after a reload,
+ *   `alreadyAnswered` with `result` null: the answer was received before)
+ * - `error`: the send ended without a definite answer (`error`); `run()` again is "Try again" with
+ *   the same key
+ */
+export type IntentPhase = "checking" | "idle" | "sending" | "retrying" | "offline" | "succeeded" | "failed" | "error";
+
+/**
+ * What to do when the request given now differs from the one the intent was begun with (a reload
+ * rebuilt the cart from fresh prices, say), where `begin` alone rejects with `INTENT_MISMATCH`:
+ * - `"error"` (default): the `INTENT_MISMATCH` error; nothing is sent.
+ * - `"replace"`: the old key is given up for the new request under a new key. With the client's
+ *   `statusUrl` (or `reconcile`) the server is asked about the old key first: if it holds an answer,
+ *   that answer is the intent's (nothing new is sent: the order exists); if a request with it is
+ *   still running, the store waits for it; only a key the server never saw is replaced. Without a
+ *   way to ask, the key is replaced unasked: an old request that reached the server stays an order.
+ * - `"resume"`: the stored request is sent again instead, with the headers of the request given now
+ *   (credentials are never stored). Needs the client's `persistRequest`; otherwise `run()` ends in
+ *   `INVALID_REQUEST`.
+ */
+export type MismatchPolicy = "error" | "replace" | "resume";
+
+/** Options of {@link watchIntent} (and of the framework bindings). */
+export interface WatchOptions<T> {
+  /** The client whose storage holds the intent (made once, outside components). */
+  client: IdempotentClient;
+  /** On the first subscriber, resume an intent a reload interrupted (same key) and report one
+   *  answered before. Default true. */
+  resume?: boolean;
+  /** Reads the answer's body into `data` (a clone of the response). Default: JSON, or null. */
+  read?: (response: Response) => Promise<T>;
+  /** When the request differs from the stored intent's (see {@link MismatchPolicy}). Default `"error"`. */
+  onMismatch?: MismatchPolicy;
+}
+
+/** One immutable view of the intent: a new object on every change (and every 250 ms of a countdown). */
+export interface IntentSnapshot<T> {
+  /** Where the intent is (see {@link IntentPhase}). */
+  readonly phase: IntentPhase;
+  /** Attempts so far across every send of the intent (earlier page loads included). */
+  readonly attempt: number;
+  /** Milliseconds until the next attempt while `retrying` (updated live), else null. */
+  readonly retryInMs: number | null;
+  /** Why the last attempt is retried ("server busy (503)", "network error", ...), while `retrying`. */
+  readonly retryReason: string | null;
+  /** The intent's key, once known. */
+  readonly key: string | null;
+  /** The definite answer of this page's send. */
+  readonly result: SendResult | null;
+  /** `read(result.response)`. */
+  readonly data: T | null;
+  /** The answer came from before: the server replayed it, or it was received before a reload. */
+  readonly alreadyAnswered: boolean;
+  /** Why the send ended without a definite answer: an `IdempotentFetchError` (see `errorCode`), or
+   *  what `read` threw. */
+  readonly error: IdempotentFetchError | Error | null;
+  /** `error.code` for an `IdempotentFetchError`; `RETRIES_EXHAUSTED` means "Try again" (`run()`). */
+  readonly errorCode: ErrorCode | null;
+}
+
+/** One intent as an external store: `useSyncExternalStore`-shaped (`subscribe`, `getSnapshot`). */
+export interface IntentStore<T> {
+  /** Calls `listener` after each change of the snapshot; returns the unsubscribe. The first
+   *  subscriber starts the lookup (and the resume of an interrupted send); when the last one leaves,
+   *  a running send is aborted (its key is kept for the next subscriber or page). */
+  subscribe(listener: () => void): () => void;
+  /** The current snapshot (the same object until something changes). */
+  getSnapshot(): IntentSnapshot<T>;
+  /** Begins (or resumes) the intent and sends it; a no-op while a send runs or while nobody
+   *  subscribes. */
+  run(): void;
+  /** Aborts the running send (`error` becomes `ABORTED`; the key is kept). */
+  abort(): void;
+}
+
+/** How often the countdown's snapshot is renewed while retrying. */
+const TICK_MS = 250;
+/** How long `"replace"` waits for an old request the server still runs, asking every second. */
+const IN_FLIGHT_ASKS = 30;
+
+const readJson = (response: Response): Promise<never> => response.json().catch(() => null) as Promise<never>;
+
+/** The thrown value as an Error (an IdempotentFetchError stays one). */
+const asError = (thrown: unknown): IdempotentFetchError | Error => (thrown instanceof Error ? thrown : new Error(String(thrown)));
+
+/** An error of the client, told by its name (the bindings hold no copy of the class). */
+const codeOf = (error: unknown): ErrorCode | null =>
+  error instanceof Error && error.name === "IdempotentFetchError" ? (error as IdempotentFetchError).code : null;
+
+const wait = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+  });
+
+/**
+ * The intent `intentId` as a store. `request` is the request to begin it with: a value, or a
+ * function read at each `run()` (so a binding can pass the latest render's). Pass the same request
+ * for the same intent, or choose `onMismatch`.
+ */
+export function watchIntent<T = unknown>(
+  intentId: string,
+  request: IntentRequest | (() => IntentRequest),
+  options: WatchOptions<T>,
+): IntentStore<T> {
+  const { client, resume = true, read = readJson, onMismatch = "error" } = options;
+  const listeners = new Set<() => void>();
+  let retryUntil: number | null = null;
+  let snapshot: IntentSnapshot<T> = {
+    phase: resume ? "checking" : "idle",
+    attempt: 0,
+    retryInMs: null,
+    retryReason: null,
+    key: null,
+    result: null,
+    data: null,
+    alreadyAnswered: false,
+    error: null,
+    errorCode: null,
+  };
+  // The running send. Only it may change the snapshot: a send the last unsubscribe aborted may not.
+  let running: AbortController | null = null;
+  // Bumped when the last subscriber leaves: a lookup of an earlier subscription no longer decides.
+  let generation = 0;
+  // A send started in this subscription: the lookup no longer decides the phase.
+  let started = false;
+  let ticker: ReturnType<typeof setInterval> | undefined;
+
+  const publish = (patch: Partial<IntentSnapshot<T>>, until: number | null = retryUntil) => {
+    retryUntil = until;
+    const next = { ...snapshot, ...patch };
+    next.retryInMs = until === null ? null : Math.max(0, until - Date.now());
+    next.errorCode = codeOf(next.error);
+    snapshot = next;
+    // The countdown renews the snapshot while somebody looks.
+    if (until !== null && ticker === undefined && listeners.size) ticker = setInterval(() => publish({}), TICK_MS);
+    if (until === null && ticker !== undefined) ticker = void clearInterval(ticker);
+    for (const listener of [...listeners]) listener();
+  };
+
+  /** `begin`, with the mismatch policy. Resolves an operation to send, or the answer the server
+   *  already holds for the old key (`"replace"`). */
+  const begin = async (signal: AbortSignal, set: (patch: Partial<IntentSnapshot<T>>, until?: number | null) => void): Promise<IdempotentOperation | SendResult> => {
+    const wanted = typeof request === "function" ? request() : request;
+    try {
+      return await client.begin(intentId, wanted);
+    } catch (thrown) {
+      if (codeOf(thrown) !== "INTENT_MISMATCH" || onMismatch === "error") throw thrown;
+      // The request given now carries the credentials (a stored request never holds them), for
+      // the resumed request and for the status question alike.
+      if (onMismatch === "resume") return await client.resume(intentId, { headers: wanted.headers });
+      for (let ask = 0; ; ask++) {
+        let answer;
+        try {
+          answer = await client.reconcile(intentId, { signal, headers: wanted.headers });
+        } catch (error) {
+          // No statusUrl or reconcile: nothing to ask.
+          if (codeOf(error) !== "INVALID_OPTIONS") throw error;
+        }
+        if (answer?.status === "done") return answer.result;
+        if (answer?.status !== "in_flight") return await client.begin(intentId, wanted, { replace: true });
+        if (ask + 1 >= IN_FLIGHT_ASKS) throw thrown;
+        set({ phase: "retrying", retryReason: "the earlier request is still running on the server" }, Date.now() + 1000);
+        await wait(1000, signal);
+      }
+    }
+  };
+
+  const run = () => {
+    if (running || !listeners.size) return;
+    started = true;
+    const controller = new AbortController();
+    running = controller;
+    const set = (patch: Partial<IntentSnapshot<T>>, until: number | null = null) => {
+      if (running === controller) publish(patch, until);
+    };
+    const offline = (event: { intentId: string }) => {
+      if (event.intentId === intentId) set({ phase: "offline" });
+    };
+    set({ phase: "sending", error: null, retryReason: null });
+    client.addEventListener("offline", offline);
+    void (async () => {
+      try {
+        const begun = await begin(controller.signal, set);
+        let result: SendResult;
+        if ("send" in begun) {
+          set({ key: begun.key, attempt: begun.attempts });
+          result = await begun.send({
+            signal: controller.signal,
+            onAttempt: (event) => set({ phase: "sending", attempt: event.totalAttempts }),
+            onRetry: (event) => set({ phase: "retrying", retryReason: event.reason }, Date.now() + event.delayMs),
+          });
+        } else result = begun;
+        const data = await read(result.response.clone());
+        set({ phase: result.ok ? "succeeded" : "failed", key: result.key, result, data, alreadyAnswered: result.replayed });
+      } catch (thrown) {
+        set({ phase: "error", error: asError(thrown) });
+      } finally {
+        client.removeEventListener("offline", offline);
+        if (running === controller) running = null;
+      }
+    })();
+  };
+
+  /** On the first subscriber: resume a pending intent, or report one answered before (a reload lost
+   *  its response). */
+  const lookUp = () => {
+    const mine = generation;
+    client.intent(intentId).then(
+      (info: IntentInfo | null) => {
+        if (mine !== generation || started) return;
+        // The key is known from the lookup: shown from the first snapshot of the resumed send.
+        if (info?.state === "pending") {
+          publish({ key: info.key, attempt: info.attempts });
+          return run();
+        }
+        const answered = info?.state === "succeeded" || info?.state === "failed";
+        publish(
+          {
+            phase: answered ? (info.state as "succeeded" | "failed") : "idle",
+            key: info?.key ?? null,
+            attempt: info?.attempts ?? 0,
+            alreadyAnswered: answered,
+            result: null,
+            data: null,
+            error: null,
+          },
+          null,
+        );
+      },
+      (thrown: unknown) => mine === generation && publish({ phase: "error", error: asError(thrown) }, null),
+    );
+  };
+
+  return {
+    subscribe(listener) {
+      listeners.add(listener);
+      if (listeners.size === 1 && snapshot.phase === "checking") lookUp();
+      return () => {
+        if (!listeners.delete(listener) || listeners.size) return;
+        // Nobody looks: the send stops (the key is kept for the next subscriber or page), and the
+        // next subscriber looks the intent up again.
+        generation++;
+        started = false;
+        const controller = running;
+        running = null;
+        controller?.abort();
+        if (ticker !== undefined) ticker = void clearInterval(ticker);
+        retryUntil = null;
+        const cut = snapshot.phase === "sending" || snapshot.phase === "retrying" || snapshot.phase === "offline";
+        snapshot = { ...snapshot, phase: resume ? "checking" : cut ? "idle" : snapshot.phase, retryInMs: null };
+      };
+    },
+    getSnapshot: () => snapshot,
+    run,
+    abort: () => running?.abort(),
+  };
+}
