@@ -16,10 +16,12 @@
 //                README says (esbuild does not emit `new URL(..., import.meta.url)` assets).
 //   plain        tests/package/plain: a plain ES-module page (no bundler, an import map for the bare
 //                specifier) copied to a temporary folder where the tarball is installed.
-//   react-app    tests/package/react-app: Vite's official react-ts template with a checkout on
-//                idempotent-fetch/react (src/App.tsx); same install, then its build (`tsc -b`, `vite
-//                build`), driven through every-request-503s, a reload mid-retry, flaky faults and a
-//                reload after the answer.
+//   react-app    tests/package/react-app, vue-app, svelte-app: Vite's official react-ts, vue-ts and
+//   vue-app      svelte-ts templates with a checkout on idempotent-fetch/react, /vue, /svelte; same
+//   svelte-app   install, then the template's type check (`tsc -b`, `vue-tsc -b`, `svelte-check`)
+//                and `vite build`, each driven the same way (driveCheckout): a double click while
+//                every request 503s, a reload mid-retry, a reload that rebuilt another cart
+//                (onMismatch "replace"), flaky faults and a reload after the answer.
 //   node         tests/package/node: `import` (pay.mjs) and `require` (pay.cjs) of the installed
 //                package in Node, against the same server.
 //
@@ -379,15 +381,16 @@ test("Node: import (ESM) and require (CommonJS) of the tarball type-check and ma
   }
 });
 
-test("React app (Vite react-ts template, idempotent-fetch/react): server down, reload mid-retry, flaky, reload after the answer: one order, one key", { timeout: TEST_TIMEOUT_MS }, async () => {
-  const app = path.join(apps, "react-app");
-  prepareApp(app, "vite", { withQuickStart: false });
-  run(path.join(app, "node_modules/.bin/tsc"), ["-b"], { cwd: app }); // the app type-checks against the tarball's types
-  const dist = path.join(tmpDir, "react-dist");
-  run(path.join(app, "node_modules/.bin/vite"), ["build", "--outDir", dist, "--emptyOutDir", "--logLevel", "warn"], { cwd: app });
-  checkBundle(path.join(dist, "assets"), "react");
-  const account = "acct_react"; // src/App.tsx: namespace
-  const server = await startReferenceServer({ www: dist, label: "package-react" });
+/**
+ * Drives a checkout app built into `dist` (React, Vue, Svelte: each shows the same #pay, #status and
+ * data-* attributes) through what users do and networks do: a double click while every request
+ * fails, a reload mid-retry (resumed by itself, same key), a reload that rebuilt another cart
+ * (?qty=3; onMismatch "replace": the server never saw the old key, so the new cart gets a new key),
+ * flaky faults with "Try again" if a send runs out, a reload after the answer. One order, carrying
+ * the key the page shows, with the cart the page shows.
+ */
+async function driveCheckout(label, dist, account) {
+  const server = await startReferenceServer({ www: dist, label: `package-${label}` });
   const context = await browser.newContext();
   try {
     await server.signIn(context, account);
@@ -396,31 +399,41 @@ test("React app (Vite react-ts template, idempotent-fetch/react): server down, r
     const shown = () => page.evaluate(() => ({ ...document.body.dataset, status: document.getElementById("status").textContent }));
     const until = (what, predicate, timeout = 60_000 * timeoutScale) =>
       page.waitForFunction(predicate, null, { timeout }).catch(async (error) => {
-        throw new Error(`react: waiting for ${what}: the page shows ${JSON.stringify(await shown().catch(() => null))}\n${errors.join("\n")}\n${error.message}`);
+        throw new Error(`${label}: waiting for ${what}: the page shows ${JSON.stringify(await shown().catch(() => null))}\n${errors.join("\n")}\n${error.message}`);
       });
-    const loaded = () => until("the hook's lookup on mount", () => document.body.dataset.ready === "true", 20_000 * timeoutScale);
+    const loaded = () => until("the lookup on mount", () => document.body.dataset.ready === "true", 20_000 * timeoutScale);
+    // Read in the same evaluation that sees the phase: a retry's wait (full jitter) can end before a
+    // second look, and the page then says "Sending (attempt 2)…".
+    const retrying = async () => (
+      await until("a retry", () => document.body.dataset.phase === "retrying" && { ...document.body.dataset, status: document.getElementById("status").textContent })
+    ).jsonValue();
     await page.goto(`${server.url}/`);
     await loaded();
     assert.equal((await shown()).phase, "idle", "nothing stored yet: idle");
 
-    // The server is down (every request 503): the page says it retries, with a countdown and the reason.
+    // The server is down (every request 503), the user clicks twice: the page says it retries, with
+    // a countdown and the reason.
     await server.setFaults({ failBeforeWork: 1 });
-    await page.click("#pay");
-    // Read in the same evaluation that sees the phase: a retry's wait (full jitter) can end before a
-    // second look, and the page then says "Sending (attempt 2)…".
-    const retrying = await (
-      await until("a retry", () => document.body.dataset.phase === "retrying" && { ...document.body.dataset, status: document.getElementById("status").textContent })
-    ).jsonValue();
-    assert.match(retrying.status, /^Retrying in \d+ s \(.+\)$/, "the countdown and the reason");
-    const key = retrying.key;
-    assert.match(key, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, "a UUID v4 key");
+    await page.dblclick("#pay");
+    const first = await retrying();
+    assert.match(first.status, /^Retrying in \d+ s \(.+\)$/, "the countdown and the reason");
+    const oldKey = first.key;
+    assert.match(oldKey, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, "a UUID v4 key");
 
-    // A reload mid-retry: on mount the hook resumes the intent by itself (no click), same key.
+    // A reload mid-retry: on mount the binding resumes the intent by itself (no click), same key.
     await page.reload();
     await loaded();
     const resumed = await shown();
     assert.ok(["sending", "retrying"].includes(resumed.phase), `resumed on mount: ${JSON.stringify(resumed)}`);
-    assert.equal(resumed.key, key, "the same key after the reload");
+    assert.equal(resumed.key, oldKey, "the same key after the reload");
+
+    // A reload that rebuilds another cart: the server is asked about the old key (never seen: every
+    // request failed before any work), so the new cart goes under a new key, unclicked.
+    await page.goto(`${server.url}/?qty=3`);
+    await loaded();
+    const replaced = await retrying();
+    assert.notEqual(replaced.key, oldKey, "the rebuilt cart has its own key");
+    const key = replaced.key;
 
     // Flaky: half the requests 503, half the committed orders lose their answer; "Try again" if needed.
     await server.setFaults({ failBeforeWork: 0.5, dropAfterCommit: 0.5 });
@@ -429,16 +442,17 @@ test("React app (Vite react-ts template, idempotent-fetch/react): server down, r
       await until("an answer", () => ["paid", "try-again", "problem"].includes(document.body.dataset.result), 150_000 * timeoutScale);
       result = await shown();
       if (result.result !== "try-again" || clicks >= 3) break;
-      log(`react: a send ran out of attempts (${result.status}); clicking "Try again"`);
+      log(`${label}: a send ran out of attempts (${result.status}); clicking "Try again"`);
       await page.click("#pay");
     }
     await server.setFaults({});
-    assert.equal(result.result, "paid", `react: the page says ${JSON.stringify(result.status)}`);
+    assert.equal(result.result, "paid", `${label}: the page says ${JSON.stringify(result.status)}`);
     assert.equal(result.key, key, "the same key to the end");
     let orders = await ordersOf(server, account);
     assert.equal(orders.length, 1, `one click made ${orders.length} orders`);
     assert.equal(orders[0].idempotencyKey, key, "the order carries the page's key");
     assert.equal(orders[0].id, result.orderId, "the page shows the order the server holds");
+    assert.ok(JSON.stringify(orders[0]).includes('"qty":3'), `the rebuilt cart was ordered: ${JSON.stringify(orders[0])}`);
 
     // A reload after the answer: "already paid" on mount, no request, no new order.
     await page.reload();
@@ -451,11 +465,42 @@ test("React app (Vite react-ts template, idempotent-fetch/react): server down, r
     orders = await ordersOf(server, account);
     assert.equal(orders.length, 1, "still one order");
     assert.deepEqual(errors, [], "errors on the page");
-    log(`react: one order ${orders[0].id} with key ${key} through 503s, a reload mid-retry, flaky faults and a reload after`);
+    log(`${label}: one order ${orders[0].id} with key ${key} through a double click, 503s, a reload mid-retry, a rebuilt cart, flaky faults and a reload after`);
   } finally {
     await context.close().catch(() => {});
     await server.stop();
   }
+}
+
+test("React app (Vite react-ts template, idempotent-fetch/react): double click, server down, reload mid-retry, rebuilt cart, flaky, reload after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const app = path.join(apps, "react-app");
+  prepareApp(app, "vite", { withQuickStart: false });
+  run(path.join(app, "node_modules/.bin/tsc"), ["-b"], { cwd: app }); // the app type-checks against the tarball's types
+  const dist = path.join(tmpDir, "react-dist");
+  run(path.join(app, "node_modules/.bin/vite"), ["build", "--outDir", dist, "--emptyOutDir", "--logLevel", "warn"], { cwd: app });
+  checkBundle(path.join(dist, "assets"), "react");
+  await driveCheckout("react", dist, "acct_react"); // src/App.tsx: namespace
+});
+
+test("Vue app (Vite vue-ts template, idempotent-fetch/vue): double click, server down, reload mid-retry, rebuilt cart, flaky, reload after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const app = path.join(apps, "vue-app");
+  prepareApp(app, "vite", { withQuickStart: false });
+  run(path.join(app, "node_modules/.bin/vue-tsc"), ["-b"], { cwd: app }); // the app type-checks against the tarball's types
+  const dist = path.join(tmpDir, "vue-dist");
+  run(path.join(app, "node_modules/.bin/vite"), ["build", "--outDir", dist, "--emptyOutDir", "--logLevel", "warn"], { cwd: app });
+  checkBundle(path.join(dist, "assets"), "vue");
+  await driveCheckout("vue", dist, "acct_vue"); // src/client.ts: namespace
+});
+
+test("Svelte app (Vite svelte-ts template, idempotent-fetch/svelte): double click, server down, reload mid-retry, rebuilt cart, flaky, reload after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const app = path.join(apps, "svelte-app");
+  prepareApp(app, "vite", { withQuickStart: false });
+  // The app type-checks against the tarball's types.
+  run(path.join(app, "node_modules/.bin/svelte-check"), ["--tsconfig", "./tsconfig.app.json", "--fail-on-warnings"], { cwd: app });
+  const dist = path.join(tmpDir, "svelte-dist");
+  run(path.join(app, "node_modules/.bin/vite"), ["build", "--outDir", dist, "--emptyOutDir", "--logLevel", "warn"], { cwd: app });
+  checkBundle(path.join(dist, "assets"), "svelte");
+  await driveCheckout("svelte", dist, "acct_svelte"); // src/client.ts: namespace
 });
 
 test("server rendering: the package and idempotent-fetch/react import without window, and the hook renders to HTML (Node)", { timeout: TEST_TIMEOUT_MS }, async () => {

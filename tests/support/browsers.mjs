@@ -12,7 +12,7 @@
 // (tests/support/webdriver-page.mjs): browser.newContext() (a new WebDriver session = a new
 // profile: fresh storage), context.newPage() (a new window of that session: same storage, locks
 // and service workers, as tabs of one profile), page.goto/reload/url/evaluate(fn, arg)/
-// waitForFunction/click/locator(sel).textContent|getAttribute|isVisible|isDisabled/
+// waitForFunction/click/dblclick/locator(sel).textContent|getAttribute|isVisible|isDisabled/
 // waitForSelector/waitForTimeout/screenshot/close, context.addInitScript (through an injecting
 // proxy: tests/support/inject-proxy.mjs), context.setOffline (Firefox: its real offline mode;
 // WebKit: not available, `capabilities.offline` is false). Page errors: collectPageErrors(page).

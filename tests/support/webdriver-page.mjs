@@ -370,6 +370,19 @@ class WebDriverPage {
     });
   }
 
+  /** Waits for the element like `click`, then a double click through WebDriver actions (two real
+   *  clicks, as a user's double click on a button). */
+  async dblclick(selector, { timeout = 30_000 } = {}) {
+    const { css, nth } = parseSelector(selector);
+    await this.waitForFunction(new Function("[css, nth]", `const el = document.querySelectorAll(css)[nth]; return ${VISIBLE} && !el.disabled;`), [css, nth], { timeout });
+    const { By } = toolsRequire("selenium-webdriver");
+    await this.run(async (driver) => {
+      const elements = await driver.findElements(By.css(css));
+      if (!elements[nth]) throw new Error(`page.dblclick: no element ${selector}`);
+      await driver.actions().doubleClick(elements[nth]).perform();
+    });
+  }
+
   /** A PNG of the viewport (`fullPage` is not available over classic WebDriver). */
   async screenshot({ path: file } = {}) {
     // WebKit's screenshot is the last painted frame: let the latest DOM changes paint first.

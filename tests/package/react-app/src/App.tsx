@@ -1,17 +1,22 @@
 // A checkout written with idempotent-fetch/react: one click is one order, through retries, a reload
-// mid-retry ("resumed": the same key) and after the answer ("already paid"). The data-* attributes on
+// mid-retry ("resumed": the same key), a reload that rebuilt another cart (onMismatch: 'replace') and
+// after the answer ("already paid"). The data-* attributes on
 // <body> are what tests/js/package.test.mjs reads; an app would not need them.
 import { useEffect } from 'react'
 import { IdempotentClient } from 'idempotent-fetch'
 import { useIdempotentAction } from 'idempotent-fetch/react'
 
 // One client for the page, made outside the component; one namespace per signed-in account.
+// statusUrl lets a reload that rebuilt another cart ask the server about the old key.
 const client = new IdempotentClient({
   namespace: 'acct_react',
+  statusUrl: '/api/idempotency-keys/{key}',
   retry: { baseDelayMs: 200, maxDelayMs: 1000, maxAttempts: 60 },
 })
 
-const cart = { items: [{ sku: 'mug', qty: 2 }] }
+// The cart as this page load builds it (the test changes it across a reload with ?qty=).
+const qty = Number(new URLSearchParams(location.search).get('qty') ?? 2)
+const cart = { items: [{ sku: 'mug', qty }] }
 
 interface Order {
   id: string
@@ -23,7 +28,7 @@ export default function App() {
     method: 'POST',
     headers: { 'content-type': 'application/json' }, // the account: the page's session cookie
     body: JSON.stringify(cart),
-  }, { client })
+  }, { client, onMismatch: 'replace' })
 
   const status = (() => {
     switch (pay.phase) {
@@ -53,7 +58,7 @@ export default function App() {
   return (
     <main>
       <h1>Checkout</h1>
-      <p>2 × Enamel mug</p>
+      <p>{qty} × Enamel mug</p>
       {pay.phase !== 'succeeded' && (
         <button id="pay" disabled={busy} onClick={pay.run}>{pay.phase === 'error' ? 'Try again' : 'Pay'}</button>
       )}
