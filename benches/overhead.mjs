@@ -17,7 +17,7 @@
 //    transaction: what an exact cross-tab begin adds), ky with retries, and idempotent-fetch
 //    (client.fetch with and without a named intent, and begin + send; memory and localStorage). A
 //    named intent's begin claims its key across tabs (the exact floor's IndexedDB transaction); a call
-//    without intent is its own intent and claims nothing (the floor). All in one page, in one run,
+//    without intent is named by its request (its fingerprint first, then a claim like a named one). All in one page, in one run,
 //    interleaved round-robin (the start variant rotates each round) so that load from other processes
 //    on the machine falls on every variant alike. Each request reads the response body.
 // 2. Intents: N sequential intents on localStorage, each `begin` (fingerprint, new key, record
@@ -144,8 +144,8 @@ async function perRequest({ requests, warmup, FLOOR, FLOOR_EXACT }) {
       const r = await local.fetch(url, { method: "POST", headers: json, body: bodyOf(i), intent: `l-fetch-${round}-${i}` });
       await r.text();
     },
-    // Without `intent`, each call is its own intent (a random id no other tab can begin): no claim,
-    // so this is the one that compares with the floor; named intents compare with the exact floor.
+    // Without `intent`, the request names the intent (its keyed fingerprint): each body here is
+    // another intent, claimed like a named one, and deleted once answered.
     "idempotent-fetch client.fetch without intent, localStorage": async (i) => {
       const r = await local.fetch(url, { method: "POST", headers: json, body: bodyOf(i) });
       await r.text();

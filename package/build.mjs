@@ -20,7 +20,7 @@
 //      store), react.ts / vue.ts / svelte.ts (the bindings, over the store; the framework external),
 //      node/file-storage.ts (`idempotent-fetch/file`, Node)
 //   5. tsc --emitDeclarationOnly -> pkg/types/ (the driver's own .d.ts; no hand-written types)
-//   6. package.json (fields from Cargo.toml), README.md, LICENSE-* next to them
+//   6. package.json (fields from Cargo.toml), package/npm-README.md as README.md, LICENSE-* next to them
 import { spawnSync } from "node:child_process";
 import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -40,6 +40,8 @@ const CRATE = "idempotent-fetch";
 const DRIVER_DIR = path.join(root, "src/js");
 const BINDINGS_DIR = path.join(DRIVER_DIR, "generated"); // the driver imports ./generated/idempotent_fetch.js
 const GLUE = "idempotent_fetch.js";
+/** The README the package ships (npm shows it). */
+export const NPM_README = path.join(root, "package/npm-README.md");
 
 /** Runs a command from the repository root, printing it; throws on a non-zero exit. */
 function run(command, args, { capture = false } = {}) {
@@ -252,6 +254,7 @@ const SIDE_ENTRIES = [
   { subpath: "./react", source: "react.ts", files: ["react.js", "react.cjs"], build: { platform: "neutral", external: ["react"] } },
   { subpath: "./vue", source: "vue.ts", files: ["vue.js", "vue.cjs"], build: { platform: "neutral", external: ["vue"] } },
   { subpath: "./svelte", source: "svelte.ts", files: ["svelte.js", "svelte.cjs"], build: { platform: "neutral" } },
+  { subpath: "./tanstack", source: "tanstack.ts", files: ["tanstack.js", "tanstack.cjs"], build: { platform: "neutral" } },
   // Durable records for Node (its own file and tsconfig: browsers never load node:fs).
   { subpath: "./file", source: "node/file-storage.ts", files: ["file.js", "file.cjs"], build: { platform: "node", target: "node18" } },
 ];
@@ -373,7 +376,10 @@ export async function build({ bindingsOnly = false, entry = path.join(DRIVER_DIR
         `import lib from "./node.cjs";\nexport const { ${names.join(", ")} } = lib;\n`);
       types(entry, out);
       manifest(meta.crate, out);
-      for (const file of ["README.md", "LICENSE-MIT", "LICENSE-APACHE"]) copyFileSync(path.join(root, file), path.join(out, file));
+      // The npm page is the package's own README (install, quick start, bindings; absolute links);
+      // the repository's README.md is the project's side (building, testing, the server).
+      copyFileSync(NPM_README, path.join(out, "README.md"));
+      for (const file of ["LICENSE-MIT", "LICENSE-APACHE"]) copyFileSync(path.join(root, file), path.join(out, file));
       rmSync(PKG_DIR, { recursive: true, force: true });
       renameSync(out, PKG_DIR);
     } finally {

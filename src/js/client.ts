@@ -16,7 +16,7 @@ import { describe, IdempotentFetchError, invalidOptions, invalidRequest } from "
 import { type IdempotentRequestInit, readFetchArgs } from "./fetch-args.js";
 import { Listeners, type ClientEventMap } from "./events.js";
 import { Fields } from "./fields.js";
-import { fingerprint, hex } from "./fingerprint.js";
+import { fingerprint } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
 import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, F_UPDATED_AT, type Machine, MISMATCH_CLAIMED, OPT_RETRY_BUDGET, OPTIONS, SWEEP_EXPIRED, SWEEP_KEEP, SWEEP_REMOVE } from "./machine.js";
 import { fromThrown, intentMismatch, notFound } from "./messages.js";
@@ -151,7 +151,7 @@ export class IdempotentClient {
   async begin(intentId: string, request: IntentRequest | Request, options?: BeginOptions): Promise<IdempotentOperation> {
     const id = intentIdArg(intentId);
     const replace = parseBeginOptions(options);
-    return this.beginPrepared(id, () => prepareRequest(request, this.core.config.headerName, this.core.config.maxBodyBytes), replace, true);
+    return this.beginPrepared(id, () => prepareRequest(request, this.core.config.headerName, this.core.config.maxBodyBytes), replace);
   }
 
   /**
@@ -345,22 +345,30 @@ export class IdempotentClient {
   /**
    * A `fetch`-shaped drop-in: `await client.fetch(url, { method: "POST", body, intent })` resolves to
    * the `Response` of the definite answer (a 4xx included) and rejects with `IdempotentFetchError`
-   * otherwise. Without `intent`, each call is its own intent. `input` may be a `Request` (its body is
-   * read once, within `maxBodyBytes`, unless `init.body` replaces it; its signal is used unless
-   * `init.signal` replaces it). Bound to its client: pass `client.fetch` to an HTTP client as is.
+   * otherwise. Without `intent`, the intent is the request itself (its method, URL, content type
+   * and body): calling again with the same request while it has no definite answer (a retry loop
+   * around it, a click after a reload) resumes the same key; once answered it is forgotten, so a
+   * later identical request is a new intent. `input` may be a `Request` (its body is read once,
+   * within `maxBodyBytes`, unless `init.body` replaces it; its signal is used unless `init.signal`
+   * replaces it). Bound to its client: pass `client.fetch` to an HTTP client as is.
    */
   async fetch(input: RequestInfo | URL, init?: IdempotentRequestInit): Promise<Response> {
     const args = await readFetchArgs(input, init);
-    const { headerName, maxBodyBytes } = this.core.config;
-    const named = args.intent !== undefined;
-    const intentId = args.intent ?? `fetch:${hex(crypto.getRandomValues(new Uint8Array(16)))}`;
-    const prepare = () => prepareParts(args.url, args.method, args.headers, args.body, headerName, maxBodyBytes);
+    const { headerName, maxBodyBytes, requireDurable } = this.core.config;
+    let prepare = () => prepareParts(args.url, args.method, args.headers, args.body, headerName, maxBodyBytes);
+    let intentId = args.intent;
+    if (intentId === undefined) {
+      // Named by its keyed fingerprint: the request read once, then handed to begin as it is.
+      const prepared = await prepare();
+      intentId = `fetch:${await fingerprint(prepared, await this.core.secret())}`;
+      prepare = async () => prepared;
+    }
     // begin writes the record itself with requireDurable (it must see that write land) and with a
     // signal (the send can be aborted before its first attempt, and ABORTED says the key is kept).
-    const deferSave = !args.signal && !this.core.config.requireDurable;
-    const operation = await this.beginPrepared(intentId, prepare, false, named, true, deferSave);
-    // Without intent, nobody can begin the random id again: its send deletes the record once answered
-    // instead of keeping it retired for keyTtlMs. (Unfinished ones stay: `pending()` lists them.)
+    const deferSave = !args.signal && !requireDurable;
+    // An intent named by its request is deleted once answered (not kept retired for keyTtlMs): an
+    // identical request after a definite answer is a new order the user asked for.
+    const operation = await this.beginPrepared(intentId, prepare, false, true, deferSave, args.intent === undefined);
     return (await operation.send(args.signal ? { signal: args.signal } : undefined)).response;
   }
 
@@ -418,24 +426,23 @@ export class IdempotentClient {
    *  mint a key (the second would overwrite the first's record while its attempt is in flight): for
    *  storage other tabs see, the decision is one IndexedDB transaction on the intent's claim
    *  (storage/claims.ts); without IndexedDB, or when it fails, it is made under a short Web Lock,
-   *  separate from the lock `send` holds for minutes. `shared`: another tab could begin this id too
-   *  (false for the random id of an anonymous `fetch`: it needs neither). `sendsNow`: `send` follows
-   *  at once (`fetch`); with `deferSave`, begin leaves the record's first write to it (the send writes
-   *  the record before its first attempt anyway). */
+   *  separate from the lock `send` holds for minutes. `sendsNow`: `send` follows at once (`fetch`); with `deferSave`, begin
+   *  leaves the record's first write to it (the send writes the record before its first attempt
+   *  anyway); with `retire`, the send deletes the record once answered. */
   private async beginPrepared(
     intentId: string,
     prepare: () => Promise<PreparedRequest>,
     replace: boolean,
-    shared: boolean,
     sendsNow = false,
     deferSave = false,
+    retire = false,
   ): Promise<IdempotentOperation> {
     const { core } = this;
-    const claims = shared && claimsInUse(core) ? claimsDb() : undefined;
+    const claims = claimsInUse(core) ? claimsDb() : undefined;
     // The locks are asked for first, before the request is read and fingerprinted: their round trips
     // (the largest part of begin + send's cost) overlap that work.
     const sendLock = offerSendLock(core, intentId);
-    const beginLock = shared && !claims ? intentLock(core, "begin", intentId) : undefined;
+    const beginLock = claims ? undefined : intentLock(core, "begin", intentId);
     let operation: IdempotentOperation | undefined;
     try {
       let prepared: PreparedRequest;
@@ -451,18 +458,18 @@ export class IdempotentClient {
       }
       // Under a lock (no claim), the record must be written before the lock is released, or the
       // next holder finds nothing and mints a second key: a deferred write is only for claims.
-      const begin = (db?: IDBDatabase) => beginOnce(core, engine, intentId, prepared, replace, fp, db, deferSave && (!!db || !shared));
+      const begin = (db?: IDBDatabase) => beginOnce(core, engine, intentId, prepared, replace, fp, db, deferSave && !!db);
       // A claims database that fails mid-way: this call takes the lock path.
       let view = db && (await begin(db).catch((error: unknown) => (error ? Promise.reject(error) : undefined)));
       if (!view) {
-        const release = await (beginLock ?? (shared ? intentLock(core, "begin", intentId) : undefined));
+        const release = await (beginLock ?? intentLock(core, "begin", intentId));
         try {
           view = await begin();
         } finally {
           release?.();
         }
       }
-      operation = IdempotentOperation.create(core, view[0], view[2], prepared, await sendLock, sendsNow ? { unsaved: view[1], retire: !shared } : undefined);
+      operation = IdempotentOperation.create(core, view[0], view[2], prepared, await sendLock, sendsNow ? { unsaved: view[1], retire } : undefined);
       return operation;
     } finally {
       if (!operation) void sendLock.then((release) => release?.());

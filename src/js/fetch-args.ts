@@ -6,15 +6,17 @@ import { invalidRequest } from "./errors.js";
 import { readUrl } from "./request.js";
 import { isRequestObject, readRequestObject } from "./request-object.js";
 
-/** `fetch`'s init plus the intent id (one is made per call when omitted). A `RequestInit` is one, so
+/** `fetch`'s init plus the intent id (the request itself names it when omitted). A `RequestInit` is one, so
  *  `client.fetch` has fetch's type (HTTP clients take it as their fetch). */
 export interface IdempotentRequestInit extends Omit<RequestInit, "body" | "signal"> {
   /** The body, buffered once and re-sent byte for byte by every retry. */
   body?: ReplayableBody | null;
   /** Aborts the send (`ABORTED`); the intent keeps its key. */
   signal?: AbortSignal | null;
-  /** The intent id: the same id (and request) after a reload resumes the same key. Default: a new
-   *  random id per call (retried with one key, but not resumable after a reload). */
+  /** The intent id: the same id (and request) after a reload resumes the same key. Default: the
+   *  request's keyed fingerprint, so the same request again resumes the same key until it has a
+   *  definite answer (then it is forgotten: a later identical request is a new intent). Name it when
+   *  a rebuilt request must still be the same intent (see `begin`'s `replace`). */
   intent?: string;
 }
 

@@ -28,8 +28,6 @@ import {
 const EXHAUSTED: readonly ExhaustedReason[] = EXHAUSTED_REASONS;
 
 const KEPT = "; the key is kept, send again to resume";
-/** KEPT for a `client.fetch` without `intent`: no later call can name that intent again. */
-const UNNAMED = "; a fetch without intent cannot be resumed: ask your server before sending again";
 const CHECK = "check the outcome with your server, then discard the intent";
 const EXHAUSTED_MESSAGES: Record<ExhaustedReason, string> = {
   maxAttempts: `no definite answer after retry.maxAttempts attempts${KEPT}`,
@@ -83,15 +81,8 @@ export function intentMismatch(intentId: string, oldKey: string): IdempotentFetc
 }
 
 /** The error for a machine outcome (`code`, `detail`) of the intent in `context`; `hint` (for an
- *  exhausted send) says what the attempts showed, e.g. a CORS set-up that hides the answers;
- *  `unnamed`: the intent of a `client.fetch` without `intent`, which nothing can resume. */
-export function errorFor(code: number, detail: number, context: ErrorContext, hint?: string, unnamed?: boolean): IdempotentFetchError {
-  const error = namedError(code, detail, context, hint);
-  if (unnamed && error.message.includes(KEPT)) error.message = error.message.replace(KEPT, UNNAMED);
-  return error;
-}
-
-function namedError(code: number, detail: number, context: ErrorContext, hint?: string): IdempotentFetchError {
+ *  exhausted send) says what the attempts showed, e.g. a CORS set-up that hides the answers. */
+export function errorFor(code: number, detail: number, context: ErrorContext, hint?: string): IdempotentFetchError {
   const { intentId } = context;
   const also = hint ? `; ${hint}` : "";
   if (code === E_RETRIES_EXHAUSTED) {

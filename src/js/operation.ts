@@ -71,7 +71,8 @@ export function viewOf(machine: Machine, ids: Pick<RecordIds, "intentId" | "key"
 export interface SentNow {
   /** The record `begin` left for the first `send` to write (one write fewer). */
   unsaved: string | undefined;
-  /** Delete the record once answered instead of writing it retired: nobody can begin its random id again. */
+  /** Delete the record (and its claim) once answered instead of writing it retired: an intent named
+   *  by its request (`client.fetch` without `intent`), which the same request later begins anew. */
   retire: boolean;
 }
 

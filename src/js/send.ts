@@ -4,7 +4,7 @@
 
 import { sendAttempt } from "./attempt.js";
 import { ALLOW_LINE, exposeLine, exposesNothing, foreignOrigin, hiddenHint, hidesHeaders, warnOnce } from "./cors.js";
-import { type ClientCore, saveRecord } from "./core.js";
+import { type ClientCore, dropClaim, saveRecord } from "./core.js";
 import { IdempotentFetchError } from "./errors.js";
 import { call, type AttemptEvent, type RetryEvent } from "./events.js";
 import * as M from "./machine.js";
@@ -27,7 +27,8 @@ export interface SendContext {
   signal: AbortSignal | undefined;
   onAttempt: ((event: AttemptEvent) => void) | undefined;
   onRetry: ((event: RetryEvent) => void) | undefined;
-  /** Answered, the record is deleted instead of written retired (`client.fetch` without intent). */
+  /** Answered, the record and its claim are deleted instead of the record written retired
+   *  (`client.fetch` without intent: the request names the intent). */
   retire?: boolean | undefined;
   /** Ask the server about the key instead of sending (`reconcile()`). */
   ask?: boolean | undefined;
@@ -101,7 +102,8 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
   for (;;) {
     if (machine.get(M.F_DIRTY) === 1) {
       try {
-        if (action === M.DONE && ctx.retire) await core.store.delete(intentId);
+        // The claim first: a claim left behind would give a later identical request this key.
+        if (action === M.DONE && ctx.retire) await dropClaim(core, intentId, ids.key).then(() => core.store.delete(intentId));
         else await saveRecord(core, machine, ids, ctx.persisted);
       } catch (error) {
         // A reload during the attempt must find the key: never send unsaved. After an answer, the
@@ -234,7 +236,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         const hints = [code === M.E_RETRIES_EXHAUSTED ? exhaustedHint(tally, origin, config.headerName, lastStatus, exposeLine(config.replayHeaders)) : undefined];
         if (askProblem) hints.push(`the key's status is unknown (${askProblem})`);
         if (oneMore) hints.push(`${oneMore} (${context.attempts} attempts in all)`);
-        throw errorFor(code, detail, context, hints.filter(Boolean).join("; ") || undefined, ctx.retire);
+        throw errorFor(code, detail, context, hints.filter(Boolean).join("; ") || undefined);
       }
       default:
         throw errorFor(M.E_INTERNAL, M.PROTOCOL_UNKNOWN_ACTION, { intentId, key });

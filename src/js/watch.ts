@@ -105,16 +105,18 @@ export interface IntentStore<T> {
 
 /** How often the countdown's snapshot is renewed while retrying. */
 const TICK_MS = 250;
-/** How long `"replace"` waits for an old request the server still runs, asking every second. */
+/** `"replace"` asks about an old request the server still runs this many times, this far apart. */
 const IN_FLIGHT_ASKS = 30;
+const IN_FLIGHT_WAIT_MS = 1000;
 
 const readJson = (response: Response): Promise<never> => response.json().catch(() => null) as Promise<never>;
 
 /** The thrown value as an Error (an IdempotentFetchError stays one). */
 const asError = (thrown: unknown): IdempotentFetchError | Error => (thrown instanceof Error ? thrown : new Error(String(thrown)));
 
-/** An error of the client, told by its name (the bindings hold no copy of the class). */
-const codeOf = (error: unknown): ErrorCode | null =>
+/** @internal An error's code when it is the client's, told by its name (the bindings hold no copy
+ *  of the class). */
+export const codeOf = (error: unknown): ErrorCode | null =>
   error instanceof Error && error.name === "IdempotentFetchError" ? (error as IdempotentFetchError).code : null;
 
 const wait = (ms: number, signal: AbortSignal) =>
@@ -122,6 +124,43 @@ const wait = (ms: number, signal: AbortSignal) =>
     const timer = setTimeout(resolve, ms);
     signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
   });
+
+/**
+ * `client.begin(intentId, request)` with the {@link MismatchPolicy}: resolves the operation to send,
+ * or, for `"replace"`, the answer the server already holds for the old key. `onWait` is called
+ * before each wait for an old request the server still runs.
+ */
+export async function beginWith(
+  client: IdempotentClient,
+  intentId: string,
+  request: IntentRequest,
+  onMismatch: MismatchPolicy,
+  signal: AbortSignal,
+  onWait: () => void,
+): Promise<IdempotentOperation | SendResult> {
+  try {
+    return await client.begin(intentId, request);
+  } catch (thrown) {
+    if (codeOf(thrown) !== "INTENT_MISMATCH" || onMismatch === "error") throw thrown;
+    // The request given now carries the credentials (a stored request never holds them), for the
+    // resumed request and for the status question alike.
+    if (onMismatch === "resume") return await client.resume(intentId, { headers: request.headers });
+    for (let ask = 0; ; ask++) {
+      let answer;
+      try {
+        answer = await client.reconcile(intentId, { signal, headers: request.headers });
+      } catch (error) {
+        // No statusUrl or reconcile: nothing to ask.
+        if (codeOf(error) !== "INVALID_OPTIONS") throw error;
+      }
+      if (answer?.status === "done") return answer.result;
+      if (answer?.status !== "in_flight") return await client.begin(intentId, request, { replace: true });
+      if (ask + 1 >= IN_FLIGHT_ASKS || signal.aborted) throw thrown;
+      onWait();
+      await wait(IN_FLIGHT_WAIT_MS, signal);
+    }
+  }
+}
 
 /**
  * The intent `intentId` as a store. `request` is the request to begin it with: a value, or a
@@ -168,34 +207,6 @@ export function watchIntent<T = unknown>(
     for (const listener of [...listeners]) listener();
   };
 
-  /** `begin`, with the mismatch policy. Resolves an operation to send, or the answer the server
-   *  already holds for the old key (`"replace"`). */
-  const begin = async (signal: AbortSignal, set: (patch: Partial<IntentSnapshot<T>>, until?: number | null) => void): Promise<IdempotentOperation | SendResult> => {
-    const wanted = typeof request === "function" ? request() : request;
-    try {
-      return await client.begin(intentId, wanted);
-    } catch (thrown) {
-      if (codeOf(thrown) !== "INTENT_MISMATCH" || onMismatch === "error") throw thrown;
-      // The request given now carries the credentials (a stored request never holds them), for
-      // the resumed request and for the status question alike.
-      if (onMismatch === "resume") return await client.resume(intentId, { headers: wanted.headers });
-      for (let ask = 0; ; ask++) {
-        let answer;
-        try {
-          answer = await client.reconcile(intentId, { signal, headers: wanted.headers });
-        } catch (error) {
-          // No statusUrl or reconcile: nothing to ask.
-          if (codeOf(error) !== "INVALID_OPTIONS") throw error;
-        }
-        if (answer?.status === "done") return answer.result;
-        if (answer?.status !== "in_flight") return await client.begin(intentId, wanted, { replace: true });
-        if (ask + 1 >= IN_FLIGHT_ASKS) throw thrown;
-        set({ phase: "retrying", retryReason: "the earlier request is still running on the server" }, Date.now() + 1000);
-        await wait(1000, signal);
-      }
-    }
-  };
-
   const run = () => {
     if (running || !listeners.size) return;
     started = true;
@@ -211,7 +222,9 @@ export function watchIntent<T = unknown>(
     client.addEventListener("offline", offline);
     void (async () => {
       try {
-        const begun = await begin(controller.signal, set);
+        const begun = await beginWith(client, intentId, typeof request === "function" ? request() : request, onMismatch, controller.signal, () =>
+          set({ phase: "retrying", retryReason: "the earlier request is still running on the server" }, Date.now() + IN_FLIGHT_WAIT_MS),
+        );
         let result: SendResult;
         if ("send" in begun) {
           set({ key: begun.key, attempt: begun.attempts });

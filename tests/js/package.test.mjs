@@ -22,6 +22,9 @@
 //                and `vite build`, each driven the same way (driveCheckout): a double click while
 //                every request 503s, a reload mid-retry, a reload that rebuilt another cart
 //                (onMismatch "replace"), flaky faults and a reload after the answer.
+//   tanstack-app tests/package/tanstack-app: the react-ts template with TanStack Query (persisted)
+//                and a checkout mutation on idempotent-fetch/tanstack with TanStack's `retry: 3`:
+//                the same faults and reloads, and Pay clicked again after the answer.
 //   node         tests/package/node: `import` (pay.mjs) and `require` (pay.cjs) of the installed
 //                package in Node, against the same server.
 //
@@ -269,6 +272,30 @@ after(async () => {
   if (tmpDir) rmSync(tmpDir, { recursive: true, force: true });
 });
 
+test("the npm page: the packed README says npm install and shows the quick start on its first screen; every link is absolute and every anchor exists in the repository README", async () => {
+  const readme = readFileSync(path.join(pkgDir, "README.md"), "utf8");
+  const firstScreen = readme.split("\n").slice(0, 40).join("\n");
+  assert.match(firstScreen, /npm install idempotent-fetch/);
+  assert.match(firstScreen, /## Quick start/);
+  assert.match(firstScreen, /client\.begin\(/);
+  for (const name of ["idempotent-fetch/react", "idempotent-fetch/vue", "idempotent-fetch/svelte", "idempotent-fetch/tanstack"]) {
+    assert.ok(readme.includes(name), `the npm page shows ${name}`);
+  }
+  assert.ok(!/cargo /.test(readme), "no cargo command on the npm page");
+  const repoReadme = readFileSync(path.join(root, "README.md"), "utf8");
+  // GitHub's heading anchors: lower case, punctuation dropped, spaces to dashes.
+  const anchors = new Set([...repoReadme.matchAll(/^#+ (.+)$/gm)].map(([, title]) => title.trim().toLowerCase().replace(/[^\w\- ]/g, "").replace(/ /g, "-")));
+  const manifest = JSON.parse(readFileSync(path.join(pkgDir, "package.json"), "utf8"));
+  const repo = manifest.repository.url.replace(/^git\+/, "").replace(/\.git$/, "");
+  const links = [...readme.matchAll(/\]\(([^)]+)\)/g)].map(([, href]) => href);
+  assert.ok(links.length > 0);
+  for (const href of links) {
+    assert.ok(href.startsWith(`${repo}#`) || href.startsWith(`${repo}/tree/main/`), `an absolute link into the repository: ${href}`);
+    if (href.includes("#")) assert.ok(anchors.has(href.split("#")[1]), `the repository README has the anchor of ${href}`);
+    else assert.ok(existsSync(path.join(root, href.slice(`${repo}/tree/main/`.length))), `the repository has ${href}`);
+  }
+});
+
 test("Vite app: the tarball + vite build of the README quick start, one click is one order under faults", { timeout: TEST_TIMEOUT_MS }, async () => {
   const app = path.join(apps, "vite-app");
   prepareApp(app, "vite");
@@ -501,6 +528,87 @@ test("Svelte app (Vite svelte-ts template, idempotent-fetch/svelte): double clic
   run(path.join(app, "node_modules/.bin/vite"), ["build", "--outDir", dist, "--emptyOutDir", "--logLevel", "warn"], { cwd: app });
   checkBundle(path.join(dist, "assets"), "svelte");
   await driveCheckout("svelte", dist, "acct_svelte"); // src/client.ts: namespace
+});
+
+test("TanStack Query app (react-ts template, @tanstack/react-query persisted, idempotent-fetch/tanstack, retry: 3): double click, 503s, reload mid-retry, rebuilt cart, flaky, Pay again after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const app = path.join(apps, "tanstack-app");
+  prepareApp(app, "vite", { withQuickStart: false });
+  run(path.join(app, "node_modules/.bin/tsc"), ["-b"], { cwd: app }); // the app type-checks against the tarball's types
+  const dist = path.join(tmpDir, "tanstack-dist");
+  run(path.join(app, "node_modules/.bin/vite"), ["build", "--outDir", dist, "--emptyOutDir", "--logLevel", "warn"], { cwd: app });
+  checkBundle(path.join(dist, "assets"), "tanstack");
+  const account = "acct_tanstack"; // src/App.tsx: namespace
+  const server = await startReferenceServer({ www: dist, label: "package-tanstack" });
+  const context = await browser.newContext();
+  try {
+    await server.signIn(context, account);
+    const page = await context.newPage();
+    const errors = collectPageErrors(page);
+    const shown = () => page.evaluate(() => ({ ...document.body.dataset, status: document.getElementById("status").textContent }));
+    const until = (what, predicate, timeout = 60_000 * timeoutScale) =>
+      page.waitForFunction(predicate, null, { timeout }).catch(async (error) => {
+        throw new Error(`tanstack: waiting for ${what}: the page shows ${JSON.stringify(await shown().catch(() => null))}\n${errors.join("\n")}\n${error.message}`);
+      });
+    const loaded = () => until("the lookup on load", () => document.body.dataset.ready === "true", 20_000 * timeoutScale);
+    const keysSent = async () => ((await shown()).keys ?? "").split(" ").filter(Boolean);
+    await page.goto(`${server.url}/`);
+    await loaded();
+
+    // Every request 503, a double click: the library's attempts run out and TanStack retries the
+    // mutation (retry: 3); every one of its tries sends with the same key.
+    await server.setFaults({ failBeforeWork: 1 });
+    await page.dblclick("#pay");
+    await until("a TanStack retry", () => Number(document.body.dataset.failures) >= 2);
+    const first = await keysSent();
+    assert.equal(first.length, 1, `one key through TanStack's retries: ${first}`);
+
+    // A reload mid-retry drops TanStack's running mutation; the page finds the pending intent and
+    // mutates again: the same key.
+    await page.reload();
+    await loaded();
+    await until("the resumed send", () => (document.body.dataset.keys ?? "") !== "");
+    assert.deepEqual(await keysSent(), first, "the same key after the reload");
+
+    // A reload that rebuilt another cart: the old key was never seen by the server, so it is replaced.
+    await page.goto(`${server.url}/?qty=3`);
+    await loaded();
+    await until("the replaced send", () => (document.body.dataset.keys ?? "") !== "");
+    const [key] = await keysSent();
+    assert.notEqual(key, first[0], "the rebuilt cart has its own key");
+
+    await server.setFaults({ failBeforeWork: 0.5, dropAfterCommit: 0.5 });
+    let result;
+    for (let clicks = 0; ; clicks++) {
+      await until("an answer", () => ["paid", "try-again"].includes(document.body.dataset.result) && document.body.dataset.phase !== "pending", 150_000 * timeoutScale);
+      result = await shown();
+      if (result.result === "paid" || clicks >= 5) break;
+      log(`tanstack: the mutation failed (${result.status}); clicking "Try again"`);
+      await page.click("#pay");
+    }
+    await server.setFaults({});
+    assert.equal(result.result, "paid", `tanstack: the page says ${JSON.stringify(result.status)}`);
+    assert.deepEqual(await keysSent(), [key], "one key for the rebuilt cart, to the end");
+    let orders = await ordersOf(server, account);
+    assert.equal(orders.length, 1, `one click made ${orders.length} orders`);
+    assert.equal(orders[0].idempotencyKey, key);
+    assert.equal(orders[0].id, result.orderId);
+    assert.ok(JSON.stringify(orders[0]).includes('"qty":3'), `the rebuilt cart was ordered: ${JSON.stringify(orders[0])}`);
+
+    // After a reload TanStack has forgotten the mutation and shows Pay: clicking it again is the
+    // same intent, answered: the same order, none new.
+    await page.reload();
+    await loaded();
+    await page.click("#pay");
+    await until("the answer again", () => document.body.dataset.result === "paid");
+    assert.equal((await shown()).orderId, orders[0].id, "the order made before");
+    orders = await ordersOf(server, account);
+    assert.equal(orders.length, 1, "still one order");
+    assert.deepEqual(errors, [], "errors on the page");
+    log(`tanstack: one order ${orders[0].id} with key ${key} through TanStack's retry: 3, a double click, a reload mid-retry, a rebuilt cart, flaky faults and Pay again`);
+  } finally {
+    await context.close().catch(() => {});
+    await server.stop();
+  }
 });
 
 test("server rendering: the package and idempotent-fetch/react import without window, and the hook renders to HTML (Node)", { timeout: TEST_TIMEOUT_MS }, async () => {

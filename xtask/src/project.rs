@@ -25,7 +25,8 @@ pub const TSCONFIGS: &[&str] = &["src/js/tsconfig.json", "src/js/node/tsconfig.j
 /// Apps with their own TypeScript dependencies (installed by the test that builds them), whose own
 /// type check (`tsc -b`, `vue-tsc -b`, `svelte-check`) runs there (tests/js/package.test.mjs), so
 /// the `tsc` gate leaves their files to it.
-pub const APP_TS_DIRS: &[&str] = &["tests/package/react-app", "tests/package/vue-app", "tests/package/svelte-app"];
+pub const APP_TS_DIRS: &[&str] =
+    &["tests/package/react-app", "tests/package/vue-app", "tests/package/svelte-app", "tests/package/tanstack-app"];
 /// The demo page and its end-to-end tests.
 pub const WWW_DIR: &str = "www";
 /// The npm tools (wasm-opt, tsc, playwright-core), pinned in tools/package.json.

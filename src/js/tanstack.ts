@@ -1,0 +1,94 @@
+// `idempotent-fetch/tanstack`: a `mutationFn` for TanStack Query (React, Vue, Svelte, Solid: the
+// function is the same in each) whose every call for one intent sends with one key. TanStack's
+// `retry` calls the function again, a paused mutation resumed after a reload calls it again, a
+// remount or a second click calls it again: each names the same intent (from the variables), so
+// each resumes the same key instead of minting one.
+//
+// Type imports only from the core; nothing from TanStack (the function is plain).
+/**
+ * `idempotent-fetch/tanstack`: {@link idempotentMutation}, a TanStack Query `mutationFn` whose
+ * retries, resumed and repeated calls keep one key per intent; {@link retryUnanswered}, a `retry`
+ * that does not retry a definite answer.
+ *
+ * @module idempotent-fetch/tanstack
+ */
+
+import type { IdempotentClient } from "./client.js";
+import type { IntentRequest } from "./request.js";
+import type { SendResult } from "./results.js";
+import { beginWith, codeOf, type MismatchPolicy } from "./watch.js";
+
+export type { MismatchPolicy } from "./watch.js";
+
+/** Options of {@link idempotentMutation}. */
+export interface MutationOptions<TVariables, TData> {
+  /** The client whose storage holds the intents (made once, outside components). */
+  client: IdempotentClient;
+  /** The intent a call is, from its variables: what the user asked for, named so that asking again
+   *  (a retry, a reload, a second click) gives the same name, e.g. `` (cart) => `checkout:${cart.id}` ``.
+   *  A new name is a new order. */
+  intent: (variables: TVariables) => string;
+  /** The request of a call. */
+  request: (variables: TVariables) => IntentRequest;
+  /** Reads a 2xx answer's body into the mutation's data. Default: JSON, or null. */
+  read?: (response: Response) => Promise<TData>;
+  /** When the request differs from the one the intent was begun with (see `MismatchPolicy`).
+   *  Default `"error"`. */
+  onMismatch?: MismatchPolicy;
+}
+
+/** The mutation's error for a definite answer that is not 2xx (a 4xx, or a failure replayed):
+ *  the order was answered, retrying would get the same answer. */
+export class AnsweredError extends Error {
+  /** The answer (`status`, `response`, `replayed`, `key`...). */
+  readonly result: SendResult;
+  /** `read` of the answer's body. */
+  readonly data: unknown;
+  /** @param result the answer; @param data its body as read */
+  constructor(result: SendResult, data: unknown) {
+    super(`the server answered ${result.status}`);
+    this.name = "AnsweredError";
+    this.result = result;
+    this.data = data;
+  }
+}
+
+/** What {@link idempotentMutation} returns: the options to spread into `useMutation`. */
+export interface IdempotentMutation<TVariables, TData> {
+  /** Sends `request(variables)` as the intent `intent(variables)`; resolves the 2xx answer's data. */
+  mutationFn: (variables: TVariables) => Promise<TData>;
+}
+
+const readJson = (response: Response): Promise<never> => response.json().catch(() => null) as Promise<never>;
+
+/**
+ * `{ mutationFn }` for `useMutation` (spread it in) or `setMutationDefaults`: each call begins (or
+ * resumes) `intent(variables)` with `request(variables)` and sends it until a definite answer.
+ * Resolves a 2xx answer's data; rejects with {@link AnsweredError} for a definite non-2xx answer and
+ * with the client's `IdempotentFetchError` when there is no definite answer (the key is kept: the
+ * next call resumes it).
+ */
+export function idempotentMutation<TVariables, TData = unknown>(
+  options: MutationOptions<TVariables, TData>,
+): IdempotentMutation<TVariables, TData> {
+  const { client, intent, request, read = readJson, onMismatch = "error" } = options;
+  return {
+    async mutationFn(variables) {
+      const wanted = request(variables);
+      const begun = await beginWith(client, intent(variables), wanted, onMismatch, new AbortController().signal, () => {});
+      const result = "send" in begun ? await begun.send() : begun;
+      const data = await read(result.response.clone());
+      if (!result.ok) throw new AnsweredError(result, data);
+      return data;
+    },
+  };
+}
+
+/**
+ * A TanStack `retry` option: retries (up to `times`) only a send that ran out of attempts without a
+ * definite answer (`RETRIES_EXHAUSTED`), with the same key; an {@link AnsweredError}, an abort or a
+ * bad request is never retried.
+ */
+export function retryUnanswered(times: number): (failureCount: number, error: unknown) => boolean {
+  return (failureCount, error) => failureCount < times && codeOf(error) === "RETRIES_EXHAUSTED";
+}
