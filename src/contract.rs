@@ -284,6 +284,8 @@ enums! {
         State = 15,
         /// This intent's key existed before the `begin` that made this machine (stored or claimed).
         Resumed = 16,
+        /// The record: its key was brought by the app (`begin`'s `key`), not minted here.
+        Brought = 17,
     }
 
     /// Why a WAIT retries (field `Reason`).
@@ -431,6 +433,10 @@ consts! {
         STORED = 1,
         /// The record of the key claimed across tabs.
         CLAIMED = 2,
+        /// The record this tab's storage holds has another key than the one brought.
+        KEY_STORED = 3,
+        /// The record of the key claimed across tabs has another key than the one brought.
+        KEY_CLAIMED = 4,
     }
 
     /// Details of [`code::INVALID_REQUEST`].
@@ -439,6 +445,8 @@ consts! {
         INTENT_ID = 1,
         /// The fingerprint is not 64 lowercase hex characters.
         FINGERPRINT = 2,
+        /// A brought key is not 16 to 255 URL-unreserved characters (`A-Z a-z 0-9 - . _ ~`).
+        KEY = 3,
     }
 
     /// Details of [`code::STORAGE`]: the stored record's fields, by the number `Engine.load` takes
@@ -449,7 +457,8 @@ consts! {
         VERSION = 1 "v" "number",
         /// `id`: invalid, or not the id the record is stored under.
         ID = 2 "id" "string",
-        /// `key`: not a lowercase hyphenated UUID v4.
+        /// `key`: not a lowercase hyphenated UUID v4 (a brought key: not 16 to 255 URL-unreserved
+        /// characters).
         KEY = 3 "key" "string",
         /// `fingerprint`: not 64 lowercase hex characters.
         FINGERPRINT = 4 "fingerprint" "string",
@@ -465,6 +474,8 @@ consts! {
         LAST_STATUS = 9 "lastStatus" "number?",
         /// `uncertain`: not a boolean (absent in records written before it: false).
         UNCERTAIN = 10 "uncertain" "boolean?",
+        /// `brought`: not a boolean (absent: the key was minted here).
+        BROUGHT = 11 "brought" "boolean?",
         /// The CSPRNG (`crypto.getRandomValues`) failed.
         CSPRNG = 32,
     }
@@ -491,7 +502,7 @@ consts! {
 /// The number of options (the length of `Engine.create`'s array).
 pub const OPTION_COUNT: usize = OPTIONS.len();
 /// The length of `Engine.load`'s array of numbers: one slot per record field, by [`field`] number.
-pub const RECORD_SLOTS: usize = field::UNCERTAIN as usize + 1;
+pub const RECORD_SLOTS: usize = field::BROUGHT as usize + 1;
 
 /// A group of the table as the generator reads it.
 #[cfg(not(target_arch = "wasm32"))]

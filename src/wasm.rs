@@ -99,6 +99,7 @@ impl Engine {
         stored_fingerprint: &str,
         now_ms: f64,
         replace: bool,
+        key: Option<String>,
         stored: Option<Machine>,
         claimed: Option<Machine>,
     ) -> Option<Machine> {
@@ -106,7 +107,16 @@ impl Engine {
         // by the call (the driver names the old key from the records it parsed).
         let (stored, claimed) = (stored.as_ref().map(|m| &m.0), claimed.as_ref().map(|m| &m.0));
         self.0
-            .begin_from(intent_id, fingerprint, stored_fingerprint, ms(now_ms), replace, stored, claimed)
+            .begin_from(
+                intent_id,
+                fingerprint,
+                stored_fingerprint,
+                ms(now_ms),
+                replace,
+                key.as_deref(),
+                stored,
+                claimed,
+            )
             .map_or_else(refuse, |m| Some(Machine(m)))
     }
 
@@ -139,6 +149,7 @@ impl Engine {
             state,
             last_status: number(field::LAST_STATUS),
             uncertain: number(field::UNCERTAIN),
+            brought: number(field::BROUGHT),
         };
         self.0.load(intent_id, &fields).map_or_else(refuse, |m| Some(Machine(m)))
     }
@@ -198,6 +209,7 @@ impl Machine {
             Field::UpdatedAt => record.updated_at as f64,
             Field::LastStatus => record.last_status.into(),
             Field::Uncertain => flag(self.0.uncertain()),
+            Field::Brought => flag(record.brought),
             Field::Dirty => flag(self.0.dirty()),
             Field::State => (record.state as u8).into(),
             Field::Resumed => flag(self.0.resumed()),

@@ -6,7 +6,7 @@
 #[path = "core/support.rs"]
 mod support;
 
-use idempotent_fetch::machine::error::{code, exhausted, field};
+use idempotent_fetch::machine::error::{code, exhausted, field, mismatch, request};
 use idempotent_fetch::machine::{Key, Policy, RetryReason, State};
 use support::*;
 
@@ -681,4 +681,72 @@ mod invariants {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A key the app brings
+
+const BROUGHT: &str = "cs_test_a1B2c3D4e5F6g7H8i9J0";
+
+#[test]
+fn a_brought_key_is_sent_as_given_and_reused_after_a_reload() {
+    let mut first = Rig::new(60);
+    first.policy.max_attempts = 2;
+    let record = first.begin_brought(ID, &checkout(), BROUGHT, false).expect("begin");
+    assert_eq!((record.key.as_str(), record.brought), (BROUGHT, true));
+    first.transport.always(status(503));
+    let failure = first.send(ID).expect_err("no answer");
+    assert_eq!(failure.code, code::RETRIES_EXHAUSTED, "{failure:?}");
+    assert_eq!(first.transport.keys(), vec![BROUGHT.to_owned(), BROUGHT.to_owned()]);
+    let rig = first.reload(64);
+    // After the reload: the stored record (marked brought) validates and resumes, with or without
+    // the key brought again.
+    let again = rig.begin_brought(ID, &checkout(), BROUGHT, false).expect("resume with the same key");
+    assert_eq!(again.key.as_str(), BROUGHT);
+    let plain = rig.begin(ID, &checkout()).expect("resume without bringing it");
+    assert_eq!(plain.key.as_str(), BROUGHT);
+}
+
+#[test]
+fn a_malformed_brought_key_is_refused_before_anything_is_stored() {
+    let rig = Rig::new(61);
+    let long = "k".repeat(256);
+    for bad in [
+        "abcdefghij12345",
+        "has space in it!!",
+        "quote\"inside-the-key",
+        "crlf\r\nX-Evil: 1-abcdef",
+        "ümlaut-key-abcdefgh",
+        &long,
+    ] {
+        let failure = rig.begin_brought(ID, &checkout(), bad, false).expect_err(bad);
+        assert_eq!((failure.code, failure.detail), (code::INVALID_REQUEST, request::KEY), "{bad:?}");
+    }
+    assert!(rig.begin_brought(ID, &checkout(), &"k".repeat(255), false).is_ok(), "255 characters are accepted");
+    assert!(rig.begin_brought("other", &checkout(), "0123456789abcdef", false).is_ok(), "16 characters are accepted");
+}
+
+#[test]
+fn another_key_for_a_begun_intent_is_refused_unless_replaced() {
+    let rig = Rig::new(62);
+    let minted = rig.begin_checkout(ID);
+    let failure = rig.begin_brought(ID, &checkout(), BROUGHT, false).expect_err("another key");
+    assert_eq!((failure.code, failure.detail), (code::INTENT_MISMATCH, mismatch::KEY_STORED));
+    assert_eq!(failure.key.as_deref(), Some(minted.as_str()), "the message can name the old key");
+    let replaced = rig.begin_brought(ID, &checkout(), BROUGHT, true).expect("replace");
+    assert_eq!(replaced.key.as_str(), BROUGHT);
+    let other = rig.begin_brought(ID, &checkout(), "another-key-0123456789", false).expect_err("a second brought key");
+    assert_eq!((other.code, other.detail), (code::INTENT_MISMATCH, mismatch::KEY_STORED));
+}
+
+#[test]
+fn a_stored_key_of_the_brought_form_validates_only_when_marked_brought() {
+    let rig = Rig::new(63);
+    rig.begin_brought(ID, &checkout(), BROUGHT, false).expect("begin");
+    let text = rig.store.raw(ID).expect("stored");
+    assert!(text.contains("\"brought\":true"), "{text}");
+    // The mark removed: the key is held to the minted form (a UUID v4) and refused.
+    rig.store.set_raw(ID, &text.replace(",\"brought\":true", ""));
+    let failure = rig.begin(ID, &checkout()).expect_err("unmarked");
+    assert_eq!((failure.code, failure.detail), (code::STORAGE, field::KEY));
 }

@@ -31,6 +31,7 @@ fn fields() -> StoredFields<'static> {
         state: "pending",
         last_status: 503.0,
         uncertain: 0.0,
+        brought: 0.0,
     }
 }
 

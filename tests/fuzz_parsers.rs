@@ -172,6 +172,7 @@ fn check_record(machine: &Machine, engine: &Engine) -> Result<(), TestCaseError>
         state: r.state.as_str(),
         last_status: if r.last_status == 0 { -1.0 } else { f64::from(r.last_status) },
         uncertain: f64::from(u8::from(r.uncertain)),
+        brought: f64::from(u8::from(r.brought)),
     };
     let back = engine.load(&r.id, &fields);
     // Times beyond 2^53 cannot be stored exactly by JavaScript; the driver only passes Date.now().
@@ -370,6 +371,7 @@ proptest! {
             state: &strings[3],
             last_status: numbers[4],
             uncertain: numbers[5],
+            brought: 0.0,
         };
         match engine.load(&slot, &fields) {
             Ok(machine) => {
@@ -445,7 +447,7 @@ proptest! {
             v: 1.0, id: ID, key: key.as_str(), fingerprint: VALID_FINGERPRINT,
             created_at: machine.record().created_at as f64, updated_at: machine.record().updated_at as f64,
             attempts: f64::from(machine.record().attempts), state: machine.record().state.as_str(),
-            last_status: if machine.record().last_status == 0 { -1.0 } else { f64::from(machine.record().last_status) }, uncertain: f64::from(u8::from(machine.record().uncertain)),
+            last_status: if machine.record().last_status == 0 { -1.0 } else { f64::from(machine.record().last_status) }, uncertain: f64::from(u8::from(machine.record().uncertain)), brought: f64::from(u8::from(machine.record().brought)),
         });
         if let Ok(stored) = stored {
             let state = stored.record().state;
@@ -472,6 +474,7 @@ fn the_valid_record_is_accepted() {
         state: "pending",
         last_status: 503.0,
         uncertain: 0.0,
+        brought: 0.0,
     };
     let machine = engine.load(ID, &fields).expect("valid");
     assert_eq!(machine.record().state, State::Pending);

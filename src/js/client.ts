@@ -18,7 +18,7 @@ import { Listeners, type ClientEventMap } from "./events.js";
 import { Fields } from "./fields.js";
 import { fingerprint } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
-import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, F_UPDATED_AT, type Machine, MISMATCH_CLAIMED, OPT_RETRY_BUDGET, OPTIONS, SWEEP_EXPIRED, SWEEP_KEEP, SWEEP_REMOVE } from "./machine.js";
+import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, F_UPDATED_AT, type Machine, MISMATCH_CLAIMED, MISMATCH_KEY_CLAIMED, MISMATCH_KEY_STORED, OPT_RETRY_BUDGET, OPTIONS, SWEEP_EXPIRED, SWEEP_KEEP, SWEEP_REMOVE } from "./machine.js";
 import { fromThrown, intentMismatch, notFound } from "./messages.js";
 import {
   type BeginOptions,
@@ -150,8 +150,8 @@ export class IdempotentClient {
    */
   async begin(intentId: string, request: IntentRequest | Request, options?: BeginOptions): Promise<IdempotentOperation> {
     const id = intentIdArg(intentId);
-    const replace = parseBeginOptions(options);
-    return this.beginPrepared(id, () => prepareRequest(request, this.core.config.headerName, this.core.config.maxBodyBytes), replace);
+    const { replace, key } = parseBeginOptions(options);
+    return this.beginPrepared(id, () => prepareRequest(request, this.core.config.headerName, this.core.config.maxBodyBytes), replace, key);
   }
 
   /**
@@ -368,7 +368,7 @@ export class IdempotentClient {
     const deferSave = !args.signal && !requireDurable;
     // An intent named by its request is deleted once answered (not kept retired for keyTtlMs): an
     // identical request after a definite answer is a new order the user asked for.
-    const operation = await this.beginPrepared(intentId, prepare, false, true, deferSave, args.intent === undefined);
+    const operation = await this.beginPrepared(intentId, prepare, false, args.key, true, deferSave, args.intent === undefined);
     return (await operation.send(args.signal ? { signal: args.signal } : undefined)).response;
   }
 
@@ -433,6 +433,7 @@ export class IdempotentClient {
     intentId: string,
     prepare: () => Promise<PreparedRequest>,
     replace: boolean,
+    key: string | undefined,
     sendsNow = false,
     deferSave = false,
     retire = false,
@@ -458,7 +459,7 @@ export class IdempotentClient {
       }
       // Under a lock (no claim), the record must be written before the lock is released, or the
       // next holder finds nothing and mints a second key: a deferred write is only for claims.
-      const begin = (db?: IDBDatabase) => beginOnce(core, engine, intentId, prepared, replace, fp, db, deferSave && !!db);
+      const begin = (db?: IDBDatabase) => beginOnce(core, engine, intentId, prepared, replace, key, fp, db, deferSave && !!db);
       // A claims database that fails mid-way: this call takes the lock path.
       let view = db && (await begin(db).catch((error: unknown) => (error ? Promise.reject(error) : undefined)));
       if (!view) {
@@ -527,6 +528,7 @@ async function beginOnce(
   intentId: string,
   prepared: PreparedRequest,
   replace: boolean,
+  brought: string | undefined,
   fp: string,
   db: IDBDatabase | undefined,
   deferSave: boolean,
@@ -552,13 +554,14 @@ async function beginOnce(
         // Consumes both machines (their JS objects are emptied by the call).
         consumed = true;
         machine =
-          engine.begin(intentId, fp, plainFp ?? fp, Date.now(), replace, stored?.machine, claimed?.machine) ?? refused();
+          engine.begin(intentId, fp, plainFp ?? fp, Date.now(), replace, brought, stored?.machine, claimed?.machine) ?? refused();
       } catch (thrown) {
         const error = fromThrown(thrown, { intentId, key: stored?.ids.key ?? null });
         if (error.code !== "INTENT_MISMATCH") throw error;
         // The detail names whose key the request does not match.
-        const oldKey = ((thrown as number) & 255) === MISMATCH_CLAIMED ? claimed?.ids.key : stored?.ids.key;
-        throw intentMismatch(intentId, oldKey ?? "unknown");
+        const detail = (thrown as number) & 255;
+        const oldKey = detail === MISMATCH_CLAIMED || detail === MISMATCH_KEY_CLAIMED ? claimed?.ids.key : stored?.ids.key;
+        throw intentMismatch(intentId, oldKey ?? "unknown", detail >= MISMATCH_KEY_STORED);
       }
       const key = machine.key();
       const resumed = machine.get(F_RESUMED) === 1;

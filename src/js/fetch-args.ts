@@ -18,6 +18,8 @@ export interface IdempotentRequestInit extends Omit<RequestInit, "body" | "signa
    *  definite answer (then it is forgotten: a later identical request is a new intent). Name it when
    *  a rebuilt request must still be the same intent (see `begin`'s `replace`). */
   intent?: string;
+  /** A key to use instead of minting one (see `BeginOptions.key`). */
+  key?: string;
 }
 
 /** What `client.fetch` begins and sends. */
@@ -28,6 +30,7 @@ export interface FetchArgs {
   body: unknown;
   signal: AbortSignal | undefined;
   intent: string | undefined;
+  key: string | undefined;
 }
 
 /** `value[name]`, with `undefined` and `null` both meaning absent. */
@@ -64,5 +67,7 @@ export async function readFetchArgs(input: unknown, init: unknown): Promise<Fetc
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalidRequest("init.signal must be an AbortSignal");
   const intent = prop(options, "intent");
   if (intent !== undefined && typeof intent !== "string") throw invalidRequest("init.intent must be a string");
-  return { url, method, headers, body: prop(options, "body") ?? body, signal, intent };
+  const key = prop(options, "key");
+  if (key !== undefined && typeof key !== "string") throw invalidRequest("init.key must be a string");
+  return { url, method, headers, body: prop(options, "body") ?? body, signal, intent, key };
 }

@@ -44,6 +44,7 @@ export interface EngineContract<M extends MachineContract> {
     storedFingerprint: string,
     nowMs: number,
     replace: boolean,
+    key: string | undefined,
     stored: M | undefined,
     claimed: M | undefined,
   ): M | undefined;

@@ -22,6 +22,7 @@ import {
   REASON_TIMEOUT,
   RECORD_FIELDS,
   REQUEST_INTENT_ID,
+  REQUEST_KEY,
 } from "./machine.js";
 
 /** `RETRIES_EXHAUSTED` details, from EXHAUSTED_MAX_ATTEMPTS on (the type names every one). */
@@ -49,7 +50,15 @@ export const INTENT_ID_MESSAGE = "the intent id must be a string of 1 to 256 cha
 const SIMPLE: Record<number, [ErrorCode, string | ((detail: number) => string)]> = {
   [E_ABORTED]: ["ABORTED", ABORTED_MESSAGE],
   [E_KEY_MISMATCH]: ["KEY_MISMATCH", "the server answered 422: this key was already used with a different request"],
-  [E_INVALID_REQUEST]: ["INVALID_REQUEST", (detail) => (detail === REQUEST_INTENT_ID ? INTENT_ID_MESSAGE : "the request fingerprint is malformed")],
+  [E_INVALID_REQUEST]: [
+    "INVALID_REQUEST",
+    (detail) =>
+      detail === REQUEST_INTENT_ID
+        ? INTENT_ID_MESSAGE
+        : detail === REQUEST_KEY
+          ? "a key you bring must be 16 to 255 characters of A-Z a-z 0-9 - . _ ~"
+          : "the request fingerprint is malformed",
+  ],
 };
 
 /** What the driver knows when a machine call throws, to complete the error. */
@@ -72,10 +81,10 @@ export function notFound(intentId: string): IdempotentFetchError {
   return new IdempotentFetchError("NOT_FOUND", `intent "${intentId}" is not stored (discarded?); begin it again`);
 }
 
-export function intentMismatch(intentId: string, oldKey: string): IdempotentFetchError {
+export function intentMismatch(intentId: string, oldKey: string, otherKey = false): IdempotentFetchError {
   return new IdempotentFetchError(
     "INTENT_MISMATCH",
-    `intent "${intentId}" was begun with a different request (key ${oldKey}); discard it or begin with { replace: true }`,
+    `intent "${intentId}" was begun ${otherKey ? "with another key" : "with a different request"} (key ${oldKey}); discard it or begin with { replace: true }`,
     { key: oldKey },
   );
 }

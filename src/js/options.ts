@@ -266,12 +266,18 @@ function hasGlobal(name: string): boolean {
 
 /** Options of `client.begin`. */
 export interface BeginOptions {
-  /** Replace a stored intent of the same id that has a different request (a new key is made). */
+  /** Replace a stored intent of the same id that has a different request (or key): a new key. */
   replace?: boolean;
+  /** The key to use instead of minting one: a key your server issued with the checkout session, or
+   *  the resource's own id. 16 to 255 characters of `A-Z a-z 0-9 - . _ ~` (`INVALID_REQUEST`
+   *  otherwise). Stored and reused like a minted key; another key for an intent already begun is
+   *  `INTENT_MISMATCH` unless `replace`. Bring a key that is unique per intent and hard to guess. */
+  key?: string;
 }
 
-/** `begin`'s options: whether to replace a mismatching stored intent. */
-export function parseBeginOptions(options: unknown): boolean {
-  if (options === undefined || options === null) return false;
-  return Fields.of(options, "", "begin options", invalidOptions).only(["replace"]).boolean("replace") ?? false;
+/** `begin`'s options: whether to replace a mismatching stored intent, and the key brought. */
+export function parseBeginOptions(options: unknown): { replace: boolean; key: string | undefined } {
+  if (options === undefined || options === null) return { replace: false, key: undefined };
+  const fields = Fields.of(options, "", "begin options", invalidOptions).only(["replace", "key"]);
+  return { replace: fields.boolean("replace") ?? false, key: fields.string("key") };
 }

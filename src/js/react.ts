@@ -44,16 +44,17 @@ export function useIdempotentAction<T = unknown>(intentId: string, request: Inte
   // render is fine).
   const latest = useRef({ request, read: options.read });
   latest.current = { request, read: options.read };
-  const { client, resume, onMismatch } = options;
+  const { client, resume, onMismatch, key } = options;
   const store = useMemo(
     () =>
       watchIntent<T>(intentId, () => latest.current.request, {
         client,
         resume,
         onMismatch,
+        ...(key === undefined ? {} : { key }),
         read: (response) => (latest.current.read ?? ((r: Response) => r.json().catch(() => null) as Promise<T>))(response),
       }),
-    [client, intentId, resume, onMismatch],
+    [client, intentId, resume, onMismatch, key],
   );
   const snapshot = useSyncExternalStore(store.subscribe, store.getSnapshot, store.getSnapshot);
   return useMemo(() => ({ ...snapshot, run: store.run, abort: store.abort }), [snapshot, store]);

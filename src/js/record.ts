@@ -10,6 +10,7 @@ import {
   F_STATE,
   F_TOTAL_ATTEMPTS,
   F_UNCERTAIN,
+  F_BROUGHT,
   F_UPDATED_AT,
   FIELD_FINGERPRINT,
   FIELD_ID,
@@ -156,6 +157,8 @@ export function encodeRecord(machine: Machine, ids: RecordIds, request: Persiste
     state: STATES[machine.get(F_STATE)],
     lastStatus: lastStatus === 0 ? null : lastStatus,
     uncertain: machine.get(F_UNCERTAIN) === 1,
+    // Marked only when true: records of minted keys keep their form.
+    ...(machine.get(F_BROUGHT) === 1 ? { brought: true } : {}),
     ...(request ? { request } : {}),
   });
 }

@@ -35,6 +35,8 @@ export interface MutationOptions<TVariables, TData> {
   /** When the request differs from the one the intent was begun with (see `MismatchPolicy`).
    *  Default `"error"`. */
   onMismatch?: MismatchPolicy;
+  /** A key the app brings for a call (`begin`'s `key`), e.g. one the server issued with the cart. */
+  key?: (variables: TVariables) => string;
 }
 
 /** The mutation's error for a definite answer that is not 2xx (a 4xx, or a failure replayed):
@@ -71,11 +73,11 @@ const readJson = (response: Response): Promise<never> => response.json().catch((
 export function idempotentMutation<TVariables, TData = unknown>(
   options: MutationOptions<TVariables, TData>,
 ): IdempotentMutation<TVariables, TData> {
-  const { client, intent, request, read = readJson, onMismatch = "error" } = options;
+  const { client, intent, request, read = readJson, onMismatch = "error", key } = options;
   return {
     async mutationFn(variables) {
       const wanted = request(variables);
-      const begun = await beginWith(client, intent(variables), wanted, onMismatch, new AbortController().signal, () => {});
+      const begun = await beginWith(client, intent(variables), wanted, onMismatch, new AbortController().signal, () => {}, key?.(variables));
       const result = "send" in begun ? await begun.send() : begun;
       const data = await read(result.response.clone());
       if (!result.ok) throw new AnsweredError(result, data);

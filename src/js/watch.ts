@@ -61,6 +61,9 @@ export interface WatchOptions<T> {
   read?: (response: Response) => Promise<T>;
   /** When the request differs from the stored intent's (see {@link MismatchPolicy}). Default `"error"`. */
   onMismatch?: MismatchPolicy;
+  /** A key the app brings instead of a minted one (`begin`'s `key`: a server-issued key, the
+   *  resource's own id). */
+  key?: string;
 }
 
 /** One immutable view of the intent: a new object on every change (and every 250 ms of a countdown). */
@@ -126,7 +129,7 @@ const wait = (ms: number, signal: AbortSignal) =>
   });
 
 /**
- * `client.begin(intentId, request)` with the {@link MismatchPolicy}: resolves the operation to send,
+ * `client.begin(intentId, request, { key })` with the {@link MismatchPolicy}: resolves the operation to send,
  * or, for `"replace"`, the answer the server already holds for the old key. `onWait` is called
  * before each wait for an old request the server still runs.
  */
@@ -137,9 +140,10 @@ export async function beginWith(
   onMismatch: MismatchPolicy,
   signal: AbortSignal,
   onWait: () => void,
+  key?: string,
 ): Promise<IdempotentOperation | SendResult> {
   try {
-    return await client.begin(intentId, request);
+    return await client.begin(intentId, request, key === undefined ? undefined : { key });
   } catch (thrown) {
     if (codeOf(thrown) !== "INTENT_MISMATCH" || onMismatch === "error") throw thrown;
     // The request given now carries the credentials (a stored request never holds them), for the
@@ -154,7 +158,7 @@ export async function beginWith(
         if (codeOf(error) !== "INVALID_OPTIONS") throw error;
       }
       if (answer?.status === "done") return answer.result;
-      if (answer?.status !== "in_flight") return await client.begin(intentId, request, { replace: true });
+      if (answer?.status !== "in_flight") return await client.begin(intentId, request, { replace: true, ...(key === undefined ? {} : { key }) });
       if (ask + 1 >= IN_FLIGHT_ASKS || signal.aborted) throw thrown;
       onWait();
       await wait(IN_FLIGHT_WAIT_MS, signal);
@@ -172,7 +176,7 @@ export function watchIntent<T = unknown>(
   request: IntentRequest | (() => IntentRequest),
   options: WatchOptions<T>,
 ): IntentStore<T> {
-  const { client, resume = true, read = readJson, onMismatch = "error" } = options;
+  const { client, resume = true, read = readJson, onMismatch = "error", key } = options;
   const listeners = new Set<() => void>();
   let retryUntil: number | null = null;
   let snapshot: IntentSnapshot<T> = {
@@ -224,6 +228,7 @@ export function watchIntent<T = unknown>(
       try {
         const begun = await beginWith(client, intentId, typeof request === "function" ? request() : request, onMismatch, controller.signal, () =>
           set({ phase: "retrying", retryReason: "the earlier request is still running on the server" }, Date.now() + IN_FLIGHT_WAIT_MS),
+          key,
         );
         let result: SendResult;
         if ("send" in begun) {

@@ -12,6 +12,10 @@ use super::key::Key;
 use super::policy::Policy;
 use super::random::RandomSource;
 use super::record::{is_valid_intent_id, Record, State, StoredFields};
+
+/// `begin_with`'s `INTENT_MISMATCH` detail for a candidate whose key is not the one brought
+/// (`begin_from` names the candidate in its place).
+const KEY_MISMATCH: u8 = mismatch::KEY_STORED;
 use super::send::Machine;
 use super::shared::Shared;
 
@@ -62,7 +66,7 @@ impl Engine {
         replace: bool,
         stored: Option<&Machine>,
     ) -> Result<Machine, Error> {
-        self.begin_with(intent_id, fingerprint, fingerprint, now_ms, replace, stored)
+        self.begin_with(intent_id, fingerprint, fingerprint, now_ms, replace, None, stored)
     }
 
     /// [`Engine::begin`] with two candidates: `stored`, the record this tab's storage holds, and
@@ -73,8 +77,11 @@ impl Engine {
     ///
     /// `stored_fingerprint` is what the stored record's fingerprint is compared with (the driver's
     /// hash of the request for that record's version); a new key's record gets `fingerprint`.
+    /// `brought`: the key the app brings for a new record ([`Key::brought`]; `INVALID_REQUEST` with
+    /// [`request::KEY`] when malformed); a candidate with another key is a mismatch unless replaced.
     /// `INTENT_MISMATCH`'s detail names the candidate whose key the request does not match:
-    /// [`mismatch::STORED`] or [`mismatch::CLAIMED`].
+    /// [`mismatch::STORED`] or [`mismatch::CLAIMED`], or whose key is not the one brought:
+    /// [`mismatch::KEY_STORED`] or [`mismatch::KEY_CLAIMED`].
     #[allow(clippy::too_many_arguments)]
     pub fn begin_from(
         &self,
@@ -83,6 +90,7 @@ impl Engine {
         stored_fingerprint: &str,
         now_ms: u64,
         replace: bool,
+        brought: Option<&str>,
         stored: Option<&Machine>,
         claimed: Option<&Machine>,
     ) -> Result<Machine, Error> {
@@ -91,17 +99,21 @@ impl Engine {
             Some(claimed) => (Some(claimed), fingerprint, mismatch::CLAIMED),
             None => (stored, stored_fingerprint, mismatch::STORED),
         };
+        // begin_with's detail: 0 for another request, KEY_MISMATCH for another key; named here.
+        let name =
+            |detail| if detail == KEY_MISMATCH { which + mismatch::KEY_STORED - mismatch::STORED } else { which };
         let mut machine = self
-            .begin_with(intent_id, compare, fingerprint, now_ms, replace, candidate)
-            .map_err(|e| if e.code == code::INTENT_MISMATCH { Error::new(e.code, which) } else { e })?;
+            .begin_with(intent_id, compare, fingerprint, now_ms, replace, brought, candidate)
+            .map_err(|e| if e.code == code::INTENT_MISMATCH { Error::new(e.code, name(e.detail)) } else { e })?;
         if newer.is_some() && machine.resumed() {
             machine.mark_dirty();
         }
         Ok(machine)
     }
 
-    /// [`Engine::begin`], comparing the stored record with `compare` and giving a new key's record
-    /// `fingerprint`.
+    /// [`Engine::begin`], comparing the stored record with `compare` (and its key with `brought`)
+    /// and giving a new key's record `fingerprint` and the brought key, if any.
+    #[allow(clippy::too_many_arguments)]
     fn begin_with(
         &self,
         intent_id: &str,
@@ -109,6 +121,7 @@ impl Engine {
         fingerprint: &str,
         now_ms: u64,
         replace: bool,
+        brought: Option<&str>,
         stored: Option<&Machine>,
     ) -> Result<Machine, Error> {
         if !is_valid_intent_id(intent_id) {
@@ -118,6 +131,10 @@ impl Engine {
         if !fingerprint::is_valid(fingerprint) {
             return Err(Error::new(code::INVALID_REQUEST, request::FINGERPRINT));
         }
+        let brought = match brought {
+            Some(text) => Some(Key::brought(text).ok_or(Error::new(code::INVALID_REQUEST, request::KEY))?),
+            None => None,
+        };
         if let Some(stored) = stored.filter(|_| !replace) {
             let record = stored.record();
             if record.id != intent_id {
@@ -127,6 +144,9 @@ impl Engine {
             if same_request || record.state != State::Failed || record.uncertain {
                 if !same_request {
                     return Err(Error::new(code::INTENT_MISMATCH, 0));
+                }
+                if brought.as_ref().is_some_and(|key| *key != record.key) {
+                    return Err(Error::new(code::INTENT_MISMATCH, KEY_MISMATCH));
                 }
                 let mut record = record.clone();
                 let stale =
@@ -138,8 +158,14 @@ impl Engine {
                 return Ok(Machine::new(self.shared.clone(), record, stale, true));
             }
         }
-        let key = Key::generate(&*self.shared.random).map_err(|_| Error::new(code::STORAGE, field::CSPRNG))?;
-        Ok(Machine::new(self.shared.clone(), Record::new(intent_id, key, fingerprint, now_ms), true, false))
+        let record = match brought {
+            Some(key) => Record { brought: true, ..Record::new(intent_id, key, fingerprint, now_ms) },
+            None => {
+                let key = Key::generate(&*self.shared.random).map_err(|_| Error::new(code::STORAGE, field::CSPRNG))?;
+                Record::new(intent_id, key, fingerprint, now_ms)
+            }
+        };
+        Ok(Machine::new(self.shared.clone(), record, true, false))
     }
 
     /// A machine over a record read back from storage under `intent_id` (values checked: `STORAGE`

@@ -1,4 +1,5 @@
-//! Idempotency keys: a UUID v4 from the CSPRNG, and strict validation of keys read back from storage.
+//! Idempotency keys: a UUID v4 from the CSPRNG or a key the app brings, and strict validation of
+//! keys read back from storage.
 
 use alloc::string::String;
 
@@ -6,12 +7,16 @@ use super::random::{RandomFailed, RandomSource};
 
 /// Length of a hyphenated UUID.
 pub const KEY_LEN: usize = 36;
+/// The shortest key an app may bring: 16 characters (96 bits of a random alphabet of 64).
+pub const BROUGHT_MIN: usize = 16;
+/// The longest key an app may bring (Stripe's limit).
+pub const BROUGHT_MAX: usize = 255;
 
-/// A well-formed idempotency key: a lowercase hyphenated UUID v4.
+/// A well-formed idempotency key: a lowercase hyphenated UUID v4, or a key the app brought.
 ///
-/// The only ways to get one are [`Key::generate`] (fresh CSPRNG bytes) and [`Key::parse`] (strict
-/// validation), so a key can always go into a header as it is: it holds only `[0-9a-f-]`, never
-/// CR/LF or quotes.
+/// The only ways to get one are [`Key::generate`] (fresh CSPRNG bytes), [`Key::parse`] (strict
+/// validation) and [`Key::brought`] (16 to 255 URL-unreserved characters), so a key can always go
+/// into a header, a JSON string or a URL as it is: never CR/LF, quotes, backslashes or spaces.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Key(String);
 
@@ -32,18 +37,27 @@ impl Key {
         is_canonical_v4(text).then(|| Self(String::from(text)))
     }
 
+    /// A key the app brings (a server-issued one, the resource's own id): 16 to 255 characters of
+    /// `A-Z a-z 0-9 - . _ ~` (RFC 3986's unreserved set, which is also safe in a structured-field
+    /// string and in JSON without escaping).
+    pub fn brought(text: &str) -> Option<Self> {
+        let unreserved = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~');
+        ((BROUGHT_MIN..=BROUGHT_MAX).contains(&text.len()) && text.as_bytes().iter().all(unreserved))
+            .then(|| Self(String::from(text)))
+    }
+
     /// The key as it goes into the header in the default raw-token form.
     pub fn as_str(&self) -> &str {
         &self.0
     }
 
     /// The header value: the raw token, or the IETF draft's structured-field string (in double
-    /// quotes; safe without escaping because a key holds only hex digits and hyphens).
+    /// quotes; safe without escaping because a key holds only unreserved characters).
     pub fn header(&self, sf_string: bool) -> String {
         if !sf_string {
             return self.0.clone();
         }
-        let mut value = String::with_capacity(KEY_LEN + 2);
+        let mut value = String::with_capacity(self.0.len() + 2);
         value.push('"');
         value.push_str(&self.0);
         value.push('"');

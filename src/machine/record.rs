@@ -60,6 +60,8 @@ pub struct Record {
     /// A later plain 4xx then cannot tell whether the work was done: the result says `uncertain`,
     /// and the intent cannot be re-begun with another request until the app discards it.
     pub uncertain: bool,
+    /// The key was brought by the app (`begin`'s `key`), not minted here: validated as such.
+    pub brought: bool,
 }
 
 /// A stored record's fields as the driver read them from JSON (type-checked, values unchecked).
@@ -86,6 +88,8 @@ pub struct StoredFields<'a> {
     pub last_status: f64,
     /// `uncertain`: 1 or 0 (JSON true or false; absent in records written before it existed: 0).
     pub uncertain: f64,
+    /// `brought`: 1 or 0 (JSON true or false; absent: 0, a minted key).
+    pub brought: f64,
 }
 
 impl StoredFields<'_> {
@@ -99,7 +103,8 @@ impl StoredFields<'_> {
         if !is_valid_intent_id(self.id) || self.id != intent_id {
             return Err(bad(field::ID));
         }
-        let key = Key::parse(self.key).ok_or(bad(field::KEY))?;
+        let brought = whole(self.brought, 1).ok_or(bad(field::BROUGHT))? == 1;
+        let key = if brought { Key::brought(self.key) } else { Key::parse(self.key) }.ok_or(bad(field::KEY))?;
         if !fingerprint::is_valid(self.fingerprint) {
             return Err(bad(field::FINGERPRINT));
         }
@@ -124,6 +129,7 @@ impl StoredFields<'_> {
             state,
             last_status: last_status as u16,
             uncertain,
+            brought,
         })
     }
 }
@@ -141,6 +147,7 @@ impl Record {
             state: State::Pending,
             last_status: 0,
             uncertain: false,
+            brought: false,
         }
     }
 

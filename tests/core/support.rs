@@ -423,7 +423,7 @@ impl JsonStore {
 /// The record as the driver writes it.
 pub fn encode(record: &Record) -> String {
     let last_status = if record.last_status == 0 { Value::Null } else { json!(record.last_status) };
-    json!({
+    let mut value = json!({
         "v": 1,
         "id": record.id,
         "key": record.key.as_str(),
@@ -434,12 +434,27 @@ pub fn encode(record: &Record) -> String {
         "state": record.state.as_str(),
         "lastStatus": last_status,
         "uncertain": record.uncertain,
-    })
-    .to_string()
+    });
+    // Only a brought key is marked (as the driver writes it).
+    if record.brought {
+        value["brought"] = json!(true);
+    }
+    value.to_string()
 }
 
-const FIELDS: [&str; 10] =
-    ["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state", "lastStatus", "uncertain"];
+const FIELDS: [&str; 11] = [
+    "v",
+    "id",
+    "key",
+    "fingerprint",
+    "createdAt",
+    "updatedAt",
+    "attempts",
+    "state",
+    "lastStatus",
+    "uncertain",
+    "brought",
+];
 
 /// The driver's type check (JSON, an object, known fields, strings and numbers), then the machine.
 pub fn decode(engine: &Engine, id: &str, text: &str) -> Result<Machine, LoadError> {
@@ -459,6 +474,10 @@ pub fn decode(engine: &Engine, id: &str, text: &str) -> Result<Machine, LoadErro
         None => 0.0,
         Some(v) => f64::from(u8::from(v.as_bool().ok_or_else(|| malformed("uncertain"))?)),
     };
+    let brought = match object.get("brought") {
+        None => 0.0,
+        Some(v) => f64::from(u8::from(v.as_bool().ok_or_else(|| malformed("brought"))?)),
+    };
     let fields = StoredFields {
         v: number("v")?,
         id: string("id")?,
@@ -470,6 +489,7 @@ pub fn decode(engine: &Engine, id: &str, text: &str) -> Result<Machine, LoadErro
         state: string("state")?,
         last_status,
         uncertain,
+        brought,
     };
     engine.load(id, &fields).map_err(|e| {
         assert_eq!(e.code, code::STORAGE, "load throws only STORAGE");
@@ -615,6 +635,25 @@ impl Rig {
             failure.key = stored_key;
             failure
         })?;
+        if machine.dirty() {
+            self.store.save(machine.record()).map_err(|()| Failure::new(code::STORAGE, 0))?;
+        }
+        Ok(machine.record().clone())
+    }
+
+    /// `client.begin(id, request, { key, replace })`: as `begin_with`, with a key the app brings,
+    /// through the engine's `begin_from` (no claim).
+    pub fn begin_brought(&self, id: &str, fingerprint: &str, key: &str, replace: bool) -> Result<Record, Failure> {
+        let engine = self.engine();
+        let stored = if replace { None } else { self.load_machine(id)? };
+        let stored_key = stored.as_ref().map(|m| m.record().key.as_str().to_owned());
+        let machine = engine
+            .begin_from(id, fingerprint, fingerprint, self.clock.now(), replace, Some(key), stored.as_ref(), None)
+            .map_err(|e| {
+                let mut failure = Failure::new(e.code, e.detail);
+                failure.key = stored_key;
+                failure
+            })?;
         if machine.dirty() {
             self.store.save(machine.record()).map_err(|()| Failure::new(code::STORAGE, 0))?;
         }

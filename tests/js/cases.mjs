@@ -257,6 +257,34 @@ add("same key on every attempt, a UUID v4 that the result reports", async (ctx) 
   for (const entry of log) assert.equal(entry.key, op.key, `attempt ${entry.attempt} key`);
 });
 
+add("a brought key: sent as given on every attempt, reused after a reload, refused when malformed or when another key is brought for the intent", async (ctx) => {
+  const { assert } = ctx;
+  const client = ctx.client({ retry: { maxAttempts: 2 } });
+  const key = "cs_test_a1B2c3D4e5F6g7H8i9J0";
+  const request = { url: ctx.url("bk", "503,503,201"), body: "x" };
+  const op = await client.begin("pay", request, { key });
+  assert.equal(op.key, key);
+  await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  // A reload (a new client over the same storage in a page): the stored key, brought again or not.
+  const later = ctx.browser ? ctx.client() : client;
+  const resumed = await later.begin("pay", request);
+  assert.equal(resumed.key, key);
+  assert.equal((await resumed.send()).status, 201);
+  assert.deepEqual((await ctx.log("bk")).map((e) => e.key), [key, key, key], "the brought key on every attempt");
+  for (const bad of ["too-short-key", "a key with spaces in it", `${"k".repeat(256)}`, "quote\"in-the-key-000"]) {
+    const error = await assert.rejects(client.begin(`bad:${bad.length}`, request, { key: bad }), "INVALID_REQUEST");
+    assert.ok(error.message.includes("16 to 255 characters"), error.message);
+  }
+  await assert.rejects(client.begin("x", request, { key: 42 }), "INVALID_OPTIONS");
+  const other = await assert.rejects(client.begin("pay", request, { key: "another-key-0123456789" }), "INTENT_MISMATCH");
+  assert.ok(other.message.includes(`with another key (key ${key})`), other.message);
+  const replaced = await client.begin("pay", request, { key: "another-key-0123456789", replace: true });
+  assert.equal(replaced.key, "another-key-0123456789");
+  // The fetch-shaped form takes it too, in the header the server reads.
+  const response = await client.fetch(ctx.url("bk2", "201"), { method: "POST", body: "y", key: "order_7f3a9c2e41b0d865" });
+  assert.equal((await response.json()).key, "order_7f3a9c2e41b0d865");
+});
+
 add("a new intent gets a new key; re-beginning the same intent keeps its key", async (ctx) => {
   const { assert } = ctx;
   const client = ctx.client();

@@ -231,3 +231,18 @@ test("the Svelte store follows the store contract: the subscriber is called at o
   assert.equal((await server.orders(name)).length, 1, "one order");
   assert.ok(phases.includes("sending"));
 });
+
+test("a key the app brings goes through the store (and so every binding) as given", async () => {
+  const { name, page, headers } = await account();
+  const key = "srv_issued_4f1c9a7e2b3d5608";
+  const store = watchIntent("checkout", order(headers, 2), { client: page(), key });
+  const s = observe(store);
+  await s.until("idle", (x) => x.phase === "idle");
+  store.run();
+  const done = await s.until("the answer", settled);
+  assert.equal(done.phase, "succeeded", done.error?.message);
+  assert.equal(done.key, key);
+  const orders = await server.orders(name);
+  assert.deepEqual(orders.map((o) => o.idempotencyKey), [key]);
+  s.unsubscribe();
+});

@@ -179,7 +179,7 @@ fn keys_come_from_the_platform_csprng_and_are_distinct_v4() {
     let mut seen = BTreeSet::new();
     for i in 0..200 {
         let machine = engine
-            .begin(&format!("intent-{i}"), &fingerprint(), &fingerprint(), NOW, false, None, None)
+            .begin(&format!("intent-{i}"), &fingerprint(), &fingerprint(), NOW, false, None, None, None)
             .expect("begin");
         let key = machine.key_or_header(None);
         assert!(is_canonical_v4(&key), "{key}");
@@ -199,19 +199,19 @@ fn a_throwing_csprng_refuses_begin_with_storage_32() {
     let crypto = js_sys::Reflect::get(&js_sys::global(), &"crypto".into()).expect("read crypto");
     let throwing = js_sys::Function::new_no_args("throw new Error('no CSPRNG')");
     assert!(js_sys::Reflect::set(&crypto, &"getRandomValues".into(), &throwing).expect("replace getRandomValues"));
-    let result = checked(engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None)).err();
+    let result = checked(engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None)).err();
     js_sys::Reflect::delete_property(crypto.unchecked_ref::<js_sys::Object>(), &"getRandomValues".into())
         .expect("restore");
     assert_eq!(result, Some(packed(9, 32)), "STORAGE 32");
     let machine =
-        engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None).expect("the CSPRNG works again");
+        engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).expect("the CSPRNG works again");
     assert!(is_canonical_v4(&machine.key_or_header(None)));
 }
 
 #[wasm_bindgen_test]
 fn the_sf_string_header_quotes_the_key() {
     let machine =
-        engine_with(8.0, 0.0, true).begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None).unwrap();
+        engine_with(8.0, 0.0, true).begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     assert_eq!(machine.key_or_header(Some(true)), format!("\"{}\"", machine.key_or_header(None)));
 }
 
@@ -247,7 +247,7 @@ fn every_option_out_of_range_throws_its_index() {
 #[wasm_bindgen_test]
 fn a_send_runs_through_the_exports() {
     let engine = engine();
-    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None).unwrap();
+    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     m.mark_saved();
     assert_eq!(m.start(NOW, true), SEND);
     assert!(m.dirty(), "saved before the attempt");
@@ -280,7 +280,7 @@ fn fields(m: &Machine) -> [f64; 10] {
 #[wasm_bindgen_test]
 fn get_reads_each_field_of_the_payload() {
     let engine = engine();
-    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None).unwrap();
+    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     assert_eq!(m.start(NOW, true), SEND);
     assert_eq!(fields(&m)[..5], [15_000.0, 0.0, 0.0, 1.0, 1.0], "SEND: timeout, attempt, totalAttempts");
     assert_eq!(m.on_response(NOW + 10.0, 503, Some("2".into()), None, None, 0), WAIT);
@@ -302,7 +302,7 @@ fn get_reads_each_field_of_the_payload() {
     assert_eq!(m.get(14), 0.0, "saved: not dirty");
     assert_eq!(m.get(15), 1.0, "state: succeeded");
     assert!(m.get(Field::ALL.len() as u32).is_nan() && m.get(u32::MAX).is_nan(), "an unknown field is NaN");
-    let mut f = engine.begin("if-get-fail", &fingerprint(), &fingerprint(), NOW, false, None, None).unwrap();
+    let mut f = engine.begin("if-get-fail", &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     assert_eq!(f.start(NOW, true), SEND);
     assert_eq!(f.on_abort(NOW + 5.0), FAIL);
     assert_eq!(fields(&f)[8..], [2.0, 0.0], "FAIL: aborted");
@@ -314,7 +314,7 @@ fn get_reads_each_field_of_the_payload() {
 #[wasm_bindgen_test]
 fn on_runs_each_event_of_the_send_loop() {
     let engine = engine();
-    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None).unwrap();
+    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     assert_eq!(m.on(0, NOW, true), SEND, "0 start");
     assert_eq!(m.on(1, NOW + 10.0, false), WAIT, "1 network error");
     assert_eq!(m.get(2), 1.0);
@@ -338,7 +338,7 @@ fn on_runs_each_event_of_the_send_loop() {
 #[wasm_bindgen_test]
 fn failures_carry_their_code_and_detail() {
     let engine = engine_with(2.0, 3.0, false);
-    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None).unwrap();
+    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     assert_eq!(m.start(NOW, true), SEND);
     assert_eq!(m.on_response(NOW, 500, None, None, None, 0), WAIT);
     assert_eq!(m.on_wake(NOW + 250.0, true), SEND);
@@ -350,7 +350,7 @@ fn failures_carry_their_code_and_detail() {
     assert_eq!(m.on_response(NOW + 1_000.0, 422, None, None, None, 0), FAIL);
     assert_eq!((m.whole(Field::ErrorCode), m.state()), (3, "failed".to_owned()));
 
-    let mut m = engine.begin("other", &fingerprint(), &fingerprint(), NOW, false, None, None).unwrap();
+    let mut m = engine.begin("other", &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     assert_eq!(m.start(NOW, true), SEND);
     assert_eq!(m.on_abort(NOW + 5.0), FAIL);
     assert_eq!((m.whole(Field::ErrorCode), m.whole(Field::ErrorDetail), m.whole(Field::Attempt)), (2, 0, 1));
@@ -363,7 +363,7 @@ fn failures_carry_their_code_and_detail() {
 #[wasm_bindgen_test]
 fn the_callers_override_and_the_server_hint_cross_as_numbers_and_strings() {
     let engine = engine();
-    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None).unwrap();
+    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     assert_eq!(m.start(NOW, true), SEND);
     assert_eq!(m.on_response(NOW, 503, None, None, None, 2), DONE, "override 2: definite");
     assert!(!m.ok());
@@ -379,7 +379,7 @@ fn the_callers_override_and_the_server_hint_cross_as_numbers_and_strings() {
 #[wasm_bindgen_test]
 fn stored_records_load_or_throw_the_field() {
     let engine = engine();
-    let m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None).unwrap();
+    let m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     let loaded = load(&engine, &m).expect("its own record loads");
     assert_eq!((loaded.key_or_header(None), loaded.dirty(), loaded.resumed()), (m.key_or_header(None), false, true));
 
@@ -416,22 +416,22 @@ fn stored_records_load_or_throw_the_field() {
 #[wasm_bindgen_test]
 fn begin_resumes_refuses_or_renews_against_the_stored_record() {
     let engine = engine();
-    let m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None).unwrap();
+    let m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     let key = m.key_or_header(None);
     let stored = load(&engine, &m).unwrap();
-    let again = engine.begin(ID, &fingerprint(), &fingerprint(), NOW + 1.0, false, Some(stored), None).unwrap();
+    let again = engine.begin(ID, &fingerprint(), &fingerprint(), NOW + 1.0, false, None, Some(stored), None).unwrap();
     assert_eq!((again.key_or_header(None), again.resumed(), again.dirty()), (key.clone(), true, false));
 
     let stored = load(&engine, &m).unwrap();
-    let err = refused(engine.begin(ID, &"b2".repeat(32), &"b2".repeat(32), NOW, false, Some(stored), None));
+    let err = refused(engine.begin(ID, &"b2".repeat(32), &"b2".repeat(32), NOW, false, None, Some(stored), None));
     assert_eq!(err, packed(4, 1), "INTENT_MISMATCH with the stored record");
 
     let stored = load(&engine, &m).unwrap();
-    let replaced = engine.begin(ID, &"b2".repeat(32), &"b2".repeat(32), NOW, true, Some(stored), None).unwrap();
+    let replaced = engine.begin(ID, &"b2".repeat(32), &"b2".repeat(32), NOW, true, None, Some(stored), None).unwrap();
     assert_ne!(replaced.key_or_header(None), key);
 
-    assert_eq!(refused(engine.begin("", &fingerprint(), &fingerprint(), NOW, false, None, None)), packed(8, 1));
-    assert_eq!(refused(engine.begin(ID, "nope", "nope", NOW, false, None, None)), packed(8, 2));
+    assert_eq!(refused(engine.begin("", &fingerprint(), &fingerprint(), NOW, false, None, None, None)), packed(8, 1));
+    assert_eq!(refused(engine.begin(ID, "nope", "nope", NOW, false, None, None, None)), packed(8, 2));
 }
 
 /// The two candidates of `begin`: this tab's stored record and the intent's cross-tab claim.
@@ -440,10 +440,10 @@ fn begin_weighs_the_stored_record_against_the_claim() {
     let engine = engine();
     let fp = fingerprint();
     let begin = |stored: Option<Machine>, claimed: Option<Machine>, fp: &str| {
-        checked(engine.begin(ID, fp, fp, NOW + 5.0, false, stored, claimed))
+        checked(engine.begin(ID, fp, fp, NOW + 5.0, false, None, stored, claimed))
     };
-    let mine = engine.begin(ID, &fp, &fp, NOW, false, None, None).unwrap();
-    let theirs = engine.begin(ID, &fp, &fp, NOW, false, None, None).unwrap();
+    let mine = engine.begin(ID, &fp, &fp, NOW, false, None, None, None).unwrap();
+    let theirs = engine.begin(ID, &fp, &fp, NOW, false, None, None, None).unwrap();
     let (my_key, their_key) = (mine.key_or_header(None), theirs.key_or_header(None));
     assert!(!mine.resumed() && mine.dirty(), "a new key: not resumed, save it");
 
@@ -467,7 +467,7 @@ fn begin_weighs_the_stored_record_against_the_claim() {
     let err = begin(Some(load(&engine, &mine).unwrap()), Some(load(&engine, &mine).unwrap()), &other).err();
     assert_eq!(err, Some(packed(4, 1)), "INTENT_MISMATCH with the stored record");
     // A claim of another intent is refused like a stored one.
-    let stranger = engine.begin("another", &fp, &fp, NOW, false, None, None).unwrap();
+    let stranger = engine.begin("another", &fp, &fp, NOW, false, None, None, None).unwrap();
     let numbers = record_numbers(2.0, NOW, NOW, 0.0, -1.0, 0.0);
     let stranger = engine.load("another", "another", &stranger.key_or_header(None), &fp, "pending", &numbers).unwrap();
     assert_eq!(begin(None, Some(stranger), &fp).err(), Some(packed(9, 2)), "STORAGE id");
@@ -476,7 +476,7 @@ fn begin_weighs_the_stored_record_against_the_claim() {
 #[wasm_bindgen_test]
 fn sweep_and_expiry_through_the_exports() {
     let engine = engine();
-    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None).unwrap();
+    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     m.mark_saved();
     assert_eq!(engine.sweep(&mut m, NOW + 86_400_000.0), 0);
     assert_eq!(engine.sweep(&mut m, NOW + 86_400_001.0), 2);
@@ -489,7 +489,7 @@ fn sweep_and_expiry_through_the_exports() {
 #[wasm_bindgen_test]
 fn hostile_numbers_never_trap() {
     let engine = engine_with(3.0, 0.0, false);
-    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), f64::NAN, false, None, None).unwrap();
+    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), f64::NAN, false, None, None, None).unwrap();
     for now in [f64::NAN, -1.0, f64::INFINITY, f64::NEG_INFINITY, 1e300, -0.0, 0.5] {
         let _ = m.start(now, true);
         let _ = m.on_response(now, 65_535, Some("\u{0}".into()), Some("".into()), Some("x".into()), u32::MAX);
@@ -514,7 +514,7 @@ fn replays_uncertainty_and_total_attempts_cross_the_boundary() {
     assert_eq!(refused(bad), packed(7, 10));
     assert_eq!(refused(Engine::create(&options(&[])[..10])), packed(7, 10), "an option left out");
 
-    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None).unwrap();
+    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     assert_eq!(m.start(NOW, true), SEND);
     assert_eq!(m.on_network_error(NOW + 1.0), WAIT);
     assert!(m.uncertain(), "sent, then no answer");
@@ -524,7 +524,7 @@ fn replays_uncertainty_and_total_attempts_cross_the_boundary() {
 
     // Replayed: definite, certain.
     let engine = engine_with(8.0, 3.0, false);
-    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None).unwrap();
+    let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     assert_eq!(m.start(NOW, true), SEND);
     assert_eq!(m.on_timeout(NOW + 1.0), WAIT);
     assert_eq!(m.on_wake(NOW + 300.0, true), SEND);
@@ -532,14 +532,14 @@ fn replays_uncertainty_and_total_attempts_cross_the_boundary() {
     assert!(m.replayed() && !m.ok() && !m.uncertain());
 
     // Uncertain is stored and read back; a plain 4xx then says so.
-    let mut m = engine.begin("u", &fingerprint(), &fingerprint(), NOW, false, None, None).unwrap();
+    let mut m = engine.begin("u", &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     assert_eq!(m.start(NOW, true), SEND);
     assert_eq!(m.on_abort(NOW + 1.0), FAIL);
     let (key, fp) = (m.key_or_header(None), fingerprint());
     let numbers = record_numbers(2.0, m.field(Field::CreatedAt), m.field(Field::UpdatedAt), 1.0, -1.0, 1.0);
     let stored = engine.load("u", "u", &key, &fp, "pending", &numbers).unwrap();
     assert!(stored.uncertain());
-    let mut again = engine.begin("u", &fp, &fp, NOW + 10.0, false, Some(stored), None).unwrap();
+    let mut again = engine.begin("u", &fp, &fp, NOW + 10.0, false, None, Some(stored), None).unwrap();
     assert_eq!(again.start(NOW + 10.0, true), SEND);
     assert_eq!(again.on_response(NOW + 11.0, 404, None, None, None, 0), DONE);
     assert!(again.uncertain() && !again.ok());

@@ -68,6 +68,8 @@ export const F_DIRTY = 14;
 export const F_STATE = 15;
 /** This intent's key existed before the `begin` that made this machine (stored or claimed). */
 export const F_RESUMED = 16;
+/** The record: its key was brought by the app (`begin`'s `key`), not minted here. */
+export const F_BROUGHT = 17;
 
 // Reason: Why a WAIT retries (field `Reason`).
 /** No retry yet. */
@@ -194,19 +196,25 @@ export const KEY_STATUS_UNKNOWN = 3;
 export const MISMATCH_STORED = 1;
 /** The record of the key claimed across tabs. */
 export const MISMATCH_CLAIMED = 2;
+/** The record this tab's storage holds has another key than the one brought. */
+export const MISMATCH_KEY_STORED = 3;
+/** The record of the key claimed across tabs has another key than the one brought. */
+export const MISMATCH_KEY_CLAIMED = 4;
 
 // request: Details of `E_INVALID_REQUEST`.
 /** The intent id is empty, longer than 256 bytes, or holds control characters. */
 export const REQUEST_INTENT_ID = 1;
 /** The fingerprint is not 64 lowercase hex characters. */
 export const REQUEST_FINGERPRINT = 2;
+/** A brought key is not 16 to 255 URL-unreserved characters (`A-Z a-z 0-9 - . _ ~`). */
+export const REQUEST_KEY = 3;
 
 // field: Details of `E_STORAGE`: the stored record's fields, by the number `Engine.load` takes them at and the detail that names the one that failed validation; or the CSPRNG. The kinds are the JSON types the driver checks ("?": may be absent or null).
 /** `v`: not a record version this build reads. */
 export const FIELD_VERSION = 1;
 /** `id`: invalid, or not the id the record is stored under. */
 export const FIELD_ID = 2;
-/** `key`: not a lowercase hyphenated UUID v4. */
+/** `key`: not a lowercase hyphenated UUID v4 (a brought key: not 16 to 255 URL-unreserved characters). */
 export const FIELD_KEY = 3;
 /** `fingerprint`: not 64 lowercase hex characters. */
 export const FIELD_FINGERPRINT = 4;
@@ -222,12 +230,14 @@ export const FIELD_STATE = 8;
 export const FIELD_LAST_STATUS = 9;
 /** `uncertain`: not a boolean (absent in records written before it: false). */
 export const FIELD_UNCERTAIN = 10;
+/** `brought`: not a boolean (absent: the key was minted here). */
+export const FIELD_BROUGHT = 11;
 /** The CSPRNG (`crypto.getRandomValues`) failed. */
 export const FIELD_CSPRNG = 32;
 /** The names of `field` from FIELD_VERSION on. */
-export const RECORD_FIELDS = ["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state", "lastStatus", "uncertain"] as const;
+export const RECORD_FIELDS = ["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state", "lastStatus", "uncertain", "brought"] as const;
 /** The JSON type of each of `RECORD_FIELDS`. */
-export const RECORD_KINDS = ["number", "string", "string", "string", "number", "number", "number", "string", "number?", "boolean?"] as const;
+export const RECORD_KINDS = ["number", "string", "string", "string", "number", "number", "number", "string", "number?", "boolean?", "boolean?"] as const;
 
 // protocol: Details of `E_INTERNAL`: the call that came out of order.
 /** An answer, network error or timeout while no attempt was in flight. */
@@ -294,4 +304,4 @@ export const RECORD_VERSION = 2;
 /** `Engine.load`'s number for a `lastStatus` that is null or absent. */
 export const NO_STATUS = -1;
 /** The length of `Engine.load`'s array of numbers (one slot per `FIELD_*`). */
-export const RECORD_SLOTS = 11;
+export const RECORD_SLOTS = 12;
