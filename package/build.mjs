@@ -255,25 +255,28 @@ const SIDE_ENTRIES = [
   { subpath: "./vue", source: "vue.ts", files: ["vue.js", "vue.cjs"], build: { platform: "neutral", external: ["vue"] } },
   { subpath: "./svelte", source: "svelte.ts", files: ["svelte.js", "svelte.cjs"], build: { platform: "neutral" } },
   { subpath: "./tanstack", source: "tanstack.ts", files: ["tanstack.js", "tanstack.cjs"], build: { platform: "neutral" } },
+  // RFC 8785 is the `canonicalize` package's (the app's, an optional peer dependency); the hash is the
+  // driver's plain SHA-256.
+  { subpath: "./agent", source: "agent.ts", files: ["agent.js", "agent.cjs"], shares: ["sha256.ts"], build: { platform: "neutral", external: ["canonicalize"] } },
   // Durable records for Node (its own file and tsconfig: browsers never load node:fs).
   { subpath: "./file", source: "node/file-storage.ts", files: ["file.js", "file.cjs"], build: { platform: "node", target: "node18" } },
 ];
-/** What a side entry may bundle besides itself: the intent store. */
-const SHARED_SOURCES = new Set(["watch.ts"]);
-/** The frameworks the bindings leave to the app (optional peer dependencies). */
-const PEERS = { react: ">=18", vue: ">=3.3" };
+/** What every side entry may bundle besides itself: the intent store. An entry's `shares` names more. */
+const SHARED_SOURCES = ["watch.ts"];
+/** What the entries leave to the app (optional peer dependencies): the frameworks, and RFC 8785. */
+const PEERS = { react: ">=18", vue: ">=3.3", canonicalize: ">=2" };
 
 /** Step 4b: the side entries, each as ESM and CommonJS with a source map; the build fails if one
  *  bundled a source of the driver other than the store (it may import only types from it). */
 async function sideEntries(esbuild, out) {
-  for (const { source, files, build: options } of SIDE_ENTRIES) {
+  for (const { source, files, shares = [], build: options } of SIDE_ENTRIES) {
     for (const [file, format] of [[files[0], "esm"], [files[1], "cjs"]]) {
       const built = await esbuild.build({
         entryPoints: [path.join(DRIVER_DIR, source)], bundle: true, target: "es2020", legalComments: "none", logLevel: "warning", metafile: true,
         format, minify: true, sourcemap: true, sourcesContent: true, outfile: path.join(out, file), ...options,
       });
       const extra = Object.keys(built.metafile.inputs).map((input) => path.relative(DRIVER_DIR, path.resolve(root, input)))
-        .filter((input) => input !== source && !SHARED_SOURCES.has(input));
+        .filter((input) => input !== source && !SHARED_SOURCES.includes(input) && !shares.includes(input));
       if (extra.length) throw new Error(`${file} bundles ${extra.join(", ")}: it may import only types from the driver`);
     }
   }

@@ -10,7 +10,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, chownSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync, mkdirSync } from "node:fs";
+import { chmodSync, chownSync, cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync, mkdirSync } from "node:fs";
 import { createInterface } from "node:readline";
 import os from "node:os";
 import path from "node:path";
@@ -259,15 +259,16 @@ test("an agent's process is SIGKILLed mid-retry; a second process resumes with t
   }
 });
 
-/** The README's tool-call recipe (the ```js block that defines `toolCallIntent`), as written, in an
- *  app folder whose node_modules holds the package and canonicalize, as `npm install` would. */
+/** The README's tool-call recipe (the ```js block that calls `toolCallIntent`), as written, in an
+ *  app folder whose node_modules holds the package and canonicalize, as `npm install` would (the
+ *  package copied, not linked: its agent entry finds canonicalize next to it, as installed). */
 function recipeApp() {
   const readme = readFileSync(path.join(root, "README.md"), "utf8");
-  const block = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]).find((code) => code.includes("function toolCallIntent"));
+  const block = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]).find((code) => code.includes("toolCallIntent("));
   assert.ok(block, "the README has the tool-call recipe");
   const app = path.join(tmp, `recipe-${++counter}`);
   mkdirSync(path.join(app, "node_modules"), { recursive: true });
-  symlinkSync(pkgDir, path.join(app, "node_modules/idempotent-fetch"));
+  cpSync(pkgDir, path.join(app, "node_modules/idempotent-fetch"), { recursive: true });
   symlinkSync(path.join(root, "tools/node_modules/canonicalize"), path.join(app, "node_modules/canonicalize"));
   writeFileSync(path.join(app, "recipe.mjs"), block);
   return app;
@@ -334,4 +335,29 @@ test("four agent processes begin one intent at the same moment over one folder: 
     await server.setFaults({}).catch(() => {});
     await server.stop();
   }
+});
+
+test("idempotent-fetch/agent: the same run, tool and arguments in any key order name one intent and one key; anything else another", async () => {
+  const app = recipeApp();
+  const agent = await import(pathToFileURL(path.join(app, "node_modules/idempotent-fetch/agent.js")).href);
+  const args = { items: [{ sku: "mug", qty: 2 }], note: "gift", total: { cents: 1800, currency: "EUR" } };
+  const reordered = { total: { currency: "EUR", cents: 1800 }, note: "gift", items: [{ qty: 2, sku: "mug" }] };
+  const intent = agent.toolCallIntent("run_7f2c", "place_order", args);
+  assert.match(intent, /^run_7f2c:place_order:[A-Za-z0-9_-]{43}$/);
+  assert.equal(agent.toolCallIntent("run_7f2c", "place_order", reordered), intent, "key order does not matter");
+  assert.notEqual(agent.toolCallIntent("run_7f2c", "place_order", { ...args, note: "other" }), intent);
+  assert.notEqual(agent.toolCallIntent("run_8", "place_order", args), intent);
+  assert.notEqual(agent.toolCallIntent("run_7f2c", "refund", args), intent);
+  const key = agent.toolCallKey("run_7f2c", "place_order", args);
+  assert.match(key, /^[A-Za-z0-9_-]{43}$/, "a key begin accepts");
+  assert.equal(agent.toolCallKey("run_7f2c", "place_order", reordered), key);
+  assert.notEqual(key, intent.split(":")[2], "the key is not the intent's hash");
+  assert.equal(agent.canonicalArgs(reordered), agent.canonicalArgs(args));
+  assert.throws(() => agent.toolCallIntent("", "place_order", args), TypeError);
+  assert.throws(() => agent.toolCallIntent("run:1", "place_order", args), TypeError);
+  assert.throws(() => agent.toolCallIntent("run", "place_order", () => 1), TypeError);
+  // The key goes into begin as a brought key.
+  const { IdempotentClient } = await import(pathToFileURL(path.join(app, "node_modules/idempotent-fetch/node.js")).href);
+  const op = await new IdempotentClient({ namespace: "agent" }).begin(intent, { url: "http://127.0.0.1:9/x", body: "{}" }, { key });
+  assert.equal(op.key, key);
 });
