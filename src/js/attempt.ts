@@ -17,7 +17,7 @@ export type AttemptOutcome = Response | number;
 
 export async function sendAttempt(
   request: PreparedRequest,
-  keyHeader: string,
+  keyHeader: string | undefined,
   keyValue: string,
   timeoutMs: number,
   signal: AbortSignal | undefined,
@@ -37,7 +37,7 @@ export async function sendAttempt(
   try {
     const headers = new Headers(request.headers);
     if (request.body?.contentType) headers.set("content-type", request.body.contentType);
-    headers.set(keyHeader, keyValue);
+    if (keyHeader) headers.set(keyHeader, keyValue);
     const response = await fetch(request.url, {
       method: request.method,
       headers,

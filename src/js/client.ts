@@ -1,6 +1,7 @@
 // `IdempotentClient`: the entry point. Makes state-changing requests safe to retry: one idempotency
 // key per intent, kept in storage across reloads, re-sent until the server gives a definite answer.
 
+import { placeKey } from "./placement.js";
 import {
   claimsInUse,
   type ClientCore,
@@ -452,6 +453,8 @@ export class IdempotentClient {
       let db: IDBDatabase | undefined;
       try {
         prepared = await prepare();
+        // A body that cannot carry the key is refused before anything is stored.
+        if (core.config.keyIn) placeKey(prepared, "", core.config.keyIn);
         [fp, engine, db] = await Promise.all([core.secret().then((secret) => fingerprint(prepared, secret)), core.engine(), claims]);
       } catch (error) {
         void beginLock?.then((release) => release());

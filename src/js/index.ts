@@ -30,6 +30,7 @@ export type {
   SuccessEvent,
 } from "./events.js";
 export type { BeginOptions, ClientOptions, Jitter, RetryOptions, StorageKind } from "./options.js";
+export type { KeyIn } from "./placement.js";
 export type { IntentRequest } from "./request.js";
 export type { ReplayableBody } from "./body.js";
 export type { AsyncStorage } from "./storage/custom.js";

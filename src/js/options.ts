@@ -3,6 +3,7 @@
 // defaults and ranges are the contract table's (src/contract.rs, generated `OPTIONS`): the machine
 // checks the same ranges again (it trusts nothing from JavaScript); the driver's check gives the messages.
 
+import { type KeyIn, type Placement } from "./placement.js";
 import type { KeyStatusAnswer, KeyStatusQuestion, Reconciler } from "./reconcile.js";
 import { invalidOptions } from "./errors.js";
 import { Fields } from "./fields.js";
@@ -55,6 +56,11 @@ export interface ClientOptions {
   headerName?: string;
   /** "raw" (Stripe: `Idempotency-Key: <uuid>`) or "sf-string" (IETF draft: `"<uuid>"`). Default "raw". */
   headerForm?: "raw" | "sf-string";
+  /** Where the key goes: `"header"` (default: `headerName`), `{ json: "idempotency_key" }` (a
+   *  top-level field of a JSON object body, Square's form) or `{ graphqlVariable: "idempotencyKey" }`
+   *  (a GraphQL variable, Saleor's form). In the body, no key header is sent; a body that cannot
+   *  carry the key is `INVALID_REQUEST` at `begin`. */
+  keyIn?: KeyIn;
   /** Retry budget (token bucket) capacity shared by the client's intents. Default 500. */
   retryBudget?: number;
   /** Also persist the request (headers and body) so `resume` can re-send it after a reload. Default false. */
@@ -103,6 +109,8 @@ export interface Config {
   /** The Engine's options by `OPT_*` index, as `Engine.create` takes them (names as indexes). */
   engine: Float64Array;
   headerName: string;
+  /** `keyIn` in the body; undefined: the header. */
+  keyIn: Placement | undefined;
   persistRequest: boolean;
   shouldRetry: ((status: number) => unknown) | undefined;
   /** Lower-case names of the headers that mark a replay, the defaults first. */
@@ -145,6 +153,7 @@ const ROOT_FIELDS = [
   "keyTtlMs",
   "headerName",
   "headerForm",
+  "keyIn",
   "retryBudget",
   "persistRequest",
   "shouldRetry",
@@ -210,6 +219,7 @@ export function parseClientOptions(options: unknown): Config {
     storage,
     engine,
     headerName,
+    keyIn: parseKeyIn(root.value("keyIn")),
     persistRequest: root.boolean("persistRequest") ?? false,
     shouldRetry: root.typed<(status: number) => unknown>("shouldRetry", "function"),
     replayHeaders: [...DEFAULT_REPLAY_HEADERS, ...(headerNames("replayHeaders", 16) ?? [])],
@@ -220,6 +230,17 @@ export function parseClientOptions(options: unknown): Config {
     requireDurable,
     maxRetiredRecords: root.integer("maxRetiredRecords", DEFAULT_MAX_RETIRED_RECORDS, 0, MAX_RETIRED_RECORDS_LIMIT),
   };
+}
+
+/** `keyIn`: "header", or one of `{ json }` / `{ graphqlVariable }` naming a field (1 to 128 characters). */
+function parseKeyIn(value: unknown): Placement | undefined {
+  if (value === undefined || value === "header") return undefined;
+  const fields = typeof value === "object" && value !== null ? Object.keys(value) : [];
+  const name = fields.length === 1 ? (value as Record<string, unknown>)[fields[0]!] : undefined;
+  if ((fields[0] !== "json" && fields[0] !== "graphqlVariable") || typeof name !== "string" || name.length === 0 || name.length > 128) {
+    throw invalidOptions('keyIn must be "header", { json: "<field>" } or { graphqlVariable: "<name>" }');
+  }
+  return fields[0] === "json" ? { field: name } : { variable: name };
 }
 
 /** `statusUrl` (a template with `{key}`, or a function) or `reconcile` (a function), not both. */

@@ -2,6 +2,7 @@
 // action; the driver saves the record first when it is dirty, performs the action (an attempt, a
 // wait, waiting for the network), and feeds the outcome back, until DONE or FAIL.
 
+import { placeKey } from "./placement.js";
 import { sendAttempt } from "./attempt.js";
 import { ALLOW_LINE, exposeLine, exposesNothing, foreignOrigin, hiddenHint, hidesHeaders, warnOnce } from "./cors.js";
 import { type ClientCore, dropClaim, saveRecord } from "./core.js";
@@ -84,10 +85,12 @@ function exhaustedHint(tally: CorsTally, origin: string | undefined, headerName:
 
 /** @internal Drives the intent to DONE (resolves) or FAIL (rejects with IdempotentFetchError). */
 export async function runSend(ctx: SendContext): Promise<SendResult> {
-  const { core, machine, request, signal, ids } = ctx;
+  const { core, machine, signal, ids } = ctx;
   const { config, listeners } = core;
   const { intentId, key } = ids;
   const header = machine.key(true);
+  // The key in the body instead of a header: written once, every attempt sends these bytes.
+  const request = config.keyIn ? placeKey(ctx.request, key, config.keyIn) : ctx.request;
   const origin = foreignOrigin(request.url);
   const tally: CorsTally = { attempts: 0, blindStatus: 0, hidden: false, refused: 0 };
   let response: Response | undefined;
@@ -130,7 +133,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         listeners.emit(event);
         const endsAt = decidedAt + machine.get(M.F_TIMEOUT_MS);
         const sentAt = Date.now();
-        const outcome = await sendAttempt(request, config.headerName, header, endsAt - sentAt, signal);
+        const outcome = await sendAttempt(request, config.keyIn ? undefined : config.headerName, header, endsAt - sentAt, signal);
         const now = (decidedAt = Date.now());
         tally.attempts += 1;
         if (typeof outcome === "number") {

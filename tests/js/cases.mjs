@@ -285,6 +285,41 @@ add("a brought key: sent as given on every attempt, reused after a reload, refus
   assert.equal((await response.json()).key, "order_7f3a9c2e41b0d865");
 });
 
+add("keyIn: the key in a JSON body field (Square) or a GraphQL variable (Saleor), the same bytes on every attempt, no key header, the replay recognised; a body that cannot carry it is refused before anything is stored", async (ctx) => {
+  const { assert } = ctx;
+  const json = { "content-type": "application/json" };
+  const square = ctx.client({ keyIn: { json: "idempotency_key" } });
+  const op = await square.begin("pay", { url: ctx.url("sq", "503,201r"), headers: json, body: '{"amount_money":{"amount":1800,"currency":"EUR"}}' });
+  const result = await op.send();
+  assert.deepEqual([result.status, result.replayed], [201, true]);
+  const log = await ctx.log("sq");
+  assert.equal(log.length, 2);
+  for (const entry of log) {
+    assert.equal(entry.key, null, "no key header");
+    assert.deepEqual(JSON.parse(entry.body), { amount_money: { amount: 1800, currency: "EUR" }, idempotency_key: op.key });
+  }
+  assert.equal(log[0].body, log[1].body, "the same bytes on every attempt");
+
+  const saleor = ctx.client({ keyIn: { graphqlVariable: "idempotencyKey" } });
+  const query = "mutation($id: ID!, $idempotencyKey: String) { checkoutComplete(id: $id, idempotencyKey: $idempotencyKey) { order { id } } }";
+  const gql = await saleor.begin("complete", { url: ctx.url("gql", "201"), headers: json, body: JSON.stringify({ query, variables: { id: "Q2hlY2tvdXQ6MQ==" } }) });
+  await gql.send();
+  const [sent] = await ctx.log("gql");
+  assert.deepEqual(JSON.parse(sent.body), { query, variables: { id: "Q2hlY2tvdXQ6MQ==", idempotencyKey: gql.key } });
+  const bare = await saleor.begin("bare", { url: ctx.url("gql2", "201"), headers: json, body: JSON.stringify({ query }) });
+  await bare.send();
+  assert.deepEqual(JSON.parse((await ctx.log("gql2"))[0].body).variables, { idempotencyKey: bare.key }, "variables made when absent");
+
+  for (const [client, body] of [[square, "not json"], [square, "[1,2]"], [square, '{"order_id":12345678901234567890}'], [saleor, JSON.stringify({ query, variables: [1] })]]) {
+    await assert.rejects(client.begin(`bad:${body}`, { url: ctx.url("bad", "201"), headers: json, body }), "INVALID_REQUEST");
+  }
+  assert.equal((await square.pending()).filter((i) => i.intentId.startsWith("bad:")).length, 0, "nothing stored");
+  assert.equal((await ctx.log("bad")).length, 0, "nothing sent");
+  for (const keyIn of ["body", { json: "" }, { json: "a", graphqlVariable: "b" }, { graphqlVariable: 1 }]) {
+    assert.throws(() => ctx.client({ keyIn }), "INVALID_OPTIONS");
+  }
+});
+
 add("a new intent gets a new key; re-beginning the same intent keeps its key", async (ctx) => {
   const { assert } = ctx;
   const client = ctx.client();
