@@ -627,33 +627,38 @@ impl Rig {
     }
 
     pub fn begin_with(&self, id: &str, fingerprint: &str, replace: bool) -> Result<Record, Failure> {
-        let engine = self.engine();
-        let stored = if replace { None } else { self.load_machine(id)? };
-        let stored_key = stored.as_ref().map(|m| m.record().key.as_str().to_owned());
-        let machine = engine.begin(id, fingerprint, self.clock.now(), replace, stored.as_ref()).map_err(|e| {
-            let mut failure = Failure::new(e.code, e.detail);
-            failure.key = stored_key;
-            failure
-        })?;
-        if machine.dirty() {
-            self.store.save(machine.record()).map_err(|()| Failure::new(code::STORAGE, 0))?;
-        }
-        Ok(machine.record().clone())
+        self.begin_keyed(id, fingerprint, None, replace)
     }
 
     /// `client.begin(id, request, { key, replace })`: as `begin_with`, with a key the app brings,
     /// through the engine's `begin_from` (no claim).
     pub fn begin_brought(&self, id: &str, fingerprint: &str, key: &str, replace: bool) -> Result<Record, Failure> {
+        self.begin_keyed(id, fingerprint, Some(key), replace)
+    }
+
+    /// Load what is stored, create or resume (with the brought key, if any), save when the machine says so.
+    fn begin_keyed(
+        &self,
+        id: &str,
+        fingerprint: &str,
+        brought: Option<&str>,
+        replace: bool,
+    ) -> Result<Record, Failure> {
         let engine = self.engine();
         let stored = if replace { None } else { self.load_machine(id)? };
         let stored_key = stored.as_ref().map(|m| m.record().key.as_str().to_owned());
-        let machine = engine
-            .begin_from(id, fingerprint, fingerprint, self.clock.now(), replace, Some(key), stored.as_ref(), None)
-            .map_err(|e| {
-                let mut failure = Failure::new(e.code, e.detail);
-                failure.key = stored_key;
-                failure
-            })?;
+        let now = self.clock.now();
+        let begun = match brought {
+            Some(key) => {
+                engine.begin_from(id, fingerprint, fingerprint, now, replace, Some(key), stored.as_ref(), None)
+            }
+            None => engine.begin(id, fingerprint, now, replace, stored.as_ref()),
+        };
+        let machine = begun.map_err(|e| {
+            let mut failure = Failure::new(e.code, e.detail);
+            failure.key = stored_key;
+            failure
+        })?;
         if machine.dirty() {
             self.store.save(machine.record()).map_err(|()| Failure::new(code::STORAGE, 0))?;
         }

@@ -411,6 +411,19 @@ test("Node: import (ESM) and require (CommonJS) of the tarball type-check and ma
   }
 });
 
+/** tests/package/<name>-app from the tarball: installed, type-checked by its template's own checker
+ *  (`check` with `args`) against the tarball's types, built by Vite into a temporary folder whose
+ *  bundle is checked; returns that folder. */
+function buildViteApp(name, check, args) {
+  const app = path.join(apps, `${name}-app`);
+  prepareApp(app, "vite", { withQuickStart: false });
+  run(path.join(app, "node_modules/.bin", check), args, { cwd: app });
+  const dist = path.join(tmpDir, `${name}-dist`);
+  run(path.join(app, "node_modules/.bin/vite"), ["build", "--outDir", dist, "--emptyOutDir", "--logLevel", "warn"], { cwd: app });
+  checkBundle(path.join(dist, "assets"), name);
+  return dist;
+}
+
 /**
  * Drives a checkout app built into `dist` (React, Vue, Svelte: each shows the same #pay, #status and
  * data-* attributes) through what users do and networks do: a double click while every request
@@ -503,43 +516,22 @@ async function driveCheckout(label, dist, account) {
 }
 
 test("React app (Vite react-ts template, idempotent-fetch/react): double click, server down, reload mid-retry, rebuilt cart, flaky, reload after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
-  const app = path.join(apps, "react-app");
-  prepareApp(app, "vite", { withQuickStart: false });
-  run(path.join(app, "node_modules/.bin/tsc"), ["-b"], { cwd: app }); // the app type-checks against the tarball's types
-  const dist = path.join(tmpDir, "react-dist");
-  run(path.join(app, "node_modules/.bin/vite"), ["build", "--outDir", dist, "--emptyOutDir", "--logLevel", "warn"], { cwd: app });
-  checkBundle(path.join(dist, "assets"), "react");
+  const dist = buildViteApp("react", "tsc", ["-b"]);
   await driveCheckout("react", dist, "acct_react"); // src/App.tsx: namespace
 });
 
 test("Vue app (Vite vue-ts template, idempotent-fetch/vue): double click, server down, reload mid-retry, rebuilt cart, flaky, reload after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
-  const app = path.join(apps, "vue-app");
-  prepareApp(app, "vite", { withQuickStart: false });
-  run(path.join(app, "node_modules/.bin/vue-tsc"), ["-b"], { cwd: app }); // the app type-checks against the tarball's types
-  const dist = path.join(tmpDir, "vue-dist");
-  run(path.join(app, "node_modules/.bin/vite"), ["build", "--outDir", dist, "--emptyOutDir", "--logLevel", "warn"], { cwd: app });
-  checkBundle(path.join(dist, "assets"), "vue");
+  const dist = buildViteApp("vue", "vue-tsc", ["-b"]);
   await driveCheckout("vue", dist, "acct_vue"); // src/client.ts: namespace
 });
 
 test("Svelte app (Vite svelte-ts template, idempotent-fetch/svelte): double click, server down, reload mid-retry, rebuilt cart, flaky, reload after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
-  const app = path.join(apps, "svelte-app");
-  prepareApp(app, "vite", { withQuickStart: false });
-  // The app type-checks against the tarball's types.
-  run(path.join(app, "node_modules/.bin/svelte-check"), ["--tsconfig", "./tsconfig.app.json", "--fail-on-warnings"], { cwd: app });
-  const dist = path.join(tmpDir, "svelte-dist");
-  run(path.join(app, "node_modules/.bin/vite"), ["build", "--outDir", dist, "--emptyOutDir", "--logLevel", "warn"], { cwd: app });
-  checkBundle(path.join(dist, "assets"), "svelte");
+  const dist = buildViteApp("svelte", "svelte-check", ["--tsconfig", "./tsconfig.app.json", "--fail-on-warnings"]);
   await driveCheckout("svelte", dist, "acct_svelte"); // src/client.ts: namespace
 });
 
 test("TanStack Query app (react-ts template, @tanstack/react-query persisted, idempotent-fetch/tanstack, retry: 3): double click, 503s, reload mid-retry, rebuilt cart, flaky, Pay again after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
-  const app = path.join(apps, "tanstack-app");
-  prepareApp(app, "vite", { withQuickStart: false });
-  run(path.join(app, "node_modules/.bin/tsc"), ["-b"], { cwd: app }); // the app type-checks against the tarball's types
-  const dist = path.join(tmpDir, "tanstack-dist");
-  run(path.join(app, "node_modules/.bin/vite"), ["build", "--outDir", dist, "--emptyOutDir", "--logLevel", "warn"], { cwd: app });
-  checkBundle(path.join(dist, "assets"), "tanstack");
+  const dist = buildViteApp("tanstack", "tsc", ["-b"]);
   const account = "acct_tanstack"; // src/App.tsx: namespace
   const server = await startReferenceServer({ www: dist, label: "package-tanstack" });
   const context = await browser.newContext();
