@@ -90,6 +90,10 @@ macro_rules! consts {
             $(#[doc = $doc])*
             pub mod $name {
                 $( $(#[doc = $vdoc])* pub const $item: u8 = $value; )*
+
+                /// The numbers of the items the table gives a name, in order (for [`super::field`]:
+                /// the stored record's fields, so its slot count follows from the table).
+                pub const NAMED: &[u8] = &[$($( { let _: &str = $text; $value }, )?)*];
             }
         )*
 
@@ -501,8 +505,22 @@ consts! {
 
 /// The number of options (the length of `Engine.create`'s array).
 pub const OPTION_COUNT: usize = OPTIONS.len();
-/// The length of `Engine.load`'s array of numbers: one slot per record field, by [`field`] number.
-pub const RECORD_SLOTS: usize = field::BROUGHT as usize + 1;
+/// The length of `Engine.load`'s array of numbers: one slot per record field, by [`field`] number
+/// (slot 0 unused), so a field added to the table's `field` rows is counted with no other edit.
+pub const RECORD_SLOTS: usize = record_slots(field::NAMED);
+
+/// One past the last record field's number; refuses (at compile time) record fields that are not
+/// numbered one after another from [`field::VERSION`], since `Engine.load` and the driver index
+/// both the array of numbers and `RECORD_FIELDS` by that number.
+const fn record_slots(named: &[u8]) -> usize {
+    assert!(!named.is_empty() && named[0] == field::VERSION, "the record's first field is its version");
+    let mut i = 1;
+    while i < named.len() {
+        assert!(named[i] == named[i - 1] + 1, "record fields are numbered one after another");
+        i += 1;
+    }
+    named[named.len() - 1] as usize + 1
+}
 
 /// A group of the table as the generator reads it.
 #[cfg(not(target_arch = "wasm32"))]

@@ -27,3 +27,17 @@ fn every_option_default_is_within_its_range() {
     }
     assert_eq!(idempotent_fetch::machine::Policy::default().validate(), Ok(()));
 }
+
+#[test]
+fn the_record_slots_cover_every_record_field_and_nothing_else() {
+    use idempotent_fetch::contract::{field, RECORD_SLOTS};
+    // `Engine.load` reads one slot per record field by its number: a field past the count would be
+    // read out of bounds, a count past the fields would make the driver send slots nobody reads.
+    assert_eq!(RECORD_SLOTS, usize::from(field::VERSION) + field::NAMED.len());
+    assert!(field::NAMED.iter().all(|&n| usize::from(n) < RECORD_SLOTS), "{:?}", field::NAMED);
+    assert!(usize::from(field::CSPRNG) >= RECORD_SLOTS, "the CSPRNG detail is not a record field");
+    let ts = idempotent_fetch::contract::typescript();
+    let fields = ts.lines().find(|l| l.starts_with("export const RECORD_FIELDS")).expect("RECORD_FIELDS");
+    assert_eq!(fields.matches('"').count() / 2, field::NAMED.len(), "{fields}");
+    assert!(ts.contains(&format!("export const RECORD_SLOTS = {RECORD_SLOTS};")));
+}
