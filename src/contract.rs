@@ -65,25 +65,39 @@ macro_rules! enums {
                 prefix: $prefix,
                 names: or_empty!($($names)?),
                 kinds: "",
+                reads: "",
                 items: &[$( Item {
                     name: stringify!($variant),
                     value: $value,
                     doc: &[$($vdoc),*],
                     text: or_empty!($($text)?),
                     kind: "",
+                    read: -1,
                 } ),*],
             }
         ),*];
     };
 }
 
+/// `-1` when no [`Field`] is given, else that field's number (for the generator only).
+#[cfg(not(target_arch = "wasm32"))]
+macro_rules! field_or_none {
+    () => {
+        -1
+    };
+    ($field:ident) => {
+        Field::$field as i16
+    };
+}
+
 /// Modules of `u8` constants (error codes and details: `Error` keeps them as numbers), with the same
-/// TypeScript options as [`enums`] plus the name of an array of item kinds.
+/// TypeScript options as [`enums`] plus the names of an array of item kinds and of an array of the
+/// [`Field`] each item is read by (`Machine.get`; -1 for none).
 macro_rules! consts {
     ($(
         $(#[doc = $doc:literal])*
-        mod $name:ident: $prefix:literal $(, names $names:literal)? $(, kinds $kinds:literal)? {
-            $( $(#[doc = $vdoc:literal])* $item:ident = $value:literal $($text:literal $($kind:literal)?)? ),* $(,)?
+        mod $name:ident: $prefix:literal $(, names $names:literal)? $(, kinds $kinds:literal)? $(, reads $reads:literal)? {
+            $( $(#[doc = $vdoc:literal])* $item:ident = $value:literal $($text:literal $($kind:literal $($read:ident)?)?)? ),* $(,)?
         }
     )*) => {
         $(
@@ -106,12 +120,14 @@ macro_rules! consts {
                 prefix: $prefix,
                 names: or_empty!($($names)?),
                 kinds: or_empty!($($kinds)?),
+                reads: or_empty!($($reads)?),
                 items: &[$( Item {
                     name: stringify!($item),
                     value: $value,
                     doc: &[$($vdoc),*],
                     text: or_empty!($($text)?),
                     kind: or_empty!($($($kind)?)?),
+                    read: field_or_none!($($($($read)?)?)?),
                 } ),*],
             }
         ),*];
@@ -455,8 +471,13 @@ consts! {
 
     /// Details of [`code::STORAGE`]: the stored record's fields, by the number `Engine.load` takes
     /// them at and the detail that names the one that failed validation; or the CSPRNG. The kinds
-    /// are the JSON types the driver checks ("?": may be absent or null).
-    mod field: "FIELD_", names "RECORD_FIELDS", kinds "RECORD_KINDS" {
+    /// are the JSON types the driver checks ("?": may be absent or null, and written only when it
+    /// holds a value: 0 or false is left out). The last column is the [`Field`] the driver
+    /// writes the field from (`Machine.get`; a `string` read so is a state name); the fields without
+    /// one are the driver's own (the version, and the ids it keeps). A field added here is counted,
+    /// checked for its type, given to `Engine.load` and written to storage with no other edit in
+    /// the driver.
+    mod field: "FIELD_", names "RECORD_FIELDS", kinds "RECORD_KINDS", reads "RECORD_READS" {
         /// `v`: not a record version this build reads.
         VERSION = 1 "v" "number",
         /// `id`: invalid, or not the id the record is stored under.
@@ -467,19 +488,19 @@ consts! {
         /// `fingerprint`: not 64 lowercase hex characters.
         FINGERPRINT = 4 "fingerprint" "string",
         /// `createdAt`: not a whole number of ms in range.
-        CREATED_AT = 5 "createdAt" "number",
+        CREATED_AT = 5 "createdAt" "number" CreatedAt,
         /// `updatedAt`: not a whole number of ms in range, or before `createdAt`.
-        UPDATED_AT = 6 "updatedAt" "number",
+        UPDATED_AT = 6 "updatedAt" "number" UpdatedAt,
         /// `attempts`: not a whole number in `0..=2^32-1`.
-        ATTEMPTS = 7 "attempts" "number",
+        ATTEMPTS = 7 "attempts" "number" TotalAttempts,
         /// `state`: not one of the four states.
-        STATE = 8 "state" "string",
+        STATE = 8 "state" "string" State,
         /// `lastStatus`: not an HTTP status `100..=599` (null or absent: none).
-        LAST_STATUS = 9 "lastStatus" "number?",
-        /// `uncertain`: not a boolean (absent in records written before it: false).
-        UNCERTAIN = 10 "uncertain" "boolean?",
+        LAST_STATUS = 9 "lastStatus" "number?" LastStatus,
+        /// `uncertain`: not a boolean (absent: false).
+        UNCERTAIN = 10 "uncertain" "boolean?" Uncertain,
         /// `brought`: not a boolean (absent: the key was minted here).
-        BROUGHT = 11 "brought" "boolean?",
+        BROUGHT = 11 "brought" "boolean?" Brought,
         /// The CSPRNG (`crypto.getRandomValues`) failed.
         CSPRNG = 32,
     }
@@ -530,6 +551,7 @@ struct Group {
     prefix: &'static str,
     names: &'static str,
     kinds: &'static str,
+    reads: &'static str,
     items: &'static [Item],
 }
 
@@ -541,6 +563,7 @@ struct Item {
     doc: &'static [&'static str],
     text: &'static str,
     kind: &'static str,
+    read: i16,
 }
 
 /// `NetworkError` -> `NETWORK_ERROR`; names already in upper case stay.
@@ -573,6 +596,7 @@ fn doc(lines: &[&str], indent: &str) -> alloc::string::String {
         .replace("[`super::Opt`]", "`OPT_*`")
         .replace("[`super::", "`")
         .replace("[`code::", "`E_")
+        .replace("[`", "`")
         .replace("`]", "`");
     alloc::format!("{indent}/** {text} */\n")
 }
@@ -615,6 +639,17 @@ pub fn typescript() -> alloc::string::String {
             if !group.kinds.is_empty() {
                 let _ = writeln!(out, "/** The JSON type of each of `{}`. */", group.names);
                 let _ = writeln!(out, "export const {} = [{}] as const;", group.kinds, list(|item| item.kind));
+            }
+            if !group.reads.is_empty() {
+                // The driver names a string it reads as a number through `STATES`: the one such field.
+                assert!(named.iter().all(|item| item.read < 0 || item.kind != "string" || item.text == "state"));
+                let reads = named.iter().map(|item| alloc::format!("{}", item.read)).collect::<alloc::vec::Vec<_>>();
+                let _ = writeln!(
+                    out,
+                    "/** The `F_*` field `Machine.get` reads each of `{}` by (-1: the driver's own). */",
+                    group.names
+                );
+                let _ = writeln!(out, "export const {} = [{}] as const;", group.reads, reads.join(", "));
             }
         }
     }

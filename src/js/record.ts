@@ -5,13 +5,6 @@
 import { Fields, typeName } from "./fields.js";
 import {
   type Engine,
-  F_CREATED_AT,
-  F_LAST_STATUS,
-  F_STATE,
-  F_TOTAL_ATTEMPTS,
-  F_UNCERTAIN,
-  F_BROUGHT,
-  F_UPDATED_AT,
   FIELD_FINGERPRINT,
   FIELD_ID,
   FIELD_KEY,
@@ -21,6 +14,7 @@ import {
   NO_STATUS,
   RECORD_FIELDS,
   RECORD_KINDS,
+  RECORD_READS,
   RECORD_SLOTS,
   RECORD_VERSION,
   STATES,
@@ -143,24 +137,30 @@ function required<T>(value: T | undefined, name: string): T {
   return value;
 }
 
-/** The machine's record (+ the persisted request) -> JSON text, fields in the stored order. */
+/** The machine's record (+ the persisted request) -> JSON text: every field of `RECORD_FIELDS` in
+ *  order, read from the machine by its `RECORD_READS` field, or from `ids` for the driver's own. An
+ *  optional field is left out while it holds no value (0, false): a record whose newer fields are
+ *  unset is still read by a build that does not know them. */
 export function encodeRecord(machine: Machine, ids: RecordIds, request: PersistedRequest | undefined): string {
-  const lastStatus = machine.get(F_LAST_STATUS);
-  return JSON.stringify({
-    v: ids.plain ? 1 : RECORD_VERSION,
-    id: ids.intentId,
-    key: ids.key,
-    fingerprint: ids.fingerprint,
-    createdAt: machine.get(F_CREATED_AT),
-    updatedAt: machine.get(F_UPDATED_AT),
-    attempts: machine.get(F_TOTAL_ATTEMPTS),
-    state: STATES[machine.get(F_STATE)],
-    lastStatus: lastStatus === 0 ? null : lastStatus,
-    uncertain: machine.get(F_UNCERTAIN) === 1,
-    // Marked only when true: records of minted keys keep their form.
-    ...(machine.get(F_BROUGHT) === 1 ? { brought: true } : {}),
-    ...(request ? { request } : {}),
+  // The driver's own fields, by FIELD_* number: the version it read, and the ids it keeps so that
+  // encoding never copies a string out of wasm.
+  const own: Record<number, string | number> = {
+    [FIELD_VERSION]: ids.plain ? 1 : RECORD_VERSION,
+    [FIELD_ID]: ids.intentId,
+    [FIELD_KEY]: ids.key,
+    [FIELD_FINGERPRINT]: ids.fingerprint,
+  };
+  const record: Record<string, unknown> = {};
+  RECORD_FIELDS.forEach((name, i) => {
+    const kind = RECORD_KINDS[i]!;
+    const read = RECORD_READS[i]!;
+    const n = read < 0 ? own[FIELD_VERSION + i]! : machine.get(read);
+    // A string the machine keeps as a number is the state, named by STATES (the generator checks).
+    if (n || !kind.endsWith("?")) {
+      record[name] = read < 0 ? n : kind === "string" ? STATES[n as number] : kind.startsWith("boolean") ? n === 1 : n;
+    }
   });
+  return JSON.stringify(request ? { ...record, request } : record);
 }
 
 /** What eviction needs of a stored record: its key and when it was last written, if it is retired

@@ -209,7 +209,7 @@ export const REQUEST_FINGERPRINT = 2;
 /** A brought key is not 16 to 255 URL-unreserved characters (`A-Z a-z 0-9 - . _ ~`). */
 export const REQUEST_KEY = 3;
 
-// field: Details of `E_STORAGE`: the stored record's fields, by the number `Engine.load` takes them at and the detail that names the one that failed validation; or the CSPRNG. The kinds are the JSON types the driver checks ("?": may be absent or null).
+// field: Details of `E_STORAGE`: the stored record's fields, by the number `Engine.load` takes them at and the detail that names the one that failed validation; or the CSPRNG. The kinds are the JSON types the driver checks ("?": may be absent or null, and written only when it holds a value: 0 or false is left out). The last column is the `Field` the driver writes the field from (`Machine.get`; a `string` read so is a state name); the fields without one are the driver's own (the version, and the ids it keeps). A field added here is counted, checked for its type, given to `Engine.load` and written to storage with no other edit in the driver.
 /** `v`: not a record version this build reads. */
 export const FIELD_VERSION = 1;
 /** `id`: invalid, or not the id the record is stored under. */
@@ -228,7 +228,7 @@ export const FIELD_ATTEMPTS = 7;
 export const FIELD_STATE = 8;
 /** `lastStatus`: not an HTTP status `100..=599` (null or absent: none). */
 export const FIELD_LAST_STATUS = 9;
-/** `uncertain`: not a boolean (absent in records written before it: false). */
+/** `uncertain`: not a boolean (absent: false). */
 export const FIELD_UNCERTAIN = 10;
 /** `brought`: not a boolean (absent: the key was minted here). */
 export const FIELD_BROUGHT = 11;
@@ -238,6 +238,8 @@ export const FIELD_CSPRNG = 32;
 export const RECORD_FIELDS = ["v", "id", "key", "fingerprint", "createdAt", "updatedAt", "attempts", "state", "lastStatus", "uncertain", "brought"] as const;
 /** The JSON type of each of `RECORD_FIELDS`. */
 export const RECORD_KINDS = ["number", "string", "string", "string", "number", "number", "number", "string", "number?", "boolean?", "boolean?"] as const;
+/** The `F_*` field `Machine.get` reads each of `RECORD_FIELDS` by (-1: the driver's own). */
+export const RECORD_READS = [-1, -1, -1, -1, 10, 11, 4, 15, 12, 13, 17] as const;
 
 // protocol: Details of `E_INTERNAL`: the call that came out of order.
 /** An answer, network error or timeout while no attempt was in flight. */
