@@ -134,6 +134,19 @@ macro_rules! consts {
     };
 }
 
+/// A list of statuses and its test, a `match` (no search of the list in the shipped wasm).
+macro_rules! statuses {
+    ($(#[doc = $doc:literal])* $name:ident, $is:ident = $($status:literal)|+) => {
+        $(#[doc = $doc])*
+        pub const $name: &[u16] = &[$($status),+];
+
+        #[doc = concat!("Whether `status` is one of [`", stringify!($name), "`].")]
+        pub const fn $is(status: u16) -> bool {
+            matches!(status, $($status)|+)
+        }
+    };
+}
+
 /// The Engine's options: an enum of their indexes ([`Opt`]) and their specs ([`OPTIONS`]).
 macro_rules! options {
     ($( $(#[doc = $doc:literal])* $variant:ident = $value:literal, $path:literal, $min:expr, $max:expr, $default:expr $(, $choices:literal)? ; )*) => {
@@ -198,6 +211,17 @@ pub const RECORD_VERSION: u8 = 2;
 pub const OLDEST_RECORD_VERSION: u8 = 1;
 /// `Engine.load`'s number for a `lastStatus` of JSON `null` (no answer yet) or absent.
 pub const NO_STATUS: i8 = -1;
+/// Statuses retried with the same key. 423 Locked: some server libraries answer a key still in
+/// flight so (after waiting for it), like 409 elsewhere.
+pub const RETRIED_STATUSES: &[u16] = &[408, 409, 423, 425, 429, 500, 502, 503, 504];
+/// The retried statuses that say a request with the key is still being processed: when a send runs
+/// out of attempts on one, the driver's message says the server may hold the answer.
+pub const IN_FLIGHT_STATUSES: &[u16] = &[409, 423];
+statuses! {
+    /// The retried statuses by which the server pushes back (a rate limit, a key in flight,
+    /// overload): a retry after one costs the retry budget the throttling cost, not the transient one.
+    THROTTLING_STATUSES, is_throttling_status = 409 | 423 | 429 | 503
+}
 
 options! {
     /// Attempts per `send`, including the first.
@@ -674,6 +698,8 @@ pub fn typescript() -> alloc::string::String {
          export const RECORD_VERSION = {RECORD_VERSION};\n\
          /** `Engine.load`'s number for a `lastStatus` that is null or absent. */\n\
          export const NO_STATUS = {NO_STATUS};\n\
+         /** The retried statuses that say a request with the key is still being processed. */\n\
+         export const IN_FLIGHT_STATUSES: readonly number[] = {IN_FLIGHT_STATUSES:?};\n\
          /** The length of `Engine.load`'s array of numbers (one slot per `FIELD_*`). */\n\
          export const RECORD_SLOTS = {RECORD_SLOTS};\n"
     );

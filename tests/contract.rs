@@ -41,3 +41,42 @@ fn the_record_slots_cover_every_record_field_and_nothing_else() {
     assert_eq!(fields.matches('"').count() / 2, field::NAMED.len(), "{fields}");
     assert!(ts.contains(&format!("export const RECORD_SLOTS = {RECORD_SLOTS};")));
 }
+
+/// The numbers of three digits in `text` (HTTP statuses), in order.
+fn statuses(text: &str) -> Vec<u16> {
+    text.split(|c: char| !c.is_ascii_digit()).filter(|w| w.len() == 3).filter_map(|w| w.parse().ok()).collect()
+}
+
+/// The line of `path` (from the repository root) that holds `marker`.
+fn line_of(path: &str, marker: &str) -> String {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).expect("read");
+    text.lines()
+        .find(|line| line.contains(marker))
+        .unwrap_or_else(|| panic!("{path}: no line with {marker}"))
+        .to_owned()
+}
+
+#[test]
+fn the_docs_list_the_statuses_the_machine_retries_and_charges_as_throttling() {
+    use idempotent_fetch::contract::{IN_FLIGHT_STATUSES, RETRIED_STATUSES, THROTTLING_STATUSES};
+    use idempotent_fetch::machine::RetryReason;
+    for status in 100..=599 {
+        let throttling = THROTTLING_STATUSES.contains(&status);
+        assert_eq!(RetryReason::Status(status).is_throttling(), throttling, "{status}");
+        assert!(!throttling || RETRIED_STATUSES.contains(&status), "{status} is charged but never retried");
+        assert!(!IN_FLIGHT_STATUSES.contains(&status) || throttling, "{status}: a key in flight is pushing back");
+    }
+    let sorted = |list: &[u16]| {
+        let mut list = list.to_vec();
+        list.sort_unstable();
+        list
+    };
+    // The README's options table and classification table, and the budget's own table.
+    let budget_row = line_of("README.md", "| `retryBudget` |");
+    let description = budget_row.split('|').nth(3).expect("the description column");
+    assert_eq!(sorted(&statuses(description)), sorted(THROTTLING_STATUSES), "{budget_row}");
+    assert_eq!(statuses(&line_of("README.md", "| network error, attempt timeout,")), RETRIED_STATUSES);
+    assert_eq!(statuses(&line_of("src/machine/budget.rs", "a retry after throttling")), THROTTLING_STATUSES);
+    let ts = idempotent_fetch::contract::typescript();
+    assert!(ts.contains(&format!("IN_FLIGHT_STATUSES: readonly number[] = {IN_FLIGHT_STATUSES:?};")));
+}

@@ -72,7 +72,7 @@ interface CorsTally {
  *  refused every attempt at once. */
 function exhaustedHint(tally: CorsTally, origin: string | undefined, headerName: string, lastStatus: number, fix: string): string | undefined {
   const hints: string[] = [];
-  if (lastStatus === 409 || lastStatus === 423) {
+  if (M.IN_FLIGHT_STATUSES.includes(lastStatus)) {
     hints.push(`the server kept answering ${lastStatus}: the request is still in progress there, or it holds the answer`);
   }
   if (origin && tally.hidden) {

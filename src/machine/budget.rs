@@ -2,6 +2,8 @@
 //! retry storm (anchor: the AWS SDKs' "standard" retry mode).
 
 use super::classify::RetryReason;
+#[cfg(doc)]
+use super::classify::THROTTLING_STATUSES;
 
 /// A token bucket shared by every intent of one client (one `Engine`).
 ///
@@ -10,7 +12,7 @@ use super::classify::RetryReason;
 /// | number | value | AWS standard mode |
 /// |---|---|---|
 /// | capacity (and initial tokens) | 500 | 500 |
-/// | a retry after throttling (429, 409, 503) | 5 | 5 |
+/// | a retry after throttling ([`THROTTLING_STATUSES`]: 409, 423, 429, 503; a key in flight) | 5 | 5 |
 /// | a retry after a transient error (5xx, network, timeout) | 10 | 10 (timeouts) |
 /// | a success on the first attempt | +1 | +1 |
 /// | a success after retries | refunds what its last retry cost | same |

@@ -63,7 +63,7 @@ pub enum FailureReason {
 /// Why an attempt is retried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RetryReason {
-    /// A retried status (408, 409, 423, 425, 429, 500, 502, 503, 504, or a hint or override).
+    /// A retried status (one of [`RETRIED_STATUSES`], or by a hint or the caller's override).
     Status(u16),
     /// The connection failed or was reset.
     Network,
@@ -74,10 +74,15 @@ pub enum RetryReason {
 }
 
 impl RetryReason {
-    /// Whether this is the server pushing back (429, 409 or 423 in flight, 503), which costs the retry
-    /// budget less than a transient error (AWS standard mode's throttling cost).
+    /// Whether this is the server pushing back ([`THROTTLING_STATUSES`], or a key the server said is
+    /// in flight), which costs the retry budget less than a transient error (AWS standard mode's
+    /// throttling cost).
     pub fn is_throttling(self) -> bool {
-        matches!(self, Self::Status(429 | 409 | 423 | 503) | Self::InFlight)
+        match self {
+            Self::Status(status) => is_throttling_status(status),
+            Self::InFlight => true,
+            Self::Network | Self::Timeout => false,
+        }
     }
 
     /// The boundary's number (`Machine.reason()`, the contract's `Reason`).
@@ -92,9 +97,7 @@ impl RetryReason {
     }
 }
 
-/// Statuses retried with the same key. 423 Locked: some server libraries answer a key still in
-/// flight so (after waiting for it), like 409 elsewhere.
-pub const RETRIED_STATUSES: [u16; 9] = [408, 409, 423, 425, 429, 500, 502, 503, 504];
+pub use crate::contract::{is_throttling_status, RETRIED_STATUSES, THROTTLING_STATUSES};
 
 /// Classifies an answer. Precedence: 2xx is always success; then a replayed answer is definite
 /// (the server stored that outcome for this key: retrying can never change it); then the caller's

@@ -305,5 +305,7 @@ export const OPTIONS: readonly (readonly [string, number, number, number, (reado
 export const RECORD_VERSION = 2;
 /** `Engine.load`'s number for a `lastStatus` that is null or absent. */
 export const NO_STATUS = -1;
+/** The retried statuses that say a request with the key is still being processed. */
+export const IN_FLIGHT_STATUSES: readonly number[] = [409, 423];
 /** The length of `Engine.load`'s array of numbers (one slot per `FIELD_*`). */
 export const RECORD_SLOTS = 12;
