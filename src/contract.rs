@@ -18,12 +18,13 @@ macro_rules! or_empty {
     };
 }
 
-/// `#[repr(u8)]` enums, each with its TypeScript prefix and, optionally, the TypeScript name of the
-/// array of its items' names (the spelling users and storage see).
+/// `#[repr(u8)]` enums, each with its TypeScript prefix and, optionally, the TypeScript names of the
+/// array of its items' names (the spelling users and storage see) and of the union type of those
+/// names (a public type of the driver).
 macro_rules! enums {
     ($(
         $(#[doc = $doc:literal])*
-        enum $name:ident: $prefix:literal $(, names $names:literal)? {
+        enum $name:ident: $prefix:literal $(, names $names:literal)? $(, type $ty:literal)? {
             $( $(#[doc = $vdoc:literal])* $variant:ident = $value:literal $($text:literal)? ),* $(,)?
         }
     )*) => {
@@ -64,6 +65,7 @@ macro_rules! enums {
                 doc: &[$($doc),*],
                 prefix: $prefix,
                 names: or_empty!($($names)?),
+                ty: or_empty!($($ty)?),
                 kinds: "",
                 reads: "",
                 items: &[$( Item {
@@ -96,7 +98,7 @@ macro_rules! field_or_none {
 macro_rules! consts {
     ($(
         $(#[doc = $doc:literal])*
-        mod $name:ident: $prefix:literal $(, names $names:literal)? $(, kinds $kinds:literal)? $(, reads $reads:literal)? {
+        mod $name:ident: $prefix:literal $(, names $names:literal)? $(, type $ty:literal)? $(, kinds $kinds:literal)? $(, reads $reads:literal)? {
             $( $(#[doc = $vdoc:literal])* $item:ident = $value:literal $($text:literal $($kind:literal $($read:ident)?)?)? ),* $(,)?
         }
     )*) => {
@@ -119,6 +121,7 @@ macro_rules! consts {
                 doc: &[$($doc),*],
                 prefix: $prefix,
                 names: or_empty!($($names)?),
+                ty: or_empty!($($ty)?),
                 kinds: or_empty!($($kinds)?),
                 reads: or_empty!($($reads)?),
                 items: &[$( Item {
@@ -224,11 +227,12 @@ statuses! {
 }
 
 options! {
-    /// Attempts per `send`, including the first.
+    /// Attempts per `send`, including the first: requests sent with the key (a question about the
+    /// key is not one).
     MaxAttempts = 0, "retry.maxAttempts", 1, 1_000, 8;
-    /// The first backoff step, ms.
+    /// The first backoff step, in ms.
     BaseDelayMs = 1, "retry.baseDelayMs", 0, MAX_DURATION_MS, 250;
-    /// The longest single wait, ms (at least `baseDelayMs`).
+    /// The longest single wait, in ms (at least `baseDelayMs`).
     MaxDelayMs = 2, "retry.maxDelayMs", 0, MAX_DURATION_MS, 20_000;
     /// A `send` gives up (keeping the key) after this many ms.
     TotalTimeoutMs = 3, "retry.totalTimeoutMs", 0, MAX_DURATION_MS, 120_000;
@@ -236,15 +240,16 @@ options! {
     AttemptTimeoutMs = 4, "retry.attemptTimeoutMs", 1, MAX_DURATION_MS, 15_000;
     /// `Retry-After` is honoured up to this many ms.
     MaxRetryAfterMs = 5, "retry.maxRetryAfterMs", 0, MAX_DURATION_MS, 60_000;
-    /// Backoff randomisation, an index of `JITTERS`.
+    /// How backoff delays are randomised: given by name (`JITTERS`), the engine takes its index.
     Jitter = 6, "retry.jitter", 0, 3, 0, "JITTERS";
-    /// Keys older than this are reported expired rather than re-sent, ms.
+    /// Keys older than this many ms are reported expired rather than re-sent.
     KeyTtlMs = 7, "keyTtlMs", 1, MAX_DURATION_MS, DEFAULT_KEY_TTL_MS;
     /// The retry budget's capacity (0: no retries).
     RetryBudget = 8, "retryBudget", 0, 1_000_000, 500;
-    /// The key header's form, an index of `HEADER_FORMS`.
+    /// The key header's form: given by name (`HEADER_FORMS`), the engine takes its index.
     HeaderForm = 9, "headerForm", 0, 1, 0, "HEADER_FORMS";
-    /// Attempts of one intent across every send and reload (0: no limit).
+    /// Attempts of one intent across every `send` and reload; reaching it rejects
+    /// `RETRIES_EXHAUSTED` (reason `maxTotalAttempts`, the key kept). 0: no limit.
     MaxTotalAttempts = 10, "retry.maxTotalAttempts", 0, 1_000_000, 0;
     /// 1 when the app configured how to ask the server about a key (set by the driver from that
     /// configuration, not an option of its own): the machine then asks where it would give up.
@@ -347,7 +352,7 @@ enums! {
     }
 
     /// Where an intent stands.
-    enum State: "STATE_", names "STATES" {
+    enum State: "STATE_", names "STATES", type "IntentState" {
         /// Not yet definitely answered: the key is kept and the next `send` reuses it.
         Pending = 0 "pending",
         /// A 2xx answer; the key is retired.
@@ -359,7 +364,7 @@ enums! {
     }
 
     /// How a backoff delay is randomised. `exp = min(cap, base * 2^n)` for the n-th retry.
-    enum Jitter: "JITTER_", names "JITTERS" {
+    enum Jitter: "JITTER_", names "JITTERS", type "Jitter" {
         /// `uniform(0, exp)`: the default; fewest calls under contention.
         Full = 0 "full",
         /// `exp/2 + uniform(0, exp/2)`: never retries immediately.
@@ -371,7 +376,7 @@ enums! {
     }
 
     /// The key header's form (option `HeaderForm`).
-    enum HeaderForm: "HEADER_", names "HEADER_FORMS" {
+    enum HeaderForm: "HEADER_", names "HEADER_FORMS", type "HeaderForm" {
         /// The raw key (Stripe: `Idempotency-Key: <uuid>`).
         Raw = 0 "raw",
         /// The IETF draft's sf-string (`"<uuid>"`).
@@ -413,38 +418,43 @@ enums! {
 }
 
 consts! {
-    /// The stable error codes (`IdempotentFetchError.code` in JavaScript is the driver's name for each).
-    mod code: "E_" {
+    /// The stable error codes, each with its name in `IdempotentFetchError.code` (never match on
+    /// messages; README, "Errors"). Some are decided by the driver alone, never by the machine.
+    mod code: "E_", type "ErrorCode" {
         /// No definite answer within the attempts, the deadline or the retry budget; the key is kept.
-        RETRIES_EXHAUSTED = 1,
+        RETRIES_EXHAUSTED = 1 "RETRIES_EXHAUSTED",
         /// The caller aborted; the key is kept.
-        ABORTED = 2,
+        ABORTED = 2 "ABORTED",
         /// The server answered 422: this key was used with a different request.
-        KEY_MISMATCH = 3,
+        KEY_MISMATCH = 3 "KEY_MISMATCH",
         /// The intent id was begun before with a different request.
-        INTENT_MISMATCH = 4,
+        INTENT_MISMATCH = 4 "INTENT_MISMATCH",
         /// The stored key is older than `keyTtlMs`; the server may have forgotten it.
-        EXPIRED = 5,
+        EXPIRED = 5 "EXPIRED",
         /// The body is a stream and cannot be sent twice (decided by the driver).
-        BODY_NOT_REPLAYABLE = 6,
+        BODY_NOT_REPLAYABLE = 6 "BODY_NOT_REPLAYABLE",
         /// An option is out of range; the detail is its [`super::Opt`] index.
-        INVALID_OPTIONS = 7,
+        INVALID_OPTIONS = 7 "INVALID_OPTIONS",
         /// The intent id or the fingerprint is not usable.
-        INVALID_REQUEST = 8,
+        INVALID_REQUEST = 8 "INVALID_REQUEST",
         /// A stored record is corrupt (the detail names the field), or the CSPRNG failed.
-        STORAGE = 9,
+        STORAGE = 9 "STORAGE",
         /// The intent is not in storage any more (decided by the driver).
-        NOT_FOUND = 10,
+        NOT_FOUND = 10 "NOT_FOUND",
         /// The server's key-status answer, when it is not "done" (the app's `reconcile()`): the detail
-        /// says which ([`super::key_status`]).
-        KEY_STATUS = 11,
+        /// says which ([`super::key_status`]). Users see `RECONCILE_FAILED`.
+        KEY_STATUS = 11 "RECONCILE_FAILED",
+        /// The body is larger than `maxBodyBytes` (decided by the driver).
+        BODY_TOO_LARGE = 12 "BODY_TOO_LARGE",
+        /// `requireDurable`, and storage fell back to memory (decided by the driver).
+        NOT_DURABLE = 13 "NOT_DURABLE",
         /// A bug: the driver called the machine out of order (the detail says how), or met an action it
         /// does not know. Never the user's fault.
-        INTERNAL = 15,
+        INTERNAL = 15 "INTERNAL",
     }
 
     /// Details of [`code::RETRIES_EXHAUSTED`]: which limit ended the send.
-    mod exhausted: "EXHAUSTED_", names "EXHAUSTED_REASONS" {
+    mod exhausted: "EXHAUSTED_", names "EXHAUSTED_REASONS", type "ExhaustedReason" {
         /// `maxAttempts` attempts were made.
         MAX_ATTEMPTS = 1 "maxAttempts",
         /// `totalTimeoutMs` passed, or the next wait would pass it.
@@ -574,6 +584,7 @@ struct Group {
     doc: &'static [&'static str],
     prefix: &'static str,
     names: &'static str,
+    ty: &'static str,
     kinds: &'static str,
     reads: &'static str,
     items: &'static [Item],
@@ -625,6 +636,42 @@ fn doc(lines: &[&str], indent: &str) -> alloc::string::String {
     alloc::format!("{indent}/** {text} */\n")
 }
 
+/// An option's default as users write it: the name of a choice (`"full"`), else the number.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn option_default(spec: &OptionSpec) -> alloc::string::String {
+    let names = ENUMS.iter().find(|group| !spec.choices.is_empty() && group.names == spec.choices);
+    match names.and_then(|group| group.items.iter().find(|item| u64::from(item.value) == spec.default)) {
+        Some(item) => alloc::format!("\"{}\"", item.text),
+        None => alloc::format!("{}", spec.default),
+    }
+}
+
+/// The public `RetryOptions` interface from the `retry.` rows of [`OPTIONS`]: each one's doc, range
+/// and `@default` (the API reference's), and for a choice the union type of its names.
+#[cfg(not(target_arch = "wasm32"))]
+fn retry_options(out: &mut alloc::string::String) {
+    use core::fmt::Write;
+    out.push_str("\n/** How one `send` retries: attempts, backoff, jitter, timeouts (the `retry.` options). */\nexport interface RetryOptions {\n");
+    for spec in OPTIONS {
+        let Some(name) = spec.path.strip_prefix("retry.") else { continue };
+        let choice = ENUMS.iter().find(|group| !spec.choices.is_empty() && group.names == spec.choices);
+        let text = doc(spec.doc, "");
+        let text = text.trim_start_matches("/** ").trim_end_matches(" */\n");
+        let range = if choice.is_some() {
+            alloc::string::String::new()
+        } else {
+            alloc::format!(" A whole number from {} to {}.", spec.min, spec.max)
+        };
+        let _ = write!(
+            out,
+            "  /**\n   * {text}{range}\n   * @default {}\n   */\n  {name}?: {};\n",
+            option_default(spec),
+            choice.map_or("number", |group| group.ty)
+        );
+    }
+    out.push_str("}\n");
+}
+
 /// The TypeScript side of the contract: the text of `src/js/generated/contract.ts`.
 #[cfg(not(target_arch = "wasm32"))]
 pub fn typescript() -> alloc::string::String {
@@ -645,6 +692,11 @@ pub fn typescript() -> alloc::string::String {
             let _ = writeln!(out, "export const {}{} = {};", group.prefix, screaming(item.name), item.value);
         }
         let named: alloc::vec::Vec<&Item> = group.items.iter().filter(|item| !item.text.is_empty()).collect();
+        if !group.ty.is_empty() {
+            let union = named.iter().map(|item| alloc::format!("\"{}\"", item.text)).collect::<alloc::vec::Vec<_>>();
+            out.push_str(&doc(group.doc, ""));
+            let _ = writeln!(out, "export type {} = {};", group.ty, union.join(" | "));
+        }
         if !group.names.is_empty() {
             // Indexed from the first named item's number, which the driver subtracts.
             let first = named[0].value;
@@ -692,6 +744,7 @@ pub fn typescript() -> alloc::string::String {
         let _ = writeln!(out, "  [\"{}\", {}, {}, {}{choices}],", spec.path, spec.min, spec.max, spec.default);
     }
     out.push_str("];\n");
+    retry_options(&mut out);
     let _ = write!(
         out,
         "\n/** The stored record's version this build writes (2: a fingerprint keyed with the namespace's secret). */\n\

@@ -80,3 +80,61 @@ fn the_docs_list_the_statuses_the_machine_retries_and_charges_as_throttling() {
     let ts = idempotent_fetch::contract::typescript();
     assert!(ts.contains(&format!("IN_FLIGHT_STATUSES: readonly number[] = {IN_FLIGHT_STATUSES:?};")));
 }
+
+/// The quoted names of the generated union `export type <name> = "a" | "b";`.
+fn union(ts: &str, name: &str) -> Vec<String> {
+    let line = ts.lines().find(|l| l.starts_with(&format!("export type {name} = "))).expect("the union");
+    line.split('"').skip(1).step_by(2).map(str::to_owned).collect()
+}
+
+/// The text between `start` and the next `end` in `text`.
+fn section<'a>(text: &'a str, start: &str, end: &str) -> &'a str {
+    let from = text.find(start).unwrap_or_else(|| panic!("no {start}")) + start.len();
+    &text[from..from + text[from..].find(end).unwrap_or(text.len() - from)]
+}
+
+#[test]
+fn the_readme_lists_every_error_code_and_exhausted_reason_of_the_table() {
+    let ts = idempotent_fetch::contract::typescript();
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
+    let table = section(&readme, "| code | meaning | the key |", "\n\n");
+    let mut listed: Vec<String> = table
+        .lines()
+        .skip(2)
+        .flat_map(|row| row.split('|').nth(1).unwrap_or("").split('/').map(|c| c.trim().trim_matches('`').to_owned()))
+        .collect();
+    let mut codes = union(&ts, "ErrorCode");
+    listed.sort();
+    codes.sort();
+    assert_eq!(listed, codes, "README \"Errors\" against the table's code names");
+    let reasons = union(&ts, "ExhaustedReason").iter().map(|r| format!("\"{r}\"")).collect::<Vec<_>>().join(" | ");
+    assert!(readme.contains(&format!("(`{reasons}` for `RETRIES_EXHAUSTED`)")), "README: the reasons are {reasons}");
+}
+
+#[test]
+fn every_option_default_in_the_docs_is_the_tables() {
+    use idempotent_fetch::contract::{option_default, OPTIONS};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let options_ts = std::fs::read_to_string(root.join("src/js/options.ts")).expect("options.ts");
+    let generated = idempotent_fetch::contract::typescript();
+    for spec in OPTIONS.iter().filter(|spec| !spec.path.is_empty()) {
+        let default = option_default(spec);
+        // The README's options table: the default column.
+        let row = line_of("README.md", &format!("| `{}` |", spec.path));
+        let column = row.split('|').nth(2).expect("a default column").trim();
+        let words: Vec<&str> = column.split(|c: char| !(c.is_ascii_alphanumeric() || c == '"' || c == '-')).collect();
+        assert!(words.contains(&default.as_str()), "README {}: {column:?}, the table says {default}", spec.path);
+        // The API reference: the option's doc comment ends with `@default <value>` (the retry options
+        // are generated; the others are ClientOptions' own members).
+        let (source, name) = match spec.path.strip_prefix("retry.") {
+            Some(name) => (generated.as_str(), name),
+            None => (options_ts.as_str(), spec.path),
+        };
+        let member = source.find(&format!("\n  {name}?: ")).unwrap_or_else(|| panic!("no member {name}"));
+        let comment = &source[source[..member].rfind("/**").expect("a doc comment")..member];
+        assert!(
+            comment.contains(&format!("@default {default} */")) || comment.contains(&format!("@default {default}\n")),
+            "{name}: {comment}"
+        );
+    }
+}

@@ -1,26 +1,10 @@
 // `IdempotentFetchError`: every error this library throws or rejects with. A JavaScript `Error` with a
 // stable `code` (never match on messages), the intent's key and what the failed `send` got to.
 
-/** Stable error codes carried by `IdempotentFetchError.code`. */
-export type ErrorCode =
-  | "RETRIES_EXHAUSTED"
-  | "ABORTED"
-  | "KEY_MISMATCH"
-  | "INTENT_MISMATCH"
-  | "EXPIRED"
-  | "BODY_NOT_REPLAYABLE"
-  | "BODY_TOO_LARGE"
-  | "INVALID_OPTIONS"
-  | "INVALID_REQUEST"
-  | "STORAGE"
-  | "NOT_FOUND"
-  | "NOT_DURABLE"
-  | "RECONCILE_FAILED"
-  /** A bug in this library (the driver called the machine out of order): please report it. */
-  | "INTERNAL";
+import type { ErrorCode, ExhaustedReason } from "./generated/contract.js";
 
-/** For `RETRIES_EXHAUSTED`: which limit was reached. */
-export type ExhaustedReason = "maxAttempts" | "deadline" | "budget" | "maxTotalAttempts";
+// The codes and reasons are the contract table's names (src/contract.rs), generated.
+export type { ErrorCode, ExhaustedReason };
 
 /** The `name` of every error from this library (also how `isIdempotentFetchError` recognises one). */
 const ERROR_NAME = "IdempotentFetchError";

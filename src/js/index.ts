@@ -29,7 +29,7 @@ export type {
   StorageFallbackEvent,
   SuccessEvent,
 } from "./events.js";
-export type { BeginOptions, ClientOptions, Jitter, RetryOptions, StorageKind } from "./options.js";
+export type { BeginOptions, ClientOptions, HeaderForm, Jitter, RetryOptions, StorageKind } from "./options.js";
 export type { KeyIn } from "./placement.js";
 export type { IntentRequest } from "./request.js";
 export type { ReplayableBody } from "./body.js";

@@ -20,6 +20,7 @@ import type { PreparedRequest } from "./request.js";
 import type { SendOptions, SendResult } from "./results.js";
 import { KeyStatusOpen, runSend } from "./send.js";
 import { INTERRUPTED } from "./wait.js";
+import type { IntentState } from "./generated/contract.js";
 
 /** `reconcile()`'s answer: the server's stored answer for the key, or what it said instead. */
 export type ReconcileResult =
@@ -38,9 +39,8 @@ export type ReconcileResult =
       status: "unknown";
     };
 
-
-/** Where an intent stands. */
-export type IntentState = "pending" | "succeeded" | "failed" | "expired";
+// The states are the contract table's names (src/contract.rs), generated.
+export type { IntentState };
 
 /** @internal What an operation shows of its record, as of the last `begin`/`send`. */
 export interface RecordView {

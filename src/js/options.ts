@@ -7,35 +7,16 @@ import { type KeyIn, type Placement } from "./placement.js";
 import type { KeyStatusAnswer, KeyStatusQuestion, Reconciler } from "./reconcile.js";
 import { invalidOptions } from "./errors.js";
 import { Fields } from "./fields.js";
+import type { HeaderForm, Jitter, RetryOptions } from "./generated/contract.js";
 import { OPT_BASE_DELAY_MS, OPT_MAX_DELAY_MS, OPT_RECONCILE, OPT_REPLAY_STATUS, OPTIONS } from "./machine.js";
 import { type AsyncStorage, isAsyncStorage } from "./storage/custom.js";
 
 /** Where intents are kept ("custom": an `AsyncStorage` of the app's own). */
 export type StorageKind = "local" | "session" | "indexeddb" | "memory" | "custom";
 
-/** Backoff randomisation. */
-export type Jitter = "full" | "equal" | "decorrelated" | "none";
-
-/** Retry policy. Defaults: see the README ("Options"). */
-export interface RetryOptions {
-  /** Attempts per `send`, including the first. Default 8, 1..1000. */
-  maxAttempts?: number;
-  /** First backoff step in ms. Default 250. */
-  baseDelayMs?: number;
-  /** Longest single wait in ms. Default 20000. */
-  maxDelayMs?: number;
-  /** A `send` gives up (keeping the key) after this many ms. Default 120000. */
-  totalTimeoutMs?: number;
-  /** One attempt is abandoned after this many ms. Default 15000. */
-  attemptTimeoutMs?: number;
-  /** `Retry-After` is honoured up to this many ms. Default 60000. */
-  maxRetryAfterMs?: number;
-  /** Backoff randomisation. Default "full". */
-  jitter?: Jitter;
-  /** Attempts of one intent across every `send` and reload; reaching it rejects `RETRIES_EXHAUSTED`
-   *  (reason "maxTotalAttempts", the key kept). Default none (0). */
-  maxTotalAttempts?: number;
-}
+// The retry options and the names of the options given by name are the contract table's
+// (src/contract.rs): generated with their ranges and defaults.
+export type { HeaderForm, Jitter, RetryOptions };
 
 /** Options of `new IdempotentClient(options)`. Unknown fields are rejected. */
 export interface ClientOptions {
@@ -50,18 +31,21 @@ export interface ClientOptions {
   storage?: Exclude<StorageKind, "custom"> | AsyncStorage;
   /** How one `send` retries: attempts, backoff, jitter, timeouts. */
   retry?: RetryOptions;
-  /** Keys older than this are reported as expired rather than re-sent. Default 86400000 (24 h). */
+  /** Keys older than this many ms are reported as expired rather than re-sent (24 h: Stripe's retention).
+   *  @default 86400000 */
   keyTtlMs?: number;
   /** Header carrying the key. Default "Idempotency-Key". */
   headerName?: string;
-  /** "raw" (Stripe: `Idempotency-Key: <uuid>`) or "sf-string" (IETF draft: `"<uuid>"`). Default "raw". */
-  headerForm?: "raw" | "sf-string";
+  /** "raw" (Stripe: `Idempotency-Key: <uuid>`) or "sf-string" (IETF draft: `"<uuid>"`).
+   *  @default "raw" */
+  headerForm?: HeaderForm;
   /** Where the key goes: `"header"` (default: `headerName`), `{ json: "idempotency_key" }` (a
    *  top-level field of a JSON object body, Square's form) or `{ graphqlVariable: "idempotencyKey" }`
    *  (a GraphQL variable, Saleor's form). In the body, no key header is sent; a body that cannot
    *  carry the key is `INVALID_REQUEST` at `begin`. */
   keyIn?: KeyIn;
-  /** Retry budget (token bucket) capacity shared by the client's intents. Default 500. */
+  /** Retry budget (token bucket) capacity shared by the client's intents (0: no retries).
+   *  @default 500 */
   retryBudget?: number;
   /** Also persist the request (headers and body) so `resume` can re-send it after a reload. Default false. */
   persistRequest?: boolean;

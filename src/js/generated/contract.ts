@@ -92,6 +92,8 @@ export const STATE_SUCCEEDED = 1;
 export const STATE_FAILED = 2;
 /** Pending for longer than the key TTL: the server may have forgotten the key, so it is not re-sent. */
 export const STATE_EXPIRED = 3;
+/** Where an intent stands. */
+export type IntentState = "pending" | "succeeded" | "failed" | "expired";
 /** The names of `State` from STATE_PENDING on. */
 export const STATES = ["pending", "succeeded", "failed", "expired"] as const;
 
@@ -104,6 +106,8 @@ export const JITTER_EQUAL = 1;
 export const JITTER_DECORRELATED = 2;
 /** `exp` exactly: plain capped exponential backoff (every client retries in lockstep). */
 export const JITTER_NONE = 3;
+/** How a backoff delay is randomised. `exp = min(cap, base * 2^n)` for the n-th retry. */
+export type Jitter = "full" | "equal" | "decorrelated" | "none";
 /** The names of `Jitter` from JITTER_FULL on. */
 export const JITTERS = ["full", "equal", "decorrelated", "none"] as const;
 
@@ -112,6 +116,8 @@ export const JITTERS = ["full", "equal", "decorrelated", "none"] as const;
 export const HEADER_RAW = 0;
 /** The IETF draft's sf-string (`"<uuid>"`). */
 export const HEADER_SF_STRING = 1;
+/** The key header's form (option `HeaderForm`). */
+export type HeaderForm = "raw" | "sf-string";
 /** The names of `HeaderForm` from HEADER_RAW on. */
 export const HEADER_FORMS = ["raw", "sf-string"] as const;
 
@@ -141,7 +147,7 @@ export const SWEEP_REMOVE = 1;
 /** A pending intent older than the TTL, now marked expired: save it (and tell the app). */
 export const SWEEP_EXPIRED = 2;
 
-// code: The stable error codes (`IdempotentFetchError.code` in JavaScript is the driver's name for each).
+// code: The stable error codes, each with its name in `IdempotentFetchError.code` (never match on messages; README, "Errors"). Some are decided by the driver alone, never by the machine.
 /** No definite answer within the attempts, the deadline or the retry budget; the key is kept. */
 export const E_RETRIES_EXHAUSTED = 1;
 /** The caller aborted; the key is kept. */
@@ -162,10 +168,16 @@ export const E_INVALID_REQUEST = 8;
 export const E_STORAGE = 9;
 /** The intent is not in storage any more (decided by the driver). */
 export const E_NOT_FOUND = 10;
-/** The server's key-status answer, when it is not "done" (the app's `reconcile()`): the detail says which (`key_status`). */
+/** The server's key-status answer, when it is not "done" (the app's `reconcile()`): the detail says which (`key_status`). Users see `RECONCILE_FAILED`. */
 export const E_KEY_STATUS = 11;
+/** The body is larger than `maxBodyBytes` (decided by the driver). */
+export const E_BODY_TOO_LARGE = 12;
+/** `requireDurable`, and storage fell back to memory (decided by the driver). */
+export const E_NOT_DURABLE = 13;
 /** A bug: the driver called the machine out of order (the detail says how), or met an action it does not know. Never the user's fault. */
 export const E_INTERNAL = 15;
+/** The stable error codes, each with its name in `IdempotentFetchError.code` (never match on messages; README, "Errors"). Some are decided by the driver alone, never by the machine. */
+export type ErrorCode = "RETRIES_EXHAUSTED" | "ABORTED" | "KEY_MISMATCH" | "INTENT_MISMATCH" | "EXPIRED" | "BODY_NOT_REPLAYABLE" | "INVALID_OPTIONS" | "INVALID_REQUEST" | "STORAGE" | "NOT_FOUND" | "RECONCILE_FAILED" | "BODY_TOO_LARGE" | "NOT_DURABLE" | "INTERNAL";
 
 // exhausted: Details of `E_RETRIES_EXHAUSTED`: which limit ended the send.
 /** `maxAttempts` attempts were made. */
@@ -176,6 +188,8 @@ export const EXHAUSTED_DEADLINE = 2;
 export const EXHAUSTED_BUDGET = 3;
 /** The intent reached `maxTotalAttempts` across all its sends. */
 export const EXHAUSTED_MAX_TOTAL_ATTEMPTS = 4;
+/** Details of `E_RETRIES_EXHAUSTED`: which limit ended the send. */
+export type ExhaustedReason = "maxAttempts" | "deadline" | "budget" | "maxTotalAttempts";
 /** The names of `exhausted` from EXHAUSTED_MAX_ATTEMPTS on. */
 export const EXHAUSTED_REASONS = ["maxAttempts", "deadline", "budget", "maxTotalAttempts"] as const;
 
@@ -258,11 +272,11 @@ export const PROTOCOL_UNKNOWN_EVENT = 6;
 export const PROTOCOL_UNKNOWN_ACTION = 7;
 
 // Opt: the Engine's options by index: the order of `Engine.create`'s array and the detail of `INVALID_OPTIONS`.
-/** Attempts per `send`, including the first. */
+/** Attempts per `send`, including the first: requests sent with the key (a question about the key is not one). */
 export const OPT_MAX_ATTEMPTS = 0;
-/** The first backoff step, ms. */
+/** The first backoff step, in ms. */
 export const OPT_BASE_DELAY_MS = 1;
-/** The longest single wait, ms (at least `baseDelayMs`). */
+/** The longest single wait, in ms (at least `baseDelayMs`). */
 export const OPT_MAX_DELAY_MS = 2;
 /** A `send` gives up (keeping the key) after this many ms. */
 export const OPT_TOTAL_TIMEOUT_MS = 3;
@@ -270,15 +284,15 @@ export const OPT_TOTAL_TIMEOUT_MS = 3;
 export const OPT_ATTEMPT_TIMEOUT_MS = 4;
 /** `Retry-After` is honoured up to this many ms. */
 export const OPT_MAX_RETRY_AFTER_MS = 5;
-/** Backoff randomisation, an index of `JITTERS`. */
+/** How backoff delays are randomised: given by name (`JITTERS`), the engine takes its index. */
 export const OPT_JITTER = 6;
-/** Keys older than this are reported expired rather than re-sent, ms. */
+/** Keys older than this many ms are reported expired rather than re-sent. */
 export const OPT_KEY_TTL_MS = 7;
 /** The retry budget's capacity (0: no retries). */
 export const OPT_RETRY_BUDGET = 8;
-/** The key header's form, an index of `HEADER_FORMS`. */
+/** The key header's form: given by name (`HEADER_FORMS`), the engine takes its index. */
 export const OPT_HEADER_FORM = 9;
-/** Attempts of one intent across every send and reload (0: no limit). */
+/** Attempts of one intent across every `send` and reload; reaching it rejects `RETRIES_EXHAUSTED` (reason `maxTotalAttempts`, the key kept). 0: no limit. */
 export const OPT_MAX_TOTAL_ATTEMPTS = 10;
 /** 1 when the app configured how to ask the server about a key (set by the driver from that configuration, not an option of its own): the machine then asks where it would give up. */
 export const OPT_RECONCILE = 11;
@@ -300,6 +314,50 @@ export const OPTIONS: readonly (readonly [string, number, number, number, (reado
   ["", 0, 1, 0],
   ["", 0, 599, 0],
 ];
+
+/** How one `send` retries: attempts, backoff, jitter, timeouts (the `retry.` options). */
+export interface RetryOptions {
+  /**
+   * Attempts per `send`, including the first: requests sent with the key (a question about the key is not one). A whole number from 1 to 1000.
+   * @default 8
+   */
+  maxAttempts?: number;
+  /**
+   * The first backoff step, in ms. A whole number from 0 to 2592000000.
+   * @default 250
+   */
+  baseDelayMs?: number;
+  /**
+   * The longest single wait, in ms (at least `baseDelayMs`). A whole number from 0 to 2592000000.
+   * @default 20000
+   */
+  maxDelayMs?: number;
+  /**
+   * A `send` gives up (keeping the key) after this many ms. A whole number from 0 to 2592000000.
+   * @default 120000
+   */
+  totalTimeoutMs?: number;
+  /**
+   * One attempt is abandoned after this many ms. A whole number from 1 to 2592000000.
+   * @default 15000
+   */
+  attemptTimeoutMs?: number;
+  /**
+   * `Retry-After` is honoured up to this many ms. A whole number from 0 to 2592000000.
+   * @default 60000
+   */
+  maxRetryAfterMs?: number;
+  /**
+   * How backoff delays are randomised: given by name (`JITTERS`), the engine takes its index.
+   * @default "full"
+   */
+  jitter?: Jitter;
+  /**
+   * Attempts of one intent across every `send` and reload; reaching it rejects `RETRIES_EXHAUSTED` (reason `maxTotalAttempts`, the key kept). 0: no limit. A whole number from 0 to 1000000.
+   * @default 0
+   */
+  maxTotalAttempts?: number;
+}
 
 /** The stored record's version this build writes (2: a fingerprint keyed with the namespace's secret). */
 export const RECORD_VERSION = 2;
