@@ -5,8 +5,12 @@
 //! The driver's side is generated from this file: `src/js/generated/contract.ts` holds one plain
 //! `const` per entry (esbuild inlines them, so nothing is added to what ships). The file is committed;
 //! `tests/contract.rs` fails when it differs from `typescript()`, and
-//! `IF_BLESS=1 cargo test --test contract` rewrites it. To add an option or a record field, add its row
-//! here, then use it (the driver reads names, defaults and ranges from the generated table).
+//! `IF_BLESS=1 cargo test --test contract` rewrites it. To add an option, add its row here (the driver
+//! reads names, defaults and ranges from the generated table). To add a record field, add its row to
+//! `field` (name, JSON kind, the [`Field`] it is written from), then give the machine its value: the
+//! `Record` member, its line in `StoredFields` (`from_slots`, `validate`) and the `Field` the driver
+//! reads it by; the slot count, the driver's decoding and encoding and the stored JSON follow from
+//! the row.
 
 /// `""` when no literal is given, else the literal.
 macro_rules! or_empty {

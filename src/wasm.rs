@@ -134,23 +134,10 @@ impl Engine {
         numbers: &[f64],
     ) -> Option<Machine> {
         // Too short an array is the driver's bug: refused like a record whose version is missing.
-        let Some(numbers) = numbers.get(..crate::contract::RECORD_SLOTS) else {
+        let Some(numbers) = numbers.get(..crate::contract::RECORD_SLOTS).and_then(|n| n.try_into().ok()) else {
             return refuse(m::Error::new(m::code::STORAGE, field::VERSION));
         };
-        let number = |field: u8| numbers[usize::from(field)];
-        let fields = StoredFields {
-            v: number(field::VERSION),
-            id,
-            key,
-            fingerprint,
-            created_at: number(field::CREATED_AT),
-            updated_at: number(field::UPDATED_AT),
-            attempts: number(field::ATTEMPTS),
-            state,
-            last_status: number(field::LAST_STATUS),
-            uncertain: number(field::UNCERTAIN),
-            brought: number(field::BROUGHT),
-        };
+        let fields = StoredFields::from_slots(id, key, fingerprint, state, numbers);
         self.0.load(intent_id, &fields).map_or_else(refuse, |m| Some(Machine(m)))
     }
 

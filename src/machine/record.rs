@@ -92,6 +92,33 @@ pub struct StoredFields<'a> {
     pub brought: f64,
 }
 
+impl<'a> StoredFields<'a> {
+    /// The fields as `Engine.load` takes them: the strings, and the numbers by [`field`] number
+    /// (`numbers[field::CREATED_AT]`, ...; slot 0 unused), so the boundary names no field.
+    pub fn from_slots(
+        id: &'a str,
+        key: &'a str,
+        fingerprint: &'a str,
+        state: &'a str,
+        numbers: &[f64; crate::contract::RECORD_SLOTS],
+    ) -> Self {
+        let number = |field: u8| numbers[usize::from(field)];
+        Self {
+            v: number(field::VERSION),
+            id,
+            key,
+            fingerprint,
+            created_at: number(field::CREATED_AT),
+            updated_at: number(field::UPDATED_AT),
+            attempts: number(field::ATTEMPTS),
+            state,
+            last_status: number(field::LAST_STATUS),
+            uncertain: number(field::UNCERTAIN),
+            brought: number(field::BROUGHT),
+        }
+    }
+}
+
 impl StoredFields<'_> {
     /// Checks every value of a record read back from storage under `intent_id`; the error is
     /// `STORAGE` with the failing field ([`field`]) as its detail.
