@@ -640,6 +640,32 @@ fn doc(lines: &[&str], indent: &str) -> alloc::string::String {
     alloc::format!("{indent}/** {text} */\n")
 }
 
+/// One stored record field as the table gives it (for native rigs that stand in for the driver).
+#[cfg(not(target_arch = "wasm32"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordField {
+    /// Its `FIELD_*` number: the slot of `Engine.load`'s numbers and the `STORAGE` detail.
+    pub number: u8,
+    /// Its name in the stored JSON.
+    pub name: &'static str,
+    /// Its JSON type ("?": may be absent or null, and written only when it holds a value).
+    pub kind: &'static str,
+    /// The [`Field`] it is written from; `None` for the driver's own (the version and the ids).
+    pub read: Option<Field>,
+}
+
+/// The stored record's fields, in the stored order (the `field` rows that have a name).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn record_fields() -> impl Iterator<Item = RecordField> {
+    let group = CONSTS.iter().find(|group| !group.reads.is_empty()).expect("the field rows");
+    group.items.iter().filter(|item| !item.text.is_empty()).map(|item| RecordField {
+        number: item.value,
+        name: item.text,
+        kind: item.kind,
+        read: u8::try_from(item.read).ok().and_then(Field::from_u8),
+    })
+}
+
 /// An option's default as users write it: the name of a choice (`"full"`), else the number.
 #[cfg(not(target_arch = "wasm32"))]
 pub fn option_default(spec: &OptionSpec) -> alloc::string::String {

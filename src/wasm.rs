@@ -176,31 +176,7 @@ impl Machine {
     /// 1/0); NaN for an unknown field. One export instead of a getter per field: each export costs
     /// its glue in the JavaScript users download.
     pub fn get(&self, field: u32) -> f64 {
-        let Some(field) = u8::try_from(field).ok().and_then(Field::from_u8) else {
-            return f64::NAN;
-        };
-        let flag = |b: bool| f64::from(u8::from(b));
-        let record = self.0.record();
-        match field {
-            Field::TimeoutMs => self.0.timeout_ms() as f64,
-            Field::DelayMs => self.0.delay_ms() as f64,
-            Field::Reason => self.0.reason().map_or(0, m::RetryReason::index).into(),
-            Field::Attempt => self.0.attempt().into(),
-            Field::TotalAttempts => record.attempts.into(),
-            Field::Status => self.0.status().into(),
-            Field::Ok => flag(self.0.ok()),
-            Field::Replayed => flag(self.0.replayed()),
-            Field::ErrorCode => self.0.error().code.into(),
-            Field::ErrorDetail => self.0.error().detail.into(),
-            Field::CreatedAt => record.created_at as f64,
-            Field::UpdatedAt => record.updated_at as f64,
-            Field::LastStatus => record.last_status.into(),
-            Field::Uncertain => flag(self.0.uncertain()),
-            Field::Brought => flag(record.brought),
-            Field::Dirty => flag(self.0.dirty()),
-            Field::State => (record.state as u8).into(),
-            Field::Resumed => flag(self.0.resumed()),
-        }
+        u8::try_from(field).ok().and_then(Field::from_u8).map_or(f64::NAN, |field| self.0.field(field))
     }
 
     /// The attempt got an answer. `override_`: the caller's `shouldRetry(status)`: 0 none, 1 retry,

@@ -161,19 +161,8 @@ fn check_record(machine: &Machine, engine: &Engine) -> Result<(), TestCaseError>
     prop_assert!(is_canonical_v4(r.key.as_str()));
     prop_assert!(r.updated_at >= r.created_at);
     prop_assert!(r.last_status == 0 || (100..=599).contains(&r.last_status));
-    let fields = StoredFields {
-        v: 1.0,
-        id: &r.id,
-        key: r.key.as_str(),
-        fingerprint: &r.fingerprint,
-        created_at: r.created_at as f64,
-        updated_at: r.updated_at as f64,
-        attempts: f64::from(r.attempts),
-        state: r.state.as_str(),
-        last_status: if r.last_status == 0 { -1.0 } else { f64::from(r.last_status) },
-        uncertain: f64::from(u8::from(r.uncertain)),
-        brought: f64::from(u8::from(r.brought)),
-    };
+    let numbers = machine.stored_numbers(1);
+    let fields = StoredFields::from_slots(&r.id, r.key.as_str(), &r.fingerprint, r.state.as_str(), &numbers);
     let back = engine.load(&r.id, &fields);
     // Times beyond 2^53 cannot be stored exactly by JavaScript; the driver only passes Date.now().
     if r.updated_at <= MAX_SAFE_INTEGER {
@@ -443,12 +432,8 @@ proptest! {
         }
         // Whatever happened, begin on what would be stored resumes the same key or refuses.
         let fingerprint = if fingerprint_changes { "b2".repeat(32) } else { VALID_FINGERPRINT.to_owned() };
-        let stored = engine.load(ID, &StoredFields {
-            v: 1.0, id: ID, key: key.as_str(), fingerprint: VALID_FINGERPRINT,
-            created_at: machine.record().created_at as f64, updated_at: machine.record().updated_at as f64,
-            attempts: f64::from(machine.record().attempts), state: machine.record().state.as_str(),
-            last_status: if machine.record().last_status == 0 { -1.0 } else { f64::from(machine.record().last_status) }, uncertain: f64::from(u8::from(machine.record().uncertain)), brought: f64::from(u8::from(machine.record().brought)),
-        });
+        let numbers = machine.stored_numbers(1);
+        let stored = engine.load(ID, &StoredFields::from_slots(ID, key.as_str(), VALID_FINGERPRINT, machine.record().state.as_str(), &numbers));
         if let Ok(stored) = stored {
             let state = stored.record().state;
             match engine.begin(ID, &fingerprint, 2_000, false, Some(&stored)) {

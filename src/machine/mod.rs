@@ -11,6 +11,7 @@ pub mod budget;
 pub mod classify;
 pub mod engine;
 pub mod error;
+mod fields;
 pub mod fingerprint;
 pub mod key;
 pub mod policy;

@@ -13,6 +13,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
+use idempotent_fetch::contract::{record_fields, State, NO_STATUS, RECORD_SLOTS};
 use idempotent_fetch::machine::error::{code, field};
 use idempotent_fetch::machine::{
     Action, Answer, Engine, Jitter, KeyStatus, Machine, Override, Policy, RandomFailed, RandomSource, Record,
@@ -402,7 +403,8 @@ impl JsonStore {
         self.fail_after.set(Some(self.saves.get() + n));
     }
     /// Saves a machine's record (the driver's encoder); `Err` when storage refuses.
-    pub fn save(&self, record: &Record) -> Result<(), ()> {
+    pub fn save(&self, machine: &Machine) -> Result<(), ()> {
+        let record = machine.record();
         let n = self.saves.get();
         self.saves.set(n + 1);
         if self.fail_after.get().is_some_and(|limit| n >= limit) {
@@ -410,7 +412,7 @@ impl JsonStore {
             return Err(());
         }
         self.log.push(format!("save attempts={} state={}", record.attempts, record.state.as_str()));
-        self.set_raw(&record.id, &encode(record));
+        self.set_raw(&record.id, &encode(machine));
         Ok(())
     }
     /// Loads `id` into a machine of `engine` (the driver's decoder, then `Engine::load`).
@@ -420,77 +422,71 @@ impl JsonStore {
     }
 }
 
-/// The record as the driver writes it.
-pub fn encode(record: &Record) -> String {
-    let last_status = if record.last_status == 0 { Value::Null } else { json!(record.last_status) };
-    let mut value = json!({
-        "v": 1,
-        "id": record.id,
-        "key": record.key.as_str(),
-        "fingerprint": record.fingerprint,
-        "createdAt": record.created_at,
-        "updatedAt": record.updated_at,
-        "attempts": record.attempts,
-        "state": record.state.as_str(),
-        "lastStatus": last_status,
-        "uncertain": record.uncertain,
-    });
-    // Only a brought key is marked (as the driver writes it).
-    if record.brought {
-        value["brought"] = json!(true);
+/// The record as the driver writes it (src/js/record.ts, `encodeRecord`, over the contract table):
+/// each field from the machine's `Field` its row names, the version (1 here) and the ids the
+/// driver's own, a state by name, an optional field only while it holds a value.
+pub fn encode(machine: &Machine) -> String {
+    let record = machine.record();
+    let mut object = serde_json::Map::new();
+    for row in record_fields() {
+        let value = match row.read {
+            None => match row.number {
+                field::VERSION => json!(1),
+                field::ID => json!(record.id),
+                field::KEY => json!(record.key.as_str()),
+                field::FINGERPRINT => json!(record.fingerprint),
+                _ => panic!("the driver keeps no value for {}", row.name),
+            },
+            Some(read) => {
+                let n = machine.field(read);
+                if row.kind.ends_with('?') && n == 0.0 {
+                    continue;
+                }
+                match row.kind.trim_end_matches('?') {
+                    "string" => json!(State::from_u8(n as u8).expect("a state").text()),
+                    "boolean" => json!(n == 1.0),
+                    _ => json!(n as u64),
+                }
+            }
+        };
+        object.insert(row.name.to_owned(), value);
     }
-    value.to_string()
+    Value::Object(object).to_string()
 }
 
-const FIELDS: [&str; 11] = [
-    "v",
-    "id",
-    "key",
-    "fingerprint",
-    "createdAt",
-    "updatedAt",
-    "attempts",
-    "state",
-    "lastStatus",
-    "uncertain",
-    "brought",
-];
-
-/// The driver's type check (JSON, an object, known fields, strings and numbers), then the machine.
+/// The driver's type check (JSON, an object, the table's fields and their JSON types), then the
+/// machine (src/js/record.ts, `decodeRecord`).
 pub fn decode(engine: &Engine, id: &str, text: &str) -> Result<Machine, LoadError> {
     let malformed = |what: &str| LoadError::Malformed(what.to_owned());
     let value: Value = serde_json::from_str(text).map_err(|_| malformed("not JSON"))?;
     let object = value.as_object().ok_or_else(|| malformed("not an object"))?;
-    if let Some(unknown) = object.keys().find(|k| !FIELDS.contains(&k.as_str()) && k.as_str() != "request") {
+    if let Some(unknown) = object.keys().find(|k| k.as_str() != "request" && !record_fields().any(|row| row.name == *k))
+    {
         return Err(LoadError::Malformed(format!("unknown field {unknown}")));
     }
-    let string = |name: &str| object.get(name).and_then(Value::as_str).ok_or_else(|| malformed(name));
-    let number = |name: &str| object.get(name).and_then(Value::as_f64).ok_or_else(|| malformed(name));
-    let last_status = match object.get("lastStatus") {
-        None | Some(Value::Null) => f64::from(idempotent_fetch::contract::NO_STATUS),
-        Some(v) => v.as_f64().ok_or_else(|| malformed("lastStatus"))?,
-    };
-    let uncertain = match object.get("uncertain") {
-        None => 0.0,
-        Some(v) => f64::from(u8::from(v.as_bool().ok_or_else(|| malformed("uncertain"))?)),
-    };
-    let brought = match object.get("brought") {
-        None => 0.0,
-        Some(v) => f64::from(u8::from(v.as_bool().ok_or_else(|| malformed("brought"))?)),
-    };
-    let fields = StoredFields {
-        v: number("v")?,
-        id: string("id")?,
-        key: string("key")?,
-        fingerprint: string("fingerprint")?,
-        created_at: number("createdAt")?,
-        updated_at: number("updatedAt")?,
-        attempts: number("attempts")?,
-        state: string("state")?,
-        last_status,
-        uncertain,
-        brought,
-    };
+    let mut strings = BTreeMap::new();
+    let mut numbers = [0.0; RECORD_SLOTS];
+    for row in record_fields() {
+        let slot = usize::from(row.number);
+        match (object.get(row.name), row.kind) {
+            (None | Some(Value::Null), "number?") => numbers[slot] = f64::from(NO_STATUS),
+            (None | Some(Value::Null), "boolean?") => numbers[slot] = 0.0,
+            (Some(Value::String(text)), "string") => drop(strings.insert(row.number, text.as_str())),
+            (Some(Value::Number(n)), "number" | "number?") => {
+                numbers[slot] = n.as_f64().ok_or_else(|| malformed(row.name))?
+            }
+            (Some(Value::Bool(b)), "boolean?") => numbers[slot] = f64::from(u8::from(*b)),
+            _ => return Err(malformed(row.name)),
+        }
+    }
+    let string = |number| strings.get(&number).copied().unwrap_or_default();
+    let fields = StoredFields::from_slots(
+        string(field::ID),
+        string(field::KEY),
+        string(field::FINGERPRINT),
+        string(field::STATE),
+        &numbers,
+    );
     engine.load(id, &fields).map_err(|e| {
         assert_eq!(e.code, code::STORAGE, "load throws only STORAGE");
         LoadError::Field(e.detail)
@@ -660,7 +656,7 @@ impl Rig {
             failure
         })?;
         if machine.dirty() {
-            self.store.save(machine.record()).map_err(|()| Failure::new(code::STORAGE, 0))?;
+            self.store.save(&machine).map_err(|()| Failure::new(code::STORAGE, 0))?;
         }
         Ok(machine.record().clone())
     }
@@ -700,7 +696,7 @@ impl Rig {
     ) -> Result<Done, Failure> {
         loop {
             if machine.dirty() {
-                let saved = self.store.save(machine.record());
+                let saved = self.store.save(machine);
                 machine.mark_saved();
                 // Before an attempt or a retry a failed save stops the send (an attempt that cannot
                 // be recorded is not made); after a definite answer or an error, that outcome wins.
@@ -806,7 +802,7 @@ impl Rig {
                     removed += 1;
                 }
                 Sweep::Expired => {
-                    self.store.save(machine.record()).expect("save");
+                    self.store.save(&machine).expect("save");
                     expired += 1;
                 }
             }
