@@ -40,6 +40,8 @@ pub const API_DOCS_CONFIG: &str = "src/js/tsconfig.docs.json";
 pub const API_DOCS_OUT: &str = "api";
 /// The reference server's package and the cargo profile its tests and the demo use.
 pub const SERVER_PACKAGE: &str = "idempotent-fetch-server";
+/// The server library's package (`server/idempotency`): its PostgreSQL tests are `#[ignore]`d like the server's.
+pub const LIBRARY_PACKAGE: &str = "idempotent-endpoint";
 pub const SERVER_PROFILE: &str = "server";
 
 /// Build the npm package into pkg/: every command line is in package/build.mjs (package/README.md).
