@@ -24,6 +24,9 @@ pub enum StoreError {
     /// The scope is longer than 255 bytes.
     #[error("scope of {0} bytes is longer than 255")]
     ScopeTooLong(usize),
+    /// The caller's lease on a key row was taken over (it ran out): nothing was written.
+    #[error("the key's lease was taken over by another request")]
+    LeaseLost,
     /// The blocking task running the transaction failed (it panicked or the runtime is shutting down).
     #[error("store task failed: {0}")]
     Task(String),
