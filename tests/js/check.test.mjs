@@ -173,7 +173,7 @@ async function checkMini(server) {
   return checkJson(["check", `${server.url}/orders`, "--body", ORDER, "--key-status-url", `${server.url}/keys/{key}`, "--origin", ORIGIN]);
 }
 
-test("usage errors exit 2 with a message that names the problem, before any request", { timeout: TIMEOUT_MS }, async () => {
+test("usage errors and an endpoint that does not answer exit 2 with a message that names the problem", { timeout: TIMEOUT_MS }, async () => {
   const cases = [
     [[], /missing the command: check/],
     [["verify", "http://127.0.0.1:1/orders"], /unknown command verify/],
@@ -193,6 +193,16 @@ test("usage errors exit 2 with a message that names the problem, before any requ
     assert.match(run.stderr, message, args.join(" "));
     assert.doesNotMatch(run.stderr, /sending real requests/, `${args.join(" ")}: nothing sent`);
   }
+  // A port nobody listens on: the check cannot run, and says so.
+  const closed = await new Promise((resolve) => {
+    const server = http.createServer().listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+  const unreachable = await check(["check", `http://127.0.0.1:${closed}/orders`]);
+  assert.equal(unreachable.status, 2, unreachable.stderr);
+  assert.match(unreachable.stderr, /cannot check .* got no answer \(fetch failed: .*ECONNREFUSED/s);
   const help = await check(["check", "--help"]);
   assert.equal(help.status, 0);
   assert.match(help.stdout, /usage: idempotent-fetch check <url>/);
@@ -215,7 +225,7 @@ test("the reference server passes every case (exit 0), and each key made one ord
     assertVerdicts(rows, {}, "reference server");
     assert.equal(status, 0);
     assert.equal(report.failed, false);
-    assert.match(rows.get(3).seen, /1 × 201, 7 × 409/, "the concurrent requests met the key in flight");
+    assert.match(rows.get(3).seen, /^8 at once with one key: \d × 201, \d × 409, one answer/, "the concurrent requests met the key in flight");
     const orders = await server.orders(account);
     assert.ok(orders.length >= 6, `the check made real orders: ${orders.length}`);
     assert.equal(new Set(orders.map((order) => order.idempotencyKey)).size, orders.length, "one order per key");
@@ -242,9 +252,10 @@ test("no in-flight lock (check, await, insert): case 3 fails naming the lock; ev
     const { status, rows } = await checkMini(server);
     assertVerdicts(rows, { 3: "FAIL" }, "no lock");
     assert.equal(status, 1);
-    assert.match(rows.get(3).seen, /8 × 201 \(8 different answers\): the work was done 8 times \(no in-flight lock\)/);
+    const [, times] = /8 × 201 \(\d different answers\): the work was done (\d) times \(no in-flight lock\)/.exec(rows.get(3).seen) ?? [];
+    assert.ok(Number(times) >= 2, rows.get(3).seen);
     assert.match(rows.get(3).fix, /Take the key before the work, atomically/);
-    assert.ok([...server.effects.values()].includes(8), "the server did one key's work 8 times, as the check said");
+    assert.equal(Math.max(...server.effects.values()), Number(times), "the server did one key's work as many times as the check says");
   } finally {
     await server.stop();
   }
