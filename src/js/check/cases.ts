@@ -1,7 +1,7 @@
-// The seven cases: what the client relies on a server for (docs/ARCHITECTURE.md, "The protocol"),
-// each checked from outside with requests of its own, each under a fresh key from the CSPRNG. A case
-// says PASS only on evidence, FAIL with what it saw and the fix, SKIP with the reason when nothing
-// sent from outside can show it.
+// The seven cases: what the client relies on a server for (docs/ARCHITECTURE.md, "The protocol,
+// server side"), each checked from outside with requests of its own, each under a fresh key from the
+// CSPRNG. A case says PASS only on evidence, FAIL with what it saw and the fix, SKIP with the reason
+// when nothing sent from outside can show it.
 import { ALLOW_LINE, exposeLine, spelled } from "../cors.js";
 import type { CheckOptions } from "./args.js";
 import { type Answer, describe, freshKey, get, longKey, NoAnswer, post, preflight, sameAnswer } from "./http.js";
