@@ -6,7 +6,9 @@
 //     flight so the concurrent case meets its 409s): every case passes, exit status 0;
 //   - small servers written here on node:http, one correct and three each broken in one way (no
 //     in-flight lock: check-then-insert with an await between; no replay marker; no fingerprint
-//     check): the check fails the broken case, names it, and passes the cases each one honours;
+//     check): the check fails the broken case, names it, and passes the cases each one honours; and
+//     one that refuses the sf-string key form, has no "unknown" key status and hides its headers
+//     from a page: cases 5, 6 and 7 fail;
 //   - usage errors and an endpoint it cannot check: exit status 2 with a message.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -97,13 +99,17 @@ const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * A small keyed-order server on 127.0.0.1 (POST /orders, GET /keys/{key}, CORS for ORIGIN) that
- * honours the protocol, except for `flaw`:
+ * honours the protocol, except for its `flaws`:
  *   "lock"         checks for the key, does the work (an await), then inserts: no in-flight lock
  *   "marker"       replays without Idempotent-Replayed
  *   "fingerprint"  replays the stored answer whatever the body
+ *   "sf-string"    refuses a key in the IETF form ("k") as malformed
+ *   "status-404"   answers 404 for a key it does not know, instead of {"status": "unknown"}
+ *   "hidden"       exposes no header to a cross-origin page
  * Resolves to { url, stop(), effects }: `effects` counts the work done per key.
  */
-function startMiniServer(flaw = null) {
+function startMiniServer(...flaws) {
+  const flaw = (name) => flaws.includes(name);
   const keys = new Map();
   const effects = new Map();
   let orders = 0;
@@ -117,7 +123,7 @@ function startMiniServer(flaw = null) {
     };
     if (req.headers.origin === ORIGIN) {
       res.setHeader("access-control-allow-origin", ORIGIN);
-      res.setHeader("access-control-expose-headers", "Idempotent-Replayed, Retry-After");
+      if (!flaw("hidden")) res.setHeader("access-control-expose-headers", "Idempotent-Replayed, Retry-After");
     }
     const url = new URL(req.url, "http://127.0.0.1");
     if (req.method === "OPTIONS") {
@@ -127,24 +133,24 @@ function startMiniServer(flaw = null) {
     }
     if (req.method === "GET" && url.pathname.startsWith("/keys/")) {
       const found = keys.get(decodeURIComponent(url.pathname.slice("/keys/".length)));
-      if (!found) return send(200, { status: "unknown" });
+      if (!found) return flaw("status-404") ? send(404, { error: "no such key" }) : send(200, { status: "unknown" });
       if (!found.answer) return send(200, { status: "in_flight" }, { "retry-after": "1" });
       const { status, text } = found.answer;
       return send(200, { status: "done", response: { status, headers: { "content-type": "application/json", "idempotent-replayed": "true" }, body: text } });
     }
     if (req.method !== "POST" || url.pathname !== "/orders") return send(404, { error: "not found" });
     const raw = req.headers["idempotency-key"] ?? "";
-    const key = /^"[^"\\]*"$/.test(raw) ? raw.slice(1, -1) : raw;
+    const key = /^"[^"\\]*"$/.test(raw) && !flaw("sf-string") ? raw.slice(1, -1) : raw;
     if (!/^[\x21-\x7e]{1,255}$/.test(key) || /["\\]/.test(key)) return send(400, { error: "malformed idempotency key" });
     const hash = createHash("sha256").update(body).digest("hex");
     const replay = () => {
       const found = keys.get(key);
       if (!found.answer) return send(409, { error: "in flight" }, { "retry-after": "1" });
-      if (flaw !== "fingerprint" && found.hash !== hash) return send(422, { error: "idempotency key reused with another request" });
-      return send(found.answer.status, found.answer.text, flaw === "marker" ? {} : { "idempotent-replayed": "true" });
+      if (!flaw("fingerprint") && found.hash !== hash) return send(422, { error: "idempotency key reused with another request" });
+      return send(found.answer.status, found.answer.text, flaw("marker") ? {} : { "idempotent-replayed": "true" });
     };
     if (keys.has(key)) return replay();
-    if (flaw !== "lock") keys.set(key, { hash, answer: null });
+    if (!flaw("lock")) keys.set(key, { hash, answer: null });
     // The work: a slow-ish endpoint (an await), after which the answer is stored with the key.
     await pause(200);
     effects.set(key, (effects.get(key) ?? 0) + 1);
@@ -289,6 +295,21 @@ test("no fingerprint check: case 2 fails naming the fingerprint; every other cas
     assert.equal(status, 1);
     assert.match(rows.get(2).seen, /another body under the same key got the first answer back \(201, marked replayed\): no fingerprint check/);
     assert.match(rows.get(2).fix, /answer 422 when the key comes with another request/);
+  } finally {
+    await server.stop();
+  }
+});
+
+test("a server that refuses the sf-string key form, answers 404 for a key it does not know and hides its headers from a page: cases 5, 6 and 7 fail, each saying what", { timeout: TIMEOUT_MS }, async () => {
+  const server = await startMiniServer("sf-string", "status-404", "hidden");
+  try {
+    const { status, rows } = await checkMini(server);
+    assertVerdicts(rows, { 5: "FAIL", 6: "FAIL", 7: "FAIL" }, "key forms, key status, CORS");
+    assert.equal(status, 1);
+    assert.match(rows.get(5).seen, /^sf-string "UUID": refused, 400 .*; raw UUID 201, then replayed; 255 chars 201, then replayed$/);
+    assert.match(rows.get(6).seen, /^a key never sent: GET .*\/keys\/[0-9a-f-]{36}: 404 /);
+    assert.match(rows.get(7).seen, /the answers do not expose Idempotent-Replayed, Retry-After \(the page cannot read them\)/);
+    assert.match(rows.get(7).fix, /Access-Control-Expose-Headers: Idempotent-Replayed, Retry-After/);
   } finally {
     await server.stop();
   }
