@@ -41,6 +41,10 @@ pub const API_DOCS_CONFIG: &str = "src/js/tsconfig.docs.json";
 pub const API_DOCS_OUT: &str = "api";
 /// The reference server's package and the cargo profile its tests and the demo use.
 pub const SERVER_PACKAGE: &str = "idempotent-fetch-server";
+/// The example app built on the server library alone (`examples/invite`).
+pub const EXAMPLE_PACKAGE: &str = "invite-example";
+/// The server library's package (`server/idempotency`): its PostgreSQL tests are `#[ignore]`d like the server's.
+pub const LIBRARY_PACKAGE: &str = "idempotent-endpoint";
 pub const SERVER_PROFILE: &str = "server";
 
 /// Build the npm package into pkg/: every command line is in package/build.mjs (package/README.md).
@@ -88,7 +92,9 @@ pub fn server_binary() -> Result<PathBuf> {
     if let Some(p) = BUILT.get() {
         return Ok(p.clone());
     }
-    run(cargo().args(["build", "--profile", SERVER_PROFILE, "-p", SERVER_PACKAGE]))?;
+    // The example app on the server library is built with it: the test that drives it finds it beside the
+    // server binary.
+    run(cargo().args(["build", "--profile", SERVER_PROFILE, "-p", SERVER_PACKAGE, "-p", EXAMPLE_PACKAGE]))?;
     let p = target_dir()?.join(SERVER_PROFILE).join(SERVER_PACKAGE);
     if !p.is_file() {
         return Err(format!("server binary not found at {}", p.display()));
