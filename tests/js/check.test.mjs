@@ -4,6 +4,9 @@
 //
 //   - the reference server (sessions, CORS for a page origin, a 300 ms latency while a key is in
 //     flight so the concurrent case meets its 409s): every case passes, exit status 0;
+//   - examples/invite, the app on the server library alone: no case fails (exit status 0); it sends
+//     no CORS headers (not asked: no --origin) and validates a body before taking its key (so case 4
+//     cannot show a stored failure);
 //   - small servers written here on node:http, one correct and three each broken in one way (no
 //     in-flight lock: check-then-insert with an await between; no replay marker; no fingerprint
 //     check): the check fails the broken case, names it, and passes the cases each one honours; and
@@ -21,7 +24,7 @@ import path from "node:path";
 
 import { packPackage } from "../support/packed.mjs";
 import { pkgMissing, requirePrerequisites } from "../support/paths.mjs";
-import { serverBinary, startReferenceServer } from "../support/reference-server.mjs";
+import { serverBinary, startReferenceServer, startService } from "../support/reference-server.mjs";
 
 const ORIGIN = "https://page.example";
 const ORDER = JSON.stringify({ items: [{ sku: "mug", qty: 1 }] });
@@ -233,10 +236,30 @@ test("the reference server passes every case (exit 0), and each key made one ord
     assert.equal(report.failed, false);
     assert.match(rows.get(3).seen, /^8 at once with one key: \d × 201, \d × 409, one answer/, "the concurrent requests met the key in flight");
     const orders = await server.orders(account);
-    assert.ok(orders.length >= 6, `the check made real orders: ${orders.length}`);
+    // One order per key that was accepted: the probe, case 2's first request, case 3's burst, case 5's
+    // three forms, case 7's POST.
+    assert.equal(orders.length, 7, JSON.stringify(orders.map((order) => order.idempotencyKey)));
     assert.equal(new Set(orders.map((order) => order.idempotencyKey)).size, orders.length, "one order per key");
   } finally {
     await server.stop();
+  }
+});
+
+test("examples/invite (the server library alone) fails no case: 1, 2, 3, 5 and 6 pass, 4 and 7 say why they cannot (exit 0); one invitation per key", { timeout: TIMEOUT_MS }, async () => {
+  const mail = await startService("mail-receiver", { label: "check-mail" });
+  const app = await startService("invite-example", { label: "check-invite", args: ["--mail-url", mail.url] });
+  try {
+    const { status, rows } = await checkJson(["check", `${app.url}/api/invites`, "--body", JSON.stringify({ email: "check@example.com" }),
+      "--key-status-url", "/api/idempotency-keys/{key}"]);
+    assertVerdicts(rows, { 4: "SKIP", 7: "SKIP" }, "examples/invite");
+    assert.equal(status, 0);
+    assert.match(rows.get(4).seen, /a refused request: 400, then 400 unmarked/);
+    const { invites } = await app.get("/api/invites");
+    // One invitation per key: the probe, case 2's first request, case 3's burst, case 5's three forms.
+    assert.equal(invites.length, 6, JSON.stringify(invites));
+  } finally {
+    await app.stop();
+    await mail.stop();
   }
 });
 
