@@ -21,7 +21,8 @@ pub const PACKAGE_DIR: &str = "pkg";
 pub const PACKAGE_INPUTS: &[&str] = &["src", "package", "Cargo.toml", "Cargo.lock"];
 /// Every TypeScript project; the `tsc` gate runs `tsc -p <it> --strict --noEmit` on each, and fails
 /// on a `.ts` file outside their directories.
-pub const TSCONFIGS: &[&str] = &["src/js/tsconfig.json", "src/js/node/tsconfig.json", "tests/ts/tsconfig.json"];
+pub const TSCONFIGS: &[&str] =
+    &["src/js/tsconfig.json", "src/js/node/tsconfig.json", "src/js/check/tsconfig.json", "tests/ts/tsconfig.json"];
 /// Apps with their own TypeScript dependencies (installed by the test that builds them), whose own
 /// type check (`tsc -b`, `vue-tsc -b`, `svelte-check`) runs there (tests/js/package.test.mjs), so
 /// the `tsc` gate leaves their files to it.
