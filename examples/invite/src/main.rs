@@ -16,9 +16,7 @@ use axum::{Json, Router};
 use clap::Parser;
 use idempotent_endpoint::outbox::{self, Message, Worker};
 use idempotent_endpoint::sqlite::SqliteKeys;
-use idempotent_endpoint::{
-    IdempotencyKey, Idempotent, KeyStatus, Outcome, Problem, RunError, StoreError, StoredResponse, DEFAULT_RETENTION,
-};
+use idempotent_endpoint::{Idempotent, Outcome, Problem, RunError, StoreError, StoredResponse, DEFAULT_RETENTION};
 use rusqlite::params;
 
 /// Flags of `invite-example`.
@@ -69,9 +67,8 @@ fn internal(error: StoreError) -> Problem {
     Problem::internal()
 }
 
-async fn key_status(State(keys): State<SqliteKeys>, Path(raw): Path<String>) -> Result<KeyStatus, Problem> {
-    let key = IdempotencyKey::parse(&raw)?;
-    keys.status(SCOPE.to_owned(), key).await.map_err(internal)
+async fn key_status(State(keys): State<SqliteKeys>, Path(raw): Path<String>) -> axum::response::Response {
+    keys.status_response(SCOPE.to_owned(), &raw).await
 }
 
 async fn list(State(keys): State<SqliteKeys>) -> Result<Json<serde_json::Value>, Problem> {
@@ -115,7 +112,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         async move { send_email(&http, &mail_url, message).await }
     };
     let worker = tokio::spawn(Worker::default().run(store, deliver, stopped.clone()));
-    let sweeper = tokio::spawn(sweep_hourly(keys.clone(), stopped));
+    let sweeper = tokio::spawn(keys.clone().sweep_every(Duration::from_secs(3600), stopped));
 
     let app = Router::new()
         .route("/api/invites", post(invite).get(list))
@@ -127,17 +124,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _ = stop.send(true);
     let _ = tokio::join!(worker, sweeper);
     Ok(())
-}
-
-/// Deletes expired keys every hour (invitations stay).
-async fn sweep_hourly(keys: SqliteKeys, mut stopped: tokio::sync::watch::Receiver<bool>) {
-    let mut ticker = tokio::time::interval(Duration::from_secs(3600));
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => if let Err(error) = keys.sweep().await { tracing::warn!(%error, "sweep failed") },
-            _ = stopped.changed() => return,
-        }
-    }
 }
 
 /// Ctrl-C or SIGTERM.

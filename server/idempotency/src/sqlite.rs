@@ -207,6 +207,44 @@ impl SqliteKeys {
         let retention = self.retention;
         self.with_conn(move |conn| sweep_in(conn, retention)).await
     }
+
+    /// The whole key-status answer for a raw key from the URL (`GET .../idempotency-keys/{key}`): 400 for a
+    /// malformed key, the [`KeyStatus`] (200, `no-store`), or 500 when the store fails (logged).
+    pub async fn status_response(&self, scope: String, raw_key: &str) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        let key = match IdempotencyKey::parse(raw_key) {
+            Ok(key) => key,
+            Err(error) => return error.problem().into_response(),
+        };
+        match self.status(scope, key).await {
+            Ok(status) => status.into_response(),
+            Err(error) => {
+                tracing::error!(%error, "key status failed");
+                crate::Problem::internal().into_response()
+            }
+        }
+    }
+
+    /// The retention sweep as a task: deletes expired key rows every `interval` until `shutdown` turns true
+    /// (or its sender is dropped). Business rows are never touched.
+    pub async fn sweep_every(self, interval: Duration, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => match self.sweep().await {
+                    Ok(0) => {}
+                    Ok(deleted) => tracing::info!(deleted, "swept expired idempotency keys"),
+                    Err(error) => tracing::warn!(%error, "sweep failed"),
+                },
+                changed = shutdown.changed() => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The connection, even if a thread panicked while holding it: SQLite rolled back whatever transaction
