@@ -12,7 +12,7 @@
 //!   key row in the same commit, so a crash leaves either both or neither;
 //! - work that leaves the database: the transactional [`outbox`] and its delivery [`outbox::Worker`], and
 //!   atomic [`phases`] (named recovery points on the key row under a lease, a derived downstream key per
-//!   external call, take-over of keys a crash left and a completer's query; SQLite);
+//!   external call, take-over of keys a crash left and a completer's query; SQLite and PostgreSQL);
 //! - the [`KeyStatus`] answer and the retention sweep;
 //! - axum: the [`Idempotent`] extractor, and [`Outcome`], [`Problem`] and [`RunError`] are responses.
 //!
@@ -50,7 +50,6 @@ pub mod fingerprint;
 pub mod key;
 pub mod outbox;
 pub mod outcome;
-#[cfg(feature = "sqlite")]
 pub mod phases;
 #[cfg(feature = "postgres")]
 pub mod postgres;

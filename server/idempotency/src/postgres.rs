@@ -31,8 +31,14 @@ CREATE TABLE IF NOT EXISTS idempotency_records (
     response_headers TEXT    NULL,
     response_body    TEXT    NULL,
     created_at       BIGINT  NOT NULL,
+    recovery_point   TEXT    NOT NULL DEFAULT 'finished',
+    row_id           TEXT    NULL,
+    lock_token       TEXT    NULL,
+    locked_until     BIGINT  NOT NULL DEFAULT 0,
     PRIMARY KEY (scope, key)
 );
+CREATE INDEX IF NOT EXISTS idempotency_records_unfinished ON idempotency_records (locked_until)
+    WHERE recovery_point <> 'finished';
 CREATE INDEX IF NOT EXISTS idempotency_records_created_at ON idempotency_records (created_at);
 ";
 
@@ -116,7 +122,7 @@ where
 }
 
 /// The stored answer from a row's columns, validated.
-fn decode(
+pub(crate) fn decode(
     status: Result<Option<i32>, tokio_postgres::Error>,
     headers: Result<Option<String>, tokio_postgres::Error>,
     body: Result<Option<String>, tokio_postgres::Error>,

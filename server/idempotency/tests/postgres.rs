@@ -116,3 +116,65 @@ async fn the_key_row_commits_with_the_apps_rows() {
     assert_eq!(count(&a, "SELECT COUNT(*) FROM outbox_messages WHERE delivered_at IS NOT NULL").await, 1);
     assert_eq!(idempotent_endpoint::postgres::sweep(&a, HOUR).await.expect("sweep"), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL binaries: cargo test -p idempotent-endpoint --test postgres -- --ignored"]
+async fn phases_take_over_a_crashed_holder_across_connections() {
+    use idempotent_endpoint::phases::{postgres as phases, Begun, STARTED};
+    use idempotent_endpoint::StoreError;
+
+    let cluster = Cluster::start(bin_dir(), Cluster::FAST).expect("start a throwaway PostgreSQL cluster");
+    let url = cluster.url("postgres");
+    let (mut a, mut b) = (connect(&url).await, connect(&url).await);
+    install(&a).await.expect("install");
+    a.batch_execute("CREATE TABLE charges (key TEXT NOT NULL)").await.expect("schema");
+    let lease = Duration::from_millis(300);
+    let req = request("pg-phase-0000000001", "{\"amount\":5}");
+
+    let Ok(Begun::Held(mut first)) = phases::begin(&mut a, &req, HOUR, lease).await else { panic!("held") };
+    assert_eq!(first.point, STARTED);
+    assert_eq!(phases::begin(&mut b, &req, HOUR, lease).await.expect("begin"), Begun::Answered(Outcome::InFlight));
+    phases::advance(&mut a, &mut first, "charge_started", lease, |tx| {
+        Box::pin(async move {
+            tx.execute("INSERT INTO charges (key) VALUES ('pending')", &[]).await.map(|_| ()).map_err(|e| e.to_string())
+        })
+    })
+    .await
+    .expect("advance");
+
+    tokio::time::sleep(lease + Duration::from_millis(100)).await;
+    let Ok(Begun::Held(second)) = phases::begin(&mut b, &req, HOUR, lease).await else { panic!("taken over") };
+    assert_eq!(second.point, "charge_started");
+    assert_eq!(second.downstream_key("charge"), first.downstream_key("charge"));
+    let stale =
+        phases::advance(&mut a, &mut first, "charged", lease, |_| Box::pin(async { Ok::<(), String>(()) })).await;
+    assert!(matches!(stale, Err(RunError::Store(StoreError::LeaseLost))), "{stale:?}");
+
+    let done = phases::finish(&mut b, second, |_| {
+        Box::pin(async { Ok::<_, String>(StoredResponse::json(StatusCode::CREATED, &"paid")) })
+    })
+    .await
+    .expect("finish");
+    let Outcome::Fresh(answer) = done else { panic!("fresh") };
+    assert_eq!(
+        phases::begin(&mut a, &req, HOUR, lease).await.expect("begin"),
+        Begun::Answered(Outcome::Replay(answer))
+    );
+
+    // The completer: a released key at once, an abandoned one after its lease.
+    let Ok(Begun::Held(released)) = phases::begin(&mut a, &request("pg-phase-0000000002", "{}"), HOUR, lease).await
+    else {
+        panic!()
+    };
+    let Ok(Begun::Held(_abandoned)) = phases::begin(&mut a, &request("pg-phase-0000000003", "{}"), HOUR, lease).await
+    else {
+        panic!()
+    };
+    phases::release(&a, released).await.expect("release");
+    let now = phases::unfinished(&mut b, 10, lease).await.expect("unfinished");
+    assert_eq!(now.iter().map(|h| h.key.as_str()).collect::<Vec<_>>(), vec!["pg-phase-0000000002"]);
+    tokio::time::sleep(lease + Duration::from_millis(100)).await;
+    let later = phases::unfinished(&mut b, 10, lease).await.expect("unfinished");
+    assert!(later.iter().any(|h| h.key.as_str() == "pg-phase-0000000003"));
+    assert_eq!(count(&a, "SELECT COUNT(*) FROM charges").await, 1, "the stale holder's step wrote nothing");
+}

@@ -1,24 +1,10 @@
-//! Work that calls something outside the database (a payment provider, a partner's API) in atomic phases.
-//!
-//! Such work cannot sit inside one transaction: the call may succeed while the commit fails, or the reverse.
-//! Instead the key row carries a **recovery point** (a name the app chooses: `"started"`, `"charged"`, ...)
-//! and a **lease**. Each step from one point to the next is one transaction that first checks the caller
-//! still holds the lease. Between two steps the app makes its external call with a
-//! [`Held::downstream_key`], derived from the key row's own random id, so a call repeated after a crash is
-//! the same call to a service that honours idempotency keys, and a key reused after its row expired gets a
-//! new one. A request that finds an unfinished row whose lease ran out (its holder crashed) takes it over at
-//! its recovery point; [`SqliteKeys::unfinished`] lets a background completer do the same without waiting for
-//! the client's retry. [`SqliteKeys::finish`] stores the answer, replayed from then on.
-//!
-//! ```text
-//! begin ──► Held { point: "started" } ──advance──► "charge_started" ── call(downstream_key) ──► advance ──► "charged" ──finish──► answer
-//! ```
+//! The phases on SQLite: methods of [`SqliteKeys`].
 
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
-use sha2::{Digest, Sha256};
 
+use super::{existing_row, lease_end, random_hex, require_row_id, Begun, Held, FINISHED, STARTED};
 use crate::error::{check_scope, RunError, StoreError};
 use crate::key::IdempotencyKey;
 use crate::outcome::Outcome;
@@ -26,57 +12,6 @@ use crate::request::KeyedRequest;
 use crate::response::{StoredResponse, MAX_STORED_BODY_BYTES};
 use crate::retention::{expired_before, unix_now, unix_now_ms};
 use crate::sqlite::SqliteKeys;
-
-/// The recovery point of a key row [`SqliteKeys::begin`] inserts.
-pub const STARTED: &str = "started";
-/// The recovery point of a row with its answer stored.
-pub const FINISHED: &str = "finished";
-
-/// A key row whose lease this caller holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Held {
-    /// The scope.
-    pub scope: String,
-    /// The client's key.
-    pub key: IdempotencyKey,
-    /// Where the work stands: [`STARTED`] or the last point an [`SqliteKeys::advance`] reached.
-    pub point: String,
-    /// The row's own random id (128 bits from the CSPRNG).
-    pub row_id: String,
-    token: String,
-}
-
-impl Held {
-    /// The idempotency key for the external call made at `step`: lowercase hex SHA-256 of the row id and
-    /// the step. The same step of the same row always gets the same key (a repeat after a crash is a replay
-    /// at the other service); never the client's key, which another service must not see.
-    pub fn downstream_key(&self, step: &str) -> String {
-        let mut hasher = Sha256::new();
-        hasher.update(self.row_id.as_bytes());
-        hasher.update(b"\n");
-        hasher.update(step.as_bytes());
-        format!("{:x}", hasher.finalize())
-    }
-}
-
-/// What [`SqliteKeys::begin`] found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Begun {
-    /// The key is this caller's: new (at [`STARTED`]) or taken over from a holder whose lease ran out.
-    Held(Held),
-    /// The key needs no work: its answer to replay, a mismatch (422), or another holder's live lease (409).
-    Answered(Outcome),
-}
-
-fn random_hex() -> Result<String, StoreError> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| StoreError::Task(format!("random source: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-fn lease_end(lease: Duration) -> i64 {
-    unix_now_ms().saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
-}
 
 type PhaseRow = (String, Option<u16>, Option<String>, Option<String>, String, Option<String>, i64);
 
@@ -118,14 +53,12 @@ fn begin_in(
     )?;
     let stored = StoredResponse::from_columns(status, headers.as_deref(), body)
         .map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))?;
-    let lease_live = locked_until > unix_now_ms();
-    let outcome = Outcome::for_existing(&request.fingerprint, &fingerprint, stored);
-    if outcome != Outcome::InFlight || fingerprint != request.fingerprint || lease_live {
+    if let Some(outcome) = existing_row(&request.fingerprint, &fingerprint, stored, locked_until) {
         tx.commit()?;
-        return Ok(Begun::Answered(if fingerprint != request.fingerprint { Outcome::Mismatch } else { outcome }));
+        return Ok(Begun::Answered(outcome));
     }
     // An unfinished row whose holder is gone: take it over where it stands.
-    let row_id = stored_row_id.ok_or_else(|| StoreError::Corrupt(format!("unfinished key {key} has no row_id")))?;
+    let row_id = require_row_id(stored_row_id, key)?;
     tx.execute(
         "UPDATE idempotency_records SET lock_token = ?1, locked_until = ?2 WHERE scope = ?3 AND key = ?4",
         params![token, lease_end(lease), scope, key],
@@ -256,7 +189,7 @@ impl SqliteKeys {
                     params![token, lease_end(lease), scope, key],
                 )?;
                 let key = IdempotencyKey::parse(&key).map_err(|e| StoreError::Corrupt(format!("stored key: {e}")))?;
-                let row_id = row_id.ok_or_else(|| StoreError::Corrupt("unfinished key without row_id".to_owned()))?;
+                let row_id = require_row_id(row_id, key.as_str())?;
                 held.push(Held { scope, key, point, row_id, token });
             }
             tx.commit()?;
