@@ -30,7 +30,7 @@ pub mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
-/// The recovery point of a key row [`SqliteKeys::begin`] inserts.
+/// The recovery point of a key row `begin` inserts.
 pub const STARTED: &str = "started";
 /// The recovery point of a row with its answer stored.
 pub const FINISHED: &str = "finished";
