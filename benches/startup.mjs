@@ -1,11 +1,14 @@
 #!/usr/bin/env node
 // Start-up, from navigation start to a constructed client with default storage whose first `begin`
-// needs no further wait (`await ready`, then `new IdempotentClient({ namespace })`), on fresh loads in
-// headless Chromium started by itself (no debugger attached), alternating with a bare page and a page
-// that imports ky (each variant going first in turn, so the machine's load falls on all alike).
+// needs no further wait (`await ready`, then `new IdempotentClient({ namespace })`), on COLD loads: a
+// fresh headless Chromium process with a fresh profile for every load (what a first visit to a checkout
+// page is), started by itself (no debugger attached), alternating with a bare page and a page that
+// imports ky (each variant going first in turn, so the machine's load falls on all alike).
 //
-//   node benches/startup.mjs                  pkg/, ky and a bare page, 15 loads each
+//   node benches/startup.mjs                  pkg/, ky and a bare page, 15 cold loads each
 //   --loads N                                 loads per variant (--quick: 5)
+//   --warm                                    also the same pages as loads in ONE browser process, each
+//                                             page navigating to the next (a warm browser): more columns
 //   --pkg [NAME=]DIR                          a package directory to time (repeatable; default pkg/)
 //   --preload                                 each package also with the README's recipe in the HTML:
 //                                             <link rel="preload" as="fetch" crossorigin> of the .wasm and
@@ -141,7 +144,7 @@ const order = [];
 for (let r = -1; r < LOADS; r++) for (let k = 0; k < variants.length; k++) order.push(variants[(k + r + variants.length) % variants.length]);
 const WARMUP = variants.length;
 
-const page = (i) => {
+const page = (i, cold) => {
   const v = order[i];
   return `<!doctype html><html><head><meta charset="utf-8"><title>startup ${i}</title>${v.head ?? ""}</head><body>
 <script>${REPORT_SCRIPT}</script><script type="module">
@@ -153,7 +156,7 @@ if (entry) Object.assign(figures, { entryRequested: entry.startTime, entryReceiv
 const nav = performance.getEntriesByType("navigation")[0];
 figures.documentReceived = nav.responseEnd;
 await report("${i}", figures);
-location.href = "/page/${i + 1}";
+${cold ? "" : `location.href = "/page/${i + 1}";`}
 </script></body></html>`;
 };
 
@@ -166,7 +169,9 @@ const server = createServer((req, res) => {
   if (pages.handle(req, res, url)) return;
   const send = (type, body) => res.writeHead(200, { ...HEADERS, "content-type": type }).end(body);
   let m;
-  if ((m = url.pathname.match(/^\/page\/(\d+)$/))) return send("text/html", +m[1] < order.length ? page(+m[1]) : "<!doctype html>done");
+  if ((m = url.pathname.match(/^\/(page|cold)\/(\d+)$/))) {
+    return send("text/html", +m[2] < order.length ? page(+m[2], m[1] === "cold") : "<!doctype html>done");
+  }
   if (url.pathname === "/ky.js") return send("text/javascript", kyBundle);
   if (url.pathname === "/api/orders") return req.resume().on("end", () => res.writeHead(201, HEADERS).end("{}"));
   const pkg = packages.find((p) => url.pathname.startsWith(p.path));
@@ -177,7 +182,7 @@ const server = createServer((req, res) => {
 await new Promise((listening) => server.listen(0, "127.0.0.1", listening));
 const origin = `http://127.0.0.1:${server.address().port}`;
 
-/** One run over every page; the figures per variant. */
+/** One run over every page in one browser (warm); the figures per variant. */
 async function run(cdp) {
   pages = reports({ timeoutMs: 60_000 });
   const samples = new Map(variants.map((v) => [v, []]));
@@ -193,10 +198,30 @@ async function run(cdp) {
   return { samples, version: browser.version };
 }
 
+/** Every page in its own fresh browser process and profile (cold); the figures per variant. */
+async function runCold() {
+  pages = reports({ timeoutMs: 60_000 });
+  const samples = new Map(variants.map((v) => [v, []]));
+  let version;
+  for (let i = 0; i < order.length; i++) {
+    const browser = await openChromium(`${origin}/cold/${i}`, { what: "the start-up benchmark" });
+    version = browser.version;
+    try {
+      const figures = await pages.next(String(i));
+      if (i >= WARMUP) samples.get(order[i]).push({ ...figures, round: Math.floor(i / variants.length) });
+    } finally {
+      await browser.close();
+    }
+  }
+  return { samples, version: version.replace("started by itself", "a fresh process and profile per load, started by itself") };
+}
+
 const runs = [];
+let warm;
 try {
-  runs.push(await run(false));
+  runs.push(await runCold());
   if (argv.includes("--cdp")) runs.push(await run(true));
+  if (argv.includes("--warm")) warm = await run(false);
 } finally {
   server.close();
 }
@@ -220,23 +245,37 @@ const paired = (run, v) => {
   return median(run.samples.get(v).map((x) => total(x) - kyByRound.get(x.round)));
 };
 const signed = (x) => (x >= 0 ? "+" : "") + ms(x);
+// A distribution-free 95 % interval for the median of the paired differences: the order statistics
+// whose ranks the binomial(n, 1/2) distribution puts at the 2.5 % and 97.5 % points.
+const pairedInterval = (run, v) => {
+  const kyByRound = new Map(run.samples.get(ky).map((x) => [x.round, total(x)]));
+  const d = run.samples.get(v).map((x) => total(x) - kyByRound.get(x.round)).filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  const n = d.length;
+  if (n < 6) return "";
+  let k = 0;
+  let below = 0;
+  const choose = (n, k) => { let c = 1; for (let i = 1; i <= k; i++) c = (c * (n - i + 1)) / i; return c; };
+  while (below + choose(n, k) / 2 ** n <= 0.025) below += choose(n, k++) / 2 ** n;
+  return `${signed(d[Math.max(k - 1, 0)])} to ${signed(d[n - k])}`;
+};
 console.log(
   `# Start-up in headless Chromium: ${alone.version}\n\n` +
-    `${LOADS} fresh loads per variant (after one round not counted), alternating; ms from navigation start (median); ` +
+    `${LOADS} cold loads per variant (a fresh browser process and profile each; after one round not counted), alternating; ms from navigation start (median); ` +
     `load average at the end ${os.loadavg().map((l) => l.toFixed(1)).join(", ")}.\n`,
 );
 console.log(
-  `| variant | shipped gzip B | document received | .js requested | .js received | imports ran | .wasm requested | .wasm received | ready | **constructed** | − ky | − ky, paired by round | min | max | first begin after${cdp ? " | constructed, CDP attached | − ky, paired, CDP attached" : ""} |`,
+  `| variant | shipped gzip B | document received | .js requested | .js received | imports ran | .wasm requested | .wasm received | ready | **constructed** | − ky | **− ky, paired by round** | 95 % interval | min | max | first begin after${cdp ? " | constructed, CDP attached | − ky, paired, CDP attached" : ""}${warm ? " | constructed, warm browser | − ky, paired, warm" : ""} |`,
 );
-console.log(`|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|${cdp ? "---:|---:|" : ""}`);
+console.log(`|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|${cdp ? "---:|---:|" : ""}${warm ? "---:|---:|" : ""}`);
 for (const v of variants) {
   const xs = alone.samples.get(v);
   const col = (k) => ms(median(xs.map((x) => x[k])));
   const totals = xs.map(total);
   const m = median(totals);
   const cdpCol = cdp ? ` ${ms(median(cdp.samples.get(v).map(total)))} | ${v === ky ? "" : signed(paired(cdp, v))} |` : "";
+  const warmCol = warm ? ` ${ms(median(warm.samples.get(v).map(total)))} | ${v === ky ? "" : signed(paired(warm, v))} |` : "";
   console.log(
     `| ${v.name} | ${v.bytes ?? ""} | ${col("documentReceived")} | ${col("entryRequested")} | ${col("entryReceived")} | ${col("imported")} | ${col("wasmRequested")} | ${col("wasmReceived")} | ${col("ready")} | ` +
-      `**${ms(m)}** | ${v === ky ? "" : signed(m - kyMedian)} | ${v === ky ? "" : signed(paired(alone, v))} | ${ms(Math.min(...totals))} | ${ms(Math.max(...totals))} | ${col("firstBegin")} |${cdpCol}`,
+      `**${ms(m)}** | ${v === ky ? "" : signed(m - kyMedian)} | ${v === ky ? "" : `**${signed(paired(alone, v))}**`} | ${v === ky ? "" : pairedInterval(alone, v)} | ${ms(Math.min(...totals))} | ${ms(Math.max(...totals))} | ${col("firstBegin")} |${cdpCol}${warmCol}`,
   );
 }

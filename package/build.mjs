@@ -18,11 +18,12 @@
 //      wasm from disk and instantiates it on load), plus pkg/node.js, the ESM face of node.cjs (one instance for import and require)
 //      and the side entries (SIDE_ENTRIES), each as .js + .cjs with source maps: watch.ts (the intent
 //      store), react.ts / vue.ts / svelte.ts (the bindings, over the store; the framework external),
-//      node/file-storage.ts (`idempotent-fetch/file`, Node)
+//      node/file-storage.ts (`idempotent-fetch/file`, Node); and the command line check/cli.ts ->
+//      pkg/bin/check.mjs (`npx idempotent-fetch check <url>`, Node; no page entry imports it)
 //   5. tsc --emitDeclarationOnly -> pkg/types/ (the driver's own .d.ts; no hand-written types)
 //   6. package.json (fields from Cargo.toml), package/npm-README.md as README.md, LICENSE-* next to them
 import { spawnSync } from "node:child_process";
-import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
@@ -241,6 +242,9 @@ async function bundles(entry, out, names) {
     ...common, platform: "node", target: "node18", format: "cjs", outfile: path.join(out, "node.cjs"), plugins: [wasmSourcePlugin("node", names)],
   });
   await sideEntries(esbuild, out);
+  await checkCommand(esbuild, out);
+  const pageInputs = Object.keys(browser.metafile.inputs).filter((input) => path.resolve(root, input).startsWith(CHECK_DIR));
+  if (pageInputs.length) throw new Error(`${BROWSER_ENTRY} bundles ${pageInputs.join(", ")}: the check command is never part of a page's bundle`);
   const exports = Object.values(browser.metafile.outputs).flatMap((o) => o.exports ?? []);
   if (exports.includes("default")) throw new Error("the driver has a default export; the package API is named exports only");
   return exports.sort();
@@ -280,6 +284,22 @@ async function sideEntries(esbuild, out) {
       if (extra.length) throw new Error(`${file} bundles ${extra.join(", ")}: it may import only types from the driver`);
     }
   }
+}
+
+/** The command line: `npx idempotent-fetch check <url>` runs the package's one bin (named like the
+ *  package), a Node program bundled from check/ (its own tsconfig, Node's types). No entry a page
+ *  imports reaches it, so it costs pages nothing. */
+const CHECK = { source: "check/cli.ts", file: "bin/check.mjs", bin: CRATE };
+const CHECK_DIR = path.join(DRIVER_DIR, "check") + path.sep;
+
+/** Step 4c: the check command, one ES module for Node 18 (its global fetch) with a shebang. */
+async function checkCommand(esbuild, out) {
+  const outfile = path.join(out, CHECK.file);
+  await esbuild.build({
+    entryPoints: [path.join(DRIVER_DIR, CHECK.source)], bundle: true, platform: "node", target: "node18", format: "esm",
+    legalComments: "none", logLevel: "warning", banner: { js: "#!/usr/bin/env node" }, outfile,
+  });
+  chmodSync(outfile, 0o755);
 }
 
 /** A side entry's declarations, as tsc writes them under types/. */
@@ -325,6 +345,7 @@ function manifest(crate, out) {
     module: `./${BROWSER_ENTRY}`,
     browser: `./${BROWSER_ENTRY}`,
     types: "./types/index.d.ts",
+    bin: { [CHECK.bin]: `./${CHECK.file}` },
     exports: {
       // `types` sits in each import/require branch (not first), so TypeScript gives `require` the
       // CommonJS declarations and `import` the ESM ones.
@@ -347,7 +368,7 @@ function manifest(crate, out) {
     peerDependenciesMeta: Object.fromEntries(Object.keys(PEERS).map((name) => [name, { optional: true }])),
     files: [
       BROWSER_ENTRY, `${BROWSER_ENTRY}.map`, "node.js", "node.cjs",
-      ...SIDE_ENTRIES.flatMap(({ files }) => files.flatMap((file) => [file, `${file}.map`])), WASM_FILE, "types/", `${CJS_TYPES_DIR}/`, "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
+      ...SIDE_ENTRIES.flatMap(({ files }) => files.flatMap((file) => [file, `${file}.map`])), WASM_FILE, CHECK.file, "types/", `${CJS_TYPES_DIR}/`, "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
     engines: { node: ">=18" },
   };
   writeFileSync(path.join(out, "package.json"), `${JSON.stringify(pkg, null, 2)}\n`);

@@ -25,7 +25,7 @@ impl FromRequestParts<AppState> for Authenticated {
         token_from_headers(&parts.headers)
             .and_then(|token| app.sessions.verify(token, unix_now()))
             .map(Authenticated)
-            .ok_or_else(Problem::unauthenticated)
+            .ok_or_else(unauthenticated)
     }
 }
 
@@ -109,4 +109,14 @@ pub async fn create_session(State(app): State<AppState>, headers: HeaderMap, bod
 /// `GET /api/session`: the session's account, or 401.
 pub async fn current_session(Authenticated(account): Authenticated) -> Response {
     Json(SessionBody { account_id: account.as_str(), token: None, expires_at: None }).into_response()
+}
+
+/// The 401 for a request without a valid session.
+pub fn unauthenticated() -> Problem {
+    Problem::new(
+        axum::http::StatusCode::UNAUTHORIZED,
+        "unauthenticated",
+        "Unauthenticated",
+        "This endpoint needs a session: POST /api/session, then send its cookie or `Authorization: Bearer TOKEN`.",
+    )
 }

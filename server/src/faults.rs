@@ -16,7 +16,10 @@
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use axum::body::{Body, Bytes};
 use axum::http::HeaderMap;
+use axum::response::Response;
+use futures_util::stream;
 use serde::{Deserialize, Serialize};
 
 use crate::problem::Problem;
@@ -247,6 +250,14 @@ impl Faults {
             None => Ok(config.roll()),
         }
     }
+}
+
+/// A response whose body fails at once: hyper then closes the connection without sending anything
+/// (the status line is still buffered when the body errors), so the client sees a network error after
+/// the order was committed: the case retries with the same key exist for.
+pub fn dropped_connection() -> Response {
+    let failing = stream::once(async { Err::<Bytes, std::io::Error>(std::io::Error::other("dropAfterCommit fault")) });
+    Response::new(Body::from_stream(failing))
 }
 
 #[cfg(test)]

@@ -6,26 +6,24 @@
 //! ([`crate::store::Store::process`]), or, with a payment provider configured, the order phases run
 //! ([`crate::checkout::place`]); the handler turns the [`Outcome`] into the HTTP answer.
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use futures_util::stream;
 
 use crate::auth::Authenticated;
 use crate::checkout::{self, FlowError};
 use crate::clock::unix_now;
-use crate::faults::FaultPlan;
-use crate::keys::{request_hash, AccountId, IdempotencyKey};
+use crate::faults::{dropped_connection, FaultPlan};
+use crate::keys::{fingerprint, AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
 use crate::problem::Problem;
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse, Work};
 use crate::state::AppState;
 use crate::store::{ProcessOptions, StoreError};
 
-/// `Retry-After` seconds sent with 409 (same key still in flight).
-pub const IN_FLIGHT_RETRY_AFTER_SECS: u64 = 1;
+pub use idempotent_endpoint::IN_FLIGHT_RETRY_AFTER_SECS;
 
 /// The handler of `POST /api/orders`.
 pub async fn create_order(
@@ -117,7 +115,7 @@ async fn handle(
 
     let now = unix_now();
     let request = KeyedRequest {
-        request_hash: request_hash(method.as_str(), uri.path(), &body),
+        request_hash: fingerprint(method.as_str(), uri.path(), &body),
         account: account.clone(),
         key: key.clone(),
         body,
@@ -159,16 +157,7 @@ async fn handle(
         }
         Ok(Outcome::Fresh(response)) => (format!("{} fresh", response.status), Ok(response.into_http(false))),
         Ok(Outcome::Replay(response)) => (format!("{} replayed", response.status), Ok(response.into_http(true))),
-        Ok(Outcome::Mismatch) => (
-            "422 key reused".to_owned(),
-            Err(Problem::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "idempotency-key-reused",
-                "Idempotency-Key reused",
-                "This Idempotency-Key was already used for a different request (method, path or body). \
-                 Use a new key for a new intent.",
-            )),
-        ),
+        Ok(Outcome::Mismatch) => ("422 key reused".to_owned(), Err(Outcome::mismatch_problem())),
         Ok(Outcome::InFlight) | Err(StoreError::Locked | StoreError::LeaseLost) => {
             ("409 in flight".to_owned(), Err(in_flight()))
         }
@@ -251,19 +240,5 @@ fn payment_unavailable() -> Problem {
 }
 
 fn in_flight() -> Problem {
-    Problem::new(
-        StatusCode::CONFLICT,
-        "request-in-flight",
-        "Request in flight",
-        "A request with this Idempotency-Key is still being processed; retry with the same key.",
-    )
-    .with_retry_after(IN_FLIGHT_RETRY_AFTER_SECS)
-}
-
-/// A response whose body fails at once: hyper then closes the connection without sending anything
-/// (the status line is still buffered when the body errors), so the client sees a network error after
-/// the order was committed: the case retries with the same key exist for.
-pub fn dropped_connection() -> Response {
-    let failing = stream::once(async { Err::<Bytes, std::io::Error>(std::io::Error::other("dropAfterCommit fault")) });
-    Response::new(Body::from_stream(failing))
+    Outcome::in_flight_problem()
 }

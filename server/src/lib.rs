@@ -21,12 +21,18 @@
 //! atomic phases on the key row with a transactional outbox ([`checkout`], [`outbox`],
 //! [`store::phases`]); the provider and the mail receiver are binaries of this package too ([`services`]).
 //!
-//! Modules, from the leaves up: [`problem`], [`keys`], [`orders`] (the business), [`protocol`] (the
-//! protocol's types), [`store`] (the protocol step and the order phases over SQL), [`session`], [`faults`],
-//! [`inflight`], [`services`] (the provider and the receiver), [`checkout`] (the phases' driver and the
-//! completer), [`outbox`], [`config`], [`limits`] (the layers and the API's slots), [`state`], then the HTTP
-//! side: [`auth`], [`idempotency`], [`key_status`], [`upload`] (bodies read before a slot), [`address`]
-//! (per-address shares), [`static_files`], [`routes`], [`server`]; [`binary`] is what the binaries share.
+//! The protocol itself (keys, fingerprints, decisions, stored answers, problems, key status) is the library
+//! [`idempotent_endpoint`]; this crate is a shop on it. Its modules form layers, lowest first, and a module
+//! imports only its own layer or a lower one, with no cycle inside a layer (`tests/layers.rs` checks it):
+//!
+//! | layer | modules |
+//! |---|---|
+//! | util | [`clock`], [`problem`], [`address`] |
+//! | domain | [`keys`], [`orders`], [`protocol`], [`session`], [`inflight`], [`faults`] |
+//! | store | [`store`] (SQLite, PostgreSQL, the order [`store::phases`]), [`sweep`] |
+//! | flow | [`services`] (the provider and the mail receiver), [`checkout`], [`outbox`], [`config`], [`error`] |
+//! | http | [`limits`], [`state`], [`auth`], [`upload`], [`idempotency`], [`key_status`], [`static_files`], [`routes`] |
+//! | app | [`server`], [`binary`] |
 //!
 //! [idempotent-fetch]: https://github.com/idempotent-fetch/idempotent-fetch
 #![deny(missing_docs)]

@@ -11,7 +11,6 @@
 
 use std::time::Duration;
 
-use idempotent_fetch::machine::{Backoff, Jitter, OsRandom, Policy};
 use tokio::sync::watch;
 
 use crate::checkout::Checkout;
@@ -28,24 +27,15 @@ pub const MAX_DELAY_MS: u64 = 10_000;
 /// Messages claimed per pass.
 const BATCH: i64 = 16;
 
-/// The wait before the next attempt of a message that failed `attempts` times: the `attempts`-th delay of
-/// the crate's full-jitter schedule (uniform in `[0, min(cap, base * 2^(attempts - 1))]`).
+/// The wait before the next attempt of a message that failed `attempts` times: the library's outbox
+/// schedule (the client crate's full-jitter backoff) from [`BASE_DELAY_MS`] up to [`MAX_DELAY_MS`].
 pub fn retry_delay_ms(attempts: i64) -> u64 {
-    let policy = Policy {
-        base_delay_ms: BASE_DELAY_MS,
-        max_delay_ms: MAX_DELAY_MS,
-        jitter: Jitter::Full,
-        max_attempts: 64,
-        ..Policy::default()
+    let worker = idempotent_endpoint::outbox::Worker {
+        base_delay: Duration::from_millis(BASE_DELAY_MS),
+        max_delay: Duration::from_millis(MAX_DELAY_MS),
+        ..idempotent_endpoint::outbox::Worker::default()
     };
-    let mut backoff = Backoff::new(&policy);
-    let mut delay = MAX_DELAY_MS;
-    // Past 32 steps the cap has long been reached; the schedule stays the same.
-    for _ in 0..attempts.clamp(1, 32) {
-        // A failed random source waits the cap rather than retrying at once.
-        delay = backoff.next_delay(&OsRandom).unwrap_or(MAX_DELAY_MS);
-    }
-    delay
+    u64::try_from(worker.retry_delay(attempts).as_millis()).unwrap_or(MAX_DELAY_MS)
 }
 
 /// Delivers due messages every [`POLL`] until `shutdown` turns true.

@@ -16,10 +16,7 @@ pub async fn sweep_once(store: &Store, now: i64, retention: Duration) -> Result<
     store.sweep(expired_before(now, retention)).await
 }
 
-/// The cutoff (unix seconds) at `now`: key rows created before it are expired.
-pub fn expired_before(now: i64, retention: Duration) -> i64 {
-    now.saturating_sub(i64::try_from(retention.as_secs()).unwrap_or(i64::MAX))
-}
+pub use idempotent_endpoint::expired_before;
 
 /// Sweeps every `interval` until `shutdown` turns true.
 pub async fn run(store: Store, retention: Duration, interval: Duration, mut shutdown: watch::Receiver<bool>) {

@@ -20,7 +20,7 @@ const GATEWAY = [502, 503, 504];
 const READ_HEADERS = ["retry-after", "stripe-should-retry"];
 
 /** "x-idempotent-replayed" as servers usually spell it: "X-Idempotent-Replayed". */
-const spelled = (name: string): string => name.replace(/(^|-)([a-z])/g, (_, dash: string, letter: string) => dash + letter.toUpperCase());
+export const spelled = (name: string): string => name.replace(/(^|-)([a-z])/g, (_, dash: string, letter: string) => dash + letter.toUpperCase());
 
 /** The line the server's CORS answers need for this client to read them: every header it reads
  *  (`replayHeaders`: the lower-case replay header names of its options). */

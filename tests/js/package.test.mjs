@@ -49,6 +49,7 @@ import { pathToFileURL } from "node:url";
 
 import { capabilities, collectPageErrors, engine, engineName, launchBrowser, timeoutScale } from "../support/browsers.mjs";
 import { startInjectProxy } from "../support/inject-proxy.mjs";
+import { packPackage } from "../support/packed.mjs";
 import { pkgDir, pkgMissing, root } from "../support/paths.mjs";
 import { serverBinary, startReferenceServer } from "../support/reference-server.mjs";
 
@@ -256,15 +257,16 @@ before(async () => {
   // npm pack: the tarball holds what publishing would ship (package.json "files"). Every app installs it.
   const packDir = path.join(tmpDir, "pack");
   mkdirSync(packDir);
-  const packed = JSON.parse(run("npm", ["pack", pkgDir, "--json", "--pack-destination", packDir]));
-  tarball = path.join(packDir, packed[0].filename);
-  const shipped = packed[0].files.map((file) => file.path).sort();
+  const packed = packPackage(packDir);
+  tarball = packed.tarball;
+  const shipped = packed.files;
   log(`the tarball ships: ${shipped.join(", ")}`);
   const manifest = JSON.parse(readFileSync(path.join(pkgDir, "package.json"), "utf8"));
   const needed = new Set(["package.json", "README.md", "LICENSE-MIT", "LICENSE-APACHE", WASM, manifest.types]);
   // Every file the exports map points at (its values; its keys are subpaths such as "./react").
   const targets = (value) => (typeof value === "string" ? [value] : Object.values(value).flatMap(targets));
   for (const target of targets(manifest.exports)) needed.add(target);
+  for (const target of Object.values(manifest.bin ?? {})) needed.add(target);
   for (const file of needed) {
     assert.ok(shipped.includes(file.replace(/^\.\//, "")), `the packed package ships ${file} (package.json names it): ${shipped.join(", ")}`);
   }

@@ -31,9 +31,10 @@
 //                    crash fault aborts it): on the same port and database, with the faults it last
 //                    had; { url, session, setFaults, orders, api, stop } always reach the current process,
 //                    retrying while a restart is under way; stop() ends supervision, then runs cleanup()
-//   startService(name, { label, startTimeoutMs })
-//                    the workspace's `payment-provider` or `mail-receiver` binary (next to the server
-//                    binary) with --enable-faults on 127.0.0.1:0 and a temp SQLite db, to
+//   startService(name, { label, startTimeoutMs, args })
+//                    the workspace's `payment-provider`, `mail-receiver` or `invite-example` binary (next
+//                    to the server binary) with `args` (default --enable-faults) on 127.0.0.1:0 and a temp
+//                    SQLite db, to
 //                    { url, get(path), setFaults(faults), stop() }; killed at exit
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
@@ -161,16 +162,18 @@ async function spawnListening(bin, args, { label, startTimeoutMs, dbDir, env = {
   return { child, url, stderr: () => stderr, removeDb, exited };
 }
 
-/** The path of a binary built next to the server binary (`payment-provider`, `mail-receiver`). */
+/** The path of a binary built next to the server binary (`payment-provider`, `mail-receiver`, `invite-example`). */
 export function serviceBinary(name) {
   const bin = path.join(path.dirname(serverBinary()), name);
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: build the server package (cargo build --profile server -p idempotent-fetch-server)`);
+  if (!existsSync(bin)) {
+    throw new Error(`${bin} is missing: build it (cargo build --profile server -p idempotent-fetch-server -p invite-example)`);
+  }
   return bin;
 }
 
-export async function startService(name, { label = name, startTimeoutMs = 15_000 } = {}) {
+export async function startService(name, { label = name, startTimeoutMs = 15_000, args: flags = ["--enable-faults"] } = {}) {
   const dbDir = mkdtempSync(path.join(os.tmpdir(), `if-${label}-`));
-  const args = ["--enable-faults", "--addr", "127.0.0.1:0", "--db", path.join(dbDir, `${label}.sqlite`)];
+  const args = [...flags, "--addr", "127.0.0.1:0", "--db", path.join(dbDir, `${label}.sqlite`)];
   const { child, url, removeDb } = await spawnListening(serviceBinary(name), args, { label, startTimeoutMs, dbDir });
   async function get(pathname) {
     const response = await fetch(url + pathname);

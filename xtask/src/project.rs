@@ -21,7 +21,8 @@ pub const PACKAGE_DIR: &str = "pkg";
 pub const PACKAGE_INPUTS: &[&str] = &["src", "package", "Cargo.toml", "Cargo.lock"];
 /// Every TypeScript project; the `tsc` gate runs `tsc -p <it> --strict --noEmit` on each, and fails
 /// on a `.ts` file outside their directories.
-pub const TSCONFIGS: &[&str] = &["src/js/tsconfig.json", "src/js/node/tsconfig.json", "tests/ts/tsconfig.json"];
+pub const TSCONFIGS: &[&str] =
+    &["src/js/tsconfig.json", "src/js/node/tsconfig.json", "src/js/check/tsconfig.json", "tests/ts/tsconfig.json"];
 /// Apps with their own TypeScript dependencies (installed by the test that builds them), whose own
 /// type check (`tsc -b`, `vue-tsc -b`, `svelte-check`) runs there (tests/js/package.test.mjs), so
 /// the `tsc` gate leaves their files to it.
@@ -40,6 +41,10 @@ pub const API_DOCS_CONFIG: &str = "src/js/tsconfig.docs.json";
 pub const API_DOCS_OUT: &str = "api";
 /// The reference server's package and the cargo profile its tests and the demo use.
 pub const SERVER_PACKAGE: &str = "idempotent-fetch-server";
+/// The example app built on the server library alone (`examples/invite`).
+pub const EXAMPLE_PACKAGE: &str = "invite-example";
+/// The server library's package (`server/idempotency`): its PostgreSQL tests are `#[ignore]`d like the server's.
+pub const LIBRARY_PACKAGE: &str = "idempotent-endpoint";
 pub const SERVER_PROFILE: &str = "server";
 
 /// Build the npm package into pkg/: every command line is in package/build.mjs (package/README.md).
@@ -87,7 +92,9 @@ pub fn server_binary() -> Result<PathBuf> {
     if let Some(p) = BUILT.get() {
         return Ok(p.clone());
     }
-    run(cargo().args(["build", "--profile", SERVER_PROFILE, "-p", SERVER_PACKAGE]))?;
+    // The example app on the server library is built with it: the test that drives it finds it beside the
+    // server binary.
+    run(cargo().args(["build", "--profile", SERVER_PROFILE, "-p", SERVER_PACKAGE, "-p", EXAMPLE_PACKAGE]))?;
     let p = target_dir()?.join(SERVER_PROFILE).join(SERVER_PACKAGE);
     if !p.is_file() {
         return Err(format!("server binary not found at {}", p.display()));

@@ -6,8 +6,8 @@ use crate::disk;
 use crate::install;
 use crate::process::{cargo, cmd, free_port, run, spawn_listening, Result};
 use crate::project::{
-    build_api_docs, ensure_package, root, server_binary, APP_TS_DIRS, PACKAGE_DIR, SERVER_PACKAGE, TOOLS_DIR,
-    TSCONFIGS, WWW_DIR,
+    build_api_docs, ensure_package, root, server_binary, APP_TS_DIRS, LIBRARY_PACKAGE, PACKAGE_DIR, SERVER_PACKAGE,
+    TOOLS_DIR, TSCONFIGS, WWW_DIR,
 };
 use crate::size;
 use std::env;
@@ -100,7 +100,7 @@ fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
 fn native_tests() -> Result {
     run(cargo().args(["test", "--workspace", "--exclude", "xtask"]))?;
     // The server's #[ignore]d tests need PostgreSQL, which the installers provide.
-    run(cargo().args(["test", "-p", SERVER_PACKAGE, "--", "--ignored"]))
+    run(cargo().args(["test", "-p", SERVER_PACKAGE, "-p", LIBRARY_PACKAGE, "--", "--ignored"]))
 }
 
 /// The module as the package links it: Cargo.toml lists only `rlib` (the wasm-bindgen-test suites link

@@ -21,10 +21,9 @@ use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 
 use super::{hit, probability, Db, RunningService};
-use crate::faults::MAX_LATENCY_MS;
-use crate::idempotency::dropped_connection;
+use crate::faults::{dropped_connection, MAX_LATENCY_MS};
 use crate::inflight::InFlight;
-use crate::keys::{request_hash, AccountId, IdempotencyKey};
+use crate::keys::{fingerprint, AccountId, IdempotencyKey};
 use crate::problem::Problem;
 use crate::protocol::{Outcome, StoredResponse};
 use crate::store::StoreError;
@@ -176,7 +175,7 @@ async fn charge_inner(provider: Provider, headers: HeaderMap, body: Bytes) -> Re
     }
     let latency =
         (faults.latency_ms > 0 && hit(faults.latency_probability)).then(|| Duration::from_millis(faults.latency_ms));
-    let hash = request_hash("POST", CHARGES_PATH, &body);
+    let hash = fingerprint("POST", CHARGES_PATH, &body);
     // The charge runs in its own task: a caller that hangs up does not cancel a charge half way, as at a
     // real provider.
     let db = provider.db.clone();

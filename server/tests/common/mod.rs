@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
-use idempotent_fetch_server::keys::{request_hash, AccountId, IdempotencyKey};
+use idempotent_fetch_server::keys::{fingerprint, AccountId, IdempotencyKey};
 use idempotent_fetch_server::protocol::KeyedRequest;
 use idempotent_fetch_server::session::SessionKey;
 use idempotent_fetch_server::store::ProcessOptions;
@@ -212,7 +212,7 @@ pub fn keyed_request(account: &str, key: &str, body: &str, now: i64) -> KeyedReq
     KeyedRequest {
         account: AccountId::parse(account).expect("account"),
         key: IdempotencyKey::parse(key).expect("key"),
-        request_hash: request_hash("POST", "/api/orders", body.as_bytes()),
+        request_hash: fingerprint("POST", "/api/orders", body.as_bytes()),
         body: Bytes::from(body.to_owned()),
         now,
         expired_before: 0,

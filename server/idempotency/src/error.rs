@@ -1,0 +1,68 @@
+//! Errors of the stores.
+
+use axum::response::{IntoResponse, Response};
+
+use crate::problem::Problem;
+
+/// What went wrong in the key store (not in the app's work).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite failed.
+    #[cfg(feature = "sqlite")]
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL failed.
+    #[cfg(feature = "postgres")]
+    #[error("postgres: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    /// A stored value could not be decoded (the row was written by something else, or damaged).
+    #[error("corrupt stored data: {0}")]
+    Corrupt(String),
+    /// The answer is larger than [`crate::MAX_STORED_BODY_BYTES`]: nothing was committed.
+    #[error("response of {0} bytes is too large to store")]
+    ResponseTooLarge(usize),
+    /// The scope is longer than 255 bytes.
+    #[error("scope of {0} bytes is longer than 255")]
+    ScopeTooLong(usize),
+    /// The caller's lease on a key row was taken over (it ran out): nothing was written.
+    #[error("the key's lease was taken over by another request")]
+    LeaseLost,
+    /// The blocking task running the transaction failed (it panicked or the runtime is shutting down).
+    #[error("store task failed: {0}")]
+    Task(String),
+}
+
+/// The failure of [`crate::sqlite::SqliteKeys::run`] or [`crate::postgres::run`]: the store's, or the
+/// app's own work's. Either way the transaction was rolled back: no key row, no business change, so a retry
+/// with the same key does the work.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError<E> {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The app's work returned an error (and nothing it wrote was committed).
+    #[error("the work failed: {0}")]
+    Work(E),
+}
+
+impl<E: IntoResponse> IntoResponse for RunError<E> {
+    /// The work's own error as it answers; a store failure as a 500 that says a retry with the same key is
+    /// safe (the cause is logged, not sent).
+    fn into_response(self) -> Response {
+        match self {
+            RunError::Work(error) => error.into_response(),
+            RunError::Store(error) => {
+                tracing::error!(%error, "idempotency store failed");
+                Problem::internal().into_response()
+            }
+        }
+    }
+}
+
+/// A scope within the key columns' bound.
+pub(crate) fn check_scope(scope: &str) -> Result<(), StoreError> {
+    if scope.len() > 255 {
+        return Err(StoreError::ScopeTooLong(scope.len()));
+    }
+    Ok(())
+}

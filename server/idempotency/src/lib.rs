@@ -1,0 +1,72 @@
+//! The server half of the Idempotency-Key protocol, for your own endpoints.
+//!
+//! A client (such as the [idempotent-fetch] browser package) sends one `Idempotency-Key` per user intent and
+//! re-sends the same request with the same key until it gets a definite answer. This crate makes an endpoint
+//! honour that:
+//!
+//! - the protocol without I/O: [`IdempotencyKey`] (raw and IETF sf-string forms), the request
+//!   [`fingerprint()`], the [`Outcome`] for a stored row (fresh, replay with `Idempotent-Replayed: true`, 422
+//!   for another request, 409 with `Retry-After` in flight), [`StoredResponse`], retention;
+//! - **the key row and your business change in one transaction**: [`sqlite::SqliteKeys::run`] (rusqlite)
+//!   and [`postgres::run`] (tokio-postgres) hand your work the open transaction and commit its answer on the
+//!   key row in the same commit, so a crash leaves either both or neither;
+//! - work that leaves the database: the transactional [`outbox`] and its delivery [`outbox::Worker`], and
+//!   atomic [`phases`] (named recovery points on the key row under a lease, a derived downstream key per
+//!   external call, take-over of keys a crash left and a completer's query; SQLite and PostgreSQL);
+//! - the [`KeyStatus`] answer and the retention sweep;
+//! - axum: the [`Idempotent`] extractor, and [`Outcome`], [`Problem`] and [`RunError`] are responses.
+//!
+//! ```no_run
+//! use axum::{http::StatusCode, routing::post, Router};
+//! use idempotent_endpoint::{outbox, sqlite::SqliteKeys, Idempotent, Outcome, Problem, RunError, StoredResponse};
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Invite { email: String }
+//!
+//! async fn invite(
+//!     axum::extract::State(keys): axum::extract::State<SqliteKeys>,
+//!     request: Idempotent,
+//! ) -> Result<Outcome, RunError<Problem>> {
+//!     let invite: Invite = request.json().map_err(RunError::Work)?;
+//!     keys.run(request.scoped("public"), move |tx| {
+//!         let internal = |e: idempotent_endpoint::StoreError| { tracing::error!(%e); Problem::internal() };
+//!         tx.execute("INSERT INTO invites (email) VALUES (?1)", [&invite.email])
+//!             .map_err(|e| internal(e.into()))?;
+//!         let mail = outbox::Message::new("invite-email", &serde_json::json!({ "to": invite.email }))
+//!             .map_err(internal)?;
+//!         outbox::enqueue_sqlite(tx, &mail).map_err(internal)?;
+//!         Ok(StoredResponse::json(StatusCode::CREATED, &serde_json::json!({ "email": invite.email })))
+//!     })
+//!     .await
+//! }
+//! # fn app(keys: SqliteKeys) -> Router { Router::new().route("/invites", post(invite)).with_state(keys) }
+//! ```
+//!
+//! [idempotent-fetch]: https://github.com/idempotent-fetch/idempotent-fetch
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod fingerprint;
+pub mod key;
+pub mod outbox;
+pub mod outcome;
+pub mod phases;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+pub mod problem;
+pub mod request;
+pub mod response;
+pub mod retention;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+pub mod status;
+
+pub use error::{RunError, StoreError};
+pub use fingerprint::fingerprint;
+pub use key::{IdempotencyKey, KeyError, IDEMPOTENCY_KEY_HEADER};
+pub use outcome::{Outcome, IN_FLIGHT_RETRY_AFTER_SECS};
+pub use problem::Problem;
+pub use request::{Idempotent, KeyedRequest};
+pub use response::{StoredResponse, MAX_STORED_BODY_BYTES, REPLAYED_HEADER};
+pub use retention::{expired_before, DEFAULT_RETENTION};
+pub use status::{KeyStatus, Replay};

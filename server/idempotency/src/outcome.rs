@@ -1,0 +1,97 @@
+//! What the protocol decides for a keyed request, and how each decision is answered.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use crate::problem::Problem;
+use crate::response::StoredResponse;
+
+/// `Retry-After` seconds sent while a key's first request is still being processed.
+pub const IN_FLIGHT_RETRY_AFTER_SECS: u64 = 1;
+
+/// What one keyed request got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The key was new: the work was done and its answer committed with it.
+    Fresh(StoredResponse),
+    /// The key was used before for the same request: its stored answer, replayed with the marker.
+    Replay(StoredResponse),
+    /// The key was used before for a different request: 422.
+    Mismatch,
+    /// The key's first request is still being processed: 409 with `Retry-After`.
+    InFlight,
+}
+
+impl Outcome {
+    /// The decision for a key row that already exists: in flight while it has no answer, a mismatch when
+    /// the fingerprints differ, else the replay of its answer.
+    pub fn for_existing(fingerprint: &str, stored_fingerprint: &str, stored: Option<StoredResponse>) -> Outcome {
+        match stored {
+            None => Outcome::InFlight,
+            Some(_) if stored_fingerprint != fingerprint => Outcome::Mismatch,
+            Some(response) => Outcome::Replay(response),
+        }
+    }
+
+    /// The 422 for a key reused for another request.
+    pub fn mismatch_problem() -> Problem {
+        Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "idempotency-key-reused",
+            "Idempotency-Key reused",
+            "This Idempotency-Key was already used for a different request (method, path or body). \
+             Use a new key for a new intent.",
+        )
+    }
+
+    /// The 409 for a key whose first request is still being processed.
+    pub fn in_flight_problem() -> Problem {
+        Problem::new(
+            StatusCode::CONFLICT,
+            "request-in-flight",
+            "Request in flight",
+            "A request with this Idempotency-Key is still being processed; retry with the same key.",
+        )
+        .with_retry_after(IN_FLIGHT_RETRY_AFTER_SECS)
+    }
+}
+
+impl IntoResponse for Outcome {
+    /// The fresh answer as stored, the replay with `Idempotent-Replayed: true`, 422 or 409.
+    fn into_response(self) -> Response {
+        match self {
+            Outcome::Fresh(response) => response.into_http(false),
+            Outcome::Replay(response) => response.into_http(true),
+            Outcome::Mismatch => Outcome::mismatch_problem().into_response(),
+            Outcome::InFlight => Outcome::in_flight_problem().into_response(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored() -> StoredResponse {
+        StoredResponse { status: 201, headers: vec![], body: "{}".to_owned() }
+    }
+
+    #[test]
+    fn decisions_for_an_existing_row() {
+        assert_eq!(Outcome::for_existing("a", "a", None), Outcome::InFlight);
+        assert_eq!(Outcome::for_existing("a", "b", Some(stored())), Outcome::Mismatch);
+        assert_eq!(Outcome::for_existing("a", "a", Some(stored())), Outcome::Replay(stored()));
+    }
+
+    #[test]
+    fn answers_carry_the_marker_and_retry_after() {
+        let replay = Outcome::Replay(stored()).into_response();
+        assert_eq!(replay.headers()["idempotent-replayed"], "true");
+        assert_eq!(replay.status(), 201);
+        assert!(Outcome::Fresh(stored()).into_response().headers().get("idempotent-replayed").is_none());
+        let busy = Outcome::InFlight.into_response();
+        assert_eq!(busy.status(), 409);
+        assert_eq!(busy.headers()["retry-after"], "1");
+        assert_eq!(Outcome::Mismatch.into_response().status(), 422);
+    }
+}

@@ -1,0 +1,104 @@
+//! Work that calls something outside the database (a payment provider, a partner's API) in atomic phases.
+//!
+//! Such work cannot sit inside one transaction: the call may succeed while the commit fails, or the reverse.
+//! Instead the key row carries a **recovery point** (a name the app chooses: `"started"`, `"charged"`, ...)
+//! and a **lease**. Each step from one point to the next is one transaction that first checks the caller
+//! still holds the lease. Between two steps the app makes its external call with a
+//! [`Held::downstream_key`], derived from the key row's own random id, so a call repeated after a crash is
+//! the same call to a service that honours idempotency keys, and a key reused after its row expired gets a
+//! new one. A request that finds an unfinished row whose lease ran out (its holder crashed) takes it over at
+//! its recovery point; `unfinished` lets a background completer do the same without waiting for the client's
+//! retry; `finish` stores the answer, replayed from then on. On SQLite these are methods of
+//! [`crate::sqlite::SqliteKeys`] (`begin`, `advance`, `finish`, `release`, `unfinished`); on PostgreSQL the
+//! functions of [`postgres`], over a `tokio_postgres::Client`.
+//!
+//! ```text
+//! begin ──► Held { point: "started" } ──advance──► "charge_started" ── call(downstream_key) ──► advance ──► "charged" ──finish──► answer
+//! ```
+
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::StoreError;
+use crate::key::IdempotencyKey;
+use crate::outcome::Outcome;
+use crate::retention::unix_now_ms;
+
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+/// The recovery point of a key row `begin` inserts.
+pub const STARTED: &str = "started";
+/// The recovery point of a row with its answer stored.
+pub const FINISHED: &str = "finished";
+
+/// A key row whose lease this caller holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The scope.
+    pub scope: String,
+    /// The client's key.
+    pub key: IdempotencyKey,
+    /// Where the work stands: [`STARTED`] or the last point an `advance` reached.
+    pub point: String,
+    /// The row's own random id (128 bits from the CSPRNG).
+    pub row_id: String,
+    pub(crate) token: String,
+}
+
+impl Held {
+    /// The idempotency key for the external call made at `step`: lowercase hex SHA-256 of the row id and
+    /// the step. The same step of the same row always gets the same key (a repeat after a crash is a replay
+    /// at the other service); never the client's key, which another service must not see.
+    pub fn downstream_key(&self, step: &str) -> String {
+        let mut hasher = Sha256::new();
+        hasher.update(self.row_id.as_bytes());
+        hasher.update(b"\n");
+        hasher.update(step.as_bytes());
+        format!("{:x}", hasher.finalize())
+    }
+}
+
+/// What `begin` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Begun {
+    /// The key is this caller's: new (at [`STARTED`]) or taken over from a holder whose lease ran out.
+    Held(Held),
+    /// The key needs no work: its answer to replay, a mismatch (422), or another holder's live lease (409).
+    Answered(Outcome),
+}
+
+pub(crate) fn random_hex() -> Result<String, StoreError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| StoreError::Task(format!("random source: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+pub(crate) fn lease_end(lease: Duration) -> i64 {
+    unix_now_ms().saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The decision for an existing row in `begin`: `None` when the caller may take it over (unfinished, same
+/// request, its lease ran out), else the answer.
+pub(crate) fn existing_row(
+    fingerprint: &str,
+    stored_fingerprint: &str,
+    stored: Option<crate::StoredResponse>,
+    locked_until_ms: i64,
+) -> Option<Outcome> {
+    if stored_fingerprint != fingerprint {
+        return Some(Outcome::Mismatch);
+    }
+    match Outcome::for_existing(fingerprint, stored_fingerprint, stored) {
+        Outcome::InFlight if locked_until_ms <= unix_now_ms() => None,
+        outcome => Some(outcome),
+    }
+}
+
+/// The row id of an unfinished row, which every phased row has.
+pub(crate) fn require_row_id(row_id: Option<String>, key: &str) -> Result<String, StoreError> {
+    row_id.ok_or_else(|| StoreError::Corrupt(format!("unfinished key {key} has no row_id")))
+}

@@ -1,0 +1,199 @@
+//! The phases on PostgreSQL, over a `tokio_postgres::Client`: each function is one transaction. Rows are
+//! locked with `FOR UPDATE` while a transaction decides on them, so instances sharing the database never
+//! hold one key together, and the completer's query skips rows another instance is deciding on.
+
+use std::time::Duration;
+
+use tokio_postgres::{Client, Transaction};
+
+use super::{existing_row, lease_end, random_hex, require_row_id, Begun, Held, FINISHED, STARTED};
+use crate::error::{check_scope, RunError, StoreError};
+use crate::key::IdempotencyKey;
+use crate::outcome::Outcome;
+use crate::postgres::{decode, WorkFuture};
+use crate::request::KeyedRequest;
+use crate::response::MAX_STORED_BODY_BYTES;
+use crate::retention::{expired_before, unix_now, unix_now_ms};
+
+/// The future of one step's work: `|tx| Box::pin(async move { ...; Ok(()) })`.
+pub type StepFuture<'a, E> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), E>> + Send + 'a>>;
+
+/// Starts (or takes over) the phased work of a keyed request, holding the row for `lease`.
+pub async fn begin(
+    client: &mut Client,
+    request: &KeyedRequest,
+    retention: Duration,
+    lease: Duration,
+) -> Result<Begun, StoreError> {
+    check_scope(&request.scope)?;
+    let tx = client.transaction().await?;
+    let (scope, key) = (request.scope.as_str(), request.key.as_str());
+    tx.execute(
+        "DELETE FROM idempotency_records WHERE scope = $1 AND key = $2 AND created_at < $3",
+        &[&scope, &key, &expired_before(unix_now(), retention)],
+    )
+    .await?;
+    let (row_id, token) = (random_hex()?, random_hex()?);
+    let inserted = tx
+        .execute(
+            "INSERT INTO idempotency_records
+                 (scope, key, fingerprint, created_at, recovery_point, row_id, lock_token, locked_until)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (scope, key) DO NOTHING",
+            &[&scope, &key, &request.fingerprint, &unix_now(), &STARTED, &row_id, &token, &lease_end(lease)],
+        )
+        .await?;
+    let held = |point: String, row_id: String, token: String| Held {
+        scope: scope.to_owned(),
+        key: request.key.clone(),
+        point,
+        row_id,
+        token,
+    };
+    if inserted == 1 {
+        tx.commit().await?;
+        return Ok(Begun::Held(held(STARTED.to_owned(), row_id, token)));
+    }
+    let row = tx
+        .query_one(
+            "SELECT fingerprint, status_code, response_headers, response_body, recovery_point, row_id, locked_until
+             FROM idempotency_records WHERE scope = $1 AND key = $2 FOR UPDATE",
+            &[&scope, &key],
+        )
+        .await?;
+    let fingerprint: String = row.try_get(0)?;
+    let stored = decode(row.try_get(1), row.try_get(2), row.try_get(3))?;
+    if let Some(outcome) = existing_row(&request.fingerprint, &fingerprint, stored, row.try_get(6)?) {
+        tx.commit().await?;
+        return Ok(Begun::Answered(outcome));
+    }
+    let row_id = require_row_id(row.try_get(5)?, key)?;
+    tx.execute(
+        "UPDATE idempotency_records SET lock_token = $1, locked_until = $2 WHERE scope = $3 AND key = $4",
+        &[&token, &lease_end(lease), &scope, &key],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Begun::Held(held(row.try_get(4)?, row_id, token)))
+}
+
+/// Locks the row and checks `held` still holds it (else [`StoreError::LeaseLost`]).
+async fn check_lease(tx: &Transaction<'_>, held: &Held) -> Result<(), StoreError> {
+    let row = tx
+        .query_opt(
+            "SELECT lock_token FROM idempotency_records WHERE scope = $1 AND key = $2 AND recovery_point <> $3
+             FOR UPDATE",
+            &[&held.scope, &held.key.as_str(), &FINISHED],
+        )
+        .await?;
+    let token: Option<String> = match row {
+        Some(row) => row.try_get(0)?,
+        None => None,
+    };
+    if token.as_deref() == Some(held.token.as_str()) {
+        Ok(())
+    } else {
+        Err(StoreError::LeaseLost)
+    }
+}
+
+/// One step: checks the lease, runs `work` (the app's rows for this step) and moves the row to `point`,
+/// renewing the lease, in one transaction. A lease taken over by another caller is
+/// [`StoreError::LeaseLost`] and nothing is written.
+pub async fn advance<E, F>(
+    client: &mut Client,
+    held: &mut Held,
+    point: &str,
+    lease: Duration,
+    work: F,
+) -> Result<(), RunError<E>>
+where
+    F: for<'t> FnOnce(&'t Transaction<'t>) -> StepFuture<'t, E>,
+{
+    if point == FINISHED {
+        return Err(StoreError::Corrupt(format!("{FINISHED:?} is reached with finish, not advance")).into());
+    }
+    let tx = client.transaction().await.map_err(StoreError::from)?;
+    check_lease(&tx, held).await?;
+    work(&tx).await.map_err(RunError::Work)?;
+    tx.execute(
+        "UPDATE idempotency_records SET recovery_point = $1, locked_until = $2 WHERE scope = $3 AND key = $4",
+        &[&point, &lease_end(lease), &held.scope, &held.key.as_str()],
+    )
+    .await
+    .map_err(StoreError::from)?;
+    tx.commit().await.map_err(StoreError::from)?;
+    held.point = point.to_owned();
+    Ok(())
+}
+
+/// The last step: checks the lease, runs `work` and stores its answer (replayed from then on), in one
+/// transaction.
+pub async fn finish<E, F>(client: &mut Client, held: Held, work: F) -> Result<Outcome, RunError<E>>
+where
+    F: for<'t> FnOnce(&'t Transaction<'t>) -> WorkFuture<'t, E>,
+{
+    let tx = client.transaction().await.map_err(StoreError::from)?;
+    check_lease(&tx, &held).await?;
+    let response = work(&tx).await.map_err(RunError::Work)?;
+    if response.body.len() > MAX_STORED_BODY_BYTES {
+        return Err(StoreError::ResponseTooLarge(response.body.len()).into());
+    }
+    tx.execute(
+        "UPDATE idempotency_records SET status_code = $1, response_headers = $2, response_body = $3,
+             recovery_point = $4, lock_token = NULL, locked_until = 0
+         WHERE scope = $5 AND key = $6",
+        &[
+            &i32::from(response.status),
+            &response.encode_headers(),
+            &response.body,
+            &FINISHED,
+            &held.scope,
+            &held.key.as_str(),
+        ],
+    )
+    .await
+    .map_err(StoreError::from)?;
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(Outcome::Fresh(response))
+}
+
+/// Gives the row up without finishing it: the next request with the key, or the completer, takes it over
+/// at once, at the point it reached.
+pub async fn release(client: &Client, held: Held) -> Result<(), StoreError> {
+    client
+        .execute(
+            "UPDATE idempotency_records SET locked_until = 0 WHERE scope = $1 AND key = $2 AND lock_token = $3",
+            &[&held.scope, &held.key.as_str(), &held.token],
+        )
+        .await?;
+    Ok(())
+}
+
+/// For a background completer: takes over up to `limit` unfinished rows whose lease ran out, each for
+/// `lease` (`FOR UPDATE SKIP LOCKED`: instances running completers at once never take one row together).
+pub async fn unfinished(client: &mut Client, limit: i64, lease: Duration) -> Result<Vec<Held>, StoreError> {
+    let tx = client.transaction().await?;
+    let rows = tx
+        .query(
+            "SELECT scope, key, recovery_point, row_id FROM idempotency_records
+             WHERE recovery_point <> $1 AND locked_until <= $2 ORDER BY locked_until LIMIT $3
+             FOR UPDATE SKIP LOCKED",
+            &[&FINISHED, &unix_now_ms(), &limit],
+        )
+        .await?;
+    let mut held = Vec::with_capacity(rows.len());
+    for row in rows {
+        let (scope, key, point): (String, String, String) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+        let row_id = require_row_id(row.try_get(3)?, &key)?;
+        let token = random_hex()?;
+        tx.execute(
+            "UPDATE idempotency_records SET lock_token = $1, locked_until = $2 WHERE scope = $3 AND key = $4",
+            &[&token, &lease_end(lease), &scope, &key],
+        )
+        .await?;
+        let key = IdempotencyKey::parse(&key).map_err(|e| StoreError::Corrupt(format!("stored key: {e}")))?;
+        held.push(Held { scope, key, point, row_id, token });
+    }
+    tx.commit().await?;
+    Ok(held)
+}

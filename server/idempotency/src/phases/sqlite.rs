@@ -1,0 +1,210 @@
+//! The phases on SQLite: methods of [`SqliteKeys`].
+
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+
+use super::{existing_row, lease_end, random_hex, require_row_id, Begun, Held, FINISHED, STARTED};
+use crate::error::{check_scope, RunError, StoreError};
+use crate::key::IdempotencyKey;
+use crate::outcome::Outcome;
+use crate::request::KeyedRequest;
+use crate::response::{StoredResponse, MAX_STORED_BODY_BYTES};
+use crate::retention::{expired_before, unix_now, unix_now_ms};
+use crate::sqlite::SqliteKeys;
+
+type PhaseRow = (String, Option<u16>, Option<String>, Option<String>, String, Option<String>, i64);
+
+fn begin_in(
+    conn: &mut Connection,
+    request: &KeyedRequest,
+    retention: Duration,
+    lease: Duration,
+) -> Result<Begun, StoreError> {
+    check_scope(&request.scope)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let (scope, key) = (request.scope.as_str(), request.key.as_str());
+    tx.execute(
+        "DELETE FROM idempotency_records WHERE scope = ?1 AND key = ?2 AND created_at < ?3",
+        params![scope, key, expired_before(unix_now(), retention)],
+    )?;
+    let (row_id, token) = (random_hex()?, random_hex()?);
+    let inserted = tx.execute(
+        "INSERT INTO idempotency_records (scope, key, fingerprint, created_at, recovery_point, row_id, lock_token, locked_until)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (scope, key) DO NOTHING",
+        params![scope, key, request.fingerprint, unix_now(), STARTED, row_id, token, lease_end(lease)],
+    )?;
+    let held = |point: String, row_id: String, token: String| Held {
+        scope: scope.to_owned(),
+        key: request.key.clone(),
+        point,
+        row_id,
+        token,
+    };
+    if inserted == 1 {
+        tx.commit()?;
+        return Ok(Begun::Held(held(STARTED.to_owned(), row_id, token)));
+    }
+    let (fingerprint, status, headers, body, point, stored_row_id, locked_until): PhaseRow = tx.query_row(
+        "SELECT fingerprint, status_code, response_headers, response_body, recovery_point, row_id, locked_until
+         FROM idempotency_records WHERE scope = ?1 AND key = ?2",
+        params![scope, key],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?)),
+    )?;
+    let stored = StoredResponse::from_columns(status, headers.as_deref(), body)
+        .map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))?;
+    if let Some(outcome) = existing_row(&request.fingerprint, &fingerprint, stored, locked_until) {
+        tx.commit()?;
+        return Ok(Begun::Answered(outcome));
+    }
+    // An unfinished row whose holder is gone: take it over where it stands.
+    let row_id = require_row_id(stored_row_id, key)?;
+    tx.execute(
+        "UPDATE idempotency_records SET lock_token = ?1, locked_until = ?2 WHERE scope = ?3 AND key = ?4",
+        params![token, lease_end(lease), scope, key],
+    )?;
+    tx.commit()?;
+    Ok(Begun::Held(held(point, row_id, token)))
+}
+
+/// Checks `held` still holds its row (else [`StoreError::LeaseLost`]) inside `tx`.
+fn check_lease(tx: &Transaction<'_>, held: &Held) -> Result<(), StoreError> {
+    let token: Option<Option<String>> = tx
+        .query_row(
+            "SELECT lock_token FROM idempotency_records WHERE scope = ?1 AND key = ?2 AND recovery_point <> ?3",
+            params![held.scope, held.key.as_str(), FINISHED],
+            |r| r.get(0),
+        )
+        .optional()?;
+    match token {
+        Some(Some(token)) if token == held.token => Ok(()),
+        _ => Err(StoreError::LeaseLost),
+    }
+}
+
+impl SqliteKeys {
+    /// Starts (or takes over) the phased work of a keyed request, holding the row for `lease`.
+    pub async fn begin(&self, request: KeyedRequest, lease: Duration) -> Result<Begun, StoreError> {
+        let retention = self.retention();
+        self.with_conn(move |conn| begin_in(conn, &request, retention, lease)).await
+    }
+
+    /// One step: in one transaction, checks the lease, runs `work` (the app's rows for this step) and moves
+    /// the row to `point`, renewing the lease for `lease`. A lease taken over by another caller is
+    /// [`StoreError::LeaseLost`] and nothing is written.
+    pub async fn advance<E, F>(&self, held: &mut Held, point: &str, lease: Duration, work: F) -> Result<(), RunError<E>>
+    where
+        E: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<(), E> + Send + 'static,
+    {
+        if point == FINISHED {
+            return Err(StoreError::Corrupt(format!("{FINISHED:?} is reached with finish, not advance")).into());
+        }
+        let (moved, point) = (held.clone(), point.to_owned());
+        let next = point.clone();
+        self.with_conn_run(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(StoreError::from)?;
+            check_lease(&tx, &moved)?;
+            work(&tx).map_err(RunError::Work)?;
+            tx.execute(
+                "UPDATE idempotency_records SET recovery_point = ?1, locked_until = ?2 WHERE scope = ?3 AND key = ?4",
+                params![next, lease_end(lease), moved.scope, moved.key.as_str()],
+            )
+            .map_err(StoreError::from)?;
+            tx.commit().map_err(StoreError::from)?;
+            Ok(())
+        })
+        .await?;
+        held.point = point;
+        Ok(())
+    }
+
+    /// The last step: in one transaction, checks the lease, runs `work` and stores its answer, which every
+    /// later request with the key replays.
+    pub async fn finish<E, F>(&self, held: Held, work: F) -> Result<Outcome, RunError<E>>
+    where
+        E: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<StoredResponse, E> + Send + 'static,
+    {
+        self.with_conn_run(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(StoreError::from)?;
+            check_lease(&tx, &held)?;
+            let response = work(&tx).map_err(RunError::Work)?;
+            if response.body.len() > MAX_STORED_BODY_BYTES {
+                return Err(StoreError::ResponseTooLarge(response.body.len()).into());
+            }
+            tx.execute(
+                "UPDATE idempotency_records SET status_code = ?1, response_headers = ?2, response_body = ?3,
+                     recovery_point = ?4, lock_token = NULL, locked_until = 0
+                 WHERE scope = ?5 AND key = ?6",
+                params![
+                    response.status,
+                    response.encode_headers(),
+                    response.body,
+                    FINISHED,
+                    held.scope,
+                    held.key.as_str()
+                ],
+            )
+            .map_err(StoreError::from)?;
+            tx.commit().map_err(StoreError::from)?;
+            Ok(Outcome::Fresh(response))
+        })
+        .await
+    }
+
+    /// Gives the row up without finishing it (the external call is unavailable for now): the next request
+    /// with the key, or the completer, takes it over at once, at the point it reached.
+    pub async fn release(&self, held: Held) -> Result<(), StoreError> {
+        self.with_conn(move |conn| {
+            conn.execute(
+                "UPDATE idempotency_records SET locked_until = 0 WHERE scope = ?1 AND key = ?2 AND lock_token = ?3",
+                params![held.scope, held.key.as_str(), held.token],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// For a background completer: takes over up to `limit` unfinished rows whose lease ran out, each for
+    /// `lease`, so keys a crash left are finished without waiting for the client to come back.
+    pub async fn unfinished(&self, limit: i64, lease: Duration) -> Result<Vec<Held>, StoreError> {
+        self.with_conn(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let rows: Vec<(String, String, String, Option<String>)> = {
+                let mut stmt = tx.prepare(
+                    "SELECT scope, key, recovery_point, row_id FROM idempotency_records
+                     WHERE recovery_point <> ?1 AND locked_until <= ?2 ORDER BY locked_until LIMIT ?3",
+                )?;
+                let rows = stmt.query_map(params![FINISHED, unix_now_ms(), limit], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })?;
+                rows.collect::<Result<_, _>>()?
+            };
+            let mut held = Vec::with_capacity(rows.len());
+            for (scope, key, point, row_id) in rows {
+                let token = random_hex()?;
+                tx.execute(
+                    "UPDATE idempotency_records SET lock_token = ?1, locked_until = ?2 WHERE scope = ?3 AND key = ?4",
+                    params![token, lease_end(lease), scope, key],
+                )?;
+                let key = IdempotencyKey::parse(&key).map_err(|e| StoreError::Corrupt(format!("stored key: {e}")))?;
+                let row_id = require_row_id(row_id, key.as_str())?;
+                held.push(Held { scope, key, point, row_id, token });
+            }
+            tx.commit()?;
+            Ok(held)
+        })
+        .await
+    }
+
+    async fn with_conn_run<T, E, F>(&self, f: F) -> Result<T, RunError<E>>
+    where
+        T: Send + 'static,
+        E: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, RunError<E>> + Send + 'static,
+    {
+        let outcome = self.with_conn(move |conn| Ok(f(conn))).await?;
+        outcome
+    }
+}

@@ -1,0 +1,76 @@
+//! A keyed request as the store sees it, and the axum extractor that reads one.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+
+use crate::fingerprint::fingerprint;
+use crate::key::IdempotencyKey;
+use crate::problem::Problem;
+
+/// One keyed request: the scope the key lives in, the key and the request's fingerprint.
+///
+/// The scope is whoever the key belongs to: the authenticated account or API client. Keys are scoped so
+/// that two callers who pick the same key never see each other's answers; an endpoint without
+/// authentication uses one scope for everyone and relies on keys being random (128 bits from a CSPRNG).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyedRequest {
+    /// The scope (account, API client), at most 255 bytes.
+    pub scope: String,
+    /// The idempotency key.
+    pub key: IdempotencyKey,
+    /// [`fingerprint`] of the request.
+    pub fingerprint: String,
+}
+
+/// The axum extractor for a keyed endpoint: the key from `Idempotency-Key`, the body and its fingerprint.
+///
+/// A missing or malformed key is refused with a 400 problem before the body is read; a body the server
+/// cannot read (too large for axum's body limit, cut off) with 413 or 400. Put it last among the handler's
+/// arguments (it reads the body).
+#[derive(Debug, Clone)]
+pub struct Idempotent {
+    /// The key.
+    pub key: IdempotencyKey,
+    /// The fingerprint of method, path and body.
+    pub fingerprint: String,
+    /// The body, as received.
+    pub body: Bytes,
+}
+
+impl Idempotent {
+    /// The keyed request in `scope` (see [`KeyedRequest::scope`]).
+    pub fn scoped(&self, scope: impl Into<String>) -> KeyedRequest {
+        KeyedRequest { scope: scope.into(), key: self.key.clone(), fingerprint: self.fingerprint.clone() }
+    }
+
+    /// The body as JSON; a body that is not the expected JSON is a 400 problem (`invalid-body`), which the
+    /// handler may store as the key's answer so that a retry of the same bad request gets the same one.
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T, Problem> {
+        serde_json::from_slice(&self.body).map_err(|e| Problem::bad_request("invalid-body", e.to_string()))
+    }
+}
+
+impl<S: Send + Sync> FromRequest<S> for Idempotent {
+    type Rejection = Problem;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Problem> {
+        let key = IdempotencyKey::from_headers(request.headers())?;
+        let method = request.method().as_str().to_owned();
+        let path = request.uri().path().to_owned();
+        let body = Bytes::from_request(request, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                Problem::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "body-too-large",
+                    "Body too large",
+                    "The request body is larger than the server accepts; nothing was done.",
+                )
+            } else {
+                Problem::bad_request("unreadable-body", "The request body could not be read; nothing was done.")
+            }
+        })?;
+        Ok(Idempotent { fingerprint: fingerprint(&method, &path, &body), key, body })
+    }
+}

@@ -1,0 +1,113 @@
+//! The key-status answer: what the server knows of one key, for a client whose answers were all lost
+//! (`GET .../idempotency-keys/{key}`; the contract is in the repository README, "Key status").
+
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::outcome::IN_FLIGHT_RETRY_AFTER_SECS;
+use crate::response::{StoredResponse, REPLAYED_HEADER};
+
+/// The body of a key-status answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum KeyStatus {
+    /// The key's request was done: `response` is its stored answer, exactly as a replay sends it.
+    Done {
+        /// The replay.
+        response: Replay,
+    },
+    /// A request with the key is being processed: ask again after `Retry-After`.
+    InFlight,
+    /// No record of the key in this scope.
+    Unknown,
+}
+
+impl KeyStatus {
+    /// `done` with the replay of `stored`.
+    pub fn done(stored: StoredResponse) -> Self {
+        KeyStatus::Done { response: Replay::of(stored) }
+    }
+}
+
+/// A stored answer as the key-status body carries it: what a replay of the key would send.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Replay {
+    /// HTTP status code.
+    pub status: u16,
+    /// Header names in lowercase; a name stored twice has its values joined with `", "`. Includes
+    /// `idempotent-replayed: true`, as a replay does.
+    pub headers: Map<String, Value>,
+    /// The body, byte for byte (every stored body is text).
+    pub body: String,
+}
+
+impl Replay {
+    /// The replay of `stored`.
+    pub fn of(stored: StoredResponse) -> Self {
+        let mut headers = Map::new();
+        for (name, value) in stored.headers {
+            let name = name.to_ascii_lowercase();
+            let joined = match headers.get(&name).and_then(Value::as_str) {
+                Some(earlier) => format!("{earlier}, {value}"),
+                None => value,
+            };
+            headers.insert(name, Value::String(joined));
+        }
+        headers.insert(REPLAYED_HEADER.to_owned(), Value::String("true".to_owned()));
+        Replay { status: stored.status, headers, body: stored.body }
+    }
+}
+
+impl IntoResponse for KeyStatus {
+    /// 200 with the JSON body for every status (so any other answer means the question went unanswered),
+    /// never cached, with `Retry-After` when in flight.
+    fn into_response(self) -> Response {
+        let in_flight = self == KeyStatus::InFlight;
+        let mut response = Json(self).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        if in_flight {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(IN_FLIGHT_RETRY_AFTER_SECS));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_three_answers_have_the_documented_shape() {
+        let stored = StoredResponse {
+            status: 201,
+            headers: vec![("Content-Type".to_owned(), "application/json".to_owned())],
+            body: r#"{"id":"ord_1"}"#.to_owned(),
+        };
+        let done = serde_json::to_value(KeyStatus::done(stored)).expect("json");
+        assert_eq!(
+            done,
+            serde_json::json!({"status": "done", "response": {"status": 201,
+                "headers": {"content-type": "application/json", "idempotent-replayed": "true"},
+                "body": "{\"id\":\"ord_1\"}"}})
+        );
+        assert_eq!(
+            serde_json::to_value(KeyStatus::InFlight).expect("json"),
+            serde_json::json!({"status": "in_flight"})
+        );
+        assert_eq!(serde_json::to_value(KeyStatus::Unknown).expect("json"), serde_json::json!({"status": "unknown"}));
+    }
+
+    #[test]
+    fn a_header_stored_twice_is_joined() {
+        let stored = StoredResponse {
+            status: 200,
+            headers: vec![("vary".to_owned(), "a".to_owned()), ("vary".to_owned(), "b".to_owned())],
+            body: String::new(),
+        };
+        assert_eq!(Replay::of(stored).headers["vary"], "a, b");
+    }
+}

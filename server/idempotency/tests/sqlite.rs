@@ -1,0 +1,272 @@
+//! The library over real HTTP on 127.0.0.1 and a real SQLite file: an endpoint with its own table.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::Router;
+use idempotent_endpoint::outbox::{self, Message, Worker};
+use idempotent_endpoint::sqlite::{run_in, SqliteKeys};
+use idempotent_endpoint::{
+    fingerprint, IdempotencyKey, Idempotent, KeyStatus, KeyedRequest, Outcome, Problem, RunError, StoreError,
+    StoredResponse,
+};
+use rusqlite::Connection;
+
+#[derive(serde::Deserialize)]
+struct Note {
+    text: String,
+}
+
+async fn create(State(keys): State<SqliteKeys>, request: Idempotent) -> Result<Outcome, RunError<Problem>> {
+    let note: Note = request.json().map_err(RunError::Work)?;
+    keys.run(request.scoped("tests"), move |tx| {
+        // Slow enough that concurrent requests with one key overlap.
+        std::thread::sleep(Duration::from_millis(30));
+        tx.execute("INSERT INTO notes (text) VALUES (?1)", [&note.text]).map_err(|_| Problem::internal())?;
+        let message =
+            Message::new("note", &serde_json::json!({ "text": note.text })).map_err(|_| Problem::internal())?;
+        outbox::enqueue_sqlite(tx, &message).map_err(|_| Problem::internal())?;
+        Ok(StoredResponse::json(
+            StatusCode::CREATED,
+            &serde_json::json!({ "text": note.text, "id": tx.last_insert_rowid() }),
+        ))
+    })
+    .await
+}
+
+async fn status(State(keys): State<SqliteKeys>, Path(raw): Path<String>) -> Result<KeyStatus, Problem> {
+    let key = IdempotencyKey::parse(&raw)?;
+    keys.status("tests".to_owned(), key).await.map_err(|_| Problem::internal())
+}
+
+struct App {
+    base: String,
+    keys: SqliteKeys,
+    _dir: tempfile::TempDir,
+}
+
+async fn app() -> App {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let keys = SqliteKeys::open(dir.path().join("app.sqlite"), Duration::from_secs(3600)).expect("open");
+    keys.with_conn(|c| Ok(c.execute_batch("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")?))
+        .await
+        .expect("schema");
+    let router = Router::new().route("/notes", post(create)).route("/keys/{key}", get(status)).with_state(keys.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    App { base, keys, _dir: dir }
+}
+
+async fn post_note(base: &str, key: &str, text: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{base}/notes"))
+        .header("idempotency-key", key)
+        .header("content-type", "application/json")
+        .body(serde_json::json!({ "text": text }).to_string())
+        .send()
+        .await
+        .expect("answer")
+}
+
+async fn count(keys: &SqliteKeys, sql: &'static str) -> i64 {
+    keys.with_conn(move |c| Ok(c.query_row(sql, [], |r| r.get(0))?)).await.expect("count")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_effect_per_key_replayed_with_the_marker() {
+    let app = app().await;
+    let key = "3b1f0c7e-7a51-4a43-9d0e-0c6f1a2b3c4d";
+    let first = post_note(&app.base, key, "hello").await;
+    assert_eq!(first.status(), 201);
+    assert!(first.headers().get("idempotent-replayed").is_none());
+    let first_body = first.text().await.expect("body");
+
+    let again = post_note(&app.base, key, "hello").await;
+    assert_eq!(again.status(), 201);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.text().await.expect("body"), first_body);
+
+    let quoted = post_note(&app.base, &format!("\"{key}\""), "hello").await;
+    assert_eq!(quoted.headers()["idempotent-replayed"], "true", "the sf-string form names the same key");
+
+    let other = post_note(&app.base, key, "another body").await;
+    assert_eq!(other.status(), 422);
+    assert_eq!(count(&app.keys, "SELECT COUNT(*) FROM notes").await, 1);
+    assert_eq!(count(&app.keys, "SELECT COUNT(*) FROM outbox_messages").await, 1);
+
+    let missing = reqwest::Client::new().post(format!("{}/notes", app.base)).body("{}").send().await.expect("answer");
+    assert_eq!(missing.status(), 400);
+    let problem: serde_json::Value = missing.json().await.expect("problem");
+    assert_eq!(problem["code"], "missing-idempotency-key");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_requests_with_one_key_make_one_note() {
+    let app = app().await;
+    let key = "k".repeat(255);
+    let sends = (0..8).map(|_| {
+        let (base, key) = (app.base.clone(), key.clone());
+        tokio::spawn(async move {
+            let response = post_note(&base, &key, "once").await;
+            (response.status().as_u16(), response.text().await.expect("body"))
+        })
+    });
+    let answers: Vec<(u16, String)> = futures_join(sends).await;
+    let created: Vec<&String> = answers.iter().filter(|(s, _)| *s == 201).map(|(_, b)| b).collect();
+    assert!(answers.iter().all(|(s, _)| *s == 201 || *s == 409), "{answers:?}");
+    assert!(created.windows(2).all(|w| w[0] == w[1]), "every 201 is the same answer: {answers:?}");
+    assert_eq!(count(&app.keys, "SELECT COUNT(*) FROM notes").await, 1);
+}
+
+async fn futures_join<T: Send + 'static>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut out = Vec::new();
+    for handle in handles.collect::<Vec<_>>() {
+        out.push(handle.await.expect("task"));
+    }
+    out
+}
+
+fn request(key: &str, body: &str) -> KeyedRequest {
+    KeyedRequest {
+        scope: "tests".to_owned(),
+        key: IdempotencyKey::parse(key).expect("key"),
+        fingerprint: fingerprint("POST", "/notes", body.as_bytes()),
+    }
+}
+
+fn memory() -> Connection {
+    let conn = Connection::open_in_memory().expect("open");
+    idempotent_endpoint::sqlite::install(&conn).expect("install");
+    conn.execute_batch("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL)").expect("schema");
+    conn
+}
+
+fn notes(conn: &Connection) -> i64 {
+    conn.query_row("SELECT COUNT(*) FROM notes", [], |r| r.get(0)).expect("count")
+}
+
+fn keys(conn: &Connection) -> i64 {
+    conn.query_row("SELECT COUNT(*) FROM idempotency_records", [], |r| r.get(0)).expect("count")
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+#[test]
+fn failed_work_leaves_neither_the_key_nor_its_rows() {
+    let mut conn = memory();
+    let req = request("key-0000000000000001", "{}");
+    let failed = run_in(&mut conn, &req, HOUR, |tx| {
+        tx.execute("INSERT INTO notes (text) VALUES ('half')", []).map_err(|e| e.to_string())?;
+        Err::<StoredResponse, String>("the app's work failed".to_owned())
+    });
+    assert!(matches!(failed, Err(RunError::Work(ref e)) if e == "the app's work failed"), "{failed:?}");
+    assert_eq!((notes(&conn), keys(&conn)), (0, 0));
+
+    let retried = run_in(&mut conn, &req, HOUR, |tx| {
+        tx.execute("INSERT INTO notes (text) VALUES ('whole')", []).map_err(|e| e.to_string())?;
+        Ok::<_, String>(StoredResponse::json(StatusCode::CREATED, &"whole"))
+    });
+    assert!(matches!(retried, Ok(Outcome::Fresh(_))), "{retried:?}");
+    assert_eq!((notes(&conn), keys(&conn)), (1, 1));
+}
+
+#[test]
+fn an_answer_too_large_to_store_commits_nothing() {
+    let mut conn = memory();
+    let req = request("key-0000000000000002", "{}");
+    let outcome = run_in(&mut conn, &req, HOUR, |tx| {
+        tx.execute("INSERT INTO notes (text) VALUES ('x')", []).map_err(|e| e.to_string())?;
+        Ok::<_, String>(StoredResponse::json(StatusCode::OK, &"x".repeat(20_000)))
+    });
+    assert!(matches!(outcome, Err(RunError::Store(StoreError::ResponseTooLarge(_)))), "{outcome:?}");
+    assert_eq!((notes(&conn), keys(&conn)), (0, 0));
+}
+
+#[test]
+fn an_expired_key_is_new_again_and_the_sweep_deletes_only_keys() {
+    let mut conn = memory();
+    let req = request("key-0000000000000003", "{}");
+    let work = |tx: &rusqlite::Transaction<'_>| {
+        tx.execute("INSERT INTO notes (text) VALUES ('n')", []).map_err(|e| e.to_string())?;
+        Ok::<_, String>(StoredResponse::json(StatusCode::CREATED, &"n"))
+    };
+    assert!(matches!(run_in(&mut conn, &req, HOUR, work), Ok(Outcome::Fresh(_))));
+    assert!(matches!(run_in(&mut conn, &req, HOUR, work), Ok(Outcome::Replay(_))));
+    conn.execute("UPDATE idempotency_records SET created_at = created_at - 7200", []).expect("age");
+    assert_eq!(
+        idempotent_endpoint::sqlite::status_in(&conn, "tests", &req.key, HOUR).expect("status"),
+        KeyStatus::Unknown
+    );
+    assert!(matches!(run_in(&mut conn, &req, HOUR, work), Ok(Outcome::Fresh(_))), "expired: done again");
+    assert_eq!(notes(&conn), 2);
+    conn.execute("UPDATE idempotency_records SET created_at = created_at - 7200", []).expect("age");
+    assert_eq!(idempotent_endpoint::sqlite::sweep_in(&conn, HOUR).expect("sweep"), 1);
+    assert_eq!((notes(&conn), keys(&conn)), (2, 0));
+}
+
+#[test]
+fn a_scope_over_255_bytes_is_refused() {
+    let mut conn = memory();
+    let mut req = request("key-0000000000000004", "{}");
+    req.scope = "s".repeat(256);
+    let outcome = run_in(&mut conn, &req, HOUR, |_| Ok::<_, String>(StoredResponse::json(StatusCode::OK, &1)));
+    assert!(matches!(outcome, Err(RunError::Store(StoreError::ScopeTooLong(256)))), "{outcome:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn key_status_over_http() {
+    let app = app().await;
+    let key = "status-key-000000001";
+    let unknown: serde_json::Value =
+        reqwest::get(format!("{}/keys/{key}", app.base)).await.expect("get").json().await.expect("json");
+    assert_eq!(unknown["status"], "unknown");
+    assert_eq!(post_note(&app.base, key, "s").await.status(), 201);
+    let done: serde_json::Value =
+        reqwest::get(format!("{}/keys/{key}", app.base)).await.expect("get").json().await.expect("json");
+    assert_eq!(done["status"], "done");
+    assert_eq!(done["response"]["status"], 201);
+    assert_eq!(done["response"]["headers"]["idempotent-replayed"], "true");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_outbox_delivers_each_message_after_failures() {
+    let app = app().await;
+    for (i, key) in ["outbox-key-000000001", "outbox-key-000000002"].iter().enumerate() {
+        assert_eq!(post_note(&app.base, key, &format!("n{i}")).await.status(), 201);
+    }
+    let worker =
+        Worker { base_delay: Duration::from_millis(1), max_delay: Duration::from_millis(5), ..Worker::default() };
+    let calls = Arc::new(AtomicUsize::new(0));
+    let delivered = Arc::new(Mutex::new(Vec::new()));
+    let deliver = |message: Message| {
+        let (calls, delivered) = (Arc::clone(&calls), Arc::clone(&delivered));
+        async move {
+            // The first two attempts fail, like a mail server that is down.
+            if calls.fetch_add(1, Ordering::SeqCst) < 2 {
+                return Err("receiver down".to_owned());
+            }
+            delivered.lock().expect("lock").push(message.id);
+            Ok(())
+        }
+    };
+    assert_eq!(worker.deliver_once(&app.keys, &deliver).await.expect("pass"), 0);
+    for _ in 0..50 {
+        if delivered.lock().expect("lock").len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        worker.deliver_once(&app.keys, &deliver).await.expect("pass");
+    }
+    let mut ids = delivered.lock().expect("lock").clone();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 2, "each message delivered once");
+    assert_eq!(count(&app.keys, "SELECT COUNT(*) FROM outbox_messages WHERE delivered_at IS NOT NULL").await, 2);
+    assert_eq!(count(&app.keys, "SELECT SUM(attempts) FROM outbox_messages").await, 4);
+    assert_eq!(worker.deliver_once(&app.keys, &deliver).await.expect("pass"), 0, "nothing left");
+}

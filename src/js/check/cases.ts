@@ -1,0 +1,278 @@
+// The seven cases: what the client relies on a server for (docs/ARCHITECTURE.md, "The protocol,
+// server side"), each checked from outside with requests of its own, each under a fresh key from the
+// CSPRNG. A case says PASS only on evidence, FAIL with what it saw and the fix, SKIP with the reason
+// when nothing sent from outside can show it.
+import { ALLOW_LINE, exposeLine, spelled } from "../cors.js";
+import type { CheckOptions } from "./args.js";
+import { type Answer, describe, freshKey, get, longKey, NoAnswer, post, preflight, sameAnswer } from "./http.js";
+
+/** A case's verdict. */
+export type Verdict = "PASS" | "FAIL" | "SKIP";
+
+/** One row of the report. */
+export interface Row {
+  id: number;
+  name: string;
+  verdict: Verdict;
+  /** What the check saw, on one line. */
+  seen: string;
+  /** What to change (FAIL), or how to let the check look (SKIP); empty on PASS. */
+  fix: string;
+}
+
+/** The endpoint could not be checked at all (no answer, or the request it was given is refused). */
+export class CannotCheck extends Error {
+  override name = "CannotCheck";
+}
+
+type Outcome = Omit<Row, "id" | "name">;
+const pass = (seen: string): Outcome => ({ verdict: "PASS", seen, fix: "" });
+const fail = (seen: string, fix: string): Outcome => ({ verdict: "FAIL", seen, fix });
+const skip = (seen: string, fix = ""): Outcome => ({ verdict: "SKIP", seen, fix });
+
+/** Requests sent at once with one key in case 3. */
+export const CONCURRENT = 8;
+/** Statuses that say "this key is in flight, retry": 409 and WebDAV's 423, both retried by the client. */
+const IN_FLIGHT = [409, 423];
+/** How long case 3 waits for the key to leave flight after the burst. */
+const SETTLE_MS = 20_000;
+/** A JSON body the endpoint should refuse (case 4): a string where requests are objects. */
+const REFUSED_BODY = JSON.stringify("idempotent-fetch check: a request this endpoint should refuse");
+/** The long key of case 5: the most the client and the IETF draft's servers commonly accept. */
+const LONG_KEY_LENGTH = 255;
+
+const MARKER = spelled("idempotent-replayed");
+const FIX = {
+  store: `Store the first answer (status and body) with the key and send it back byte for byte for the same key and request, with ${MARKER}: true`,
+  marker: `Mark every replayed answer with ${MARKER}: true: the client finishes an intent on it, whatever the status`,
+  freshMarked: `Mark only replays: an answer the request itself produced carries no ${MARKER}`,
+  fingerprint: "Store a fingerprint of the request (method, path, body) with the key and answer 422 when the key comes with another request",
+  status422: "Answer 422 when the key comes with another request (the IETF draft; the client reports it as KEY_MISMATCH, a bug to fix, not a retry)",
+  lock: "Take the key before the work, atomically (insert the key row under its unique constraint in the work's transaction, or hold a lock): a concurrent duplicate gets 409 with Retry-After, or waits and gets the replay",
+  retryAfter: "Send Retry-After (seconds) with the 409 of a key in flight: the client waits that long instead of guessing",
+  duplicates: "Answer a concurrent duplicate with 409 and Retry-After, or hold it until the first request is answered and replay that answer",
+  released: "End a key's flight with its request: store the answer, or release the key when nothing was done",
+  storedStatus: `Replay a stored answer with its own status and body (a stored 4xx or 5xx as well), marked ${MARKER}: true`,
+  keyForms: "Accept keys of 1 to 255 characters, raw (Idempotency-Key: k) and as the IETF draft's structured-field string (Idempotency-Key: \"k\")",
+  keyStatus: "Answer GET on the key-status URL with 200 {\"status\":\"done\",\"response\":{\"status\",\"headers\",\"body\"}} for a done key and {\"status\":\"unknown\"} for a key never seen (the contract: server/README.md, \"Key status\")",
+  answerAll: "Answer every request (a dropped connection leaves the client guessing)",
+} as const;
+
+const is2xx = (answer: Answer): boolean => answer.status >= 200 && answer.status < 300;
+const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? "" : "s"}`;
+const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** One key sent twice with one body, the second after the first was answered. */
+interface Twice {
+  key: string;
+  first: Answer;
+  second: Answer;
+}
+
+async function twice(options: CheckOptions, keyHeader: string, body: string, extra: Record<string, string> = {}): Promise<Twice> {
+  const first = await post(options, keyHeader, body, extra);
+  return { key: keyHeader, first, second: await post(options, keyHeader, body, extra) };
+}
+
+/** Case 1: the same key and body again is the same answer, marked as a replay. */
+function replayed({ first, second }: Twice): Outcome {
+  if (first.marker) return fail(`the first answer to a fresh key is marked ${spelled(first.marker)}: true (${describe(first)})`, FIX.freshMarked);
+  if (IN_FLIGHT.includes(second.status)) {
+    return fail(`${first.status}, then ${describe(second)} for the same request after the first was answered: the key stays in flight`, FIX.released);
+  }
+  if (!sameAnswer(first, second)) return fail(`${describe(first)}, then ${describe(second)}: the same request was answered anew`, FIX.store);
+  if (!second.marker) return fail(`${first.status} twice, the same body, but the second is not marked (no ${MARKER}: true)`, FIX.marker);
+  return pass(`${first.status} twice, the same body (${plural(first.body.length, "char")}); the second marked ${spelled(second.marker)}: true`);
+}
+
+/** Case 2: the same key with another request is 422, and nothing is done. */
+async function anotherBody(options: CheckOptions): Promise<Outcome> {
+  const key = freshKey();
+  const first = await post(options, key, options.body);
+  if (!is2xx(first)) return skip(`the request was refused this time (${describe(first)}), so the key held nothing to compare with`);
+  const other = await post(options, key, options.otherBody);
+  if (other.status === 422) return pass(`${first.status}, then 422 for another body under the same key`);
+  if (sameAnswer(first, other)) {
+    return fail(`another body under the same key got the first answer back (${other.status}${other.marker ? ", marked replayed" : ""}): no fingerprint check`, FIX.fingerprint);
+  }
+  if (is2xx(other)) return fail(`another body under the same key was done as a new request (${describe(other)}): no fingerprint check`, FIX.fingerprint);
+  return fail(`another body under the same key: ${describe(other)}, not 422`, FIX.status422);
+}
+
+/** Case 3: concurrent requests with one key make one effect: one answer, the others in flight or its replay. */
+async function concurrent(options: CheckOptions): Promise<Outcome> {
+  const key = freshKey();
+  const settled = await Promise.allSettled(Array.from({ length: CONCURRENT }, () => post(options, key, options.body)));
+  const answers = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+  const lost = settled.flatMap((s) => (s.status === "rejected" ? [s.reason instanceof Error ? s.reason.message : String(s.reason)] : []));
+  const waiting = answers.filter((a) => IN_FLIGHT.includes(a.status));
+  const results = answers.filter((a) => !IN_FLIGHT.includes(a.status));
+  const distinct = results.filter((a, i) => results.findIndex((b) => sameAnswer(a, b)) === i);
+  const done = distinct.filter(is2xx);
+  const statuses = [...new Set(results.map((a) => a.status)), ...new Set(waiting.map((a) => a.status))];
+  const burst = `${CONCURRENT} at once with one key: ${[
+    ...statuses.map((status) => `${answers.filter((a) => a.status === status).length} × ${status}`),
+    ...(lost.length ? [`${lost.length} without an answer`] : []),
+  ].join(", ")}${distinct.length > 1 ? ` (${distinct.length} different answers)` : ""}`;
+  if (done.length > 1) return fail(`${burst}: the work was done ${done.length} times (no in-flight lock)`, FIX.lock);
+  if (lost.length) return fail(`${burst} (${lost[0]})`, FIX.duplicates);
+  if (distinct.length > 1) return fail(`${burst}: concurrent duplicates got other answers than the first's`, FIX.duplicates);
+  const bare = waiting.filter((a) => a.retryAfter === null);
+  if (bare.length) return fail(`${burst}: ${plural(bare.length, "in-flight answer")} without Retry-After`, FIX.retryAfter);
+  // After the burst the key answers with the one result (a replay): the work was done once, and kept.
+  const deadline = Date.now() + SETTLE_MS;
+  let last = await post(options, key, options.body);
+  while (IN_FLIGHT.includes(last.status) && Date.now() < deadline) {
+    await pause(Math.min(Number(last.retryAfter) * 1000 || 500, 2000));
+    last = await post(options, key, options.body);
+  }
+  if (IN_FLIGHT.includes(last.status)) return fail(`${burst}; the key was still in flight ${SETTLE_MS / 1000} s later`, FIX.released);
+  const result = distinct[0] ?? last;
+  if (!sameAnswer(result, last)) return fail(`${burst}; then the key answered ${describe(last)}, not that answer`, FIX.store);
+  const how = [...(waiting.length ? ["in flight with Retry-After"] : []), ...(results.length > 1 ? ["its replay"] : [])].join(" or ");
+  return pass(`${burst}, one answer${how ? ` and the others ${how}` : ""}; then ${last.marker ? "the replay" : "the same answer"} of that ${result.status}`);
+}
+
+/** Case 4: a stored failure is replayed with its own status. Only a failure the endpoint stores can show it. */
+async function storedFailure(options: CheckOptions): Promise<Outcome> {
+  const { first, second } = await twice(options, freshKey(), REFUSED_BODY);
+  const outside = "a stored 5xx cannot be caused from outside; case 1 checked that a replay keeps its status";
+  if (is2xx(first)) return skip(`the endpoint accepted a body it should refuse (${describe(first)}), so no stored failure could be made; ${outside}`);
+  if (second.marker) {
+    if (sameAnswer(first, second)) return pass(`a refused request: ${first.status}, then the replay of that ${second.status} (marked ${spelled(second.marker)}: true)`);
+    return fail(`a refused request: ${describe(first)}, then a replay ${describe(second)}`, FIX.storedStatus);
+  }
+  if (IN_FLIGHT.includes(second.status)) return fail(`a refused request: ${first.status}, then ${describe(second)}: the key stays in flight after a failure`, FIX.released);
+  return skip(`a refused request: ${first.status}, then ${second.status} unmarked: answered anew (a refusal need not be stored) or replayed without the marker (case 1), which cannot be told apart; ${outside}`);
+}
+
+/** Case 5: every key form the client sends is accepted and idempotent. */
+async function keyForms(options: CheckOptions): Promise<Outcome> {
+  const forms: [string, string][] = [
+    ["raw UUID", freshKey()],
+    ["sf-string \"UUID\"", `"${freshKey()}"`],
+    [`${LONG_KEY_LENGTH} chars`, longKey(LONG_KEY_LENGTH)],
+  ];
+  const seen: string[] = [];
+  const problems: string[] = [];
+  for (const [name, header] of forms) {
+    const { first, second } = await twice(options, header, options.body);
+    if (!is2xx(first)) problems.push(`${name}: refused, ${describe(first)}`);
+    else if (!sameAnswer(first, second)) problems.push(`${name}: ${first.status}, then ${describe(second)}: done anew`);
+    else seen.push(`${name} ${first.status}, then ${second.marker ? "replayed" : "the same answer"}`);
+  }
+  if (problems.length) return fail([...problems, ...seen].join("; "), FIX.keyForms);
+  return pass(seen.join("; "));
+}
+
+/** What a key-status answer says, or what is wrong with it. */
+async function keyStatus(options: CheckOptions, template: string, key: string): Promise<{ body?: Record<string, unknown>; problem?: string }> {
+  const url = template.replaceAll("{key}", encodeURIComponent(key));
+  const answer = await get(options, url);
+  if (answer.status !== 200) return { problem: `GET ${url}: ${describe(answer)}` };
+  try {
+    const body: unknown = JSON.parse(answer.body);
+    if (body !== null && typeof body === "object" && !Array.isArray(body)) return { body: body as Record<string, unknown> };
+  } catch {
+    // Reported below.
+  }
+  return { problem: `GET ${url}: not a JSON object: ${describe(answer)}` };
+}
+
+/** Case 6: the key-status endpoint knows a done key's answer, and says "unknown" for a key never sent. */
+async function keyStatusEndpoint(options: CheckOptions, done: Twice): Promise<Outcome> {
+  if (options.keyStatusUrl === null) return skip("no --key-status-url given", "Give --key-status-url (e.g. /api/idempotency-keys/{key}) to check the endpoint the client's reconcile option asks");
+  const problems: string[] = [];
+  const known = await keyStatus(options, options.keyStatusUrl, done.key);
+  const response = known.body?.["response"];
+  const stored = response !== null && typeof response === "object" ? (response as Record<string, unknown>) : null;
+  if (known.problem) problems.push(`a done key: ${known.problem}`);
+  else if (known.body?.["status"] !== "done") problems.push(`a done key: status ${JSON.stringify(known.body?.["status"])}, not "done"`);
+  else if (stored?.["status"] !== done.first.status || stored["body"] !== done.first.body) {
+    problems.push(`a done key: "done" without its answer (${done.first.status} and its body as a string)`);
+  }
+  const unknown = await keyStatus(options, options.keyStatusUrl, freshKey());
+  if (unknown.problem) problems.push(`a key never sent: ${unknown.problem}`);
+  else if (unknown.body?.["status"] !== "unknown") problems.push(`a key never sent: status ${JSON.stringify(unknown.body?.["status"])}, not "unknown"`);
+  if (problems.length) return fail(problems.join("; "), FIX.keyStatus);
+  return pass(`a done key: "done" with its ${done.first.status} and body; a key never sent: "unknown"`);
+}
+
+/** The names in a CORS list header, lower case; `*` counts only without credentials (Fetch standard). */
+function corsList(answer: Answer, name: string): { names: string[]; any: boolean } {
+  const names = (answer.headers.get(name) ?? "").split(",").map((n) => n.trim().toLowerCase()).filter(Boolean);
+  return { names, any: names.includes("*") && answer.headers.get("access-control-allow-credentials") !== "true" };
+}
+
+/** Case 7: a page at `--origin` may send the keyed POST and read the marker and Retry-After. */
+async function cors(options: CheckOptions, marker: string | null): Promise<Outcome> {
+  const origin = options.origin;
+  if (origin === null) return skip("no --origin given", "Give --origin with the origin of a page that calls the endpoint cross-origin, to check its CORS answers");
+  const sent = [...new Set(["content-type", "idempotency-key", ...options.headers.map(([name]) => name.toLowerCase()).filter((n) => n !== "cookie")])].sort();
+  const allowOrigin = (answer: Answer): boolean => [origin, "*"].includes(answer.headers.get("access-control-allow-origin") ?? "")
+    && !(answer.headers.get("access-control-allow-origin") === "*" && answer.headers.get("access-control-allow-credentials") === "true");
+  const pre = await preflight(options, origin, sent);
+  const methods = corsList(pre, "access-control-allow-methods");
+  const allowed = corsList(pre, "access-control-allow-headers");
+  const refused = sent.filter((name) => !allowed.any && !allowed.names.includes(name));
+  const preflightProblems = [
+    ...(is2xx(pre) ? [] : [`the preflight answered ${pre.status}`]),
+    ...(allowOrigin(pre) ? [] : [`the preflight allows origin ${JSON.stringify(pre.headers.get("access-control-allow-origin"))}`]),
+    ...(methods.any || methods.names.includes("post") ? [] : ["the preflight does not allow POST"]),
+    ...(refused.length ? [`the preflight does not allow ${refused.join(", ")}`] : []),
+  ];
+  if (preflightProblems.length) {
+    return fail(preflightProblems.join("; "), `Answer the preflight from ${origin} with Access-Control-Allow-Origin: ${origin}, Access-Control-Allow-Methods: POST and ${ALLOW_LINE("Idempotency-Key")}${sent.length > 2 ? `, ${sent.filter((n) => n !== "content-type" && n !== "idempotency-key").map(spelled).join(", ")}` : ""}`);
+  }
+  const replay = await twice(options, freshKey(), options.body, { origin });
+  const markerName = marker ?? "idempotent-replayed";
+  const exposed = corsList(replay.second, "access-control-expose-headers");
+  const hidden = [markerName, "retry-after"].filter((name) => !exposed.any && !exposed.names.includes(name));
+  const answerProblems = [
+    ...([replay.first, replay.second].every(allowOrigin) ? [] : [`the POST's answers allow origin ${JSON.stringify(replay.second.headers.get("access-control-allow-origin"))}`]),
+    ...(hidden.length ? [`the answers do not expose ${hidden.map(spelled).join(", ")} (the page cannot read them)`] : []),
+  ];
+  if (answerProblems.length) {
+    return fail(answerProblems.join("; "), `Answer the requests from ${origin} with Access-Control-Allow-Origin: ${origin} and ${exposeLine([markerName])}`);
+  }
+  return pass(`the preflight allows POST with ${sent.join(", ")}; the answers expose ${spelled(markerName)} and Retry-After to ${origin}`);
+}
+
+/** The cases, in the order they run and print: a name, and the outcome from the options and case 1's exchange. */
+const CASES: readonly [string, (options: CheckOptions, probe: Twice) => Promise<Outcome> | Outcome][] = [
+  ["same key, same body: replayed", (_, probe) => replayed(probe)],
+  ["same key, another body: 422", anotherBody],
+  [`${CONCURRENT} concurrent, one key: one effect`, concurrent],
+  ["a stored failure keeps its status", storedFailure],
+  ["key forms: raw, sf-string, long", keyForms],
+  ["key-status endpoint", keyStatusEndpoint],
+  ["CORS for a cross-origin page", (options, probe) => cors(options, probe.second.marker)],
+];
+
+/**
+ * Runs every case against the endpoint, in order; a request without an answer is its case's FAIL.
+ * Throws `CannotCheck` when the endpoint gives no answer or refuses the request it was given: then
+ * no case can say anything.
+ */
+export async function runCheck(options: CheckOptions): Promise<Row[]> {
+  let probe: Twice;
+  try {
+    probe = await twice(options, freshKey(), options.body);
+  } catch (error) {
+    if (error instanceof NoAnswer) throw new CannotCheck(error.message);
+    throw error;
+  }
+  if (!is2xx(probe.first)) {
+    throw new CannotCheck(`POST ${options.url.href} with a fresh key answered ${describe(probe.first)}: the check needs a request the endpoint accepts (a 2xx); give its credentials with --header and a valid body with --body`);
+  }
+  const rows: Row[] = [];
+  for (const [index, [name, outcome]] of CASES.entries()) {
+    try {
+      rows.push({ id: index + 1, name, ...(await outcome(options, probe)) });
+    } catch (error) {
+      if (!(error instanceof NoAnswer)) throw error;
+      rows.push({ id: index + 1, name, ...fail(error.message, FIX.answerAll) });
+    }
+  }
+  return rows;
+}
