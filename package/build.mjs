@@ -262,6 +262,9 @@ const SIDE_ENTRIES = [
   // RFC 8785 is the `canonicalize` package's (the app's, an optional peer dependency); the hash is the
   // driver's plain SHA-256.
   { subpath: "./agent", source: "agent.ts", files: ["agent.js", "agent.cjs"], shares: ["sha256.ts"], build: { platform: "neutral", external: ["canonicalize"] } },
+  // The service worker's background completion: the client is the app's (its own import of the core);
+  // the entry bundles the names it shares with the page and the error class.
+  { subpath: "./sw", source: "sw.ts", files: ["sw.js", "sw.cjs"], shares: ["background.ts", "errors.ts"], build: { platform: "neutral" } },
   // Durable records for Node (its own file and tsconfig: browsers never load node:fs).
   { subpath: "./file", source: "node/file-storage.ts", files: ["file.js", "file.cjs"], build: { platform: "node", target: "node18" } },
 ];
