@@ -50,6 +50,8 @@ export interface BackgroundMessage {
   state: IntentState;
   /** The HTTP status of its last answer, if any. */
   status: number | null;
+  /** Attempts across every send of the intent, the pages' included. */
+  attempts: number;
   /** Why it is not finished: the send's error (`RETRIES_EXHAUSTED`, a refused stored request:
    *  `INVALID_REQUEST`, `BODY_TOO_LARGE`, `STORAGE`...), or null. */
   error: {
@@ -205,6 +207,7 @@ async function finishOne(
     key: now?.key ?? intent.key,
     state: now?.state ?? intent.state,
     status: now?.lastStatus ?? null,
+    attempts: now?.attempts ?? intent.attempts,
     error,
   };
 }

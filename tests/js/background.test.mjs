@@ -17,9 +17,11 @@
 //      reopened page finds the intent succeeded and has nothing pending.
 //   2. Every engine: the same, finished when the next page of the origin loads (the navigation's
 //      fetch event wakes the worker): one order, the same key.
-//   3. Every engine: refused stored requests (another origin, a body over the worker's maxBodyBytes,
+//   3. Every engine: the page's send and the worker race for one intent: the worker waits for the
+//      page's send lock and, the intent answered meanwhile, sends nothing (one attempt, one order).
+//   4. Every engine: refused stored requests (another origin, a body over the worker's maxBodyBytes,
 //      a stored request altered in IndexedDB) are reported with their typed code and nothing is sent.
-//   4. begin(..., { background: true }) with a storage a service worker cannot read: INVALID_OPTIONS.
+//   5. begin(..., { background: true }) with a storage a service worker cannot read: INVALID_OPTIONS.
 //
 // Needs: the reference server (IF_SERVER_BIN or target/server), the package (cargo xtask build) and
 // the engine's browser and driver. Run: node --test tests/js/background.test.mjs
@@ -174,6 +176,22 @@ test("tab closed while the server is down, the next page load of the origin wake
   assert.deepEqual(await ordersOf(account), [key], "one order, with the page's key");
   const done = (await messagesOf(watcher)).filter((m) => m.state === "succeeded");
   assert.deepEqual(done.map((m) => [m.key, m.status]), [[key, 201]], JSON.stringify(await messagesOf(watcher)));
+});
+
+test("the page and the worker race for one intent: the worker waits for the page's send and sends nothing once it is answered", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const { context, account, token } = await fresh("race");
+  const watcher = await openTab(context);
+  // The page's one attempt holds the intent's send lock for 3 s.
+  await server.setFaults({ latencyMs: 3000, latencyProbability: 1 });
+  const key = await beginAndSend(watcher, token);
+  await openTab(context); // wakes the worker while the page's attempt is under way
+  await waitFor(async () => (await messagesOf(watcher)).some((m) => m.intentId === INTENT), "the worker's report of the intent", 30_000 * timeoutScale);
+  const report = (await messagesOf(watcher)).find((m) => m.intentId === INTENT);
+  assert.equal(await watcher.evaluate(async () => (await window.__send).status), 201);
+  // Without the check under the lock the worker would send again: attempts 2, a replayed answer.
+  assert.deepEqual([report.state, report.key, report.attempts, report.error], ["succeeded", key, 1, null], JSON.stringify(report));
+  assert.equal((await readIntent(watcher)).intent.attempts, 1);
+  assert.deepEqual(await ordersOf(account), [key]);
 });
 
 test("refused in the background, nothing sent: a stored request to another origin, a body over maxBodyBytes, a stored request altered in IndexedDB", { timeout: TEST_TIMEOUT_MS }, async () => {
