@@ -96,7 +96,7 @@ interface Extendable extends Event {
  * event and each page load of the origin (a navigation's `fetch` event; no answer is given, the
  * page loads as usual). One run at a time; each intent is sent by one sender at a time across the
  * pages and the worker. A `sync` event's run rejects while an intent stays pending, so the browser
- * tries again later. Throws `INVALID_OPTIONS` for a bad option.
+ * tries again later. Throws `INVALID_OPTIONS` for a bad option, or outside a service worker.
  */
 export function backgroundSync(options: BackgroundSyncOptions): BackgroundSync {
   const { client, headers, tag = BACKGROUND_SYNC_TAG } = options ?? ({} as BackgroundSyncOptions);
@@ -112,6 +112,12 @@ export function backgroundSync(options: BackgroundSyncOptions): BackgroundSync {
       "INVALID_OPTIONS",
       `backgroundSync needs a client with storage "indexeddb" (the pages' intents are there), not "${client.storage}"`,
     );
+  }
+
+  // In a page the worker's events never come, and a page finishes its own intents (`resume`).
+  const workerScope = (globalThis as { ServiceWorkerGlobalScope?: abstract new () => unknown }).ServiceWorkerGlobalScope;
+  if (typeof workerScope !== "function" || !(globalThis instanceof workerScope)) {
+    throw new IdempotentFetchError("INVALID_OPTIONS", "backgroundSync runs in a service worker (call it at the top level of the worker's script)");
   }
 
   let current: Promise<BackgroundRun> | undefined;
