@@ -21,7 +21,8 @@
 //      page's send lock and, the intent answered meanwhile, sends nothing (one attempt, one order).
 //   4. Every engine: refused stored requests (another origin, a body over the worker's maxBodyBytes,
 //      a stored request altered in IndexedDB) are reported with their typed code and nothing is sent.
-//   5. begin(..., { background: true }) with a storage a service worker cannot read: INVALID_OPTIONS.
+//   5. Every engine: no credentials for the worker (headers() answers null): left pending, nothing sent.
+//   6. begin(..., { background: true }) with a storage a service worker cannot read: INVALID_OPTIONS.
 //
 // Needs: the reference server (IF_SERVER_BIN or target/server), the package (cargo xtask build) and
 // the engine's browser and driver. Run: node --test tests/js/background.test.mjs
@@ -241,6 +242,24 @@ test("refused in the background, nothing sent: a stored request to another origi
   });
   assert.deepEqual(await other.log(scenario), [], "the request to another origin was sent");
   assert.deepEqual(await ordersOf(account), [], "a refused request was sent");
+});
+
+test("no credentials for the worker (headers() answers null): the intent stays pending for the page, nothing sent", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const { context, account, token } = await fresh("nocreds");
+  const watcher = await openTab(context);
+  // The page has a token but never put it where the worker looks (the app's session store).
+  const key = await watcher.evaluate(async ([namespace, intent, body, token]) => {
+    const client = new window.__lib.IdempotentClient({ namespace, storage: "indexeddb" });
+    const headers = { "content-type": "application/json", authorization: `Bearer ${token}` };
+    return (await client.begin(intent, { url: "/api/orders", method: "POST", headers, body }, { background: true })).key;
+  }, [NAMESPACE, INTENT, ORDER, token]);
+  await openTab(context); // a page load wakes the worker
+  await waitFor(async () => (await messagesOf(watcher)).some((m) => m.intentId === INTENT), "the worker's report of the intent");
+  const report = (await messagesOf(watcher)).find((m) => m.intentId === INTENT);
+  assert.deepEqual([report.state, report.key, report.attempts, report.error?.code], ["pending", key, 0, "ABORTED"], JSON.stringify(report));
+  const seen = await readIntent(watcher);
+  assert.deepEqual(seen.pending.map((p) => [p.key, p.resumable]), [[key, true]]);
+  assert.deepEqual(await ordersOf(account), []);
 });
 
 test("begin with background: true and a storage a service worker cannot read: INVALID_OPTIONS, nothing stored", { timeout: TEST_TIMEOUT_MS }, async () => {
