@@ -144,7 +144,9 @@ test("Chromium: tab closed while the server is down, a sync event (DevTools) sen
   // Recovered, and nothing woke the worker: nothing is sent by itself.
   await pause(1000);
   assert.deepEqual(await ordersOf(account), [], "sent without a trigger");
-  const registration = registrations.find((r) => !r.isDeleted && r.scopeURL === `${server.url}/`);
+  const ours = () => registrations.find((r) => !r.isDeleted && r.scopeURL === `${server.url}/`);
+  await waitFor(async () => Boolean(ours()), "the service worker's registration (DevTools events)").catch(() => {});
+  const registration = ours();
   assert.ok(registration, `no service worker registration for ${server.url}/: ${JSON.stringify(registrations)}`);
   await cdp.send("ServiceWorker.dispatchSyncEvent", { origin: server.url, registrationId: registration.registrationId, tag: "idempotent-fetch", lastChance: false });
   await waitFor(async () => (await messagesOf(watcher)).some((m) => m.state === "succeeded"), "the worker's message that the intent succeeded");
