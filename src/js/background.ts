@@ -1,6 +1,7 @@
-// Background completion: the names a page and its service worker share (both sides import them: the
-// core for `begin(..., { background: true })`, `idempotent-fetch/sw` for the worker), and the page's
-// half, which asks the browser for a Background Sync where it has one.
+// Background completion: the names a page and its service worker share (the core imports them for
+// `begin(..., { background: true })`, `idempotent-fetch/sw` for the worker, the intent store to follow
+// the worker's messages), and the page's half, which asks the browser for a Background Sync where it
+// has one.
 
 /** The Background Sync tag the page registers for an intent begun with `background: true`, and the
  *  one `backgroundSync()` listens to by default. */
@@ -9,6 +10,9 @@ export const BACKGROUND_SYNC_TAG = "idempotent-fetch";
 /** The `BroadcastChannel` on which `backgroundSync()` posts what became of each intent it tried
  *  (a `BackgroundMessage`). */
 export const BACKGROUND_CHANNEL = "idempotent-fetch";
+
+/** The `type` of every message posted on {@link BACKGROUND_CHANNEL}. */
+export const BACKGROUND_MESSAGE_TYPE = "idempotent-fetch:background";
 
 /** Asks the browser to wake the origin's service worker with a `sync` event once it is online
  *  (Background Sync: Chromium-based browsers). Where there is no service worker registration or no

@@ -14,7 +14,7 @@
  * @module idempotent-fetch/sw
  */
 
-import { BACKGROUND_CHANNEL, BACKGROUND_SYNC_TAG } from "./background.js";
+import { BACKGROUND_CHANNEL, BACKGROUND_MESSAGE_TYPE, BACKGROUND_SYNC_TAG } from "./background.js";
 import type { IdempotentClient, IntentInfo } from "./client.js";
 import { type ErrorCode, IdempotentFetchError, isIdempotentFetchError } from "./errors.js";
 import type { IntentState } from "./operation.js";
@@ -38,7 +38,7 @@ export interface BackgroundSyncOptions {
  *  once per intent it tried. */
 export interface BackgroundMessage {
   /** Always "idempotent-fetch:background". */
-  type: typeof MESSAGE_TYPE;
+  type: typeof BACKGROUND_MESSAGE_TYPE;
   /** The client's namespace. */
   namespace: string;
   /** The intent's id. */
@@ -75,8 +75,6 @@ export interface BackgroundSync {
   /** Removes the event listeners. */
   stop(): void;
 }
-
-const MESSAGE_TYPE = "idempotent-fetch:background";
 
 /** The service worker scope events used (a plain `EventTarget` keeps the types free of the WebWorker lib). */
 interface WorkerScope {
@@ -207,7 +205,7 @@ async function finishOne(
   const now = await client.intent(intent.intentId).catch(() => undefined);
   if (now === null) return undefined;
   return {
-    type: MESSAGE_TYPE,
+    type: BACKGROUND_MESSAGE_TYPE,
     namespace: client.namespace,
     intentId: intent.intentId,
     key: now?.key ?? intent.key,
