@@ -19,6 +19,7 @@
 //      fetch event wakes the worker): one order, the same key.
 //   3. Every engine: the page's send and the worker race for one intent: the worker waits for the
 //      page's send lock and, the intent answered meanwhile, sends nothing (one attempt, one order).
+//      Two pages and the worker: one order, one key, the worker sends nothing.
 //   4. Every engine: refused stored requests (another origin, a body over the worker's maxBodyBytes,
 //      a stored request altered in IndexedDB) are reported with their typed code and nothing is sent.
 //   5. Every engine: no credentials for the worker (headers() answers null): left pending, nothing sent.
@@ -194,6 +195,31 @@ test("the page and the worker race for one intent: the worker waits for the page
   // Without the check under the lock the worker would send again: attempts 2, a replayed answer.
   assert.deepEqual([report.state, report.key, report.attempts, report.error], ["succeeded", key, 1, null], JSON.stringify(report));
   assert.equal((await readIntent(watcher)).intent.attempts, 1);
+  assert.deepEqual(await ordersOf(account), [key]);
+});
+
+test("two pages and the worker race for one intent: one order, one key, and the worker sends nothing", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const { context, account, token } = await fresh("race2");
+  const first = await openTab(context);
+  await server.setFaults({ latencyMs: 3000, latencyProbability: 1 });
+  const key = await beginAndSend(first, token);
+  const second = await openTab(context); // its load wakes the worker too
+  // The second page begins the same intent (the same key, resumed) and sends: it waits for the lock.
+  const other = await second.evaluate(async ([namespace, intent, body, token]) => {
+    const client = new window.__lib.IdempotentClient({ namespace, storage: "indexeddb" });
+    const request = { url: "/api/orders", method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${token}` }, body };
+    const op = await client.begin(intent, request, { background: true });
+    const result = await op.send();
+    return { key: op.key, resumed: op.resumed, status: result.status, replayed: result.replayed };
+  }, [NAMESPACE, INTENT, ORDER, token]);
+  const mine = await first.evaluate(async () => { const r = await window.__send; return { key: r.key, status: r.status }; });
+  assert.deepEqual(mine, { key, status: 201 });
+  assert.deepEqual(other, { key, resumed: true, status: 201, replayed: true });
+  await waitFor(async () => (await messagesOf(first)).some((m) => m.intentId === INTENT), "the worker's report of the intent", 30_000 * timeoutScale);
+  const report = (await messagesOf(first)).find((m) => m.intentId === INTENT);
+  assert.deepEqual([report.state, report.key, report.error], ["succeeded", key, null], JSON.stringify(report));
+  // The first page's attempt and the second page's (answered by a replay): none from the worker.
+  assert.equal((await readIntent(first)).intent.attempts, 2);
   assert.deepEqual(await ordersOf(account), [key]);
 });
 
