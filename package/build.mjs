@@ -262,11 +262,15 @@ const SIDE_ENTRIES = [
   // RFC 8785 is the `canonicalize` package's (the app's, an optional peer dependency); the hash is the
   // driver's plain SHA-256.
   { subpath: "./agent", source: "agent.ts", files: ["agent.js", "agent.cjs"], shares: ["sha256.ts"], build: { platform: "neutral", external: ["canonicalize"] } },
+  // The service worker's background completion: the client is the app's (its own import of the core);
+  // the entry bundles the error class (and the names it shares with the page, SHARED_SOURCES).
+  { subpath: "./sw", source: "sw.ts", files: ["sw.js", "sw.cjs"], shares: ["errors.ts"], build: { platform: "neutral" } },
   // Durable records for Node (its own file and tsconfig: browsers never load node:fs).
   { subpath: "./file", source: "node/file-storage.ts", files: ["file.js", "file.cjs"], build: { platform: "node", target: "node18" } },
 ];
-/** What every side entry may bundle besides itself: the intent store. An entry's `shares` names more. */
-const SHARED_SOURCES = ["watch.ts"];
+/** What every side entry may bundle besides itself: the intent store, and the names of background
+ *  completion it shares with the core and the service worker. An entry's `shares` names more. */
+const SHARED_SOURCES = ["watch.ts", "background.ts"];
 /** What the entries leave to the app (optional peer dependencies): the frameworks, and RFC 8785. */
 const PEERS = { react: ">=18", vue: ">=3.3", canonicalize: ">=2" };
 

@@ -6,10 +6,13 @@
 //                  account or starts a fresh one
 //   ?fast=1        a quick retry policy (base 100 ms, cap 1 s) so tests do not wait on real backoff
 //   ?attempts=N    attempts per send (to see "gave up" quickly)
+//   ?background=1  background completion: intents in IndexedDB, begun with `background: true`, and the
+//                  service worker www/sw.js finishes one whose tab was closed (README, "Background completion")
 import { IdempotentClient, isIdempotentFetchError, ready } from "/pkg/index.js";
 
 const params = new URLSearchParams(location.search);
 const FAST = params.has("fast") && params.get("fast") !== "0";
+const BACKGROUND = params.has("background") && params.get("background") !== "0";
 const ACCOUNT = /^[A-Za-z0-9_-]{1,64}$/.test(params.get("account") ?? "") ? params.get("account") : "demo";
 const CART_STORAGE_KEY = `idempotent-fetch-demo:${ACCOUNT}:cart`;
 const ORDERS_REFRESH_MS = 2000;
@@ -215,7 +218,7 @@ async function pay() {
   if (BUSY.has(page.phase) || cartCount() === 0) return;
   let op;
   try {
-    op = await page.client.begin(intentId(), orderRequest());
+    op = await page.client.begin(intentId(), orderRequest(), BACKGROUND ? { background: true } : undefined);
   } catch (error) {
     showError(error, "Could not start the payment");
     return;
@@ -356,6 +359,7 @@ async function restore() {
       "Start a new cart for another order.");
     return;
   }
+  if (BACKGROUND && await paidInTheBackground()) return;
   let pending = [];
   try { pending = await page.client.pending(); } catch (error) { log(`could not list pending intents: ${error.message}`); }
   const mine = pending.find((i) => i.intentId === intentId());
@@ -380,6 +384,31 @@ async function restore() {
   page.resuming = true;
   log(`found unfinished payment ${mine.intentId} (key ${mine.key}, ${mine.attempts} attempts so far)`);
   await send(op);
+}
+
+/** With ?background=1: the cart's intent succeeded while no tab of it was open (the service worker
+ *  sent it): the cart is marked paid with the order the server made with its key. */
+async function paidInTheBackground() {
+  let info = null;
+  try { info = await page.client.intent(intentId()); } catch (error) { log(`could not read the intent: ${error.message}`); }
+  if (info?.state !== "succeeded") return false;
+  let order = null;
+  try {
+    const response = await fetch("/api/orders", { cache: "no-store" });
+    if (response.ok) order = (await response.json()).orders.find((o) => o.idempotencyKey === info.key) ?? null;
+  } catch { /* the order id is shown once the orders list loads */ }
+  page.cart.paid = {
+    orderId: order?.id ?? null, key: info.key, attempts: info.attempts,
+    totalCents: order?.totalCents ?? cartTotalCents(), currency: order?.currency ?? "EUR",
+  };
+  saveCart();
+  page.key = info.key;
+  page.attempt = info.attempts;
+  log(`paid in the background: key ${shortKey(info.key)}, ${info.attempts} attempts`);
+  setPhase("paid", `Paid in the background: order ${order?.id ?? ""} for ${money(page.cart.paid.totalCents, page.cart.paid.currency)}`,
+    `This tab was closed before the server answered. The service worker re-sent the same key (${shortKey(info.key)}) ` +
+    "once the server was back, and the server made one order. Start a new cart for another order.");
+  return true;
 }
 
 // ---------------------------------------------------------------- orders on the server
@@ -592,7 +621,16 @@ async function main() {
     const retry = retryPolicy();
     // The server answers the key-status protocol: where a send would give up with a key it cannot
     // explain (every answer lost, an expired key), the client asks it what became of the key.
-    page.client = new IdempotentClient({ namespace: ACCOUNT, statusUrl: "/api/idempotency-keys/{key}", ...(retry ? { retry } : {}) });
+    page.client = new IdempotentClient({
+      namespace: ACCOUNT, statusUrl: "/api/idempotency-keys/{key}", ...(retry ? { retry } : {}),
+      // The service worker reads the intents from IndexedDB (it has no localStorage).
+      ...(BACKGROUND ? { storage: "indexeddb" } : {}),
+    });
+    if (BACKGROUND) {
+      // The worker's client takes the page's namespace and retry policy from its URL.
+      const query = new URLSearchParams({ account: ACCOUNT, ...(FAST ? { fast: "1" } : {}) });
+      navigator.serviceWorker?.register(`/sw.js?${query}`, { type: "module" }).catch((error) => log(`service worker: ${error.message}`));
+    }
   } catch (error) {
     el.loadError.hidden = false;
     el.loadError.textContent = `The payment library did not load: ${error.message ?? error}`;

@@ -1,6 +1,7 @@
 // `IdempotentClient`: the entry point. Makes state-changing requests safe to retry: one idempotency
 // key per intent, kept in storage across reloads, re-sent until the server gives a definite answer.
 
+import { registerBackgroundSync } from "./background.js";
 import { placeKey } from "./placement.js";
 import {
   claimsInUse,
@@ -151,8 +152,24 @@ export class IdempotentClient {
    */
   async begin(intentId: string, request: IntentRequest | Request, options?: BeginOptions): Promise<IdempotentOperation> {
     const id = intentIdArg(intentId);
-    const { replace, key } = parseBeginOptions(options);
-    return this.beginPrepared(id, () => prepareRequest(request, this.core.config.headerName, this.core.config.maxBodyBytes), replace, key);
+    const { replace, key, background } = parseBeginOptions(options);
+    // The service worker reads the page's intents from the same IndexedDB database; localStorage,
+    // sessionStorage and memory do not exist there.
+    if (background && this.core.config.storage !== "indexeddb") {
+      throw invalidOptions('begin option background needs storage "indexeddb": a service worker cannot read the storage this client uses');
+    }
+    const operation = await this.beginPrepared(
+      id,
+      () => prepareRequest(request, this.core.config.headerName, this.core.config.maxBodyBytes),
+      replace,
+      key,
+      false,
+      false,
+      false,
+      background,
+    );
+    if (background) registerBackgroundSync();
+    return operation;
   }
 
   /**
@@ -166,7 +183,8 @@ export class IdempotentClient {
    */
   async resume(intentId: string, options?: ResumeOptions): Promise<IdempotentOperation> {
     const id = intentIdArg(intentId);
-    const given = resumeHeaders(options);
+    const given = resumeHeaders(options, true);
+    const pendingOnly = (options as ResumeOptions | undefined)?.pendingOnly === true;
     const loaded = await loadRecord(this.core, await this.core.engine(), id);
     if (!loaded) throw notFound(id);
     const { machine, request } = loaded;
@@ -201,7 +219,7 @@ export class IdempotentClient {
         throw new IdempotentFetchError("STORAGE", `the persisted request of intent "${id}" does not match its fingerprint`);
       }
       // A stored intent: its key existed before.
-      return IdempotentOperation.create(this.core, viewOf(machine, loaded.ids), true, prepared);
+      return IdempotentOperation.create(this.core, viewOf(machine, loaded.ids), true, prepared, undefined, undefined, pendingOnly);
     } finally {
       machine.free();
     }
@@ -438,6 +456,7 @@ export class IdempotentClient {
     sendsNow = false,
     deferSave = false,
     retire = false,
+    background = false,
   ): Promise<IdempotentOperation> {
     const { core } = this;
     const claims = claimsInUse(core) ? claimsDb() : undefined;
@@ -462,7 +481,7 @@ export class IdempotentClient {
       }
       // Under a lock (no claim), the record must be written before the lock is released, or the
       // next holder finds nothing and mints a second key: a deferred write is only for claims.
-      const begin = (db?: IDBDatabase) => beginOnce(core, engine, intentId, prepared, replace, key, fp, db, deferSave && !!db);
+      const begin = (db?: IDBDatabase) => beginOnce(core, engine, intentId, prepared, replace, key, fp, db, deferSave && !!db, background);
       // A claims database that fails mid-way: this call takes the lock path.
       let view = db && (await begin(db).catch((error: unknown) => (error ? Promise.reject(error) : undefined)));
       if (!view) {
@@ -499,12 +518,19 @@ export interface ResumeOptions {
   /** Headers for the resumed request besides the stored ones (which they replace by name): the
    *  credentials (`Authorization`…) that are never stored. Checked like `begin`'s. */
   headers?: HeadersInit;
+  /** `resume` only: a `send` that finds the intent no longer pending once it holds the intent's
+   *  send lock (another page or the service worker got its answer meanwhile) sends nothing and
+   *  rejects `NOT_FOUND`. Default false (the server is asked again and replays its answer). */
+  pendingOnly?: boolean;
 }
 
-/** `options.headers` of `resume` as lowercase pairs; INVALID_OPTIONS / INVALID_REQUEST when bad. */
-function resumeHeaders(options: unknown): [string, string][] {
+/** `options.headers` of `resume` (`withPendingOnly`: `pendingOnly` allowed too, checked) or
+ *  `reconcile` as lowercase pairs; INVALID_OPTIONS / INVALID_REQUEST when bad. */
+function resumeHeaders(options: unknown, withPendingOnly = false): [string, string][] {
   if (options === undefined || options === null) return [];
-  const init = Fields.of(options, "", "resume options", invalidOptions).only(["headers"]).value("headers");
+  const fields = Fields.of(options, "", "resume options", invalidOptions).only(withPendingOnly ? ["headers", "pendingOnly"] : ["headers"]);
+  if (withPendingOnly) fields.boolean("pendingOnly");
+  const init = fields.value("headers");
   try {
     return init === undefined ? [] : [...new Headers(init as HeadersInit)];
   } catch (thrown) {
@@ -535,6 +561,7 @@ async function beginOnce(
   fp: string,
   db: IDBDatabase | undefined,
   deferSave: boolean,
+  background: boolean,
 ): Promise<[RecordView, string | undefined, boolean]> {
   const { config, store } = core;
   // Read before the transaction: only IndexedDB requests may be awaited inside one.
@@ -571,7 +598,7 @@ async function beginOnce(
       // Which record was resumed: the stored one keeps its request and its fingerprint's version.
       const chosen = resumed ? (key === stored?.ids.key ? stored : claimed) : undefined;
       const plain = chosen === stored ? plainFp : undefined;
-      const fresh = config.persistRequest ? persisted(prepared, config.persistHeaders) : undefined;
+      const fresh = config.persistRequest || background ? persisted(prepared, config.persistHeaders) : undefined;
       const ids = plain !== undefined ? { intentId, key, fingerprint: plain, plain: true } : { intentId, key, fingerprint: fp };
       const begun = {
         machine,

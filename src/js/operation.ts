@@ -11,6 +11,7 @@ import {
   F_TOTAL_ATTEMPTS,
   F_UPDATED_AT,
   KEY_STATUS_IN_FLIGHT,
+  STATE_PENDING,
   type Machine,
   STATES,
 } from "./machine.js";
@@ -89,6 +90,8 @@ export class IdempotentOperation {
     private readonly request: PreparedRequest,
     sendLock: Release | undefined,
     private sentNow: SentNow | undefined,
+    /** `resume`'s `pendingOnly`: an intent answered meanwhile is not sent again. */
+    private readonly pendingOnly: boolean,
   ) {
     // Sent at once, the lock needs no timer to let it go.
     if (sendLock && sentNow) this.offered = { release: sendLock, timer: undefined };
@@ -106,8 +109,9 @@ export class IdempotentOperation {
     request: PreparedRequest,
     sendLock?: Release,
     sentNow?: SentNow,
+    pendingOnly = false,
   ): IdempotentOperation {
-    return new IdempotentOperation(core, view, resumed, request, sendLock, sentNow);
+    return new IdempotentOperation(core, view, resumed, request, sendLock, sentNow, pendingOnly);
   }
 
   /** Takes over the offered send lock, if it is still held. */
@@ -259,6 +263,12 @@ export class IdempotentOperation {
         (await loadRecord(core, engine, intentId)) ?? (unsaved === undefined ? undefined : decodeRecord(engine, intentId, unsaved));
       if (!loaded) throw notFound(intentId);
       machine = loaded.machine;
+      // Read under the send lock: whoever held it before may have got the answer.
+      if (this.pendingOnly && machine.get(F_STATE) !== STATE_PENDING) {
+        throw new IdempotentFetchError("NOT_FOUND", `intent "${intentId}" is no longer pending (${STATES[machine.get(F_STATE)]}): nothing sent`, {
+          key: loaded.ids.key,
+        });
+      }
       const persisted: PersistedRequest | undefined = loaded.request;
       const result = await runSend({
         core,

@@ -278,11 +278,18 @@ export interface BeginOptions {
    *  otherwise). Stored and reused like a minted key; another key for an intent already begun is
    *  `INTENT_MISMATCH` unless `replace`. Bring a key that is unique per intent and hard to guess. */
   key?: string;
+  /** Let the app's service worker finish the intent if the page cannot (the tab is closed, the
+   *  server is down): the request is stored as with `persistRequest` (never its credentials) and a
+   *  Background Sync is registered where the browser has one. Needs `storage: "indexeddb"` (a
+   *  service worker cannot read the others: `INVALID_OPTIONS`) and `backgroundSync()` from
+   *  `idempotent-fetch/sw` in the service worker. Default false. */
+  background?: boolean;
 }
 
-/** `begin`'s options: whether to replace a mismatching stored intent, and the key brought. */
-export function parseBeginOptions(options: unknown): { replace: boolean; key: string | undefined } {
-  if (options === undefined || options === null) return { replace: false, key: undefined };
-  const fields = Fields.of(options, "", "begin options", invalidOptions).only(["replace", "key"]);
-  return { replace: fields.boolean("replace") ?? false, key: fields.string("key") };
+/** `begin`'s options: whether to replace a mismatching stored intent, the key brought, and whether
+ *  the service worker may finish it. */
+export function parseBeginOptions(options: unknown): { replace: boolean; key: string | undefined; background: boolean } {
+  if (options === undefined || options === null) return { replace: false, key: undefined, background: false };
+  const fields = Fields.of(options, "", "begin options", invalidOptions).only(["replace", "key", "background"]);
+  return { replace: fields.boolean("replace") ?? false, key: fields.string("key"), background: fields.boolean("background") ?? false };
 }

@@ -1,10 +1,11 @@
 // `idempotent-fetch/watch`: one intent as an external store (subscribe / getSnapshot / run / abort),
 // the part every framework binding shares: the phases of a send, the live countdown, resume of an
 // intent a reload interrupted, "already answered" after a reload, "Try again" with the same key, and
-// what to do when a reload rebuilt a different request (`onMismatch`). React, Vue and Svelte are thin
-// layers over it (react.ts, vue.ts, svelte.ts).
+// what to do when a reload rebuilt a different request (`onMismatch`), and an answer the service
+// worker got (idempotent-fetch/sw) while the page was watching. React, Vue and Svelte are thin layers
+// over it (react.ts, vue.ts, svelte.ts).
 //
-// Type imports only from the core (the app passes its own client): the store is bundled into each
+// Type imports only from the core (the app passes its own client; background.ts holds only names): the store is bundled into each
 // binding's entry, never into the core entry, so a page that uses no binding pays nothing for it.
 // Nothing runs until the first subscriber (safe in server rendering, and StrictMode's throw-away
 // renders start nothing).
@@ -15,6 +16,7 @@
  * @module idempotent-fetch/watch
  */
 
+import { BACKGROUND_CHANNEL, BACKGROUND_MESSAGE_TYPE } from "./background.js";
 import type { IdempotentClient, IntentInfo } from "./client.js";
 import type { ErrorCode, IdempotentFetchError } from "./errors.js";
 import type { IdempotentOperation } from "./operation.js";
@@ -198,6 +200,8 @@ export function watchIntent<T = unknown>(
   // A send started in this subscription: the lookup no longer decides the phase.
   let started = false;
   let ticker: ReturnType<typeof setInterval> | undefined;
+  // The service worker's reports (idempotent-fetch/sw), while somebody looks.
+  let channel: BroadcastChannel | undefined;
 
   const publish = (patch: Partial<IntentSnapshot<T>>, until: number | null = retryUntil) => {
     retryUntil = until;
@@ -251,18 +255,20 @@ export function watchIntent<T = unknown>(
   };
 
   /** On the first subscriber: resume a pending intent, or report one answered before (a reload lost
-   *  its response). */
-  const lookUp = () => {
+   *  its response). `fromWorker`: the service worker reported the intent while no send of this store
+   *  runs: only an answer is shown (a pending intent waits for `run()`). */
+  const lookUp = (fromWorker = false) => {
     const mine = generation;
     client.intent(intentId).then(
       (info: IntentInfo | null) => {
-        if (mine !== generation || started) return;
+        if (mine !== generation || (fromWorker ? running : started)) return;
+        const answered = info?.state === "succeeded" || info?.state === "failed";
+        if (fromWorker && !answered) return;
         // The key is known from the lookup: shown from the first snapshot of the resumed send.
         if (info?.state === "pending") {
           publish({ key: info.key, attempt: info.attempts });
           return run();
         }
-        const answered = info?.state === "succeeded" || info?.state === "failed";
         publish(
           {
             phase: answered ? (info.state as "succeeded" | "failed") : "idle",
@@ -276,13 +282,30 @@ export function watchIntent<T = unknown>(
           null,
         );
       },
-      (thrown: unknown) => mine === generation && publish({ phase: "error", error: asError(thrown) }, null),
+      (thrown: unknown) => mine === generation && !fromWorker && publish({ phase: "error", error: asError(thrown) }, null),
     );
+  };
+
+  /** Follows the service worker's reports: a message only says "look again" (any script of the
+   *  origin can post one); what is shown is read from storage. */
+  const listen = () => {
+    try {
+      channel = new BroadcastChannel(BACKGROUND_CHANNEL);
+      channel.onmessage = ({ data }: MessageEvent) => {
+        const message = data as { type?: unknown; namespace?: unknown; intentId?: unknown } | null;
+        if (message?.type === BACKGROUND_MESSAGE_TYPE && message.namespace === client.namespace && message.intentId === intentId) lookUp(true);
+      };
+      // Node: an open channel would keep the process alive.
+      (channel as { unref?: () => void }).unref?.();
+    } catch {
+      // no BroadcastChannel: the answer shows on the next lookup
+    }
   };
 
   return {
     subscribe(listener) {
       listeners.add(listener);
+      if (listeners.size === 1) listen();
       if (listeners.size === 1 && snapshot.phase === "checking") lookUp();
       return () => {
         if (!listeners.delete(listener) || listeners.size) return;
@@ -290,6 +313,8 @@ export function watchIntent<T = unknown>(
         // next subscriber looks the intent up again.
         generation++;
         started = false;
+        channel?.close();
+        channel = undefined;
         const controller = running;
         running = null;
         controller?.abort();

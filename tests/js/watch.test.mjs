@@ -214,6 +214,41 @@ test('onMismatch "resume": the stored request is sent (persistRequest), not the 
   t.unsubscribe();
 });
 
+test("an intent the service worker finished (its BroadcastChannel report) is shown by an open store without sending; other reports change nothing", async () => {
+  const { name, page, headers } = await account();
+  await server.setFaults({ failBeforeWork: 1 });
+  try {
+    // This page gave up (one attempt), the key kept: the store shows the error.
+    const client = page({ retry: { maxAttempts: 1 } });
+    const store = watchIntent("checkout", order(headers, 1), { client });
+    const a = observe(store);
+    await a.until("idle", (s) => s.phase === "idle");
+    store.run();
+    const gaveUp = await a.until("the error", (s) => s.phase === "error");
+    // The worker (another client over the same storage) finishes it and reports on the channel.
+    await server.setFaults({});
+    const op = await page().begin("checkout", order(headers, 1));
+    assert.equal(op.key, gaveUp.key);
+    assert.equal((await op.send()).status, 201);
+    const channel = new BroadcastChannel("idempotent-fetch");
+    // Reports about another intent or another namespace, or of another shape, are not this store's.
+    const before = a.seen.length;
+    channel.postMessage({ type: "idempotent-fetch:background", namespace: name, intentId: "other" });
+    channel.postMessage({ type: "idempotent-fetch:background", namespace: "someone-else", intentId: "checkout" });
+    channel.postMessage({ type: "something", namespace: name, intentId: "checkout" });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(a.seen.length, before, "a report about something else changed the store");
+    channel.postMessage({ type: "idempotent-fetch:background", namespace: name, intentId: "checkout", state: "succeeded" });
+    const shown = await a.until("the answer", (s) => s.phase === "succeeded", 5_000);
+    assert.deepEqual([shown.key, shown.alreadyAnswered, shown.result], [gaveUp.key, true, null]);
+    channel.close();
+    a.unsubscribe();
+    assert.equal((await server.orders(name)).length, 1, "one order: the store sent nothing");
+  } finally {
+    await server.setFaults({});
+  }
+});
+
 test("the Svelte store follows the store contract: the subscriber is called at once, then on each change", async () => {
   const { name, page, headers } = await account();
   const store = idempotentAction("checkout", () => order(headers, 2), { client: page() });

@@ -461,6 +461,9 @@ class WebDriverContext {
         this.spare = null;
         return spare;
       }
+      // From a live window: after a page.close() the session's current window is gone, and
+      // geckodriver refuses New Window from a discarded browsing context.
+      if (this.session.current === null) await driver.switchTo().window((await driver.getAllWindowHandles())[0]);
       await driver.switchTo().newWindow("window");
       const created = await driver.getWindowHandle();
       this.session.current = created;

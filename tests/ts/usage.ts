@@ -28,6 +28,15 @@ import {
   type SendResult,
   type StorageFallbackEvent,
 } from "idempotent-fetch";
+import {
+  BACKGROUND_CHANNEL,
+  BACKGROUND_SYNC_TAG,
+  backgroundSync,
+  type BackgroundMessage,
+  type BackgroundRun,
+  type BackgroundSync,
+  type BackgroundSyncOptions,
+} from "idempotent-fetch/sw";
 
 const retry: RetryOptions = {
   maxAttempts: 8,
@@ -220,6 +229,32 @@ async function reconciliation(): Promise<void> {
   void bad;
 }
 
+// Background completion: the page's option and the service worker's entry.
+async function background(): Promise<void> {
+  const client = new IdempotentClient({ namespace: "acct_42", storage: "indexeddb" });
+  const options: BeginOptions = { background: true };
+  const op = await client.begin("checkout:cart-42", { url: "/api/orders", method: "POST", body: "{}" }, options);
+  const resumed = await client.resume(op.intentId, { headers: { authorization: "Bearer t" }, pendingOnly: true });
+  console.log(resumed.key);
+  const handle: BackgroundSync = backgroundSync({
+    client,
+    headers: async (intent: IntentInfo) => (intent.resumable ? { authorization: "Bearer t" } : null),
+    tag: BACKGROUND_SYNC_TAG,
+  });
+  const run: BackgroundRun = await handle.run();
+  for (const message of run.intents) {
+    const state: IntentState = message.state;
+    const code: ErrorCode | undefined = message.error?.code;
+    console.log(message.type, message.key, message.attempts, state, code);
+  }
+  new BroadcastChannel(BACKGROUND_CHANNEL).onmessage = (event: MessageEvent<BackgroundMessage>) => console.log(event.data.intentId);
+  handle.stop();
+  // @ts-expect-error headers() answers headers, null or undefined
+  const wrong: BackgroundSyncOptions = { client, headers: () => 42 };
+  void wrong;
+}
+
+void background;
 void reconciliation;
 void wrongType;
 void wrongStorage;

@@ -142,6 +142,44 @@ test("a reload while retrying resumes with the same key, and still one order", {
   assertNoPageErrors(page);
 });
 
+test("background (?background=1): the tab is closed while the server is down, the service worker pays once with the page's key", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const account = "e2e_background";
+  await setFaults({ failBeforeWork: 1, retryAfterSecs: 0 });
+  const context = await newContext();
+  // Another tab of the shop stays open (it registered the service worker); the paying tab is closed.
+  const other = await openCheckout(context, account, "&background=1");
+  await waitForState(other, "idle");
+  assert.equal(await other.evaluate(() => navigator.serviceWorker.ready.then((r) => Boolean(r.active))), true);
+  const payer = await openCheckout(context, account, "&background=1");
+  await waitForState(payer, "idle");
+  await payer.click("#pay");
+  await payer.waitForFunction(() => Number(document.getElementById("attempt").textContent) >= 2, null, { timeout: 10_000 });
+  const key = await shownKey(payer);
+  assertNoPageErrors(payer);
+  await payer.close();
+  await setFaults({});
+  if (capabilities.cdp) {
+    // Chromium: the Background Sync the page registered, delivered now (the browser would on its own).
+    const cdp = await context.newCDPSession(other);
+    const registrations = [];
+    cdp.on("ServiceWorker.workerRegistrationUpdated", ({ registrations: updated }) => registrations.push(...updated));
+    await cdp.send("ServiceWorker.enable");
+    const ours = () => registrations.find((r) => !r.isDeleted && r.scopeURL === `${server.url}/`);
+    for (let i = 0; i < 100 && !ours(); i++) await new Promise((r) => setTimeout(r, 50)); // the events follow enable
+    const registration = ours();
+    assert.ok(registration, JSON.stringify(registrations));
+    await cdp.send("ServiceWorker.dispatchSyncEvent", { origin: server.url, registrationId: registration.registrationId, tag: "idempotent-fetch", lastChance: false });
+    const deadline = Date.now() + 15_000;
+    while ((await ordersOf(account)).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  }
+  // Firefox and WebKit have no Background Sync: opening the shop again wakes the worker.
+  const reopened = await openCheckout(context, account, "&background=1");
+  await expectOneOrder(reopened, account);
+  assert.equal(await shownKey(reopened), key, "paid with the key of the closed tab");
+  if (capabilities.cdp) assert.match(await reopened.locator("#status").textContent(), /^Paid in the background: order ord_/);
+  assertNoPageErrors(other, reopened);
+});
+
 test("two tabs paying the same cart at once make one order", { timeout: TEST_TIMEOUT_MS }, async () => {
   const account = "e2e_tabs";
   const context = await newContext();
