@@ -161,12 +161,7 @@ export class IdempotentClient {
     const operation = await this.beginPrepared(
       id,
       () => prepareRequest(request, this.core.config.headerName, this.core.config.maxBodyBytes),
-      replace,
-      key,
-      false,
-      false,
-      false,
-      background,
+      { replace, key, background },
     );
     if (background) registerBackgroundSync();
     return operation;
@@ -387,7 +382,12 @@ export class IdempotentClient {
     const deferSave = !args.signal && !requireDurable;
     // An intent named by its request is deleted once answered (not kept retired for keyTtlMs): an
     // identical request after a definite answer is a new order the user asked for.
-    const operation = await this.beginPrepared(intentId, prepare, false, args.key, true, deferSave, args.intent === undefined);
+    const operation = await this.beginPrepared(intentId, prepare, {
+      replace: false,
+      key: args.key,
+      background: false,
+      sendNow: { deferSave, deleteWhenAnswered: args.intent === undefined },
+    });
     return (await operation.send(args.signal ? { signal: args.signal } : undefined)).response;
   }
 
@@ -445,19 +445,8 @@ export class IdempotentClient {
    *  mint a key (the second would overwrite the first's record while its attempt is in flight): for
    *  storage other tabs see, the decision is one IndexedDB transaction on the intent's claim
    *  (storage/claims.ts); without IndexedDB, or when it fails, it is made under a short Web Lock,
-   *  separate from the lock `send` holds for minutes. `sendsNow`: `send` follows at once (`fetch`); with `deferSave`, begin
-   *  leaves the record's first write to it (the send writes the record before its first attempt
-   *  anyway); with `retire`, the send deletes the record once answered. */
-  private async beginPrepared(
-    intentId: string,
-    prepare: () => Promise<PreparedRequest>,
-    replace: boolean,
-    key: string | undefined,
-    sendsNow = false,
-    deferSave = false,
-    retire = false,
-    background = false,
-  ): Promise<IdempotentOperation> {
+   *  separate from the lock `send` holds for minutes. */
+  private async beginPrepared(intentId: string, prepare: () => Promise<PreparedRequest>, plan: BeginPlan): Promise<IdempotentOperation> {
     const { core } = this;
     const claims = claimsInUse(core) ? claimsDb() : undefined;
     // The locks are asked for first, before the request is read and fingerprinted: their round trips
@@ -481,18 +470,24 @@ export class IdempotentClient {
       }
       // Under a lock (no claim), the record must be written before the lock is released, or the
       // next holder finds nothing and mints a second key: a deferred write is only for claims.
-      const begin = (db?: IDBDatabase) => beginOnce(core, engine, intentId, prepared, replace, key, fp, db, deferSave && !!db, background);
-      // A claims database that fails mid-way: this call takes the lock path.
-      let view = db && (await begin(db).catch((error: unknown) => (error ? Promise.reject(error) : undefined)));
-      if (!view) {
+      const begin = (db?: IDBDatabase) =>
+        beginOnce(core, engine, { intentId, prepared, fp, plan, db, deferSave: !!db && !!plan.sendNow?.deferSave });
+      // A claims database that fails mid-way rejects `undefined` (storage/claims.ts): this call then
+      // takes the lock path.
+      const failed = (error: unknown) => (error ? Promise.reject(error) : CLAIMS_FAILED);
+      let result = db ? await begin(db).catch(failed) : CLAIMS_FAILED;
+      if (result === CLAIMS_FAILED) {
         const release = await (beginLock ?? intentLock(core, "begin", intentId));
         try {
-          view = await begin();
+          result = await begin();
         } finally {
           release?.();
         }
       }
-      operation = IdempotentOperation.create(core, view[0], view[2], prepared, await sendLock, sendsNow ? { unsaved: view[1], retire } : undefined);
+      const { view, unsaved, resumed } = result;
+      const { sendNow } = plan;
+      const sentNow = sendNow ? { unsaved, deleteWhenAnswered: sendNow.deleteWhenAnswered } : undefined;
+      operation = IdempotentOperation.create(core, view, resumed, prepared, await sendLock, sentNow);
       return operation;
     } finally {
       if (!operation) void sendLock.then((release) => release?.());
@@ -538,6 +533,33 @@ function resumeHeaders(options: unknown, withPendingOnly = false): [string, stri
   }
 }
 
+/** How one create-or-resume is asked for. */
+interface BeginPlan {
+  /** `begin`'s `replace`: a stored intent with another request gets a new key. */
+  replace: boolean;
+  /** A key the app brings (`begin`'s `key`, `fetch`'s `init.key`). */
+  key: string | undefined;
+  /** Stored for the service worker to send (`begin`'s `background`): the request is kept. */
+  background: boolean;
+  /** `client.fetch`: `send` follows at once. `deferSave`: begin leaves the record's first write to it
+   *  (the send writes the record before its first attempt anyway); `deleteWhenAnswered`: the send
+   *  deletes the record once answered instead of keeping it retired. */
+  sendNow?: { deferSave: boolean; deleteWhenAnswered: boolean };
+}
+
+/** What one create-or-resume produced. */
+interface BeginResult {
+  /** The record as begun. */
+  view: RecordView;
+  /** The record's text when its write was left to the send (`deferSave`). */
+  unsaved: string | undefined;
+  /** The key existed before this begin (stored or claimed). */
+  resumed: boolean;
+}
+
+/** The claims database failed mid-way: the caller begins again under a lock. */
+const CLAIMS_FAILED = Symbol("claims failed");
+
 /** A begun intent, not yet saved. */
 interface Begun {
   machine: Machine;
@@ -550,19 +572,15 @@ interface Begun {
 /** One create-or-resume. With `db` (the claims database), the stored record and the claim are
  *  weighed and the machine decides in one read-write transaction; a new key is claimed in it. The
  *  record is written after the transaction committed, or, with `deferSave`, returned unwritten for
- *  the `send` that follows at once. Rejects `undefined` when `db` failed. */
+ *  the `send` that follows at once. Rejects `undefined` when `db` failed (the caller turns that into
+ *  `CLAIMS_FAILED` and begins again under a lock). */
 async function beginOnce(
   core: ClientCore,
   engine: Engine,
-  intentId: string,
-  prepared: PreparedRequest,
-  replace: boolean,
-  brought: string | undefined,
-  fp: string,
-  db: IDBDatabase | undefined,
-  deferSave: boolean,
-  background: boolean,
-): Promise<[RecordView, string | undefined, boolean]> {
+  input: { intentId: string; prepared: PreparedRequest; fp: string; plan: BeginPlan; db?: IDBDatabase; deferSave: boolean },
+): Promise<BeginResult> {
+  const { intentId, prepared, fp, db, deferSave } = input;
+  const { replace, key: brought, background } = input.plan;
   const { config, store } = core;
   // Read before the transaction: only IndexedDB requests may be awaited inside one.
   const stored = await loadRecord(core, engine, intentId);
@@ -649,7 +667,7 @@ async function beginOnce(
       }
       throw notDurable(store.fallbackReason);
     }
-    return [viewOf(machine, ids), unsaved, resumed];
+    return { view: viewOf(machine, ids), unsaved, resumed };
   } finally {
     machine.free();
   }

@@ -74,7 +74,7 @@ export interface SentNow {
   unsaved: string | undefined;
   /** Delete the record (and its claim) once answered instead of writing it retired: an intent named
    *  by its request (`client.fetch` without `intent`), which the same request later begins anew. */
-  retire: boolean;
+  deleteWhenAnswered: boolean;
 }
 
 /** One user intent (one click on "Pay") and its idempotency key. Get one from `client.begin`. */
@@ -279,7 +279,7 @@ export class IdempotentOperation {
         signal,
         onAttempt,
         onRetry,
-        retire: sentNow?.retire,
+        deleteWhenAnswered: sentNow?.deleteWhenAnswered,
         ask,
       });
       core.listeners.emit(

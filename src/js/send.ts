@@ -30,7 +30,7 @@ export interface SendContext {
   onRetry: ((event: RetryEvent) => void) | undefined;
   /** Answered, the record and its claim are deleted instead of the record written retired
    *  (`client.fetch` without intent: the request names the intent). */
-  retire?: boolean | undefined;
+  deleteWhenAnswered?: boolean | undefined;
   /** Ask the server about the key instead of sending (`reconcile()`). */
   ask?: boolean | undefined;
 }
@@ -106,7 +106,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
     if (machine.get(M.F_DIRTY) === 1) {
       try {
         // The claim first: a claim left behind would give a later identical request this key.
-        if (action === M.DONE && ctx.retire) await dropClaim(core, intentId, ids.key).then(() => core.store.delete(intentId));
+        if (action === M.DONE && ctx.deleteWhenAnswered) await dropClaim(core, intentId, ids.key).then(() => core.store.delete(intentId));
         else await saveRecord(core, machine, ids, ctx.persisted);
       } catch (error) {
         // A reload during the attempt must find the key: never send unsaved. After an answer, the
