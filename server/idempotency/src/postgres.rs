@@ -7,6 +7,10 @@
 //! with the transaction, so a crashed or cancelled request leaves nothing held. Several server instances
 //! may share the database.
 
+/// The tokio-postgres this module is built on: use its `Client` and `Transaction` from here so the versions
+/// agree.
+pub use tokio_postgres;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;

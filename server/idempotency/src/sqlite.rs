@@ -10,6 +10,9 @@
 //! [`SqliteKeys`] is the same over a shared connection, from async code (the transaction runs on the
 //! blocking pool).
 
+/// The rusqlite this module is built on: use its `Transaction` and `params!` from here so the versions agree.
+pub use rusqlite;
+
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
