@@ -657,8 +657,9 @@ pub struct RecordField {
 /// The stored record's fields, in the stored order (the `field` rows that have a name).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn record_fields() -> impl Iterator<Item = RecordField> {
-    let group = CONSTS.iter().find(|group| !group.reads.is_empty()).expect("the field rows");
-    group.items.iter().filter(|item| !item.text.is_empty()).map(|item| RecordField {
+    // The field rows are the one group whose rows name what they are written from.
+    let fields = CONSTS.iter().filter(|group| !group.reads.is_empty()).flat_map(|group| group.items.iter());
+    fields.filter(|item| !item.text.is_empty()).map(|item| RecordField {
         number: item.value,
         name: item.text,
         kind: item.kind,
