@@ -362,21 +362,11 @@ pub fn spawn_workers(
 /// Takes over unfinished keys whose lease ran out (their request died, or its process did) and drives them
 /// to `finished`, every `interval` until `shutdown` turns true. Each key is taken by one transaction that
 /// gives it a new lease, so a retry arriving meanwhile gets 409 and then the replay.
-pub async fn run_completer(store: Store, checkout: Checkout, interval: Duration, mut shutdown: watch::Receiver<bool>) {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {
-                complete_once(&store, &checkout).await;
-            }
-            changed = shutdown.changed() => {
-                if changed.is_err() || *shutdown.borrow() {
-                    return;
-                }
-            }
-        }
-    }
+pub async fn run_completer(store: Store, checkout: Checkout, interval: Duration, shutdown: watch::Receiver<bool>) {
+    idempotent_endpoint::periodic::every(interval, shutdown, || async {
+        complete_once(&store, &checkout).await;
+    })
+    .await;
 }
 
 /// One pass of the completer; how many keys it finished or abandoned.

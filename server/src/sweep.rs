@@ -19,23 +19,13 @@ pub async fn sweep_once(store: &Store, now: i64, retention: Duration) -> Result<
 pub use idempotent_endpoint::expired_before;
 
 /// Sweeps every `interval` until `shutdown` turns true.
-pub async fn run(store: Store, retention: Duration, interval: Duration, mut shutdown: watch::Receiver<bool>) {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {
-                match sweep_once(&store, crate::clock::unix_now(), retention).await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(deleted = n, "swept expired idempotency keys"),
-                    Err(error) => tracing::warn!(%error, "sweep failed"),
-                }
-            }
-            changed = shutdown.changed() => {
-                if changed.is_err() || *shutdown.borrow() {
-                    return;
-                }
-            }
+pub async fn run(store: Store, retention: Duration, interval: Duration, shutdown: watch::Receiver<bool>) {
+    idempotent_endpoint::periodic::every(interval, shutdown, || async {
+        match sweep_once(&store, crate::clock::unix_now(), retention).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(deleted = n, "swept expired idempotency keys"),
+            Err(error) => tracing::warn!(%error, "sweep failed"),
         }
-    }
+    })
+    .await;
 }

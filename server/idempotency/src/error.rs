@@ -27,6 +27,9 @@ pub enum StoreError {
     /// The caller's lease on a key row was taken over (it ran out): nothing was written.
     #[error("the key's lease was taken over by another request")]
     LeaseLost,
+    /// A store implemented outside this crate (an app's own [`crate::outbox::OutboxStore`]) failed.
+    #[error("store: {0}")]
+    Backend(Box<dyn std::error::Error + Send + Sync>),
     /// The blocking task running the transaction failed (it panicked or the runtime is shutting down).
     #[error("store task failed: {0}")]
     Task(String),

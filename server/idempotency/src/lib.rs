@@ -50,6 +50,7 @@ pub mod fingerprint;
 pub mod key;
 pub mod outbox;
 pub mod outcome;
+pub mod periodic;
 pub mod phases;
 #[cfg(feature = "postgres")]
 pub mod postgres;

@@ -104,7 +104,8 @@ pub struct Claimed {
 }
 
 /// Where the outbox table lives: implemented for [`crate::sqlite::SqliteKeys`] and for a shared
-/// `tokio_postgres::Client` (`Arc<Client>`).
+/// `tokio_postgres::Client` (`Arc<Client>`); an app with its own outbox table implements it for its store
+/// (its errors as [`StoreError::Backend`]).
 pub trait OutboxStore: Clone + Send + Sync + 'static {
     /// Claims up to `limit` messages due by `now_ms` and not claimed by anyone until `until_ms`, counting
     /// the attempt (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so instances never claim one message together).
@@ -252,7 +253,8 @@ impl Worker {
     }
 
     /// One pass: claims due messages and delivers each with `deliver` (an `Err` schedules a retry; so does
-    /// a delivery that outlasts a third of the lease). Returns how many were delivered.
+    /// a delivery that outlasts a third of the lease). Returns how many were delivered; `Err` only when the
+    /// claim failed (a message that could not be marked is logged: its claim runs out and it is sent again).
     pub async fn deliver_once<S, D, Fut>(&self, store: &S, deliver: &D) -> Result<usize, StoreError>
     where
         S: OutboxStore,
@@ -267,19 +269,24 @@ impl Worker {
             let id = message.id.clone();
             let topic = message.topic.clone();
             let sent = tokio::time::timeout(self.lease / 3, deliver(message)).await;
-            match sent {
-                Ok(Ok(())) => {
-                    store.delivered(id, unix_now()).await?;
-                    delivered += 1;
-                }
-                Ok(Err(error)) => {
-                    tracing::warn!(%id, %topic, attempts, %error, "outbox delivery failed; will retry");
-                    self.schedule_retry(store, id, attempts).await?;
-                }
-                Err(_) => {
-                    tracing::warn!(%id, %topic, attempts, "outbox delivery timed out; will retry");
-                    self.schedule_retry(store, id, attempts).await?;
-                }
+            let why = match sent {
+                Ok(Ok(())) => match store.delivered(id.clone(), unix_now()).await {
+                    Ok(()) => {
+                        delivered += 1;
+                        continue;
+                    }
+                    // The claim runs out and the message is sent again; the receiver refuses the duplicate.
+                    Err(error) => {
+                        tracing::warn!(%id, %topic, %error, "outbox: marking delivered failed");
+                        continue;
+                    }
+                },
+                Ok(Err(error)) => error,
+                Err(_) => "timed out".to_owned(),
+            };
+            tracing::info!(%id, %topic, attempts, why, "outbox: delivery failed; will retry");
+            if let Err(error) = self.schedule_retry(store, id.clone(), attempts).await {
+                tracing::warn!(%id, %error, "outbox: scheduling a retry failed");
             }
         }
         Ok(delivered)
@@ -291,27 +298,17 @@ impl Worker {
     }
 
     /// Delivers due messages every [`Worker::poll`] until `shutdown` turns true (or its sender is dropped).
-    pub async fn run<S, D, Fut>(self, store: S, deliver: D, mut shutdown: watch::Receiver<bool>)
+    pub async fn run<S, D, Fut>(self, store: S, deliver: D, shutdown: watch::Receiver<bool>)
     where
         S: OutboxStore,
         D: Fn(Message) -> Fut,
         Fut: Future<Output = Result<(), String>>,
     {
-        let mut ticker = tokio::time::interval(self.poll);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = ticker.tick() => {
-                    if let Err(error) = self.deliver_once(&store, &deliver).await {
-                        tracing::warn!(%error, "outbox pass failed");
-                    }
-                }
-                changed = shutdown.changed() => {
-                    if changed.is_err() || *shutdown.borrow() {
-                        return;
-                    }
-                }
+        crate::periodic::every(self.poll, shutdown, || async {
+            if let Err(error) = self.deliver_once(&store, &deliver).await {
+                tracing::warn!(%error, "outbox: claiming messages failed");
             }
-        }
+        })
+        .await;
     }
 }

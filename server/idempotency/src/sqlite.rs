@@ -230,23 +230,15 @@ impl SqliteKeys {
 
     /// The retention sweep as a task: deletes expired key rows every `interval` until `shutdown` turns true
     /// (or its sender is dropped). Business rows are never touched.
-    pub async fn sweep_every(self, interval: Duration, mut shutdown: tokio::sync::watch::Receiver<bool>) {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = ticker.tick() => match self.sweep().await {
-                    Ok(0) => {}
-                    Ok(deleted) => tracing::info!(deleted, "swept expired idempotency keys"),
-                    Err(error) => tracing::warn!(%error, "sweep failed"),
-                },
-                changed = shutdown.changed() => {
-                    if changed.is_err() || *shutdown.borrow() {
-                        return;
-                    }
-                }
+    pub async fn sweep_every(self, interval: Duration, shutdown: tokio::sync::watch::Receiver<bool>) {
+        crate::periodic::every(interval, shutdown, || async {
+            match self.sweep().await {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(deleted, "swept expired idempotency keys"),
+                Err(error) => tracing::warn!(%error, "sweep failed"),
             }
-        }
+        })
+        .await;
     }
 }
 
