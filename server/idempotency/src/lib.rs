@@ -55,6 +55,7 @@ pub mod phases;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod problem;
+mod random;
 pub mod request;
 pub mod response;
 pub mod retention;

@@ -65,9 +65,7 @@ pub struct Message {
 impl Message {
     /// A message with a fresh id and `payload` as JSON.
     pub fn new(topic: &str, payload: &impl serde::Serialize) -> Result<Self, StoreError> {
-        let mut bytes = [0u8; 16];
-        getrandom::fill(&mut bytes).map_err(|e| StoreError::Task(format!("random source: {e}")))?;
-        let id = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let id = crate::random::random_hex()?;
         let payload = serde_json::to_string(payload).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         Ok(Message { id, topic: topic.to_owned(), payload })
     }

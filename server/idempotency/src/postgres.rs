@@ -82,12 +82,7 @@ where
         tx.rollback().await.map_err(StoreError::from)?;
         return Ok(Outcome::InFlight);
     }
-    tx.execute(
-        "DELETE FROM idempotency_records WHERE scope = $1 AND key = $2 AND created_at < $3",
-        &[&scope, &key, &expired_before(now, retention)],
-    )
-    .await
-    .map_err(StoreError::from)?;
+    forget_expired(&tx, scope, key, retention).await?;
     let inserted = tx
         .execute(
             "INSERT INTO idempotency_records (scope, key, fingerprint, created_at) VALUES ($1, $2, $3, $4)
@@ -123,6 +118,21 @@ where
     .map_err(StoreError::from)?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(Outcome::Fresh(response))
+}
+
+/// Deletes the key's row if it expired: a request with an expired key is new again, even before a sweep.
+pub(crate) async fn forget_expired(
+    tx: &Transaction<'_>,
+    scope: &str,
+    key: &str,
+    retention: Duration,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "DELETE FROM idempotency_records WHERE scope = $1 AND key = $2 AND created_at < $3",
+        &[&scope, &key, &expired_before(unix_now(), retention)],
+    )
+    .await?;
+    Ok(())
 }
 
 /// The stored answer from a row's columns, validated.

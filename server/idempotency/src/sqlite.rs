@@ -70,11 +70,7 @@ pub fn run_in<E>(
     let now = unix_now();
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(StoreError::from)?;
     let (scope, key) = (request.scope.as_str(), request.key.as_str());
-    tx.execute(
-        "DELETE FROM idempotency_records WHERE scope = ?1 AND key = ?2 AND created_at < ?3",
-        params![scope, key, expired_before(now, retention)],
-    )
-    .map_err(StoreError::from)?;
+    forget_expired(&tx, scope, key, retention)?;
     let inserted = tx
         .execute(
             "INSERT INTO idempotency_records (scope, key, fingerprint, created_at) VALUES (?1, ?2, ?3, ?4)
@@ -99,6 +95,20 @@ pub fn run_in<E>(
     .map_err(StoreError::from)?;
     tx.commit().map_err(StoreError::from)?;
     Ok(Outcome::Fresh(response))
+}
+
+/// Deletes the key's row if it expired: a request with an expired key is new again, even before a sweep.
+pub(crate) fn forget_expired(
+    tx: &Transaction<'_>,
+    scope: &str,
+    key: &str,
+    retention: Duration,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "DELETE FROM idempotency_records WHERE scope = ?1 AND key = ?2 AND created_at < ?3",
+        params![scope, key, expired_before(unix_now(), retention)],
+    )?;
+    Ok(())
 }
 
 /// The row's fingerprint and answer.

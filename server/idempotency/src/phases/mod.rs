@@ -23,6 +23,7 @@ use sha2::{Digest, Sha256};
 use crate::error::StoreError;
 use crate::key::IdempotencyKey;
 use crate::outcome::Outcome;
+pub(crate) use crate::random::random_hex;
 use crate::retention::unix_now_ms;
 
 #[cfg(feature = "postgres")]
@@ -69,12 +70,6 @@ pub enum Begun {
     Held(Held),
     /// The key needs no work: its answer to replay, a mismatch (422), or another holder's live lease (409).
     Answered(Outcome),
-}
-
-pub(crate) fn random_hex() -> Result<String, StoreError> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| StoreError::Task(format!("random source: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 pub(crate) fn lease_end(lease: Duration) -> i64 {

@@ -10,10 +10,10 @@ use super::{existing_row, lease_end, random_hex, require_row_id, Begun, Held, FI
 use crate::error::{check_scope, RunError, StoreError};
 use crate::key::IdempotencyKey;
 use crate::outcome::Outcome;
-use crate::postgres::{decode, WorkFuture};
+use crate::postgres::{decode, forget_expired, WorkFuture};
 use crate::request::KeyedRequest;
 use crate::response::MAX_STORED_BODY_BYTES;
-use crate::retention::{expired_before, unix_now, unix_now_ms};
+use crate::retention::{unix_now, unix_now_ms};
 
 /// The future of one step's work: `|tx| Box::pin(async move { ...; Ok(()) })`.
 pub type StepFuture<'a, E> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), E>> + Send + 'a>>;
@@ -28,11 +28,7 @@ pub async fn begin(
     check_scope(&request.scope)?;
     let tx = client.transaction().await?;
     let (scope, key) = (request.scope.as_str(), request.key.as_str());
-    tx.execute(
-        "DELETE FROM idempotency_records WHERE scope = $1 AND key = $2 AND created_at < $3",
-        &[&scope, &key, &expired_before(unix_now(), retention)],
-    )
-    .await?;
+    forget_expired(&tx, scope, key, retention).await?;
     let (row_id, token) = (random_hex()?, random_hex()?);
     let inserted = tx
         .execute(

@@ -10,8 +10,8 @@ use crate::key::IdempotencyKey;
 use crate::outcome::Outcome;
 use crate::request::KeyedRequest;
 use crate::response::{StoredResponse, MAX_STORED_BODY_BYTES};
-use crate::retention::{expired_before, unix_now, unix_now_ms};
-use crate::sqlite::SqliteKeys;
+use crate::retention::{unix_now, unix_now_ms};
+use crate::sqlite::{forget_expired, SqliteKeys};
 
 type PhaseRow = (String, Option<u16>, Option<String>, Option<String>, String, Option<String>, i64);
 
@@ -24,10 +24,7 @@ fn begin_in(
     check_scope(&request.scope)?;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (scope, key) = (request.scope.as_str(), request.key.as_str());
-    tx.execute(
-        "DELETE FROM idempotency_records WHERE scope = ?1 AND key = ?2 AND created_at < ?3",
-        params![scope, key, expired_before(unix_now(), retention)],
-    )?;
+    forget_expired(&tx, scope, key, retention)?;
     let (row_id, token) = (random_hex()?, random_hex()?);
     let inserted = tx.execute(
         "INSERT INTO idempotency_records (scope, key, fingerprint, created_at, recovery_point, row_id, lock_token, locked_until)
