@@ -236,8 +236,10 @@ async function bundles(entry, out, names) {
   // this file as it is, and an app's bundler gets nothing more to remove.
   const browser = await esbuild.build({
     ...common, platform: "browser", format: "esm", minify: true, sourcemap: true, sourcesContent: true,
-    outfile: path.join(out, BROWSER_ENTRY), plugins: [wasmSourcePlugin("browser", names)],
+    outfile: path.join(out, BROWSER_ENTRY), plugins: [wasmSourcePlugin("browser", names), lazyImportsPlugin()],
+    mangleCache: {},
   });
+  await lazyParts(esbuild, out, { ...common, mangleCache: browser.mangleCache });
   await esbuild.build({
     ...common, platform: "node", target: "node18", format: "cjs", outfile: path.join(out, "node.cjs"), plugins: [wasmSourcePlugin("node", names)],
   });
@@ -248,6 +250,78 @@ async function bundles(entry, out, names) {
   const exports = Object.values(browser.metafile.outputs).flatMap((o) => o.exports ?? []);
   if (exports.includes("default")) throw new Error("the driver has a default export; the package API is named exports only");
   return exports.sort();
+}
+
+/** Parts of the driver a page loads when it first uses them (a dynamic `import()` in lazy.ts, the
+ *  only module that has one): in the browser build each is its own file under pkg/lazy/, so a page
+ *  that never uses the feature never downloads it; node.cjs bundles them inline. A part shares no
+ *  module state with the entry: the error class it throws is the entry's (imported from ../index.js,
+ *  so `instanceof` holds), and besides its own sources it may bundle only PURE_SOURCES (constants and
+ *  functions without state, copied into the part). */
+export const LAZY_PARTS = [
+  // Asking the server about a key (statusUrl / reconcile): preloaded when the option is set.
+  { source: "reconcile.ts", file: "lazy/reconcile.js" },
+  // The cross-origin diagnosis: only a retried answer from another origin needs it.
+  { source: "cors.ts", file: "lazy/cors.js" },
+  // The key written into the body (keyIn): preloaded when the option is set.
+  { source: "placement.ts", file: "lazy/placement.js" },
+  // Object bodies (Blob, URLSearchParams, FormData, ReadableStream) and Request objects.
+  { source: "body-objects.ts", file: "lazy/body-objects.js" },
+];
+/** What a lazy part may bundle besides its own source: modules without state. */
+const PURE_SOURCES = ["describe.ts", "hex.ts", "body-limits.ts", "machine.ts", "generated/contract.ts"];
+/** The one module of the driver that imports the lazy parts. */
+const LAZY_LOADER = "lazy.ts";
+/** The module whose class a lazy part takes from the entry (never a copy: `instanceof` must hold). */
+const ERRORS_SOURCE = "errors.ts";
+
+/** Browser build: each dynamic import of a lazy part (from lazy.ts only) stays an `import()` of its
+ *  own file next to the entry. */
+function lazyImportsPlugin() {
+  return {
+    name: "idempotent-fetch-lazy-parts",
+    setup(build) {
+      build.onResolve({ filter: /.*/ }, (args) => {
+        if (args.kind !== "dynamic-import") return undefined;
+        const source = path.relative(DRIVER_DIR, path.resolve(args.resolveDir, args.path.replace(/\.js$/, ".ts")));
+        const part = LAZY_PARTS.find((p) => p.source === source);
+        const importer = path.relative(DRIVER_DIR, args.importer);
+        if (!part || importer !== LAZY_LOADER) {
+          return { errors: [{ text: `${importer} imports ${args.path} dynamically: only ${LAZY_LOADER} loads parts, and only those in LAZY_PARTS` }] };
+        }
+        return { path: `./${part.file}`, external: true };
+      });
+    },
+  };
+}
+
+/** Step 4a: each lazy part as its own minified ES module (with the entry's property renames, so the
+ *  objects it is handed read the same); the build fails if it bundled a stateful module. */
+async function lazyParts(esbuild, out, common) {
+  for (const { source, file } of LAZY_PARTS) {
+    const entryFromPart = path.posix.relative(path.posix.dirname(file), BROWSER_ENTRY);
+    const built = await esbuild.build({
+      ...common, entryPoints: [path.join(DRIVER_DIR, source)], platform: "browser", format: "esm", minify: true, sourcemap: true,
+      sourcesContent: true, outfile: path.join(out, file),
+      plugins: [{
+        name: "idempotent-fetch-errors-from-entry",
+        setup(build) {
+          const errors = path.join(DRIVER_DIR, ERRORS_SOURCE);
+          build.onResolve({ filter: /errors\.js$/ }, (args) =>
+            path.resolve(args.resolveDir, args.path.replace(/\.js$/, ".ts")) === errors ? { path: errors, namespace: "entry-errors" } : undefined);
+          // The class is the public API's (one class, so `instanceof` holds): any other import from errors.ts fails here.
+          build.onLoad({ filter: /.*/, namespace: "entry-errors" }, () => ({
+            contents: `export { IdempotentFetchError } from ${JSON.stringify(entryFromPart)};`,
+          }));
+          build.onResolve({ filter: /.*/, namespace: "entry-errors" }, (args) => ({ path: args.path, external: true }));
+        },
+      }],
+    });
+    const extra = Object.keys(built.metafile.inputs).filter((input) => !input.startsWith("entry-errors:"))
+      .map((input) => path.relative(DRIVER_DIR, path.resolve(root, input)))
+      .filter((input) => input !== source && !PURE_SOURCES.includes(input));
+    if (extra.length) throw new Error(`${file} bundles ${extra.join(", ")}: a lazy part may bundle only ${PURE_SOURCES.join(", ")} besides itself`);
+  }
 }
 
 /** The entries that hold no copy of the client (they import only types from the driver): each
@@ -261,10 +335,10 @@ const SIDE_ENTRIES = [
   { subpath: "./tanstack", source: "tanstack.ts", files: ["tanstack.js", "tanstack.cjs"], build: { platform: "neutral" } },
   // RFC 8785 is the `canonicalize` package's (the app's, an optional peer dependency); the hash is the
   // driver's plain SHA-256.
-  { subpath: "./agent", source: "agent.ts", files: ["agent.js", "agent.cjs"], shares: ["sha256.ts"], build: { platform: "neutral", external: ["canonicalize"] } },
+  { subpath: "./agent", source: "agent.ts", files: ["agent.js", "agent.cjs"], shares: ["sha256.ts", "hex.ts"], build: { platform: "neutral", external: ["canonicalize"] } },
   // The service worker's background completion: the client is the app's (its own import of the core);
   // the entry bundles the error class (and the names it shares with the page, SHARED_SOURCES).
-  { subpath: "./sw", source: "sw.ts", files: ["sw.js", "sw.cjs"], shares: ["errors.ts"], build: { platform: "neutral" } },
+  { subpath: "./sw", source: "sw.ts", files: ["sw.js", "sw.cjs"], shares: ["errors.ts", "describe.ts"], build: { platform: "neutral" } },
   // Durable records for Node (its own file and tsconfig: browsers never load node:fs).
   { subpath: "./file", source: "node/file-storage.ts", files: ["file.js", "file.cjs"], build: { platform: "node", target: "node18" } },
 ];
@@ -371,7 +445,7 @@ function manifest(crate, out) {
     peerDependencies: PEERS,
     peerDependenciesMeta: Object.fromEntries(Object.keys(PEERS).map((name) => [name, { optional: true }])),
     files: [
-      BROWSER_ENTRY, `${BROWSER_ENTRY}.map`, "node.js", "node.cjs",
+      BROWSER_ENTRY, `${BROWSER_ENTRY}.map`, ...LAZY_PARTS.flatMap(({ file }) => [file, `${file}.map`]), "node.js", "node.cjs",
       ...SIDE_ENTRIES.flatMap(({ files }) => files.flatMap((file) => [file, `${file}.map`])), WASM_FILE, CHECK.file, "types/", `${CJS_TYPES_DIR}/`, "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
     engines: { node: ">=18" },
   };

@@ -2,7 +2,6 @@
 // key per intent, kept in storage across reloads, re-sent until the server gives a definite answer.
 
 import { registerBackgroundSync } from "./background.js";
-import { placeKey } from "./placement.js";
 import {
   claimsInUse,
   type ClientCore,
@@ -20,6 +19,7 @@ import { Listeners, type ClientEventMap } from "./events.js";
 import { Fields } from "./fields.js";
 import { fingerprint } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
+import { placementPart, reconcilePart } from "./lazy.js";
 import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, F_UPDATED_AT, type Machine, MISMATCH_CLAIMED, MISMATCH_KEY_CLAIMED, MISMATCH_KEY_STORED, OPT_RETRY_BUDGET, OPTIONS, SWEEP_EXPIRED, SWEEP_KEEP, SWEEP_REMOVE } from "./machine.js";
 import { fromThrown, intentMismatch, notFound } from "./messages.js";
 import {
@@ -132,6 +132,9 @@ export class IdempotentClient {
     for (const work of [core.engine(), core.secret()]) work.catch(() => {});
     // Neither of these rejects: a claims database that cannot open is `undefined`, a refused lock too.
     if (claimsInUse(core)) void claimsDb();
+    // A part the options will use is loaded now, not when the click needs it.
+    if (core.config.reconciler.statusUrl || core.config.reconciler.reconcile) reconcilePart().catch(() => {});
+    if (core.config.keyIn) placementPart().catch(() => {});
     // A lock no intent can have (ids hold no control character), given back at once.
     void offerSendLock(core, "\u0001warm-up").then((release) => release?.());
   }
@@ -462,7 +465,7 @@ export class IdempotentClient {
       try {
         prepared = await prepare();
         // A body that cannot carry the key is refused before anything is stored.
-        if (core.config.keyIn) placeKey(prepared, "", core.config.keyIn);
+        if (core.config.keyIn) (await placementPart()).placeKey(prepared, "", core.config.keyIn);
         [fp, engine, db] = await Promise.all([core.secret().then((secret) => fingerprint(prepared, secret)), core.engine(), claims]);
       } catch (error) {
         void beginLock?.then((release) => release());

@@ -1,4 +1,4 @@
-// Cross-origin diagnosis. A cross-origin answer shows the page only the CORS-safelisted headers
+// Cross-origin diagnosis (loaded when first needed: lazy.ts; the send loop keeps the tally). A cross-origin answer shows the page only the CORS-safelisted headers
 // unless the server lists more in `Access-Control-Expose-Headers`: then the replay marker and
 // `Retry-After` are invisible, a stored 500 is retried until the attempts run out and `Retry-After`
 // is ignored, and nothing else tells the developer. Same-origin answers are never looked at.
@@ -44,14 +44,6 @@ export function hidesHeaders(response: Response, previous: number): boolean {
   return previous === response.status && !GATEWAY.includes(previous) && exposesNothing(response);
 }
 
-/** The origin of `url` when it is not the page's (undefined in Node, or same-origin). */
-export function foreignOrigin(url: string): string | undefined {
-  const page = (globalThis as { location?: { origin?: string } }).location?.origin;
-  if (!page || page === "null") return undefined;
-  const origin = new URL(url, page).origin;
-  return origin === page ? undefined : origin;
-}
-
 /** What an origin that repeated a blind answer is told (`fix`: the line to add). */
 export const hiddenHint = (origin: string, fix: string): string =>
   `${origin} repeated its answer without showing a header beyond the CORS-safelisted ones: if it marks replays or sends Retry-After, add "${fix}"`;
@@ -64,4 +56,39 @@ export function warnOnce(origin: string, warned: Set<string>, fix: string): bool
   warned.add(origin);
   console.warn(`idempotent-fetch: ${hiddenHint(origin, fix)}`);
   return true;
+}
+
+/** What one send's attempts said about the API's CORS set-up (kept by the send loop). */
+export interface CorsTally {
+  attempts: number;
+  /** The previous attempt's status when that answer showed no header beyond the safelisted ones, else 0. */
+  blindStatus: number;
+  /** An answer repeated blind (`hidesHeaders`): the evidence of hidden headers. */
+  hidden: boolean;
+  /** Cross-origin attempts that failed below HTTP at once (a refused preflight fails so). */
+  refused: number;
+}
+
+/** Looks at a retried answer from `origin` and updates `tally`. Returns the line the server needs
+ *  when this answer is the evidence of hidden headers and the origin was not warned about yet (the
+ *  caller emits its `cors` event then). */
+export function observe(tally: CorsTally, response: Response, origin: string, replayHeaders: readonly string[], warned: Set<string>): string | undefined {
+  let fix: string | undefined;
+  if (hidesHeaders(response, tally.blindStatus)) {
+    tally.hidden = true;
+    const line = exposeLine(replayHeaders);
+    if (warnOnce(origin, warned, line)) fix = line;
+  }
+  tally.blindStatus = exposesNothing(response) ? response.status : 0;
+  return fix;
+}
+
+/** Why an exhausted send to `origin` could not finish, when its attempts say: it repeated an answer
+ *  whose headers it hid, or refused every attempt at once. */
+export function corsHint(tally: CorsTally, origin: string, headerName: string, replayHeaders: readonly string[]): string | undefined {
+  if (tally.hidden) return hiddenHint(origin, exposeLine(replayHeaders));
+  if (tally.attempts > 0 && tally.refused === tally.attempts) {
+    return `${origin} refused every attempt at once: does its CORS preflight answer "${ALLOW_LINE(headerName)}"?`;
+  }
+  return undefined;
 }

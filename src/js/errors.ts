@@ -3,6 +3,8 @@
 
 import type { ErrorCode, ExhaustedReason } from "./generated/contract.js";
 
+export { describe, errorName } from "./describe.js";
+
 // The codes and reasons are the contract table's names (src/contract.rs), generated.
 export type { ErrorCode, ExhaustedReason };
 
@@ -58,19 +60,3 @@ export const invalidOptions = (message: string): IdempotentFetchError =>
   new IdempotentFetchError("INVALID_OPTIONS", message);
 export const invalidRequest = (message: string): IdempotentFetchError =>
   new IdempotentFetchError("INVALID_REQUEST", message);
-
-/** Describes whatever JavaScript threw, for messages. */
-export function describe(thrown: unknown): string {
-  if (thrown instanceof Error) return thrown.message;
-  return typeof thrown === "string" ? thrown : "unknown JavaScript error";
-}
-
-/** The `name` of a thrown `DOMException`/`Error` (`"QuotaExceededError"`, `"SecurityError"`, ...), or "". */
-export function errorName(thrown: unknown): string {
-  try {
-    const name = (thrown as { name?: unknown } | null)?.name;
-    return typeof name === "string" ? name : "";
-  } catch {
-    return "";
-  }
-}

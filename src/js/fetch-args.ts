@@ -1,10 +1,10 @@
 // The arguments of the fetch-shaped API, `client.fetch(input, init)`: input a URL string, a `URL` or
 // a `Request` (its body read once here, unless `init.body` replaces it, as with fetch).
 
-import type { ReplayableBody } from "./body.js";
+import { isRequestObject, type ReplayableBody } from "./body.js";
 import { invalidRequest } from "./errors.js";
+import { bodyObjectsPart } from "./lazy.js";
 import { readUrl } from "./request.js";
-import { isRequestObject, readRequestObject } from "./request-object.js";
 
 /** `fetch`'s init plus the intent id (the request itself names it when omitted). A `RequestInit` is one, so
  *  `client.fetch` has fetch's type (HTTP clients take it as their fetch). */
@@ -51,7 +51,7 @@ export async function readFetchArgs(input: unknown, init: unknown): Promise<Fetc
   let body: unknown;
   let requestSignal: AbortSignal | undefined;
   if (isRequestObject(input)) {
-    const parts = await readRequestObject(input, prop(options, "body") === undefined);
+    const parts = await (await bodyObjectsPart()).readRequestObject(input, prop(options, "body") === undefined);
     ({ url, method, headers, body } = parts);
     requestSignal = parts.signal;
   } else {

@@ -4,8 +4,11 @@
 // the fingerprint is over the body without the key (the key is not known before `begin` decides it,
 // and a reload must match the same request).
 
-import { invalidRequest } from "./errors.js";
+import { IdempotentFetchError } from "./errors.js";
 import type { PreparedRequest } from "./request.js";
+
+/** A body the placement cannot take. */
+const invalidRequest = (message: string) => new IdempotentFetchError("INVALID_REQUEST", message);
 
 /** `keyIn`: the key's place in the request. Default `"header"` (`headerName`). */
 export type KeyIn =

@@ -4,7 +4,7 @@
 // answer that is not exactly one of the protocol's three shapes is "could not ask", never "unknown":
 // taking a 404 or an HTML error page for "unknown" would resend an intent the server may have done.
 
-import { describe } from "./errors.js";
+import { describe } from "./describe.js";
 // The kinds of answer are the machine's (`onKeyStatus`): the contract's KEY_*.
 import { KEY_COULD_NOT_ASK, KEY_DONE, KEY_IN_FLIGHT, KEY_UNKNOWN } from "./machine.js";
 

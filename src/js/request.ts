@@ -1,10 +1,10 @@
 // The request of an intent, read from JavaScript and checked before anything is stored or sent.
 
-import { bufferBody, type BufferedBody, type ReplayableBody } from "./body.js";
+import { bufferBody, type BufferedBody, isRequestObject, type ReplayableBody } from "./body.js";
+import { bodyObjectsPart } from "./lazy.js";
 import { describe, invalidRequest } from "./errors.js";
 import { Fields } from "./fields.js";
 import { TOKEN } from "./options.js";
-import { isRequestObject, readRequestObject } from "./request-object.js";
 
 /** The request of an intent. */
 export interface IntentRequest {
@@ -40,7 +40,7 @@ export function contentTypeOf(request: PreparedRequest): string {
 /** Reads `{ url, method, headers, body }` (method defaults to POST), or a `Request` (its body read once). */
 export async function prepareRequest(request: unknown, keyHeader: string, maxBodyBytes: number): Promise<PreparedRequest> {
   if (isRequestObject(request)) {
-    const { url, method, headers, body } = await readRequestObject(request);
+    const { url, method, headers, body } = await (await bodyObjectsPart()).readRequestObject(request);
     return prepareParts(url, method, headers, body, keyHeader, maxBodyBytes);
   }
   const fields = Fields.of(request, "request.", "request", invalidRequest);

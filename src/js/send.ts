@@ -2,16 +2,16 @@
 // action; the driver saves the record first when it is dirty, performs the action (an attempt, a
 // wait, waiting for the network), and feeds the outcome back, until DONE or FAIL.
 
-import { placeKey } from "./placement.js";
 import { sendAttempt } from "./attempt.js";
-import { ALLOW_LINE, exposeLine, exposesNothing, foreignOrigin, hiddenHint, hidesHeaders, warnOnce } from "./cors.js";
+import type { CorsTally } from "./cors.js";
 import { type ClientCore, dropClaim, saveRecord } from "./core.js";
-import { IdempotentFetchError } from "./errors.js";
+import { describe, IdempotentFetchError } from "./errors.js";
 import { call, type AttemptEvent, type RetryEvent } from "./events.js";
 import * as M from "./machine.js";
 import { errorFor, retryReasonText } from "./messages.js";
 import { isOnline, waitOnline } from "./online.js";
-import { askKeyStatus } from "./reconcile.js";
+import { corsPart, placementPart, reconcilePart } from "./lazy.js";
+import type { KeyStatusRead } from "./reconcile.js";
 import type { PersistedRequest, RecordIds } from "./record.js";
 import type { PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
@@ -51,36 +51,16 @@ function override(shouldRetry: ((status: number) => unknown) | undefined, status
   }
 }
 
-
 /** An attempt to another origin that failed below HTTP this soon was refused, not lost on the way
  *  (a preflight that does not allow the key header fails at once). */
 const REFUSED_WITHIN_MS = 2_000;
 
-/** What a send's attempts said about the API's CORS set-up, for the message of an exhausted send. */
-interface CorsTally {
-  attempts: number;
-  /** The previous attempt's status when that answer showed no header beyond the safelisted ones, else 0. */
-  blindStatus: number;
-  /** An answer repeated blind (cors.ts, `hidesHeaders`): the evidence of hidden headers. */
-  hidden: boolean;
-  /** Cross-origin attempts that failed below HTTP within REFUSED_WITHIN_MS. */
-  refused: number;
-}
-
-/** Why an exhausted send could not finish, when its attempts say: the server kept answering "in
- *  flight"; another origin repeated an answer whose headers it hid (`fix`: the line to add), or
- *  refused every attempt at once. */
-function exhaustedHint(tally: CorsTally, origin: string | undefined, headerName: string, lastStatus: number, fix: string): string | undefined {
-  const hints: string[] = [];
-  if (M.IN_FLIGHT_STATUSES.includes(lastStatus)) {
-    hints.push(`the server kept answering ${lastStatus}: the request is still in progress there, or it holds the answer`);
-  }
-  if (origin && tally.hidden) {
-    hints.push(hiddenHint(origin, fix));
-  } else if (origin && tally.attempts > 0 && tally.refused === tally.attempts) {
-    hints.push(`${origin} refused every attempt at once: does its CORS preflight answer "${ALLOW_LINE(headerName)}"?`);
-  }
-  return hints.length ? hints.join("; ") : undefined;
+/** The origin of `url` when it is not the page's (undefined in Node, or same-origin). */
+function foreignOrigin(url: string): string | undefined {
+  const page = (globalThis as { location?: { origin?: string } }).location?.origin;
+  if (!page || page === "null") return undefined;
+  const origin = new URL(url, page).origin;
+  return origin === page ? undefined : origin;
 }
 
 /** @internal Drives the intent to DONE (resolves) or FAIL (rejects with IdempotentFetchError). */
@@ -90,7 +70,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
   const { intentId, key } = ids;
   const header = machine.key(true);
   // The key in the body instead of a header: written once, every attempt sends these bytes.
-  const request = config.keyIn ? placeKey(ctx.request, key, config.keyIn) : ctx.request;
+  const request = config.keyIn ? (await placementPart()).placeKey(ctx.request, key, config.keyIn) : ctx.request;
   const origin = foreignOrigin(request.url);
   const tally: CorsTally = { attempts: 0, blindStatus: 0, hidden: false, refused: 0 };
   let response: Response | undefined;
@@ -157,12 +137,9 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
             // A retried answer's body is not the caller's: cancel it so the connection can be reused.
             outcome.body?.cancel().catch(() => {});
             if (origin) {
-              if (hidesHeaders(outcome, tally.blindStatus)) {
-                tally.hidden = true;
-                const fix = exposeLine(config.replayHeaders);
-                if (warnOnce(origin, core.corsWarned, fix)) listeners.emit({ type: "cors", intentId, key, origin, fix });
-              }
-              tally.blindStatus = exposesNothing(outcome) ? outcome.status : 0;
+              // A diagnosis that cannot load (offline) only means no warning: the send goes on.
+              const fix = (await corsPart().catch(() => undefined))?.observe(tally, outcome, origin, config.replayHeaders, core.corsWarned);
+              if (fix) listeners.emit({ type: "cors", intentId, key, origin, fix });
             }
           }
         }
@@ -170,7 +147,11 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
       }
       case M.RECONCILE: {
         listeners.emit({ type: "reconcile", intentId, key });
-        const answer = await askKeyStatus(config.reconciler, request, intentId, key, machine.get(M.F_TIMEOUT_MS), signal);
+        const answer = await reconcilePart().then(
+          (part) => part.askKeyStatus(config.reconciler, request, intentId, key, machine.get(M.F_TIMEOUT_MS), signal),
+          // Not loaded (offline before the first question): the machine's "could not ask".
+          (thrown: unknown): KeyStatusRead => ({ kind: M.KEY_COULD_NOT_ASK, problem: `the reconcile part did not load: ${describe(thrown)}` }),
+        );
         decidedAt = Date.now();
         askProblem = answer.problem;
         if (signal?.aborted) action = machine.on(M.EV_ABORT, decidedAt, false);
@@ -236,7 +217,13 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         const context = { intentId, key, attempts: machine.get(M.F_ATTEMPT), lastStatus: lastStatus || null };
         const detail = machine.get(M.F_ERROR_DETAIL);
         if (code === M.E_KEY_STATUS && detail !== M.KEY_STATUS_COULD_NOT_ASK) throw new KeyStatusOpen(detail);
-        const hints = [code === M.E_RETRIES_EXHAUSTED ? exhaustedHint(tally, origin, config.headerName, lastStatus, exposeLine(config.replayHeaders)) : undefined];
+        const hints: (string | undefined)[] = [];
+        if (code === M.E_RETRIES_EXHAUSTED) {
+          if (M.IN_FLIGHT_STATUSES.includes(lastStatus)) {
+            hints.push(`the server kept answering ${lastStatus}: the request is still in progress there, or it holds the answer`);
+          }
+          if (origin) hints.push((await corsPart().catch(() => undefined))?.corsHint(tally, origin, config.headerName, config.replayHeaders));
+        }
         if (askProblem) hints.push(`the key's status is unknown (${askProblem})`);
         if (oneMore) hints.push(`${oneMore} (${context.attempts} attempts in all)`);
         throw errorFor(code, detail, context, hints.filter(Boolean).join("; ") || undefined);

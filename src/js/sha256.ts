@@ -9,8 +9,7 @@
 const K = new Uint32Array(64);
 const H0 = new Uint32Array(8);
 
-/** Lowercase hex of `bytes` (64 characters for a digest). */
-export const hex = (bytes: Uint8Array): string => Array.from(bytes, (byte) => (byte < 16 ? "0" : "") + byte.toString(16)).join("");
+export { hex } from "./hex.js";
 
 const rotr = (x: number, n: number): number => (x >>> n) | (x << (32 - n));
 

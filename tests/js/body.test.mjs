@@ -1,4 +1,4 @@
-// The driver's own multipart/form-data encoding (src/js/body.ts `multipart`: the fallback where a
+// The driver's own multipart/form-data encoding (src/js/body-objects.ts `multipart`: the fallback where a
 // FormData holding a Blob cannot be read through a Response, as in WebKit) against the runtime's
 // encoding of the same FormData (Node's fetch, spec'd by HTML's algorithm), boundary aside.
 // The TypeScript is bundled on the fly with esbuild (tools/node_modules: cd tools && npm ci).
@@ -11,10 +11,15 @@ import path from "node:path";
 import { root } from "../support/paths.mjs";
 
 const esbuild = createRequire(path.join(root, "tools/package.json"))("esbuild");
-const { outputFiles } = await esbuild.build({
-  entryPoints: [path.join(root, "src/js/body.ts")], bundle: true, format: "esm", write: false, logLevel: "warning",
-});
-const { multipart, bufferBody } = await import(`data:text/javascript;base64,${Buffer.from(outputFiles[0].text).toString("base64")}`);
+/** The exports of the driver's `source`, bundled on the fly (its lazy parts inline). */
+async function load(source) {
+  const { outputFiles } = await esbuild.build({
+    entryPoints: [path.join(root, "src/js", source)], bundle: true, format: "esm", write: false, logLevel: "warning",
+  });
+  return import(`data:text/javascript;base64,${Buffer.from(outputFiles[0].text).toString("base64")}`);
+}
+const { bufferBody } = await load("body.ts");
+const { multipart } = await load("body-objects.ts");
 
 /** The runtime's own encoding of `form`: its bytes and its boundary. */
 async function native(form) {

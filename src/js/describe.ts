@@ -1,0 +1,18 @@
+// What a thrown JavaScript value says, for messages: functions without state, so the parts loaded on
+// first use (lazy.ts) may carry their own copy.
+
+/** Describes whatever JavaScript threw, for messages. */
+export function describe(thrown: unknown): string {
+  if (thrown instanceof Error) return thrown.message;
+  return typeof thrown === "string" ? thrown : "unknown JavaScript error";
+}
+
+/** The `name` of a thrown `DOMException`/`Error` (`"QuotaExceededError"`, `"SecurityError"`, ...), or "". */
+export function errorName(thrown: unknown): string {
+  try {
+    const name = (thrown as { name?: unknown } | null)?.name;
+    return typeof name === "string" ? name : "";
+  } catch {
+    return "";
+  }
+}
