@@ -37,6 +37,8 @@ const toolsBin = path.join(tools, "node_modules/.bin");
 export const PKG_DIR = path.join(root, "pkg");
 export const WASM_FILE = "idempotent_fetch_bg.wasm";
 export const BROWSER_ENTRY = "index.js";
+/** The same entry with the lazy parts bundled in (`idempotent-fetch/worker`): for service workers. */
+export const WORKER_ENTRY = "worker.js";
 const CRATE = "idempotent-fetch";
 const DRIVER_DIR = path.join(root, "src/js");
 const BINDINGS_DIR = path.join(DRIVER_DIR, "generated"); // the driver imports ./generated/idempotent_fetch.js
@@ -240,6 +242,15 @@ async function bundles(entry, out, names) {
     mangleCache: {},
   });
   await lazyParts(esbuild, out, { ...common, mangleCache: browser.mangleCache });
+  // Service workers may not `import()` (HTML forbids it there): their entry holds every part.
+  const worker = await esbuild.build({
+    ...common, platform: "browser", format: "esm", minify: true, sourcemap: true, sourcesContent: true,
+    outfile: path.join(out, WORKER_ENTRY), plugins: [wasmSourcePlugin("browser", names)], write: false,
+  });
+  for (const file of worker.outputFiles) {
+    if (file.path.endsWith(".js") && /\bimport\(/.test(file.text)) throw new Error(`${WORKER_ENTRY} has an import(): a service worker cannot run it`);
+    writeFileSync(file.path, file.contents);
+  }
   await esbuild.build({
     ...common, platform: "node", target: "node18", format: "cjs", outfile: path.join(out, "node.cjs"), plugins: [wasmSourcePlugin("node", names)],
   });
@@ -267,9 +278,12 @@ export const LAZY_PARTS = [
   { source: "placement.ts", file: "lazy/placement.js" },
   // Object bodies (Blob, URLSearchParams, FormData, ReadableStream) and Request objects.
   { source: "body-objects.ts", file: "lazy/body-objects.js" },
+  // The storage backends a page asks for by option (loaded with the client that asks).
+  { source: "storage/indexeddb.ts", file: "lazy/indexeddb.js" },
+  { source: "storage/custom.ts", file: "lazy/custom.js" },
 ];
 /** What a lazy part may bundle besides its own source: modules without state. */
-const PURE_SOURCES = ["describe.ts", "hex.ts", "body-limits.ts", "machine.ts", "generated/contract.ts"];
+const PURE_SOURCES = ["describe.ts", "hex.ts", "body-limits.ts", "machine.ts", "generated/contract.ts", "storage/backend.ts", "storage/idb.ts"];
 /** The one module of the driver that imports the lazy parts. */
 const LAZY_LOADER = "lazy.ts";
 /** The module whose class a lazy part takes from the entry (never a copy: `instanceof` must hold). */
@@ -435,6 +449,8 @@ function manifest(crate, out) {
         require: { types: cjsTypes, default: "./node.cjs" },
         default: { types: esmTypes, default: `./${BROWSER_ENTRY}` },
       },
+      // The core with every part bundled in, for service workers (they cannot import() a part).
+      "./worker": { types: esmTypes, default: `./${WORKER_ENTRY}` },
       // The store, the framework bindings (each framework is the app's) and the Node file storage.
       ...Object.fromEntries(SIDE_ENTRIES.map(({ subpath, source, files }) => [subpath, {
         import: { types: `./types/${typesOf(source)}`, default: `./${files[0]}` },
@@ -445,7 +461,7 @@ function manifest(crate, out) {
     peerDependencies: PEERS,
     peerDependenciesMeta: Object.fromEntries(Object.keys(PEERS).map((name) => [name, { optional: true }])),
     files: [
-      BROWSER_ENTRY, `${BROWSER_ENTRY}.map`, ...LAZY_PARTS.flatMap(({ file }) => [file, `${file}.map`]), "node.js", "node.cjs",
+      BROWSER_ENTRY, `${BROWSER_ENTRY}.map`, ...LAZY_PARTS.flatMap(({ file }) => [file, `${file}.map`]), WORKER_ENTRY, `${WORKER_ENTRY}.map`, "node.js", "node.cjs",
       ...SIDE_ENTRIES.flatMap(({ files }) => files.flatMap((file) => [file, `${file}.map`])), WASM_FILE, CHECK.file, "types/", `${CJS_TYPES_DIR}/`, "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
     engines: { node: ">=18" },
   };

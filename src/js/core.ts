@@ -9,7 +9,7 @@ import { storageUnavailable } from "./messages.js";
 import type { Config } from "./options.js";
 import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import type { SendResult } from "./results.js";
-import { StorageFailure } from "./storage/backend.js";
+import { isStorageFailure } from "./storage/backend.js";
 import { claim, claimsDb, claimSlot, lostRange, lostSlot, secretSlot } from "./storage/claims.js";
 import type { RetiredRecords } from "./storage/retired.js";
 import { SECRET_ID, type Store } from "./storage/store.js";
@@ -45,7 +45,7 @@ export async function readOrCreateSecret(core: Pick<ClientCore, "config" | "stor
     try {
       text = await core.store.get(SECRET_ID);
     } catch (thrown) {
-      throw storageUnavailable("(fingerprint secret)", thrown instanceof StorageFailure ? thrown.reason : String(thrown));
+      throw storageUnavailable("(fingerprint secret)", isStorageFailure(thrown) ? thrown.reason : String(thrown));
     }
     return text !== undefined && SECRET_HEX.test(text) ? Uint8Array.from(text.match(/../g) ?? [], (h) => parseInt(h, 16)) : undefined;
   };
@@ -78,7 +78,7 @@ export async function loadRecord(core: ClientCore, engine: Engine, intentId: str
   try {
     text = await core.store.get(intentId);
   } catch (thrown) {
-    if (thrown instanceof StorageFailure) throw storageUnavailable(intentId, thrown.reason);
+    if (isStorageFailure(thrown)) throw storageUnavailable(intentId, thrown.reason);
     throw thrown;
   }
   return text === undefined ? undefined : decodeRecord(engine, intentId, text);
@@ -103,7 +103,7 @@ export async function saveRecord(
   try {
     await core.store.put(intentId, recordText(machine, ids, request), retired);
   } catch (thrown) {
-    throw storageUnavailable(intentId, thrown instanceof StorageFailure ? thrown.reason : String(thrown));
+    throw storageUnavailable(intentId, isStorageFailure(thrown) ? thrown.reason : String(thrown));
   }
   machine.markSaved();
   core.retired.written(intentId, retired ? ids.key : undefined);

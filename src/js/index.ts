@@ -33,7 +33,7 @@ export type { BeginOptions, ClientOptions, HeaderForm, Jitter, RetryOptions, Sto
 export type { KeyIn } from "./placement.js";
 export type { IntentRequest } from "./request.js";
 export type { ReplayableBody } from "./body.js";
-export type { AsyncStorage } from "./storage/custom.js";
+export type { AsyncStorage } from "./storage/async-storage.js";
 export type { SendOptions, SendResult } from "./results.js";
 
 /**

@@ -3,13 +3,24 @@
 // feature never downloads it. A load is shared by every caller; one that failed (offline before the
 // first use) is tried again by the next caller. Once loaded, a part stays (it works offline).
 
+import { IdempotentFetchError } from "./errors.js";
+
+/** Service workers may not `import()` at all: there the package's `idempotent-fetch/worker` entry,
+ *  which holds every part (its loads below never fail), is the one to use. */
+const inServiceWorker = () => typeof (globalThis as { ServiceWorkerGlobalScope?: unknown }).ServiceWorkerGlobalScope === "function";
+
 /** A loader that imports once and keeps the module (again after a failure). */
 function once<T>(load: () => Promise<T>): () => Promise<T> {
   let loading: Promise<T> | undefined;
   return () =>
     (loading ??= load().catch((error: unknown) => {
       loading = undefined;
-      throw error;
+      throw inServiceWorker()
+        ? new IdempotentFetchError(
+            "INVALID_OPTIONS",
+            'a service worker cannot load the parts of "idempotent-fetch" used on demand: import IdempotentClient from "idempotent-fetch/worker" there',
+          )
+        : error;
     }));
 }
 
@@ -24,3 +35,9 @@ export const placementPart = once(() => import("./placement.js"));
 
 /** Object bodies (Blob, URLSearchParams, FormData, ReadableStream) and `Request` objects. */
 export const bodyObjectsPart = once(() => import("./body-objects.js"));
+
+/** The IndexedDB backend (`storage: "indexeddb"`, the default in workers): loaded with the client. */
+export const indexedDbPart = once(() => import("./storage/indexeddb.js"));
+
+/** The backend over an app's own storage: loaded with the client. */
+export const customStoragePart = once(() => import("./storage/custom.js"));

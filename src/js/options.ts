@@ -9,7 +9,7 @@ import { invalidOptions } from "./errors.js";
 import { Fields } from "./fields.js";
 import type { HeaderForm, Jitter, RetryOptions } from "./generated/contract.js";
 import { OPT_BASE_DELAY_MS, OPT_MAX_DELAY_MS, OPT_RECONCILE, OPT_REPLAY_STATUS, OPTIONS } from "./machine.js";
-import { type AsyncStorage, isAsyncStorage } from "./storage/custom.js";
+import { type AsyncStorage, isAsyncStorage } from "./storage/async-storage.js";
 
 /** Where intents are kept ("custom": an `AsyncStorage` of the app's own). */
 export type StorageKind = "local" | "session" | "indexeddb" | "memory" | "custom";

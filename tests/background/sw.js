@@ -1,7 +1,7 @@
 // The app's service worker (tests/background): the page's client options (namespace "shop",
 // IndexedDB) with a short retry policy and a 1 KiB body cap, and backgroundSync() with the session
 // token from the app's own database (null without one: the intent is left to the page).
-import { IdempotentClient } from "/pkg/index.js";
+import { IdempotentClient } from "/pkg/worker.js";
 import { backgroundSync } from "/pkg/sw.js";
 import { readToken } from "/token.js";
 

@@ -164,6 +164,52 @@ test("two tabs sending the same intent: same key, one at a time", async () => {
   }
 });
 
+// --- what the quick start downloads: the parts loaded on first use stay on the server -------------
+
+/** The package's files a page fetched (resource timing), as paths under /pkg/. */
+const pkgFilesFetched = (page) =>
+  page.evaluate(() => performance.getEntriesByType("resource").map((e) => new URL(e.name).pathname).filter((p) => p.startsWith("/pkg/")));
+
+test("the quick start (begin + send, fetch, an idle page after them) requests no lazy part; a Request body loads its part on use", async () => {
+  const context = await browser.newContext();
+  try {
+    const fresh = await context.newPage();
+    collectPageErrors(fresh, pageErrors);
+    await openLibPage(fresh, `${statics.url}${PAGE}`);
+    const namespace = `quick${Date.now().toString(36)}`;
+    const answered = await fresh.evaluate(async ([namespace, base]) => {
+      const client = new window.__lib.IdempotentClient({ namespace });
+      const op = await client.begin("checkout", {
+        url: `${base}/s/${namespace}-pay?script=201`,
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ cart: 42 }),
+      });
+      const sent = await op.send();
+      const fetched = await client.fetch(`${base}/s/${namespace}-fetch?script=201`, { method: "POST", body: "{}" });
+      // The warm-up and the sweep after the first send run when the page is idle.
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      return [sent.status, fetched.status];
+    }, [namespace, server.url]);
+    if (answered.join() !== "201,201") throw new Error(`the quick start got ${answered.join()}, not 201,201`);
+    const quick = await pkgFilesFetched(fresh);
+    const lazy = quick.filter((p) => p.startsWith("/pkg/lazy/"));
+    if (lazy.length) throw new Error(`the quick start fetched ${lazy.join(", ")}`);
+    if (!quick.includes("/pkg/idempotent_fetch_bg.wasm")) throw new Error(`no .wasm among the fetched files (${quick.join(", ")}): resource timing saw nothing?`);
+    // A Request object as the request: its part is fetched then, once, and the send works.
+    const status = await fresh.evaluate(async ([namespace, base]) => {
+      const client = new window.__lib.IdempotentClient({ namespace });
+      const response = await client.fetch(new Request(`${base}/s/${namespace}-request?script=201`, { method: "POST", body: "{}" }));
+      return response.status;
+    }, [namespace, server.url]);
+    if (status !== 201) throw new Error(`a Request object got ${status}`);
+    const after = (await pkgFilesFetched(fresh)).filter((p) => p.startsWith("/pkg/lazy/"));
+    if (after.join() !== "/pkg/lazy/body-objects.js") throw new Error(`a Request object fetched ${after.join(", ") || "no part"}, not /pkg/lazy/body-objects.js`);
+  } finally {
+    await context.close();
+  }
+});
+
 test("no uncaught errors in the page", () => {
   if (pageErrors.length) throw new Error(`uncaught errors in the page:\n${pageErrors.join("\n")}`);
 });

@@ -1,20 +1,20 @@
 // The fingerprint's SHA-256 fallback (src/js/sha256.ts: pages on plain http have no crypto.subtle)
 // against the FIPS 180-4 examples and Node's own SHA-256 on every length around the block edges.
-// The TypeScript file is compiled on the fly with esbuild (tools/node_modules: cd tools && npm ci).
+// The TypeScript file is bundled on the fly with esbuild (tools/node_modules: cd tools && npm ci).
 // Run: node --test tests/js/fingerprint.test.mjs
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
-import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import path from "node:path";
 
 import { root } from "../support/paths.mjs";
 
 const esbuild = createRequire(path.join(root, "tools/package.json"))("esbuild");
-const source = await readFile(path.join(root, "src/js/sha256.ts"), "utf8");
-const { code } = await esbuild.transform(source, { loader: "ts", format: "esm" });
-const { sha256 } = await import(`data:text/javascript;base64,${Buffer.from(code).toString("base64")}`);
+const plain = await esbuild.build({
+  entryPoints: [path.join(root, "src/js/sha256.ts")], bundle: true, format: "esm", write: false, logLevel: "warning",
+});
+const { sha256 } = await import(`data:text/javascript;base64,${Buffer.from(plain.outputFiles[0].text).toString("base64")}`);
 
 const hex = (bytes) => Buffer.from(bytes).toString("hex");
 const node = (bytes) => createHash("sha256").update(bytes).digest("hex");

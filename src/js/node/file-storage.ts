@@ -17,7 +17,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { promises as fs } from "node:fs";
 import path from "node:path";
 
-import type { AsyncStorage } from "../storage/custom.js";
+import type { AsyncStorage } from "../storage/async-storage.js";
 
 /** Options of `fileStorage`. */
 export interface FileStorageOptions {

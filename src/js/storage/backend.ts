@@ -5,6 +5,8 @@
  *  closed, refused a write): the store falls back to memory with `reason`. Otherwise one read or
  *  delete failed and is reported as a STORAGE error. */
 export class StorageFailure extends Error {
+  /** How `isStorageFailure` recognises one, also from a part's own copy of this class (lazy.ts). */
+  override name = "StorageFailure";
   constructor(
     readonly reason: string,
     readonly unusable: boolean,
@@ -12,6 +14,11 @@ export class StorageFailure extends Error {
     super(reason);
   }
 }
+
+/** Whether `thrown` is a StorageFailure (the name decides: a backend loaded as a part throws its own
+ *  copy of the class). */
+export const isStorageFailure = (thrown: unknown): thrown is StorageFailure =>
+  thrown instanceof Error && thrown.name === "StorageFailure";
 
 /** The mark in front of a retired record's slot id (a control character, which no intent id holds):
  *  retired records live on their own shelf, so that listing the pending ones never reads them

@@ -18,7 +18,7 @@
 // fails later (the database closed, storage cleared, quota) rejects `undefined`: that call takes the
 // lock path too, and the next call opens the database again.
 
-import { openDatabase } from "./indexeddb.js";
+import { openDatabase } from "./idb.js";
 
 const STORE = "claims";
 

@@ -5,30 +5,18 @@
 // (backend.ts): the retired shelf is the range [`<namespace>:\u0002`, `<namespace>:\u0003`), and the
 // pending shelf the rest of the namespace above it. Values are the same JSON text as in localStorage.
 //
-// Opening starts at once and is awaited by the first operation; an open that fails, or hangs (an
-// old Safari bug) for OPEN_TIMEOUT_MS, makes the backend unusable: the store falls back to memory.
+// A part loaded on first use (lazy.ts). Opening starts at once and is awaited by the first operation;
+// an open that fails, or hangs (an old Safari bug) for OPEN_TIMEOUT_MS (idb.ts), makes the backend
+// unusable: the store falls back to memory.
 
-import { describe, errorName } from "../errors.js";
+import { describe, errorName } from "../describe.js";
 import { type Backend, RETIRED, type Shelf, StorageFailure } from "./backend.js";
+import { KEPT_IN_MEMORY, openDatabase, settled } from "./idb.js";
 
 /** The database every client of this library shares (one store; namespaces are key prefixes). */
 export const DATABASE = "idempotent-fetch";
 /** The object store of intent records. */
 export const STORE = "intents";
-/** The schema version: bump it (and migrate in `upgradeneeded`) if the layout changes. */
-const VERSION = 1;
-/** How long the first operation waits for the database to open before falling back to memory. */
-export const OPEN_TIMEOUT_MS = 5_000;
-
-const KEPT_IN_MEMORY = "intents are kept in memory";
-
-/** `request`'s result once it succeeds, or its error. */
-function settled<T>(request: IDBRequest<T>): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    request.onsuccess = () => resolve(request.result);
-    request.onerror = () => reject(request.error);
-  });
-}
 
 /** Resolves when `transaction` commits; rejects with its error once it aborts (QuotaExceededError
  *  at commit, a failed request). */
@@ -44,61 +32,7 @@ const unusable = (doing: string) => (thrown: unknown) =>
 const failed = (doing: string) => (thrown: unknown) =>
   new StorageFailure(`${doing} IndexedDB failed: ${describe(thrown)}`, false);
 
-/** One `open` of `name` at `version`, creating
- *  `store` in the upgrade when it is missing. */
-function openOnce(factory: IDBFactory, name: string, store: string, version: number): Promise<IDBDatabase> {
-  const request = factory.open(name, version);
-  request.onupgradeneeded = () => {
-    const database = request.result;
-    if (!database.objectStoreNames.contains(store)) database.createObjectStore(store);
-  };
-  // `success` fires after any upgrade transaction has finished.
-  return settled(request);
-}
-
-/** `name` with its `store`, at schema VERSION (a newer schema, from a newer version of this library,
- *  is a VersionError: unusable here). A database that exists at VERSION without the store (deleted by
- *  hand or by a tool, or made by something else: nothing of ours is in it) is deleted and made anew,
- *  once: otherwise every transaction would fail and every call open it again. */
-async function openWithStore(factory: IDBFactory, name: string, store: string): Promise<IDBDatabase> {
-  const database = await openOnce(factory, name, store, VERSION);
-  if (database.objectStoreNames.contains(store)) return database;
-  database.close();
-  await settled(factory.deleteDatabase(name));
-  return openOnce(factory, name, store, VERSION);
-}
-
-/**
- * Opens `name` with its one object store `store` (created on first open, or repaired when missing).
- * Rejects with an unusable StorageFailure when the open fails or hangs (an old Safari bug) for
- * OPEN_TIMEOUT_MS; the connection closes when a newer version of this library asks to upgrade the
- * schema. `factory.open` itself may throw (SecurityError in opaque origins): the caller catches that.
- */
-export function openDatabase(factory: IDBFactory, name: string, store: string): Promise<IDBDatabase> {
-  const opening = openWithStore(factory, name, store);
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new StorageFailure(`IndexedDB did not open within ${OPEN_TIMEOUT_MS} ms; ${KEPT_IN_MEMORY}`, true)),
-      OPEN_TIMEOUT_MS,
-    );
-  });
-  const opened = opening.then(
-    (database) => {
-      // Let a newer version of this library upgrade the schema instead of blocking it.
-      database.onversionchange = () => database.close();
-      return database;
-    },
-    (thrown: unknown) => {
-      throw new StorageFailure(`${errorName(thrown)}: IndexedDB cannot be opened (${describe(thrown)}); ${KEPT_IN_MEMORY}`, true);
-    },
-  );
-  const result = Promise.race([opened, timeout]).finally(() => clearTimeout(timer));
-  // An open that succeeds after the timeout holds a connection nobody will use: close it.
-  result.catch(() => opened.then((database) => database.close(), () => {}));
-  return result;
-}
-
+/** The intent records in the shared IndexedDB database. */
 export class IndexedDbBackend implements Backend {
   readonly shelves = true;
   private readonly prefix: string;
@@ -111,16 +45,9 @@ export class IndexedDbBackend implements Backend {
     this.database.catch(() => {}); // observed by the first operation; never an unhandled rejection
   }
 
-  /** Starts opening the database; returns the reason when IndexedDB is absent or blocked outright. */
-  static open(namespace: string): IndexedDbBackend | string {
-    let factory: IDBFactory | undefined;
-    try {
-      // Reading `indexedDB` can throw (SecurityError) where storage is blocked.
-      factory = (globalThis as { indexedDB?: IDBFactory }).indexedDB ?? undefined;
-    } catch (thrown) {
-      return `${errorName(thrown)}: indexedDB is blocked (${describe(thrown)}); ${KEPT_IN_MEMORY}`;
-    }
-    if (!factory) return `indexedDB is not available here; ${KEPT_IN_MEMORY}`;
+  /** Starts opening the database (`factory`: idb.ts `idbFactory`); returns the reason when it is
+   *  blocked outright. */
+  static open(namespace: string, factory: IDBFactory): IndexedDbBackend | string {
     try {
       // `open` throws SecurityError in opaque origins (sandboxed frames, data: workers).
       return new IndexedDbBackend(openDatabase(factory, DATABASE, STORE), namespace);

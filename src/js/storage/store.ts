@@ -13,9 +13,11 @@
 // move cut short: that record is the newer one, or one whose key the server already answered).
 
 import type { StorageKind } from "../options.js";
-import { type Backend, RETIRED, StorageFailure } from "./backend.js";
-import { type AsyncStorage, customBackend } from "./custom.js";
-import { IndexedDbBackend } from "./indexeddb.js";
+import { describe } from "../describe.js";
+import { customStoragePart, indexedDbPart } from "../lazy.js";
+import type { AsyncStorage } from "./async-storage.js";
+import { type Backend, isStorageFailure, RETIRED, StorageFailure } from "./backend.js";
+import { idbFactory, KEPT_IN_MEMORY } from "./idb.js";
 import { MemoryBackend } from "./memory.js";
 import { WebStorageBackend } from "./web.js";
 
@@ -43,18 +45,25 @@ export class Store {
     this.requested = typeof storage === "string" ? storage : "custom";
     this.custom = typeof storage === "string" ? undefined : storage;
     this.inMemory = this.requested === "memory";
+    // The part holding this storage's backend starts loading now: the first operation need not wait.
+    if (this.custom) customStoragePart().catch(() => {});
+    else if (this.requested === "indexeddb") indexedDbPart().catch(() => {});
   }
 
   /** The backend, opened on first use (blocked or absent storage: memory, reported once). */
   private get backend(): Backend {
     if (this.opened) return this.opened;
     const { requested, namespace, custom } = this;
+    // Absent or blocked IndexedDB is known at once (no part needed to say so).
+    const factory = requested === "indexeddb" ? idbFactory() : undefined;
     const opened = custom
-      ? customBackend(custom, namespace)
+      ? deferred(false, customStoragePart().then((part) => part.customBackend(custom, namespace)))
       : requested === "memory"
         ? new MemoryBackend()
-        : requested === "indexeddb"
-          ? IndexedDbBackend.open(namespace)
+        : factory !== undefined
+          ? typeof factory === "string"
+            ? factory
+            : deferred(true, indexedDbPart().then((part) => part.IndexedDbBackend.open(namespace, factory)))
           : WebStorageBackend.open(requested === "session" ? "sessionStorage" : "localStorage", namespace);
     if (typeof opened !== "string") return (this.opened = opened);
     this.fell(opened);
@@ -111,7 +120,7 @@ export class Store {
     try {
       await backend.put(slot, text, other);
     } catch (thrown) {
-      if (!(thrown instanceof StorageFailure)) throw thrown;
+      if (!isStorageFailure(thrown)) throw thrown;
       if (await this.retryAfterFreeing(() => backend.put(slot, text, other))) return;
       // Reads may still work after a refused write (quota): keep what is stored.
       await this.fallBack(thrown.reason, backend);
@@ -173,7 +182,7 @@ export class Store {
     try {
       return await operation(backend);
     } catch (thrown) {
-      if (!(thrown instanceof StorageFailure) || !thrown.unusable) throw thrown;
+      if (!isStorageFailure(thrown) || !thrown.unusable) throw thrown;
       await this.fallBack(thrown.reason, backend);
       return operation(this.backend);
     }
@@ -186,4 +195,28 @@ export class Store {
     this.backend = new MemoryBackend(carried);
     this.fell(reason);
   }
+}
+
+/** A backend whose code is a part loaded on first use (lazy.ts): each call waits for it. A part that
+ *  does not load, or a backend that cannot open (its reason), is unusable: the store falls back to
+ *  memory and says why. */
+function deferred(shelves: boolean, loading: Promise<Backend | string>): Backend {
+  const ready = loading.then(
+    (backend) => {
+      if (typeof backend === "string") throw new StorageFailure(backend, true);
+      return backend;
+    },
+    (thrown: unknown) => {
+      throw isStorageFailure(thrown) ? thrown : new StorageFailure(`the storage's part did not load (${describe(thrown)}); ${KEPT_IN_MEMORY}`, true);
+    },
+  );
+  ready.catch(() => {}); // observed by the first operation; never an unhandled rejection
+  return {
+    shelves,
+    get: async (id) => (await ready).get(id),
+    put: async (id, text, drop) => (await ready).put(id, text, drop),
+    delete: async (...ids) => (await ready).delete(...ids),
+    deleteIf: async (id, test, moveTo) => (await ready).deleteIf(id, test, moveTo),
+    all: async (shelf) => (await ready).all(shelf),
+  };
 }
