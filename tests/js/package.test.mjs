@@ -55,6 +55,10 @@ import { serverBinary, startReferenceServer } from "../support/reference-server.
 
 const apps = path.join(root, "tests/package");
 const quickStart = path.join(apps, "quick-start.js");
+/** One use of each part loaded on demand, appended to the quick start in every app. */
+const partsProbe = path.join(apps, "parts-probe.js");
+/** main.js of an app: the README quick start as pasted, then the parts probe. */
+const writeMain = (app) => writeFileSync(path.join(app, "main.js"), readFileSync(quickStart, "utf8") + readFileSync(partsProbe, "utf8"));
 const WASM = "idempotent_fetch_bg.wasm"; // package/build.mjs WASM_FILE
 const ACCOUNT = "acct_42"; // quick-start.js: namespace; the server account of the context's session cookie
 const TEST_TIMEOUT_MS = 180_000 * timeoutScale;
@@ -98,7 +102,7 @@ function prepareApp(app, bin, { withQuickStart = true } = {}) {
   }
   run("npm", ["install", "--no-save", "--no-audit", "--no-fund", "--offline", tarball], { cwd: app });
   assert.ok(existsSync(path.join(app, "node_modules/idempotent-fetch", WASM)), `npm installed the tarball into ${path.basename(app)}`);
-  if (withQuickStart) copyFileSync(quickStart, path.join(app, "main.js"));
+  if (withQuickStart) writeMain(app);
 }
 
 /** Bundled output: the one emitted .wasm is the package's, and the JS refers to it, not to node_modules. */
@@ -200,7 +204,10 @@ async function payOnce(server, faults, label, { loseFirstAnswer = false } = {}) 
     assert.equal(added[0].idempotencyKey, key, `${label}: the order carries the page's key`);
     assert.equal(added[0].id, result.orderId, `${label}: the receipt shows the order the server holds`);
     assert.deepEqual(added[0].items.map(({ sku, qty }) => ({ sku, qty })), [{ sku: "mug", qty: 2 }]);
-    log(`${label}: ${clicks} click(s), ${posts.length} POST(s) with key ${key}, replayed=${result.replayed}, order ${added[0].id}`);
+    // Each part loaded on demand, through the app's bundle (its chunks), works.
+    const parts = await page.evaluate(() => window.__partsProbe());
+    assert.equal(parts, "placement:local body:local indexeddb:indexeddb custom:custom", `${label}: the parts loaded on demand`);
+    log(`${label}: ${clicks} click(s), ${posts.length} POST(s) with key ${key}, replayed=${result.replayed}, order ${added[0].id}; parts: ${parts}`);
     return { posts: posts.length, replayed: result.replayed };
   } finally {
     await context.close().catch(() => {});
@@ -362,7 +369,7 @@ test("esbuild app: the tarball + esbuild --bundle of the README quick start, the
   mkdirSync(app);
   writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "esbuild-app", private: true, version: "0.0.0", type: "module" }));
   run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball], { cwd: app });
-  copyFileSync(quickStart, path.join(app, "main.js"));
+  writeMain(app);
   const dist = path.join(app, "dist");
   run(path.join(root, "tools/node_modules/.bin/esbuild"), ["main.js", "--bundle", "--format=esm", "--minify", `--outfile=${path.join(dist, "main.js")}`, "--log-level=warning"], { cwd: app });
   copyFileSync(path.join(app, "node_modules/idempotent-fetch", WASM), path.join(dist, WASM));
@@ -374,7 +381,7 @@ test("plain ES modules: the tarball, an import map, one click is one order under
   const app = path.join(tmpDir, "plain");
   mkdirSync(app);
   for (const file of ["index.html", "package.json"]) copyFileSync(path.join(apps, "plain", file), path.join(app, file));
-  copyFileSync(quickStart, path.join(app, "main.js"));
+  writeMain(app);
   // A tarball without dependencies: nothing is fetched from the registry.
   run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball], { cwd: app });
   assert.ok(existsSync(path.join(app, "node_modules/idempotent-fetch", WASM)), "npm installed the wasm");

@@ -1,5 +1,5 @@
 // The library in workers and with IndexedDB storage, in a real browser (IF_BROWSER: chromium,
-// firefox, webkit; tests/support/browsers.mjs) against the built package (pkg/index.js): a module dedicated worker and a module service worker (tests/workers/agent.mjs)
+// firefox, webkit; tests/support/browsers.mjs) against the built package: a module dedicated worker (pkg/index.js, tests/workers/agent.mjs) and a module service worker (pkg/worker.js, tests/workers/sw-agent.mjs)
 // send an intent, are killed mid-retry (page reload; CDP ServiceWorker.stopAllWorkers), and a new
 // worker resumes it with the same key from IndexedDB; IndexedDB blocked, failing to open or full
 // falls back to memory with a reason; and storage: "indexeddb" in a page survives page.reload().
@@ -24,6 +24,8 @@ import { waitFor } from "../support/timing.mjs";
 
 const PAGE = "/tests/workers/page.html";
 const AGENT = "/tests/workers/agent.mjs";
+/** The same agent over idempotent-fetch/worker: service workers may not import() the main entry's parts. */
+const SW_AGENT = "/tests/workers/sw-agent.mjs";
 const TEST_TIMEOUT_MS = 30_000 * timeoutScale;
 
 let server; // scripted test server
@@ -78,14 +80,14 @@ function runInWorker(page, message, workerUrl = AGENT) {
   }, [message, workerUrl]);
 }
 
-/** Registers the agent as a module service worker (scope /tests/workers/) and runs "run" in it. */
-function runInServiceWorker(page, message) {
+/** Registers `agent` as a module service worker (scope /tests/workers/) and runs "run" in it. */
+function runInServiceWorker(page, message, agent = SW_AGENT) {
   return page.evaluate(async ([agent, message]) => {
     const registration = await navigator.serviceWorker.register(agent, { type: "module", scope: "/tests/workers/" });
     await navigator.serviceWorker.ready;
     const worker = registration.active ?? registration.waiting ?? registration.installing;
     return window.__call(worker, { cmd: "run", ...message });
-  }, [AGENT, message]);
+  }, [agent, message]);
 }
 
 /** Every request of `scenario` carried `key`; returns how many there were. */
@@ -151,6 +153,22 @@ test("service worker (module): the library sends with IndexedDB storage", { time
     assert.equal(answer.storage, "indexeddb", JSON.stringify(answer));
     assert.equal(answer.scope.serviceWorker, true);
     assert.equal(answer.scope.window, false);
+    assert.equal(answer.status, 201);
+    await assertOneKey(scenario, answer.key);
+  } finally {
+    await context.close();
+  }
+});
+
+test("service worker importing the main entry: its IndexedDB part cannot load there; the storage falls back to memory loudly, naming idempotent-fetch/worker", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const { context, page } = await openPage();
+  try {
+    const { namespace, scenario, url } = names("swmain");
+    const answer = await runInServiceWorker(page, { namespace, options: FAST, url: url("201") }, AGENT);
+    assert.equal(answer.scope.serviceWorker, true);
+    assert.equal(answer.storage, "memory", JSON.stringify(answer));
+    assert.match(answer.storageFallback ?? "", /idempotent-fetch\/worker/);
+    assert.deepEqual(answer.fallbackEvents, [answer.storageFallback]);
     assert.equal(answer.status, 201);
     await assertOneKey(scenario, answer.key);
   } finally {
