@@ -281,9 +281,11 @@ export const LAZY_PARTS = [
   // The storage backends a page asks for by option (loaded with the client that asks).
   { source: "storage/indexeddb.ts", file: "lazy/indexeddb.js" },
   { source: "storage/custom.ts", file: "lazy/custom.js" },
+  // The localStorage lease where a browser has no Web Locks.
+  { source: "lease.ts", file: "lazy/lease.js" },
 ];
 /** What a lazy part may bundle besides its own source: modules without state. */
-const PURE_SOURCES = ["describe.ts", "hex.ts", "body-limits.ts", "machine.ts", "generated/contract.ts", "storage/backend.ts", "storage/idb.ts"];
+const PURE_SOURCES = ["describe.ts", "hex.ts", "body-limits.ts", "machine.ts", "generated/contract.ts", "storage/backend.ts", "storage/idb.ts", "wait.ts"];
 /** The one module of the driver that imports the lazy parts. */
 const LAZY_LOADER = "lazy.ts";
 /** The module whose class a lazy part takes from the entry (never a copy: `instanceof` must hold). */

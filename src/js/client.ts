@@ -19,7 +19,8 @@ import { Listeners, type ClientEventMap } from "./events.js";
 import { Fields } from "./fields.js";
 import { fingerprint } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
-import { placementPart, reconcilePart } from "./lazy.js";
+import { leasePart, placementPart, reconcilePart } from "./lazy.js";
+import { needsLease } from "./lock.js";
 import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, F_UPDATED_AT, type Machine, MISMATCH_CLAIMED, MISMATCH_KEY_CLAIMED, MISMATCH_KEY_STORED, OPT_RETRY_BUDGET, OPTIONS, SWEEP_EXPIRED, SWEEP_KEEP, SWEEP_REMOVE } from "./machine.js";
 import { fromThrown, intentMismatch, notFound } from "./messages.js";
 import {
@@ -135,6 +136,7 @@ export class IdempotentClient {
     // A part the options will use is loaded now, not when the click needs it.
     if (core.config.reconciler.statusUrl || core.config.reconciler.reconcile) reconcilePart().catch(() => {});
     if (core.config.keyIn) placementPart().catch(() => {});
+    if (core.config.storage !== "memory" && needsLease()) leasePart().catch(() => {});
     // A lock no intent can have (ids hold no control character), given back at once.
     void offerSendLock(core, "\u0001warm-up").then((release) => release?.());
   }

@@ -41,3 +41,6 @@ export const indexedDbPart = once(() => import("./storage/indexeddb.js"));
 
 /** The backend over an app's own storage: loaded with the client. */
 export const customStoragePart = once(() => import("./storage/custom.js"));
+
+/** The localStorage lease, where there are no Web Locks: loaded when the page is idle. */
+export const leasePart = once(() => import("./lease.js"));

@@ -1,5 +1,6 @@
 // One sender per intent across tabs (and within a page): a Web Lock where the browser has
-// `navigator.locks`, a lease in localStorage where it does not, nothing where neither exists (Node).
+// `navigator.locks`, a lease in localStorage where it does not (lease.ts, a part loaded on first use),
+// nothing where neither exists (Node).
 //
 // The tab that holds the lock sends; another tab's `send` of the same intent waits for the lock,
 // then finds the record updated. If the first tab got a definite answer, the waiting tab re-sends
@@ -7,11 +8,9 @@
 // closed mid-retry, its Web Lock is released by the browser (a lease expires after LEASE_TTL_MS)
 // and the second tab takes over with the same key.
 
-import { hex } from "./fingerprint.js";
-import { abortable, INTERRUPTED, sleep } from "./wait.js";
+import { leasePart } from "./lazy.js";
+import { abortable, INTERRUPTED } from "./wait.js";
 
-/** How long a storage lease lives without renewal: a closed tab blocks others at most this long. */
-export const LEASE_TTL_MS = 5_000;
 
 /** How long a Web Lock is kept after its holder is done, before the next tab gets it. localStorage
  *  writes reach other tabs' renderer processes asynchronously, and nothing orders them with the lock
@@ -20,12 +19,6 @@ export const LEASE_TTL_MS = 5_000;
  *  lease needs no pause: its release is itself a storage write, ordered after the record writes.) */
 export const WEB_LOCK_SETTLE_MS = 250;
 
-/** Lease slots: `idempotent-fetch:lease:<lock name>`, value `<owner>:<expires ms>`. */
-const LEASE_PREFIX = "idempotent-fetch:lease:";
-/** After writing a free lease, wait this long and see whose write stuck (two tabs may write at once). */
-const LEASE_SETTLE_MS = 30;
-/** A waiting tab re-checks the lease this often (or on a `storage` event). */
-const LEASE_POLL_MS = 250;
 
 /** Releases a held lock (idempotent). */
 export type Release = () => void;
@@ -47,8 +40,16 @@ export async function acquire(name: string, signal?: AbortSignal): Promise<Relea
     if (release) return release;
   }
   const storage = localStorageOrNull();
-  return storage ? lease(storage, name, signal) : () => {};
+  if (!storage) return () => {};
+  // Without Web Locks (older browsers), the lease: a part loaded then. If it cannot load (offline
+  // before the first send), coordination is impossible, as with unreadable storage: proceed.
+  const part = await leasePart().catch(() => undefined);
+  return part ? part.lease(storage, name, signal) : () => {};
 }
+
+/** Whether this browser has no Web Locks and the lease will be needed (its part is then loaded when
+ *  the page is idle, before a click needs it). */
+export const needsLease = (): boolean => !webLocks() && localStorageOrNull() !== null;
 
 function webLocks(): LockManagerLike | undefined {
   try {
@@ -131,73 +132,4 @@ export function tryAcquire(name: string): Promise<Release | undefined> {
       resolve(undefined);
     }
   });
-}
-
-/** A lease in localStorage, renewed every third of its TTL while held. */
-async function lease(storage: Storage, name: string, signal?: AbortSignal): Promise<Release> {
-  const slot = LEASE_PREFIX + name;
-  const owner = hex(crypto.getRandomValues(new Uint8Array(8)));
-  const heldByMe = () => {
-    try {
-      return storage.getItem(slot)?.split(":")[0] === owner;
-    } catch {
-      return false;
-    }
-  };
-  const unowned: Release = () => {};
-  for (;;) {
-    if (signal?.aborted) throw INTERRUPTED;
-    const now = Date.now();
-    let value: string | null;
-    try {
-      value = storage.getItem(slot);
-    } catch {
-      return unowned; // storage unreadable: coordination is impossible; proceed
-    }
-    const expires = value === null ? NaN : Number(value.split(":")[1]);
-    // A missing or malformed lease is free.
-    if (value === null || !Number.isFinite(expires) || expires <= now) {
-      try {
-        storage.setItem(slot, `${owner}:${now + LEASE_TTL_MS}`);
-      } catch {
-        return unowned; // storage full or read-only: no lease can be written, waiting would never end
-      }
-      await sleep(LEASE_SETTLE_MS, signal);
-      if (heldByMe()) return keepRenewed(storage, slot, owner, heldByMe);
-    }
-    // Wait for the holder to release (a `storage` event from its tab) or re-check soon.
-    await abortable<void>(signal, (resolve) => {
-      const scope = globalThis as Partial<EventTarget>;
-      const timer = setTimeout(resolve, LEASE_POLL_MS);
-      const onStorage = () => resolve();
-      scope.addEventListener?.("storage", onStorage);
-      return () => {
-        clearTimeout(timer);
-        scope.removeEventListener?.("storage", onStorage);
-      };
-    });
-  }
-}
-
-function keepRenewed(storage: Storage, slot: string, owner: string, heldByMe: () => boolean): Release {
-  const timer = setInterval(() => {
-    // Renew only a lease still ours: if it lapsed (throttled timers) and another tab took it,
-    // taking it back would let both tabs believe they hold it.
-    if (!heldByMe()) return clearInterval(timer);
-    try {
-      storage.setItem(slot, `${owner}:${Date.now() + LEASE_TTL_MS}`);
-    } catch {
-      // full: the lease expires, another tab may take over after LEASE_TTL_MS
-    }
-  }, LEASE_TTL_MS / 3);
-  return () => {
-    clearInterval(timer);
-    if (heldByMe()) {
-      try {
-        storage.removeItem(slot);
-      } catch {
-        // it expires by itself
-      }
-    }
-  };
 }

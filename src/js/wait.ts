@@ -1,8 +1,9 @@
 // Waiting, cut short by the caller's AbortSignal: the one place a signal interrupts a wait (a
-// backoff sleep, the network coming back, another call's or tab's turn, a lock).
+// backoff sleep, the network coming back, another call's or tab's turn, a lock). Without state.
 
-/** Thrown (rejected) when the caller's signal aborted a wait. */
-export const INTERRUPTED: unique symbol = Symbol("interrupted");
+/** Thrown (rejected) when the caller's signal aborted a wait. A registered symbol: the same in the
+ *  parts loaded on first use, which carry their own copy of this module (lazy.ts). */
+export const INTERRUPTED: unique symbol = Symbol.for("idempotent-fetch:interrupted");
 
 /** Runs `start(settle)` until it settles, or rejects with INTERRUPTED once `signal` aborts (an
  *  already aborted signal, which fires no more events, interrupts at once). `cleanup` always runs. */
