@@ -39,12 +39,13 @@ import {
   type RecordView,
   viewOf,
 } from "./operation.js";
-import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds, retiredStamp } from "./record.js";
+import { decodeRecord, encodeRecord, INLINE_BODY_MAX, type LoadedRecord, outOfLine, type PersistedRequest, type RecordIds, retiredStamp } from "./record.js";
 import { type IntentRequest, pageLocation, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
 import { claim, claimNew, claimsDb, claimSlot, lostClaims } from "./storage/claims.js";
 import { RetiredRecords } from "./storage/retired.js";
 import { Store } from "./storage/store.js";
+import { readBody, storeBody } from "./stored-body.js";
 import { loadMachine, machineIfLoaded, type MachineModule, refused } from "./wasm.js";
 
 /** A stored intent, as listed by `client.pending()`. */
@@ -192,11 +193,12 @@ export class IdempotentClient {
       // Storage is writable by any script of the origin: the stored request is re-read like a new one.
       const config = this.core.config;
       const names = new Set(given.map(([name]) => name));
+      const { body } = request;
       const prepared = await prepareParts(
         request.url,
         request.method,
         [...request.headers.filter(([name]) => !names.has(name)), ...given],
-        request.body ? new Uint8Array(request.body) : null,
+        outOfLine(body) ? await readBody(this.core.store, id, body) : body && new Uint8Array(body),
         config.headerName,
         config.maxBodyBytes,
       );
@@ -650,11 +652,16 @@ async function beginOnce(
   } finally {
     if (!consumed) stored?.machine.free();
   }
-  const { machine, ids, request, resumed } = begun;
+  const { machine, ids, resumed } = begun;
+  let { request } = begun;
   try {
     let unsaved: string | undefined;
     // Dirty also when resumed from the claim: this tab's storage lacks the record.
     if (machine.get(F_DIRTY) === 1) {
+      // A large body goes to its own slot first, so that no record names a body not yet written.
+      if (Array.isArray(request?.body) && request.body.length > INLINE_BODY_MAX) {
+        request = await storeBody(store, intentId, request as PersistedRequest & { body: number[] });
+      }
       if (deferSave) unsaved = recordText(machine, ids, request);
       else await saveRecord(core, machine, ids, request);
     }
