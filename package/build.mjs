@@ -283,6 +283,8 @@ export const LAZY_PARTS = [
   { source: "storage/custom.ts", file: "lazy/custom.js" },
   // The localStorage lease where a browser has no Web Locks.
   { source: "lease.ts", file: "lazy/lease.js" },
+  // A persisted request's body over 1 KiB, stored out of line.
+  { source: "stored-body.ts", file: "lazy/stored-body.js" },
 ];
 /** What a lazy part may bundle besides its own source: modules without state. */
 const PURE_SOURCES = ["describe.ts", "hex.ts", "body-limits.ts", "machine.ts", "generated/contract.ts", "storage/backend.ts", "storage/idb.ts", "wait.ts"];

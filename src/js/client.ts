@@ -19,10 +19,10 @@ import { Listeners, type ClientEventMap } from "./events.js";
 import { Fields } from "./fields.js";
 import { fingerprint } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
-import { leasePart, placementPart, reconcilePart } from "./lazy.js";
+import { leasePart, placementPart, reconcilePart, storedBodyPart } from "./lazy.js";
 import { needsLease } from "./lock.js";
 import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, F_UPDATED_AT, type Machine, MISMATCH_CLAIMED, MISMATCH_KEY_CLAIMED, MISMATCH_KEY_STORED, OPT_RETRY_BUDGET, OPTIONS, SWEEP_EXPIRED, SWEEP_KEEP, SWEEP_REMOVE } from "./machine.js";
-import { fromThrown, intentMismatch, notFound } from "./messages.js";
+import { corruptRecord, fromThrown, intentMismatch, notFound, storageUnavailable } from "./messages.js";
 import {
   type BeginOptions,
   type ClientOptions,
@@ -40,7 +40,7 @@ import {
   type RecordView,
   viewOf,
 } from "./operation.js";
-import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds, retiredStamp } from "./record.js";
+import { decodeRecord, encodeRecord, INLINE_BODY_MAX, type LoadedRecord, outOfLine, type PersistedRequest, type RecordIds, retiredStamp } from "./record.js";
 import { type IntentRequest, pageLocation, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
 import { claim, claimNew, claimsDb, claimSlot, lostClaims } from "./storage/claims.js";
@@ -136,6 +136,7 @@ export class IdempotentClient {
     // A part the options will use is loaded now, not when the click needs it.
     if (core.config.reconciler.statusUrl || core.config.reconciler.reconcile) reconcilePart().catch(() => {});
     if (core.config.keyIn) placementPart().catch(() => {});
+    if (core.config.persistRequest) storedBodyPart().catch(() => {});
     if (core.config.storage !== "memory" && needsLease()) leasePart().catch(() => {});
     // A lock no intent can have (ids hold no control character), given back at once.
     void offerSendLock(core, "\u0001warm-up").then((release) => release?.());
@@ -197,11 +198,12 @@ export class IdempotentClient {
       // Storage is writable by any script of the origin: the stored request is re-read like a new one.
       const config = this.core.config;
       const names = new Set(given.map(([name]) => name));
+      const { body } = request;
       const prepared = await prepareParts(
         request.url,
         request.method,
         [...request.headers.filter(([name]) => !names.has(name)), ...given],
-        request.body ? new Uint8Array(request.body) : null,
+        outOfLine(body) ? await readStoredBody(this.core.store, id, body) : body && new Uint8Array(body),
         config.headerName,
         config.maxBodyBytes,
       );
@@ -500,6 +502,19 @@ export class IdempotentClient {
   }
 }
 
+/** The out-of-line body of a resumed request (stored-body.ts): STORAGE when it cannot be read or is
+ *  not the bytes its record names. */
+async function readStoredBody(store: Store, intentId: string, length: number): Promise<Uint8Array<ArrayBuffer>> {
+  let bytes: Uint8Array<ArrayBuffer> | undefined;
+  try {
+    bytes = await (await storedBodyPart()).readBody(store, intentId, length);
+  } catch (thrown) {
+    throw storageUnavailable(intentId, thrown);
+  }
+  if (!bytes) throw corruptRecord(intentId, `its request's body is not the ${length} bytes stored`);
+  return bytes;
+}
+
 /** Records the background sweep decodes between two yields to the page: a few ms of work. */
 const SWEEP_SLICE = 64;
 
@@ -655,11 +670,16 @@ async function beginOnce(
   } finally {
     if (!consumed) stored?.machine.free();
   }
-  const { machine, ids, request, resumed } = begun;
+  const { machine, ids, resumed } = begun;
+  let { request } = begun;
   try {
     let unsaved: string | undefined;
     // Dirty also when resumed from the claim: this tab's storage lacks the record.
     if (machine.get(F_DIRTY) === 1) {
+      // A large body goes to its own slot first, so that no record names a body not yet written.
+      if (Array.isArray(request?.body) && request.body.length > INLINE_BODY_MAX) {
+        request = await (await storedBodyPart()).storeBody(store, intentId, request as PersistedRequest & { body: number[] });
+      }
       if (deferSave) unsaved = recordText(machine, ids, request);
       else await saveRecord(core, machine, ids, request);
     }

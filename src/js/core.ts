@@ -7,7 +7,7 @@ import type { InFlight } from "./inflight.js";
 import { type Engine, F_STATE, type Machine, STATE_FAILED, STATE_PENDING, STATE_SUCCEEDED } from "./machine.js";
 import { storageUnavailable } from "./messages.js";
 import type { Config } from "./options.js";
-import { decodeRecord, encodeRecord, type LoadedRecord, type PersistedRequest, type RecordIds } from "./record.js";
+import { decodeRecord, encodeRecord, type LoadedRecord, outOfLine, type PersistedRequest, type RecordIds } from "./record.js";
 import type { SendResult } from "./results.js";
 import { isStorageFailure } from "./storage/backend.js";
 import { claim, claimsDb, claimSlot, lostRange, lostSlot, secretSlot } from "./storage/claims.js";
@@ -90,7 +90,9 @@ export async function loadRecord(core: ClientCore, engine: Engine, intentId: str
 export const recordText = (machine: Machine, ids: RecordIds, request: PersistedRequest | undefined): string =>
   encodeRecord(machine, ids, machine.get(F_STATE) === STATE_PENDING ? request : undefined);
 
-/** Writes the machine's record (with the persisted request, if any) and marks it saved. */
+/** Writes the machine's record (with the persisted request, if any) and marks it saved. A body
+ *  stored out of line stays while the record names it (pending), and goes with the write that
+ *  retires or expires it. */
 export async function saveRecord(
   core: ClientCore,
   machine: Machine,
@@ -101,7 +103,7 @@ export async function saveRecord(
   const state = machine.get(F_STATE);
   const retired = state === STATE_SUCCEEDED || state === STATE_FAILED;
   try {
-    await core.store.put(intentId, recordText(machine, ids, request), retired);
+    await core.store.put(intentId, recordText(machine, ids, request), retired, outOfLine(request?.body) ? state === STATE_PENDING : undefined);
   } catch (thrown) {
     throw storageUnavailable(intentId, isStorageFailure(thrown) ? thrown.reason : String(thrown));
   }

@@ -33,9 +33,17 @@ export interface PersistedRequest {
   method: string;
   url: string;
   headers: [string, string][];
-  /** Body bytes as sent; null for none. */
-  body: number[] | null;
+  /** Body bytes as sent; the length of a body of more than INLINE_BODY_MAX bytes, stored out of
+   *  line (stored-body.ts); null for none. */
+  body: number[] | number | null;
 }
+
+/** The largest body kept inside its record; a larger one gets a slot of its own (stored-body.ts), so
+ *  that the record rewritten at each attempt, and every record `pending()` reads, stays small. */
+export const INLINE_BODY_MAX = 1024;
+
+/** The length of a persisted body stored out of line, if it is. */
+export const outOfLine = (body: PersistedRequest["body"] | undefined): body is number => typeof body === "number";
 
 /** What never changes in a record, kept by the driver so that encoding and views do not ask the
  *  machine again (each string getter crosses into wasm and copies). */
@@ -117,12 +125,13 @@ function decodeRequest(value: unknown): PersistedRequest {
     return [pair[0], pair[1]];
   });
   const bodyValue = fields.value("body");
-  let body: number[] | null = null;
+  let body: PersistedRequest["body"] = null;
   if (bodyValue !== undefined && bodyValue !== null) {
-    if (!Array.isArray(bodyValue) || !bodyValue.every((n) => Number.isInteger(n) && n >= 0 && n <= 255)) {
-      throw malformed("request.body must be an array of bytes");
+    // Bytes, or the length of a body stored out of line.
+    if (Array.isArray(bodyValue) ? !bodyValue.every((n) => Number.isInteger(n) && n >= 0 && n <= 255) : !(Number.isSafeInteger(bodyValue) && (bodyValue as number) > INLINE_BODY_MAX)) {
+      throw malformed("request.body must be an array of bytes or a length");
     }
-    body = bodyValue as number[];
+    body = bodyValue as number[] | number;
   }
   return {
     method: required(fields.string("method"), "request.method"),

@@ -1545,6 +1545,98 @@ add("persistRequest: true stores the request so resume() re-sends it with the sa
   }
 });
 
+/** `length` bytes of every value 0..255 (a body no text encoding would carry unchanged), and their base64. */
+function binaryBody(length, seed = 0) {
+  const bytes = Uint8Array.from({ length }, (_, i) => (i * 7 + seed) & 255);
+  let binary = "";
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return { bytes, base64: btoa(binary) };
+}
+/** The Web Storage slot of the out-of-line body of intent `id` (src/js/storage/backend.ts BODY). */
+const bodySlot = (ns, id) => `${PREFIX}${ns}:\u0001:${id}`;
+/** The Web Storage keys of namespace `ns`. */
+const slotsOf = (ns) => Object.keys(localStorage).filter((k) => k.startsWith(`${PREFIX}${ns}:`));
+
+add("persistRequest: a body over 1 KiB is stored out of line (the record holds its length), resumed after a reload with the same bytes, and deleted with the record; none is left behind", async (ctx) => {
+  const { assert } = ctx;
+  const origins = [new URL(ctx.server).origin];
+  const options = { persistRequest: true, resumeOrigins: origins, retry: { maxAttempts: 1 } };
+  const client = ctx.client(options);
+  const { bytes, base64 } = binaryBody(20_000);
+  const op = await client.begin("big", { url: ctx.url("big", "503,201"), method: "POST", body: bytes });
+  await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  if (ctx.browser) {
+    const record = storedText(ctx.ns, "big");
+    assert.ok(record.length < 1000, `the record stays small (${record.length} chars)`);
+    assert.equal(JSON.parse(record).request.body, bytes.length, "the record names the body by its length");
+    assert.equal(localStorage.getItem(bodySlot(ctx.ns, "big")), base64, "the body's own slot holds its bytes (base64)");
+  }
+  // A reload: a fresh client over the same storage (Node's memory storage: the same client).
+  const later = ctx.browser ? ctx.client(options) : client;
+  assert.deepEqual((await later.pending()).map((p) => [p.intentId, p.resumable]), [["big", true]]);
+  const resumed = await later.resume("big");
+  assert.equal(resumed.key, op.key);
+  assert.equal((await resumed.send()).status, 201);
+  const log = await ctx.log("big");
+  assert.deepEqual(log.map((e) => [e.key, e.bodyBase64]), [[op.key, base64], [op.key, base64]], "the same bytes on every attempt");
+  if (ctx.browser) assert.equal(localStorage.getItem(bodySlot(ctx.ns, "big")), null, "the body went with the write that retired the intent");
+  // Every other way a record goes takes its body along: discard, the sweep (expiry), clear().
+  for (const id of ["gone", "expiring", "cleared"]) {
+    const pending = await client.begin(id, { url: ctx.url(id, "503"), method: "POST", body: binaryBody(5000, 1).bytes });
+    await assert.rejects(pending.send(), "RETRIES_EXHAUSTED");
+    if (ctx.browser) assert.ok(localStorage.getItem(bodySlot(ctx.ns, id)), `${id}: stored out of line`);
+  }
+  assert.equal(await client.discard("gone"), true);
+  if (ctx.browser) {
+    assert.equal(localStorage.getItem(bodySlot(ctx.ns, "gone")), null, "discard left the body");
+    // Expiry: the sweep marks a pending intent older than keyTtlMs expired (its request goes).
+    const expiring = JSON.parse(storedText(ctx.ns, "expiring"));
+    expiring.createdAt -= 2 * 24 * 3600 * 1000;
+    localStorage.setItem(`${PREFIX}${ctx.ns}:expiring`, JSON.stringify(expiring));
+    assert.equal((await ctx.client(options).sweep()).expired, 1);
+    assert.equal(localStorage.getItem(bodySlot(ctx.ns, "expiring")), null, "expiry left the body");
+  }
+  await client.clear();
+  // (The other clients' warm-up may write the namespace's secret again: only records and bodies count.)
+  if (ctx.browser) assert.deepEqual(slotsOf(ctx.ns).filter((k) => !k.endsWith(SECRET_SLOT)), [], "clear() left slots");
+  // A body of at most 1 KiB stays inside its record, as before.
+  const small = await client.begin("small", { url: ctx.url("small", "503"), method: "POST", body: binaryBody(1024).bytes });
+  await assert.rejects(small.send(), "RETRIES_EXHAUSTED");
+  if (ctx.browser) {
+    assert.equal(JSON.parse(storedText(ctx.ns, "small")).request.body.length, 1024);
+    assert.equal(localStorage.getItem(bodySlot(ctx.ns, "small")), null);
+  }
+});
+
+add("persistRequest: an out-of-line body altered, cut or missing is STORAGE and nothing is sent; over maxBodyBytes it is BODY_TOO_LARGE before anything is stored", async (ctx) => {
+  const { assert } = ctx;
+  const options = { persistRequest: true, resumeOrigins: [new URL(ctx.server).origin], retry: { maxAttempts: 1 } };
+  const client = ctx.client({ ...options, maxBodyBytes: 8192 });
+  await assert.rejects(
+    client.begin("huge", { url: ctx.url("huge", "201"), method: "POST", body: binaryBody(8193).bytes }),
+    "BODY_TOO_LARGE",
+  );
+  assert.deepEqual(await client.pending(), []);
+  if (ctx.browser) assert.deepEqual(slotsOf(ctx.ns).filter((k) => !k.endsWith(SECRET_SLOT)), [], "a refused body was stored");
+  if (!ctx.browser) return; // the storage below is the page's own
+  const { bytes, base64 } = binaryBody(8192);
+  const same = binaryBody(8192, 3).base64; // the same length, other bytes
+  const tampered = { altered: same, cut: base64.slice(0, 4000), garbage: "not base64!", missing: null };
+  for (const [id, text] of Object.entries(tampered)) {
+    const op = await client.begin(id, { url: ctx.url(`t-${id}`, "503,201"), method: "POST", body: bytes });
+    await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+    if (text === null) localStorage.removeItem(bodySlot(ctx.ns, id));
+    else localStorage.setItem(bodySlot(ctx.ns, id), text);
+    await assert.rejects(ctx.client(options).resume(id), "STORAGE", id);
+    assert.equal((await ctx.log(`t-${id}`)).length, 1, `${id}: sent after the body was changed`);
+  }
+  // Over the resuming client's maxBodyBytes (the stored body is intact): BODY_TOO_LARGE, nothing sent.
+  const op = await client.begin("capped", { url: ctx.url("capped", "503,201"), method: "POST", body: bytes });
+  await assert.rejects(op.send(), "RETRIES_EXHAUSTED");
+  await assert.rejects(ctx.client({ ...options, maxBodyBytes: 4096 }).resume("capped"), "BODY_TOO_LARGE");
+  assert.equal((await ctx.log("capped")).length, 1);
+});
+
 // --- issue 13 item 6 (at rest) and item 7 (body cap) ------------------------------------------
 
 add("at rest: credentials are never persisted, an allowlist keeps the rest, and the request is deleted once retired", async (ctx) => {

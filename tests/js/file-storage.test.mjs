@@ -107,6 +107,48 @@ test("file storage: records on disk in their format, written through a temporary
   assert.equal((await again.intent("pay")).state, "succeeded");
 });
 
+test("a persisted body over 1 KiB in an app's storage and in files: its own entry, the same bytes after a restart, gone with the answer; altered, STORAGE and nothing sent", async () => {
+  const bytes = Uint8Array.from({ length: 20_000 }, (_, i) => (i * 7) & 255);
+  const base64 = Buffer.from(bytes).toString("base64");
+  const options = { namespace: "acct", persistRequest: true, retry: { ...fast, maxAttempts: 1 } };
+  // The memory twin of an app's AsyncStorage: the entry is dropped with a call when the intent is answered.
+  const storage = mapStorage();
+  const twin = new lib.IdempotentClient({ ...options, storage });
+  const op = await twin.begin("pay", { url: url("twin", "503,201"), method: "POST", body: bytes });
+  await assert.rejects(op.send(), { code: "RETRIES_EXHAUSTED" });
+  assert.equal(storage.map.get("acct\u0000\u0001:pay"), base64, "the body's own entry");
+  assert.equal(JSON.parse(storage.map.get("acct\u0000pay")).request.body, bytes.length, "the record names it by its length");
+  assert.equal((await (await new lib.IdempotentClient({ ...options, storage }).resume("pay")).send()).status, 201);
+  assert.deepEqual([...storage.map.keys()].filter((k) => k.includes("\u0001:")), [], "the body outlived the answer");
+  assert.deepEqual((await scripted.log(`twin-${counter}`)).map((e) => e.bodyBase64), [base64, base64]);
+
+  // Files: one client, then another over the same folder (a restarted process).
+  const directory = fresh();
+  const first = new lib.IdempotentClient({ ...options, storage: fileStorage({ directory }) });
+  const records = () => readdirSync(path.join(directory, "acct")).map((f) => JSON.parse(readFileSync(path.join(directory, "acct", f), "utf8")));
+  for (const id of ["pay", "altered"]) {
+    const pending = await first.begin(id, { url: url(id, "503,201"), method: "POST", body: bytes });
+    await assert.rejects(pending.send(), { code: "RETRIES_EXHAUSTED" });
+  }
+  const onDisk = Object.fromEntries(records().map((r) => [r.intentId, r.text]));
+  assert.equal(onDisk["\u0001:pay"], base64);
+  assert.equal(JSON.parse(onDisk.pay).request.body, bytes.length);
+  // Same length, other bytes: the keyed fingerprint tells.
+  const alteredFile = readdirSync(path.join(directory, "acct")).find((f) => JSON.parse(readFileSync(path.join(directory, "acct", f), "utf8")).intentId === "\u0001:altered");
+  const altered = JSON.parse(readFileSync(path.join(directory, "acct", alteredFile), "utf8"));
+  altered.text = Buffer.from(bytes.map((b) => b ^ 1)).toString("base64");
+  writeFileSync(path.join(directory, "acct", alteredFile), JSON.stringify(altered));
+  const restarted = new lib.IdempotentClient({ ...options, storage: fileStorage({ directory }) });
+  assert.deepEqual((await restarted.pending()).map((p) => [p.intentId, p.resumable]).sort(), [["altered", true], ["pay", true]]);
+  await assert.rejects(restarted.resume("altered"), { code: "STORAGE" });
+  assert.equal((await scripted.log(`altered-${counter}`)).length, 1, "an altered body was sent");
+  assert.equal((await (await restarted.resume("pay")).send()).status, 201);
+  assert.deepEqual((await scripted.log(`pay-${counter}`)).map((e) => e.bodyBase64), [base64, base64], "the same bytes on every attempt");
+  assert.deepEqual(records().map((r) => r.intentId).filter((id) => id.startsWith("\u0001:")), ["\u0001:altered"], "the answered intent's body file is left");
+  assert.equal(await restarted.discard("altered"), true);
+  assert.deepEqual(records().map((r) => r.intentId).sort(), ["\u0001secret", "pay"], "discard left the body file");
+});
+
 test("file storage bad input: corrupt, truncated or foreign files are STORAGE errors and left as they are; pending() skips them", async () => {
   const directory = fresh();
   const client = new lib.IdempotentClient({ namespace: "ns", storage: fileStorage({ directory }), retry: fast });

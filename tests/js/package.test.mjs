@@ -25,6 +25,10 @@
 //   tanstack-app tests/package/tanstack-app: the react-ts template with TanStack Query (persisted)
 //                and a checkout mutation on idempotent-fetch/tanstack with TanStack's `retry: 3`:
 //                the same faults and reloads, and Pay clicked again after the answer.
+//   sw-app       tests/package/sw-app: Vite's vanilla template with a service worker built as the
+//                README's recipe says (a second entry kept at /sw.js, idempotent-fetch/sw), same
+//                install, `vite build`; Chromium only (the sync event is a DevTools command): the tab
+//                closed while the server is down, a sync event, one order with the page's key.
 //   mcp-orders   examples/mcp-orders: an MCP server on the official SDK using idempotent-fetch/agent
 //                and /file, driven by the SDK's client over stdio against the reference server.
 //   node         tests/package/node: `import` (pay.mjs) and `require` (pay.cjs) of the installed
@@ -523,6 +527,64 @@ async function driveCheckout(label, dist, account) {
     await server.stop();
   }
 }
+
+test("Vite-built service worker (vanilla template, the README's recipe for idempotent-fetch/sw): the tab is closed while the server is down, a sync event makes one order with the page's key, the reopened page reads it succeeded", { timeout: TEST_TIMEOUT_MS, skip: capabilities.cdp ? false : `needs CDP (ServiceWorker.dispatchSyncEvent), not in ${engineName}'s WebDriver` }, async () => {
+  const app = path.join(apps, "sw-app");
+  prepareApp(app, "vite", { withQuickStart: false });
+  const dist = path.join(tmpDir, "sw-dist");
+  run(path.join(app, "node_modules/.bin/vite"), ["build", "--outDir", dist, "--emptyOutDir", "--logLevel", "warn"], { cwd: app });
+  checkBundle(dist, "sw-app");
+  const worker = readFileSync(path.join(dist, "sw.js"), "utf8");
+  assert.ok(!/from\s*["']idempotent-fetch/.test(worker), "the worker's bare imports were bundled");
+  const account = "acct_42"; // src/main.js and src/sw.js: the namespace; the session cookie's account
+  const server = await startReferenceServer({ www: dist, label: "package-sw" });
+  const context = await browser.newContext();
+  try {
+    await server.signIn(context, account);
+    const errors = [];
+    const open = async () => {
+      const page = await context.newPage();
+      collectPageErrors(page, errors);
+      await page.goto(`${server.url}/`);
+      await page.waitForFunction(() => document.body.dataset.ready === "true", null, { timeout: 30_000 * timeoutScale });
+      return page;
+    };
+    const watcher = await open(); // stays open: the DevTools session, and the worker's registration
+    const cdp = await context.newCDPSession(watcher);
+    const registrations = [];
+    cdp.on("ServiceWorker.workerRegistrationUpdated", ({ registrations: updated }) => registrations.push(...updated));
+    await cdp.send("ServiceWorker.enable");
+    await server.setFaults({ failBeforeWork: 1 });
+    const payer = await open();
+    await payer.click("#pay");
+    await payer.waitForFunction(() => Number(document.body.dataset.attempts) >= 1, null, { timeout: 20_000 * timeoutScale });
+    const key = await payer.evaluate(() => document.body.dataset.key);
+    await payer.close();
+    // The worker Chromium woke on the page's registration (the app's three attempts) may still be
+    // retrying the 503s: the server stays down until it gave up.
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    assert.deepEqual(await ordersOf(server, account), [], "an order while the server answered 503");
+    await server.setFaults({});
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    assert.deepEqual(await ordersOf(server, account), [], "sent without a trigger");
+    const registration = registrations.find((r) => !r.isDeleted && r.scopeURL === `${server.url}/`);
+    assert.ok(registration, `no registration for ${server.url}/: ${JSON.stringify(registrations)}`);
+    await cdp.send("ServiceWorker.dispatchSyncEvent", { origin: server.url, registrationId: registration.registrationId, tag: "idempotent-fetch", lastChance: false });
+    const deadline = Date.now() + 20_000 * timeoutScale;
+    while ((await ordersOf(server, account)).length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+    const orders = await ordersOf(server, account);
+    assert.deepEqual(orders.map((order) => order.idempotencyKey), [key], "one order, with the page's key");
+    const reopened = await open();
+    assert.equal(await reopened.evaluate(() => document.body.dataset.state), "succeeded");
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal((await ordersOf(server, account)).length, 1, "the reopened page sent again");
+    assert.deepEqual(errors.filter((error) => !/503|Failed to load resource/.test(error)), [], "errors on the pages");
+    log(`sw-app: one order ${orders[0].id} with key ${key}, sent by the Vite-built worker on a sync event after the tab closed`);
+  } finally {
+    await context.close().catch(() => {});
+    await server.stop();
+  }
+});
 
 test("React app (Vite react-ts template, idempotent-fetch/react): double click, server down, reload mid-retry, rebuilt cart, flaky, reload after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
   const dist = buildViteApp("react", "tsc", ["-b"]);

@@ -25,6 +25,11 @@ export const isStorageFailure = (thrown: unknown): thrown is StorageFailure =>
  *  (docs/ARCHITECTURE.md, "Storage layout"). */
 export const RETIRED = "\u0002";
 
+/** The mark in front of the slot of a persisted request's body stored out of line (stored-body.ts):
+ *  below RETIRED, so it is on neither shelf (listing records never reads a body), and unlike the
+ *  secret's slot ("\u0001secret") in its second character, which no intent id can make. */
+export const BODY = "\u0001:";
+
 /** Which slots a listing covers: the pending shelf (every intent id), the retired shelf (ids behind
  *  RETIRED), or, `undefined`, the whole namespace (its fingerprint secret too). */
 export type Shelf = "pending" | "retired" | undefined;
@@ -41,9 +46,10 @@ export interface Backend {
   readonly shelves: boolean;
   /** The record text stored for `id`, if any. */
   get(id: string): Promise<string | undefined>;
-  /** Stores (creates or replaces) the record text of `id`, and deletes `drop` (the intent's slot on
-   *  the other shelf) after it, in the same transaction where there is one; resolves once durable. */
-  put(id: string, text: string, drop?: string): Promise<void>;
+  /** Stores (creates or replaces) the record text of `id`, and deletes the slots `drop` (the
+   *  intent's slot on the other shelf, its body's) after it, in the same transaction where there is
+   *  one; resolves once durable. */
+  put(id: string, text: string, ...drop: string[]): Promise<void>;
   /** Deletes the records of `ids` (missing is fine). */
   delete(...ids: string[]): Promise<void>;
   /** Deletes the record of `id` only if `test` holds for its current text, with nothing written in

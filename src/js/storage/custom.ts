@@ -26,7 +26,11 @@ export function customBackend(storage: AsyncStorage, namespace: string): Backend
       if (!text(value)) throw new StorageFailure("storage.get gave no text", false);
       return value as string;
     },
-    put: async (intentId, value) => void (await call("put", true, intentId, value)),
+    async put(intentId, value, ...drop) {
+      await call("put", true, intentId, value);
+      // No transaction: a slot left behind (this delete failing) is deleted with its record.
+      for (const id of drop) await call("delete", false, id).catch(() => {});
+    },
     async delete(...ids) {
       for (const id of ids) await call("delete", false, id);
     },

@@ -66,12 +66,12 @@ export class IndexedDbBackend implements Backend {
     return value;
   }
 
-  async put(id: string, text: string, drop?: string): Promise<void> {
+  async put(id: string, text: string, ...drop: string[]): Promise<void> {
     const transaction = await this.transaction("readwrite");
     try {
       const store = transaction.objectStore(STORE);
       store.put(text, this.prefix + id);
-      if (drop !== undefined) store.delete(this.prefix + drop);
+      for (const slot of drop) store.delete(this.prefix + slot);
       await committed(transaction);
     } catch (thrown) {
       throw unusable("writing")(thrown);

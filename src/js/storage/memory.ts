@@ -15,9 +15,9 @@ export class MemoryBackend implements Backend {
     return this.records.get(id);
   }
 
-  async put(id: string, text: string, drop?: string): Promise<void> {
+  async put(id: string, text: string, ...drop: string[]): Promise<void> {
     this.records.set(id, text);
-    if (drop !== undefined) this.records.delete(drop);
+    for (const slot of drop) this.records.delete(slot);
   }
 
   async delete(...ids: string[]): Promise<void> {

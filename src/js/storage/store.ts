@@ -11,12 +11,16 @@
 // reading the retired records. A write that changes shelf drops the other slot after it (in one
 // transaction in IndexedDB); a read looks at both and takes the pending one when both are there (a
 // move cut short: that record is the newer one, or one whose key the server already answered).
+//
+// A persisted request's large body has a slot of its own (BODY + intent id, stored-body.ts), on
+// neither shelf. It lives only while its intent's pending record names it: a record written without
+// it drops it in the same write, and deleting a record deletes it.
 
 import type { StorageKind } from "../options.js";
 import { describe } from "../describe.js";
 import { customStoragePart, indexedDbPart } from "../lazy.js";
 import type { AsyncStorage } from "./async-storage.js";
-import { type Backend, isStorageFailure, RETIRED, StorageFailure } from "./backend.js";
+import { type Backend, BODY, isStorageFailure, RETIRED, StorageFailure } from "./backend.js";
 import { idbFactory, KEPT_IN_MEMORY } from "./idb.js";
 import { MemoryBackend } from "./memory.js";
 import { WebStorageBackend } from "./web.js";
@@ -104,27 +108,32 @@ export class Store {
   /** The record text of `intentId`. Rejects with a StorageFailure when it cannot be read. */
   async get(intentId: string): Promise<string | undefined> {
     return this.attempt(async (backend) => {
-      if (!backend.shelves || intentId === SECRET_ID) return backend.get(intentId);
+      // The secret's and bodies' slots (below RETIRED) are on no shelf.
+      if (!backend.shelves || intentId < RETIRED) return backend.get(intentId);
       const [pending, retired] = await Promise.all([backend.get(intentId), backend.get(RETIRED + intentId)]);
       return pending ?? retired;
     });
   }
 
   /** Writes a record text, on the retired shelf if `retired`, on the pending one if false (and the
-   *  namespace's secret, `undefined`, where it is). Never fails for a full or blocked storage: it
-   *  falls back to memory. */
-  async put(intentId: string, text: string, retired?: boolean): Promise<void> {
+   *  namespace's secret or a body, `undefined`, where it is). `body`: whether the intent's body slot
+   *  stays (true: the text names it); otherwise it goes in the same write on the shelves, and in an
+   *  app's storage, where it costs a call, only when false (the record named one). Never fails for a
+   *  full or blocked storage: it falls back to memory. */
+  async put(intentId: string, text: string, retired?: boolean, body?: boolean): Promise<void> {
     const backend = this.backend;
-    const other = retired === undefined || !backend.shelves ? undefined : retired ? intentId : RETIRED + intentId;
-    const slot = retired && backend.shelves ? RETIRED + intentId : intentId;
+    const { shelves } = backend;
+    const drop = retired === undefined || body || (!shelves && body === undefined) ? [] : [BODY + intentId];
+    if (retired !== undefined && shelves) drop.push(retired ? intentId : RETIRED + intentId);
+    const slot = retired && shelves ? RETIRED + intentId : intentId;
     try {
-      await backend.put(slot, text, other);
+      await backend.put(slot, text, ...drop);
     } catch (thrown) {
       if (!isStorageFailure(thrown)) throw thrown;
-      if (await this.retryAfterFreeing(() => backend.put(slot, text, other))) return;
+      if (await this.retryAfterFreeing(() => backend.put(slot, text, ...drop))) return;
       // Reads may still work after a refused write (quota): keep what is stored.
       await this.fallBack(thrown.reason, backend);
-      await this.backend.put(slot, text, other);
+      await this.backend.put(slot, text, ...drop);
     }
   }
 
@@ -156,16 +165,16 @@ export class Store {
     return this.attempt(async (backend) => backend.shelves && backend.deleteIf(intentId, (now) => now === text, RETIRED + intentId));
   }
 
-  /** Deletes the record of `intentId`, from both shelves. */
+  /** Deletes the record of `intentId`, from both shelves, and its body. */
   async delete(intentId: string): Promise<void> {
-    return this.attempt((backend) => (backend.shelves ? backend.delete(intentId, RETIRED + intentId) : backend.delete(intentId)));
+    return this.attempt((backend) => backend.delete(intentId, BODY + intentId, ...(backend.shelves ? [RETIRED + intentId] : [])));
   }
 
-  /** Every readable `(intent id, record text)` of the pending shelf (not the namespace's secret), or
-   *  of the retired one. */
+  /** Every readable `(intent id, record text)` of the pending shelf (not the namespace's secret nor
+   *  a body), or of the retired one. */
   async all(shelf: "pending" | "retired" = "pending"): Promise<[string, string][]> {
     const entries = await this.attempt((backend) => backend.all(shelf));
-    return entries.flatMap(([id, text]) => (id === SECRET_ID ? [] : [[id[0] === RETIRED ? id.slice(1) : id, text]]));
+    return entries.flatMap(([id, text]) => (id < RETIRED ? [] : [[id[0] === RETIRED ? id.slice(1) : id, text]]));
   }
 
   /** Deletes every record of the namespace and its fingerprint secret (logout). Returns how many
@@ -173,7 +182,7 @@ export class Store {
   async clear(): Promise<number> {
     const slots = (await this.attempt((backend) => backend.all())).map(([id]) => id);
     await this.attempt((backend) => backend.delete(...slots));
-    return new Set(slots.filter((id) => id !== SECRET_ID).map((id) => (id[0] === RETIRED ? id.slice(1) : id))).size;
+    return new Set(slots.filter((id) => id > RETIRED).map((id) => (id[0] === RETIRED ? id.slice(1) : id))).size;
   }
 
   /** Runs `operation`; an unusable backend is replaced by memory and the operation runs there. */
@@ -214,7 +223,7 @@ function deferred(shelves: boolean, loading: Promise<Backend | string>): Backend
   return {
     shelves,
     get: async (id) => (await ready).get(id),
-    put: async (id, text, drop) => (await ready).put(id, text, drop),
+    put: async (id, text, ...drop) => (await ready).put(id, text, ...drop),
     delete: async (...ids) => (await ready).delete(...ids),
     deleteIf: async (id, test, moveTo) => (await ready).deleteIf(id, test, moveTo),
     all: async (shelf) => (await ready).all(shelf),

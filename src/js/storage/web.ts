@@ -55,7 +55,7 @@ export class WebStorageBackend implements Backend {
     return text;
   }
 
-  async put(id: string, text: string, drop?: string): Promise<void> {
+  async put(id: string, text: string, ...drop: string[]): Promise<void> {
     try {
       this.area.setItem(this.prefix + id, text);
     } catch (thrown) {
@@ -66,7 +66,7 @@ export class WebStorageBackend implements Backend {
     }
     // In the same task as the write: the browser commits both together. A copy left behind (this
     // removal failing) is only ever older than the record just written.
-    if (drop !== undefined) await this.delete(drop).catch(() => {});
+    await this.delete(...drop).catch(() => {});
   }
 
   async delete(...ids: string[]): Promise<void> {
