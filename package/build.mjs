@@ -283,8 +283,8 @@ export const LAZY_PARTS = [
   { source: "storage/custom.ts", file: "lazy/custom.js" },
   // The localStorage lease where a browser has no Web Locks.
   { source: "lease.ts", file: "lazy/lease.js" },
-  // A persisted request's body over 1 KiB, stored out of line.
-  { source: "stored-body.ts", file: "lazy/stored-body.js" },
+  // A persisted request as stored: its headers (never credentials), a body over 1 KiB out of line.
+  { source: "stored-request.ts", file: "lazy/stored-request.js" },
 ];
 /** What a lazy part may bundle besides its own source: modules without state. */
 const PURE_SOURCES = ["describe.ts", "hex.ts", "body-limits.ts", "machine.ts", "generated/contract.ts", "storage/backend.ts", "storage/idb.ts", "wait.ts"];
@@ -335,6 +335,10 @@ async function lazyParts(esbuild, out, common) {
         },
       }],
     });
+    // The entry reads a part's exports as properties of its module: a name the entry's mangling
+    // renames would be read under another name.
+    const mangled = Object.values(built.metafile.outputs).flatMap((o) => o.exports ?? []).filter((name) => common.mangleProps.test(name));
+    if (mangled.length) throw new Error(`${file} exports ${mangled.join(", ")}, which the bundles rename (DRIVER_PRIVATE): rename the export`);
     const extra = Object.keys(built.metafile.inputs).filter((input) => !input.startsWith("entry-errors:"))
       .map((input) => path.relative(DRIVER_DIR, path.resolve(root, input)))
       .filter((input) => input !== source && !PURE_SOURCES.includes(input));

@@ -19,7 +19,7 @@ import { Listeners, type ClientEventMap } from "./events.js";
 import { Fields } from "./fields.js";
 import { fingerprint } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
-import { leasePart, placementPart, reconcilePart, storedBodyPart } from "./lazy.js";
+import { leasePart, placementPart, reconcilePart, storedRequestPart } from "./lazy.js";
 import { needsLease } from "./lock.js";
 import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, F_UPDATED_AT, type Machine, MISMATCH_CLAIMED, MISMATCH_KEY_CLAIMED, MISMATCH_KEY_STORED, OPT_RETRY_BUDGET, OPTIONS, SWEEP_EXPIRED, SWEEP_KEEP, SWEEP_REMOVE } from "./machine.js";
 import { corruptRecord, fromThrown, intentMismatch, notFound, storageUnavailable } from "./messages.js";
@@ -115,6 +115,9 @@ export class IdempotentClient {
     const retired = new RetiredRecords(store, config.namespace, config.maxRetiredRecords, retiredStamp, claimsInUse({ config }));
     const sent = () => this.sweepLater();
     this.core = { config, store, retired, listeners, inFlight, engine, secret: secretOnce, forgetSecret, corsWarned: new Set(), sent };
+    // A client that stores requests (persistRequest, or `background`, which needs IndexedDB) loads
+    // their part now, while the page is surely online: a begin made offline must not need it then.
+    if (config.persistRequest || config.storage === "indexeddb") storedRequestPart().catch(() => {});
     // Bound, so `client.fetch` can be handed to an HTTP client as its fetch (`ky.create({ fetch })`).
     this.fetch = this.fetch.bind(this);
     // No storage is touched here: the warm-up runs when the page is idle, the sweep after the first
@@ -136,7 +139,6 @@ export class IdempotentClient {
     // A part the options will use is loaded now, not when the click needs it.
     if (core.config.reconciler.statusUrl || core.config.reconciler.reconcile) reconcilePart().catch(() => {});
     if (core.config.keyIn) placementPart().catch(() => {});
-    if (core.config.persistRequest) storedBodyPart().catch(() => {});
     if (core.config.storage !== "memory" && needsLease()) leasePart().catch(() => {});
     // A lock no intent can have (ids hold no control character), given back at once.
     void offerSendLock(core, "\u0001warm-up").then((release) => release?.());
@@ -502,12 +504,12 @@ export class IdempotentClient {
   }
 }
 
-/** The out-of-line body of a resumed request (stored-body.ts): STORAGE when it cannot be read or is
+/** The out-of-line body of a resumed request (stored-request.ts): STORAGE when it cannot be read or is
  *  not the bytes its record names. */
 async function readStoredBody(store: Store, intentId: string, length: number): Promise<Uint8Array<ArrayBuffer>> {
   let bytes: Uint8Array<ArrayBuffer> | undefined;
   try {
-    bytes = await (await storedBodyPart()).readBody(store, intentId, length);
+    bytes = await (await storedRequestPart()).readBody(store, intentId, length);
   } catch (thrown) {
     throw storageUnavailable(intentId, thrown);
   }
@@ -604,6 +606,8 @@ async function beginOnce(
   const { config, store } = core;
   // Read before the transaction: only IndexedDB requests may be awaited inside one.
   const stored = await loadRecord(core, engine, intentId);
+  // The request as stored (persistRequest, background), made before the decision for the same reason.
+  const fresh = config.persistRequest || background ? (await storedRequestPart()).storedForm(prepared, config.persistHeaders) : undefined;
   let consumed = false;
   let begun: Begun;
   try {
@@ -636,7 +640,6 @@ async function beginOnce(
       // Which record was resumed: the stored one keeps its request and its fingerprint's version.
       const chosen = resumed ? (key === stored?.ids.key ? stored : claimed) : undefined;
       const plain = chosen === stored ? plainFp : undefined;
-      const fresh = config.persistRequest || background ? persisted(prepared, config.persistHeaders) : undefined;
       const ids = plain !== undefined ? { intentId, key, fingerprint: plain, plain: true } : { intentId, key, fingerprint: fp };
       const begun = {
         machine,
@@ -678,7 +681,7 @@ async function beginOnce(
     if (machine.get(F_DIRTY) === 1) {
       // A large body goes to its own slot first, so that no record names a body not yet written.
       if (Array.isArray(request?.body) && request.body.length > INLINE_BODY_MAX) {
-        request = await (await storedBodyPart()).storeBody(store, intentId, request as PersistedRequest & { body: number[] });
+        request = await (await storedRequestPart()).storeBody(store, intentId, request as PersistedRequest & { body: number[] });
       }
       if (deferSave) unsaved = recordText(machine, ids, request);
       else await saveRecord(core, machine, ids, request);
@@ -708,25 +711,6 @@ function makeEngine(module: MachineModule, config: Config): Engine {
     }
     throw thrown;
   }
-}
-
-/** Headers never written to storage, whatever `persistHeaders` says: credentials. */
-export const NEVER_PERSISTED = ["authorization", "cookie", "proxy-authorization"];
-
-/** The request as stored with `persistRequest` (the body's own content type becomes a header).
- *  Credentials are never stored; with a `persistHeaders` allowlist, only the headers it names (and
- *  the content type, which the fingerprint covers) are. */
-function persisted(prepared: PreparedRequest, allow: string[] | undefined): PersistedRequest {
-  const headers = prepared.headers.filter(
-    ([name]) => !NEVER_PERSISTED.includes(name) && (allow === undefined || name === "content-type" || allow.includes(name)),
-  );
-  if (prepared.body?.contentType) headers.push(["content-type", prepared.body.contentType]);
-  return {
-    method: prepared.method,
-    url: prepared.url,
-    headers,
-    body: prepared.body ? Array.from(prepared.body.bytes) : null,
-  };
 }
 
 /** `requireDurable` and the store is in memory. */

@@ -45,5 +45,6 @@ export const customStoragePart = once(() => import("./storage/custom.js"));
 /** The localStorage lease, where there are no Web Locks: loaded when the page is idle. */
 export const leasePart = once(() => import("./lease.js"));
 
-/** A persisted request's body stored out of line: loaded with a client that persists requests. */
-export const storedBodyPart = once(() => import("./stored-body.js"));
+/** A persisted request as stored (its headers, its body out of line): loaded with a client that
+ *  persists requests, or by the begin that asks for `background`. */
+export const storedRequestPart = once(() => import("./stored-request.js"));

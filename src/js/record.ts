@@ -34,11 +34,11 @@ export interface PersistedRequest {
   url: string;
   headers: [string, string][];
   /** Body bytes as sent; the length of a body of more than INLINE_BODY_MAX bytes, stored out of
-   *  line (stored-body.ts); null for none. */
+   *  line (stored-request.ts); null for none. */
   body: number[] | number | null;
 }
 
-/** The largest body kept inside its record; a larger one gets a slot of its own (stored-body.ts), so
+/** The largest body kept inside its record; a larger one gets a slot of its own (stored-request.ts), so
  *  that the record rewritten at each attempt, and every record `pending()` reads, stays small. */
 export const INLINE_BODY_MAX = 1024;
 

@@ -25,7 +25,7 @@ export const isStorageFailure = (thrown: unknown): thrown is StorageFailure =>
  *  (docs/ARCHITECTURE.md, "Storage layout"). */
 export const RETIRED = "\u0002";
 
-/** The mark in front of the slot of a persisted request's body stored out of line (stored-body.ts):
+/** The mark in front of the slot of a persisted request's body stored out of line (stored-request.ts):
  *  below RETIRED, so it is on neither shelf (listing records never reads a body), and unlike the
  *  secret's slot ("\u0001secret") in its second character, which no intent id can make. */
 export const BODY = "\u0001:";

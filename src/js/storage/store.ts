@@ -12,7 +12,7 @@
 // transaction in IndexedDB); a read looks at both and takes the pending one when both are there (a
 // move cut short: that record is the newer one, or one whose key the server already answered).
 //
-// A persisted request's large body has a slot of its own (BODY + intent id, stored-body.ts), on
+// A persisted request's large body has a slot of its own (BODY + intent id, stored-request.ts), on
 // neither shelf. It lives only while its intent's pending record names it: a record written without
 // it drops it in the same write, and deleting a record deletes it.
 

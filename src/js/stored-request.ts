@@ -1,8 +1,9 @@
-// The body of a persisted request (`persistRequest`, `begin(…, { background: true })`) larger than
-// INLINE_BODY_MAX, stored out of line: base64 text in a slot of its own (BODY + the intent id, in
-// the record's storage), written before the record that names it and deleted with it (store.ts).
-// A part loaded on first use (lazy.ts: when such a request is stored or resumed, or with the client
-// when `persistRequest` is set), so a page that never persists a request never downloads it.
+// A persisted request (`persistRequest`, `begin(…, { background: true })`) as it is stored: never its
+// credentials, and a body larger than INLINE_BODY_MAX out of line, as base64 text in a slot of its
+// own (BODY + the intent id, in the record's storage), written before the record that names it and
+// deleted with it (store.ts). A part loaded on first use (lazy.ts: with a client that persists
+// requests, or by the begin or resume that needs it), so a page that never persists a request never
+// downloads it.
 //
 // What is checked when it is read back: the slot holds base64 of exactly the length the record
 // names, or the intent is a STORAGE error; the bytes are then part of the whole request that
@@ -10,6 +11,7 @@
 // before anything is sent, so altered bytes of the same length are a STORAGE error too.
 
 import type { PersistedRequest } from "./record.js";
+import type { PreparedRequest } from "./request.js";
 import { BODY } from "./storage/backend.js";
 import type { Store } from "./storage/store.js";
 
@@ -38,4 +40,23 @@ export async function readBody(store: Store, intentId: string, length: number): 
     return undefined;
   }
   return binary.length === length ? Uint8Array.from(binary, (char) => char.charCodeAt(0)) : undefined;
+}
+
+/** Headers never written to storage, whatever `persistHeaders` says: credentials. */
+export const NEVER_PERSISTED = ["authorization", "cookie", "proxy-authorization"];
+
+/** The request as stored with `persistRequest` (the body's own content type becomes a header).
+ *  Credentials are never stored; with a `persistHeaders` allowlist, only the headers it names (and
+ *  the content type, which the fingerprint covers) are. */
+export function storedForm(prepared: PreparedRequest, allow: string[] | undefined): PersistedRequest {
+  const headers = prepared.headers.filter(
+    ([name]) => !NEVER_PERSISTED.includes(name) && (allow === undefined || name === "content-type" || allow.includes(name)),
+  );
+  if (prepared.body?.contentType) headers.push(["content-type", prepared.body.contentType]);
+  return {
+    method: prepared.method,
+    url: prepared.url,
+    headers,
+    body: prepared.body ? Array.from(prepared.body.bytes) : null,
+  };
 }
