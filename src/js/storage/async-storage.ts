@@ -8,7 +8,8 @@
  * client continues in memory and says so (`storageFallback`, the `storagefallback` event;
  * `NOT_DURABLE` with `requireDurable`), carrying what `all` can still read. A rejected `get`,
  * `delete` or `all` is a `STORAGE` error of that operation. Intent ids may hold any character but
- * control characters; the namespace's fingerprint secret is stored under the id `"\u0001secret"`.
+ * control characters; the namespace's fingerprint secret is stored under the id `"\u0001secret"`,
+ * and a persisted request's body over 1 KiB (base64) under `"\u0001:"` + its intent id.
  */
 export interface AsyncStorage {
   /** The text stored for `intentId` in `namespace`, or undefined. */
