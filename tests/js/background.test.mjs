@@ -280,10 +280,16 @@ test("back online after the tab that began the intent offline was closed (Firefo
   const { context, account, token } = await fresh("online");
   const watcher = await openTab(context);
   const payer = await openTab(context);
+  // The page makes its client when it loads, online (as the README's pages do: the parts its options
+  // use are loaded then); the network goes before the click.
+  await payer.evaluate(async ([namespace]) => {
+    window.__client = new window.__lib.IdempotentClient({ namespace, storage: "indexeddb" });
+    await window.__client.pending();
+  }, [NAMESPACE]);
   await context.setOffline(true);
   const key = await payer.evaluate(async ([namespace, intent, body, token]) => {
     await window.__saveToken(token);
-    const client = new window.__lib.IdempotentClient({ namespace, storage: "indexeddb" });
+    const client = window.__client;
     window.__offline = 0;
     client.addEventListener("offline", () => { window.__offline += 1; });
     const request = { url: "/api/orders", method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${token}` }, body };

@@ -8,7 +8,7 @@
 // prerequisite fails every test with a message saying what to do.
 import { test, before, after } from "node:test";
 
-import { collectPageErrors, engineName, launchBrowser, openLibPage, throwPageFailure, waitForLibPage } from "../support/browsers.mjs";
+import { capabilities, collectPageErrors, engineName, launchBrowser, openLibPage, throwPageFailure, waitForLibPage } from "../support/browsers.mjs";
 import { knownFailure } from "../support/known-failures.mjs";
 import { pkgMissing } from "../support/paths.mjs";
 import { startStaticServer } from "../support/static-server.mjs";
@@ -205,6 +205,28 @@ test("the quick start (begin + send, fetch, an idle page after them) requests no
     if (status !== 201) throw new Error(`a Request object got ${status}`);
     const after = (await pkgFilesFetched(fresh)).filter((p) => p.startsWith("/pkg/lazy/"));
     if (after.join() !== "/pkg/lazy/body-objects.js") throw new Error(`a Request object fetched ${after.join(", ") || "no part"}, not /pkg/lazy/body-objects.js`);
+  } finally {
+    await context.close();
+  }
+});
+
+test("a client made offline before its parts ever loaded: the IndexedDB storage it asks for cannot load, so it keeps intents in memory and says so (the documented limit of loading on use)", { skip: capabilities.network ? false : "Chromium only: Firefox's offline mode still serves 127.0.0.1 (the part loads), and WebKit's driver has no offline switch" }, async () => {
+  const context = await browser.newContext();
+  try {
+    const fresh = await context.newPage();
+    await openLibPage(fresh, `${statics.url}${PAGE}`);
+    await context.setOffline(true);
+    const seen = await fresh.evaluate(async (namespace) => {
+      const client = new window.__lib.IdempotentClient({ namespace, storage: "indexeddb" });
+      const events = [];
+      client.addEventListener("storagefallback", (event) => events.push(event.reason));
+      const op = await client.begin("checkout", { url: "/nowhere", body: "{}" });
+      return { key: op.key, storage: client.storage, reason: client.storageFallback, events };
+    }, `offline${Date.now().toString(36)}`);
+    if (seen.storage !== "memory" || !/part did not load/.test(seen.reason ?? "") || seen.events.join() !== seen.reason) {
+      throw new Error(`expected a loud fallback to memory, got ${JSON.stringify(seen)}`);
+    }
+    if (!/^[0-9a-f-]{36}$/.test(seen.key)) throw new Error(`begin gave no key: ${JSON.stringify(seen)}`);
   } finally {
     await context.close();
   }
