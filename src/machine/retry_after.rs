@@ -54,14 +54,14 @@ const ASCTIME: Form = Form { pattern: b"MMM _0 00:00:00 0000", day: 4, month: 0,
 /// or asctime (`Sun Nov  6 08:49:37 1994`). The weekday must match the date; years 1970 to 9999.
 pub fn parse_http_date(value: &str) -> Option<u64> {
     let b = value.as_bytes();
-    let short = b.get(..3)?;
-    let weekday = WEEKDAYS.iter().position(|d| d.as_bytes().starts_with(short))?;
-    let (form, s) = if let Some(rest) = b[3..].strip_prefix(b", ") {
+    let (short, after) = b.split_at_checked(3)?;
+    let (weekday, long) = WEEKDAYS.iter().enumerate().find(|(_, d)| d.as_bytes().starts_with(short))?;
+    let (form, s) = if let Some(rest) = after.strip_prefix(b", ") {
         (&IMF_FIXDATE, rest)
-    } else if let Some(rest) = b[3..].strip_prefix(b" ") {
+    } else if let Some(rest) = after.strip_prefix(b" ") {
         (&ASCTIME, rest)
     } else {
-        (&RFC_850, b.strip_prefix(WEEKDAYS[weekday].as_bytes())?.strip_prefix(b", ")?)
+        (&RFC_850, b.strip_prefix(long.as_bytes())?.strip_prefix(b", ")?)
     };
     let fits = s.len() == form.pattern.len()
         && s.iter().zip(form.pattern).all(|(&c, &p)| match p {
@@ -73,18 +73,17 @@ pub fn parse_http_date(value: &str) -> Option<u64> {
     if !fits {
         return None;
     }
-    let month = MONTHS.chunks_exact(3).position(|m| *m == s[form.month..form.month + 3])? as u32 + 1;
-    let mut year = digits(&s[form.year..form.year + form.year_digits]);
+    let month = MONTHS.chunks_exact(3).position(|m| s.get(form.month..form.month + 3) == Some(m))? as u32 + 1;
+    let mut year = digits(s, form.year, form.year_digits);
     if form.year_digits == 2 {
         year += if year < 70 { 2000 } else { 1900 };
     }
-    let time = &s[form.time..form.time + 8];
-    let (h, m, sec) = (digits(&time[..2]), digits(&time[3..5]), digits(&time[6..]));
+    let (h, m, sec) = (digits(s, form.time, 2), digits(s, form.time + 3, 2), digits(s, form.time + 6, 2));
     // A leap second `60` is rejected, as httpdate does.
     if h > 23 || m > 59 || sec > 59 {
         return None;
     }
-    let days = days_since_epoch(year, month, digits(&s[form.day..form.day + 2]))?;
+    let days = days_since_epoch(year, month, digits(s, form.day, 2))?;
     // 1970-01-01 was a Thursday (index 3 with Monday = 0).
     if (days + 3) % 7 != weekday as u32 {
         return None;
@@ -92,10 +91,11 @@ pub fn parse_http_date(value: &str) -> Option<u64> {
     Some(u64::from(days) * 86_400_000 + u64::from((h * 60 + m) * 60 + sec) * 1000)
 }
 
-/// A field the form's pattern checked: a digit's low four bits are its value, a space's are 0.
+/// The `len` bytes at `at`, a field the form's pattern checked: a digit's low four bits are its
+/// value, a space's are 0. Read with an iterator, not a slice: no bounds check that could panic.
 #[inline(never)] // one copy for the five fields
-fn digits(s: &[u8]) -> u32 {
-    s.iter().fold(0, |n, &c| n * 10 + u32::from(c & 0x0f))
+fn digits(s: &[u8], at: usize, len: usize) -> u32 {
+    s.iter().skip(at).take(len).fold(0, |n, &c| n * 10 + u32::from(c & 0x0f))
 }
 
 /// Days from 1970-01-01 (H. Hinnant's days_from_civil), or `None` for a date that does not exist.
