@@ -5,7 +5,7 @@ use alloc::string::String;
 
 use super::error::{code, field, Error};
 use super::fingerprint;
-use super::key::Key;
+use super::key::{owned, Key};
 
 pub use crate::contract::{OLDEST_RECORD_VERSION, RECORD_VERSION};
 
@@ -36,7 +36,7 @@ impl State {
 
 /// One user intent and its idempotency key. The version `v` is the driver's (it names how the
 /// fingerprint was made); the machine checks it is one this build reads.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Record {
     /// The app's name for the intent, e.g. `"checkout:cart-42"`.
     pub id: String,
@@ -147,9 +147,9 @@ impl StoredFields<'_> {
         };
         let uncertain = whole(self.uncertain, 1).ok_or(bad(field::UNCERTAIN))? == 1;
         Ok(Record {
-            id: String::from(self.id),
+            id: owned(self.id),
             key,
-            fingerprint: String::from(self.fingerprint),
+            fingerprint: owned(self.fingerprint),
             created_at,
             updated_at,
             attempts: attempts as u32,
@@ -165,9 +165,9 @@ impl Record {
     /// A fresh pending record.
     pub fn new(id: &str, key: Key, fingerprint: &str, now_ms: u64) -> Self {
         Self {
-            id: String::from(id),
+            id: owned(id),
             key,
-            fingerprint: String::from(fingerprint),
+            fingerprint: owned(fingerprint),
             created_at: now_ms,
             updated_at: now_ms,
             attempts: 0,
@@ -200,4 +200,11 @@ pub fn whole(x: f64, max: u64) -> Option<u64> {
     // `as` saturates (NaN -> 0), so the round trip rejects everything that is not exactly a u64.
     let n = x as u64;
     (n as f64 == x && n <= max && n <= MAX_SAFE_INTEGER).then_some(n)
+}
+
+// Not derived: the strings are copied by `owned` (one out-of-line copy, not one inlined per field).
+impl Clone for Record {
+    fn clone(&self) -> Self {
+        Self { id: owned(&self.id), key: self.key.clone(), fingerprint: owned(&self.fingerprint), ..*self }
+    }
 }
