@@ -189,10 +189,16 @@ impl Record {
     }
 }
 
-/// Intent ids are 1 to 256 bytes with no control characters.
+/// Intent ids are 1 to 256 bytes with no control characters (Unicode's Cc: U+0000 to U+001F and
+/// U+007F to U+009F).
 #[inline(never)] // one copy for begin and load
 pub fn is_valid_intent_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= MAX_INTENT_ID_LEN && !id.chars().any(char::is_control)
+    // On the UTF-8 bytes instead of decoding chars: U+0080 to U+009F are 0xC2 followed by 0x80 to
+    // 0x9F, and 0xC2 is always a lead byte in a `str`.
+    let b = id.as_bytes();
+    let control =
+        |(i, &c): (usize, &u8)| c < 0x20 || c == 0x7f || (c == 0xc2 && b.get(i + 1).is_some_and(|&n| n < 0xa0));
+    !id.is_empty() && id.len() <= MAX_INTENT_ID_LEN && !b.iter().enumerate().any(control)
 }
 
 /// `x` as a whole number in `[0, max]`, or `None` (NaN, infinities, fractions, negatives, too big).
