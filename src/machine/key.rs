@@ -47,6 +47,7 @@ impl Key {
     /// A key the app brings (a server-issued one, the resource's own id): 16 to 255 characters of
     /// `A-Z a-z 0-9 - . _ ~` (RFC 3986's unreserved set, which is also safe in a structured-field
     /// string and in JSON without escaping).
+    #[inline(never)] // begin and load: one copy (measured)
     pub fn brought(text: &str) -> Option<Self> {
         let unreserved = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~');
         ((BROUGHT_MIN..=BROUGHT_MAX).contains(&text.len()) && text.as_bytes().iter().all(unreserved))
