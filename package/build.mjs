@@ -153,13 +153,18 @@ const WASM_REQUEST = {
 // the driver's init() finds the instance already there. Browsers load asynchronously (`ready`).
 const LOAD_AT_IMPORT = { browser: "", node: `\ninitSync({ module: ${WASM_SOURCE.node} });\n` };
 
-// Parts of the glue the driver never reaches, replaced by what it does reach (BENCHMARKS.md "Cuts toward
-// the 24 KiB bar", -0.3 KB gzip): the driver calls `init()` with no argument (so no deprecated-argument
-// warnings) on the URL above (so `__wbg_load` always gets a Response), and every string goes through
-// `passStringToWasm0` with a `realloc`. Each is matched exactly once or the build fails, so a
-// wasm-bindgen upgrade that changes them is noticed. The Response path keeps its behaviour: the same
-// error when the fetch failed, streaming compile, and the fallback to the bytes (with a shorter warning)
-// when the server does not send `application/wasm`.
+// Parts of the glue the driver never reaches, replaced by what it does reach (BENCHMARKS.md, "What
+// ships"): the driver calls `init()` with no argument (so no deprecated-argument warnings) on the
+// source above (the request's promise, or after a failure the URL: so `__wbg_load` always gets a
+// Response), once at a time and again after a failure (`loadMachine` in src/js/wasm.ts keeps the
+// promise, so the glue's own copy of it goes); every string goes through `passStringToWasm0` with a
+// `realloc`; every engine the package supports has `TextEncoder.encodeInto` (README.md, "Browser
+// support": the WebAssembly features already need newer ones); and the module holds no JavaScript
+// value (the machine takes and returns numbers and strings), so its externref table is never read and
+// its slots need no values (checked: `unlessGlueHas`). Each is matched exactly once or the build
+// fails, so a wasm-bindgen upgrade that changes them is noticed. The Response path keeps its
+// behaviour: the same error when the fetch failed, streaming compile, and the fallback to the bytes
+// (with a shorter warning) when the server does not send `application/wasm`.
 const GLUE_TRIMS = [
   {
     name: "__wbg_load",
@@ -188,6 +193,32 @@ const GLUE_TRIMS = [
     from: /^ {4}if \(realloc === undefined\) \{\n[\s\S]*?\n {4}\}\n/m,
     to: "",
   },
+  {
+    name: "the init promise (wasm.ts keeps it)",
+    from: /^let __wbg_init_promise;\nasync function __wbg_init\(module_or_path\) \{\n[\s\S]*?\n\}\n/m,
+    to: `async function __wbg_init(module_or_path) {
+    if (wasm !== undefined) return wasm;
+    return __wbg_init_once(module_or_path);
+}
+`,
+  },
+  {
+    name: "the source's type check (a promise of the Response, or the URL)",
+    from: /^ {4}if \(typeof module_or_path === 'string' \|\| [^\n]*\) \{\n {8}module_or_path = fetch\(module_or_path\);\n {4}\}\n/m,
+    to: "    if (module_or_path instanceof URL) module_or_path = fetch(module_or_path);\n",
+  },
+  {
+    name: "the encodeInto fallback",
+    from: /^if \(!\('encodeInto' in cachedTextEncoder\)\) \{\n[\s\S]*?\n\}\n/m,
+    to: "",
+  },
+  {
+    name: "the externref table's slots",
+    from: /^( {8}__wbindgen_init_externref_table: function\(\) \{\n)[\s\S]*?\n( {8}\},\n)/m,
+    to: (_, open, close) => open + close,
+    // A glue that passes JavaScript values through the table reads those slots.
+    unlessGlueHas: /ExternrefTable|__wbindgen_externrefs[\s\S]*__wbindgen_externrefs/,
+  },
 ];
 
 /** The glue as bundled: the wasm's source for `platform`, the trims above, the wasm's minified names. */
@@ -199,7 +230,8 @@ function glueFor(file, platform, names) {
   for (const trim of GLUE_TRIMS) {
     const matches = text.match(new RegExp(trim.from.source, `${trim.from.flags}g`))?.length ?? 0;
     if (matches !== 1) throw new Error(`${file}: expected one ${trim.name}, found ${matches} (wasm-bindgen's glue changed)`);
-    text = text.replace(trim.from, () => trim.to);
+    if (trim.unlessGlueHas?.test(text)) throw new Error(`${file}: ${trim.name} cannot be trimmed: the glue passes JavaScript values (${trim.unlessGlueHas})`);
+    text = text.replace(trim.from, typeof trim.to === "function" ? trim.to : () => trim.to);
   }
   return WASM_REQUEST[platform] + renameInGlue(text, names, file).replace(GLUE_DEFAULT_WASM, WASM_SOURCE[platform]) + LOAD_AT_IMPORT[platform];
 }

@@ -162,7 +162,7 @@ impl Machine {
         if header == Some(true) {
             self.0.header()
         } else {
-            String::from(self.0.record().key.as_str())
+            crate::machine::key::owned(self.0.record().key.as_str())
         }
     }
 

@@ -215,7 +215,9 @@ fn intent_ids_are_1_to_256_bytes_without_control_characters() {
     assert!(is_valid_intent_id("checkout:cart-42"));
     assert!(is_valid_intent_id(&"x".repeat(256)));
     assert!(is_valid_intent_id("panier:élan"));
-    for id in ["", "a\nb", "tab\there", "nul\u{0}", "del\u{7f}", "c1\u{85}"] {
+    // Around the C1 controls (UTF-8 0xC2 0x80 to 0xC2 0x9F): no-break space and the cent sign are not controls.
+    assert!(is_valid_intent_id("nbsp\u{a0}cent\u{a2}~\u{7e}"));
+    for id in ["", "a\nb", "tab\there", "nul\u{0}", "del\u{7f}", "c1\u{85}", "c1\u{80}", "c1\u{9f}", "end\u{1f}"] {
         assert!(!is_valid_intent_id(id), "{id:?}");
     }
     assert!(!is_valid_intent_id(&"x".repeat(257)));

@@ -326,7 +326,7 @@ proptest! {
     }
 
     #[test]
-    fn intent_ids(id in any::<String>()) {
+    fn intent_ids(id in prop_oneof![any::<String>(), "[\\x00-\\x21\\x7e-\\u{a1}\\u{100}a]{0,8}"]) {
         let ok = is_valid_intent_id(&id);
         prop_assert_eq!(ok, !id.is_empty() && id.len() <= 256 && !id.chars().any(char::is_control));
     }

@@ -66,7 +66,7 @@ impl Backoff {
             Jitter::Full => uniform(random, 0, exp)?,
             Jitter::Equal => exp / 2 + uniform(random, 0, exp - exp / 2)?,
             Jitter::Decorrelated => {
-                let high = self.previous.saturating_mul(3).max(self.base);
+                let high = saturating_triple(self.previous).max(self.base);
                 let next = uniform(random, self.base, high)?.min(self.cap);
                 self.previous = next;
                 next
@@ -78,8 +78,11 @@ impl Backoff {
 
     /// `min(cap, base * 2^n)` without overflow.
     fn exponential(&self, n: u32) -> u64 {
-        let factor = 1u64.checked_shl(n.min(63)).unwrap_or(u64::MAX);
-        self.base.saturating_mul(factor).min(self.cap)
+        // base * 2^n, saturating: it fits while the shift stays within the leading zeros (a shift,
+        // not a multiply with an overflow check, which is a 128-bit multiply on wasm32).
+        let n = n.min(63);
+        let exp = if n <= self.base.leading_zeros() { self.base << n } else { u64::MAX };
+        exp.min(self.cap)
     }
 }
 
@@ -93,4 +96,13 @@ pub fn uniform(random: &dyn RandomSource, low: u64, high: u64) -> Result<u64, No
         Some(n) => low + draw % n,
         None => draw,
     })
+}
+
+/// `3 * x`, saturating (compared, not multiplied with an overflow check: see `exponential`).
+fn saturating_triple(x: u64) -> u64 {
+    if x > u64::MAX / 3 {
+        u64::MAX
+    } else {
+        x * 3
+    }
 }

@@ -158,13 +158,11 @@ impl Engine {
                 return Ok(Machine::new(self.shared.clone(), record, stale, true));
             }
         }
-        let record = match brought {
-            Some(key) => Record { brought: true, ..Record::new(intent_id, key, fingerprint, now_ms) },
-            None => {
-                let key = Key::generate(&*self.shared.random).map_err(|_| Error::new(code::STORAGE, field::CSPRNG))?;
-                Record::new(intent_id, key, fingerprint, now_ms)
-            }
+        let (key, brought) = match brought {
+            Some(key) => (key, true),
+            None => (Key::generate(&*self.shared.random).map_err(|_| Error::new(code::STORAGE, field::CSPRNG))?, false),
         };
+        let record = Record { brought, ..Record::new(intent_id, key, fingerprint, now_ms) };
         Ok(Machine::new(self.shared.clone(), record, true, false))
     }
 

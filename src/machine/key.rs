@@ -17,8 +17,15 @@ pub const BROUGHT_MAX: usize = 255;
 /// The only ways to get one are [`Key::generate`] (fresh CSPRNG bytes), [`Key::parse`] (strict
 /// validation) and [`Key::brought`] (16 to 255 URL-unreserved characters), so a key can always go
 /// into a header, a JSON string or a URL as it is: never CR/LF, quotes, backslashes or spaces.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Key(String);
+
+// Not derived: the string is copied by `owned` (one out-of-line copy).
+impl Clone for Key {
+    fn clone(&self) -> Self {
+        Self(owned(&self.0))
+    }
+}
 
 impl Key {
     /// A new key from 16 bytes of `random`; `Err` when the source failed.
@@ -28,22 +35,23 @@ impl Key {
         let uuid = uuid::Builder::from_random_bytes(bytes).into_uuid();
         // encode_lower writes into a buffer without core::fmt (to_string would pull it in).
         let mut buffer = [0u8; KEY_LEN];
-        Ok(Self(String::from(&*uuid.hyphenated().encode_lower(&mut buffer))))
+        Ok(Self(owned(&*uuid.hyphenated().encode_lower(&mut buffer))))
     }
 
     /// Accepts only the canonical form `xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx` (lowercase hex), so
     /// tampered storage cannot smuggle anything else into a header.
     pub fn parse(text: &str) -> Option<Self> {
-        is_canonical_v4(text).then(|| Self(String::from(text)))
+        is_canonical_v4(text).then(|| Self(owned(text)))
     }
 
     /// A key the app brings (a server-issued one, the resource's own id): 16 to 255 characters of
     /// `A-Z a-z 0-9 - . _ ~` (RFC 3986's unreserved set, which is also safe in a structured-field
     /// string and in JSON without escaping).
+    #[inline(never)] // begin and load: one copy (measured)
     pub fn brought(text: &str) -> Option<Self> {
         let unreserved = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~');
         ((BROUGHT_MIN..=BROUGHT_MAX).contains(&text.len()) && text.as_bytes().iter().all(unreserved))
-            .then(|| Self(String::from(text)))
+            .then(|| Self(owned(text)))
     }
 
     /// The key as it goes into the header in the default raw-token form.
@@ -55,7 +63,7 @@ impl Key {
     /// quotes; safe without escaping because a key holds only unreserved characters).
     pub fn header(&self, sf_string: bool) -> String {
         if !sf_string {
-            return self.0.clone();
+            return self.clone().0;
         }
         let mut value = String::with_capacity(self.0.len() + 2);
         value.push('"');
@@ -75,4 +83,11 @@ fn is_canonical_v4(text: &str) -> bool {
             19 => matches!(b, b'8' | b'9' | b'a' | b'b'),
             _ => b.is_ascii_digit() || (b'a'..=b'f').contains(&b),
         })
+}
+
+/// `text` as an owned `String`, out of line: one copy of the allocation and its failure path for
+/// every key and record string the machine copies.
+#[inline(never)]
+pub(crate) fn owned(text: &str) -> String {
+    String::from(text)
 }

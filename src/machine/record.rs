@@ -5,7 +5,7 @@ use alloc::string::String;
 
 use super::error::{code, field, Error};
 use super::fingerprint;
-use super::key::Key;
+use super::key::{owned, Key};
 
 pub use crate::contract::{OLDEST_RECORD_VERSION, RECORD_VERSION};
 
@@ -36,7 +36,7 @@ impl State {
 
 /// One user intent and its idempotency key. The version `v` is the driver's (it names how the
 /// fingerprint was made); the machine checks it is one this build reads.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Record {
     /// The app's name for the intent, e.g. `"checkout:cart-42"`.
     pub id: String,
@@ -147,9 +147,9 @@ impl StoredFields<'_> {
         };
         let uncertain = whole(self.uncertain, 1).ok_or(bad(field::UNCERTAIN))? == 1;
         Ok(Record {
-            id: String::from(self.id),
+            id: owned(self.id),
             key,
-            fingerprint: String::from(self.fingerprint),
+            fingerprint: owned(self.fingerprint),
             created_at,
             updated_at,
             attempts: attempts as u32,
@@ -165,9 +165,9 @@ impl Record {
     /// A fresh pending record.
     pub fn new(id: &str, key: Key, fingerprint: &str, now_ms: u64) -> Self {
         Self {
-            id: String::from(id),
+            id: owned(id),
             key,
-            fingerprint: String::from(fingerprint),
+            fingerprint: owned(fingerprint),
             created_at: now_ms,
             updated_at: now_ms,
             attempts: 0,
@@ -189,10 +189,16 @@ impl Record {
     }
 }
 
-/// Intent ids are 1 to 256 bytes with no control characters.
+/// Intent ids are 1 to 256 bytes with no control characters (Unicode's Cc: U+0000 to U+001F and
+/// U+007F to U+009F).
 #[inline(never)] // one copy for begin and load
 pub fn is_valid_intent_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= MAX_INTENT_ID_LEN && !id.chars().any(char::is_control)
+    // On the UTF-8 bytes instead of decoding chars: U+0080 to U+009F are 0xC2 followed by 0x80 to
+    // 0x9F, and 0xC2 is always a lead byte in a `str`.
+    let b = id.as_bytes();
+    let control =
+        |(i, &c): (usize, &u8)| c < 0x20 || c == 0x7f || (c == 0xc2 && b.get(i + 1).is_some_and(|&n| n < 0xa0));
+    !id.is_empty() && id.len() <= MAX_INTENT_ID_LEN && !b.iter().enumerate().any(control)
 }
 
 /// `x` as a whole number in `[0, max]`, or `None` (NaN, infinities, fractions, negatives, too big).
@@ -200,4 +206,11 @@ pub fn whole(x: f64, max: u64) -> Option<u64> {
     // `as` saturates (NaN -> 0), so the round trip rejects everything that is not exactly a u64.
     let n = x as u64;
     (n as f64 == x && n <= max && n <= MAX_SAFE_INTEGER).then_some(n)
+}
+
+// Not derived: the strings are copied by `owned` (one out-of-line copy, not one inlined per field).
+impl Clone for Record {
+    fn clone(&self) -> Self {
+        Self { id: owned(&self.id), key: self.key.clone(), fingerprint: owned(&self.fingerprint), ..*self }
+    }
 }

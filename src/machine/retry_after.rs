@@ -15,127 +15,108 @@ pub fn parse_retry_after(value: &str, now_ms: u64, cap_ms: u64) -> Option<u64> {
     }
     if value.bytes().all(|b| b.is_ascii_digit()) {
         // Huge digit strings saturate rather than fail: "wait a very long time" is capped anyway.
-        let seconds = value.bytes().fold(0u64, |n, b| n.saturating_mul(10).saturating_add(u64::from(b - b'0')));
-        return Some(seconds.saturating_mul(1000).min(cap_ms));
+        // Seconds past `MAX_SECONDS` saturate the milliseconds; the fold stops growing one past it
+        // (no overflow check per digit, which would be a 128-bit multiply on wasm32).
+        const MAX_SECONDS: u64 = u64::MAX / 1000;
+        let seconds = value.bytes().fold(0u64, |n, b| (n * 10 + u64::from(b - b'0')).min(MAX_SECONDS + 1));
+        let ms = if seconds > MAX_SECONDS { u64::MAX } else { seconds * 1000 };
+        return Some(ms.min(cap_ms));
     }
     let when_ms = parse_http_date(value)?;
     Some(when_ms.saturating_sub(now_ms).min(cap_ms))
 }
 
+/// The weekdays from Monday (1970-01-01, a Thursday, is index 3); the first three letters of each
+/// are the short form.
 const WEEKDAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
-const MONTHS: [&[u8; 3]; 12] =
-    [b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec"];
+const MONTHS: &[u8; 36] = b"JanFebMarAprMayJunJulAugSepOctNovDec";
+
+/// What follows the weekday in one form of HTTP-date, and where its fields start. In `pattern`, `0`
+/// is a digit, `_` a digit or a space, `M` any byte (the month, checked by name) and any other byte
+/// itself, so one check covers the length, the separators and the digits.
+struct Form {
+    pattern: &'static [u8],
+    day: usize,
+    month: usize,
+    year: usize,
+    /// 4, or 2 for RFC 850's two-digit years.
+    year_digits: usize,
+    time: usize,
+}
+
+const IMF_FIXDATE: Form =
+    Form { pattern: b"00 MMM 0000 00:00:00 GMT", day: 0, month: 3, year: 7, year_digits: 4, time: 12 };
+const RFC_850: Form = Form { pattern: b"00-MMM-00 00:00:00 GMT", day: 0, month: 3, year: 7, year_digits: 2, time: 10 };
+const ASCTIME: Form = Form { pattern: b"MMM _0 00:00:00 0000", day: 4, month: 0, year: 16, year_digits: 4, time: 7 };
 
 /// An HTTP-date in ms since the epoch: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the obsolete
 /// RFC 850 form (`Sunday, 06-Nov-94 08:49:37 GMT`, two-digit years 70-99 are 19xx, 00-69 are 20xx)
 /// or asctime (`Sun Nov  6 08:49:37 1994`). The weekday must match the date; years 1970 to 9999.
 pub fn parse_http_date(value: &str) -> Option<u64> {
     let b = value.as_bytes();
-    // (weekday index, the rest after the weekday)
-    let (weekday, date) = if b.len() == 29 && b.get(3..5) == Some(b", ") {
-        (short_weekday(&b[..3])?, Form::Imf(&b[5..]))
-    } else if b.len() == 24 && b.get(3) == Some(&b' ') {
-        (short_weekday(&b[..3])?, Form::Asctime(&b[4..]))
+    let (short, after) = b.split_at_checked(3)?;
+    let (weekday, long) = WEEKDAYS.iter().enumerate().find(|(_, d)| d.as_bytes().starts_with(short))?;
+    let (form, s) = if let Some(rest) = after.strip_prefix(b", ") {
+        (&IMF_FIXDATE, rest)
+    } else if let Some(rest) = after.strip_prefix(b" ") {
+        (&ASCTIME, rest)
     } else {
-        let comma = b.iter().position(|&c| c == b',')?;
-        let weekday = WEEKDAYS.iter().position(|d| d.as_bytes() == &b[..comma])?;
-        let rest = b.get(comma + 1..)?;
-        (weekday, Form::Rfc850(rest.strip_prefix(b" ")?))
+        (&RFC_850, b.strip_prefix(long.as_bytes())?.strip_prefix(b", ")?)
     };
-    let civil = match date {
-        // "06 Nov 1994 08:49:37 GMT"
-        Form::Imf(s) => {
-            expect(s, &[(2, b' '), (6, b' '), (11, b' ')])?;
-            if &s[20..] != b" GMT" {
-                return None;
-            }
-            Civil { day: digits(&s[0..2])?, month: month(&s[3..6])?, year: digits(&s[7..11])?, time: time(&s[12..20])? }
-        }
-        // "06-Nov-94 08:49:37 GMT"
-        Form::Rfc850(s) => {
-            if s.len() != 22 || &s[18..] != b" GMT" {
-                return None;
-            }
-            expect(s, &[(2, b'-'), (6, b'-'), (9, b' ')])?;
-            let yy = digits(&s[7..9])?;
-            let year = if yy < 70 { 2000 + yy } else { 1900 + yy };
-            Civil { day: digits(&s[0..2])?, month: month(&s[3..6])?, year, time: time(&s[10..18])? }
-        }
-        // "Nov  6 08:49:37 1994"
-        Form::Asctime(s) => {
-            expect(s, &[(3, b' '), (6, b' '), (15, b' ')])?;
-            let day = if s[4] == b' ' { digits(&s[5..6])? } else { digits(&s[4..6])? };
-            Civil { day, month: month(&s[0..3])?, year: digits(&s[16..20])?, time: time(&s[7..15])? }
-        }
-    };
-    let days = civil.days_since_epoch()?;
-    // 1970-01-01 was a Thursday (index 3 with Monday = 0).
-    if (days + 3) % 7 != weekday as u64 {
+    let fits = s.len() == form.pattern.len()
+        && s.iter().zip(form.pattern).all(|(&c, &p)| match p {
+            b'0' => c.is_ascii_digit(),
+            b'_' => c == b' ' || c.is_ascii_digit(),
+            b'M' => true,
+            _ => c == p,
+        });
+    if !fits {
         return None;
     }
-    Some(days * 86_400_000 + civil.time * 1000)
-}
-
-enum Form<'a> {
-    Imf(&'a [u8]),
-    Rfc850(&'a [u8]),
-    Asctime(&'a [u8]),
-}
-
-struct Civil {
-    day: u64,
-    month: u64,
-    year: u64,
-    /// Seconds into the day.
-    time: u64,
-}
-
-impl Civil {
-    /// Days from 1970-01-01 (H. Hinnant's days_from_civil), or `None` for a date that does not exist.
-    fn days_since_epoch(&self) -> Option<u64> {
-        let (year, month, day) = (self.year, self.month, self.day);
-        if !(1970..=9999).contains(&year) || day == 0 || day > days_in_month(year, month) {
-            return None;
-        }
-        let (y, m) = if month <= 2 { (year - 1, month + 9) } else { (year, month - 3) };
-        let era = y / 400;
-        let yoe = y - era * 400;
-        let doy = (153 * m + 2) / 5 + day - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        Some(era * 146_097 + doe - 719_468)
+    let month = MONTHS.chunks_exact(3).position(|m| s.get(form.month..form.month + 3) == Some(m))? as u32 + 1;
+    let mut year = digits(s, form.year, form.year_digits);
+    if form.year_digits == 2 {
+        year += if year < 70 { 2000 } else { 1900 };
     }
+    let (h, m, sec) = (digits(s, form.time, 2), digits(s, form.time + 3, 2), digits(s, form.time + 6, 2));
+    // A leap second `60` is rejected, as httpdate does.
+    if h > 23 || m > 59 || sec > 59 {
+        return None;
+    }
+    let days = days_since_epoch(year, month, digits(s, form.day, 2))?;
+    // 1970-01-01 was a Thursday (index 3 with Monday = 0).
+    if (days + 3) % 7 != weekday as u32 {
+        return None;
+    }
+    Some(u64::from(days) * 86_400_000 + u64::from((h * 60 + m) * 60 + sec) * 1000)
 }
 
-fn days_in_month(year: u64, month: u64) -> u64 {
+/// The `len` bytes at `at`, a field the form's pattern checked: a digit's low four bits are its
+/// value, a space's are 0. Read with an iterator, not a slice: no bounds check that could panic.
+#[inline(never)] // one copy for the five fields
+fn digits(s: &[u8], at: usize, len: usize) -> u32 {
+    s.iter().skip(at).take(len).fold(0, |n, &c| n * 10 + u32::from(c & 0x0f))
+}
+
+/// Days from 1970-01-01 (H. Hinnant's days_from_civil), or `None` for a date that does not exist.
+/// In `u32`: year 9999 is under three million days.
+fn days_since_epoch(year: u32, month: u32, day: u32) -> Option<u32> {
+    if !(1970..=9999).contains(&year) || day == 0 || day > days_in_month(year, month) {
+        return None;
+    }
+    let (y, m) = if month <= 2 { (year - 1, month + 9) } else { (year, month - 3) };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some(era * 146_097 + doe - 719_468)
+}
+
+fn days_in_month(year: u32, month: u32) -> u32 {
     match month {
         2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
         2 => 28,
         4 | 6 | 9 | 11 => 30,
         _ => 31,
     }
-}
-
-fn short_weekday(name: &[u8]) -> Option<usize> {
-    WEEKDAYS.iter().position(|d| &d.as_bytes()[..3] == name)
-}
-
-fn month(name: &[u8]) -> Option<u64> {
-    MONTHS.iter().position(|m| m.as_slice() == name).map(|i| i as u64 + 1)
-}
-
-/// Checks fixed separator bytes at their offsets (the caller knows `s` is long enough).
-fn expect(s: &[u8], separators: &[(usize, u8)]) -> Option<()> {
-    separators.iter().all(|&(at, byte)| s.get(at) == Some(&byte)).then_some(())
-}
-
-/// ASCII digits as a number (only short fixed-width fields reach here).
-fn digits(s: &[u8]) -> Option<u64> {
-    s.iter().try_fold(0u64, |n, &c| c.is_ascii_digit().then(|| n * 10 + u64::from(c - b'0')))
-}
-
-/// `hh:mm:ss` as seconds into the day (a leap second `60` is rejected, as httpdate does).
-fn time(s: &[u8]) -> Option<u64> {
-    expect(s, &[(2, b':'), (5, b':')])?;
-    let (h, m, sec) = (digits(&s[0..2])?, digits(&s[3..5])?, digits(&s[6..8])?);
-    (h < 24 && m < 60 && sec < 60).then_some((h * 60 + m) * 60 + sec)
 }

@@ -205,6 +205,7 @@ impl Machine {
     }
 
     /// A new send (or `ask`) at `now_ms`: its counters, deadline, backoff and reconciliation reset.
+    #[inline(never)] // start and ask: one copy (measured)
     pub(crate) fn reset_send(&mut self, now_ms: u64) {
         let policy = &self.shared.policy;
         self.attempt = 0;
@@ -423,6 +424,7 @@ impl Machine {
     }
 
     /// The record changed at `now_ms`: touch it and mark it for saving.
+    #[inline(never)] // called from every event: one copy (measured)
     pub(crate) fn outcome(&mut self, now_ms: u64) {
         self.record.touch(now_ms);
         self.dirty = true;
@@ -440,6 +442,7 @@ impl Machine {
         Action::Fail
     }
 
+    #[inline(never)] // called from every definite answer: one copy (measured)
     pub(crate) fn done(&mut self, ok: bool) -> Action {
         self.ok = ok;
         self.phase = Phase::Idle;

@@ -1,0 +1,112 @@
+// How a page's bundle loads the .wasm (the glue as package/build.mjs trims it, src/js/wasm.ts): served
+// as application/wasm it compiles while streaming, with no warning; served with another Content-Type
+// it falls back to the bytes and warns once; a failed first request rejects `ready` with the status,
+// and the next `begin` requests the .wasm again and works. Each page is served by a server of this
+// file on 127.0.0.1 that counts the .wasm requests and answers them as the test says.
+// Run: node --test tests/js/wasm-load.test.mjs (in each engine: IF_BROWSER, tests/support/browsers.mjs).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import http from "node:http";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+
+import { engineName, launchBrowser, timeoutScale } from "../support/browsers.mjs";
+import { pkgDir, pkgMissing } from "../support/paths.mjs";
+
+const TEST_TIMEOUT_MS = 30_000 * timeoutScale;
+
+// A classic script records console.warn before the module runs (every engine, no DevTools needed);
+// the module awaits `ready`, then begins an intent, which needs the machine.
+const PAGE = `<!doctype html><script>
+  window.warnings = [];
+  const warn = console.warn.bind(console);
+  console.warn = (...args) => { window.warnings.push(args.map(String).join(" ")); warn(...args); };
+</script><script type="module">
+  import { ready, IdempotentClient } from "/pkg/index.js";
+  window.result = (async () => {
+    let first = "ready";
+    try { await ready; } catch (error) { first = "rejected: " + error.message; }
+    const client = new IdempotentClient({ namespace: "wasm-load", storage: "memory" });
+    const operation = await client.begin("checkout", new Request("/orders", { method: "POST", body: "{}" }));
+    return { first, key: operation.key, warnings: window.warnings };
+  })().catch((error) => ({ error: String(error?.stack ?? error) }));
+</script>`;
+
+let browser;
+let server;
+/** How the next .wasm requests are answered, and how many came. */
+let wasm = { contentType: "application/wasm", failFirst: false, requests: 0 };
+
+before(async () => {
+  browser = await launchBrowser({ what: `the .wasm loading tests in ${engineName}`, also: [pkgMissing(pkgDir)] });
+  server = http.createServer((req, res) => {
+    const { pathname } = new URL(req.url, "http://127.0.0.1");
+    if (pathname === "/") {
+      res.writeHead(200, { "content-type": "text/html", "cache-control": "no-store" });
+      return res.end(PAGE);
+    }
+    const file = pathname.startsWith("/pkg/") ? path.join(pkgDir, path.basename(pathname)) : null;
+    if (file?.endsWith(".wasm")) {
+      wasm.requests++;
+      if (wasm.failFirst && wasm.requests === 1) {
+        res.writeHead(503, { "cache-control": "no-store" });
+        return res.end("unavailable");
+      }
+      res.writeHead(200, { "content-type": wasm.contentType, "cache-control": "no-store" });
+      return res.end(readFileSync(file));
+    }
+    if (file?.endsWith(".js")) {
+      res.writeHead(200, { "content-type": "text/javascript", "cache-control": "no-store" });
+      return res.end(readFileSync(file));
+    }
+    res.writeHead(404);
+    res.end();
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+});
+
+after(async () => {
+  await browser?.close();
+  await new Promise((resolve) => (server ? server.close(resolve) : resolve()));
+});
+
+/** Opens the page in a fresh context with the .wasm answered as `answer` says; the page's result. */
+async function load(answer) {
+  wasm = { contentType: "application/wasm", failFirst: false, ...answer, requests: 0 };
+  const context = await browser.newContext();
+  try {
+    const page = await context.newPage();
+    await page.goto(`http://127.0.0.1:${server.address().port}/`);
+    const result = await page.evaluate(() => window.result);
+    assert.equal(result.error, undefined, `the page failed: ${result.error}`);
+    return { ...result, wasmRequests: wasm.requests };
+  } finally {
+    await context.close();
+  }
+}
+
+const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+test("served as application/wasm: one request, ready, no warning", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const result = await load({});
+  assert.equal(result.first, "ready");
+  assert.match(result.key, UUID_V4);
+  assert.equal(result.wasmRequests, 1);
+  assert.deepEqual(result.warnings, []);
+});
+
+test("served with another Content-Type: the bytes are compiled instead, with one warning", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const result = await load({ contentType: "application/octet-stream" });
+  assert.equal(result.first, "ready");
+  assert.match(result.key, UUID_V4);
+  assert.equal(result.wasmRequests, 1, "the fallback reads the same response, it does not fetch again");
+  assert.equal(result.warnings.length, 1, result.warnings.join("\n"));
+  assert.match(result.warnings[0], /not served as application\/wasm/);
+});
+
+test("a failed first request rejects ready with its status; the next begin requests the .wasm again", { timeout: TEST_TIMEOUT_MS }, async () => {
+  const result = await load({ failFirst: true });
+  assert.match(result.first, /^rejected: failed to fetch Wasm: 503 /);
+  assert.match(result.key, UUID_V4);
+  assert.equal(result.wasmRequests, 2);
+});
