@@ -335,10 +335,20 @@ enums! {
         Dirty = 14,
         /// The record's state, a `State`.
         State = 15,
-        /// This intent's key existed before the `begin` that made this machine (stored or claimed).
+        /// Which record the `begin` that made this machine resumed, a `Resumed` (0: a new key).
         Resumed = 16,
         /// The record: its key was brought by the app (`begin`'s `key`), not minted here.
         Brought = 17,
+    }
+
+    /// Which record `begin` resumed (field `Resumed`): whether the intent's key existed before, and where.
+    enum Resumed: "RESUMED_" {
+        /// None: a new key.
+        New = 0,
+        /// The record this tab's storage holds (also every machine `Engine.load` makes).
+        Stored = 1,
+        /// The record of the key claimed across tabs (this storage lacks it: the machine is dirty).
+        Claimed = 2,
     }
 
     /// Why a WAIT retries (field `Reason`).

@@ -20,7 +20,7 @@ import { Listeners, type ClientEventMap } from "./events.js";
 import { Fields } from "./fields.js";
 import { fingerprint } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
-import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, F_UPDATED_AT, type Machine, MISMATCH_CLAIMED, MISMATCH_KEY_CLAIMED, MISMATCH_KEY_STORED, OPT_RETRY_BUDGET, OPTIONS, SWEEP_EXPIRED, SWEEP_KEEP, SWEEP_REMOVE } from "./machine.js";
+import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, F_UPDATED_AT, type Machine, MISMATCH_CLAIMED, MISMATCH_KEY_CLAIMED, MISMATCH_KEY_STORED, OPT_RETRY_BUDGET, OPTIONS, RESUMED_CLAIMED, RESUMED_NEW, RESUMED_STORED, SWEEP_EXPIRED, SWEEP_KEEP, SWEEP_REMOVE } from "./machine.js";
 import { fromThrown, intentMismatch, notFound } from "./messages.js";
 import {
   type BeginOptions,
@@ -612,9 +612,10 @@ async function beginOnce(
         throw intentMismatch(intentId, oldKey ?? "unknown", detail >= MISMATCH_KEY_STORED);
       }
       const key = machine.key();
-      const resumed = machine.get(F_RESUMED) === 1;
       // Which record was resumed: the stored one keeps its request and its fingerprint's version.
-      const chosen = resumed ? (key === stored?.ids.key ? stored : claimed) : undefined;
+      const from = machine.get(F_RESUMED);
+      const resumed = from !== RESUMED_NEW;
+      const chosen = from === RESUMED_STORED ? stored : from === RESUMED_CLAIMED ? claimed : undefined;
       const plain = chosen === stored ? plainFp : undefined;
       const fresh = config.persistRequest || background ? persisted(prepared, config.persistHeaders) : undefined;
       const ids = plain !== undefined ? { intentId, key, fingerprint: plain, plain: true } : { intentId, key, fingerprint: fp };

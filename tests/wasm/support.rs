@@ -18,7 +18,7 @@ use alloc::vec::Vec;
 
 use idempotent_fetch::contract::{
     code, exhausted, field, mismatch, protocol, request, Action, Event, Field, HeaderForm, Jitter, Opt, Override,
-    Reason, State, Sweep, NO_STATUS, OPTIONS, OPTION_COUNT, RECORD_SLOTS, RECORD_VERSION,
+    Reason, Resumed, State, Sweep, NO_STATUS, OPTIONS, OPTION_COUNT, RECORD_SLOTS, RECORD_VERSION,
 };
 use idempotent_fetch::wasm::{last_error, Engine, Machine};
 use wasm_bindgen_test::*;
@@ -118,8 +118,9 @@ pub trait Driven {
     fn dirty(&self) -> bool {
         self.flag(Field::Dirty)
     }
-    fn resumed(&self) -> bool {
-        self.flag(Field::Resumed)
+    /// The record `begin` resumed (`None`: a number the contract does not know).
+    fn resumed(&self) -> Option<Resumed> {
+        Resumed::from_u8(self.field(Field::Resumed) as u8)
     }
     fn uncertain(&self) -> bool {
         self.flag(Field::Uncertain)
@@ -216,7 +217,7 @@ fn keys_come_from_the_platform_csprng_and_are_distinct_v4() {
         let key = machine.key_or_header(None);
         assert!(is_canonical_v4(&key), "{key}");
         assert!(seen.insert(key.clone()), "duplicate key {key}");
-        assert!(machine.dirty() && !machine.resumed());
+        assert!(machine.dirty() && machine.resumed() == Some(Resumed::New));
         assert_eq!(machine.key_or_header(Some(true)), key);
     }
 }
@@ -439,7 +440,10 @@ fn stored_records_load_or_throw_the_field() {
     let engine = engine();
     let m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     let loaded = load(&engine, &m).expect("its own record loads");
-    assert_eq!((loaded.key_or_header(None), loaded.dirty(), loaded.resumed()), (m.key_or_header(None), false, true));
+    assert_eq!(
+        (loaded.key_or_header(None), loaded.dirty(), loaded.resumed()),
+        (m.key_or_header(None), false, Some(Resumed::Stored))
+    );
 
     let key = m.key_or_header(None);
     let fp = fingerprint();
@@ -478,7 +482,10 @@ fn begin_resumes_refuses_or_renews_against_the_stored_record() {
     let key = m.key_or_header(None);
     let stored = load(&engine, &m).unwrap();
     let again = engine.begin(ID, &fingerprint(), &fingerprint(), NOW + 1.0, false, None, Some(stored), None).unwrap();
-    assert_eq!((again.key_or_header(None), again.resumed(), again.dirty()), (key.clone(), true, false));
+    assert_eq!(
+        (again.key_or_header(None), again.resumed(), again.dirty()),
+        (key.clone(), Some(Resumed::Stored), false)
+    );
 
     let stored = load(&engine, &m).unwrap();
     let err = refused(engine.begin(ID, &"b2".repeat(32), &"b2".repeat(32), NOW, false, None, Some(stored), None));
@@ -509,20 +516,20 @@ fn begin_weighs_the_stored_record_against_the_claim() {
     let mine = engine.begin(ID, &fp, &fp, NOW, false, None, None, None).unwrap();
     let theirs = engine.begin(ID, &fp, &fp, NOW, false, None, None, None).unwrap();
     let (my_key, their_key) = (mine.key_or_header(None), theirs.key_or_header(None));
-    assert!(!mine.resumed() && mine.dirty(), "a new key: not resumed, save it");
+    assert!(mine.resumed() == Some(Resumed::New) && mine.dirty(), "a new key: not resumed, save it");
 
     // Only a claim (another tab's write has not reached this storage): its key, resumed, and dirty.
     let m = begin(None, Some(load(&engine, &theirs).unwrap()), &fp).unwrap();
-    assert_eq!((m.key_or_header(None), m.resumed(), m.dirty()), (their_key.clone(), true, true));
+    assert_eq!((m.key_or_header(None), m.resumed(), m.dirty()), (their_key.clone(), Some(Resumed::Claimed), true));
     // Another key in the claim than in storage: the claim is newer.
     let m = begin(Some(load(&engine, &mine).unwrap()), Some(load(&engine, &theirs).unwrap()), &fp).unwrap();
-    assert_eq!((m.key_or_header(None), m.resumed(), m.dirty()), (their_key.clone(), true, true));
+    assert_eq!((m.key_or_header(None), m.resumed(), m.dirty()), (their_key.clone(), Some(Resumed::Claimed), true));
     // The same key: the stored record is fresher, nothing to save.
     let m = begin(Some(load(&engine, &mine).unwrap()), Some(load(&engine, &mine).unwrap()), &fp).unwrap();
-    assert_eq!((m.key_or_header(None), m.resumed(), m.dirty()), (my_key.clone(), true, false));
+    assert_eq!((m.key_or_header(None), m.resumed(), m.dirty()), (my_key.clone(), Some(Resumed::Stored), false));
     // Only stored: resumed, not dirty.
     let m = begin(Some(load(&engine, &mine).unwrap()), None, &fp).unwrap();
-    assert_eq!((m.key_or_header(None), m.resumed(), m.dirty()), (my_key, true, false));
+    assert_eq!((m.key_or_header(None), m.resumed(), m.dirty()), (my_key, Some(Resumed::Stored), false));
 
     // A different request: the detail names whose key it does not match.
     let other = "b2".repeat(32);

@@ -66,10 +66,18 @@ export const F_UNCERTAIN = 13;
 export const F_DIRTY = 14;
 /** The record's state, a `State`. */
 export const F_STATE = 15;
-/** This intent's key existed before the `begin` that made this machine (stored or claimed). */
+/** Which record the `begin` that made this machine resumed, a `Resumed` (0: a new key). */
 export const F_RESUMED = 16;
 /** The record: its key was brought by the app (`begin`'s `key`), not minted here. */
 export const F_BROUGHT = 17;
+
+// Resumed: Which record `begin` resumed (field `Resumed`): whether the intent's key existed before, and where.
+/** None: a new key. */
+export const RESUMED_NEW = 0;
+/** The record this tab's storage holds (also every machine `Engine.load` makes). */
+export const RESUMED_STORED = 1;
+/** The record of the key claimed across tabs (this storage lacks it: the machine is dirty). */
+export const RESUMED_CLAIMED = 2;
 
 // Reason: Why a WAIT retries (field `Reason`).
 /** No retry yet. */
