@@ -3,7 +3,8 @@
 //! record's fields, the options with their defaults and ranges).
 //!
 //! The driver's side is generated from this file: `src/js/generated/contract.ts` holds one plain
-//! `const` per entry (esbuild inlines them, so nothing is added to what ships). The file is committed;
+//! `const` per entry, and the error codes' names as a `const enum` (esbuild inlines both, so nothing
+//! is added to what ships). The file is committed;
 //! `tests/contract.rs` fails when it differs from `typescript()`, and
 //! `IF_BLESS=1 cargo test --test contract` rewrites it. To add an option, add its row here (the driver
 //! reads names, defaults and ranges from the generated table). To add a record field, add its row to
@@ -335,10 +336,20 @@ enums! {
         Dirty = 14,
         /// The record's state, a `State`.
         State = 15,
-        /// This intent's key existed before the `begin` that made this machine (stored or claimed).
+        /// Which record the `begin` that made this machine resumed, a `Resumed` (0: a new key).
         Resumed = 16,
         /// The record: its key was brought by the app (`begin`'s `key`), not minted here.
         Brought = 17,
+    }
+
+    /// Which record `begin` resumed (field `Resumed`): whether the intent's key existed before, and where.
+    enum Resumed: "RESUMED_" {
+        /// None: a new key.
+        New = 0,
+        /// The record this tab's storage holds (also every machine `Engine.load` makes).
+        Stored = 1,
+        /// The record of the key claimed across tabs (this storage lacks it: the machine is dirty).
+        Claimed = 2,
     }
 
     /// Why a WAIT retries (field `Reason`).
@@ -727,6 +738,27 @@ pub fn typescript() -> alloc::string::String {
             let union = named.iter().map(|item| alloc::format!("\"{}\"", item.text)).collect::<alloc::vec::Vec<_>>();
             out.push_str(&doc(group.doc, ""));
             let _ = writeln!(out, "export type {} = {};", group.ty, union.join(" | "));
+        }
+        if !group.ty.is_empty() && group.names.is_empty() {
+            // The names by item without an array of them (the error codes): a `const enum`, whose
+            // members esbuild inlines as the strings, so the driver spells each name from here and
+            // ships no table.
+            let _ = writeln!(
+                out,
+                "/** The `{}` of each `{}*` item, by the item's name (the driver's machine-code -> name map; inlined, no table ships). */\nexport const enum {}Name {{",
+                group.ty, group.prefix, group.ty
+            );
+            for item in &named {
+                let _ = writeln!(
+                    out,
+                    "  /** `{}{}`'s name. */\n  {} = \"{}\",",
+                    group.prefix,
+                    screaming(item.name),
+                    screaming(item.name),
+                    item.text
+                );
+            }
+            out.push_str("}\n");
         }
         if !group.names.is_empty() {
             // Indexed from the first named item's number, which the driver subtracts.

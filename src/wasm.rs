@@ -89,7 +89,8 @@ impl Engine {
     /// Create-or-resume, every choice made here (see `machine::Engine::begin_from`): `stored` is what
     /// `load` made of this tab's storage, `claimed` of the intent's cross-tab claim; both consumed.
     /// `storedFingerprint` is compared with the stored record (the hash for its version). Field
-    /// `Resumed` says whether the key existed before; `Dirty`, whether to save first. `undefined` when
+    /// `Resumed` says which record was resumed (a `Resumed`: none, the stored one or the claim); `Dirty`,
+    /// whether to save first. `undefined` when
     /// refused (the error in [`last_error`]; `INTENT_MISMATCH`'s detail names the candidate).
     #[allow(clippy::too_many_arguments)]
     pub fn begin(

@@ -5,6 +5,7 @@
 #[path = "core/support.rs"]
 mod support;
 
+use idempotent_fetch::contract::{Field, Resumed};
 use idempotent_fetch::machine::error::{code, exhausted, protocol};
 use idempotent_fetch::machine::{Action, Answer, Engine, Machine, Policy, RetryReason, State};
 use support::*;
@@ -160,6 +161,40 @@ fn resumed_and_dirty_say_what_begin_did() {
     let replaced = engine.begin(ID, &checkout(), T0 + 2, true, Some(&m)).unwrap();
     assert!(!replaced.resumed() && replaced.dirty());
     assert_ne!(replaced.record().key, m.record().key);
+}
+
+/// Field `Resumed` names the record `begin` resumed, so the driver takes the right one's request:
+/// a new key, this tab's stored record, or the claim across tabs.
+#[test]
+fn field_resumed_names_the_record_begin_resumed() {
+    let engine = engine(plain_policy());
+    let fp = checkout();
+    let (mine, theirs) = (begun(&engine), begun(&engine));
+    assert_ne!(mine.record().key, theirs.record().key);
+    let begin = |stored: Option<&Machine>, claimed: Option<&Machine>, replace: bool| {
+        engine.begin_from(ID, &fp, &fp, T0 + 5, replace, None, stored, claimed).expect("begin")
+    };
+    let from = |m: &Machine| (m.resumed_from(), m.field(Field::Resumed), m.resumed(), m.dirty());
+    let new = (Resumed::New, 0.0, false, true);
+    let stored = (Resumed::Stored, 1.0, true, false);
+    let claimed = (Resumed::Claimed, 2.0, true, true);
+    assert_eq!(from(&begin(None, None, false)), new, "nothing before: a new key");
+    assert_eq!(from(&begin(Some(&mine), None, false)), stored, "only the stored record");
+    let m = begin(None, Some(&theirs), false);
+    assert_eq!((from(&m), &m.record().key), (claimed, &theirs.record().key), "only the claim");
+    let m = begin(Some(&mine), Some(&theirs), false);
+    assert_eq!((from(&m), &m.record().key), (claimed, &theirs.record().key), "another key claimed: the claim");
+    let m = begin(Some(&mine), Some(&mine), false);
+    assert_eq!((from(&m), &m.record().key), (stored, &mine.record().key), "the same key: the fresher stored record");
+    assert_eq!(from(&begin(Some(&mine), Some(&theirs), true)), new, "replaced: a new key");
+    let expired = engine.begin_from(ID, &fp, &fp, T0 + DAY + 1, false, None, Some(&mine), None).expect("begin");
+    assert_eq!(from(&expired), (Resumed::Stored, 1.0, true, true), "the stored record, marked expired");
+    let mut failed = begun(&engine);
+    assert_eq!(failed.start(T0, true), Action::Send);
+    assert_eq!(failed.on_response(T0, &answer(422)), Action::Fail);
+    let other = "b2".repeat(32);
+    let renewed = engine.begin_from(ID, &other, &other, T0 + 5, false, None, Some(&failed), None).expect("begin");
+    assert_eq!(from(&renewed), new, "another request after a definite failure: a new key");
 }
 
 #[test]

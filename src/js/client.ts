@@ -21,7 +21,7 @@ import { fingerprint } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
 import { leasePart, placementPart, reconcilePart, storedRequestPart } from "./lazy.js";
 import { needsLease } from "./lock.js";
-import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, F_UPDATED_AT, type Machine, MISMATCH_CLAIMED, MISMATCH_KEY_CLAIMED, MISMATCH_KEY_STORED, OPT_RETRY_BUDGET, OPTIONS, SWEEP_EXPIRED, SWEEP_KEEP, SWEEP_REMOVE } from "./machine.js";
+import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, F_UPDATED_AT, type Machine, MISMATCH_CLAIMED, MISMATCH_KEY_CLAIMED, MISMATCH_KEY_STORED, OPT_RETRY_BUDGET, OPTIONS, RESUMED_CLAIMED, RESUMED_NEW, RESUMED_STORED, SWEEP_EXPIRED, SWEEP_KEEP, SWEEP_REMOVE } from "./machine.js";
 import { corruptRecord, fromThrown, intentMismatch, notFound, storageUnavailable } from "./messages.js";
 import {
   type BeginOptions,
@@ -636,9 +636,10 @@ async function beginOnce(
         throw intentMismatch(intentId, oldKey ?? "unknown", detail >= MISMATCH_KEY_STORED);
       }
       const key = machine.key();
-      const resumed = machine.get(F_RESUMED) === 1;
       // Which record was resumed: the stored one keeps its request and its fingerprint's version.
-      const chosen = resumed ? (key === stored?.ids.key ? stored : claimed) : undefined;
+      const from = machine.get(F_RESUMED);
+      const resumed = from !== RESUMED_NEW;
+      const chosen = from === RESUMED_STORED ? stored : from === RESUMED_CLAIMED ? claimed : undefined;
       const plain = chosen === stored ? plainFp : undefined;
       const ids = plain !== undefined ? { intentId, key, fingerprint: plain, plain: true } : { intentId, key, fingerprint: fp };
       const begun = {

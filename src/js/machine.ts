@@ -37,7 +37,8 @@ export interface MachineContract {
 export interface EngineContract<M extends MachineContract> {
   budget(): number;
   /** Create-or-resume from this tab's stored record and the intent's claim (both consumed): field
-   *  `F_RESUMED` says whether the key existed before, `F_DIRTY` whether to save first. */
+   *  `F_RESUMED` says which record was resumed (`RESUMED_*`: none, the stored one or the claim),
+   *  `F_DIRTY` whether to save first. */
   begin(
     intentId: string,
     fingerprint: string,

@@ -12,6 +12,7 @@ import {
   E_NOT_FOUND,
   E_RETRIES_EXHAUSTED,
   E_STORAGE,
+  ErrorCodeName,
   EXHAUSTED_MAX_ATTEMPTS,
   EXPIRED_UNKNOWN_TO_SERVER,
   EXHAUSTED_REASONS,
@@ -46,12 +47,13 @@ export const ABORTED_MESSAGE = `aborted by the caller${KEPT}`;
 /** A non-string intent id, or one the machine refuses (INVALID_REQUEST detail 1). */
 export const INTENT_ID_MESSAGE = "the intent id must be a string of 1 to 256 characters without control characters";
 
-/** The codes with one message (or one per detail), by machine code; the others are built below. */
+/** The codes with one message (or one per detail), by machine code; the others are built below.
+ *  Every name a machine code gets here is the contract's (`ErrorCodeName`, by the code's name). */
 const SIMPLE: Record<number, [ErrorCode, string | ((detail: number) => string)]> = {
-  [E_ABORTED]: ["ABORTED", ABORTED_MESSAGE],
-  [E_KEY_MISMATCH]: ["KEY_MISMATCH", "the server answered 422: this key was already used with a different request"],
+  [E_ABORTED]: [ErrorCodeName.ABORTED, ABORTED_MESSAGE],
+  [E_KEY_MISMATCH]: [ErrorCodeName.KEY_MISMATCH, "the server answered 422: this key was already used with a different request"],
   [E_INVALID_REQUEST]: [
-    "INVALID_REQUEST",
+    ErrorCodeName.INVALID_REQUEST,
     (detail) =>
       detail === REQUEST_INTENT_ID
         ? INTENT_ID_MESSAGE
@@ -96,16 +98,16 @@ export function errorFor(code: number, detail: number, context: ErrorContext, hi
   const also = hint ? `; ${hint}` : "";
   if (code === E_RETRIES_EXHAUSTED) {
     const reason = EXHAUSTED[detail - EXHAUSTED_MAX_ATTEMPTS] ?? "maxAttempts";
-    return new IdempotentFetchError("RETRIES_EXHAUSTED", EXHAUSTED_MESSAGES[reason] + also, { ...context, reason });
+    return new IdempotentFetchError(ErrorCodeName.RETRIES_EXHAUSTED, EXHAUSTED_MESSAGES[reason] + also, { ...context, reason });
   }
   if (code === E_EXPIRED) {
-    return new IdempotentFetchError("EXPIRED", (detail === EXPIRED_UNKNOWN_TO_SERVER ? UNKNOWN_TO_SERVER : EXPIRED_MESSAGE) + also, context);
+    return new IdempotentFetchError(ErrorCodeName.EXPIRED, (detail === EXPIRED_UNKNOWN_TO_SERVER ? UNKNOWN_TO_SERVER : EXPIRED_MESSAGE) + also, context);
   }
-  if (code === E_KEY_STATUS) return new IdempotentFetchError("RECONCILE_FAILED", `the server could not be asked about the key${also}`, context);
+  if (code === E_KEY_STATUS) return new IdempotentFetchError(ErrorCodeName.KEY_STATUS, `the server could not be asked about the key${also}`, context);
   if (code === E_INTENT_MISMATCH) return intentMismatch(intentId, context.key ?? "unknown");
   if (code === E_STORAGE) {
     return detail === FIELD_CSPRNG
-      ? new IdempotentFetchError("STORAGE", "the CSPRNG (crypto.getRandomValues) failed", context)
+      ? new IdempotentFetchError(ErrorCodeName.STORAGE, "the CSPRNG (crypto.getRandomValues) failed", context)
       : corruptRecord(intentId, `record field ${RECORD_FIELDS[detail - FIELD_VERSION] ?? "?"} is invalid`);
   }
   if (code === E_NOT_FOUND) return notFound(intentId);

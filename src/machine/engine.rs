@@ -12,6 +12,7 @@ use super::key::Key;
 use super::policy::Policy;
 use super::random::RandomSource;
 use super::record::{is_valid_intent_id, Record, State, StoredFields};
+use crate::contract::Resumed;
 
 /// `begin_with`'s `INTENT_MISMATCH` detail for a candidate whose key is not the one brought
 /// (`begin_from` names the candidate in its place).
@@ -66,14 +67,15 @@ impl Engine {
         replace: bool,
         stored: Option<&Machine>,
     ) -> Result<Machine, Error> {
-        self.begin_with(intent_id, fingerprint, fingerprint, now_ms, replace, None, stored)
+        self.begin_with(intent_id, fingerprint, fingerprint, now_ms, replace, None, stored, Resumed::Stored)
     }
 
     /// [`Engine::begin`] with two candidates: `stored`, the record this tab's storage holds, and
     /// `claimed`, the record of the key claimed for this intent across tabs (the claims database),
     /// either of which may be missing. The claim wins when its key differs from the stored one (another
     /// tab's write has not reached this storage yet); with the same key the stored record is fresher
-    /// (attempts, state). A machine resumed from the claim is dirty (this storage lacks the record).
+    /// (attempts, state). A machine resumed from the claim is dirty (this storage lacks the record); its
+    /// field `Resumed` says which candidate it resumed.
     ///
     /// `stored_fingerprint` is what the stored record's fingerprint is compared with (the driver's
     /// hash of the request for that record's version); a new key's record gets `fingerprint`.
@@ -95,24 +97,25 @@ impl Engine {
         claimed: Option<&Machine>,
     ) -> Result<Machine, Error> {
         let newer = claimed.filter(|c| stored.is_none_or(|s| s.record().key != c.record().key));
-        let (candidate, compare, which) = match newer {
-            Some(claimed) => (Some(claimed), fingerprint, mismatch::CLAIMED),
-            None => (stored, stored_fingerprint, mismatch::STORED),
+        let (candidate, compare, which, from) = match newer {
+            Some(claimed) => (Some(claimed), fingerprint, mismatch::CLAIMED, Resumed::Claimed),
+            None => (stored, stored_fingerprint, mismatch::STORED, Resumed::Stored),
         };
         // begin_with's detail: 0 for another request, KEY_MISMATCH for another key; named here.
         let name =
             |detail| if detail == KEY_MISMATCH { which + mismatch::KEY_STORED - mismatch::STORED } else { which };
-        let mut machine = self
-            .begin_with(intent_id, compare, fingerprint, now_ms, replace, brought, candidate)
-            .map_err(|e| if e.code == code::INTENT_MISMATCH { Error::new(e.code, name(e.detail)) } else { e })?;
-        if newer.is_some() && machine.resumed() {
-            machine.mark_dirty();
-        }
-        Ok(machine)
+        self.begin_with(intent_id, compare, fingerprint, now_ms, replace, brought, candidate, from).map_err(|e| {
+            if e.code == code::INTENT_MISMATCH {
+                Error::new(e.code, name(e.detail))
+            } else {
+                e
+            }
+        })
     }
 
     /// [`Engine::begin`], comparing the stored record with `compare` (and its key with `brought`)
-    /// and giving a new key's record `fingerprint` and the brought key, if any.
+    /// and giving a new key's record `fingerprint` and the brought key, if any; `from` says which
+    /// candidate `stored` is (the claim's resumed machine is dirty: this storage lacks the record).
     #[allow(clippy::too_many_arguments)]
     fn begin_with(
         &self,
@@ -123,6 +126,7 @@ impl Engine {
         replace: bool,
         brought: Option<&str>,
         stored: Option<&Machine>,
+        from: Resumed,
     ) -> Result<Machine, Error> {
         if !is_valid_intent_id(intent_id) {
             return Err(Error::new(code::INVALID_REQUEST, request::INTENT_ID));
@@ -155,7 +159,9 @@ impl Engine {
                     record.state = State::Expired;
                     record.touch(now_ms);
                 }
-                return Ok(Machine::new(self.shared.clone(), record, stale, true));
+                // Resumed from the claim: dirty, since this tab's storage lacks the record.
+                let dirty = stale || from == Resumed::Claimed;
+                return Ok(Machine::new(self.shared.clone(), record, dirty, from));
             }
         }
         let (key, brought) = match brought {
@@ -163,14 +169,14 @@ impl Engine {
             None => (Key::generate(&*self.shared.random).map_err(|_| Error::new(code::STORAGE, field::CSPRNG))?, false),
         };
         let record = Record { brought, ..Record::new(intent_id, key, fingerprint, now_ms) };
-        Ok(Machine::new(self.shared.clone(), record, true, false))
+        Ok(Machine::new(self.shared.clone(), record, true, Resumed::New))
     }
 
     /// A machine over a record read back from storage under `intent_id` (values checked: `STORAGE`
     /// with the field otherwise). Not dirty: it is what storage holds.
     pub fn load(&self, intent_id: &str, fields: &StoredFields<'_>) -> Result<Machine, Error> {
         let record = fields.validate(intent_id)?;
-        Ok(Machine::new(self.shared.clone(), record, false, true))
+        Ok(Machine::new(self.shared.clone(), record, false, Resumed::Stored))
     }
 
     /// The sweep's rule for one record at `now_ms`: terminal records older than the TTL are removed;

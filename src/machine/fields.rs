@@ -28,7 +28,7 @@ impl Machine {
             Field::Brought => flag(record.brought),
             Field::Dirty => flag(self.dirty()),
             Field::State => (record.state as u8).into(),
-            Field::Resumed => flag(self.resumed()),
+            Field::Resumed => (self.resumed_from() as u8).into(),
         }
     }
 

@@ -20,6 +20,7 @@ use super::policy::Jitter;
 use super::reconcile::Asked;
 use super::record::{Record, State};
 use super::shared::Shared;
+use crate::contract::Resumed;
 
 pub use crate::contract::Action;
 
@@ -43,7 +44,7 @@ pub struct Machine {
     pub(crate) shared: Rc<Shared>,
     pub(crate) record: Record,
     dirty: bool,
-    resumed: bool,
+    resumed: Resumed,
     pub(crate) phase: Phase,
     /// Attempts sent by the current `send`.
     attempt: u32,
@@ -69,7 +70,7 @@ pub struct Machine {
 
 impl Machine {
     #[inline(never)] // one copy for begin and load (measured: docs/WASM-BOUNDARY.md, "Size")
-    pub(crate) fn new(shared: Rc<Shared>, record: Record, dirty: bool, resumed: bool) -> Self {
+    pub(crate) fn new(shared: Rc<Shared>, record: Record, dirty: bool, resumed: Resumed) -> Self {
         let backoff = Backoff::new(&shared.policy);
         Self {
             shared,
@@ -122,6 +123,11 @@ impl Machine {
 
     /// Whether this machine holds a stored intent (resumed) rather than a new one.
     pub fn resumed(&self) -> bool {
+        self.resumed != Resumed::New
+    }
+
+    /// Which record this machine resumed: none (a new key), the stored one or the claim.
+    pub fn resumed_from(&self) -> Resumed {
         self.resumed
     }
 

@@ -66,10 +66,18 @@ export const F_UNCERTAIN = 13;
 export const F_DIRTY = 14;
 /** The record's state, a `State`. */
 export const F_STATE = 15;
-/** This intent's key existed before the `begin` that made this machine (stored or claimed). */
+/** Which record the `begin` that made this machine resumed, a `Resumed` (0: a new key). */
 export const F_RESUMED = 16;
 /** The record: its key was brought by the app (`begin`'s `key`), not minted here. */
 export const F_BROUGHT = 17;
+
+// Resumed: Which record `begin` resumed (field `Resumed`): whether the intent's key existed before, and where.
+/** None: a new key. */
+export const RESUMED_NEW = 0;
+/** The record this tab's storage holds (also every machine `Engine.load` makes). */
+export const RESUMED_STORED = 1;
+/** The record of the key claimed across tabs (this storage lacks it: the machine is dirty). */
+export const RESUMED_CLAIMED = 2;
 
 // Reason: Why a WAIT retries (field `Reason`).
 /** No retry yet. */
@@ -178,6 +186,37 @@ export const E_NOT_DURABLE = 13;
 export const E_INTERNAL = 15;
 /** The stable error codes, each with its name in `IdempotentFetchError.code` (never match on messages; README, "Errors"). Some are decided by the driver alone, never by the machine. */
 export type ErrorCode = "RETRIES_EXHAUSTED" | "ABORTED" | "KEY_MISMATCH" | "INTENT_MISMATCH" | "EXPIRED" | "BODY_NOT_REPLAYABLE" | "INVALID_OPTIONS" | "INVALID_REQUEST" | "STORAGE" | "NOT_FOUND" | "RECONCILE_FAILED" | "BODY_TOO_LARGE" | "NOT_DURABLE" | "INTERNAL";
+/** The `ErrorCode` of each `E_*` item, by the item's name (the driver's machine-code -> name map; inlined, no table ships). */
+export const enum ErrorCodeName {
+  /** `E_RETRIES_EXHAUSTED`'s name. */
+  RETRIES_EXHAUSTED = "RETRIES_EXHAUSTED",
+  /** `E_ABORTED`'s name. */
+  ABORTED = "ABORTED",
+  /** `E_KEY_MISMATCH`'s name. */
+  KEY_MISMATCH = "KEY_MISMATCH",
+  /** `E_INTENT_MISMATCH`'s name. */
+  INTENT_MISMATCH = "INTENT_MISMATCH",
+  /** `E_EXPIRED`'s name. */
+  EXPIRED = "EXPIRED",
+  /** `E_BODY_NOT_REPLAYABLE`'s name. */
+  BODY_NOT_REPLAYABLE = "BODY_NOT_REPLAYABLE",
+  /** `E_INVALID_OPTIONS`'s name. */
+  INVALID_OPTIONS = "INVALID_OPTIONS",
+  /** `E_INVALID_REQUEST`'s name. */
+  INVALID_REQUEST = "INVALID_REQUEST",
+  /** `E_STORAGE`'s name. */
+  STORAGE = "STORAGE",
+  /** `E_NOT_FOUND`'s name. */
+  NOT_FOUND = "NOT_FOUND",
+  /** `E_KEY_STATUS`'s name. */
+  KEY_STATUS = "RECONCILE_FAILED",
+  /** `E_BODY_TOO_LARGE`'s name. */
+  BODY_TOO_LARGE = "BODY_TOO_LARGE",
+  /** `E_NOT_DURABLE`'s name. */
+  NOT_DURABLE = "NOT_DURABLE",
+  /** `E_INTERNAL`'s name. */
+  INTERNAL = "INTERNAL",
+}
 
 // exhausted: Details of `E_RETRIES_EXHAUSTED`: which limit ended the send.
 /** `maxAttempts` attempts were made. */
