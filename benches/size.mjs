@@ -114,7 +114,8 @@ export const order = (cart) => client.fetch("/api/orders", { method: "POST", bod
     stdin: { contents: QUICK_START, resolveDir: work, loader: "js", sourcefile: "app.js" },
   });
   const outputs = userBundle.metafile.outputs;
-  const entryOut = Object.keys(outputs).find((o) => outputs[o].entryPoint !== undefined);
+  // The app's own entry (a part loaded on demand is an entry point of its own too).
+  const entryOut = Object.keys(outputs).find((o) => outputs[o].entryPoint?.endsWith("app.js"));
   const quickFiles = new Set();
   for (const pending = [entryOut]; pending.length; ) {
     const file = pending.pop();
