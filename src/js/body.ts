@@ -53,9 +53,14 @@ async function bufferUnchecked(body: unknown, maxBodyBytes: number): Promise<Buf
     return { bytes: new TextEncoder().encode(body), contentType: "text/plain;charset=UTF-8" };
   }
   if (body instanceof ArrayBuffer || ArrayBuffer.isView(body)) {
-    // Exactly the viewed bytes, copied (the caller may reuse the buffer).
-    const bytes = ArrayBuffer.isView(body) ? new Uint8Array(body.buffer, body.byteOffset, body.byteLength) : new Uint8Array(body);
-    return { bytes: bytes.slice(), contentType: null };
+    try {
+      // Exactly the viewed bytes, copied (the caller may reuse the buffer).
+      const bytes = ArrayBuffer.isView(body) ? new Uint8Array(body.buffer, body.byteOffset, body.byteLength) : new Uint8Array(body);
+      return { bytes: bytes.slice(), contentType: null };
+    } catch (thrown) {
+      // A detached buffer (transferred to a worker) cannot be read.
+      throw unreadable(thrown);
+    }
   }
   if (!["Blob", "URLSearchParams", "FormData", "ReadableStream"].some((name) => isA(body, name))) {
     throw invalidRequest(`body must be ${REPLAYABLE} (for an object, pass JSON.stringify(object))`);
