@@ -7,7 +7,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 
 import { engineName, launchBrowser, timeoutScale } from "../support/browsers.mjs";
@@ -45,7 +45,9 @@ before(async () => {
       res.writeHead(200, { "content-type": "text/html", "cache-control": "no-store" });
       return res.end(PAGE);
     }
-    const file = pathname.startsWith("/pkg/") ? path.join(pkgDir, path.basename(pathname)) : null;
+    // The package's files, its parts under /pkg/lazy/ included (a `Request` body loads one).
+    const inPkg = pathname.startsWith("/pkg/") ? path.join(pkgDir, path.normalize(pathname.slice("/pkg/".length))) : null;
+    const file = inPkg?.startsWith(pkgDir + path.sep) && existsSync(inPkg) ? inPkg : null;
     if (file?.endsWith(".wasm")) {
       wasm.requests++;
       if (wasm.failFirst && wasm.requests === 1) {
