@@ -188,7 +188,7 @@ export const order = (cart) => client.fetch("/api/orders", { method: "POST", bod
     );
     console.log(`| source | bytes | gzip share B |`);
     console.log("|---|---:|---:|");
-    const inputs = Object.values(bySource.metafile.outputs).find((o) => o.inputs && o.entryPoint)?.inputs ?? {};
+    const inputs = Object.values(bySource.metafile.outputs).find((o) => o.entryPoint?.endsWith("src/js/index.ts"))?.inputs ?? {};
     for (const [file, { bytesInOutput }] of Object.entries(inputs).sort((x, y) => y[1].bytesInOutput - x[1].bytesInOutput)) {
       if (bytesInOutput === 0) continue;
       const index = map.sources.findIndex((source) => source.endsWith(file.replace(/^src\/js\//, "")) && source.includes(file.split("/").slice(-2).join("/")));
