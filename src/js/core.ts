@@ -173,13 +173,14 @@ export async function dropClaim(core: ClientCore, intentId?: string, key?: strin
   if (!db) return true;
   // The whole namespace (`clear()`): its fingerprint secret's slot goes too.
   if (intentId === undefined) await claim(db, secretSlot(ns), () => [true, null]).catch(() => true);
-  const dropped = await claim(db, intentId === undefined ? IDBKeyRange.bound(`${ns}\0`, `${ns}\x01`) : claimSlot(ns, intentId), (value) => {
-    // The claim's text is its record's JSON: `"key":"<key>"` appears there only as its key field (in
-    // any string field, a quote is escaped).
+  const slot = intentId === undefined ? IDBKeyRange.bound(`${ns}\0`, `${ns}\x01`) : claimSlot(ns, intentId);
+  // The claim's text is its record's JSON: `"key":"<key>"` appears there only as its key field (in
+  // any string field, a quote is escaped).
+  const decide = (value: unknown): [boolean, null | undefined] => {
     const drop = value === undefined || key === undefined || String(value).includes(`"key":"${key}"`);
     return [drop, drop ? null : undefined];
-  }).catch(() => true);
-  // Its lost mark (all of the namespace's, for `clear()`) goes with the claim.
-  if (dropped) await claim(db, intentId === undefined ? lostRange(ns) : lostSlot(ns, intentId), () => [0, null]).catch(() => 0);
-  return dropped;
+  };
+  // Its lost mark (all of the namespace's, for `clear()`) goes with the claim, in the same transaction:
+  // an answered `client.fetch` without intent waits for this one transaction before it resolves.
+  return claim(db, slot, decide, undefined, intentId === undefined ? lostRange(ns) : lostSlot(ns, intentId)).catch(() => true);
 }

@@ -54,13 +54,15 @@ export const claimSlot = (namespace: string, intentId: string): string => `${nam
  * result and what to write in the same transaction: a new claim text, `null` to delete, `undefined`
  * for nothing. Resolves with the result once committed. Rejects with what `decide` threw (always an
  * error object; the transaction is aborted), or with `undefined` when the database failed (`undo` is
- * then given the result, if `decide` had returned one, to release it).
+ * then given the result, if `decide` had returned one, to release it). `alsoDelete`: slots deleted in
+ * the same transaction when `decide` deletes the claim.
  */
 export function claim<T>(
   db: IDBDatabase,
   slot: string | IDBKeyRange,
   decide: (value: unknown) => [T, string | null | undefined],
   undo?: (result: T) => void,
+  alsoDelete?: string | IDBKeyRange,
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let decided: [T] | undefined;
@@ -73,7 +75,11 @@ export function claim<T>(
         try {
           const [result, text] = decide(read.result);
           decided = [result];
-          if (text === null) store.delete(slot);
+          if (text === null) {
+            store.delete(slot);
+            // What goes with the claim (its lost mark), in the same transaction.
+            if (alsoDelete !== undefined) store.delete(alsoDelete);
+          }
           else if (text !== undefined) store.put(text, slot as string);
         } catch (error) {
           thrown = error;
