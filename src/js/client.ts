@@ -681,9 +681,10 @@ async function beginOnce(
     // Dirty also when resumed from the claim: this tab's storage lacks the record.
     if (machine.get(F_DIRTY) === 1) {
       // A large body goes to its own slot first, so that no record names a body not yet written (a
-      // body stored out of line already is a number, whose `length` is undefined).
-      const bytes = request?.body as number[] | null | undefined;
-      if (bytes?.length! > INLINE_BODY_MAX) request = await (await storedRequestPart()).storeBody(store, intentId, request as PersistedRequest & { body: number[] });
+      // body stored out of line already is its length, a number).
+      if (request && Array.isArray(request.body) && request.body.length > INLINE_BODY_MAX) {
+        request = await (await storedRequestPart()).storeBody(store, intentId, request as PersistedRequest & { body: number[] });
+      }
       if (deferSave) unsaved = recordText(machine, ids, request);
       else await saveRecord(core, machine, ids, request);
     }
