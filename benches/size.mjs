@@ -21,7 +21,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { brotliCompressSync, constants, gzipSync } from "node:zlib";
 
-import { BROWSER_ENTRY, MINIFY_NAMES, PKG_DIR, WASM_FILE, crateMetadata } from "../package/build.mjs";
+import { BROWSER_ENTRY, MINIFY_NAMES, PKG_DIR, WASM_FILE, checkedGlue, crateMetadata } from "../package/build.mjs";
 
 const benches = dirname(fileURLToPath(import.meta.url));
 const root = dirname(benches);
@@ -176,7 +176,10 @@ export const order = (cart) => client.fetch("/api/orders", { method: "POST", bod
   // what: the entry's own chunk (the parts loaded on first use are chunks of their own, left out).
   const driverEntry = join(root, "src/js/index.ts");
   if (existsSync(driverEntry)) {
-    const bySource = await esbuild.build({ ...bundleOptions, splitting: true, metafile: true, sourcemap: "external", outdir: join(work, "driver"), entryPoints: [driverEntry] });
+    // The glue as the package bundles it (package/glue.js, checked against wasm-bindgen's), under the
+    // generated glue's name.
+    const shippedGlue = { name: "shipped-glue", setup: (build) => build.onLoad({ filter: /[\\/]generated[\\/]idempotent_fetch\.js$/ }, (a) => ({ contents: checkedGlue(a.path), loader: "js" })) };
+    const bySource = await esbuild.build({ ...bundleOptions, splitting: true, metafile: true, sourcemap: "external", outdir: join(work, "driver"), entryPoints: [driverEntry], plugins: [shippedGlue] });
     const entryFile = bySource.outputFiles.find((f) => f.path.endsWith(`${join("driver", "index.js")}`));
     const out = entryFile.text;
     const map = JSON.parse(bySource.outputFiles.find((f) => f.path === `${entryFile.path}.map`).text);

@@ -13,7 +13,7 @@
 //   3. wasm-opt with the flags of Cargo.toml [package.metadata.wasm-pack.profile.release] wasm-opt, then
 //      wasm-opt MINIFY_NAMES (short import/export names; the glue is renamed to match when bundled)
 //      -> pkg/idempotent_fetch_bg.wasm
-//   4. esbuild: src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: minified ESM + source map that loads the wasm
+//   4. esbuild (with package/glue.js for the generated glue: `checkedGlue`): src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: minified ESM + source map that loads the wasm
 //      with `new URL("./idempotent_fetch_bg.wasm", import.meta.url)`) and pkg/node.cjs (Node: reads the
 //      wasm from disk and instantiates it on load), plus pkg/node.js, the ESM face of node.cjs (one instance for import and require)
 //      and the side entries (SIDE_ENTRIES), each as .js + .cjs with source maps: watch.ts (the intent
@@ -24,6 +24,7 @@
 //   6. package.json (fields from Cargo.toml), package/npm-README.md as README.md, LICENSE-* next to them
 import { spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
 import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
@@ -130,8 +131,8 @@ function renameInGlue(text, names, file) {
 }
 
 // The glue's default source of the wasm, i.e. what `init()` with no argument loads. The driver calls
-// it so; each bundle puts its own source there. Checked, so a wasm-bindgen upgrade that changes the
-// line fails the build instead of shipping a package that cannot find its wasm.
+// it so; each bundle puts its own source there. Checked, so a glue without the line fails the build
+// instead of shipping a package that cannot find its wasm.
 const GLUE_DEFAULT_WASM = /new URL\('idempotent_fetch_bg\.wasm', import\.meta\.url\)/g;
 const WASM_SOURCE = {
   // The request started by WASM_REQUEST below, taken once; a retry after a failure fetches anew.
@@ -153,87 +154,40 @@ const WASM_REQUEST = {
 // the driver's init() finds the instance already there. Browsers load asynchronously (`ready`).
 const LOAD_AT_IMPORT = { browser: "", node: `\ninitSync({ module: ${WASM_SOURCE.node} });\n` };
 
-// Parts of the glue the driver never reaches, replaced by what it does reach (BENCHMARKS.md, "What
-// ships"): the driver calls `init()` with no argument (so no deprecated-argument warnings) on the
-// source above (the request's promise, or after a failure the URL: so `__wbg_load` always gets a
-// Response), once at a time and again after a failure (`loadMachine` in src/js/wasm.ts keeps the
-// promise, so the glue's own copy of it goes); every string goes through `passStringToWasm0` with a
-// `realloc`; every engine the package supports has `TextEncoder.encodeInto` (README.md, "Browser
-// support": the WebAssembly features already need newer ones); and the module holds no JavaScript
-// value (the machine takes and returns numbers and strings), so its externref table is never read and
-// its slots need no values (checked: `unlessGlueHas`). Each is matched exactly once or the build
-// fails, so a wasm-bindgen upgrade that changes them is noticed. The Response path keeps its
-// behaviour: the same error when the fetch failed, streaming compile, and the fallback to the bytes
-// (with a shorter warning) when the server does not send `application/wasm`.
-const GLUE_TRIMS = [
-  {
-    name: "__wbg_load",
-    from: /^async function __wbg_load\(module, imports\) \{\n[\s\S]*?\n\}\n/m,
-    to: `async function __wbg_load(module, imports) {
-    if (!module.ok) throw new Error(\`failed to fetch Wasm: \${module.status} \${module.statusText} fetching '\${module.url}'\`);
-    if (typeof WebAssembly.instantiateStreaming === 'function') {
-        try {
-            return await WebAssembly.instantiateStreaming(module, imports);
-        } catch (e) {
-            if (module.headers.get('Content-Type') === 'application/wasm') throw e;
-            console.warn("idempotent-fetch: the .wasm is not served as application/wasm (slower start)", e);
-        }
-    }
-    return WebAssembly.instantiate(await module.arrayBuffer(), imports);
-}
-`,
-  },
-  {
-    name: "init's deprecated-argument branch",
-    from: /^ {4}if \(module_or_path !== undefined\) \{\n[\s\S]*?\n {4}\}\n/m,
-    to: "",
-  },
-  {
-    name: "passStringToWasm0 without realloc",
-    from: /^ {4}if \(realloc === undefined\) \{\n[\s\S]*?\n {4}\}\n/m,
-    to: "",
-  },
-  {
-    name: "the init promise (wasm.ts keeps it)",
-    from: /^let __wbg_init_promise;\nasync function __wbg_init\(module_or_path\) \{\n[\s\S]*?\n\}\n/m,
-    to: `async function __wbg_init(module_or_path) {
-    if (wasm !== undefined) return wasm;
-    return __wbg_init_once(module_or_path);
-}
-`,
-  },
-  {
-    name: "the source's type check (a promise of the Response, or the URL)",
-    from: /^ {4}if \(typeof module_or_path === 'string' \|\| [^\n]*\) \{\n {8}module_or_path = fetch\(module_or_path\);\n {4}\}\n/m,
-    to: "    if (module_or_path instanceof URL) module_or_path = fetch(module_or_path);\n",
-  },
-  {
-    name: "the encodeInto fallback",
-    from: /^if \(!\('encodeInto' in cachedTextEncoder\)\) \{\n[\s\S]*?\n\}\n/m,
-    to: "",
-  },
-  {
-    name: "the externref table's slots",
-    from: /^( {8}__wbindgen_init_externref_table: function\(\) \{\n)[\s\S]*?\n( {8}\},\n)/m,
-    to: (_, open, close) => open + close,
-    // A glue that passes JavaScript values through the table reads those slots.
-    unlessGlueHas: /ExternrefTable|__wbindgen_externrefs[\s\S]*__wbindgen_externrefs/,
-  },
-];
+// The glue that ships: package/glue.js, the calls wasm-bindgen's glue makes into the same exports,
+// written for what the driver reaches (its header says what it leaves out, and why the driver cannot
+// tell). It names the SHA-256 of the wasm-bindgen glue it was written against, doc comments removed
+// (they are src/wasm.rs's docs); any other glue (an export added or changed, another wasm-bindgen)
+// fails the build until glue.js follows it, so the two never drift apart unnoticed.
+const COMPACT_GLUE = path.join(root, "package/glue.js");
+const GLUE_HASH_LINE = /^\/\/ wasm-bindgen glue sha256 \(comments removed\): ([0-9a-f]{64})$/m;
 
-/** The glue as bundled: the wasm's source for `platform`, the trims above, the wasm's minified names. */
-function glueFor(file, platform, names) {
-  let text = readFileSync(file, "utf8");
-  const found = text.match(GLUE_DEFAULT_WASM)?.length ?? 0;
-  if (found !== 1) throw new Error(`${file}: expected one \`new URL('${WASM_FILE}', import.meta.url)\`, found ${found}`);
-  if (!/^export \{ initSync/m.test(text)) throw new Error(`${file}: no \`export { initSync\` (wasm-bindgen's glue changed)`);
-  for (const trim of GLUE_TRIMS) {
-    const matches = text.match(new RegExp(trim.from.source, `${trim.from.flags}g`))?.length ?? 0;
-    if (matches !== 1) throw new Error(`${file}: expected one ${trim.name}, found ${matches} (wasm-bindgen's glue changed)`);
-    if (trim.unlessGlueHas?.test(text)) throw new Error(`${file}: ${trim.name} cannot be trimmed: the glue passes JavaScript values (${trim.unlessGlueHas})`);
-    text = text.replace(trim.from, typeof trim.to === "function" ? trim.to : () => trim.to);
+/** The SHA-256 of wasm-bindgen's glue without its doc comments: what package/glue.js pins. */
+export function glueHash(text) {
+  return createHash("sha256").update(text.replace(/^[ \t]*\/\*\*[\s\S]*?\*\/\n/gm, "")).digest("hex");
+}
+
+/** package/glue.js, checked against wasm-bindgen's glue (`file`): the one it was written against?
+ *  Exported for benches/size.mjs (which source costs what). */
+export function checkedGlue(file) {
+  const text = readFileSync(COMPACT_GLUE, "utf8");
+  const pinned = text.match(GLUE_HASH_LINE)?.[1];
+  if (!pinned) throw new Error(`${path.relative(root, COMPACT_GLUE)}: no line "// wasm-bindgen glue sha256 (comments removed): <hex>"`);
+  const generated = glueHash(readFileSync(file, "utf8"));
+  if (generated !== pinned) {
+    throw new Error(`wasm-bindgen's glue (${path.relative(root, file)}) is not the one ${path.relative(root, COMPACT_GLUE)} was written against ` +
+      `(sha256 ${generated}, not ${pinned}): make glue.js call its exports as it does, then put that hash in glue.js`);
   }
-  return WASM_REQUEST[platform] + renameInGlue(text, names, file).replace(GLUE_DEFAULT_WASM, WASM_SOURCE[platform]) + LOAD_AT_IMPORT[platform];
+  // Its notes name files such as src/wasm.rs, which the renaming below would read as an export.
+  return text.replace(/^\/\/.*\n/gm, "");
+}
+
+/** The glue as bundled for `platform`: `checkedGlue` with the wasm's source and its minified names. */
+function glueFor(file, platform, names) {
+  const text = checkedGlue(file);
+  const found = text.match(GLUE_DEFAULT_WASM)?.length ?? 0;
+  if (found !== 1) throw new Error(`${COMPACT_GLUE}: expected one \`new URL('${WASM_FILE}', import.meta.url)\`, found ${found}`);
+  return WASM_REQUEST[platform] + renameInGlue(text, names, COMPACT_GLUE).replace(GLUE_DEFAULT_WASM, WASM_SOURCE[platform]) + LOAD_AT_IMPORT[platform];
 }
 
 function wasmSourcePlugin(platform, names) {
@@ -246,7 +200,7 @@ function wasmSourcePlugin(platform, names) {
 }
 
 /** Members of the glue's classes that only the glue reads. */
-const GLUE_PRIVATE = ["__wbg_ptr", "__destroy_into_raw", "__wrap"];
+const GLUE_PRIVATE = ["__wbg_ptr", "__free"];
 /** Private members of the driver (src/js) with names found nowhere else: renamed in the bundle. */
 const DRIVER_PRIVATE = [
   "engineReady", "engineMade", "beginPrepared", "sendLocked", "adoptLock", "offered", "inFlight",

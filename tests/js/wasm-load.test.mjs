@@ -1,4 +1,4 @@
-// How a page's bundle loads the .wasm (the glue as package/build.mjs trims it, src/js/wasm.ts): served
+// How a page's bundle loads the .wasm (the glue the package bundles, package/glue.js, and src/js/wasm.ts): served
 // as application/wasm it compiles while streaming, with no warning; served with another Content-Type
 // it falls back to the bytes and warns once; a failed first request rejects `ready` with the status,
 // and the next `begin` requests the .wasm again and works. Each page is served by a server of this

@@ -1,0 +1,170 @@
+// The glue every bundle gets in place of wasm-bindgen's (src/js/generated/idempotent_fetch.js): the
+// same calls into the same exports, written for what the driver reaches. package/build.mjs
+// (`checkedGlue`) puts it in, renamed to the minified wasm's names and with the wasm's source per
+// platform, only while wasm-bindgen's glue is still the one this was written against:
+// wasm-bindgen glue sha256 (comments removed): dd13ddde248468fbf459ad2aad11d7425e50babe226b7aaa7db44c8522b5124e
+// Any change there (an export added or changed in src/wasm.rs, another wasm-bindgen) fails the
+// build until this file calls the new glue's exports the way it does and the hash above is its own.
+//
+// What is left out of wasm-bindgen's glue, and why that changes nothing the driver can see:
+// - strings go in through `TextEncoder.encode` and one `malloc`, not the ASCII loop with `realloc`
+//   (the same bytes in the same allocation; every engine the package supports has both);
+// - a string comes out through a TextDecoder made for the call (wasm-bindgen's shared one is
+//   recreated every 2 GB for a Safari limit that a fresh one never reaches);
+// - no cleanup of the strings already copied when a later argument throws: the encoder takes any
+//   value without throwing, so only a `malloc` that cannot grow memory can, and then the instance is
+//   lost anyway;
+// - no check that a Machine argument is a Machine (the driver passes only its own); anything else
+//   still throws (no pointer to take) or reaches wasm-bindgen's null-pointer check;
+// - `init()` as the driver calls it: with no argument, once at a time (src/js/wasm.ts keeps the
+//   promise and asks again after a failure), on a Response (a failed fetch keeps its error, streaming
+//   compile, the bytes with one warning when the server does not send `application/wasm`); `initSync`
+//   as node.cjs calls it, with `{ module }`;
+// - the module holds no JavaScript value (numbers and strings only), so its externref table is never
+//   read and its slots need no values.
+import { fillRandom } from './snippets/idempotent-fetch-640a4bcb0b785c0a/inline0.js';
+
+let wasm, bytes = new Uint8Array(0), length = 0;
+const encoder = new TextEncoder();
+
+/** The wasm's memory as bytes (a new view after the memory grew). */
+const memory = () => (bytes.byteLength ? bytes : (bytes = new Uint8Array(wasm.memory.buffer)));
+
+/** A string copied into wasm memory: its pointer, its byte length in `length` (0, 0 for none). */
+function passString(text) {
+    if (text == null) return (length = 0);
+    const encoded = encoder.encode(text), ptr = wasm.__wbindgen_malloc(encoded.length, 1) >>> 0;
+    memory().set(encoded, ptr);
+    length = encoded.length;
+    return ptr;
+}
+
+/** Numbers copied into wasm memory as f64: the pointer, the count in `length`. */
+function passNumbers(numbers) {
+    const ptr = wasm.__wbindgen_malloc(numbers.length * 8, 8) >>> 0;
+    new Float64Array(wasm.memory.buffer, ptr, numbers.length).set(numbers);
+    length = numbers.length;
+    return ptr;
+}
+
+const readString = (ptr, len) => new TextDecoder('utf-8', { ignoreBOM: true }).decode(memory().subarray(ptr >>>= 0, ptr + len));
+
+// An object the page drops is freed when it is collected; `free()` does it at once.
+const registry = typeof FinalizationRegistry === 'undefined'
+    ? { register() {}, unregister() {} }
+    : new FinalizationRegistry(([free, ptr]) => free(ptr, 1));
+
+/** A new `Class` object over the wasm pointer `ptr`; undefined for 0 (the call was refused). */
+function wrap(Class, ptr) {
+    if (!ptr) return undefined;
+    const obj = Object.create(Class.prototype);
+    obj.__wbg_ptr = ptr;
+    registry.register(obj, [Class.__free, ptr], obj);
+    return obj;
+}
+
+/** The pointer of `obj`, which no longer owns it (0 for none, or an object already taken). */
+function take(obj) {
+    if (obj == null) return 0;
+    const ptr = obj.__wbg_ptr;
+    obj.__wbg_ptr = 0;
+    registry.unregister(obj);
+    return ptr;
+}
+
+export class Engine {
+    static __free(ptr, finalized) { wasm.__wbg_engine_free(ptr, finalized); }
+    free() { Engine.__free(take(this), 0); }
+    static create(options) { return wrap(Engine, wasm.engine_create(passNumbers(options), length)); }
+    budget() { return wasm.engine_budget(this.__wbg_ptr) >>> 0; }
+    begin(intentId, fingerprint, storedFingerprint, nowMs, replace, key, stored, claimed) {
+        return wrap(Machine, wasm.engine_begin(this.__wbg_ptr, passString(intentId), length, passString(fingerprint), length,
+            passString(storedFingerprint), length, nowMs, replace, passString(key), length, take(stored), take(claimed)));
+    }
+    load(intentId, id, key, fingerprint, state, numbers) {
+        return wrap(Machine, wasm.engine_load(this.__wbg_ptr, passString(intentId), length, passString(id), length,
+            passString(key), length, passString(fingerprint), length, passString(state), length, passNumbers(numbers), length));
+    }
+    sweep(record, nowMs) { return wasm.engine_sweep(this.__wbg_ptr, record.__wbg_ptr, nowMs) >>> 0; }
+}
+
+export class Machine {
+    static __free(ptr, finalized) { wasm.__wbg_machine_free(ptr, finalized); }
+    free() { Machine.__free(take(this), 0); }
+    get(field) { return wasm.machine_get(this.__wbg_ptr, field); }
+    key(header) {
+        const ret = wasm.machine_key(this.__wbg_ptr, header == null ? 0xFFFFFF : header ? 1 : 0);
+        try {
+            return readString(ret[0], ret[1]);
+        } finally {
+            wasm.__wbindgen_free(ret[0], ret[1], 1);
+        }
+    }
+    markSaved() { wasm.machine_markSaved(this.__wbg_ptr); }
+    onKeyStatus(nowMs, kind, status, retryAfter) {
+        return wasm.machine_onKeyStatus(this.__wbg_ptr, nowMs, kind, status, passString(retryAfter), length) >>> 0;
+    }
+    onResponse(nowMs, status, retryAfter, stripeShouldRetry, replayed, override) {
+        return wasm.machine_onResponse(this.__wbg_ptr, nowMs, status, passString(retryAfter), length,
+            passString(stripeShouldRetry), length, passString(replayed), length, override) >>> 0;
+    }
+    on(event, nowMs, online) { return wasm.machine_on(this.__wbg_ptr, event, nowMs, online) >>> 0; }
+}
+if (Symbol.dispose) Engine.prototype[Symbol.dispose] = Engine.prototype.free;
+if (Symbol.dispose) Machine.prototype[Symbol.dispose] = Machine.prototype.free;
+
+export function lastError() {
+    return wasm.lastError() >>> 0;
+}
+
+function __wbg_get_imports() {
+    const import0 = {
+        __proto__: null,
+        __wbg___wbindgen_throw_4c88d8bf264fd984: function(arg0, arg1) {
+            throw new Error(readString(arg0, arg1));
+        },
+        __wbg_fillRandom_05a9b043ef779267: function(arg0, arg1) {
+            return fillRandom(memory().subarray(arg0 >>>= 0, arg0 + arg1));
+        },
+        __wbindgen_init_externref_table: function() {
+        },
+    };
+    return {
+        __proto__: null,
+        "./idempotent_fetch_bg.js": import0,
+    };
+}
+
+function finalize(instance) {
+    wasm = instance.exports;
+    bytes = new Uint8Array(0);
+    wasm.__wbindgen_start();
+    return wasm;
+}
+
+function initSync({ module }) {
+    if (wasm !== undefined) return wasm;
+    if (!(module instanceof WebAssembly.Module)) module = new WebAssembly.Module(module);
+    return finalize(new WebAssembly.Instance(module, __wbg_get_imports()));
+}
+
+async function __wbg_init() {
+    if (wasm !== undefined) return wasm;
+    let response = new URL('idempotent_fetch_bg.wasm', import.meta.url);
+    if (response instanceof URL) response = fetch(response);
+    response = await response;
+    if (!response.ok) throw new Error(`failed to fetch Wasm: ${response.status} ${response.statusText} fetching '${response.url}'`);
+    const imports = __wbg_get_imports();
+    let result;
+    if (typeof WebAssembly.instantiateStreaming === 'function') {
+        try {
+            result = await WebAssembly.instantiateStreaming(response, imports);
+        } catch (e) {
+            if (response.headers.get('Content-Type') === 'application/wasm') throw e;
+            console.warn("idempotent-fetch: the .wasm is not served as application/wasm (slower start)", e);
+        }
+    }
+    return finalize((result ?? await WebAssembly.instantiate(await response.arrayBuffer(), imports)).instance);
+}
+
+export { initSync, __wbg_init as default };
