@@ -2,7 +2,7 @@
 // same calls into the same exports, written for what the driver reaches. package/build.mjs
 // (`checkedGlue`) puts it in, renamed to the minified wasm's names and with the wasm's source per
 // platform, only while wasm-bindgen's glue is still the one this was written against:
-// wasm-bindgen glue sha256 (comments removed): dd13ddde248468fbf459ad2aad11d7425e50babe226b7aaa7db44c8522b5124e
+// wasm-bindgen glue sha256 (comments removed): 3e3457f9e3041df76369babfb1b96d3c3d4fe99e43aedfd13f1336982d7fec73
 // Any change there (an export added or changed in src/wasm.rs, another wasm-bindgen) fails the
 // build until this file calls the new glue's exports the way it does and the hash above is its own.
 //
@@ -18,10 +18,17 @@
 //   still throws (no pointer to take) or reaches wasm-bindgen's null-pointer check;
 // - `init()` as the driver calls it: with no argument, once at a time (src/js/wasm.ts keeps the
 //   promise and asks again after a failure), on a Response (a failed fetch keeps its error, streaming
-//   compile, the bytes with one warning when the server does not send `application/wasm`); `initSync`
-//   as node.cjs calls it, with `{ module }`;
+//   compile, the bytes with one warning when the server does not send `application/wasm`; no check
+//   that `instantiateStreaming` exists: every engine that can run the module has it); `initSync` as
+//   node.cjs calls it, with `{ module }`;
 // - the module holds no JavaScript value (numbers and strings only), so its externref table is never
-//   read and its slots need no values.
+//   read and its slots need no values;
+// - no `Symbol.dispose` on the classes: nothing the driver hands out is one, and the driver frees
+//   them itself (`free()`, or the FinalizationRegistry when it drops one);
+// - no stand-in for a missing FinalizationRegistry: every engine that can run the module (reference
+//   types, bulk memory) has one;
+// - the numbers the machine returns as u32 (actions, verdicts, `code * 256 + detail`) are below 2^31,
+//   where the i32 the call returns is the same number, so only `budget()` is read unsigned.
 import { fillRandom } from './snippets/idempotent-fetch-640a4bcb0b785c0a/inline0.js';
 
 let wasm, bytes = new Uint8Array(0), length = 0;
@@ -50,9 +57,7 @@ function passNumbers(numbers) {
 const readString = (ptr, len) => new TextDecoder('utf-8', { ignoreBOM: true }).decode(memory().subarray(ptr >>>= 0, ptr + len));
 
 // An object the page drops is freed when it is collected; `free()` does it at once.
-const registry = typeof FinalizationRegistry === 'undefined'
-    ? { register() {}, unregister() {} }
-    : new FinalizationRegistry(([free, ptr]) => free(ptr, 1));
+const registry = new FinalizationRegistry(([free, ptr]) => free(ptr, 1));
 
 /** A new `Class` object over the wasm pointer `ptr`; undefined for 0 (the call was refused). */
 function wrap(Class, ptr) {
@@ -85,7 +90,7 @@ export class Engine {
         return wrap(Machine, wasm.engine_load(this.__wbg_ptr, passString(intentId), length, passString(id), length,
             passString(key), length, passString(fingerprint), length, passString(state), length, passNumbers(numbers), length));
     }
-    sweep(record, nowMs) { return wasm.engine_sweep(this.__wbg_ptr, record.__wbg_ptr, nowMs) >>> 0; }
+    sweep(record, nowMs) { return wasm.engine_sweep(this.__wbg_ptr, record.__wbg_ptr, nowMs); }
 }
 
 export class Machine {
@@ -93,7 +98,7 @@ export class Machine {
     free() { Machine.__free(take(this), 0); }
     get(field) { return wasm.machine_get(this.__wbg_ptr, field); }
     key(header) {
-        const ret = wasm.machine_key(this.__wbg_ptr, header == null ? 0xFFFFFF : header ? 1 : 0);
+        const ret = wasm.machine_key(this.__wbg_ptr, header);
         try {
             return readString(ret[0], ret[1]);
         } finally {
@@ -102,24 +107,21 @@ export class Machine {
     }
     markSaved() { wasm.machine_markSaved(this.__wbg_ptr); }
     onKeyStatus(nowMs, kind, status, retryAfter) {
-        return wasm.machine_onKeyStatus(this.__wbg_ptr, nowMs, kind, status, passString(retryAfter), length) >>> 0;
+        return wasm.machine_onKeyStatus(this.__wbg_ptr, nowMs, kind, status, passString(retryAfter), length);
     }
     onResponse(nowMs, status, retryAfter, stripeShouldRetry, replayed, override) {
         return wasm.machine_onResponse(this.__wbg_ptr, nowMs, status, passString(retryAfter), length,
-            passString(stripeShouldRetry), length, passString(replayed), length, override) >>> 0;
+            passString(stripeShouldRetry), length, passString(replayed), length, override);
     }
-    on(event, nowMs, online) { return wasm.machine_on(this.__wbg_ptr, event, nowMs, online) >>> 0; }
+    on(event, nowMs, online) { return wasm.machine_on(this.__wbg_ptr, event, nowMs, online); }
 }
-if (Symbol.dispose) Engine.prototype[Symbol.dispose] = Engine.prototype.free;
-if (Symbol.dispose) Machine.prototype[Symbol.dispose] = Machine.prototype.free;
 
 export function lastError() {
-    return wasm.lastError() >>> 0;
+    return wasm.lastError();
 }
 
 function __wbg_get_imports() {
     const import0 = {
-        __proto__: null,
         __wbg___wbindgen_throw_4c88d8bf264fd984: function(arg0, arg1) {
             throw new Error(readString(arg0, arg1));
         },
@@ -130,7 +132,6 @@ function __wbg_get_imports() {
         },
     };
     return {
-        __proto__: null,
         "./idempotent_fetch_bg.js": import0,
     };
 }
@@ -156,13 +157,11 @@ async function __wbg_init() {
     if (!response.ok) throw new Error(`failed to fetch Wasm: ${response.status} ${response.statusText} fetching '${response.url}'`);
     const imports = __wbg_get_imports();
     let result;
-    if (typeof WebAssembly.instantiateStreaming === 'function') {
-        try {
-            result = await WebAssembly.instantiateStreaming(response, imports);
-        } catch (e) {
-            if (response.headers.get('Content-Type') === 'application/wasm') throw e;
-            console.warn("idempotent-fetch: the .wasm is not served as application/wasm (slower start)", e);
-        }
+    try {
+        result = await WebAssembly.instantiateStreaming(response, imports);
+    } catch (e) {
+        if (response.headers.get('Content-Type') === 'application/wasm') throw e;
+        console.warn("idempotent-fetch: the .wasm is not served as application/wasm (slower start)", e);
     }
     return finalize((result ?? await WebAssembly.instantiate(await response.arrayBuffer(), imports)).instance);
 }

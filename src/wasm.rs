@@ -159,8 +159,8 @@ impl Machine {
     /// engine says so). One export for both strings: each export costs its glue in the JavaScript
     /// users download.
     #[wasm_bindgen(js_name = key)]
-    pub fn key_or_header(&self, header: Option<bool>) -> String {
-        if header == Some(true) {
+    pub fn key_or_header(&self, header: bool) -> String {
+        if header {
             self.0.header()
         } else {
             crate::machine::key::owned(self.0.record().key.as_str())

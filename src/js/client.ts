@@ -635,7 +635,7 @@ async function beginOnce(
         const oldKey = detail === MISMATCH_CLAIMED || detail === MISMATCH_KEY_CLAIMED ? claimed?.ids.key : stored?.ids.key;
         throw intentMismatch(intentId, oldKey ?? "unknown", detail >= MISMATCH_KEY_STORED);
       }
-      const key = machine.key();
+      const key = machine.key(false);
       // Which record was resumed: the stored one keeps its request and its fingerprint's version.
       const from = machine.get(F_RESUMED);
       const resumed = from !== RESUMED_NEW;

@@ -9,7 +9,7 @@ import type { Engine as WasmEngine, Machine as WasmMachine } from "./generated/i
 /** One intent's record and one `send` loop: what the driver calls. */
 export interface MachineContract {
   /** The idempotency key; `key(true)`: the key header's value (raw or sf-string). */
-  key(header?: boolean): string;
+  key(header: boolean): string;
   /** The driver saved the record (field F_DIRTY reads 0 until it changes again). */
   markSaved(): void;
 
@@ -30,7 +30,6 @@ export interface MachineContract {
   get(field: number): number;
   /** Frees the wasm memory (wasm-bindgen). */
   free(): void;
-  [Symbol.dispose](): void;
 }
 
 /** One per client: the policy and the client-wide retry budget. `M`: the generated Machine class. */

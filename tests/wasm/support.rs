@@ -203,7 +203,7 @@ fn load(engine: &Engine, m: &Machine) -> Result<Machine, u32> {
         status,
         m.field(Field::Uncertain),
     );
-    checked(engine.load(ID, ID, &m.key_or_header(None), &fingerprint(), &m.state(), &numbers))
+    checked(engine.load(ID, ID, &m.key_or_header(false), &fingerprint(), &m.state(), &numbers))
 }
 
 #[wasm_bindgen_test]
@@ -214,11 +214,11 @@ fn keys_come_from_the_platform_csprng_and_are_distinct_v4() {
         let machine = engine
             .begin(&format!("intent-{i}"), &fingerprint(), &fingerprint(), NOW, false, None, None, None)
             .expect("begin");
-        let key = machine.key_or_header(None);
+        let key = machine.key_or_header(false);
         assert!(is_canonical_v4(&key), "{key}");
         assert!(seen.insert(key.clone()), "duplicate key {key}");
         assert!(machine.dirty() && machine.resumed() == Some(Resumed::New));
-        assert_eq!(machine.key_or_header(Some(true)), key);
+        assert_eq!(machine.key_or_header(true), key);
     }
 }
 
@@ -238,7 +238,7 @@ fn a_throwing_csprng_refuses_begin_with_storage_32() {
     assert_eq!(result, Some(packed(code::STORAGE, field::CSPRNG)), "STORAGE CSPRNG");
     let machine =
         engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).expect("the CSPRNG works again");
-    assert!(is_canonical_v4(&machine.key_or_header(None)));
+    assert!(is_canonical_v4(&machine.key_or_header(false)));
 }
 
 #[wasm_bindgen_test]
@@ -246,7 +246,7 @@ fn the_sf_string_header_quotes_the_key() {
     let machine = engine_with(8.0, Jitter::Full, HeaderForm::SfString)
         .begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None)
         .unwrap();
-    assert_eq!(machine.key_or_header(Some(true)), format!("\"{}\"", machine.key_or_header(None)));
+    assert_eq!(machine.key_or_header(true), format!("\"{}\"", machine.key_or_header(false)));
 }
 
 #[wasm_bindgen_test]
@@ -441,11 +441,11 @@ fn stored_records_load_or_throw_the_field() {
     let m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     let loaded = load(&engine, &m).expect("its own record loads");
     assert_eq!(
-        (loaded.key_or_header(None), loaded.dirty(), loaded.resumed()),
-        (m.key_or_header(None), false, Some(Resumed::Stored))
+        (loaded.key_or_header(false), loaded.dirty(), loaded.resumed()),
+        (m.key_or_header(false), false, Some(Resumed::Stored))
     );
 
-    let key = m.key_or_header(None);
+    let key = m.key_or_header(false);
     let fp = fingerprint();
     // Each refusal read right after its call: `lastError()` is the last refused call's.
     let ok = || record_numbers(VERSION, NOW, NOW, 0.0, NONE, 0.0);
@@ -479,11 +479,11 @@ fn stored_records_load_or_throw_the_field() {
 fn begin_resumes_refuses_or_renews_against_the_stored_record() {
     let engine = engine();
     let m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
-    let key = m.key_or_header(None);
+    let key = m.key_or_header(false);
     let stored = load(&engine, &m).unwrap();
     let again = engine.begin(ID, &fingerprint(), &fingerprint(), NOW + 1.0, false, None, Some(stored), None).unwrap();
     assert_eq!(
-        (again.key_or_header(None), again.resumed(), again.dirty()),
+        (again.key_or_header(false), again.resumed(), again.dirty()),
         (key.clone(), Some(Resumed::Stored), false)
     );
 
@@ -493,7 +493,7 @@ fn begin_resumes_refuses_or_renews_against_the_stored_record() {
 
     let stored = load(&engine, &m).unwrap();
     let replaced = engine.begin(ID, &"b2".repeat(32), &"b2".repeat(32), NOW, true, None, Some(stored), None).unwrap();
-    assert_ne!(replaced.key_or_header(None), key);
+    assert_ne!(replaced.key_or_header(false), key);
 
     assert_eq!(
         refused(engine.begin("", &fingerprint(), &fingerprint(), NOW, false, None, None, None)),
@@ -515,21 +515,21 @@ fn begin_weighs_the_stored_record_against_the_claim() {
     };
     let mine = engine.begin(ID, &fp, &fp, NOW, false, None, None, None).unwrap();
     let theirs = engine.begin(ID, &fp, &fp, NOW, false, None, None, None).unwrap();
-    let (my_key, their_key) = (mine.key_or_header(None), theirs.key_or_header(None));
+    let (my_key, their_key) = (mine.key_or_header(false), theirs.key_or_header(false));
     assert!(mine.resumed() == Some(Resumed::New) && mine.dirty(), "a new key: not resumed, save it");
 
     // Only a claim (another tab's write has not reached this storage): its key, resumed, and dirty.
     let m = begin(None, Some(load(&engine, &theirs).unwrap()), &fp).unwrap();
-    assert_eq!((m.key_or_header(None), m.resumed(), m.dirty()), (their_key.clone(), Some(Resumed::Claimed), true));
+    assert_eq!((m.key_or_header(false), m.resumed(), m.dirty()), (their_key.clone(), Some(Resumed::Claimed), true));
     // Another key in the claim than in storage: the claim is newer.
     let m = begin(Some(load(&engine, &mine).unwrap()), Some(load(&engine, &theirs).unwrap()), &fp).unwrap();
-    assert_eq!((m.key_or_header(None), m.resumed(), m.dirty()), (their_key.clone(), Some(Resumed::Claimed), true));
+    assert_eq!((m.key_or_header(false), m.resumed(), m.dirty()), (their_key.clone(), Some(Resumed::Claimed), true));
     // The same key: the stored record is fresher, nothing to save.
     let m = begin(Some(load(&engine, &mine).unwrap()), Some(load(&engine, &mine).unwrap()), &fp).unwrap();
-    assert_eq!((m.key_or_header(None), m.resumed(), m.dirty()), (my_key.clone(), Some(Resumed::Stored), false));
+    assert_eq!((m.key_or_header(false), m.resumed(), m.dirty()), (my_key.clone(), Some(Resumed::Stored), false));
     // Only stored: resumed, not dirty.
     let m = begin(Some(load(&engine, &mine).unwrap()), None, &fp).unwrap();
-    assert_eq!((m.key_or_header(None), m.resumed(), m.dirty()), (my_key, Some(Resumed::Stored), false));
+    assert_eq!((m.key_or_header(false), m.resumed(), m.dirty()), (my_key, Some(Resumed::Stored), false));
 
     // A different request: the detail names whose key it does not match.
     let other = "b2".repeat(32);
@@ -540,7 +540,7 @@ fn begin_weighs_the_stored_record_against_the_claim() {
     // A claim of another intent is refused like a stored one.
     let stranger = engine.begin("another", &fp, &fp, NOW, false, None, None, None).unwrap();
     let numbers = record_numbers(VERSION, NOW, NOW, 0.0, NONE, 0.0);
-    let stranger = engine.load("another", "another", &stranger.key_or_header(None), &fp, PENDING, &numbers).unwrap();
+    let stranger = engine.load("another", "another", &stranger.key_or_header(false), &fp, PENDING, &numbers).unwrap();
     assert_eq!(begin(None, Some(stranger), &fp).err(), Some(packed(code::STORAGE, field::ID)), "STORAGE id");
 }
 
@@ -572,7 +572,7 @@ fn hostile_numbers_never_trap() {
         let _ = m.on_abort(now);
         let _ = engine.sweep(&mut m, now);
     }
-    assert!(is_canonical_v4(&m.key_or_header(None)));
+    assert!(is_canonical_v4(&m.key_or_header(false)));
     assert!(m.field(Field::UpdatedAt) >= m.field(Field::CreatedAt));
 }
 
@@ -608,7 +608,7 @@ fn replays_uncertainty_and_total_attempts_cross_the_boundary() {
     let mut m = engine.begin("u", &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     assert_eq!(m.start(NOW, true), SEND);
     assert_eq!(m.on_abort(NOW + 1.0), FAIL);
-    let (key, fp) = (m.key_or_header(None), fingerprint());
+    let (key, fp) = (m.key_or_header(false), fingerprint());
     let numbers = record_numbers(VERSION, m.field(Field::CreatedAt), m.field(Field::UpdatedAt), 1.0, NONE, 1.0);
     let stored = engine.load("u", "u", &key, &fp, PENDING, &numbers).unwrap();
     assert!(stored.uncertain());
