@@ -21,7 +21,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { brotliCompressSync, constants, gzipSync } from "node:zlib";
 
-import { BROWSER_ENTRY, MINIFY_NAMES, PKG_DIR, WASM_FILE, checkedGlue, crateMetadata } from "../package/build.mjs";
+import { BROWSER_ENTRY, MINIFY_NAMES, PKG_DIR, WASM_FILE, checkedGlue, crateMetadata, dropUnusedExports } from "../package/build.mjs";
 
 const benches = dirname(fileURLToPath(import.meta.url));
 const root = dirname(benches);
@@ -208,14 +208,17 @@ export const order = (cart) => client.fetch("/api/orders", { method: "POST", bod
   console.log(`\n## What in the .wasm costs the most\n`);
   run("wasm-bindgen", ["--target", "web", "--out-dir", work, rawWasm]);
   const named = join(work, "named-opt.wasm");
-  run("wasm-opt", [...meta.wasmOpt, "-g", join(work, WASM_FILE), "-o", named]);
+  run("wasm-opt", [...meta.wasmOpt, "-g", join(work, WASM_FILE), "-o", join(work, "named-all.wasm")]);
+  dropUnusedExports(join(work, "named-all.wasm"), named, ["-g"]);
   const plain = join(work, "plain-opt.wasm");
-  run("wasm-opt", [...meta.wasmOpt, join(work, WASM_FILE), "-o", plain]);
-  // As the package build: the import and export names shortened (twiggy reads the -g build, names kept).
+  run("wasm-opt", [...meta.wasmOpt, join(work, WASM_FILE), "-o", join(work, "plain-all.wasm")]);
+  dropUnusedExports(join(work, "plain-all.wasm"), plain);
+  // As the package build: the exports the glue never calls removed, the import and export names
+  // shortened (twiggy reads the -g build, names kept).
   const minified = join(work, "shipped.wasm");
   run("wasm-opt", [...MINIFY_NAMES, plain, "-o", minified], { stdio: ["ignore", "ignore", "inherit"] });
   const same = readFileSync(minified).equals(readFileSync(join(PKG_DIR, WASM_FILE)));
-  console.log(`Rebuilt from ${relative(root, rawWasm)} with \`wasm-opt ${meta.wasmOpt.join(" ")}\`, then \`wasm-opt ${MINIFY_NAMES.join(" ")}\`: ${kb(readFileSync(minified).length)} KiB ` +
+  console.log(`Rebuilt from ${relative(root, rawWasm)} with \`wasm-opt ${meta.wasmOpt.join(" ")}\`, then wasm-metadce (the exports package/glue.js calls), then \`wasm-opt ${MINIFY_NAMES.join(" ")}\`: ${kb(readFileSync(minified).length)} KiB ` +
     `(${same ? "identical to" : "NOT identical to (another build ran in between?)"} pkg/${WASM_FILE}); with -g (names kept, for twiggy) ${kb(readFileSync(named).length)} KiB.\n`);
   if (which("twiggy")) {
     console.log("```");

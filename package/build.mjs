@@ -11,6 +11,7 @@
 //   2. wasm-bindgen --target web: the glue (src/js/generated/idempotent_fetch.js + .d.ts, generated, ignored
 //      by git) and the raw .wasm
 //   3. wasm-opt with the flags of Cargo.toml [package.metadata.wasm-pack.profile.release] wasm-opt, then
+//      wasm-metadce (dropUnusedExports: the exports package/glue.js never calls), then
 //      wasm-opt MINIFY_NAMES (short import/export names; the glue is renamed to match when bundled)
 //      -> pkg/idempotent_fetch_bg.wasm
 //   4. esbuild (with package/glue.js for the generated glue: `checkedGlue`): src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: minified ESM + source map that loads the wasm
@@ -92,11 +93,30 @@ function bindings(meta, features) {
 // `./idempotent_fetch_bg.js` on every import). A separate run after the size flags, so the mapping is
 // printed once. The features are those rustc's wasm32 target uses (the first run stripped the
 // target-features section; `--all-features` would let wasm-opt write encodings engines reject).
-export const MINIFY_NAMES = [
+const WASM_FEATURES = [
   "--enable-mutable-globals", "--enable-nontrapping-float-to-int", "--enable-bulk-memory", "--enable-bulk-memory-opt",
   "--enable-sign-ext", "--enable-reference-types", "--enable-multivalue", "--enable-call-indirect-overlong",
-  "--minify-imports-and-exports-and-modules",
 ];
+export const MINIFY_NAMES = [...WASM_FEATURES, "--minify-imports-and-exports-and-modules"];
+
+// Step 3a: the exports the shipped glue never calls removed, with all that only they reach:
+// wasm-bindgen exports its `realloc` (package/glue.js copies a string with one `malloc`), its
+// externref table (never read: the module holds no JavaScript value) and the two globals of its
+// abort handling whether a glue reads them or not. wasm-metadce keeps the memory and each export
+// glue.js names as `wasm.<export>`; one the module lacks fails the renaming below. `flags`: more
+// wasm-opt flags (benches/size.mjs keeps the names with -g).
+export function dropUnusedExports(input, output, flags = []) {
+  const glue = readFileSync(COMPACT_GLUE, "utf8").replace(/^\/\/.*\n/gm, "");
+  const used = [...new Set(["memory", ...[...glue.matchAll(/\bwasm\.([A-Za-z_$][\w$]*)/g)].map((m) => m[1])])];
+  const graph = [{ name: "glue", root: true, reaches: used }, ...used.map((name) => ({ name, export: name }))];
+  const file = `${output}.graph.json`;
+  writeFileSync(file, JSON.stringify(graph));
+  try {
+    run(path.join(toolsBin, "wasm-metadce"), [...WASM_FEATURES, ...flags, input, "--graph-file", file, "-o", output], { capture: true });
+  } finally {
+    rmSync(file, { force: true });
+  }
+}
 
 /** Shortens `input`'s import and export names into `output`; returns the renames for the glue. */
 function minifyNames(input, output) {
@@ -130,13 +150,13 @@ function renameInGlue(text, names, file) {
   return text.replace(moduleKey, `${JSON.stringify(names.module)}: import0`);
 }
 
-// The glue's default source of the wasm, i.e. what `init()` with no argument loads. The driver calls
-// it so; each bundle puts its own source there. Checked, so a glue without the line fails the build
+// The glue's request for the wasm, i.e. what `init()` with no argument loads. The driver calls it
+// so; each bundle puts its own source there (a Response for browsers, the bytes for Node). Checked, so a glue without the line fails the build
 // instead of shipping a package that cannot find its wasm.
-const GLUE_DEFAULT_WASM = /new URL\('idempotent_fetch_bg\.wasm', import\.meta\.url\)/g;
+const GLUE_DEFAULT_WASM = /fetch\(new URL\('idempotent_fetch_bg\.wasm', import\.meta\.url\)\)/g;
 const WASM_SOURCE = {
   // The request started by WASM_REQUEST below, taken once; a retry after a failure fetches anew.
-  browser: "[wasmRequest, wasmRequest = wasmUrl][0]",
+  browser: "[wasmRequest || fetch(wasmUrl), wasmRequest = 0][0]",
   // Node: the bytes, read next to node.cjs (fetch() cannot read file: URLs in Node).
   node: `require("node:fs").readFileSync(require("node:path").join(__dirname, "${WASM_FILE}"))`,
 };
@@ -186,7 +206,7 @@ export function checkedGlue(file) {
 function glueFor(file, platform, names) {
   const text = checkedGlue(file);
   const found = text.match(GLUE_DEFAULT_WASM)?.length ?? 0;
-  if (found !== 1) throw new Error(`${COMPACT_GLUE}: expected one \`new URL('${WASM_FILE}', import.meta.url)\`, found ${found}`);
+  if (found !== 1) throw new Error(`${COMPACT_GLUE}: expected one \`fetch(new URL('${WASM_FILE}', import.meta.url))\`, found ${found}`);
   return WASM_REQUEST[platform] + renameInGlue(text, names, COMPACT_GLUE).replace(GLUE_DEFAULT_WASM, WASM_SOURCE[platform]) + LOAD_AT_IMPORT[platform];
 }
 
@@ -480,7 +500,9 @@ export async function build({ bindingsOnly = false, entry = path.join(DRIVER_DIR
     try {
       const optimized = path.join(tmp, "optimized.wasm");
       run(path.join(toolsBin, "wasm-opt"), [...meta.wasmOpt, rawWasm, "-o", optimized]);
-      const wasmNames = minifyNames(optimized, path.join(out, WASM_FILE));
+      const used = path.join(tmp, "used.wasm");
+      dropUnusedExports(optimized, used);
+      const wasmNames = minifyNames(used, path.join(out, WASM_FILE));
       const names = await bundles(entry, out, wasmNames);
       console.log(`esbuild: ${BROWSER_ENTRY}, node.cjs (exports: ${names.join(", ")})`);
       writeFileSync(path.join(out, "node.js"),

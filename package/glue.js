@@ -138,7 +138,6 @@ function __wbg_get_imports() {
 
 function finalize(instance) {
     wasm = instance.exports;
-    bytes = new Uint8Array(0);
     wasm.__wbindgen_start();
     return wasm;
 }
@@ -151,9 +150,7 @@ function initSync({ module }) {
 
 async function __wbg_init() {
     if (wasm !== undefined) return wasm;
-    let response = new URL('idempotent_fetch_bg.wasm', import.meta.url);
-    if (response instanceof URL) response = fetch(response);
-    response = await response;
+    const response = await fetch(new URL('idempotent_fetch_bg.wasm', import.meta.url));
     if (!response.ok) throw new Error(`failed to fetch Wasm: ${response.status} ${response.statusText} fetching '${response.url}'`);
     const imports = __wbg_get_imports();
     let result;
