@@ -133,7 +133,8 @@ function minifyNames(input, output) {
 }
 
 /** The glue with the wasm's names as `minifyNames` left them: each `wasm.<export>`, each import
- *  function's key and the import module. A name the mapping does not know fails the build. */
+ *  method's name (`  name(` at the start of a line) and the import module. A name the mapping does
+ *  not know fails the build. */
 function renameInGlue(text, names, file) {
   text = text.replace(/\bwasm\.([A-Za-z_$][\w$]*)/g, (_, name) => {
     const to = names.exports.get(name);
@@ -141,9 +142,9 @@ function renameInGlue(text, names, file) {
     return `wasm.${to}`;
   });
   for (const [from, to] of names.imports) {
-    const key = new RegExp(`^( +)${from}: function`, "m");
+    const key = new RegExp(`^( +)${from}\\(`, "m");
     if (!key.test(text)) throw new Error(`${file}: no import ${from} in the glue (wasm-bindgen's glue changed)`);
-    text = text.replace(key, (_, indent) => `${indent}${to}: function`);
+    text = text.replace(key, (_, indent) => `${indent}${to}(`);
   }
   const moduleKey = `"./idempotent_fetch_bg.js": import0`;
   if (text.split(moduleKey).length !== 2) throw new Error(`${file}: expected one ${moduleKey} (wasm-bindgen's glue changed)`);
@@ -220,7 +221,7 @@ function wasmSourcePlugin(platform, names) {
 }
 
 /** Members of the glue's classes that only the glue reads. */
-const GLUE_PRIVATE = ["__wbg_ptr", "__free"];
+const GLUE_PRIVATE = ["__wbg_ptr"];
 /** Private members of the driver (src/js) with names found nowhere else: renamed in the bundle. */
 const DRIVER_PRIVATE = [
   "engineReady", "engineMade", "beginPrepared", "sendLocked", "adoptLock", "offered", "inFlight",

@@ -10,7 +10,10 @@
 // - strings go in through `TextEncoder.encode` and one `malloc`, not the ASCII loop with `realloc`
 //   (the same bytes in the same allocation; every engine the package supports has both);
 // - a string comes out through a TextDecoder made for the call (wasm-bindgen's shared one is
-//   recreated every 2 GB for a Safari limit that a fresh one never reaches);
+//   recreated every 2 GB for a Safari limit that a fresh one never reaches), without `ignoreBOM`: the
+//   machine's strings (keys and header values of unreserved ASCII, wasm-bindgen's messages) never
+//   start with a byte-order mark;
+// - a view of the memory made for each use instead of one cached and checked for detachment;
 // - no cleanup of the strings already copied when a later argument throws: the encoder takes any
 //   value without throwing, so only a `malloc` that cannot grow memory can, and then the instance is
 //   lost anyway;
@@ -31,11 +34,11 @@
 //   where the i32 the call returns is the same number, so only `budget()` is read unsigned.
 import { fillRandom } from './snippets/idempotent-fetch-640a4bcb0b785c0a/inline0.js';
 
-let wasm, bytes = new Uint8Array(0), length = 0;
+let wasm, length = 0;
 const encoder = new TextEncoder();
 
-/** The wasm's memory as bytes (a new view after the memory grew). */
-const memory = () => (bytes.byteLength ? bytes : (bytes = new Uint8Array(wasm.memory.buffer)));
+/** The wasm's memory as bytes (a view made for each use, so one after the memory grew is current). */
+const memory = () => new Uint8Array(wasm.memory.buffer);
 
 /** A string copied into wasm memory: its pointer, its byte length in `length` (0, 0 for none). */
 function passString(text) {
@@ -54,17 +57,18 @@ function passNumbers(numbers) {
     return ptr;
 }
 
-const readString = (ptr, len) => new TextDecoder('utf-8', { ignoreBOM: true }).decode(memory().subarray(ptr >>>= 0, ptr + len));
+const readString = (ptr, len) => new TextDecoder().decode(memory().subarray(ptr >>>= 0, ptr + len));
 
 // An object the page drops is freed when it is collected; `free()` does it at once.
 const registry = new FinalizationRegistry(([free, ptr]) => free(ptr, 1));
 
-/** A new `Class` object over the wasm pointer `ptr`; undefined for 0 (the call was refused). */
-function wrap(Class, ptr) {
+/** A new `Class` object over the wasm pointer `ptr`, freed by the export `free` once collected;
+ *  undefined for 0 (the call was refused). */
+function wrap(Class, free, ptr) {
     if (!ptr) return undefined;
     const obj = Object.create(Class.prototype);
     obj.__wbg_ptr = ptr;
-    registry.register(obj, [Class.__free, ptr], obj);
+    registry.register(obj, [free, ptr], obj);
     return obj;
 }
 
@@ -78,24 +82,22 @@ function take(obj) {
 }
 
 export class Engine {
-    static __free(ptr, finalized) { wasm.__wbg_engine_free(ptr, finalized); }
-    free() { Engine.__free(take(this), 0); }
-    static create(options) { return wrap(Engine, wasm.engine_create(passNumbers(options), length)); }
+    free() { wasm.__wbg_engine_free(take(this), 0); }
+    static create(options) { return wrap(Engine, wasm.__wbg_engine_free, wasm.engine_create(passNumbers(options), length)); }
     budget() { return wasm.engine_budget(this.__wbg_ptr) >>> 0; }
     begin(intentId, fingerprint, storedFingerprint, nowMs, replace, key, stored, claimed) {
-        return wrap(Machine, wasm.engine_begin(this.__wbg_ptr, passString(intentId), length, passString(fingerprint), length,
+        return wrap(Machine, wasm.__wbg_machine_free, wasm.engine_begin(this.__wbg_ptr, passString(intentId), length, passString(fingerprint), length,
             passString(storedFingerprint), length, nowMs, replace, passString(key), length, take(stored), take(claimed)));
     }
     load(intentId, id, key, fingerprint, state, numbers) {
-        return wrap(Machine, wasm.engine_load(this.__wbg_ptr, passString(intentId), length, passString(id), length,
+        return wrap(Machine, wasm.__wbg_machine_free, wasm.engine_load(this.__wbg_ptr, passString(intentId), length, passString(id), length,
             passString(key), length, passString(fingerprint), length, passString(state), length, passNumbers(numbers), length));
     }
     sweep(record, nowMs) { return wasm.engine_sweep(this.__wbg_ptr, record.__wbg_ptr, nowMs); }
 }
 
 export class Machine {
-    static __free(ptr, finalized) { wasm.__wbg_machine_free(ptr, finalized); }
-    free() { Machine.__free(take(this), 0); }
+    free() { wasm.__wbg_machine_free(take(this), 0); }
     get(field) { return wasm.machine_get(this.__wbg_ptr, field); }
     key(header) {
         const ret = wasm.machine_key(this.__wbg_ptr, header);
@@ -122,13 +124,13 @@ export function lastError() {
 
 function __wbg_get_imports() {
     const import0 = {
-        __wbg___wbindgen_throw_4c88d8bf264fd984: function(arg0, arg1) {
+        __wbg___wbindgen_throw_4c88d8bf264fd984(arg0, arg1) {
             throw new Error(readString(arg0, arg1));
         },
-        __wbg_fillRandom_05a9b043ef779267: function(arg0, arg1) {
+        __wbg_fillRandom_05a9b043ef779267(arg0, arg1) {
             return fillRandom(memory().subarray(arg0 >>>= 0, arg0 + arg1));
         },
-        __wbindgen_init_externref_table: function() {
+        __wbindgen_init_externref_table() {
         },
     };
     return {
