@@ -17,8 +17,9 @@
 // - no cleanup of the strings already copied when a later argument throws: the encoder takes any
 //   value without throwing, so only a `malloc` that cannot grow memory can, and then the instance is
 //   lost anyway;
-// - no check that a Machine argument is a Machine (the driver passes only its own); anything else
-//   still throws (no pointer to take) or reaches wasm-bindgen's null-pointer check;
+// - no check that a Machine argument is a Machine (the driver passes only its own): another value
+//   would be taken as no candidate (`begin`) or meet wasm-bindgen's null-pointer check (`sweep`)
+//   instead of throwing "expected instance of Machine";
 // - `init()` as the driver calls it: with no argument, once at a time (src/js/wasm.ts keeps the
 //   promise and asks again after a failure), on a Response (a failed fetch keeps its error, streaming
 //   compile, the bytes with one warning when the server does not send `application/wasm`; no check
