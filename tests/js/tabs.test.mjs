@@ -219,6 +219,7 @@ for (const storage of ["local", "indexeddb"]) {
     const fresh = { status: 201, replayed: null };
     assert.deepEqual(led, Array(ROUNDS).fill(fresh), "the leading tab's orders");
     assert.deepEqual(followed, Array(ROUNDS).fill(fresh), "the following tab replayed the answered request instead of ordering again");
+    assert.deepEqual(await b.evaluate(() => window.__tabs.failures), [], "failure events in the following tab");
     const orders = await ordersOf(account);
     assert.equal(orders.length, 2 * ROUNDS, "two orders per round");
     assert.equal(new Set(orders.map((o) => o.idempotencyKey)).size, 2 * ROUNDS, "each with its own key");

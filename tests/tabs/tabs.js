@@ -68,10 +68,13 @@ const tabs = {
   },
 
   /** Answers, in this tab, every round another tab announces on BroadcastChannel `name` by sending the
-   *  identical `client.fetch` at once, and announces its own answer back; the outcomes in order. */
+   *  identical `client.fetch` at once, and announces its own answer back; the outcomes in order
+   *  (`following`), the codes of the client's failure events (`failures`). */
   followRounds(name, request, rounds) {
     const channel = new BroadcastChannel(name);
     const outcomes = [];
+    this.failures = [];
+    this.client.addEventListener("failure", (e) => this.failures.push(e.code));
     this.following = new Promise((resolve) => {
       channel.onmessage = async ({ data }) => {
         outcomes.push(await this.fetchRound(request, data).catch((e) => ({ error: String(e?.code ?? e) })));
