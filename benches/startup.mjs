@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Start-up, from navigation start to a constructed client with default storage whose first `begin`
-// needs no further wait (`await ready`, then `new IdempotentClient({ namespace })`), on COLD loads: a
+// Start-up, from navigation start to a constructed client with default storage as the README's quick
+// start writes it (the import, then `new IdempotentClient({ namespace })`; the .wasm loads on its own),
+// and on to `ready` (the .wasm instantiated: a first `begin` needs no further wait), on COLD loads: a
 // fresh headless Chromium process with a fresh profile for every load (what a first visit to a checkout
 // page is), started by itself (no debugger attached), alternating with a bare page and a page that
 // imports ky (each variant going first in turn, so the machine's load falls on all alike).
@@ -21,7 +22,7 @@
 //
 // A page is a static HTML document whose inline module imports the entry (as an app's page does), so
 // the module graph and the .wasm load as they would for a user. It reports, in ms from navigation
-// start (performance.now()): when the imports had run, `ready`, the constructor, and from resource
+// start (performance.now()): when the imports had run, the constructor, `ready`, and from resource
 // timing when the .wasm was requested and received; then the first `begin` of a named intent after
 // that point (informational: it opens the storage and the claims database, which the constructor
 // defers). Server: cross-origin isolated (5 µs timer), `cache-control: no-store` (no HTTP or code cache).
@@ -94,10 +95,10 @@ const ours = (name, path, { head = "", bytes } = {}) =>
     name, head, bytes, path,
     body: `import { IdempotentClient, ready } from "${path}index.js";
 const t1 = performance.now();
-await ready;
-const t2 = performance.now();
 const client = new IdempotentClient({ namespace: "startup" });
 const t3 = performance.now();
+await ready;
+const t2 = performance.now();
 figures = { imported: t1, ready: t2, constructed: t3 };
 const wasm = performance.getEntriesByType("resource").find((e) => e.name.endsWith(".wasm") || e.name.startsWith("data:"));
 if (wasm) Object.assign(figures, { wasmRequested: wasm.startTime, wasmReceived: wasm.responseEnd });
@@ -109,7 +110,7 @@ const shipped = (dir) => gz(readFileSync(join(dir, "index.js"))) + gz(readFileSy
 for (const [i, pkg] of [...packages.entries()]) {
   const base = `/p${i}/`;
   pkg.path = base;
-  ours(`${pkg.name}: import, await ready, new IdempotentClient()`, base, { bytes: shipped(pkg.dir) });
+  ours(`${pkg.name}: import, new IdempotentClient(), then await ready`, base, { bytes: shipped(pkg.dir) });
   if (argv.includes("--preload")) {
     ours(`${pkg.name} + preload links in the HTML`, base, {
       head: `<link rel="modulepreload" href="${base}index.js"><link rel="preload" as="fetch" crossorigin href="${base}${WASM}">`,
@@ -237,19 +238,21 @@ const ms = (x) => (x === undefined ? "" : x.toFixed(1));
 const [alone, cdp] = runs;
 const ky = variants[1];
 const total = (x) => x.constructed ?? x.imported;
+/** When the client needs no further wait: `ready` where the page awaits it, else constructed. */
+const usable = (x) => x.ready ?? total(x);
 const kyMedian = median(alone.samples.get(ky).map(total));
 // The difference to ky's load of the same round (a round lasts about a second: the machine's load
 // changes less within one than between rounds), then its median.
-const paired = (run, v) => {
+const differences = (run, v, of = total) => {
   const kyByRound = new Map(run.samples.get(ky).map((x) => [x.round, total(x)]));
-  return median(run.samples.get(v).map((x) => total(x) - kyByRound.get(x.round)));
+  return run.samples.get(v).map((x) => of(x) - kyByRound.get(x.round));
 };
+const paired = (run, v, of = total) => median(differences(run, v, of));
 const signed = (x) => (x >= 0 ? "+" : "") + ms(x);
 // A distribution-free 95 % interval for the median of the paired differences: the order statistics
 // whose ranks the binomial(n, 1/2) distribution puts at the 2.5 % and 97.5 % points.
-const pairedInterval = (run, v) => {
-  const kyByRound = new Map(run.samples.get(ky).map((x) => [x.round, total(x)]));
-  const d = run.samples.get(v).map((x) => total(x) - kyByRound.get(x.round)).filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+const pairedInterval = (run, v, of = total) => {
+  const d = differences(run, v, of).filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
   const n = d.length;
   if (n < 6) return "";
   let k = 0;
@@ -264,9 +267,9 @@ console.log(
     `load average at the end ${os.loadavg().map((l) => l.toFixed(1)).join(", ")}.\n`,
 );
 console.log(
-  `| variant | shipped gzip B | document received | .js requested | .js received | imports ran | .wasm requested | .wasm received | ready | **constructed** | − ky | **− ky, paired by round** | 95 % interval | min | max | first begin after${cdp ? " | constructed, CDP attached | − ky, paired, CDP attached" : ""}${warm ? " | constructed, warm browser | − ky, paired, warm" : ""} |`,
+  `| variant | shipped gzip B | document received | .js requested | .js received | imports ran | .wasm requested | .wasm received | **constructed** | − ky | **− ky, paired by round** | 95 % interval | min | max | ready | ready − ky, paired | 95 % interval | first begin after${cdp ? " | constructed, CDP attached | − ky, paired, CDP attached" : ""}${warm ? " | constructed, warm browser | − ky, paired, warm" : ""} |`,
 );
-console.log(`|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|${cdp ? "---:|---:|" : ""}${warm ? "---:|---:|" : ""}`);
+console.log(`|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---:|${cdp ? "---:|---:|" : ""}${warm ? "---:|---:|" : ""}`);
 for (const v of variants) {
   const xs = alone.samples.get(v);
   const col = (k) => ms(median(xs.map((x) => x[k])));
@@ -275,7 +278,8 @@ for (const v of variants) {
   const cdpCol = cdp ? ` ${ms(median(cdp.samples.get(v).map(total)))} | ${v === ky ? "" : signed(paired(cdp, v))} |` : "";
   const warmCol = warm ? ` ${ms(median(warm.samples.get(v).map(total)))} | ${v === ky ? "" : signed(paired(warm, v))} |` : "";
   console.log(
-    `| ${v.name} | ${v.bytes ?? ""} | ${col("documentReceived")} | ${col("entryRequested")} | ${col("entryReceived")} | ${col("imported")} | ${col("wasmRequested")} | ${col("wasmReceived")} | ${col("ready")} | ` +
-      `**${ms(m)}** | ${v === ky ? "" : signed(m - kyMedian)} | ${v === ky ? "" : `**${signed(paired(alone, v))}**`} | ${v === ky ? "" : pairedInterval(alone, v)} | ${ms(Math.min(...totals))} | ${ms(Math.max(...totals))} | ${col("firstBegin")} |${cdpCol}${warmCol}`,
+    `| ${v.name} | ${v.bytes ?? ""} | ${col("documentReceived")} | ${col("entryRequested")} | ${col("entryReceived")} | ${col("imported")} | ${col("wasmRequested")} | ${col("wasmReceived")} | ` +
+      `**${ms(m)}** | ${v === ky ? "" : signed(m - kyMedian)} | ${v === ky ? "" : `**${signed(paired(alone, v))}**`} | ${v === ky ? "" : pairedInterval(alone, v)} | ${ms(Math.min(...totals))} | ${ms(Math.max(...totals))} | ` +
+      `${col("ready")} | ${v === ky || !v.path ? "" : signed(paired(alone, v, usable))} | ${v === ky || !v.path ? "" : pairedInterval(alone, v, usable)} | ${col("firstBegin")} |${cdpCol}${warmCol}`,
   );
 }

@@ -380,10 +380,12 @@ export class IdempotentClient {
     const { headerName, maxBodyBytes, requireDurable } = this.core.config;
     let prepare = () => prepareParts(args.url, args.method, args.headers, args.body, headerName, maxBodyBytes);
     let intentId = args.intent;
+    let known: string | undefined;
     if (intentId === undefined) {
-      // Named by its keyed fingerprint: the request read once, then handed to begin as it is.
+      // Named by its keyed fingerprint: the request read and hashed once, then handed to begin as it is.
       const prepared = await prepare();
-      intentId = `fetch:${await fingerprint(prepared, await this.core.secret())}`;
+      known = await fingerprint(prepared, await this.core.secret());
+      intentId = `fetch:${known}`;
       prepare = async () => prepared;
     }
     // begin writes the record itself with requireDurable (it must see that write land) and with a
@@ -391,13 +393,19 @@ export class IdempotentClient {
     const deferSave = !args.signal && !requireDurable;
     // An intent named by its request is deleted once answered (not kept retired for keyTtlMs): an
     // identical request after a definite answer is a new order the user asked for.
-    const operation = await this.beginPrepared(intentId, prepare, {
+    const named = args.intent !== undefined;
+    const plan: BeginPlan = {
       replace: false,
       key: args.key,
       background: false,
-      sendNow: { deferSave, deleteWhenAnswered: args.intent === undefined },
-    });
-    return (await operation.send(args.signal ? { signal: args.signal } : undefined)).response;
+      fingerprint: known,
+      sendNow: { deferSave, deleteWhenAnswered: !named },
+    };
+    const send = async () => (await (await this.beginPrepared(intentId, prepare, plan)).send(args.signal ? { signal: args.signal } : undefined)).response;
+    // NOT_FOUND: resumed from a record that another tab answered and deleted before this send held
+    // the intent (its deletion reaches this tab's storage later than the claim's): nothing was sent,
+    // and the request, forgotten once answered, is a new intent now.
+    return send().catch((error: unknown) => (named || (error as IdempotentFetchError | undefined)?.code !== "NOT_FOUND" ? Promise.reject(error) : send()));
   }
 
   /** Adds a listener for `"attempt" | "retry" | "offline" | "success" | "failure" | "expired" |
@@ -472,7 +480,7 @@ export class IdempotentClient {
         prepared = await prepare();
         // A body that cannot carry the key is refused before anything is stored.
         if (core.config.keyIn) (await placementPart()).placeKey(prepared, "", core.config.keyIn);
-        [fp, engine, db] = await Promise.all([core.secret().then((secret) => fingerprint(prepared, secret)), core.engine(), claims]);
+        [fp, engine, db] = await Promise.all([plan.fingerprint ?? core.secret().then((secret) => fingerprint(prepared, secret)), core.engine(), claims]);
       } catch (error) {
         void beginLock?.then((release) => release());
         throw error;
@@ -563,6 +571,9 @@ interface BeginPlan {
   key: string | undefined;
   /** Stored for the service worker to send (`begin`'s `background`): the request is kept. */
   background: boolean;
+  /** The request's keyed fingerprint when the caller has it already (an unnamed `client.fetch` is
+   *  named by it). */
+  fingerprint?: string | undefined;
   /** `client.fetch`: `send` follows at once. `deferSave`: begin leaves the record's first write to it
    *  (the send writes the record before its first attempt anyway); `deleteWhenAnswered`: the send
    *  deletes the record once answered instead of keeping it retired. */

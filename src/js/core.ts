@@ -10,7 +10,7 @@ import type { Config } from "./options.js";
 import { decodeRecord, encodeRecord, type LoadedRecord, outOfLine, type PersistedRequest, type RecordIds } from "./record.js";
 import type { SendResult } from "./results.js";
 import { isStorageFailure } from "./storage/backend.js";
-import { claim, claimsDb, claimSlot, lostRange, lostSlot, secretSlot } from "./storage/claims.js";
+import { claim, claimsDbOpen, claimsDb, claimSlot, lostRange, lostSlot, secretSlot } from "./storage/claims.js";
 import type { RetiredRecords } from "./storage/retired.js";
 import { SECRET_ID, type Store } from "./storage/store.js";
 import { hex } from "./fingerprint.js";
@@ -166,13 +166,19 @@ export const claimsInUse = (core: Pick<ClientCore, "config">): boolean => /^(loc
 /** Deletes the claim of `intentId`, or every claim of the namespace (`clear`). With `key` (the
  *  sweep), only a claim of that key: resolves false when another tab claimed a new key meanwhile
  *  (this tab's view is stale). Never rejects: a claim the database cannot delete only means that a
- *  later begin resumes its key (the server replays its answer). */
-export async function dropClaim(core: ClientCore, intentId?: string, key?: string): Promise<boolean> {
-  const db = claimsInUse(core) && (await claimsDb());
-  const ns = core.config.namespace;
-  if (!db) return true;
+ *  later begin resumes its key (the server replays its answer). When the claims database is open
+ *  (every `begin` that claimed opened it), the deletion's transaction is asked for before this
+ *  returns: IndexedDB runs any read-write transaction on the claim asked for later, in this tab or
+ *  another, after it, so a caller need not wait for its commit to be ordered before them. */
+export function dropClaim(core: ClientCore, intentId?: string, key?: string): Promise<boolean> {
+  if (!claimsInUse(core)) return Promise.resolve(true);
+  const db = claimsDbOpen();
+  return db ? dropClaimIn(db, core.config.namespace, intentId, key) : claimsDb().then((db) => (db ? dropClaimIn(db, core.config.namespace, intentId, key) : true));
+}
+
+function dropClaimIn(db: IDBDatabase, ns: string, intentId?: string, key?: string): Promise<boolean> {
   // The whole namespace (`clear()`): its fingerprint secret's slot goes too.
-  if (intentId === undefined) await claim(db, secretSlot(ns), () => [true, null]).catch(() => true);
+  if (intentId === undefined) void claim(db, secretSlot(ns), () => [true, null]).catch(() => true);
   const slot = intentId === undefined ? IDBKeyRange.bound(`${ns}\0`, `${ns}\x01`) : claimSlot(ns, intentId);
   // The claim's text is its record's JSON: `"key":"<key>"` appears there only as its key field (in
   // any string field, a quote is escaped).
@@ -180,7 +186,6 @@ export async function dropClaim(core: ClientCore, intentId?: string, key?: strin
     const drop = value === undefined || key === undefined || String(value).includes(`"key":"${key}"`);
     return [drop, drop ? null : undefined];
   };
-  // Its lost mark (all of the namespace's, for `clear()`) goes with the claim, in the same transaction:
-  // an answered `client.fetch` without intent waits for this one transaction before it resolves.
+  // Its lost mark (all of the namespace's, for `clear()`) goes with the claim, in the same transaction.
   return claim(db, slot, decide, undefined, intentId === undefined ? lostRange(ns) : lostSlot(ns, intentId)).catch(() => true);
 }

@@ -296,7 +296,9 @@ export class IdempotentOperation {
       );
       return result;
     } catch (error) {
-      if (error instanceof IdempotentFetchError) {
+      // Not a failure when an unnamed `client.fetch` finds its record gone (answered by another
+      // tab): it begins the request again as a new intent (client.ts `fetch`).
+      if (error instanceof IdempotentFetchError && !(sentNow?.deleteWhenAnswered && error.code === "NOT_FOUND")) {
         core.listeners.emit({
           type: "failure",
           intentId,

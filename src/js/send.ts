@@ -85,9 +85,14 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
   for (;;) {
     if (machine.get(M.F_DIRTY) === 1) {
       try {
-        // The claim first: a claim left behind would give a later identical request this key.
-        if (action === M.DONE && ctx.deleteWhenAnswered) await dropClaim(core, intentId, ids.key).then(() => core.store.delete(intentId));
-        else await saveRecord(core, machine, ids, ctx.persisted);
+        if (action === M.DONE && ctx.deleteWhenAnswered) {
+          // The claim's deletion first, not waited for: a later begin of the identical request, in
+          // this tab or another, is ordered after it by IndexedDB (core.ts `dropClaim`), so the
+          // answer does not wait for its commit. A page closed in the millisecond before the commit
+          // leaves the claim, and the request sent again replays this answer instead of a new order.
+          void dropClaim(core, intentId, ids.key);
+          await core.store.delete(intentId);
+        } else await saveRecord(core, machine, ids, ctx.persisted);
       } catch (error) {
         // A reload during the attempt must find the key: never send unsaved. After an answer, the
         // answer matters more (a later send replays the same key and the server answers the same).

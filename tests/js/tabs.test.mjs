@@ -199,6 +199,34 @@ for (const [label, storage, withoutIndexedDB] of [
   });
 }
 
+// An unnamed `client.fetch` is forgotten once answered: the claim of its key is deleted, and another
+// tab that sends the identical request the moment it hears of the answer makes a new order, never a
+// replay of the old one. The word goes tab to tab (BroadcastChannel), the fastest path a causal chain
+// between two tabs can take; ten rounds, each with its own body.
+for (const storage of ["local", "indexeddb"]) {
+  test(`client.fetch without intent, answered in one tab: the identical request in another tab right after is a new order (${storage})`, { timeout: TEST_TIMEOUT_MS }, async () => {
+    const account = freshAccount("anon");
+    const context = await newContext(account);
+    const [a, b] = [await openTab(context), await openTab(context)];
+    const options = { namespace: account, storage };
+    await Promise.all([tab.create(a, options), tab.create(b, options)]);
+    const ROUNDS = 10;
+    const request = orderRequest(account);
+    const channel = `anon-${account}`;
+    await b.evaluate(([n, r, rounds]) => window.__tabs.followRounds(n, r, rounds), [channel, request, ROUNDS]);
+    const led = await a.evaluate(([n, r, rounds]) => window.__tabs.leadRounds(n, r, rounds), [channel, request, ROUNDS]);
+    const followed = await b.evaluate(() => window.__tabs.following);
+    const fresh = { status: 201, replayed: null };
+    assert.deepEqual(led, Array(ROUNDS).fill(fresh), "the leading tab's orders");
+    assert.deepEqual(followed, Array(ROUNDS).fill(fresh), "the following tab replayed the answered request instead of ordering again");
+    assert.deepEqual(await b.evaluate(() => window.__tabs.failures), [], "failure events in the following tab");
+    const orders = await ordersOf(account);
+    assert.equal(orders.length, 2 * ROUNDS, "two orders per round");
+    assert.equal(new Set(orders.map((o) => o.idempotencyKey)).size, 2 * ROUNDS, "each with its own key");
+    expectNoPageErrors(a, b);
+  });
+}
+
 test("duplicated tab (sessionStorage copied): one order, same key", { timeout: TEST_TIMEOUT_MS }, async () => {
   const account = freshAccount("dup");
   const options = { namespace: account, storage: "session", retry: { maxAttempts: 2, baseDelayMs: 50, maxDelayMs: 50, jitter: "none" } };

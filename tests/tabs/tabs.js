@@ -60,6 +60,45 @@ const tabs = {
     for (const [name, value] of entries) storage.setItem(name, value);
   },
 
+  /** `client.fetch` of `request` with the body of `round` (no intent: named by the request); the
+   *  response's status and whether it was replayed. */
+  async fetchRound(request, round) {
+    const response = await this.client.fetch(request.url, { ...request, body: JSON.stringify({ items: [{ sku: "mug", qty: round + 1 }] }) });
+    return { status: response.status, replayed: response.headers.get("idempotent-replayed") };
+  },
+
+  /** Answers, in this tab, every round another tab announces on BroadcastChannel `name` by sending the
+   *  identical `client.fetch` at once, and announces its own answer back; the outcomes in order
+   *  (`following`), the codes of the client's failure events (`failures`). */
+  followRounds(name, request, rounds) {
+    const channel = new BroadcastChannel(name);
+    const outcomes = [];
+    this.failures = [];
+    this.client.addEventListener("failure", (e) => this.failures.push(e.code));
+    this.following = new Promise((resolve) => {
+      channel.onmessage = async ({ data }) => {
+        outcomes.push(await this.fetchRound(request, data).catch((e) => ({ error: String(e?.code ?? e) })));
+        channel.postMessage(data);
+        if (outcomes.length === rounds) resolve(outcomes);
+      };
+    });
+  },
+
+  /** Leads `rounds` rounds on BroadcastChannel `name`: its `client.fetch`, then the word to the other
+   *  tab the moment it is answered, then waits for that tab's answer. */
+  async leadRounds(name, request, rounds) {
+    const channel = new BroadcastChannel(name);
+    const outcomes = [];
+    // The leader's rounds are sequential: each waits for the follower's answer before the next.
+    for (let round = 0; round < rounds; round++) {
+      outcomes.push(await this.fetchRound(request, round));
+      const echoed = new Promise((resolve) => (channel.onmessage = resolve));
+      channel.postMessage(round);
+      await echoed;
+    }
+    return outcomes;
+  },
+
   /** Begins every id at once (one client); their keys in order. */
   async beginMany(ids, request) {
     return Promise.all(ids.map(async (id) => (await this.client.begin(id, request)).key));

@@ -23,18 +23,23 @@ import { openDatabase } from "./idb.js";
 const STORE = "claims";
 
 let opened: Promise<IDBDatabase | undefined> | undefined;
+/** What `opened` resolved to, once it has: a transaction asked for in the same task as its cause. */
+let openNow: IDBDatabase | undefined;
 
 /** The claims database of this page, opened on first use; `undefined` where it cannot be used. */
 export function claimsDb(): Promise<IDBDatabase | undefined> {
   return (opened ??= (async () => {
     try {
       // Reading `indexedDB` throws where storage is blocked; `open` throws in opaque origins.
-      return await openDatabase(indexedDB, "idempotent-fetch-claims", STORE);
+      return (openNow = await openDatabase(indexedDB, "idempotent-fetch-claims", STORE));
     } catch {
       return undefined;
     }
   })());
 }
+
+/** The claims database if this page has it open now (no waiting), else `undefined`. */
+export const claimsDbOpen = (): IDBDatabase | undefined => openNow;
 
 /** No flush to disk before `complete`: what a claim gives, the order of begins across tabs, does not
  *  depend on it (IndexedDB runs the read-write transactions of a store one after another either way),
@@ -101,7 +106,7 @@ export function claim<T>(
 /** The database cannot run a transaction (InvalidStateError: closed by a versionchange or by storage
  *  being cleared): the next call opens it again, and this connection is closed, never left behind. */
 function reopenNextTime(db: IDBDatabase): void {
-  opened = undefined;
+  opened = openNow = undefined;
   db.close();
 }
 
