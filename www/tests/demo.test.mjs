@@ -7,6 +7,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import net from "node:net";
 import { createInterface } from "node:readline";
 
@@ -19,10 +20,27 @@ const listening = (port) =>
     socket.on("error", () => resolve(false));
   });
 
+/**
+ * The first port the kernel hands out to outgoing connections. A port in that range can be held
+ * by any connection on the machine (a browser's, another test's) without listening, so a probe
+ * finds it free and the bind still fails: the demo's ports are taken below it.
+ */
+function ephemeralLow() {
+  try {
+    const low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+    if (Number.isInteger(low) && low > 12_000) return low;
+  } catch {
+    // Not Linux: the IANA dynamic range starts at 49152, Linux's default at 32768.
+  }
+  return 32_768;
+}
+
 /** A base port whose next two are free too (the demo uses port, port + 1, port + 2). */
 async function freeTriple() {
+  const low = 10_000;
+  const span = ephemeralLow() - 3 - low;
   for (;;) {
-    const port = 20_000 + Math.floor(Math.random() * 40_000);
+    const port = low + Math.floor(Math.random() * span);
     const taken = await Promise.all([port, port + 1, port + 2].map(listening));
     if (!taken.some(Boolean)) return port;
   }
