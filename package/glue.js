@@ -2,7 +2,7 @@
 // same calls into the same exports, written for what the driver reaches. package/build.mjs
 // (`checkedGlue`) puts it in, renamed to the minified wasm's names and with the wasm's source per
 // platform, only while wasm-bindgen's glue is still the one this was written against:
-// wasm-bindgen glue sha256 (comments removed): 3e3457f9e3041df76369babfb1b96d3c3d4fe99e43aedfd13f1336982d7fec73
+// wasm-bindgen glue sha256 (comments removed): c6f518739e1d38cc0cbbc1f5e59fcde682070bf1ea6db9a5ecf13d4dcb9f6ba6
 // Any change there (an export added or changed in src/wasm.rs, another wasm-bindgen) fails the
 // build until this file calls the new glue's exports the way it does and the hash above is its own.
 //
@@ -90,9 +90,9 @@ export class Engine {
         return wrap(Machine, wasm.__wbg_machine_free, wasm.engine_begin(this.__wbg_ptr, passString(intentId), length, passString(fingerprint), length,
             passString(storedFingerprint), length, nowMs, replace, passString(key), length, take(stored), take(claimed)));
     }
-    load(intentId, id, key, fingerprint, state, numbers) {
+    load(intentId, id, key, fingerprint, numbers) {
         return wrap(Machine, wasm.__wbg_machine_free, wasm.engine_load(this.__wbg_ptr, passString(intentId), length, passString(id), length,
-            passString(key), length, passString(fingerprint), length, passString(state), length, passNumbers(numbers), length));
+            passString(key), length, passString(fingerprint), length, passNumbers(numbers), length));
     }
     sweep(record, nowMs) { return wasm.engine_sweep(this.__wbg_ptr, record.__wbg_ptr, nowMs); }
 }

@@ -122,23 +122,15 @@ impl Engine {
     }
 
     /// Validates a stored record's values (the driver parsed the JSON and checked the types): the
-    /// strings, and the numbers in one array by `FIELD_*` number (`lastStatus` null or absent:
-    /// `NO_STATUS`; `uncertain` 1/0, absent 0). `undefined` when refused, [`last_error`]
-    /// `STORAGE * 256 + field`.
-    pub fn load(
-        &self,
-        intent_id: &str,
-        id: &str,
-        key: &str,
-        fingerprint: &str,
-        state: &str,
-        numbers: &[f64],
-    ) -> Option<Machine> {
+    /// strings, and the numbers in one array by `FIELD_*` number (the state as its index in
+    /// `STATES`, -1 for an unknown name; `lastStatus` null or absent: `NO_STATUS`; `uncertain` 1/0,
+    /// absent 0). `undefined` when refused, [`last_error`] `STORAGE * 256 + field`.
+    pub fn load(&self, intent_id: &str, id: &str, key: &str, fingerprint: &str, numbers: &[f64]) -> Option<Machine> {
         // Too short an array is the driver's bug: refused like a record whose version is missing.
         let Some(numbers) = numbers.get(..crate::contract::RECORD_SLOTS).and_then(|n| n.try_into().ok()) else {
             return refuse(m::Error::new(m::code::STORAGE, field::VERSION));
         };
-        let fields = StoredFields::from_slots(id, key, fingerprint, state, numbers);
+        let fields = StoredFields::from_slots(id, key, fingerprint, numbers);
         self.0.load(intent_id, &fields).map_or_else(refuse, |m| Some(Machine(m)))
     }
 

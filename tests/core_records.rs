@@ -29,7 +29,7 @@ fn fields() -> StoredFields<'static> {
         created_at: T0 as f64,
         updated_at: (T0 + 5) as f64,
         attempts: 2.0,
-        state: "pending",
+        state: f64::from(State::Pending as u8),
         last_status: 503.0,
         uncertain: 0.0,
         brought: 0.0,
@@ -67,6 +67,7 @@ fn every_record_field_reads_back_as_the_driver_loaded_it() {
         (field::CREATED_AT, T0 as f64),
         (field::UPDATED_AT, (T0 + 5) as f64),
         (field::ATTEMPTS, 2.0),
+        (field::STATE, f64::from(State::Failed as u8)),
         (field::LAST_STATUS, 503.0),
         (field::UNCERTAIN, 1.0),
         (field::BROUGHT, 1.0),
@@ -75,7 +76,7 @@ fn every_record_field_reads_back_as_the_driver_loaded_it() {
     }
     let fingerprint = "a1".repeat(32);
     let engine = idempotent_fetch::machine::Engine::new(Default::default(), Box::new(OsRandom)).unwrap();
-    let machine = engine.load(ID, &StoredFields::from_slots(ID, KEY, &fingerprint, "failed", &numbers)).unwrap();
+    let machine = engine.load(ID, &StoredFields::from_slots(ID, KEY, &fingerprint, &numbers)).unwrap();
     assert_eq!(machine.stored_numbers(1), numbers);
     // Every record field the machine keeps is read by a Field (only the driver's own are not).
     let own: Vec<&str> = record_fields().filter(|row| row.read.is_none()).map(|row| row.name).collect();
@@ -178,7 +179,8 @@ fn validate_rejects_impossible_times_and_counts() {
 
 #[test]
 fn validate_rejects_an_unknown_state() {
-    for state in ["done", "Pending", "", "pending "] {
+    // The driver maps the stored name to its index in `STATES`, -1 for a name it does not know.
+    for state in [-1.0, State::ALL.len() as f64, 0.5, f64::NAN, 256.0] {
         assert_eq!(rejected(|f| f.state = state), field::STATE, "{state:?}");
     }
 }

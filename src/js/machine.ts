@@ -48,8 +48,9 @@ export interface EngineContract<M extends MachineContract> {
     stored: M | undefined,
     claimed: M | undefined,
   ): M | undefined;
-  /** A stored record: its strings, and its numbers by `FIELD_*` (`RECORD_SLOTS` long; see record.ts). */
-  load(intentId: string, id: string, key: string, fingerprint: string, state: string, numbers: Float64Array): M | undefined;
+  /** A stored record: its strings, and its numbers by `FIELD_*` (`RECORD_SLOTS` long, the state as
+   *  its index in `STATES`; see record.ts). */
+  load(intentId: string, id: string, key: string, fingerprint: string, numbers: Float64Array): M | undefined;
   /** One of the `SWEEP_*` verdicts. */
   sweep(record: M, nowMs: number): number;
   /** Frees the wasm memory (wasm-bindgen). */

@@ -10,6 +10,7 @@ import {
   FIELD_KEY,
   FIELD_STATE,
   FIELD_VERSION,
+  type IntentState,
   type Machine,
   NO_STATUS,
   RECORD_FIELDS,
@@ -91,8 +92,11 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
       if ((value === undefined || value === null) && kind.endsWith("?")) numbers[slot] = kind === "number?" ? NO_STATUS : 0;
       else if (typeof value !== kind.replace("?", "")) {
         throw malformed(value === undefined ? `missing field ${name}` : `${name} must be a ${kind.replace("?", "")}, got ${typeName(value)}`);
-      } else if (typeof value === "string") strings[slot] = value;
-      else numbers[slot] = Number(value);
+      } else if (typeof value === "string") {
+        strings[slot] = value;
+        // The state crosses as its index (-1 for a name no build writes: the machine refuses it).
+        if (slot === FIELD_STATE) numbers[slot] = STATES.indexOf(value as IntentState);
+      } else numbers[slot] = Number(value);
     });
     const requestValue = fields.value("request");
     request = requestValue === undefined ? undefined : decodeRequest(requestValue);
@@ -104,7 +108,7 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
     const key = strings[FIELD_KEY]!;
     const fingerprint = strings[FIELD_FINGERPRINT]!;
     const machine =
-      engine.load(intentId, strings[FIELD_ID]!, key, fingerprint, strings[FIELD_STATE]!, numbers) ?? refused();
+      engine.load(intentId, strings[FIELD_ID]!, key, fingerprint, numbers) ?? refused();
     // The machine accepted these values as they are: they are the record's ids.
     const plain = numbers[FIELD_VERSION] === 1;
     const ids: RecordIds = { intentId, key, fingerprint, ...(plain ? { plain } : {}) };

@@ -34,16 +34,16 @@ impl Machine {
 
     /// The numbers `Engine.load` takes for this machine's record (by `FIELD_*` number, slot 0
     /// unused), as the driver writes and reads them back: each record field from the [`Field`] its
-    /// row names, an optional number without a value as [`crate::contract::NO_STATUS`], the
-    /// version as given (the driver's own); the strings are not numbers (0). For native rigs that
-    /// stand in for the driver.
+    /// row names (the state as its index), an optional number without a value as
+    /// [`crate::contract::NO_STATUS`], the version as given (the driver's own); the other strings
+    /// are not numbers (0). For native rigs that stand in for the driver.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn stored_numbers(&self, version: u8) -> [f64; crate::contract::RECORD_SLOTS] {
         let mut numbers = [0.0; crate::contract::RECORD_SLOTS];
         numbers[usize::from(crate::contract::field::VERSION)] = version.into();
         for row in crate::contract::record_fields() {
-            // Strings (the state) cross as strings; the driver's own fields have no `Field`.
-            let Some(read) = row.read.filter(|_| row.kind != "string") else { continue };
+            // The driver's own fields have no `Field`; the state crosses as its index.
+            let Some(read) = row.read else { continue };
             let value = self.field(read);
             numbers[usize::from(row.number)] =
                 if row.kind == "number?" && value == 0.0 { f64::from(crate::contract::NO_STATUS) } else { value };

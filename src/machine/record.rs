@@ -82,8 +82,8 @@ pub struct StoredFields<'a> {
     pub updated_at: f64,
     /// `attempts`.
     pub attempts: f64,
-    /// `state`.
-    pub state: &'a str,
+    /// `state`: its index in [`State::ALL`] (the driver maps the stored name; an unknown name is -1).
+    pub state: f64,
     /// `lastStatus` (`null` or absent in JSON is [`crate::contract::NO_STATUS`] here; 0 is no status and refused).
     pub last_status: f64,
     /// `uncertain`: 1 or 0 (JSON true or false; absent in records written before it existed: 0).
@@ -94,12 +94,12 @@ pub struct StoredFields<'a> {
 
 impl<'a> StoredFields<'a> {
     /// The fields as `Engine.load` takes them: the strings, and the numbers by [`field`] number
-    /// (`numbers[field::CREATED_AT]`, ...; slot 0 unused), so the boundary names no field.
+    /// (`numbers[field::CREATED_AT]`, ...; the state as its index; slot 0 unused), so the boundary
+    /// names no field.
     pub fn from_slots(
         id: &'a str,
         key: &'a str,
         fingerprint: &'a str,
-        state: &'a str,
         numbers: &[f64; crate::contract::RECORD_SLOTS],
     ) -> Self {
         let number = |field: u8| numbers[usize::from(field)];
@@ -111,7 +111,7 @@ impl<'a> StoredFields<'a> {
             created_at: number(field::CREATED_AT),
             updated_at: number(field::UPDATED_AT),
             attempts: number(field::ATTEMPTS),
-            state,
+            state: number(field::STATE),
             last_status: number(field::LAST_STATUS),
             uncertain: number(field::UNCERTAIN),
             brought: number(field::BROUGHT),
@@ -139,7 +139,7 @@ impl StoredFields<'_> {
         let updated_at =
             whole(self.updated_at, MAX_SAFE_INTEGER).filter(|&t| t >= created_at).ok_or(bad(field::UPDATED_AT))?;
         let attempts = whole(self.attempts, u32::MAX.into()).ok_or(bad(field::ATTEMPTS))?;
-        let state = State::parse(self.state).ok_or(bad(field::STATE))?;
+        let state = whole(self.state, u8::MAX.into()).and_then(|n| State::from_u8(n as u8)).ok_or(bad(field::STATE))?;
         let last_status = if self.last_status == f64::from(crate::contract::NO_STATUS) {
             0
         } else {

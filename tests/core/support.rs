@@ -471,7 +471,13 @@ pub fn decode(engine: &Engine, id: &str, text: &str) -> Result<Machine, LoadErro
         match (object.get(row.name), row.kind) {
             (None | Some(Value::Null), "number?") => numbers[slot] = f64::from(NO_STATUS),
             (None | Some(Value::Null), "boolean?") => numbers[slot] = 0.0,
-            (Some(Value::String(text)), "string") => drop(strings.insert(row.number, text.as_str())),
+            (Some(Value::String(text)), "string") => {
+                // The state crosses as its index (the driver's `STATES.indexOf`, -1 unknown).
+                if row.number == field::STATE {
+                    numbers[slot] = State::ALL.iter().position(|s| s.text() == text).map_or(-1.0, |i| i as f64);
+                }
+                strings.insert(row.number, text.as_str());
+            }
             (Some(Value::Number(n)), "number" | "number?") => {
                 numbers[slot] = n.as_f64().ok_or_else(|| malformed(row.name))?
             }
@@ -480,13 +486,7 @@ pub fn decode(engine: &Engine, id: &str, text: &str) -> Result<Machine, LoadErro
         }
     }
     let string = |number| strings.get(&number).copied().unwrap_or_default();
-    let fields = StoredFields::from_slots(
-        string(field::ID),
-        string(field::KEY),
-        string(field::FINGERPRINT),
-        string(field::STATE),
-        &numbers,
-    );
+    let fields = StoredFields::from_slots(string(field::ID), string(field::KEY), string(field::FINGERPRINT), &numbers);
     engine.load(id, &fields).map_err(|e| {
         assert_eq!(e.code, code::STORAGE, "load throws only STORAGE");
         LoadError::Field(e.detail)

@@ -82,7 +82,8 @@ pub fn engine() -> Engine {
     engine_with(8.0, Jitter::None, HeaderForm::Raw)
 }
 
-/// The numbers of a stored record as `Engine.load` takes them (by `FIELD_*` number).
+/// The numbers of a stored record as `Engine.load` takes them (by `FIELD_*` number; the state, by
+/// its index, pending).
 pub fn record_numbers(
     v: f64,
     created_at: f64,
@@ -98,6 +99,7 @@ pub fn record_numbers(
     n[usize::from(field::ATTEMPTS)] = attempts;
     n[usize::from(field::LAST_STATUS)] = last_status;
     n[usize::from(field::UNCERTAIN)] = uncertain;
+    n[usize::from(field::STATE)] = f64::from(State::Pending as u8);
     n
 }
 
@@ -190,12 +192,9 @@ pub fn byte(value: f64) -> u8 {
 mod canonical_v4;
 use canonical_v4::is_canonical_v4;
 
-/// The state name of a stored pending record.
-const PENDING: &str = State::Pending.text();
-
 fn load(engine: &Engine, m: &Machine) -> Result<Machine, u32> {
     let status = if m.field(Field::LastStatus) == 0.0 { NONE } else { m.field(Field::LastStatus) };
-    let numbers = record_numbers(
+    let mut numbers = record_numbers(
         VERSION,
         m.field(Field::CreatedAt),
         m.field(Field::UpdatedAt),
@@ -203,7 +202,8 @@ fn load(engine: &Engine, m: &Machine) -> Result<Machine, u32> {
         status,
         m.field(Field::Uncertain),
     );
-    checked(engine.load(ID, ID, &m.key_or_header(false), &fingerprint(), &m.state(), &numbers))
+    numbers[usize::from(field::STATE)] = m.field(Field::State);
+    checked(engine.load(ID, ID, &m.key_or_header(false), &fingerprint(), &numbers))
 }
 
 #[wasm_bindgen_test]
@@ -456,18 +456,18 @@ fn stored_records_load_or_throw_the_field() {
     };
     let upper = "8E03978E-40D5-43E8-BC93-6894A57F9324";
     let cases: [(u8, Result<Machine, u32>); 12] = [
-        (field::VERSION, checked(engine.load(ID, ID, &key, &fp, PENDING, &with(field::VERSION, VERSION + 1.0)))),
-        (field::ID, checked(engine.load(ID, "other", &key, &fp, PENDING, &ok()))),
-        (field::KEY, checked(engine.load(ID, ID, upper, &fp, PENDING, &ok()))),
-        (field::FINGERPRINT, checked(engine.load(ID, ID, &key, "zz", PENDING, &ok()))),
-        (field::CREATED_AT, checked(engine.load(ID, ID, &key, &fp, PENDING, &with(field::CREATED_AT, f64::NAN)))),
-        (field::UPDATED_AT, checked(engine.load(ID, ID, &key, &fp, PENDING, &with(field::UPDATED_AT, NOW - 1.0)))),
-        (field::ATTEMPTS, checked(engine.load(ID, ID, &key, &fp, PENDING, &with(field::ATTEMPTS, -1.0)))),
-        (field::STATE, checked(engine.load(ID, ID, &key, &fp, "done", &ok()))),
-        (field::LAST_STATUS, checked(engine.load(ID, ID, &key, &fp, PENDING, &with(field::LAST_STATUS, 600.0)))),
-        (field::LAST_STATUS, checked(engine.load(ID, ID, &key, &fp, PENDING, &with(field::LAST_STATUS, 0.0)))),
-        (field::UNCERTAIN, checked(engine.load(ID, ID, &key, &fp, PENDING, &with(field::UNCERTAIN, 2.0)))),
-        (field::VERSION, checked(engine.load(ID, ID, &key, &fp, PENDING, &ok()[..3]))),
+        (field::VERSION, checked(engine.load(ID, ID, &key, &fp, &with(field::VERSION, VERSION + 1.0)))),
+        (field::ID, checked(engine.load(ID, "other", &key, &fp, &ok()))),
+        (field::KEY, checked(engine.load(ID, ID, upper, &fp, &ok()))),
+        (field::FINGERPRINT, checked(engine.load(ID, ID, &key, "zz", &ok()))),
+        (field::CREATED_AT, checked(engine.load(ID, ID, &key, &fp, &with(field::CREATED_AT, f64::NAN)))),
+        (field::UPDATED_AT, checked(engine.load(ID, ID, &key, &fp, &with(field::UPDATED_AT, NOW - 1.0)))),
+        (field::ATTEMPTS, checked(engine.load(ID, ID, &key, &fp, &with(field::ATTEMPTS, -1.0)))),
+        (field::STATE, checked(engine.load(ID, ID, &key, &fp, &with(field::STATE, -1.0)))),
+        (field::LAST_STATUS, checked(engine.load(ID, ID, &key, &fp, &with(field::LAST_STATUS, 600.0)))),
+        (field::LAST_STATUS, checked(engine.load(ID, ID, &key, &fp, &with(field::LAST_STATUS, 0.0)))),
+        (field::UNCERTAIN, checked(engine.load(ID, ID, &key, &fp, &with(field::UNCERTAIN, 2.0)))),
+        (field::VERSION, checked(engine.load(ID, ID, &key, &fp, &ok()[..3]))),
     ];
     for (field, result) in cases {
         let err = result.err().unwrap_or_else(|| panic!("field {field} accepted"));
@@ -540,7 +540,7 @@ fn begin_weighs_the_stored_record_against_the_claim() {
     // A claim of another intent is refused like a stored one.
     let stranger = engine.begin("another", &fp, &fp, NOW, false, None, None, None).unwrap();
     let numbers = record_numbers(VERSION, NOW, NOW, 0.0, NONE, 0.0);
-    let stranger = engine.load("another", "another", &stranger.key_or_header(false), &fp, PENDING, &numbers).unwrap();
+    let stranger = engine.load("another", "another", &stranger.key_or_header(false), &fp, &numbers).unwrap();
     assert_eq!(begin(None, Some(stranger), &fp).err(), Some(packed(code::STORAGE, field::ID)), "STORAGE id");
 }
 
@@ -610,7 +610,7 @@ fn replays_uncertainty_and_total_attempts_cross_the_boundary() {
     assert_eq!(m.on_abort(NOW + 1.0), FAIL);
     let (key, fp) = (m.key_or_header(false), fingerprint());
     let numbers = record_numbers(VERSION, m.field(Field::CreatedAt), m.field(Field::UpdatedAt), 1.0, NONE, 1.0);
-    let stored = engine.load("u", "u", &key, &fp, PENDING, &numbers).unwrap();
+    let stored = engine.load("u", "u", &key, &fp, &numbers).unwrap();
     assert!(stored.uncertain());
     let mut again = engine.begin("u", &fp, &fp, NOW + 10.0, false, None, Some(stored), None).unwrap();
     assert_eq!(again.start(NOW + 10.0, true), SEND);
