@@ -17,7 +17,7 @@ import { useMemo, useRef, useSyncExternalStore } from "react";
 import type { IntentRequest } from "./request.js";
 import { type IntentPhase, type IntentSnapshot, type WatchOptions, watchIntent } from "./watch.js";
 
-export type { IntentPhase, IntentSnapshot, MismatchPolicy, WatchOptions } from "./watch.js";
+export type { IntentPhase, IntentSnapshot, IntentSnapshotFields, MismatchPolicy, NotRetryingSnapshot, RetryingSnapshot, WatchOptions } from "./watch.js";
 
 /** Where the action is: see {@link IntentPhase} (`checking` on mount). */
 export type ActionPhase = IntentPhase;
@@ -25,13 +25,17 @@ export type ActionPhase = IntentPhase;
 /** Options of `useIdempotentAction` (`client`, `resume`, `read`, `onMismatch`). */
 export type ActionOptions<T> = WatchOptions<T>;
 
-/** What `useIdempotentAction` returns: the intent's snapshot, `run` and `abort`. */
-export interface ActionState<T> extends IntentSnapshot<T> {
+/** What `useIdempotentAction` returns beside the snapshot. */
+export interface ActionControls {
   /** Begins (or resumes) the intent and sends it; a no-op while a send runs. */
   run: () => void;
   /** Aborts the running send (`error` becomes `ABORTED`; the key is kept). */
   abort: () => void;
 }
+
+/** What `useIdempotentAction` returns: the intent's snapshot (`phase === "retrying"` narrows
+ *  `retryInMs` to a number), `run` and `abort`. */
+export type ActionState<T> = IntentSnapshot<T> & ActionControls;
 
 /**
  * A state-changing request sent once per intent: `run()` begins `intentId` with `request` (or resumes

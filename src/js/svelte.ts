@@ -14,7 +14,7 @@
 import type { IntentRequest } from "./request.js";
 import { type IntentSnapshot, type WatchOptions, watchIntent } from "./watch.js";
 
-export type { IntentPhase, IntentSnapshot, MismatchPolicy, WatchOptions } from "./watch.js";
+export type { IntentPhase, IntentSnapshot, IntentSnapshotFields, MismatchPolicy, NotRetryingSnapshot, RetryingSnapshot, WatchOptions } from "./watch.js";
 
 /** A Svelte readable store of the intent's snapshot, with `run` and `abort`. */
 export interface IdempotentActionStore<T> {

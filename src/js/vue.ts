@@ -25,7 +25,7 @@ import {
 import type { IntentRequest } from "./request.js";
 import { type IntentSnapshot, type IntentStore, type WatchOptions, watchIntent } from "./watch.js";
 
-export type { IntentPhase, IntentSnapshot, MismatchPolicy, WatchOptions } from "./watch.js";
+export type { IntentPhase, IntentSnapshot, IntentSnapshotFields, MismatchPolicy, NotRetryingSnapshot, RetryingSnapshot, WatchOptions } from "./watch.js";
 
 /** What `useIdempotentAction` returns. */
 export interface IdempotentAction<T> {

@@ -68,8 +68,8 @@ export interface WatchOptions<T> {
   key?: string;
 }
 
-/** One immutable view of the intent: a new object on every change (and every 250 ms of a countdown). */
-export interface IntentSnapshot<T> {
+/** What a snapshot of the intent holds in every phase (see {@link IntentSnapshot}). */
+export interface IntentSnapshotFields<T> {
   /** Where the intent is (see {@link IntentPhase}). */
   readonly phase: IntentPhase;
   /** Attempts so far across every send of the intent (earlier page loads included). */
@@ -92,6 +92,30 @@ export interface IntentSnapshot<T> {
   /** `error.code` for an `IdempotentFetchError`; `RETRIES_EXHAUSTED` means "Try again" (`run()`). */
   readonly errorCode: ErrorCode | null;
 }
+
+/** The snapshot while `retrying`: the countdown and its reason are there. */
+export interface RetryingSnapshot<T> extends IntentSnapshotFields<T> {
+  /** Waiting before the next attempt. */
+  readonly phase: "retrying";
+  /** Milliseconds until the next attempt (updated live). */
+  readonly retryInMs: number;
+  /** Why the last attempt is retried ("server busy (503)", "network error", ...). */
+  readonly retryReason: string;
+}
+
+/** The snapshot in every phase but `retrying`: no countdown. */
+export interface NotRetryingSnapshot<T> extends IntentSnapshotFields<T> {
+  /** Where the intent is (any phase but `retrying`). */
+  readonly phase: Exclude<IntentPhase, "retrying">;
+  /** No countdown outside `retrying`. */
+  readonly retryInMs: null;
+}
+
+/**
+ * One immutable view of the intent: a new object on every change (and every 250 ms of a countdown).
+ * `phase === "retrying"` narrows it to a {@link RetryingSnapshot} (`retryInMs` a number).
+ */
+export type IntentSnapshot<T> = RetryingSnapshot<T> | NotRetryingSnapshot<T>;
 
 /** One intent as an external store: `useSyncExternalStore`-shaped (`subscribe`, `getSnapshot`). */
 export interface IntentStore<T> {
@@ -203,12 +227,12 @@ export function watchIntent<T = unknown>(
   // The service worker's reports (idempotent-fetch/sw), while somebody looks.
   let channel: BroadcastChannel | undefined;
 
-  const publish = (patch: Partial<IntentSnapshot<T>>, until: number | null = retryUntil) => {
+  // `retrying` is only ever set with a deadline (`set`'s callers) and every other phase without one,
+  // so the countdown is a number exactly while `retrying`: the two forms of IntentSnapshot.
+  const publish = (patch: Partial<IntentSnapshotFields<T>>, until: number | null = retryUntil) => {
     retryUntil = until;
-    const next = { ...snapshot, ...patch };
-    next.retryInMs = until === null ? null : Math.max(0, until - Date.now());
-    next.errorCode = codeOf(next.error);
-    snapshot = next;
+    const next = { ...snapshot, ...patch, retryInMs: until === null ? null : Math.max(0, until - Date.now()) };
+    snapshot = { ...next, errorCode: codeOf(next.error) } as IntentSnapshot<T>;
     // The countdown renews the snapshot while somebody looks.
     if (until !== null && ticker === undefined && listeners.size) ticker = setInterval(() => publish({}), TICK_MS);
     if (until === null && ticker !== undefined) ticker = void clearInterval(ticker);
@@ -220,7 +244,7 @@ export function watchIntent<T = unknown>(
     started = true;
     const controller = new AbortController();
     running = controller;
-    const set = (patch: Partial<IntentSnapshot<T>>, until: number | null = null) => {
+    const set = (patch: Partial<IntentSnapshotFields<T>>, until: number | null = null) => {
       if (running === controller) publish(patch, until);
     };
     const offline = (event: { intentId: string }) => {
@@ -320,8 +344,9 @@ export function watchIntent<T = unknown>(
         controller?.abort();
         if (ticker !== undefined) ticker = void clearInterval(ticker);
         retryUntil = null;
-        const cut = snapshot.phase === "sending" || snapshot.phase === "retrying" || snapshot.phase === "offline";
-        snapshot = { ...snapshot, phase: resume ? "checking" : cut ? "idle" : snapshot.phase, retryInMs: null };
+        const { phase } = snapshot;
+        const cut = phase === "sending" || phase === "retrying" || phase === "offline";
+        snapshot = { ...snapshot, phase: resume ? "checking" : cut ? "idle" : phase, retryInMs: null };
       };
     },
     getSnapshot: () => snapshot,

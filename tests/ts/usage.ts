@@ -37,6 +37,7 @@ import {
   type BackgroundSync,
   type BackgroundSyncOptions,
 } from "idempotent-fetch/sw";
+import { watchIntent, type IntentSnapshot } from "idempotent-fetch/watch";
 
 const retry: RetryOptions = {
   maxAttempts: 8,
@@ -254,6 +255,16 @@ async function background(): Promise<void> {
   void wrong;
 }
 
+/** What a button shows while the intent is retrying: `phase` narrows the snapshot. */
+function countdown(snapshot: IntentSnapshot<{ id: string }>): string {
+  if (snapshot.phase === "retrying") return `Retrying in ${Math.ceil(snapshot.retryInMs / 1000)} s (${snapshot.retryReason})`;
+  // @ts-expect-error no countdown outside `retrying`
+  const seconds: number = snapshot.retryInMs;
+  void seconds;
+  return snapshot.data?.id ?? snapshot.phase;
+}
+
+void countdown(watchIntent<{ id: string }>("checkout:cart-42", { url: "/api/orders", method: "POST", body: "{}" }, { client: new IdempotentClient() }).getSnapshot());
 void background;
 void reconciliation;
 void wrongType;
