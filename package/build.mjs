@@ -106,7 +106,7 @@ export const MINIFY_NAMES = [...WASM_FEATURES, "--minify-imports-and-exports-and
 // glue.js names as `wasm.<export>`; one the module lacks fails the renaming below. `flags`: more
 // wasm-opt flags (benches/size.mjs keeps the names with -g).
 export function dropUnusedExports(input, output, flags = []) {
-  const glue = readFileSync(COMPACT_GLUE, "utf8").replace(/^\/\/.*\n/gm, "");
+  const glue = withoutNotes(readFileSync(COMPACT_GLUE, "utf8"));
   const used = [...new Set(["memory", ...[...glue.matchAll(/\bwasm\.([A-Za-z_$][\w$]*)/g)].map((m) => m[1])])];
   const graph = [{ name: "glue", root: true, reaches: used }, ...used.map((name) => ({ name, export: name }))];
   const file = `${output}.graph.json`;
@@ -152,8 +152,8 @@ function renameInGlue(text, names, file) {
 }
 
 // The glue's request for the wasm, i.e. what `init()` with no argument loads. The driver calls it
-// so; each bundle puts its own source there (a Response for browsers, the bytes for Node). Checked, so a glue without the line fails the build
-// instead of shipping a package that cannot find its wasm.
+// so; each bundle puts its own source there (a Response for browsers, the bytes for Node). Checked,
+// so a glue without the line fails the build instead of shipping a package that cannot find its wasm.
 const GLUE_DEFAULT_WASM = /fetch\(new URL\('idempotent_fetch_bg\.wasm', import\.meta\.url\)\)/g;
 const WASM_SOURCE = {
   // The request started by WASM_REQUEST below, taken once; a retry after a failure fetches anew.
@@ -199,7 +199,12 @@ export function checkedGlue(file) {
     throw new Error(`wasm-bindgen's glue (${path.relative(root, file)}) is not the one ${path.relative(root, COMPACT_GLUE)} was written against ` +
       `(sha256 ${generated}, not ${pinned}): make glue.js call its exports as it does, then put that hash in glue.js`);
   }
-  // Its notes name files such as src/wasm.rs, which the renaming below would read as an export.
+  return withoutNotes(text);
+}
+
+/** glue.js's code without its line comments: they name files such as src/wasm.rs, which the
+ *  renaming and the list of used exports would read as an export. */
+function withoutNotes(text) {
   return text.replace(/^\/\/.*\n/gm, "");
 }
 

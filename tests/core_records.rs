@@ -93,11 +93,7 @@ fn intent_states_have_lowercase_names_and_know_which_are_terminal() {
     ];
     for (state, name, terminal) in states {
         assert_eq!(state.as_str(), name);
-        assert_eq!(State::parse(name), Some(state));
         assert_eq!(state.is_terminal(), terminal);
-    }
-    for name in ["Pending", "done", "", " pending"] {
-        assert_eq!(State::parse(name), None, "{name:?}");
     }
 }
 

@@ -23,11 +23,6 @@ impl State {
         self.text()
     }
 
-    /// The state named `name` (exact lowercase spelling).
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|state| state.text() == name)
-    }
-
     /// Whether a definite answer ended the intent.
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Succeeded | Self::Failed)
