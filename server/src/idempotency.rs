@@ -158,6 +158,7 @@ async fn handle(
         Ok(Outcome::Fresh(response)) => (format!("{} fresh", response.status), Ok(response.into_http(false))),
         Ok(Outcome::Replay(response)) => (format!("{} replayed", response.status), Ok(response.into_http(true))),
         Ok(Outcome::Mismatch) => ("422 key reused".to_owned(), Err(Outcome::mismatch_problem())),
+        Ok(Outcome::Fenced) => ("410 key fenced".to_owned(), Err(Outcome::fenced_problem())),
         Ok(Outcome::InFlight) | Err(StoreError::Locked | StoreError::LeaseLost) => {
             ("409 in flight".to_owned(), Err(in_flight()))
         }

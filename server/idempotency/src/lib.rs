@@ -66,7 +66,7 @@ pub mod status;
 pub use error::{RunError, StoreError};
 pub use fingerprint::fingerprint;
 pub use key::{IdempotencyKey, KeyError, IDEMPOTENCY_KEY_HEADER};
-pub use outcome::{Outcome, IN_FLIGHT_RETRY_AFTER_SECS};
+pub use outcome::{Outcome, FENCED_FINGERPRINT, IN_FLIGHT_RETRY_AFTER_SECS};
 pub use problem::Problem;
 pub use request::{Idempotent, KeyedRequest};
 pub use response::{StoredResponse, MAX_STORED_BODY_BYTES, REPLAYED_HEADER};

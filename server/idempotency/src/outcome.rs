@@ -9,6 +9,10 @@ use crate::response::StoredResponse;
 /// `Retry-After` seconds sent while a key's first request is still being processed.
 pub const IN_FLIGHT_RETRY_AFTER_SECS: u64 = 1;
 
+/// The fingerprint stored on the row of a fenced key (settled before any request with it arrived). A real
+/// fingerprint is 64 lowercase hex characters, so no request ever matches it.
+pub const FENCED_FINGERPRINT: &str = "fenced";
+
 /// What one keyed request got.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -20,12 +24,17 @@ pub enum Outcome {
     Mismatch,
     /// The key's first request is still being processed: 409 with `Retry-After`.
     InFlight,
+    /// The key was settled as never seen (the fence), so no request with it may do the work: 410.
+    Fenced,
 }
 
 impl Outcome {
-    /// The decision for a key row that already exists: in flight while it has no answer, a mismatch when
-    /// the fingerprints differ, else the replay of its answer.
+    /// The decision for a key row that already exists: fenced when it is a fence, in flight while it has no
+    /// answer, a mismatch when the fingerprints differ, else the replay of its answer.
     pub fn for_existing(fingerprint: &str, stored_fingerprint: &str, stored: Option<StoredResponse>) -> Outcome {
+        if stored_fingerprint == FENCED_FINGERPRINT {
+            return Outcome::Fenced;
+        }
         match stored {
             None => Outcome::InFlight,
             Some(_) if stored_fingerprint != fingerprint => Outcome::Mismatch,
@@ -54,6 +63,17 @@ impl Outcome {
         )
         .with_retry_after(IN_FLIGHT_RETRY_AFTER_SECS)
     }
+
+    /// The 410 for a request whose key was fenced: definite (a client never retries it), and nothing was done.
+    pub fn fenced_problem() -> Problem {
+        Problem::new(
+            StatusCode::GONE,
+            "key-fenced",
+            "Idempotency-Key fenced",
+            "This Idempotency-Key was settled as never used before this request arrived, so nothing was done. \
+             Its client replaced the request with another key.",
+        )
+    }
 }
 
 impl IntoResponse for Outcome {
@@ -64,6 +84,7 @@ impl IntoResponse for Outcome {
             Outcome::Replay(response) => response.into_http(true),
             Outcome::Mismatch => Outcome::mismatch_problem().into_response(),
             Outcome::InFlight => Outcome::in_flight_problem().into_response(),
+            Outcome::Fenced => Outcome::fenced_problem().into_response(),
         }
     }
 }
@@ -81,6 +102,8 @@ mod tests {
         assert_eq!(Outcome::for_existing("a", "a", None), Outcome::InFlight);
         assert_eq!(Outcome::for_existing("a", "b", Some(stored())), Outcome::Mismatch);
         assert_eq!(Outcome::for_existing("a", "a", Some(stored())), Outcome::Replay(stored()));
+        assert_eq!(Outcome::for_existing("a", FENCED_FINGERPRINT, None), Outcome::Fenced);
+        assert_eq!(Outcome::for_existing("a", FENCED_FINGERPRINT, Some(stored())), Outcome::Fenced);
     }
 
     #[test]
@@ -93,5 +116,9 @@ mod tests {
         assert_eq!(busy.status(), 409);
         assert_eq!(busy.headers()["retry-after"], "1");
         assert_eq!(Outcome::Mismatch.into_response().status(), 422);
+        let fenced = Outcome::Fenced.into_response();
+        assert_eq!(fenced.status(), 410);
+        assert!(fenced.headers().get("idempotent-replayed").is_none());
+        assert!(fenced.headers().get("retry-after").is_none());
     }
 }

@@ -1,5 +1,6 @@
 //! The key-status answer: what the server knows of one key, for a client whose answers were all lost
-//! (`GET .../idempotency-keys/{key}`; the contract is in the repository README, "Key status").
+//! (`GET .../idempotency-keys/{key}`), and the answer to settling a key (`POST` on the same URL: the
+//! fence). The contract is in server/README.md, "Key status".
 
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -7,7 +8,7 @@ use axum::Json;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::outcome::IN_FLIGHT_RETRY_AFTER_SECS;
+use crate::outcome::{FENCED_FINGERPRINT, IN_FLIGHT_RETRY_AFTER_SECS};
 use crate::response::{StoredResponse, REPLAYED_HEADER};
 
 /// The body of a key-status answer.
@@ -21,14 +22,26 @@ pub enum KeyStatus {
     },
     /// A request with the key is being processed: ask again after `Retry-After`.
     InFlight,
-    /// No record of the key in this scope.
+    /// No record of the key in this scope. Settling never answers it: it fences the key instead.
     Unknown,
+    /// The key was settled as never seen: no request with it will ever do the work (a late one gets 410).
+    Fenced,
 }
 
 impl KeyStatus {
     /// `done` with the replay of `stored`.
     pub fn done(stored: StoredResponse) -> Self {
         KeyStatus::Done { response: Replay::of(stored) }
+    }
+
+    /// The status of a key row that exists: fenced when it is a fence, in flight while it has no answer,
+    /// else done with its answer.
+    pub fn of_row(stored_fingerprint: &str, stored: Option<StoredResponse>) -> Self {
+        match stored {
+            _ if stored_fingerprint == FENCED_FINGERPRINT => KeyStatus::Fenced,
+            None => KeyStatus::InFlight,
+            Some(stored) => KeyStatus::done(stored),
+        }
     }
 }
 
@@ -99,6 +112,15 @@ mod tests {
             serde_json::json!({"status": "in_flight"})
         );
         assert_eq!(serde_json::to_value(KeyStatus::Unknown).expect("json"), serde_json::json!({"status": "unknown"}));
+        assert_eq!(serde_json::to_value(KeyStatus::Fenced).expect("json"), serde_json::json!({"status": "fenced"}));
+    }
+
+    #[test]
+    fn a_row_reads_fenced_in_flight_or_done() {
+        let stored = StoredResponse { status: 201, headers: vec![], body: String::new() };
+        assert_eq!(KeyStatus::of_row(FENCED_FINGERPRINT, None), KeyStatus::Fenced);
+        assert_eq!(KeyStatus::of_row(&"a".repeat(64), None), KeyStatus::InFlight);
+        assert_eq!(KeyStatus::of_row(&"a".repeat(64), Some(stored.clone())), KeyStatus::done(stored));
     }
 
     #[test]

@@ -203,6 +203,7 @@ async fn charge_inner(provider: Provider, headers: HeaderMap, body: Bytes) -> Re
             "This Idempotency-Key was already used for a different charge.",
         )
         .into_response(),
+        Outcome::Fenced => Outcome::fenced_problem().into_response(),
         Outcome::InFlight => return Err(Problem::internal()),
     })
 }
