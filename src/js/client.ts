@@ -37,6 +37,7 @@ import {
   intentIdArg,
   type IntentState,
   type ReconcileResult,
+  type SettleResult,
   type RecordView,
   viewOf,
 } from "./operation.js";
@@ -245,6 +246,25 @@ export class IdempotentClient {
     const request = { method: "GET", url: pageLocation() ?? "http://localhost/", headers, body: null };
     // A stored intent: its key existed before.
     return IdempotentOperation.create(this.core, view, true, request).reconcile(signal ? { signal } : undefined);
+  }
+
+  /**
+   * Settles a stored intent's key at the server (see `IdempotentOperation.settle`): done, in flight,
+   * fenced, or no fence. Settle before `begin(..., { replace: true })` gives the intent a new key.
+   * `options.headers`: credentials for the request (never stored). Rejects `NOT_FOUND` when there is no
+   * such intent.
+   */
+  async settle(intentId: string, options?: ResumeOptions & { signal?: AbortSignal }): Promise<SettleResult> {
+    const id = intentIdArg(intentId);
+    const { signal, ...rest } = options ?? {};
+    const headers = resumeHeaders(rest);
+    const loaded = await loadRecord(this.core, await this.core.engine(), id);
+    if (!loaded) throw notFound(id);
+    const view = viewOf(loaded.machine, loaded.ids);
+    loaded.machine.free();
+    const request = { method: "POST", url: pageLocation() ?? "http://localhost/", headers, body: null };
+    // A stored intent: its key existed before.
+    return IdempotentOperation.create(this.core, view, true, request).settle(signal ? { signal } : undefined);
   }
 
   /** Intents not yet definitely answered (`pending` and `expired`), e.g. to offer "resume" after a

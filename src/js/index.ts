@@ -14,7 +14,7 @@ import { loadMachine } from "./wasm.js";
 
 export { IdempotentClient, type IntentInfo, type ResumeOptions } from "./client.js";
 export type { IdempotentRequestInit } from "./fetch-args.js";
-export { IdempotentOperation, type IntentState, type ReconcileResult } from "./operation.js";
+export { IdempotentOperation, type IntentState, type ReconcileResult, type SettleResult } from "./operation.js";
 export type { KeyStatusAnswer, KeyStatusQuestion } from "./reconcile.js";
 export { IdempotentFetchError, isIdempotentFetchError, type ErrorCode, type ExhaustedReason } from "./errors.js";
 export type {

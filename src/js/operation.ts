@@ -20,8 +20,9 @@ import { decodeRecord, type PersistedRequest, type RecordIds } from "./record.js
 import type { PreparedRequest } from "./request.js";
 import type { SendOptions, SendResult } from "./results.js";
 import { KeyStatusOpen, runSend } from "./send.js";
+import { reconcilePart } from "./lazy.js";
 import { INTERRUPTED } from "./wait.js";
-import type { IntentState } from "./generated/contract.js";
+import { OPT_ATTEMPT_TIMEOUT_MS, type IntentState } from "./generated/contract.js";
 
 /** `reconcile()`'s answer: the server's stored answer for the key, or what it said instead. */
 export type ReconcileResult =
@@ -38,6 +39,32 @@ export type ReconcileResult =
   | {
       /** The server has no record of the key. */
       status: "unknown";
+    };
+
+/** `settle()`'s answer: what the server made of the key when asked to settle it (the fence). */
+export type SettleResult =
+  | {
+      /** The key's request was done: the server's stored answer (the intent is retired with it). */
+      status: "done";
+      /** That answer, as a send would have resolved with it (`replayed: true`). */
+      result: SendResult;
+    }
+  | {
+      /** A request with the key is doing its work at the server now: settle again later. */
+      status: "in_flight";
+    }
+  | {
+      /** The server had never seen the key and now records that it never may: no request with it
+       *  will do the work (a late one is refused 410). The intent can take a new key safely. */
+      status: "fenced";
+    }
+  | {
+      /** The server has no settle request (its status URL refused POST with 404, 405 or 501, or only
+       *  the `reconcile` callback is configured): it cannot rule out that a request with the key still
+       *  on its way does the work later. `reason` says what was seen. */
+      status: "no_fence";
+      /** What the server answered. */
+      reason: string;
     };
 
 // The states are the contract table's names (src/contract.rs), generated.
@@ -192,6 +219,40 @@ export class IdempotentOperation {
     } catch (thrown) {
       if (thrown instanceof KeyStatusOpen) return { status: thrown.detail === KEY_STATUS_IN_FLIGHT ? "in_flight" : "unknown" };
       throw thrown;
+    }
+  }
+
+  /**
+   * Settles this intent's key at the server (a POST of `statusUrl`: server/README.md, "Key status"), before
+   * giving the intent a new key: `{ status: "done", result }` with the stored answer (the intent is retired
+   * with it, as `reconcile()` does), `{ status: "in_flight" }` (settle again later), `{ status: "fenced" }`
+   * (the server never saw the key and now never may: `begin(..., { replace: true })` is then safe), or
+   * `{ status: "no_fence", reason }` (the server cannot settle: a new key may make a second order if a
+   * request with the old one is still on its way). Rejects `RECONCILE_FAILED` when the server could not
+   * be asked, `INVALID_OPTIONS` when no `statusUrl` or `reconcile` is configured, `ABORTED`.
+   */
+  async settle(options?: Pick<SendOptions, "signal">): Promise<SettleResult> {
+    const { reconciler } = this.core.config;
+    if (!reconciler.statusUrl && !reconciler.reconcile) throw invalidOptions("settle() needs the statusUrl option");
+    const signal = options?.signal;
+    const part = await reconcilePart();
+    const timeoutMs = this.core.config.engine[OPT_ATTEMPT_TIMEOUT_MS] ?? 0;
+    const settled = await part.settleKey(reconciler, this.request, this.view.key, timeoutMs, signal);
+    if (signal?.aborted) throw new IdempotentFetchError("ABORTED", ABORTED_MESSAGE, { key: this.view.key });
+    switch (settled.status) {
+      case "fenced":
+      case "in_flight":
+        return { status: settled.status };
+      case "no_fence":
+        return { status: "no_fence", reason: settled.problem };
+      case "could_not_ask":
+        throw new IdempotentFetchError("RECONCILE_FAILED", `the server could not be asked to settle the key (${settled.problem})`, { key: this.view.key });
+      case "done": {
+        // The answer is read with a question, which the machine records like any reconciled answer.
+        const asked = await this.reconcile(options);
+        if (asked.status === "done") return asked;
+        throw new IdempotentFetchError("RECONCILE_FAILED", `the server settled the key as done, then answered "${asked.status}" for it`, { key: this.view.key });
+      }
     }
   }
 

@@ -1,8 +1,10 @@
 // Asking the server what became of a key (the key-status protocol: README, "Your server"). The
 // machine decides when to ask and what follows (src/machine/reconcile.rs); this module performs the
 // question, through the app's `statusUrl` or its `reconcile` callback, and reads the answer. Every
-// answer that is not exactly one of the protocol's three shapes is "could not ask", never "unknown":
+// answer that is not exactly one of the protocol's shapes is "could not ask", never "unknown":
 // taking a 404 or an HTML error page for "unknown" would resend an intent the server may have done.
+// Settling (the fence, a POST of the same URL) is here too: the client settles an old key before it
+// gives the intent a new one.
 
 import { describe } from "./describe.js";
 // The kinds of answer are the machine's (`onKeyStatus`): the contract's KEY_*.
@@ -101,6 +103,10 @@ export function readStatusBody(value: unknown, key: string, retryAfter: string |
       return { kind: KEY_IN_FLIGHT, retryAfter };
     case "unknown":
       return { kind: KEY_UNKNOWN };
+    // Settled as never seen (the fence): no request with the key will do the work, and sending it
+    // again gets the server's definite 410, so for a question it reads as "never arrived".
+    case "fenced":
+      return { kind: KEY_UNKNOWN };
     default:
       return couldNotAsk(`status ${show(body.status)}`);
   }
@@ -128,11 +134,52 @@ function statusUrlOf(statusUrl: string | ((key: string) => string), key: string,
   return new URL(url, base).href;
 }
 
+/** One question to the status URL within `timeoutMs` (and the caller's `signal`): GET asks, POST settles.
+ *  The request's own headers go with it (its credentials, never stored), without its body. Resolves the
+ *  answer's status and parsed JSON body (undefined when not JSON), or rejects as fetch does. */
+async function askStatusUrl(
+  statusUrl: string | ((key: string) => string),
+  method: "GET" | "POST",
+  request: { url: string; headers: [string, string][] },
+  key: string,
+  signal: AbortSignal,
+): Promise<{ status: number; body: unknown; retryAfter: string | undefined }> {
+  const headers = new Headers(request.headers);
+  headers.delete("content-type");
+  headers.set("accept", "application/json");
+  const answer = await fetch(statusUrlOf(statusUrl, key, request.url), { method, headers, signal });
+  if (answer.status !== 200) {
+    answer.body?.cancel().catch(() => {});
+    return { status: answer.status, body: undefined, retryAfter: undefined };
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(await answer.text());
+  } catch {
+    body = undefined;
+  }
+  return { status: 200, body, retryAfter: answer.headers.get("retry-after") ?? undefined };
+}
+
+/** A timer and the caller's signal as one signal; `done()` lets go of both. */
+function deadline(timeoutMs: number, signal: AbortSignal | undefined): { signal: AbortSignal; done: () => void } {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), Math.min(Math.max(timeoutMs, 1), 0x7fffffff));
+  const onAbort = () => controller.abort();
+  signal?.addEventListener("abort", onAbort);
+  return {
+    signal: controller.signal,
+    done: () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+    },
+  };
+}
+
 /**
  * @internal
  * Asks about `key` within `timeoutMs` (and the caller's `signal`): the app's callback, or a GET of
- * the status URL with the request's own headers (its credentials, never stored), without its body.
- * Never rejects: any failure is "could not ask", with why.
+ * the status URL. Never rejects: any failure is "could not ask", with why.
  */
 export async function askKeyStatus(
   how: Reconciler,
@@ -142,32 +189,70 @@ export async function askKeyStatus(
   timeoutMs: number,
   signal: AbortSignal | undefined,
 ): Promise<KeyStatusRead> {
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), Math.min(Math.max(timeoutMs, 1), 0x7fffffff));
-  const onAbort = () => controller.abort();
-  signal?.addEventListener("abort", onAbort);
+  const limit = deadline(timeoutMs, signal);
   try {
-    if (how.reconcile) return readCallbackAnswer(await how.reconcile({ intentId, key, signal: controller.signal }));
+    if (how.reconcile) return readCallbackAnswer(await how.reconcile({ intentId, key, signal: limit.signal }));
     if (!how.statusUrl) return couldNotAsk("no statusUrl");
-    const headers = new Headers(request.headers);
-    headers.delete("content-type");
-    headers.set("accept", "application/json");
-    const answer = await fetch(statusUrlOf(how.statusUrl, key, request.url), { method: "GET", headers, signal: controller.signal });
-    if (answer.status !== 200) {
-      answer.body?.cancel().catch(() => {});
-      return couldNotAsk(`HTTP ${answer.status}`);
-    }
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(await answer.text());
-    } catch {
-      return couldNotAsk("not JSON");
-    }
-    return readStatusBody(parsed, key, answer.headers.get("retry-after") ?? undefined);
+    const answer = await askStatusUrl(how.statusUrl, "GET", request, key, limit.signal);
+    if (answer.status !== 200) return couldNotAsk(`HTTP ${answer.status}`);
+    if (answer.body === undefined) return couldNotAsk("not JSON");
+    return readStatusBody(answer.body, key, answer.retryAfter);
   } catch (thrown) {
-    return couldNotAsk(controller.signal.aborted ? "timed out" : describe(thrown));
+    return couldNotAsk(limit.signal.aborted ? "timed out" : describe(thrown));
   } finally {
-    clearTimeout(timer);
-    signal?.removeEventListener("abort", onAbort);
+    limit.done();
+  }
+}
+
+/** @internal What settling a key found: the server's answer, that it has no fence, or why it could not
+ *  be asked. "done" carries no answer: the caller reads it with a question, which records it. */
+export type SettleRead =
+  | { status: "done" | "fenced" }
+  | { status: "in_flight"; retryAfter: string | undefined }
+  | { status: "no_fence"; problem: string }
+  | { status: "could_not_ask"; problem: string };
+
+/** Statuses a server without the settle request answers a POST to its status URL with: not found,
+ *  method not allowed, not implemented. */
+const NO_FENCE_STATUSES = [404, 405, 501];
+
+/**
+ * @internal
+ * Settles `key` (the fence: a POST of the status URL, server/README.md "Key status"): the server answers
+ * done, in flight, or fenced (it had never seen the key and now never may). Never rejects. An app's own
+ * `reconcile` callback cannot settle: that is "no_fence".
+ */
+export async function settleKey(
+  how: Reconciler,
+  request: { url: string; headers: [string, string][] },
+  key: string,
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+): Promise<SettleRead> {
+  if (!how.statusUrl) return { status: "no_fence", problem: "only a reconcile callback, which cannot settle a key" };
+  const limit = deadline(timeoutMs, signal);
+  try {
+    const answer = await askStatusUrl(how.statusUrl, "POST", request, key, limit.signal);
+    if (NO_FENCE_STATUSES.includes(answer.status)) return { status: "no_fence", problem: `HTTP ${answer.status} to POST` };
+    if (answer.status !== 200) return { status: "could_not_ask", problem: `HTTP ${answer.status}` };
+    const body = answer.body as Record<string, unknown> | undefined;
+    if (typeof body !== "object" || body === null) return { status: "could_not_ask", problem: "not a JSON object" };
+    if (body.key !== undefined && body.key !== key) return { status: "could_not_ask", problem: "about another key" };
+    switch (body.status) {
+      case "done":
+      case "fenced":
+        return { status: body.status };
+      case "in_flight":
+        return { status: "in_flight", retryAfter: answer.retryAfter };
+      // A server that answers POST like GET (no fence) says "unknown": it recorded nothing.
+      case "unknown":
+        return { status: "no_fence", problem: '"unknown" to POST' };
+      default:
+        return { status: "could_not_ask", problem: `status ${show(body.status)}` };
+    }
+  } catch (thrown) {
+    return { status: "could_not_ask", problem: limit.signal.aborted ? "timed out" : describe(thrown) };
+  } finally {
+    limit.done();
   }
 }

@@ -42,10 +42,13 @@ export type IntentPhase = "checking" | "idle" | "sending" | "retrying" | "offlin
  * rebuilt the cart from fresh prices, say), where `begin` alone rejects with `INTENT_MISMATCH`:
  * - `"error"` (default): the `INTENT_MISMATCH` error; nothing is sent.
  * - `"replace"`: the old key is given up for the new request under a new key. With the client's
- *   `statusUrl` (or `reconcile`) the server is asked about the old key first: if it holds an answer,
+ *   `statusUrl` the server is asked to settle the old key first (`settle()`): if it holds an answer,
  *   that answer is the intent's (nothing new is sent: the order exists); if a request with it is
- *   still running, the store waits for it; only a key the server never saw is replaced. Without a
- *   way to ask, the key is replaced unasked: an old request that reached the server stays an order.
+ *   still running, the store waits for it; only a key the server fenced (never saw, and now refuses)
+ *   is replaced. A server without the settle request (or only a `reconcile` callback) is asked what
+ *   it knows, and a key it has no record of is replaced with a console warning: a request with the
+ *   old key still on its way would make a second order. Without a way to ask, the key is replaced
+ *   unasked: an old request that reached the server stays an order.
  * - `"resume"`: the stored request is sent again instead, with the headers of the request given now
  *   (credentials are never stored). Needs the client's `persistRequest`; otherwise `run()` ends in
  *   `INVALID_REQUEST`.
@@ -175,16 +178,31 @@ export async function beginWith(
     // The request given now carries the credentials (a stored request never holds them), for the
     // resumed request and for the status question alike.
     if (onMismatch === "resume") return await client.resume(intentId, { headers: request.headers });
+    const replace = () => client.begin(intentId, request, { replace: true, ...(key === undefined ? {} : { key }) });
     for (let ask = 0; ; ask++) {
-      let answer;
+      let settled;
       try {
-        answer = await client.reconcile(intentId, { signal, headers: request.headers });
+        settled = await client.settle(intentId, { signal, headers: request.headers });
       } catch (error) {
         // No statusUrl or reconcile: nothing to ask.
         if (codeOf(error) !== "INVALID_OPTIONS") throw error;
+        return await replace();
       }
-      if (answer?.status === "done") return answer.result;
-      if (answer?.status !== "in_flight") return await client.begin(intentId, request, { replace: true, ...(key === undefined ? {} : { key }) });
+      if (settled.status === "done") return settled.result;
+      if (settled.status === "fenced") return await replace();
+      if (settled.status === "no_fence") {
+        // The server cannot settle: ask what it knows, and replace only a key it has no record of.
+        const answer = await client.reconcile(intentId, { signal, headers: request.headers });
+        if (answer.status === "done") return answer.result;
+        if (answer.status === "unknown") {
+          console.warn(
+            `idempotent-fetch: intent ${intentId} got a new key for its changed request, but the server cannot fence the old one ` +
+              `(${settled.reason}): a request with the old key still on its way would make a second order. ` +
+              `Give the status URL the settle request (POST; server/README.md, "Key status").`,
+          );
+          return await replace();
+        }
+      }
       if (ask + 1 >= IN_FLIGHT_ASKS || signal.aborted) throw thrown;
       onWait();
       await wait(IN_FLIGHT_WAIT_MS, signal);

@@ -11,7 +11,8 @@
 //     in-flight lock: check-then-insert with an await between; no replay marker; no fingerprint
 //     check): the check fails the broken case, names it, and passes the cases each one honours; and
 //     one that refuses the sf-string key form, has no "unknown" key status and hides its headers
-//     from a page: cases 5, 6 and 7 fail;
+//     from a page: cases 5, 6 and 8 fail; and one without the settle request (no fence): case 7 fails,
+//     saying what `replace` costs there;
 //   - usage errors and an endpoint it cannot check: exit status 2 with a message.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -29,7 +30,7 @@ import { serverBinary, startReferenceServer, startService } from "../support/ref
 const ORIGIN = "https://page.example";
 const ORDER = JSON.stringify({ items: [{ sku: "mug", qty: 1 }] });
 const TIMEOUT_MS = 120_000;
-const CASES = [1, 2, 3, 4, 5, 6, 7];
+const CASES = [1, 2, 3, 4, 5, 6, 7, 8];
 
 let tmpDir;
 let app;
@@ -101,7 +102,8 @@ function assertVerdicts(rows, expected, label) {
 const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * A small keyed-order server on 127.0.0.1 (POST /orders, GET /keys/{key}, CORS for ORIGIN) that
+ * A small keyed-order server on 127.0.0.1 (POST /orders, GET /keys/{key}, POST /keys/{key} to settle,
+ * CORS for ORIGIN) that
  * honours the protocol, except for its `flaws`:
  *   "lock"         checks for the key, does the work (an await), then inserts: no in-flight lock
  *   "marker"       replays without Idempotent-Replayed
@@ -109,6 +111,7 @@ const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  *   "sf-string"    refuses a key in the IETF form ("k") as malformed
  *   "status-404"   answers 404 for a key it does not know, instead of {"status": "unknown"}
  *   "hidden"       exposes no header to a cross-origin page
+ *   "no-fence"     has no settle request (POST /keys/{key} is 405)
  * Resolves to { url, stop(), effects }: `effects` counts the work done per key.
  */
 function startMiniServer(...flaws) {
@@ -134,9 +137,15 @@ function startMiniServer(...flaws) {
       res.setHeader("access-control-allow-headers", "Idempotency-Key, Content-Type");
       return res.writeHead(204).end();
     }
-    if (req.method === "GET" && url.pathname.startsWith("/keys/")) {
+    if (req.method === "POST" && url.pathname.startsWith("/keys/")) {
+      if (flaw("no-fence")) return send(405, { error: "method not allowed" });
+      const key = decodeURIComponent(url.pathname.slice("/keys/".length));
+      if (!keys.has(key)) keys.set(key, { fenced: true });
+    }
+    if (url.pathname.startsWith("/keys/") && (req.method === "GET" || req.method === "POST")) {
       const found = keys.get(decodeURIComponent(url.pathname.slice("/keys/".length)));
       if (!found) return flaw("status-404") ? send(404, { error: "no such key" }) : send(200, { status: "unknown" });
+      if (found.fenced) return send(200, { status: "fenced" });
       if (!found.answer) return send(200, { status: "in_flight" }, { "retry-after": "1" });
       const { status, text } = found.answer;
       return send(200, { status: "done", response: { status, headers: { "content-type": "application/json", "idempotent-replayed": "true" }, body: text } });
@@ -148,6 +157,7 @@ function startMiniServer(...flaws) {
     const hash = createHash("sha256").update(body).digest("hex");
     const replay = () => {
       const found = keys.get(key);
+      if (found.fenced) return send(410, { error: "idempotency key fenced" });
       if (!found.answer) return send(409, { error: "in flight" }, { "retry-after": "1" });
       if (!flaw("fingerprint") && found.hash !== hash) return send(422, { error: "idempotency key reused with another request" });
       return send(found.answer.status, found.answer.text, flaw("marker") ? {} : { "idempotent-replayed": "true" });
@@ -237,7 +247,7 @@ test("the reference server passes every case (exit 0), and each key made one ord
     assert.match(rows.get(3).seen, /^8 at once with one key: \d × 201, \d × 409, one answer/, "the concurrent requests met the key in flight");
     const orders = await server.orders(account);
     // One order per key that was accepted: the probe, case 2's first request, case 3's burst, case 5's
-    // three forms, case 7's POST.
+    // three forms, case 8's POST (case 7's fenced key made none).
     assert.equal(orders.length, 7, JSON.stringify(orders.map((order) => order.idempotencyKey)));
     assert.equal(new Set(orders.map((order) => order.idempotencyKey)).size, orders.length, "one order per key");
   } finally {
@@ -245,13 +255,13 @@ test("the reference server passes every case (exit 0), and each key made one ord
   }
 });
 
-test("examples/invite (the server library alone) fails no case: 1, 2, 3, 5 and 6 pass, 4 and 7 say why they cannot (exit 0); one invitation per key", { timeout: TIMEOUT_MS }, async () => {
+test("examples/invite (the server library alone) fails no case: 1, 2, 3, 5, 6 and 7 pass, 4 and 8 say why they cannot (exit 0); one invitation per key", { timeout: TIMEOUT_MS }, async () => {
   const mail = await startService("mail-receiver", { label: "check-mail" });
   const app = await startService("invite-example", { label: "check-invite", args: ["--mail-url", mail.url] });
   try {
     const { status, rows } = await checkJson(["check", `${app.url}/api/invites`, "--body", JSON.stringify({ email: "check@example.com" }),
       "--key-status-url", "/api/idempotency-keys/{key}"]);
-    assertVerdicts(rows, { 4: "SKIP", 7: "SKIP" }, "examples/invite");
+    assertVerdicts(rows, { 4: "SKIP", 8: "SKIP" }, "examples/invite");
     assert.equal(status, 0);
     assert.match(rows.get(4).seen, /a refused request: 400, then 400 unmarked/);
     const { invites } = await app.get("/api/invites");
@@ -304,7 +314,7 @@ test("no replay marker: case 1 fails naming Idempotent-Replayed (table output, e
     assert.match(table.stdout, /^ 1 {2}same key, same body: replayed +FAIL +201 twice/m);
     assert.match(table.stdout, /^ +fix: Mark every replayed answer with Idempotent-Replayed: true/m);
     assert.match(table.stdout, /^ 6 {2}key-status endpoint +SKIP +no --key-status-url given$/m);
-    assert.match(table.stdout, /^3 passed, 1 failed, 3 skipped$/m);
+    assert.match(table.stdout, /^3 passed, 1 failed, 4 skipped$/m);
   } finally {
     await server.stop();
   }
@@ -323,17 +333,38 @@ test("no fingerprint check: case 2 fails naming the fingerprint; every other cas
   }
 });
 
-test("a server that refuses the sf-string key form, answers 404 for a key it does not know and hides its headers from a page: cases 5, 6 and 7 fail, each saying what", { timeout: TIMEOUT_MS }, async () => {
+test("a server that refuses the sf-string key form, answers 404 for a key it does not know and hides its headers from a page: cases 5, 6 and 8 fail, each saying what", { timeout: TIMEOUT_MS }, async () => {
   const server = await startMiniServer("sf-string", "status-404", "hidden");
   try {
     const { status, rows } = await checkMini(server);
-    assertVerdicts(rows, { 5: "FAIL", 6: "FAIL", 7: "FAIL" }, "key forms, key status, CORS");
+    assertVerdicts(rows, { 5: "FAIL", 6: "FAIL", 8: "FAIL" }, "key forms, key status, CORS");
     assert.equal(status, 1);
     assert.match(rows.get(5).seen, /^sf-string "UUID": refused, 400 .*; raw UUID 201, then replayed; 255 chars 201, then replayed$/);
     assert.match(rows.get(6).seen, /^a key never sent: GET .*\/keys\/[0-9a-f-]{36}: 404 /);
-    assert.match(rows.get(7).seen, /the answers do not expose Idempotent-Replayed, Retry-After \(the page cannot read them\)/);
-    assert.match(rows.get(7).fix, /Access-Control-Expose-Headers: Idempotent-Replayed, Retry-After/);
+    assert.match(rows.get(8).seen, /the answers do not expose Idempotent-Replayed, Retry-After \(the page cannot read them\)/);
+    assert.match(rows.get(8).fix, /Access-Control-Expose-Headers: Idempotent-Replayed, Retry-After/);
   } finally {
     await server.stop();
+  }
+});
+
+test("a server without the settle request (POST on the key-status URL is 405): case 7 fails, naming the fence and what replace costs there; a fenced key's late request does nothing on a server with it", { timeout: TIMEOUT_MS }, async () => {
+  const server = await startMiniServer("no-fence");
+  try {
+    const { status, rows } = await checkMini(server);
+    assertVerdicts(rows, { 7: "FAIL" }, "no fence");
+    assert.equal(status, 1);
+    assert.match(rows.get(7).seen, /^no settle request: POST .*\/keys\/[0-9a-f-]{36}: 405 /);
+    assert.match(rows.get(7).fix, /onMismatch: "replace"\) cannot rule out that a request with the old key still on its way makes a second order/);
+  } finally {
+    await server.stop();
+  }
+  const fenced = await startMiniServer();
+  try {
+    const { rows } = await checkMini(fenced);
+    assert.match(rows.get(7).seen, /a key never sent: "fenced", then its request refused 410/);
+    assert.equal([...fenced.effects.values()].reduce((a, b) => a + b, 0), fenced.effects.size, "the work once per key, and none for the fenced key");
+  } finally {
+    await fenced.stop();
   }
 });

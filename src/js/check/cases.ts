@@ -1,10 +1,10 @@
-// The seven cases: what the client relies on a server for (docs/ARCHITECTURE.md, "The protocol,
+// The eight cases: what the client relies on a server for (docs/ARCHITECTURE.md, "The protocol,
 // server side"), each checked from outside with requests of its own, each under a fresh key from the
 // CSPRNG. A case says PASS only on evidence, FAIL with what it saw and the fix, SKIP with the reason
 // when nothing sent from outside can show it.
 import { ALLOW_LINE, exposeLine, spelled } from "../cors.js";
 import type { CheckOptions } from "./args.js";
-import { type Answer, describe, freshKey, get, longKey, NoAnswer, post, preflight, sameAnswer } from "./http.js";
+import { type Answer, describe, freshKey, get, longKey, NoAnswer, post, preflight, sameAnswer, settle } from "./http.js";
 
 /** A case's verdict. */
 export type Verdict = "PASS" | "FAIL" | "SKIP";
@@ -55,6 +55,7 @@ const FIX = {
   storedStatus: `Replay a stored answer with its own status and body (a stored 4xx or 5xx as well), marked ${MARKER}: true`,
   keyForms: "Accept keys of 1 to 255 characters, raw (Idempotency-Key: k) and as the IETF draft's structured-field string (Idempotency-Key: \"k\")",
   keyStatus: "Answer GET on the key-status URL with 200 {\"status\":\"done\",\"response\":{\"status\",\"headers\",\"body\"}} for a done key and {\"status\":\"unknown\"} for a key never seen (the contract: server/README.md, \"Key status\")",
+  fence: "Answer POST on the key-status URL by settling the key: insert its row if absent, in a statement that waits for a transaction inserting the same key; answer {\"status\":\"done\",...} for a done key, {\"status\":\"in_flight\"} while its request works, {\"status\":\"fenced\"} for a key never seen, and refuse every later request with a fenced key (410) without doing the work (server/README.md, \"Key status\"). Until then, a client that replaces a changed request under a new key (onMismatch: \"replace\") cannot rule out that a request with the old key still on its way makes a second order: prefer onMismatch: \"resume\" or \"error\" there",
   answerAll: "Answer every request (a dropped connection leaves the client guessing)",
 } as const;
 
@@ -198,13 +199,63 @@ async function keyStatusEndpoint(options: CheckOptions, done: Twice): Promise<Ou
   return pass(`a done key: "done" with its ${done.first.status} and body; a key never sent: "unknown"`);
 }
 
+/** What a settle answer says (its `status`), or what is wrong with it; `absent` when the server has no
+ *  settle request at all (404, 405 or 501 to POST). */
+async function settled(options: CheckOptions, template: string, key: string): Promise<{ status?: unknown; body?: Record<string, unknown>; problem?: string; absent?: boolean }> {
+  const url = template.replaceAll("{key}", encodeURIComponent(key));
+  const answer = await settle(options, url);
+  if ([404, 405, 501].includes(answer.status)) return { absent: true, problem: `POST ${url}: ${describe(answer)}` };
+  if (answer.status !== 200) return { problem: `POST ${url}: ${describe(answer)}` };
+  try {
+    const body: unknown = JSON.parse(answer.body);
+    if (body !== null && typeof body === "object" && !Array.isArray(body)) {
+      return { status: (body as Record<string, unknown>)["status"], body: body as Record<string, unknown> };
+    }
+  } catch {
+    // Reported below.
+  }
+  return { problem: `POST ${url}: not a JSON object: ${describe(answer)}` };
+}
+
+/** Case 7: settling a key (the fence): a done key is "done" with its answer; a key never sent is "fenced",
+ *  stays fenced, and a request that then comes with it does nothing. */
+async function fence(options: CheckOptions, done: Twice): Promise<Outcome> {
+  if (options.keyStatusUrl === null) return skip("no --key-status-url given", "Give --key-status-url (e.g. /api/idempotency-keys/{key}) to check that the server can settle a key (POST on it)");
+  const template = options.keyStatusUrl;
+  const known = await settled(options, template, done.key);
+  if (known.absent) return fail(`no settle request: ${known.problem}`, FIX.fence);
+  const problems: string[] = [];
+  const seen: string[] = [];
+  const stored = known.body?.["response"];
+  if (known.problem) problems.push(`a done key: ${known.problem}`);
+  else if (known.status !== "done") problems.push(`a done key: status ${JSON.stringify(known.status)}, not "done"`);
+  else if (stored === null || typeof stored !== "object" || (stored as Record<string, unknown>)["status"] !== done.first.status) {
+    problems.push(`a done key: "done" without its answer (${done.first.status})`);
+  } else seen.push(`a done key: "done" with its ${done.first.status}`);
+  const key = freshKey();
+  const first = await settled(options, template, key);
+  if (first.problem) problems.push(`a key never sent: ${first.problem}`);
+  else if (first.status !== "fenced") problems.push(`a key never sent: status ${JSON.stringify(first.status)}, not "fenced"`);
+  else {
+    const late = await post(options, key, options.body);
+    if (is2xx(late)) problems.push(`a fenced key, then a request with it: ${describe(late)}: the work was done after the fence`);
+    else if (late.status >= 500 || [408, 409, 423, 425, 429].includes(late.status)) {
+      problems.push(`a fenced key, then a request with it: ${describe(late)}, which the client retries: answer 410 (definite)`);
+    } else seen.push(`a key never sent: "fenced", then its request refused ${late.status}`);
+    const again = await settled(options, template, key);
+    if (again.status !== "fenced") problems.push(`a fenced key settled again: ${again.problem ?? `status ${JSON.stringify(again.status)}`}, not "fenced"`);
+  }
+  if (problems.length) return fail([...problems, ...seen].join("; "), FIX.fence);
+  return pass(seen.join("; "));
+}
+
 /** The names in a CORS list header, lower case; `*` counts only without credentials (Fetch standard). */
 function corsList(answer: Answer, name: string): { names: string[]; any: boolean } {
   const names = (answer.headers.get(name) ?? "").split(",").map((n) => n.trim().toLowerCase()).filter(Boolean);
   return { names, any: names.includes("*") && answer.headers.get("access-control-allow-credentials") !== "true" };
 }
 
-/** Case 7: a page at `--origin` may send the keyed POST and read the marker and Retry-After. */
+/** Case 8: a page at `--origin` may send the keyed POST and read the marker and Retry-After. */
 async function cors(options: CheckOptions, marker: string | null): Promise<Outcome> {
   const origin = options.origin;
   if (origin === null) return skip("no --origin given", "Give --origin with the origin of a page that calls the endpoint cross-origin, to check its CORS answers");
@@ -246,6 +297,7 @@ const CASES: readonly [string, (options: CheckOptions, probe: Twice) => Promise<
   ["a stored failure keeps its status", storedFailure],
   ["key forms: raw, sf-string, long", keyForms],
   ["key-status endpoint", keyStatusEndpoint],
+  ["settle: the fence", fence],
   ["CORS for a cross-origin page", (options, probe) => cors(options, probe.second.marker)],
 ];
 

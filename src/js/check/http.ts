@@ -73,6 +73,11 @@ export function get(options: CheckOptions, url: string): Promise<Answer> {
   return exchange(new URL(url, options.url), { method: "GET", headers: headersWith(options, {}) });
 }
 
+/** POST `url` (resolved against the endpoint) with the user's headers and no body: settling a key. */
+export function settle(options: CheckOptions, url: string): Promise<Answer> {
+  return exchange(new URL(url, options.url), { method: "POST", headers: headersWith(options, {}) });
+}
+
 /** The CORS preflight a page at `origin` makes before the keyed POST (no credentials, as browsers send it). */
 export function preflight(options: CheckOptions, origin: string, requestHeaders: readonly string[]): Promise<Answer> {
   return exchange(options.url, {
