@@ -4,7 +4,8 @@
 // first client, as localStorage outlives a page. Checked: the phases and the live countdown, the
 // abort when the last subscriber leaves and the resume by the next one (same key, one order), and
 // each `onMismatch` policy for a reload that rebuilt a different cart: "error" sends nothing,
-// "replace" asks the server first (the order it holds is the intent's answer; a key it never saw is
+// "replace" settles the old key first (the order it holds is the intent's answer; a request with it
+// still running is waited for; a key it never saw is fenced, so its late request is refused, and
 // replaced), "resume" sends the stored request.
 // Run: node --test tests/js/watch.test.mjs (the xtask's layer f runs it).
 import { after, before, test } from "node:test";
@@ -185,6 +186,56 @@ test('onMismatch "replace": the order the server made for the old key is the ans
   const orders = await server.orders(name);
   assert.equal(orders.length, 1, "still one order");
   assert.equal(done.data.id, orders[0].id, "the page shows the order that exists");
+  s.unsubscribe();
+});
+
+test('onMismatch "replace", the slow cart: a reload 1 s after Pay rebuilds the cart while the first request still runs at the server; the store waits for it, and its order is the one order', async () => {
+  const { name, page, headers } = await account();
+  const statusUrl = `${server.url}/api/idempotency-keys/{key}`;
+  // The first page: 1 mug, the server takes 3 s over it; the page reloads (the store's last
+  // subscriber leaves: the fetch is aborted) 1 s after Pay.
+  const first = watchIntent("checkout", order({ ...headers, "x-fault": "latency=3000" }, 1), { client: page({ statusUrl }) });
+  const a = observe(first);
+  await a.until("idle", (s) => s.phase === "idle");
+  first.run();
+  const sending = await a.until("sending", (s) => s.phase === "sending");
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  a.unsubscribe();
+  const status = await fetch(statusUrl.replace("{key}", sending.key), { headers });
+  assert.equal((await status.json()).status, "in_flight", "the hung-up request is still in flight at the server");
+
+  // The reloaded page rebuilt the cart with 2 mugs.
+  const store = watchIntent("checkout", order(headers, 2), { client: page({ statusUrl }), onMismatch: "replace" });
+  const s = observe(store);
+  const done = await s.until("the answer", settled);
+  assert.equal(done.phase, "succeeded", `${done.errorCode}: ${done.error?.message}`);
+  assert.equal(done.key, sending.key, "the old key's answer: its request was done");
+  const orders = await server.orders(name);
+  assert.equal(orders.length, 1, `one order: ${JSON.stringify(orders)}`);
+  assert.equal(done.data.id, orders[0].id, "the page shows the order that exists");
+  assert.equal(JSON.stringify(orders[0]).includes('"qty":1'), true, `the first cart: ${JSON.stringify(orders[0])}`);
+  s.unsubscribe();
+});
+
+test('onMismatch "replace": a key the server never saw is fenced before the new one is used, so its request arriving late does nothing', async () => {
+  const { name, page, headers } = await account();
+  const old = await leftPending(page, headers);
+  const client = page({ statusUrl: `${server.url}/api/idempotency-keys/{key}` });
+  const store = watchIntent("checkout", order(headers, 2), { client, onMismatch: "replace" });
+  const s = observe(store);
+  const done = await s.until("the answer", settled);
+  assert.equal(done.phase, "succeeded", `${done.errorCode}: ${done.error?.message}`);
+  assert.notEqual(done.key, old, "a new key");
+  const status = await fetch(`${server.url}/api/idempotency-keys/${old}`, { headers });
+  assert.equal((await status.json()).status, "fenced");
+  // The old request, still on the wire somewhere (a proxy's queue, a slow upload), arrives now.
+  const late = await fetch(`${server.url}/api/orders`, { method: "POST", headers: { ...headers, "idempotency-key": old }, body: JSON.stringify({ items: [{ sku: "mug", qty: 1 }] }) });
+  assert.equal(late.status, 410, "the late request is refused");
+  assert.equal((await late.json()).code, "key-fenced");
+  const orders = await server.orders(name);
+  assert.equal(orders.length, 1, `one order: ${JSON.stringify(orders)}`);
+  assert.equal(orders[0].idempotencyKey, done.key);
+  assert.equal(JSON.stringify(orders[0]).includes('"qty":2'), true, `the new cart: ${JSON.stringify(orders[0])}`);
   s.unsubscribe();
 });
 
