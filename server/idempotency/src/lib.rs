@@ -13,7 +13,14 @@
 //! - work that leaves the database: the transactional [`outbox`] and its delivery [`outbox::Worker`], and
 //!   atomic [`phases`] (named recovery points on the key row under a lease, a derived downstream key per
 //!   external call, take-over of keys a crash left and a completer's query; SQLite and PostgreSQL);
-//! - the [`KeyStatus`] answer and the retention sweep;
+//! - **key status and the fence**, for a client whose answers were all lost: [`sqlite::SqliteKeys::status`] and
+//!   [`postgres::status`] answer the [`KeyStatus`] of a key (`done` with its stored answer, `in_flight` from
+//!   the moment its request is accepted until its work has committed or rolled back, whoever hung up,
+//!   `fenced`, `unknown`); [`sqlite::SqliteKeys::settle`] and [`postgres::settle`] settle it: a key never seen
+//!   gets a fence row, and a request that arrives with it later is answered [`Outcome::Fenced`] (410
+//!   `key-fenced`) and does no work. `status_response` / `settle_response` (and [`status::respond`] for
+//!   another store) are the whole `GET` / `POST` answer of the contract in server/README.md, "Key status";
+//! - the retention sweep (fences expire with it like any key row);
 //! - axum: the [`Idempotent`] extractor, and [`Outcome`], [`Problem`] and [`RunError`] are responses.
 //!
 //! ```no_run
@@ -39,7 +46,27 @@
 //!     })
 //!     .await
 //! }
-//! # fn app(keys: SqliteKeys) -> Router { Router::new().route("/invites", post(invite)).with_state(keys) }
+//!
+//! // Key status (GET) and the fence (POST) for the same keys.
+//! async fn key_status(
+//!     axum::extract::State(keys): axum::extract::State<SqliteKeys>,
+//!     axum::extract::Path(raw): axum::extract::Path<String>,
+//! ) -> axum::response::Response {
+//!     keys.status_response("public".to_owned(), &raw).await
+//! }
+//! async fn settle(
+//!     axum::extract::State(keys): axum::extract::State<SqliteKeys>,
+//!     axum::extract::Path(raw): axum::extract::Path<String>,
+//! ) -> axum::response::Response {
+//!     keys.settle_response("public".to_owned(), &raw).await
+//! }
+//!
+//! fn app(keys: SqliteKeys) -> Router {
+//!     Router::new()
+//!         .route("/invites", post(invite))
+//!         .route("/idempotency-keys/{key}", axum::routing::get(key_status).post(settle))
+//!         .with_state(keys)
+//! }
 //! ```
 //!
 //! [idempotent-fetch]: https://github.com/idempotent-fetch/idempotent-fetch
@@ -47,6 +74,8 @@
 
 pub mod error;
 pub mod fingerprint;
+#[cfg(feature = "sqlite")]
+mod inflight;
 pub mod key;
 pub mod outbox;
 pub mod outcome;

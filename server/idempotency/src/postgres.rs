@@ -5,21 +5,34 @@
 //! inserts it, and if it was inserted hands the transaction to the app's work, stores the work's answer on
 //! the row and commits. The app's own rows commit with the key row or not at all; the advisory lock ends
 //! with the transaction, so a crashed or cancelled request leaves nothing held. Several server instances
-//! may share the database.
+//! may share the database. A key row that is a fence ([`settle`]) is answered [`Outcome::Fenced`] and no work
+//! is done.
+//!
+//! **In flight is in flight, across instances.** [`status`] looks the key's advisory lock up in `pg_locks`
+//! (without taking it), so a key reads `in_flight` in every instance from the moment its transaction holds
+//! the lock until it has committed or rolled back. Who hangs up decides nothing:
+//! - [`run_spawned`] runs the transaction in its own task, which owns the connection: a client that hangs
+//!   up drops the handler, not the work, which commits and is replayed to the retry. Use it from handlers.
+//! - [`run`] runs in the caller's future: if that future is dropped (the client hung up and the server
+//!   cancels the handler), the transaction is dropped and rolled back (tokio-postgres sends `ROLLBACK`),
+//!   which ends the lock; the key reads `in_flight` until the rollback and `unknown` after it, which is then
+//!   true: nothing was done.
 
 /// The tokio-postgres this module is built on: use its `Client` and `Transaction` from here so the versions
 /// agree.
 pub use tokio_postgres;
 
 use std::future::Future;
+use std::ops::DerefMut;
 use std::pin::Pin;
 use std::time::Duration;
 
+use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Transaction};
 
 use crate::error::{check_scope, RunError, StoreError};
 use crate::key::IdempotencyKey;
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, FENCED_FINGERPRINT};
 use crate::request::KeyedRequest;
 use crate::response::{StoredResponse, MAX_STORED_BODY_BYTES};
 use crate::retention::{expired_before, unix_now};
@@ -46,6 +59,10 @@ CREATE INDEX IF NOT EXISTS idempotency_records_unfinished ON idempotency_records
 CREATE INDEX IF NOT EXISTS idempotency_records_created_at ON idempotency_records (created_at);
 ";
 
+/// How long [`settle`] waits for another transaction that holds the key's row (one inserting it and not yet
+/// committed, or phased work deciding on it) before it answers `in_flight`.
+pub const SETTLE_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The future of the app's work: `|tx| Box::pin(async move { ... })`.
 pub type WorkFuture<'a, E> = Pin<Box<dyn Future<Output = Result<StoredResponse, E>> + Send + 'a>>;
 
@@ -57,7 +74,8 @@ pub async fn install(client: &Client) -> Result<(), StoreError> {
 }
 
 /// One keyed request in one transaction (see the module docs). `work` runs only for a fresh key, with the
-/// open transaction; its `Err` rolls everything back and is returned as [`RunError::Work`].
+/// open transaction; its `Err` rolls everything back and is returned as [`RunError::Work`]. Dropping the
+/// returned future rolls the transaction back (the key reads `unknown` again); [`run_spawned`] does not.
 pub async fn run<E, F>(
     client: &mut Client,
     request: &KeyedRequest,
@@ -71,14 +89,7 @@ where
     let now = unix_now();
     let tx = client.transaction().await.map_err(StoreError::from)?;
     let (scope, key) = (request.scope.as_str(), request.key.as_str());
-    let lock_name = format!("{scope}\n{key}");
-    let locked: bool = tx
-        .query_one("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))", &[&lock_name])
-        .await
-        .map_err(StoreError::from)?
-        .try_get(0)
-        .map_err(StoreError::from)?;
-    if !locked {
+    if !try_lock(&tx, scope, key).await? {
         tx.rollback().await.map_err(StoreError::from)?;
         return Ok(Outcome::InFlight);
     }
@@ -149,39 +160,161 @@ pub(crate) fn decode(
         .map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))
 }
 
-/// The key-status answer for `(scope, key)` within the retention window. A key whose advisory lock is held
-/// (its first request is in its transaction) is in flight.
+/// The key-status answer for `(scope, key)` within the retention window: `done`, `in_flight` (the key's
+/// advisory lock is held in any instance: its request is in its transaction; or a row without an answer:
+/// phased work not finished), `fenced`, or `unknown`.
 pub async fn status(
     client: &Client,
     scope: &str,
     key: &IdempotencyKey,
     retention: Duration,
 ) -> Result<KeyStatus, StoreError> {
+    // The lock is looked up before the row, in its own statement: a transaction that ends after the lookup
+    // has committed before the row's statement takes its snapshot. In one statement, the snapshot would
+    // come first and a commit in between would read as `unknown`.
+    // A bigint advisory lock shows in pg_locks as classid (high 32 bits), objid (low 32), objsubid 1.
+    let held: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks
+               WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                 AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0))",
+            &[&lock_name(scope, key.as_str())],
+        )
+        .await?
+        .try_get(0)?;
     let row = client
         .query_opt(
-            "SELECT status_code, response_headers, response_body FROM idempotency_records
+            "SELECT fingerprint, status_code, response_headers, response_body FROM idempotency_records
              WHERE scope = $1 AND key = $2 AND created_at >= $3",
             &[&scope, &key.as_str(), &expired_before(unix_now(), retention)],
         )
         .await?;
-    // A bigint advisory lock shows in pg_locks as classid (high 32 bits), objid (low 32), objsubid 1.
     if let Some(row) = row {
-        return Ok(match decode(row.try_get(0), row.try_get(1), row.try_get(2))? {
-            Some(stored) => KeyStatus::done(stored),
-            None => KeyStatus::InFlight,
-        });
+        let stored_fingerprint: String = row.try_get(0)?;
+        return Ok(KeyStatus::of_row(&stored_fingerprint, decode(row.try_get(1), row.try_get(2), row.try_get(3))?));
     }
-    let held: bool = client
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM pg_locks
-               WHERE locktype = 'advisory' AND objsubid = 1
-                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                 AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0))",
-            &[&format!("{scope}\n{}", key.as_str())],
-        )
-        .await?
-        .try_get(0)?;
     Ok(if held { KeyStatus::InFlight } else { KeyStatus::Unknown })
+}
+
+/// Settles `(scope, key)` in one transaction (the fence). A key whose advisory lock is held in any instance
+/// (a request with it is in its transaction) is `in_flight` at once: settle again later. Otherwise, holding
+/// the lock itself, it inserts a fence row ([`FENCED_FINGERPRINT`], no answer; an expired row is replaced, as
+/// a request would replace it) if the key has none, and answers `fenced`; a key with a row gets the row's
+/// status (`done` with its answer, `in_flight` for unfinished phased work, `fenced` again). The insert waits
+/// for a transaction that holds the same key's row (phased work that does not take the advisory lock) for
+/// up to [`SETTLE_LOCK_TIMEOUT`], then answers `in_flight`. The primary key decides every race: a request
+/// and a settle of one key never both win, so either the work is done or the key is fenced. A request with
+/// a fenced key is answered [`Outcome::Fenced`] and does no work, until the fence expires with the retention.
+/// While the fence is written the key's lock is held, so a request arriving in that instant gets 409 and its
+/// retry 410.
+pub async fn settle(
+    client: &mut Client,
+    scope: &str,
+    key: &IdempotencyKey,
+    retention: Duration,
+) -> Result<KeyStatus, StoreError> {
+    check_scope(scope)?;
+    let tx = client.transaction().await?;
+    if !try_lock(&tx, scope, key.as_str()).await? {
+        tx.rollback().await?;
+        return Ok(KeyStatus::InFlight);
+    }
+    let timeout = format!("{}ms", SETTLE_LOCK_TIMEOUT.as_millis());
+    tx.execute("SELECT set_config('lock_timeout', $1, true)", &[&timeout]).await?;
+    let fenced = async {
+        forget_expired(&tx, scope, key.as_str(), retention).await?;
+        let inserted = tx
+            .execute(
+                "INSERT INTO idempotency_records (scope, key, fingerprint, created_at) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (scope, key) DO NOTHING",
+                &[&scope, &key.as_str(), &FENCED_FINGERPRINT, &unix_now()],
+            )
+            .await?;
+        if inserted == 1 {
+            return Ok(Some(KeyStatus::Fenced));
+        }
+        let row = tx
+            .query_opt(
+                "SELECT fingerprint, status_code, response_headers, response_body FROM idempotency_records
+                 WHERE scope = $1 AND key = $2",
+                &[&scope, &key.as_str()],
+            )
+            .await?;
+        // No row after a conflict: it was deleted (swept) in between; asking again settles it.
+        let Some(row) = row else { return Ok(None) };
+        let stored_fingerprint: String = row.try_get(0)?;
+        let stored = decode(row.try_get(1), row.try_get(2), row.try_get(3))?;
+        Ok::<_, StoreError>(Some(KeyStatus::of_row(&stored_fingerprint, stored)))
+    }
+    .await;
+    match fenced {
+        Ok(Some(status)) => {
+            tx.commit().await?;
+            Ok(status)
+        }
+        Ok(None) => Ok(KeyStatus::InFlight),
+        Err(StoreError::Postgres(e)) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Ok(KeyStatus::InFlight),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`run`] in its own task, which owns `client` (a pooled connection that dereferences to the client, such
+/// as bb8's `get_owned()`, a `tokio::sync::OwnedMutexGuard<Client>`, or a `Box<Client>`) until the
+/// transaction has committed or rolled back. Dropping the returned future (the client hung up) does not
+/// cancel the work: it commits, the key reads `in_flight` until then ([`status`], in any instance) and its
+/// answer is replayed to the retry. A panic in the work rolls back and is [`StoreError::Task`].
+pub async fn run_spawned<C, E, F>(
+    client: C,
+    request: KeyedRequest,
+    retention: Duration,
+    work: F,
+) -> Result<Outcome, RunError<E>>
+where
+    C: DerefMut<Target = Client> + Send + 'static,
+    E: Send + 'static,
+    F: for<'t> FnOnce(&'t Transaction<'t>) -> WorkFuture<'t, E> + Send + 'static,
+{
+    let mut client = client;
+    tokio::spawn(async move { run(&mut client, &request, retention, work).await })
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))?
+}
+
+/// The whole key-status answer for a raw key from the URL (`GET .../idempotency-keys/{key}`) over
+/// [`status`]: see [`crate::status::respond`].
+pub async fn status_response(
+    client: &Client,
+    scope: &str,
+    raw_key: &str,
+    retention: Duration,
+) -> axum::response::Response {
+    crate::status::respond(raw_key, |key| async move { status(client, scope, &key, retention).await }).await
+}
+
+/// The whole answer to settling a raw key from the URL (`POST .../idempotency-keys/{key}`) over [`settle`]:
+/// see [`crate::status::respond`].
+pub async fn settle_response(
+    client: &mut Client,
+    scope: &str,
+    raw_key: &str,
+    retention: Duration,
+) -> axum::response::Response {
+    crate::status::respond(raw_key, |key| async move { settle(client, scope, &key, retention).await }).await
+}
+
+/// The name of the key's transaction-scoped advisory lock (hashed to a bigint by PostgreSQL).
+fn lock_name(scope: &str, key: &str) -> String {
+    format!("{scope}\n{key}")
+}
+
+/// Takes the key's advisory lock for the rest of `tx`, without waiting: `false` while another transaction
+/// holds it.
+async fn try_lock(tx: &Transaction<'_>, scope: &str, key: &str) -> Result<bool, StoreError> {
+    Ok(tx
+        .query_one("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))", &[&lock_name(scope, key)])
+        .await?
+        .try_get(0)?)
 }
 
 /// Deletes key rows older than `retention`; returns how many. Business rows are never touched.

@@ -4,11 +4,16 @@
 //! expired, inserts it (the primary key `(scope, key)` settles races), and if it was inserted hands the
 //! transaction to the app's work, stores the work's answer on the row and commits. The app's own rows
 //! (an order, an invitation, an outbox message) commit with the key row or not at all, so a crash anywhere
-//! before the commit leaves nothing behind and a retry simply does the work once. SQLite has one writer, so
-//! a second request with the same key waits for the first one's commit and then replays its answer.
+//! before the commit leaves nothing behind and a retry simply does the work once. A key row that is a fence
+//! ([`settle_in`]) is answered [`Outcome::Fenced`] and no work is done.
 //!
 //! [`SqliteKeys`] is the same over a shared connection, from async code (the transaction runs on the
-//! blocking pool).
+//! blocking pool), and it knows which keys it is working on: a key reads `in_flight` from the moment `run`
+//! accepts it until its transaction has committed or rolled back, whether or not the client that sent it is
+//! still connected, and a second request with the key meanwhile is answered 409 at once. An uncommitted
+//! row is invisible to other connections, so that knowledge is this `SqliteKeys`'s (clone it to share it):
+//! another process, or another `SqliteKeys` opened on the same file, sees such a key as `unknown` until the
+//! commit. The free functions ([`run_in`], [`status_in`], [`settle_in`]) have no such set.
 
 /// The rusqlite this module is built on: use its `Transaction` and `params!` from here so the versions agree.
 pub use rusqlite;
@@ -20,8 +25,9 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use crate::error::{check_scope, RunError, StoreError};
+use crate::inflight::Claims;
 use crate::key::IdempotencyKey;
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, FENCED_FINGERPRINT};
 use crate::request::KeyedRequest;
 use crate::response::{StoredResponse, MAX_STORED_BODY_BYTES};
 use crate::retention::{expired_before, unix_now};
@@ -111,9 +117,12 @@ pub(crate) fn forget_expired(
     Ok(())
 }
 
+/// A key row's fingerprint, status code, headers and body.
+type KeyRow = (String, Option<u16>, Option<String>, Option<String>);
+
 /// The row's fingerprint and answer.
 fn existing(tx: &Transaction<'_>, scope: &str, key: &str) -> Result<(String, Option<StoredResponse>), StoreError> {
-    let (fingerprint, status, headers, body): (String, Option<u16>, Option<String>, Option<String>) = tx.query_row(
+    let (fingerprint, status, headers, body): KeyRow = tx.query_row(
         "SELECT fingerprint, status_code, response_headers, response_body FROM idempotency_records
          WHERE scope = ?1 AND key = ?2",
         params![scope, key],
@@ -124,29 +133,60 @@ fn existing(tx: &Transaction<'_>, scope: &str, key: &str) -> Result<(String, Opt
     Ok((fingerprint, stored))
 }
 
-/// What the table holds for `(scope, key)` within the retention window.
+/// What the table holds for `(scope, key)` within the retention window: `done`, `in_flight` (a row without
+/// an answer: phased work not finished yet), `fenced`, or `unknown`. It cannot see a transaction that has not
+/// committed; [`SqliteKeys::status`] also knows the keys its own transactions are working on.
 pub fn status_in(
     conn: &Connection,
     scope: &str,
     key: &IdempotencyKey,
     retention: Duration,
 ) -> Result<KeyStatus, StoreError> {
-    let row: Option<(Option<u16>, Option<String>, Option<String>)> = conn
+    let row: Option<KeyRow> = conn
         .query_row(
-            "SELECT status_code, response_headers, response_body FROM idempotency_records
+            "SELECT fingerprint, status_code, response_headers, response_body FROM idempotency_records
              WHERE scope = ?1 AND key = ?2 AND created_at >= ?3",
             params![scope, key.as_str(), expired_before(unix_now(), retention)],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
         )
         .optional()?;
-    let Some((status, headers, body)) = row else {
+    let Some((fingerprint, status, headers, body)) = row else {
         return Ok(KeyStatus::Unknown);
     };
-    match StoredResponse::from_columns(status, headers.as_deref(), body) {
-        Ok(Some(stored)) => Ok(KeyStatus::done(stored)),
-        Ok(None) => Ok(KeyStatus::InFlight),
-        Err(e) => Err(StoreError::Corrupt(format!("response_headers: {e}"))),
-    }
+    let stored = StoredResponse::from_columns(status, headers.as_deref(), body)
+        .map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))?;
+    Ok(KeyStatus::of_row(&fingerprint, stored))
+}
+
+/// Settles `(scope, key)` in one `BEGIN IMMEDIATE` transaction (the fence): a key with no live row gets a
+/// fence row ([`FENCED_FINGERPRINT`], no answer; an expired row is replaced, as a request would replace it)
+/// and the answer is `fenced`; a key with a row gets the row's status (`done` with its answer, `in_flight`
+/// for unfinished phased work, `fenced` again). Every request with a fenced key is then answered
+/// [`Outcome::Fenced`] and does no work, until the fence expires with the retention. SQLite has one writer,
+/// so a transaction inserting the key on another connection has committed or rolled back before this one
+/// starts.
+pub fn settle_in(
+    conn: &mut Connection,
+    scope: &str,
+    key: &IdempotencyKey,
+    retention: Duration,
+) -> Result<KeyStatus, StoreError> {
+    check_scope(scope)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    forget_expired(&tx, scope, key.as_str(), retention)?;
+    let inserted = tx.execute(
+        "INSERT INTO idempotency_records (scope, key, fingerprint, created_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (scope, key) DO NOTHING",
+        params![scope, key.as_str(), FENCED_FINGERPRINT, unix_now()],
+    )?;
+    let status = if inserted == 1 {
+        KeyStatus::Fenced
+    } else {
+        let (stored_fingerprint, stored) = existing(&tx, scope, key.as_str())?;
+        KeyStatus::of_row(&stored_fingerprint, stored)
+    };
+    tx.commit()?;
+    Ok(status)
 }
 
 /// Deletes key rows older than `retention`; returns how many. Business rows are never touched.
@@ -164,6 +204,8 @@ pub fn sweep_in(conn: &Connection, retention: Duration) -> Result<u64, StoreErro
 pub struct SqliteKeys {
     conn: Arc<Mutex<Connection>>,
     retention: Duration,
+    /// The keys whose transaction is open or waiting for the connection.
+    working: Claims,
 }
 
 impl SqliteKeys {
@@ -176,7 +218,7 @@ impl SqliteKeys {
         let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
         conn.execute_batch("PRAGMA synchronous = FULL;")?;
         install(&conn)?;
-        Ok(SqliteKeys { conn: Arc::new(Mutex::new(conn)), retention })
+        Ok(SqliteKeys { conn: Arc::new(Mutex::new(conn)), retention, working: Claims::default() })
     }
 
     /// How long keys are remembered.
@@ -196,23 +238,60 @@ impl SqliteKeys {
 
     /// [`run_in`] on the shared connection. The work runs on a blocking thread inside the transaction: it
     /// writes rows, it does not wait on the network (work that leaves the database goes through the
-    /// [`crate::outbox`]). It runs in its own task, so a client hanging up cannot cancel it half way.
+    /// [`crate::outbox`]). It runs in its own task, so a client hanging up cannot cancel it half way: the
+    /// work goes on, commits, and its answer is replayed to the retry. From the moment this is called until
+    /// that task has committed or rolled back, the key reads `in_flight` ([`SqliteKeys::status`]) and another
+    /// request with it is answered [`Outcome::InFlight`] at once.
     pub async fn run<E, F>(&self, request: KeyedRequest, work: F) -> Result<Outcome, RunError<E>>
     where
         E: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<StoredResponse, E> + Send + 'static,
     {
+        let Some(claim) = self.working.claim(&request.scope, request.key.as_str()) else {
+            return Ok(Outcome::InFlight);
+        };
         let conn = Arc::clone(&self.conn);
         let retention = self.retention;
-        tokio::task::spawn_blocking(move || run_in(&mut lock(&conn), &request, retention, work))
-            .await
-            .map_err(|e| StoreError::Task(e.to_string()))?
+        // The claim moves into the task that owns the transaction, and drops after its commit or rollback.
+        tokio::task::spawn_blocking(move || {
+            let outcome = run_in(&mut lock(&conn), &request, retention, work);
+            drop(claim);
+            outcome
+        })
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))?
     }
 
-    /// The key-status answer for `(scope, key)`.
+    /// The key-status answer for `(scope, key)`: `in_flight` at once while this `SqliteKeys` works on the
+    /// key, else what the table holds ([`status_in`]).
     pub async fn status(&self, scope: String, key: IdempotencyKey) -> Result<KeyStatus, StoreError> {
+        // Asked before the table: a key unclaimed now was not accepted yet, or its transaction has ended and
+        // the table holds its row if it committed.
+        if self.working.holds(&scope, key.as_str()) {
+            return Ok(KeyStatus::InFlight);
+        }
         let retention = self.retention;
         self.with_conn(move |conn| status_in(conn, &scope, &key, retention)).await
+    }
+
+    /// Settles `(scope, key)`: the fence ([`settle_in`]). A key this `SqliteKeys` is working on is
+    /// `in_flight` at once (settle again later); otherwise the answer is `done`, `in_flight` for unfinished
+    /// phased work, or `fenced`, and from then on a request with a fenced key does no work. While the fence
+    /// is being written the key is claimed like a request's, so a request arriving in that instant is
+    /// answered 409 and its retry 410.
+    pub async fn settle(&self, scope: String, key: IdempotencyKey) -> Result<KeyStatus, StoreError> {
+        let Some(claim) = self.working.claim(&scope, key.as_str()) else {
+            return Ok(KeyStatus::InFlight);
+        };
+        let conn = Arc::clone(&self.conn);
+        let retention = self.retention;
+        tokio::task::spawn_blocking(move || {
+            let status = settle_in(&mut lock(&conn), &scope, &key, retention);
+            drop(claim);
+            status
+        })
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))?
     }
 
     /// Deletes expired key rows; returns how many.
@@ -222,20 +301,16 @@ impl SqliteKeys {
     }
 
     /// The whole key-status answer for a raw key from the URL (`GET .../idempotency-keys/{key}`): 400 for a
-    /// malformed key, the [`KeyStatus`] (200, `no-store`), or 500 when the store fails (logged).
+    /// malformed key, the [`KeyStatus`] (200, `no-store`, `Retry-After` when in flight), or 500 when the
+    /// store fails (logged). See [`crate::status::respond`].
     pub async fn status_response(&self, scope: String, raw_key: &str) -> axum::response::Response {
-        use axum::response::IntoResponse;
-        let key = match IdempotencyKey::parse(raw_key) {
-            Ok(key) => key,
-            Err(error) => return error.problem().into_response(),
-        };
-        match self.status(scope, key).await {
-            Ok(status) => status.into_response(),
-            Err(error) => {
-                tracing::error!(%error, "key status failed");
-                crate::Problem::internal().into_response()
-            }
-        }
+        crate::status::respond(raw_key, |key| self.status(scope, key)).await
+    }
+
+    /// The whole answer to settling a raw key from the URL (`POST .../idempotency-keys/{key}`): as
+    /// [`SqliteKeys::status_response`], over [`SqliteKeys::settle`].
+    pub async fn settle_response(&self, scope: String, raw_key: &str) -> axum::response::Response {
+        crate::status::respond(raw_key, |key| self.settle(scope, key)).await
     }
 
     /// The retention sweep as a task: deletes expired key rows every `interval` until `shutdown` turns true

@@ -2,13 +2,18 @@
 //! (`GET .../idempotency-keys/{key}`), and the answer to settling a key (`POST` on the same URL: the
 //! fence). The contract is in server/README.md, "Key status".
 
+use std::future::Future;
+
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::error::StoreError;
+use crate::key::IdempotencyKey;
 use crate::outcome::{FENCED_FINGERPRINT, IN_FLIGHT_RETRY_AFTER_SECS};
+use crate::problem::Problem;
 use crate::response::{StoredResponse, REPLAYED_HEADER};
 
 /// The body of a key-status answer.
@@ -89,6 +94,29 @@ impl IntoResponse for KeyStatus {
     }
 }
 
+/// The whole answer to a key-status request (`GET`) or a settle request (`POST`) for a raw key from the URL:
+/// 400 `malformed-idempotency-key` for a malformed key (`ask` is not called), the [`KeyStatus`] that `ask`
+/// answers for the parsed key (200, `no-store`, `Retry-After` when in flight), or 500 when the store fails
+/// (the cause is logged, not sent). The backends' `status_response` and `settle_response` are this over
+/// their own `status` and `settle`; an app with another store uses it directly.
+pub async fn respond<F, Fut>(raw_key: &str, ask: F) -> Response
+where
+    F: FnOnce(IdempotencyKey) -> Fut,
+    Fut: Future<Output = Result<KeyStatus, StoreError>>,
+{
+    let key = match IdempotencyKey::parse(raw_key) {
+        Ok(key) => key,
+        Err(error) => return error.problem().into_response(),
+    };
+    match ask(key).await {
+        Ok(status) => status.into_response(),
+        Err(error) => {
+            tracing::error!(%error, "key status failed");
+            Problem::internal().into_response()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +149,24 @@ mod tests {
         assert_eq!(KeyStatus::of_row(FENCED_FINGERPRINT, None), KeyStatus::Fenced);
         assert_eq!(KeyStatus::of_row(&"a".repeat(64), None), KeyStatus::InFlight);
         assert_eq!(KeyStatus::of_row(&"a".repeat(64), Some(stored.clone())), KeyStatus::done(stored));
+    }
+
+    #[tokio::test]
+    async fn respond_parses_the_key_and_answers_each_status() {
+        let malformed = respond("", |_| async { Ok(KeyStatus::Unknown) }).await;
+        assert_eq!(malformed.status(), 400);
+        let fenced = respond("key-0000000000000001", |key| async move {
+            assert_eq!(key.as_str(), "key-0000000000000001");
+            Ok(KeyStatus::Fenced)
+        })
+        .await;
+        assert_eq!(fenced.status(), 200);
+        assert_eq!(fenced.headers()[header::CACHE_CONTROL], "no-store");
+        assert!(fenced.headers().get(header::RETRY_AFTER).is_none());
+        let busy = respond("key-0000000000000001", |_| async { Ok(KeyStatus::InFlight) }).await;
+        assert_eq!(busy.headers()[header::RETRY_AFTER], "1");
+        let failed = respond("key-0000000000000001", |_| async { Err(StoreError::Corrupt("x".to_owned())) }).await;
+        assert_eq!(failed.status(), 500);
     }
 
     #[test]

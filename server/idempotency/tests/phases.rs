@@ -89,3 +89,13 @@ async fn the_completer_finds_released_and_abandoned_keys() {
     let finished = keys.finish(live, |_| Ok::<_, String>(StoredResponse::json(StatusCode::OK, &1))).await;
     assert!(matches!(finished, Ok(Outcome::Fresh(_))));
 }
+
+#[tokio::test]
+async fn a_fenced_key_begins_no_phases() {
+    let (keys, _dir) = keys().await;
+    let req = request("phase-key-0000000009", "{}");
+    let settled = keys.settle(req.scope.clone(), req.key.clone()).await.expect("settle");
+    assert_eq!(settled, idempotent_endpoint::KeyStatus::Fenced);
+    assert_eq!(keys.begin(req.clone(), LEASE).await.expect("begin"), Begun::Answered(Outcome::Fenced));
+    assert_eq!(keys.unfinished(10, LEASE).await.expect("unfinished"), vec![], "a fence is not unfinished work");
+}

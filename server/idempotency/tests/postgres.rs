@@ -7,12 +7,13 @@
 #[path = "../../tests/common/pg_cluster.rs"]
 mod pg_cluster;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use idempotent_endpoint::outbox::{self, Message, OutboxStore, Worker};
-use idempotent_endpoint::postgres::{install, run, status, WorkFuture};
+use idempotent_endpoint::postgres::{install, run, run_spawned, settle, status, WorkFuture};
 use idempotent_endpoint::{fingerprint, IdempotencyKey, KeyStatus, KeyedRequest, Outcome, RunError, StoredResponse};
 use pg_cluster::{bin_dir, Cluster};
 use tokio_postgres::{Client, NoTls, Transaction};
@@ -177,4 +178,202 @@ async fn phases_take_over_a_crashed_holder_across_connections() {
     let later = phases::unfinished(&mut b, 10, lease).await.expect("unfinished");
     assert!(later.iter().any(|h| h.key.as_str() == "pg-phase-0000000003"));
     assert_eq!(count(&a, "SELECT COUNT(*) FROM charges").await, 1, "the stale holder's step wrote nothing");
+}
+
+/// The app's work for the fence tests: sleeps `for_ms`, counts the run, writes a note named after the key.
+fn counted<'t>(tx: &'t Transaction<'t>, key: String, for_ms: u64, ran: Arc<AtomicUsize>) -> WorkFuture<'t, String> {
+    Box::pin(async move {
+        tokio::time::sleep(Duration::from_millis(for_ms)).await;
+        ran.fetch_add(1, Ordering::SeqCst);
+        tx.execute("INSERT INTO notes (text) VALUES ($1)", &[&key]).await.map_err(|e| e.to_string())?;
+        Ok(StoredResponse::json(StatusCode::CREATED, &key))
+    })
+}
+
+async fn sleep_until(start: Instant, ms: u64) {
+    tokio::time::sleep_until((start + Duration::from_millis(ms)).into()).await;
+}
+
+async fn notes_named(client: &Client, key: &str) -> i64 {
+    client.query_one("SELECT COUNT(*) FROM notes WHERE text = $1", &[&key]).await.expect("count").get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL binaries: cargo test -p idempotent-endpoint --test postgres -- --ignored"]
+async fn a_hung_up_request_is_in_flight_in_every_connection_until_its_work_ends() {
+    let cluster = Cluster::start(bin_dir(), Cluster::FAST).expect("start a throwaway PostgreSQL cluster");
+    let url = cluster.url("postgres");
+    let observer = connect(&url).await;
+    install(&observer).await.expect("install");
+    observer.batch_execute("CREATE TABLE notes (id BIGSERIAL PRIMARY KEY, text TEXT NOT NULL)").await.expect("schema");
+
+    // run_spawned: the work outlives the caller and commits.
+    let req = request("pg-hangup-0000000001", "{}");
+    let ran = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let caller = {
+        let (client, req, ran) = (Box::new(connect(&url).await), req.clone(), Arc::clone(&ran));
+        let name = req.key.as_str().to_owned();
+        tokio::spawn(run_spawned(client, req, HOUR, move |tx| counted(tx, name, 1500, ran)))
+    };
+    sleep_until(start, 300).await;
+    caller.abort();
+    assert!(caller.await.expect_err("aborted").is_cancelled());
+    sleep_until(start, 500).await;
+    assert_eq!(status(&observer, "tests", &req.key, HOUR).await.expect("status"), KeyStatus::InFlight, "+0.5 s");
+    sleep_until(start, 1000).await;
+    assert_eq!(status(&observer, "tests", &req.key, HOUR).await.expect("status"), KeyStatus::InFlight, "+1.0 s");
+    sleep_until(start, 2500).await;
+    let done = status(&observer, "tests", &req.key, HOUR).await.expect("status");
+    assert!(matches!(done, KeyStatus::Done { .. }), "the work completed: {done:?}");
+    assert_eq!((ran.load(Ordering::SeqCst), notes_named(&observer, req.key.as_str()).await), (1, 1));
+
+    // run in the caller's future: a hang-up rolls it back, and the key then reads unknown, which is true.
+    let req = request("pg-hangup-0000000002", "{}");
+    let ran = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let caller = {
+        let (mut client, req, ran) = (connect(&url).await, req.clone(), Arc::clone(&ran));
+        let name = req.key.as_str().to_owned();
+        tokio::spawn(async move { run(&mut client, &req, HOUR, move |tx| counted(tx, name, 1500, ran)).await })
+    };
+    sleep_until(start, 300).await;
+    assert_eq!(status(&observer, "tests", &req.key, HOUR).await.expect("status"), KeyStatus::InFlight);
+    caller.abort();
+    assert!(caller.await.expect_err("aborted").is_cancelled());
+    let mut rolled_back = KeyStatus::InFlight;
+    for _ in 0..50 {
+        rolled_back = status(&observer, "tests", &req.key, HOUR).await.expect("status");
+        if rolled_back != KeyStatus::InFlight {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(rolled_back, KeyStatus::Unknown);
+    sleep_until(start, 2000).await;
+    assert_eq!((ran.load(Ordering::SeqCst), notes_named(&observer, req.key.as_str()).await), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL binaries: cargo test -p idempotent-endpoint --test postgres -- --ignored"]
+async fn settle_fences_an_unseen_key_and_waits_for_none() {
+    use idempotent_endpoint::phases::{postgres as phases, Begun};
+    use idempotent_endpoint::postgres::{settle_response, sweep};
+
+    let cluster = Cluster::start(bin_dir(), Cluster::FAST).expect("start a throwaway PostgreSQL cluster");
+    let url = cluster.url("postgres");
+    let (mut a, mut b) = (connect(&url).await, connect(&url).await);
+    install(&a).await.expect("install");
+    a.batch_execute("CREATE TABLE notes (id BIGSERIAL PRIMARY KEY, text TEXT NOT NULL)").await.expect("schema");
+
+    // An unseen key: fenced, fenced again, read fenced; a late request does no work.
+    let req = request("pg-fence-00000000001", "{}");
+    assert_eq!(settle(&mut a, "tests", &req.key, HOUR).await.expect("settle"), KeyStatus::Fenced);
+    assert_eq!(settle(&mut b, "tests", &req.key, HOUR).await.expect("settle"), KeyStatus::Fenced);
+    assert_eq!(status(&b, "tests", &req.key, HOUR).await.expect("status"), KeyStatus::Fenced);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let late = {
+        let (ran, name) = (Arc::clone(&ran), req.key.as_str().to_owned());
+        run(&mut b, &req, HOUR, move |tx| counted(tx, name, 0, ran)).await
+    };
+    assert!(matches!(late, Ok(Outcome::Fenced)), "{late:?}");
+    let spawned = {
+        let (ran, name) = (Arc::clone(&ran), req.key.as_str().to_owned());
+        run_spawned(Box::new(connect(&url).await), req.clone(), HOUR, move |tx| counted(tx, name, 0, ran)).await
+    };
+    assert!(matches!(spawned, Ok(Outcome::Fenced)), "{spawned:?}");
+    assert_eq!(
+        phases::begin(&mut a, &request("pg-fence-00000000001", "{}"), HOUR, HOUR).await.expect("begin"),
+        Begun::Answered(Outcome::Fenced)
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "the work never ran");
+    assert_eq!(count(&a, "SELECT COUNT(*) FROM notes").await, 0);
+
+    // The POST glue, as an app exposes it.
+    let answer = settle_response(&mut a, "tests", "pg-fence-00000000002", HOUR).await;
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.headers()["cache-control"], "no-store");
+
+    // A key in its work: in flight at once (no waiting for the work), then done with its answer.
+    let busy = request("pg-fence-00000000003", "{}");
+    let work = {
+        let (client, req, ran) = (Box::new(connect(&url).await), busy.clone(), Arc::clone(&ran));
+        let name = req.key.as_str().to_owned();
+        tokio::spawn(run_spawned(client, req, HOUR, move |tx| counted(tx, name, 1000, ran)))
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let asked = Instant::now();
+    assert_eq!(settle(&mut a, "tests", &busy.key, HOUR).await.expect("settle"), KeyStatus::InFlight);
+    assert!(asked.elapsed() < Duration::from_millis(300), "without waiting: {:?}", asked.elapsed());
+    let Ok(Outcome::Fresh(answer)) = work.await.expect("task") else { panic!("the work was done") };
+    assert_eq!(settle(&mut a, "tests", &busy.key, HOUR).await.expect("settle"), KeyStatus::done(answer.clone()));
+    assert_eq!(status(&b, "tests", &busy.key, HOUR).await.expect("status"), KeyStatus::done(answer));
+
+    // Fences expire with the retention: an expired one is replaced, the sweep deletes them.
+    a.batch_execute("UPDATE idempotency_records SET created_at = created_at - 7200").await.expect("age");
+    assert_eq!(status(&a, "tests", &req.key, HOUR).await.expect("status"), KeyStatus::Unknown);
+    assert_eq!(settle(&mut a, "tests", &req.key, HOUR).await.expect("settle"), KeyStatus::Fenced);
+    assert_eq!(sweep(&a, HOUR).await.expect("sweep"), 2, "the other fence and the done key");
+    assert_eq!(count(&a, "SELECT COUNT(*) FROM idempotency_records").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL binaries: cargo test -p idempotent-endpoint --test postgres -- --ignored"]
+async fn a_request_and_a_settle_racing_never_both_win() {
+    let cluster = Cluster::start(bin_dir(), Cluster::FAST).expect("start a throwaway PostgreSQL cluster");
+    let url = cluster.url("postgres");
+    let observer = connect(&url).await;
+    install(&observer).await.expect("install");
+    observer.batch_execute("CREATE TABLE notes (id BIGSERIAL PRIMARY KEY, text TEXT NOT NULL)").await.expect("schema");
+    let mut runners = Vec::new();
+    let mut settlers = Vec::new();
+    for _ in 0..3 {
+        runners.push(Arc::new(tokio::sync::Mutex::new(connect(&url).await)));
+        settlers.push(Arc::new(tokio::sync::Mutex::new(connect(&url).await)));
+    }
+    let (mut worked, mut fenced) = (0, 0);
+    for round in 0..50u64 {
+        let req = request(&format!("pg-race-{round:04}-0000000000"), "{}");
+        let ran = Arc::new(AtomicUsize::new(0));
+        // Either side starts up to 1 ms after the other, so each wins some rounds.
+        let lag = Duration::from_micros((round % 5) * 250);
+        let (run_lag, settle_lag) = if round % 2 == 0 { (lag, Duration::ZERO) } else { (Duration::ZERO, lag) };
+        let runner = Arc::clone(&runners[round as usize % runners.len()]).lock_owned().await;
+        let settler = Arc::clone(&settlers[round as usize % settlers.len()]);
+        let running = {
+            let (req, ran) = (req.clone(), Arc::clone(&ran));
+            let name = req.key.as_str().to_owned();
+            tokio::spawn(async move {
+                tokio::time::sleep(run_lag).await;
+                run_spawned(runner, req, HOUR, move |tx| counted(tx, name, 5, ran)).await
+            })
+        };
+        let settling = {
+            let key = req.key.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(settle_lag).await;
+                settle(&mut *settler.lock().await, "tests", &key, HOUR).await
+            })
+        };
+        let outcome = running.await.expect("task").expect("run");
+        let settled = settling.await.expect("task").expect("settle");
+        let ran = ran.load(Ordering::SeqCst);
+        let last = settle(&mut *settlers[0].lock().await, "tests", &req.key, HOUR).await.expect("settle");
+        let what = format!("round {round}: run {outcome:?}, settle {settled:?}, work ran {ran}x, then {last:?}");
+        assert!(ran <= 1, "{what}");
+        assert_eq!(notes_named(&observer, req.key.as_str()).await, ran as i64, "{what}");
+        if ran == 1 {
+            worked += 1;
+            assert!(matches!(outcome, Outcome::Fresh(_)), "{what}");
+            assert_ne!(settled, KeyStatus::Fenced, "{what}");
+            assert!(matches!(last, KeyStatus::Done { .. }), "{what}");
+        } else {
+            fenced += 1;
+            assert!(matches!(outcome, Outcome::Fenced | Outcome::InFlight), "{what}");
+            assert_eq!(settled, KeyStatus::Fenced, "{what}");
+            assert_eq!(last, KeyStatus::Fenced, "{what}");
+        }
+    }
+    eprintln!("50 races: the work won {worked}, the fence won {fenced}");
+    assert_eq!(worked + fenced, 50);
 }

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -43,6 +43,10 @@ async fn status(State(keys): State<SqliteKeys>, Path(raw): Path<String>) -> Resu
     keys.status("tests".to_owned(), key).await.map_err(|_| Problem::internal())
 }
 
+async fn settle(State(keys): State<SqliteKeys>, Path(raw): Path<String>) -> axum::response::Response {
+    keys.settle_response("tests".to_owned(), &raw).await
+}
+
 struct App {
     base: String,
     keys: SqliteKeys,
@@ -55,7 +59,10 @@ async fn app() -> App {
     keys.with_conn(|c| Ok(c.execute_batch("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")?))
         .await
         .expect("schema");
-    let router = Router::new().route("/notes", post(create)).route("/keys/{key}", get(status)).with_state(keys.clone());
+    let router = Router::new()
+        .route("/notes", post(create))
+        .route("/keys/{key}", get(status).post(settle))
+        .with_state(keys.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     tokio::spawn(async move { axum::serve(listener, router).await });
@@ -269,4 +276,141 @@ async fn the_outbox_delivers_each_message_after_failures() {
     assert_eq!(count(&app.keys, "SELECT COUNT(*) FROM outbox_messages WHERE delivered_at IS NOT NULL").await, 2);
     assert_eq!(count(&app.keys, "SELECT SUM(attempts) FROM outbox_messages").await, 4);
     assert_eq!(worker.deliver_once(&app.keys, &deliver).await.expect("pass"), 0, "nothing left");
+}
+
+/// A run whose work sleeps `for_ms` and then writes one note, counting the times it ran.
+fn slow_note(
+    keys: &SqliteKeys,
+    key: &str,
+    for_ms: u64,
+    ran: &Arc<AtomicUsize>,
+) -> impl std::future::Future<Output = Result<Outcome, RunError<String>>> + Send + 'static {
+    let (keys, req, ran) = (keys.clone(), request(key, "{}"), Arc::clone(ran));
+    async move {
+        keys.run(req, move |tx| {
+            std::thread::sleep(Duration::from_millis(for_ms));
+            ran.fetch_add(1, Ordering::SeqCst);
+            tx.execute("INSERT INTO notes (text) VALUES ('slow')", []).map_err(|e| e.to_string())?;
+            Ok(StoredResponse::json(StatusCode::CREATED, &"slow"))
+        })
+        .await
+    }
+}
+
+async fn status_of(keys: &SqliteKeys, key: &str) -> KeyStatus {
+    keys.status("tests".to_owned(), IdempotencyKey::parse(key).expect("key")).await.expect("status")
+}
+
+async fn settle_of(keys: &SqliteKeys, key: &str) -> KeyStatus {
+    keys.settle("tests".to_owned(), IdempotencyKey::parse(key).expect("key")).await.expect("settle")
+}
+
+async fn sleep_until(start: Instant, ms: u64) {
+    tokio::time::sleep_until((start + Duration::from_millis(ms)).into()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_request_whose_client_hung_up_is_in_flight_until_its_work_commits() {
+    let app = app().await;
+    let key = "hangup-key-000000001";
+    let ran = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let caller = tokio::spawn(slow_note(&app.keys, key, 1500, &ran));
+    sleep_until(start, 300).await;
+    // The client hangs up: the server drops the handler's future.
+    caller.abort();
+    assert!(caller.await.expect_err("aborted").is_cancelled());
+    sleep_until(start, 500).await;
+    assert_eq!(status_of(&app.keys, key).await, KeyStatus::InFlight, "at +0.5 s");
+    assert!(start.elapsed() < Duration::from_millis(900), "the status did not wait for the work");
+    sleep_until(start, 1000).await;
+    assert_eq!(status_of(&app.keys, key).await, KeyStatus::InFlight, "at +1.0 s");
+    let over_http = reqwest::get(format!("{}/keys/{key}", app.base)).await.expect("get");
+    assert_eq!(over_http.headers()["retry-after"], "1");
+    assert_eq!(over_http.json::<serde_json::Value>().await.expect("json")["status"], "in_flight");
+    // A retry meanwhile is 409 at once, not queued behind the work.
+    let retry = slow_note(&app.keys, key, 0, &ran).await;
+    assert!(matches!(retry, Ok(Outcome::InFlight)), "{retry:?}");
+    sleep_until(start, 2000).await;
+    assert!(matches!(status_of(&app.keys, key).await, KeyStatus::Done { .. }), "the work completed");
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert_eq!(count(&app.keys, "SELECT COUNT(*) FROM notes").await, 1);
+    let replay = slow_note(&app.keys, key, 0, &ran).await;
+    assert!(matches!(replay, Ok(Outcome::Replay(_))), "the retry replays: {replay:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_settled_key_is_fenced_and_a_late_request_with_it_does_nothing() {
+    let app = app().await;
+    let key = "fence-key-0000000001";
+    assert_eq!(settle_of(&app.keys, key).await, KeyStatus::Fenced);
+    assert_eq!(settle_of(&app.keys, key).await, KeyStatus::Fenced, "settling again");
+    assert_eq!(status_of(&app.keys, key).await, KeyStatus::Fenced);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let late = slow_note(&app.keys, key, 0, &ran).await;
+    assert!(matches!(late, Ok(Outcome::Fenced)), "{late:?}");
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "the work never ran");
+
+    // Over HTTP, as a client meets it: POST settles, a late POST of the request is 410 and writes nothing.
+    let other = "fence-key-0000000002";
+    let settled = reqwest::Client::new().post(format!("{}/keys/{other}", app.base)).send().await.expect("post");
+    assert_eq!(settled.status(), 200);
+    assert_eq!(settled.headers()["cache-control"], "no-store");
+    assert_eq!(settled.json::<serde_json::Value>().await.expect("json"), serde_json::json!({"status": "fenced"}));
+    let fenced = post_note(&app.base, other, "late").await;
+    assert_eq!(fenced.status(), 410);
+    assert!(fenced.headers().get("idempotent-replayed").is_none());
+    assert_eq!(fenced.json::<serde_json::Value>().await.expect("problem")["code"], "key-fenced");
+    let malformed = reqwest::Client::new().post(format!("{}/keys/%20", app.base)).send().await.expect("post");
+    assert_eq!(malformed.status(), 400);
+    assert_eq!(count(&app.keys, "SELECT COUNT(*) FROM notes").await, 0);
+
+    // Fences expire with the retention: the sweep deletes them, and an expired one is replaced.
+    app.keys
+        .with_conn(|c| Ok(c.execute("UPDATE idempotency_records SET created_at = created_at - 7200", [])?))
+        .await
+        .expect("age");
+    assert_eq!(status_of(&app.keys, key).await, KeyStatus::Unknown, "expired");
+    assert_eq!(settle_of(&app.keys, key).await, KeyStatus::Fenced, "an expired fence is replaced");
+    assert_eq!(app.keys.sweep().await.expect("sweep"), 1, "the other, expired fence");
+    assert_eq!(count(&app.keys, "SELECT COUNT(*) FROM idempotency_records").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn settling_a_key_in_its_work_is_in_flight_at_once_then_done_with_its_answer() {
+    let app = app().await;
+    let key = "settle-busy-00000001";
+    let ran = Arc::new(AtomicUsize::new(0));
+    let work = tokio::spawn(slow_note(&app.keys, key, 1000, &ran));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let asked = Instant::now();
+    assert_eq!(settle_of(&app.keys, key).await, KeyStatus::InFlight);
+    assert!(asked.elapsed() < Duration::from_millis(300), "without waiting for the work: {:?}", asked.elapsed());
+    let Ok(Outcome::Fresh(answer)) = work.await.expect("task") else { panic!("the work was done") };
+    assert_eq!(settle_of(&app.keys, key).await, KeyStatus::done(answer.clone()));
+    assert_eq!(status_of(&app.keys, key).await, KeyStatus::done(answer));
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn settle_in_fences_only_an_unseen_key() {
+    let mut conn = memory();
+    let done = request("key-0000000000000005", "{}");
+    let work = |tx: &rusqlite::Transaction<'_>| {
+        tx.execute("INSERT INTO notes (text) VALUES ('n')", []).map_err(|e| e.to_string())?;
+        Ok::<_, String>(StoredResponse::json(StatusCode::CREATED, &"n"))
+    };
+    let Ok(Outcome::Fresh(answer)) = run_in(&mut conn, &done, HOUR, work) else { panic!("fresh") };
+    let settle = |conn: &mut Connection, key: &IdempotencyKey| {
+        idempotent_endpoint::sqlite::settle_in(conn, "tests", key, HOUR).expect("settle")
+    };
+    assert_eq!(settle(&mut conn, &done.key), KeyStatus::done(answer));
+    let unseen = request("key-0000000000000006", "{}");
+    assert_eq!(settle(&mut conn, &unseen.key), KeyStatus::Fenced);
+    assert!(matches!(run_in(&mut conn, &unseen, HOUR, work), Ok(Outcome::Fenced)));
+    assert_eq!(
+        idempotent_endpoint::sqlite::status_in(&conn, "tests", &unseen.key, HOUR).expect("status"),
+        KeyStatus::Fenced
+    );
+    assert_eq!(notes(&conn), 1);
 }

@@ -68,7 +68,8 @@ impl Held {
 pub enum Begun {
     /// The key is this caller's: new (at [`STARTED`]) or taken over from a holder whose lease ran out.
     Held(Held),
-    /// The key needs no work: its answer to replay, a mismatch (422), or another holder's live lease (409).
+    /// The key needs no work: its answer to replay, a mismatch (422), another holder's live lease (409), or
+    /// a fence (410: the key was settled before any request with it arrived).
     Answered(Outcome),
 }
 
@@ -77,17 +78,16 @@ pub(crate) fn lease_end(lease: Duration) -> i64 {
 }
 
 /// The decision for an existing row in `begin`: `None` when the caller may take it over (unfinished, same
-/// request, its lease ran out), else the answer.
+/// request, its lease ran out), else the answer. A fence is [`Outcome::Fenced`] whatever the request.
 pub(crate) fn existing_row(
     fingerprint: &str,
     stored_fingerprint: &str,
     stored: Option<crate::StoredResponse>,
     locked_until_ms: i64,
 ) -> Option<Outcome> {
-    if stored_fingerprint != fingerprint {
-        return Some(Outcome::Mismatch);
-    }
     match Outcome::for_existing(fingerprint, stored_fingerprint, stored) {
+        Outcome::Fenced => Some(Outcome::Fenced),
+        _ if stored_fingerprint != fingerprint => Some(Outcome::Mismatch),
         Outcome::InFlight if locked_until_ms <= unix_now_ms() => None,
         outcome => Some(outcome),
     }

@@ -1,0 +1,74 @@
+//! The keys a [`crate::sqlite::SqliteKeys`] is working on right now.
+//!
+//! SQLite shows another connection nothing of a transaction before its commit, and a `SqliteKeys` runs one
+//! transaction at a time on its one connection, so neither the table nor the connection can say that a
+//! key's request is being processed. This set can: a key is in it from the moment `run` (or `settle`)
+//! accepts it until its transaction has committed or rolled back.
+//!
+//! The [`Claim`] is moved into the blocking task that owns the transaction, never kept by the handler's
+//! future: a client that hangs up drops the handler, not the work, and the key must read `in_flight` for as
+//! long as the work can still commit.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+type Entry = (String, String);
+
+/// The `(scope, key)` pairs being processed. Cloning shares the set.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Claims {
+    keys: Arc<Mutex<HashSet<Entry>>>,
+}
+
+impl Claims {
+    /// Claims `(scope, key)`; `None` while someone else holds it. The claim ends when the [`Claim`] drops.
+    pub(crate) fn claim(&self, scope: &str, key: &str) -> Option<Claim> {
+        let entry = (scope.to_owned(), key.to_owned());
+        if !lock(&self.keys).insert(entry.clone()) {
+            return None;
+        }
+        Some(Claim { keys: Arc::clone(&self.keys), entry })
+    }
+
+    /// Whether `(scope, key)` is claimed now.
+    pub(crate) fn holds(&self, scope: &str, key: &str) -> bool {
+        lock(&self.keys).contains(&(scope.to_owned(), key.to_owned()))
+    }
+}
+
+/// A claim on one key, released on drop (also when the task holding it unwinds).
+#[derive(Debug)]
+pub(crate) struct Claim {
+    keys: Arc<Mutex<HashSet<Entry>>>,
+    entry: Entry,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        lock(&self.keys).remove(&self.entry);
+    }
+}
+
+/// The set, even if a thread panicked while holding its mutex: every operation on it is a single insert,
+/// lookup or removal, so it is never left half changed.
+fn lock(keys: &Mutex<HashSet<Entry>>) -> MutexGuard<'_, HashSet<Entry>> {
+    keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_claimed_once_until_its_claim_drops() {
+        let claims = Claims::default();
+        let first = claims.claim("s", "k");
+        assert!(first.is_some());
+        assert!(claims.holds("s", "k"));
+        assert!(claims.claim("s", "k").is_none());
+        assert!(claims.claim("other", "k").is_some(), "scopes are separate");
+        drop(first);
+        assert!(!claims.holds("s", "k"));
+        assert!(claims.claim("s", "k").is_some());
+    }
+}
