@@ -2,7 +2,7 @@
 //!
 //! The handler authenticates the account, parses the key, applies the account's rate and any injected
 //! fault, claims the key in this process ([`crate::inflight`]), and hands the store the work to do for a
-//! fresh key ([`place_order`]). The store runs the protocol step in one transaction
+//! fresh key ([`place_order`]) in a task of its own, which holds the claim until the work is done. The store runs the protocol step in one transaction
 //! ([`crate::store::Store::process`]), or, with a payment provider configured, the order phases run
 //! ([`crate::checkout::place`]); the handler turns the [`Outcome`] into the HTTP answer.
 

@@ -6,8 +6,8 @@
 //! `(account_id, key)` settles races), and if it was inserted do the work (passed in by the caller, so
 //! the store knows nothing of the business) and store its answer on the row, then commit. If the row
 //! already exists the stored answer is replayed, or the request is refused (422 for a different payload,
-//! 409 while in flight). A crash anywhere before the commit leaves neither the key row nor the order
-//! behind, so a retry with the same key simply does the work once.
+//! 409 while in flight, 410 for a fence: see [`Store::settle`]). A crash anywhere before the commit leaves
+//! neither the key row nor the order behind, so a retry with the same key simply does the work once.
 
 use std::time::Duration;
 
@@ -160,7 +160,7 @@ pub enum KeyRecord {
 impl KeyRecord {
     /// The record of a key row that exists, from its `request_hash` and stored answer: a fence (its hash is
     /// [`FENCED_FINGERPRINT`], which no request's fingerprint equals), its answer, or in flight.
-    pub(crate) fn of_row(request_hash: &str, stored: Option<StoredResponse>) -> KeyRecord {
+    pub fn of_row(request_hash: &str, stored: Option<StoredResponse>) -> KeyRecord {
         match stored {
             _ if request_hash == FENCED_FINGERPRINT => KeyRecord::Fenced,
             Some(stored) => KeyRecord::Answered(stored),

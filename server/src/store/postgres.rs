@@ -9,6 +9,9 @@
 //!    second row can exist even if two keys ever shared a lock hash.
 //! 3. If inserted: the work (order), the stored response and the commit; else replay, 422 or 409.
 //!
+//! Settling a key ([`PostgresStore::settle`]) takes the same advisory lock, waiting for it a bounded time
+//! (a request still at work: in flight), then inserts a fence row if the key has no row and no order.
+//!
 //! `lock_timeout` bounds any other lock wait (answered as 409 too). Migrations run at start under a
 //! transaction-scoped advisory lock, so instances starting together do not race on `CREATE TABLE`.
 
