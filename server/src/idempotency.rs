@@ -2,7 +2,7 @@
 //!
 //! The handler authenticates the account, parses the key, applies the account's rate and any injected
 //! fault, claims the key in this process ([`crate::inflight`]), and hands the store the work to do for a
-//! fresh key ([`place_order`]). The store runs the protocol step in one transaction
+//! fresh key ([`place_order`]) in a task of its own, which holds the claim until the work is done. The store runs the protocol step in one transaction
 //! ([`crate::store::Store::process`]), or, with a payment provider configured, the order phases run
 //! ([`crate::checkout::place`]); the handler turns the [`Outcome`] into the HTTP answer.
 
@@ -104,7 +104,7 @@ async fn handle(
         .with_retry_after(wait.as_secs() + 1));
     }
 
-    let Some(_claim) = app.in_flight.claim(&account, &key) else {
+    let Some(claim) = app.in_flight.claim(&account, &key) else {
         return Err(in_flight());
     };
     if plan.panic {
@@ -125,19 +125,28 @@ async fn handle(
     let options = ProcessOptions { work_delay: plan.latency, fail_before_commit: plan.crash_before_commit };
     let store_failure = plan.store_500;
     let work = move |r: &KeyedRequest| if store_failure { stored_failure() } else { place_order(r) };
-    // The step runs in its own task so that a client hanging up cannot cancel it half way.
+    // The step runs in its own task so that a client hanging up cannot cancel it half way, and the task
+    // owns the key's claim: the key reads in flight (to key status and to settling) until the work has
+    // committed or rolled back, not merely until the client stops waiting for it.
     let store = app.store.clone();
     let outcome = match app.checkout.clone() {
-        None => tokio::spawn(async move { store.process(request, options, work).await })
-            .await
-            .map_err(|e| StoreError::Task(e.to_string()))
-            .and_then(|r| r),
+        None => tokio::spawn(async move {
+            let outcome = store.process(request, options, work).await;
+            drop(claim);
+            outcome
+        })
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))
+        .and_then(|r| r),
         Some(checkout) => {
-            let placed =
-                tokio::spawn(async move { checkout::place(&store, &checkout, request, plan, Box::new(work)).await })
-                    .await
-                    .map_err(|e| FlowError::Store(StoreError::Task(e.to_string())))
-                    .and_then(|r| r);
+            let placed = tokio::spawn(async move {
+                let placed = checkout::place(&store, &checkout, request, plan, Box::new(work)).await;
+                drop(claim);
+                placed
+            })
+            .await
+            .map_err(|e| FlowError::Store(StoreError::Task(e.to_string())))
+            .and_then(|r| r);
             match placed {
                 Ok(outcome) => Ok(outcome),
                 Err(FlowError::Store(error)) => Err(error),

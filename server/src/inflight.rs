@@ -37,8 +37,9 @@ impl InFlight {
     }
 }
 
-/// A claim on a key; releases it on drop (also when the client disconnects and the handler is dropped,
-/// or when the handler panics and unwinds).
+/// A claim on a key; releases it on drop (also on a panic's unwind). Whoever does the key's work holds it,
+/// not the handler waiting for the answer: a client that hangs up drops the handler, while the work goes on
+/// and the key must still read in flight until it has committed or rolled back.
 #[derive(Debug)]
 pub struct InFlightGuard {
     keys: Arc<Mutex<HashSet<(String, String)>>>,

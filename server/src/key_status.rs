@@ -1,10 +1,12 @@
 //! `GET /api/idempotency-keys/{key}`: what the server knows of one of the session account's keys, so a
-//! client whose answers were all lost can reconcile its intent instead of guessing (the contract is in the
-//! README, "Key status").
+//! client whose answers were all lost can reconcile its intent instead of guessing; and `POST` on the same
+//! URL: settle the key (the fence), so a client can turn "never arrived" into "can never happen" before it
+//! gives the intent a new key. The contract is in the README, "Key status".
 //!
-//! The answer comes from the key row while it exists (its stored answer, or in flight), then from the
-//! business record: an order keeps its key, so after the sweep the order still answers for it, rebuilt as
-//! the 201 that created it. Another account's key is simply not found in this account: "unknown".
+//! The answer comes from the key row while it exists (its stored answer, in flight, or a fence), then from
+//! the business record: an order keeps its key, so after the sweep the order still answers for it, rebuilt
+//! as the 201 that created it. Another account's key is simply not found in this account: "unknown" (and
+//! settling it fences it in this account only).
 
 use axum::extract::{Path, State};
 
@@ -26,6 +28,7 @@ pub fn status_of(record: KeyRecord) -> KeyStatus {
         KeyRecord::Order(order) => KeyStatus::done(created_response(&order)),
         KeyRecord::InFlight => KeyStatus::InFlight,
         KeyRecord::Absent => KeyStatus::Unknown,
+        KeyRecord::Fenced => KeyStatus::Fenced,
     }
 }
 
@@ -37,16 +40,42 @@ pub async fn key_status(
 ) -> Result<KeyStatus, Problem> {
     let key = IdempotencyKey::parse(&raw)?;
     // This process's claim first, then the store: a request that finishes in between has committed by the
-    // time its claim is released, so the store sees it. A committed answer wins over a claim (a request
-    // replaying it holds one too).
+    // time its claim is released, so the store sees it. A committed answer or fence wins over a claim (a
+    // request replaying it, or being refused by the fence, holds one too).
     let claimed = app.in_flight.contains(&account, &key);
     let expired_before = crate::sweep::expired_before(unix_now(), app.retention);
     match app.store.key_record(&account, &key, expired_before).await {
-        Ok(record @ KeyRecord::Answered(_)) => Ok(status_of(record)),
+        Ok(record @ (KeyRecord::Answered(_) | KeyRecord::Fenced)) => Ok(status_of(record)),
         Ok(_) if claimed => Ok(KeyStatus::InFlight),
         Ok(record) => Ok(status_of(record)),
         Err(error) => {
             tracing::error!(%error, "key status failed");
+            Err(Problem::internal())
+        }
+    }
+}
+
+/// The handler of `POST /api/idempotency-keys/{key}`: settles the key ([`crate::store::Store::settle`]) and
+/// answers done, in flight or fenced, never unknown; 401 without a session, 400 for a malformed key.
+///
+/// A key this process is working on is in flight at once: its claim is held by the task doing the work
+/// until that work has committed or rolled back, so the key is never fenced under a request that may
+/// still commit.
+pub async fn settle_key(
+    State(app): State<AppState>,
+    Authenticated(account): Authenticated,
+    Path(raw): Path<String>,
+) -> Result<KeyStatus, Problem> {
+    let key = IdempotencyKey::parse(&raw)?;
+    if app.in_flight.contains(&account, &key) {
+        return Ok(KeyStatus::InFlight);
+    }
+    let now = unix_now();
+    let expired_before = crate::sweep::expired_before(now, app.retention);
+    match app.store.settle(&account, &key, now, expired_before).await {
+        Ok(record) => Ok(status_of(record)),
+        Err(error) => {
+            tracing::error!(%error, "settling a key failed");
             Err(Problem::internal())
         }
     }

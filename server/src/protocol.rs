@@ -4,7 +4,7 @@
 //! The step itself (one transaction: claim the key, do the work, store the answer) is
 //! [`crate::store::Store::process`]; the handler that drives it over HTTP is [`crate::idempotency`].
 
-pub use idempotent_endpoint::{Outcome, StoredResponse, MAX_STORED_BODY_BYTES, REPLAYED_HEADER};
+pub use idempotent_endpoint::{Outcome, StoredResponse, FENCED_FINGERPRINT, MAX_STORED_BODY_BYTES, REPLAYED_HEADER};
 
 use bytes::Bytes;
 

@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::error::ServeError;
 use crate::faults::{FaultConfig, FAULT_HEADER};
 use crate::idempotency::create_order;
-use crate::key_status::key_status;
+use crate::key_status::{key_status, settle_key};
 use crate::keys::IDEMPOTENCY_KEY_HEADER;
 use crate::limits;
 use crate::orders::{Order, CATALOGUE};
@@ -36,7 +36,7 @@ pub fn router(state: AppState, config: &Config) -> Result<Router, ServeError> {
     let mut api = Router::new()
         .route("/api/orders", get(list_orders).post(create_order))
         .route("/api/orders/{id}", get(get_order))
-        .route("/api/idempotency-keys/{key}", get(key_status))
+        .route("/api/idempotency-keys/{key}", get(key_status).post(settle_key))
         .route("/api/products", get(products));
     if state.faults.is_some() {
         api = api.route("/api/faults", get(get_faults).put(put_faults));

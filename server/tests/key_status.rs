@@ -1,10 +1,11 @@
 //! `GET /api/idempotency-keys/{key}` on SQLite: the contract (every answer, another account's key, after
-//! the sweep from the order), and an existing database of the previous schema gaining the index it needs.
-//! The same contract on PostgreSQL is in `postgres.rs`.
+//! the sweep from the order), and an existing database of the previous schema gaining the index it needs;
+//! a request whose client hung up reading in flight until its work is done; settling (`POST` on the same
+//! URL, the fence). The same contract on PostgreSQL is in `postgres.rs`, the order phases' in `phases.rs`.
 
 mod common;
 
-use common::key_status::check_key_status;
+use common::key_status::{check_hung_up_request_stays_in_flight, check_key_status, check_settle};
 use common::TestServer;
 use idempotent_fetch_server::keys::{AccountId, IdempotencyKey};
 use idempotent_fetch_server::store::{KeyRecord, SqliteStore, Synchronous};
@@ -17,6 +18,29 @@ async fn key_status_answers_from_the_key_row_then_from_the_order() {
         server.sweep(at).await.expect("sweep")
     })
     .await;
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_client_hung_up_reads_in_flight_until_its_work_is_done() {
+    let t = TestServer::start().await;
+    let base = t.server.url();
+    check_hung_up_request_stays_in_flight(&t.client, &base, &base, "hung-up").await;
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settling_fences_an_unseen_key_and_never_a_request_at_work() {
+    let t = TestServer::start().await;
+    let server = &t;
+    check_settle(
+        &t.client,
+        &[t.server.url()],
+        "sqlite",
+        move |at| async move { server.sweep(at).await.expect("sweep") },
+    )
+    .await;
+    assert_eq!(t.count_orders(), 2, "K1 once, the other account's K2 once; nothing for the fenced key");
     t.stop().await;
 }
 

@@ -14,8 +14,8 @@ use reqwest::Client;
 use serde_json::Value;
 
 use common::checkout::{
-    assert_one_charge_and_one_message_each, eventually, lease_rules, point, post_and_crash, post_until_created, put,
-    server, Downstream,
+    assert_one_charge_and_one_message_each, check_fence_in_phases, eventually, lease_rules, point, post_and_crash,
+    post_until_created, put, server, Downstream, LONG_LEASE,
 };
 use common::{assert_one_order, assert_problem, count, post_concurrently, post_to, TestServer, MUGS};
 
@@ -123,6 +123,16 @@ async fn concurrent_requests_with_one_key_make_one_order_one_charge_one_confirma
     assert_eq!(t.count_orders(), 1);
     eventually("the confirmation", || async { downstream.messages().await.len() == 1 }).await;
     assert_one_charge_and_one_message_each(&downstream, &[order["id"].as_str().expect("id").to_owned()]).await;
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_at_work_is_in_flight_and_a_fenced_key_is_refused_without_an_order_or_a_charge() {
+    let downstream = Downstream::start();
+    let config = idempotent_fetch_server::checkout::CheckoutConfig { key_lease: LONG_LEASE, ..downstream.config() };
+    let t = TestServer::start_with(|c| c.checkout = Some(config)).await;
+    check_fence_in_phases(&t.client, &[t.server.url()], &downstream, "phases-fence").await;
+    assert_eq!(t.count_orders(), 1, "the slow key's order only");
     t.stop().await;
 }
 

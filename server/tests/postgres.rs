@@ -24,10 +24,12 @@ use tokio_postgres::NoTls;
 use pg_cluster::{bin_dir, Cluster};
 
 use common::checkout::{
-    assert_one_charge_and_one_message_each, eventually, lease_rules, post_and_crash, post_until_created, server,
-    Downstream,
+    assert_one_charge_and_one_message_each, check_fence_in_phases, eventually, lease_rules, post_and_crash,
+    post_until_created, server, Downstream, LONG_LEASE,
 };
-use common::key_status::check_key_status;
+use common::key_status::{
+    check_hung_up_request_stays_in_flight, check_key_status, check_settle, settle, until_settled,
+};
 use common::{
     assert_fresh, assert_one_order, assert_problem, assert_replayed, bearer, crash_before_commit, header, json,
     keyed_request, post_concurrently, post_to, spawn_post, GRINDER, MUGS, RETENTION, SECRET,
@@ -370,4 +372,113 @@ async fn postgres_a_crashed_instance_leaves_its_keys_to_the_others() {
     eventually("two confirmations", || async { downstream.messages().await.len() == 2 }).await;
     assert_one_charge_and_one_message_each(&downstream, &placed).await;
     survivor.shutdown().await.expect("shutdown");
+}
+
+/// Two instances on one database: a request whose client hung up reads in flight on both (its transaction,
+/// in a task of its own, holds the key's advisory lock across the hang-up) until it commits; settling, on
+/// either instance (the contract of `check_settle`); and the same fence in the order phases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run with --ignored"]
+async fn postgres_in_flight_is_held_by_the_work_and_settling_fences() {
+    let cluster = Cluster::start(bin_dir(), Cluster::FAST).expect("start a throwaway PostgreSQL cluster");
+    let admin = sql(&cluster.url("postgres")).await;
+    for db in ["fence", "fencephases"] {
+        admin.batch_execute(&format!("CREATE DATABASE {db}")).await.expect("create database");
+    }
+    let url = cluster.url("fence");
+    let db = sql(&url).await;
+    let config = Config { session_secret: Some(SECRET.to_owned()), ..Config::postgres(url.clone()) };
+    let servers = vec![serve(config.clone()).await.expect("instance 1"), serve(config).await.expect("instance 2")];
+    let bases: Vec<String> = servers.iter().map(RunningServer::url).collect();
+    let client = Client::new();
+
+    check_hung_up_request_stays_in_flight(&client, &bases[0], &bases[0], "pg-hung-same").await;
+    check_hung_up_request_stays_in_flight(&client, &bases[0], &bases[1], "pg-hung-other").await;
+    let servers_ref = &servers;
+    check_settle(&client, &bases, "pg", move |at| async move { sweep_all(servers_ref, at).await.iter().sum() }).await;
+    assert_eq!(orders(&db, "pg-settle-a").await, 1, "K1 once; nothing for the fenced key");
+    for server in servers {
+        server.shutdown().await.expect("shutdown");
+    }
+
+    let downstream = Downstream::start();
+    let checkout = idempotent_fetch_server::checkout::CheckoutConfig { key_lease: LONG_LEASE, ..downstream.config() };
+    let config = Config {
+        session_secret: Some(SECRET.to_owned()),
+        checkout: Some(checkout),
+        ..Config::postgres(cluster.url("fencephases"))
+    };
+    let servers = vec![serve(config.clone()).await.expect("instance 1"), serve(config).await.expect("instance 2")];
+    let bases: Vec<String> = servers.iter().map(RunningServer::url).collect();
+    check_fence_in_phases(&client, &bases, &downstream, "pg-phases-fence").await;
+    for server in servers {
+        server.shutdown().await.expect("shutdown");
+    }
+}
+
+/// A request with a key and the settling of that key, at the same time on two instances, round after round:
+/// each key ends either with one order (settling answers in flight or done, never fenced) or fenced with no
+/// order (the request is refused 410), never both, and never an order after a fenced answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run with --ignored"]
+async fn postgres_settling_races_a_request_across_two_instances() {
+    const ROUNDS: usize = 40;
+    let cluster = Cluster::start(bin_dir(), Cluster::FAST).expect("start a throwaway PostgreSQL cluster");
+    let admin = sql(&cluster.url("postgres")).await;
+    admin.batch_execute("CREATE DATABASE race").await.expect("create database");
+    let url = cluster.url("race");
+    let db = sql(&url).await;
+    let config = Config { session_secret: Some(SECRET.to_owned()), ..Config::postgres(url.clone()) };
+    let servers = vec![serve(config.clone()).await.expect("instance 1"), serve(config).await.expect("instance 2")];
+    let bases: Vec<String> = servers.iter().map(RunningServer::url).collect();
+    let client = Client::new();
+    let account = "pg-race";
+    let auth = bearer(account);
+
+    let (mut created, mut fenced) = (0, 0);
+    for round in 0..ROUNDS {
+        let key = format!("race-{round}");
+        let (post_base, settle_base) = (&bases[round % 2], &bases[(round + 1) % 2]);
+        // Either side may start first, by up to a few milliseconds, and the request may do its work slowly.
+        let post_delay = Duration::from_millis((round % 3) as u64 * 3);
+        let settle_delay = Duration::from_millis((round % 4) as u64 * 2);
+        let latency = format!("latency={}", (round % 5) * 10);
+        let request = {
+            let (client, base, key, auth) = (client.clone(), post_base.clone(), key.clone(), auth.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(post_delay).await;
+                post_to(&client, &base, Some(&key), MUGS, &[("authorization", auth.as_str()), ("x-fault", &latency)])
+                    .await
+            })
+        };
+        tokio::time::sleep(settle_delay).await;
+        let first = settle(&client, settle_base, account, &key).await;
+        let mut status = request.await.expect("task").expect("answer").status().as_u16();
+        while status == 409 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            status = post(&client, post_base, &key, MUGS, &[("authorization", auth.as_str())]).await.status().as_u16();
+        }
+        let last = until_settled(&key, || settle(&client, settle_base, account, &key)).await;
+        let made: i64 = db
+            .query_one("SELECT COUNT(*) FROM orders WHERE account_id = $1 AND idempotency_key = $2", &[&account, &key])
+            .await
+            .expect("count")
+            .get(0);
+        if first.body["status"] == "fenced" {
+            fenced += 1;
+            assert_eq!((made, status), (0, 410), "{key}: fenced, so no order and the request refused");
+            assert_eq!(last.body["status"], "fenced", "{key}: fenced for good");
+        } else {
+            created += 1;
+            assert!(["in_flight", "done"].contains(&first.body["status"].as_str().unwrap_or("")), "{}", first.body);
+            assert_eq!((made, status), (1, 201), "{key}: the request did its work once");
+            assert_eq!(last.body["status"], "done", "{key}: {}", last.body);
+        }
+    }
+    eprintln!("{ROUNDS} rounds: {created} orders, {fenced} fenced");
+    assert_eq!(created + fenced, ROUNDS);
+    assert!(created > 0 && fenced > 0, "both outcomes were raced: {created} orders, {fenced} fenced");
+    for server in servers {
+        server.shutdown().await.expect("shutdown");
+    }
 }

@@ -6,14 +6,14 @@
 //! `(account_id, key)` settles races), and if it was inserted do the work (passed in by the caller, so
 //! the store knows nothing of the business) and store its answer on the row, then commit. If the row
 //! already exists the stored answer is replayed, or the request is refused (422 for a different payload,
-//! 409 while in flight). A crash anywhere before the commit leaves neither the key row nor the order
-//! behind, so a retry with the same key simply does the work once.
+//! 409 while in flight, 410 for a fence: see [`Store::settle`]). A crash anywhere before the commit leaves
+//! neither the key row nor the order behind, so a retry with the same key simply does the work once.
 
 use std::time::Duration;
 
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::Order;
-use crate::protocol::{KeyedRequest, Outcome, StoredResponse, Work, MAX_STORED_BODY_BYTES};
+use crate::protocol::{KeyedRequest, Outcome, StoredResponse, Work, FENCED_FINGERPRINT, MAX_STORED_BODY_BYTES};
 
 pub mod phases;
 pub mod postgres;
@@ -153,6 +153,20 @@ pub enum KeyRecord {
     Order(Order),
     /// Nothing: the key was never used by this account, or only for an answer that has been swept.
     Absent,
+    /// A fence: the key was settled before any request with it arrived, so none ever may do the work.
+    Fenced,
+}
+
+impl KeyRecord {
+    /// The record of a key row that exists, from its `request_hash` and stored answer: a fence (its hash is
+    /// [`FENCED_FINGERPRINT`], which no request's fingerprint equals), its answer, or in flight.
+    pub fn of_row(request_hash: &str, stored: Option<StoredResponse>) -> KeyRecord {
+        match stored {
+            _ if request_hash == FENCED_FINGERPRINT => KeyRecord::Fenced,
+            Some(stored) => KeyRecord::Answered(stored),
+            None => KeyRecord::InFlight,
+        }
+    }
 }
 
 /// The key row's columns the phases read, in the order both backends select them: `request_hash,
@@ -303,6 +317,23 @@ impl Store {
         expired_before: i64,
     ) -> Result<KeyRecord, StoreError> {
         backend!(self, store => store.key_record(account, key, expired_before).await)
+    }
+
+    /// Settles `(account, key)` (the fence), in one transaction: an expired key row is deleted first (as a
+    /// request replaces it); a key row that exists answers for the key ([`KeyRecord::of_row`]); without one,
+    /// the newest order made with the key does; otherwise a fence row is inserted (`request_hash` =
+    /// [`FENCED_FINGERPRINT`], no answer, `created_at` = `now`) and the key is [`KeyRecord::Fenced`], so a
+    /// request with it that arrives later is answered 410 and does nothing. A transaction inserting the key
+    /// is waited for, briefly: if it is still at work the key is [`KeyRecord::InFlight`], never fenced.
+    /// Never [`KeyRecord::Absent`].
+    pub async fn settle(
+        &self,
+        account: &AccountId,
+        key: &IdempotencyKey,
+        now: i64,
+        expired_before: i64,
+    ) -> Result<KeyRecord, StoreError> {
+        backend!(self, store => store.settle(account, key, now, expired_before).await)
     }
 
     /// Deletes key rows created before `cutoff` (unix seconds); returns how many.

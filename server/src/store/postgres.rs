@@ -9,6 +9,9 @@
 //!    second row can exist even if two keys ever shared a lock hash.
 //! 3. If inserted: the work (order), the stored response and the commit; else replay, 422 or 409.
 //!
+//! Settling a key ([`PostgresStore::settle`]) takes the same advisory lock, waiting for it a bounded time
+//! (a request still at work: in flight), then inserts a fence row if the key has no row and no order.
+//!
 //! `lock_timeout` bounds any other lock wait (answered as 409 too). Migrations run at start under a
 //! transaction-scoped advisory lock, so instances starting together do not race on `CREATE TABLE`.
 
@@ -33,7 +36,7 @@ use super::{
 };
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
-use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
+use crate::protocol::{KeyedRequest, Outcome, StoredResponse, FENCED_FINGERPRINT};
 
 /// How long a request waits for a pooled connection.
 pub const POOL_WAIT: Duration = Duration::from_secs(10);
@@ -272,8 +275,8 @@ impl PostgresStore {
     /// See [`super::Store::key_record`]. The row of a request in flight is uncommitted, so invisible; such a
     /// request holds the key's advisory lock (in any instance), which is looked up in `pg_locks`, not taken,
     /// so asking never makes a request for the key see it busy. The lock is read first and the rows after,
-    /// in two statements: a request that commits in between is then seen by the second. A committed answer
-    /// wins over a held lock (a replaying request holds it too).
+    /// in two statements: a request that commits in between is then seen by the second. A committed row
+    /// (an answer, or a fence) wins over a held lock (a replaying request holds it too).
     pub async fn key_record(
         &self,
         account: &AccountId,
@@ -293,40 +296,44 @@ impl PostgresStore {
             )
             .await?
             .try_get(0)?;
-        let row = client
-            .query_opt(
-                "SELECT status_code, response_headers, response_body FROM idempotency_keys
-                 WHERE account_id = $1 AND key = $2 AND created_at >= $3",
-                &[&account, &key, &expired_before],
-            )
-            .await?;
-        if let Some(row) = row {
-            let status: Option<i32> = row.try_get(0)?;
-            let status = status
-                .map(|s| u16::try_from(s).map_err(|_| StoreError::Corrupt(format!("status_code {s}"))))
-                .transpose()?;
-            let headers: Option<String> = row.try_get(1)?;
-            return Ok(match stored_from_columns(status, headers.as_deref(), row.try_get(2)?)? {
-                Some(stored) => KeyRecord::Answered(stored),
-                None => KeyRecord::InFlight,
-            });
+        if let Some(row) = client.query_opt(LIVE_ROW, &[&account, &key, &expired_before]).await? {
+            return record_of(&row);
         }
         if locked {
             return Ok(KeyRecord::InFlight);
         }
-        let order = client
-            .query_opt(
-                concat!(
-                    select_orders!(),
-                    "WHERE o.account_id = $1 AND o.idempotency_key = $2 ORDER BY o.seq DESC LIMIT 1"
-                ),
-                &[&account, &key],
-            )
-            .await?;
-        Ok(match order {
+        Ok(match client.query_opt(NEWEST_ORDER, &[&account, &key]).await? {
             Some(row) => KeyRecord::Order(decode_order(&row)?),
             None => KeyRecord::Absent,
         })
+    }
+
+    /// See [`super::Store::settle`]. The transaction first takes the key's advisory lock, the one a request
+    /// holds for the whole of its transaction (in any instance), waiting at most [`SETTLE_LOCK_WAIT`]: once it
+    /// has it, no request for the key is at work, and one that comes later finds the fence. If the wait runs
+    /// out, the request is still at work: in flight. The order phases take no advisory lock; their key row
+    /// is committed before any work, and an insert of the fence waits for one being inserted (the primary
+    /// key), so the row is seen either way.
+    pub async fn settle(
+        &self,
+        account: &AccountId,
+        key: &IdempotencyKey,
+        now: i64,
+        expired_before: i64,
+    ) -> Result<KeyRecord, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        match settle_in(&tx, account.as_str(), key.as_str(), now, expired_before).await {
+            Ok(record) => {
+                tx.commit().await?;
+                Ok(record)
+            }
+            Err(StoreError::Locked) => {
+                tx.rollback().await?;
+                Ok(KeyRecord::InFlight)
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// See [`super::Store::sweep`]. Deleting by age is safe to run from every instance at once.
@@ -340,6 +347,71 @@ impl PostgresStore {
         let client = self.client().await?;
         client.query_one("SELECT 1", &[]).await?;
         Ok(())
+    }
+}
+
+/// How long settling a key waits for a transaction that holds it before answering in flight.
+pub const SETTLE_LOCK_WAIT: &str = "1s";
+
+/// The key row's request hash and answer, if it was created at or after `$3`.
+const LIVE_ROW: &str = "SELECT request_hash, status_code, response_headers, response_body FROM idempotency_keys
+                        WHERE account_id = $1 AND key = $2 AND created_at >= $3";
+
+/// The newest order the account made with the key (an expired key may have been used again).
+const NEWEST_ORDER: &str =
+    concat!(select_orders!(), "WHERE o.account_id = $1 AND o.idempotency_key = $2 ORDER BY o.seq DESC LIMIT 1");
+
+/// The record of a [`LIVE_ROW`] row.
+fn record_of(row: &Row) -> Result<KeyRecord, StoreError> {
+    let request_hash: String = row.try_get(0)?;
+    let status: Option<i32> = row.try_get(1)?;
+    let status =
+        status.map(|s| u16::try_from(s).map_err(|_| StoreError::Corrupt(format!("status_code {s}")))).transpose()?;
+    let headers: Option<String> = row.try_get(2)?;
+    Ok(KeyRecord::of_row(&request_hash, stored_from_columns(status, headers.as_deref(), row.try_get(3)?)?))
+}
+
+/// The settling of a key inside `tx` (see [`PostgresStore::settle`]); [`StoreError::Locked`] when a lock
+/// wait ran out.
+async fn settle_in(
+    tx: &Transaction<'_>,
+    account: &str,
+    key: &str,
+    now: i64,
+    expired_before: i64,
+) -> Result<KeyRecord, StoreError> {
+    tx.execute("SELECT set_config('lock_timeout', $1, true)", &[&SETTLE_LOCK_WAIT]).await?;
+    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 0))", &[&account, &key])
+        .await
+        .map_err(locked_or)?;
+    tx.execute(
+        "DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND created_at < $3",
+        &[&account, &key, &expired_before],
+    )
+    .await
+    .map_err(locked_or)?;
+    if let Some(row) = tx.query_opt(LIVE_ROW, &[&account, &key, &expired_before]).await? {
+        return record_of(&row);
+    }
+    if let Some(row) = tx.query_opt(NEWEST_ORDER, &[&account, &key]).await? {
+        // The order outlived its key row: the key was done, and a fence would deny it.
+        return Ok(KeyRecord::Order(decode_order(&row)?));
+    }
+    let inserted = tx
+        .execute(
+            "INSERT INTO idempotency_keys (account_id, key, request_hash, created_at, recovery_point)
+             VALUES ($1, $2, $3, $4, 'finished') ON CONFLICT (account_id, key) DO NOTHING",
+            &[&account, &key, &FENCED_FINGERPRINT, &now],
+        )
+        .await
+        .map_err(locked_or)?;
+    if inserted == 1 {
+        return Ok(KeyRecord::Fenced);
+    }
+    // The order phases committed the key's row meanwhile (this statement waited for it): it answers.
+    match tx.query_opt(LIVE_ROW, &[&account, &key, &expired_before]).await? {
+        Some(row) => record_of(&row),
+        None => Ok(KeyRecord::InFlight),
     }
 }
 

@@ -18,7 +18,7 @@ use super::{
 };
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
-use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
+use crate::protocol::{KeyedRequest, Outcome, StoredResponse, FENCED_FINGERPRINT};
 
 /// How long a writer waits for another one before failing with "database is locked".
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -235,34 +235,50 @@ impl SqliteStore {
     ) -> Result<KeyRecord, StoreError> {
         let (account, key) = (account.as_str().to_owned(), key.as_str().to_owned());
         self.with_conn(move |conn| {
-            let row: Option<(Option<u16>, Option<String>, Option<String>)> = conn
-                .query_row(
-                    "SELECT status_code, response_headers, response_body FROM idempotency_keys
-                     WHERE account_id = ?1 AND key = ?2 AND created_at >= ?3",
-                    params![account, key, expired_before],
-                    |row| row.try_into(),
-                )
-                .optional()?;
-            if let Some((status, headers, body)) = row {
-                return Ok(match stored_from_columns(status, headers.as_deref(), body)? {
-                    Some(stored) => KeyRecord::Answered(stored),
-                    None => KeyRecord::InFlight,
-                });
+            if let Some(record) = live_row(conn, &account, &key, expired_before)? {
+                return Ok(record);
             }
-            let order = conn
-                .query_row(
-                    concat!(
-                        select_orders!(),
-                        "WHERE o.account_id = ?1 AND o.idempotency_key = ?2 ORDER BY o.seq DESC LIMIT 1"
-                    ),
-                    params![account, key],
-                    |row| OrderColumns::try_from(row),
-                )
-                .optional()?;
-            Ok(match order {
-                Some(columns) => KeyRecord::Order(decode_order(columns)?),
+            Ok(match newest_order(conn, &account, &key)? {
+                Some(order) => KeyRecord::Order(order),
                 None => KeyRecord::Absent,
             })
+        })
+        .await
+    }
+
+    /// See [`super::Store::settle`]. `BEGIN IMMEDIATE` takes the one write lock, so a request's transaction
+    /// for the key has either committed (its row is read here) or not begun (it will find the fence).
+    pub async fn settle(
+        &self,
+        account: &AccountId,
+        key: &IdempotencyKey,
+        now: i64,
+        expired_before: i64,
+    ) -> Result<KeyRecord, StoreError> {
+        let (account, key) = (account.as_str().to_owned(), key.as_str().to_owned());
+        self.with_conn(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.execute(
+                "DELETE FROM idempotency_keys WHERE account_id = ?1 AND key = ?2 AND created_at < ?3",
+                params![account, key, expired_before],
+            )?;
+            let record = match live_row(&tx, &account, &key, expired_before)? {
+                Some(record) => record,
+                None => match newest_order(&tx, &account, &key)? {
+                    // The order outlived its key row: the key was done, and a fence would deny it.
+                    Some(order) => KeyRecord::Order(order),
+                    None => {
+                        tx.execute(
+                            "INSERT INTO idempotency_keys (account_id, key, request_hash, created_at, recovery_point)
+                             VALUES (?1, ?2, ?3, ?4, 'finished')",
+                            params![account, key, FENCED_FINGERPRINT, now],
+                        )?;
+                        KeyRecord::Fenced
+                    }
+                },
+            };
+            tx.commit()?;
+            Ok(record)
         })
         .await
     }
@@ -284,6 +300,39 @@ impl SqliteStore {
         })
         .await
     }
+}
+
+/// A key row's `request_hash, status_code, response_headers, response_body`.
+type RowColumns = (String, Option<u16>, Option<String>, Option<String>);
+
+/// The record of the key's row created at or after `expired_before`, if there is one.
+fn live_row(conn: &Connection, account: &str, key: &str, expired_before: i64) -> Result<Option<KeyRecord>, StoreError> {
+    let row: Option<RowColumns> = conn
+        .query_row(
+            "SELECT request_hash, status_code, response_headers, response_body FROM idempotency_keys
+             WHERE account_id = ?1 AND key = ?2 AND created_at >= ?3",
+            params![account, key, expired_before],
+            |row| row.try_into(),
+        )
+        .optional()?;
+    match row {
+        Some((request_hash, status, headers, body)) => {
+            Ok(Some(KeyRecord::of_row(&request_hash, stored_from_columns(status, headers.as_deref(), body)?)))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The newest order the account made with the key (an expired key may have been used again).
+fn newest_order(conn: &Connection, account: &str, key: &str) -> Result<Option<Order>, StoreError> {
+    let order = conn
+        .query_row(
+            concat!(select_orders!(), "WHERE o.account_id = ?1 AND o.idempotency_key = ?2 ORDER BY o.seq DESC LIMIT 1"),
+            params![account, key],
+            |row| OrderColumns::try_from(row),
+        )
+        .optional()?;
+    order.map(decode_order).transpose()
 }
 
 /// Adds the [`super::ADDED_COLUMNS`] an existing table lacks (SQLite has no `ADD COLUMN IF NOT EXISTS`).

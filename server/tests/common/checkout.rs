@@ -12,11 +12,16 @@ use idempotent_fetch_server::unix_now;
 use reqwest::Client;
 use serde_json::Value;
 
+use super::key_status::{
+    assert_in_flight, key_status, orders_with_key, post_and_hang_up, settle, until_settled, ASKED_AT,
+};
 use super::processes::Process;
-use super::{keyed_request, post_to, MUGS, SECRET};
+use super::{keyed_request, post_to, Answer, MUGS, SECRET};
 
 /// A short lease, so that a key left by a crash is taken over within a test.
 pub const LEASE: Duration = Duration::from_millis(900);
+/// A lease longer than the slow work of [`check_fence_in_phases`], so the completer leaves its key alone.
+pub const LONG_LEASE: Duration = Duration::from_secs(10);
 
 pub struct Downstream {
     pub provider: Process,
@@ -193,4 +198,40 @@ pub async fn post_and_crash(server: &mut Process, key: &str, fault: &str) {
     assert!(answer.is_err(), "a crashed server answers nothing: {answer:?}");
     let status = server.wait_exit(Duration::from_secs(10)).expect("the process ended");
     assert!(!status.success(), "aborted, not a clean exit: {status}");
+}
+
+/// The fence in the order phases, on `bases` (the first takes the writes, the last is asked) as `account`: a
+/// request whose client hung up is in flight to GET and to settling while its work goes on (its `started`
+/// row and its claim), then done with one charge; an unseen key settled is fenced, and a request with it is
+/// 410 `key-fenced` on every instance, with no order and no charge. Needs a lease of [`LONG_LEASE`].
+pub async fn check_fence_in_phases(client: &Client, bases: &[String], downstream: &Downstream, account: &str) {
+    let (first, last) = (&bases[0], &bases[bases.len() - 1]);
+    let started = post_and_hang_up(first, account, "ph-slow").await;
+    for at in ASKED_AT {
+        tokio::time::sleep((started + at).saturating_duration_since(Instant::now())).await;
+        for base in bases {
+            assert_in_flight(&key_status(client, base, account, "ph-slow").await, "GET while the phases go on");
+            assert_in_flight(&settle(client, base, account, "ph-slow").await, "settling while the phases go on");
+        }
+    }
+    let done = until_settled("the slow key", || settle(client, last, account, "ph-slow")).await;
+    assert_eq!(done.body["status"], "done", "{}", done.body);
+    assert_eq!(done.body["response"]["status"], 201);
+    assert_eq!(orders_with_key(client, first, account, "ph-slow").await, 1);
+    let charges = downstream.charges().await.len();
+
+    let fenced = settle(client, last, account, "ph-fenced").await;
+    assert_eq!(fenced.body, serde_json::json!({"status": "fenced"}));
+    let auth = super::bearer(account);
+    for base in bases {
+        let late = post_to(client, base, Some("ph-fenced"), MUGS, &[("authorization", auth.as_str())]).await;
+        let late = Answer::read(late.expect("answer")).await.expect("body");
+        assert_eq!(late.status, 410, "{:?}", late.body);
+        let problem: Value = serde_json::from_slice(&late.body).expect("problem");
+        assert_eq!(problem["code"], "key-fenced");
+        assert_eq!(key_status(client, base, account, "ph-fenced").await.body["status"], "fenced");
+        assert_eq!(settle(client, base, account, "ph-fenced").await.body["status"], "fenced");
+    }
+    assert_eq!(orders_with_key(client, first, account, "ph-fenced").await, 0, "no order with a fenced key");
+    assert_eq!(downstream.charges().await.len(), charges, "no charge with a fenced key");
 }
