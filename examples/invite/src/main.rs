@@ -71,6 +71,11 @@ async fn key_status(State(keys): State<SqliteKeys>, Path(raw): Path<String>) -> 
     keys.status_response(SCOPE.to_owned(), &raw).await
 }
 
+/// Settles a key (the fence): a client settles before it gives an intent a new key.
+async fn settle_key(State(keys): State<SqliteKeys>, Path(raw): Path<String>) -> axum::response::Response {
+    keys.settle_response(SCOPE.to_owned(), &raw).await
+}
+
 async fn list(State(keys): State<SqliteKeys>) -> Result<Json<serde_json::Value>, Problem> {
     let invites = keys
         .with_conn(|conn| {
@@ -116,7 +121,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let app = Router::new()
         .route("/api/invites", post(invite).get(list))
-        .route("/api/idempotency-keys/{key}", get(key_status))
+        .route("/api/idempotency-keys/{key}", get(key_status).post(settle_key))
         .with_state(keys);
     let listener = tokio::net::TcpListener::bind(cli.addr).await?;
     println!("listening on http://{}", listener.local_addr()?);
