@@ -15,9 +15,9 @@
 
 import { useMemo, useRef, useSyncExternalStore } from "react";
 import type { IntentRequest } from "./request.js";
-import { type IntentPhase, type IntentSnapshot, type WatchOptions, watchIntent } from "./watch.js";
+import { type ChangeControls, type IntentPhase, type IntentSnapshot, type WatchOptions, watchIntent } from "./watch.js";
 
-export type { IntentPhase, IntentSnapshot, IntentSnapshotFields, MismatchPolicy, NotRetryingSnapshot, RetryingSnapshot, WatchOptions } from "./watch.js";
+export type { AnswerFor, ChangeControls, IntentPhase, IntentSnapshot, IntentSnapshotFields, MismatchPolicy, NotRetryingSnapshot, RetryingSnapshot, WatchOptions } from "./watch.js";
 
 /** Where the action is: see {@link IntentPhase} (`checking` on mount). */
 export type ActionPhase = IntentPhase;
@@ -25,8 +25,9 @@ export type ActionPhase = IntentPhase;
 /** Options of `useIdempotentAction` (`client`, `resume`, `read`, `onMismatch`). */
 export type ActionOptions<T> = WatchOptions<T>;
 
-/** What `useIdempotentAction` returns beside the snapshot. */
-export interface ActionControls {
+/** What `useIdempotentAction` returns beside the snapshot (with `replace`, `resume` and `discard`
+ *  for the phase `changed`). */
+export interface ActionControls extends ChangeControls {
   /** Begins (or resumes) the intent and sends it; a no-op while a send runs. */
   run: () => void;
   /** Aborts the running send (`error` becomes `ABORTED`; the key is kept). */
@@ -61,5 +62,8 @@ export function useIdempotentAction<T = unknown>(intentId: string, request: Inte
     [client, intentId, resume, onMismatch, key],
   );
   const snapshot = useSyncExternalStore(store.subscribe, store.getSnapshot, store.getSnapshot);
-  return useMemo(() => ({ ...snapshot, run: store.run, abort: store.abort }), [snapshot, store]);
+  return useMemo(
+    () => ({ ...snapshot, run: store.run, abort: store.abort, replace: store.replace, resume: store.resume, discard: store.discard }),
+    [snapshot, store],
+  );
 }

@@ -12,12 +12,13 @@
  */
 
 import type { IntentRequest } from "./request.js";
-import { type IntentSnapshot, type WatchOptions, watchIntent } from "./watch.js";
+import { type ChangeControls, type IntentSnapshot, type WatchOptions, watchIntent } from "./watch.js";
 
-export type { IntentPhase, IntentSnapshot, IntentSnapshotFields, MismatchPolicy, NotRetryingSnapshot, RetryingSnapshot, WatchOptions } from "./watch.js";
+export type { AnswerFor, ChangeControls, IntentPhase, IntentSnapshot, IntentSnapshotFields, MismatchPolicy, NotRetryingSnapshot, RetryingSnapshot, WatchOptions } from "./watch.js";
 
-/** A Svelte readable store of the intent's snapshot, with `run` and `abort`. */
-export interface IdempotentActionStore<T> {
+/** A Svelte readable store of the intent's snapshot, with `run` and `abort` (and `replace`, `resume`
+ *  and `discard` for the phase `changed`). */
+export interface IdempotentActionStore<T> extends ChangeControls {
   /** The store contract: `subscriber` is called now and after each change; returns the unsubscribe. */
   subscribe(subscriber: (snapshot: IntentSnapshot<T>) => void): () => void;
   /** Begins (or resumes) the intent and sends it; a no-op while a send runs or while nothing is
@@ -45,5 +46,8 @@ export function idempotentAction<T = unknown>(
     },
     run: store.run,
     abort: store.abort,
+    replace: store.replace,
+    resume: store.resume,
+    discard: store.discard,
   };
 }

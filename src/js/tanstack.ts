@@ -32,9 +32,9 @@ export interface MutationOptions<TVariables, TData> {
   request: (variables: TVariables) => IntentRequest;
   /** Reads a 2xx answer's body into the mutation's data. Default: JSON, or null. */
   read?: (response: Response) => Promise<TData>;
-  /** When the request differs from the one the intent was begun with (see `MismatchPolicy`).
-   *  Default `"error"`. */
-  onMismatch?: MismatchPolicy;
+  /** When the request differs from the one the intent was begun with (see `MismatchPolicy`; a
+   *  mutation has no phase to ask the person in, so not `"ask"`). Default `"error"`. */
+  onMismatch?: Exclude<MismatchPolicy, "ask">;
   /** A key the app brings for a call (`begin`'s `key`), e.g. one the server issued with the cart. */
   key?: (variables: TVariables) => string;
 }
@@ -77,7 +77,9 @@ export function idempotentMutation<TVariables, TData = unknown>(
   return {
     async mutationFn(variables) {
       const wanted = request(variables);
-      const begun = await beginWith(client, intent(variables), wanted, onMismatch, new AbortController().signal, () => {}, key?.(variables));
+      const { begun } = await beginWith(client, intent(variables), wanted, onMismatch, new AbortController().signal, () => {}, key?.(variables));
+      // Only the store's discard() forgets an intent: a mutation's policies always find a request or an answer.
+      if (begun === null) throw new Error("idempotent-fetch: the intent was discarded");
       const result = "send" in begun ? await begun.send() : begun;
       const data = await read(result.response.clone());
       if (!result.ok) throw new AnsweredError(result, data);

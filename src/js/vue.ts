@@ -23,12 +23,12 @@ import {
   watch,
 } from "vue";
 import type { IntentRequest } from "./request.js";
-import { type IntentSnapshot, type IntentStore, type WatchOptions, watchIntent } from "./watch.js";
+import { type ChangeControls, type IntentSnapshot, type IntentStore, type WatchOptions, watchIntent } from "./watch.js";
 
-export type { IntentPhase, IntentSnapshot, IntentSnapshotFields, MismatchPolicy, NotRetryingSnapshot, RetryingSnapshot, WatchOptions } from "./watch.js";
+export type { AnswerFor, ChangeControls, IntentPhase, IntentSnapshot, IntentSnapshotFields, MismatchPolicy, NotRetryingSnapshot, RetryingSnapshot, WatchOptions } from "./watch.js";
 
-/** What `useIdempotentAction` returns. */
-export interface IdempotentAction<T> {
+/** What `useIdempotentAction` returns (with `replace`, `resume` and `discard` for the phase `changed`). */
+export interface IdempotentAction<T> extends ChangeControls {
   /** The intent's snapshot (`state.value.phase`, `.key`, `.retryInMs`…; in a template `state.phase`
    *  once destructured). */
   state: Readonly<ShallowRef<IntentSnapshot<T>>>;
@@ -79,5 +79,12 @@ export function useIdempotentAction<T = unknown>(
     start();
     if (getCurrentScope()) onScopeDispose(stop);
   }
-  return { state, run: () => store.run(), abort: () => store.abort() };
+  return {
+    state,
+    run: () => store.run(),
+    abort: () => store.abort(),
+    replace: () => store.replace(),
+    resume: () => store.resume(),
+    discard: () => store.discard(),
+  };
 }

@@ -34,13 +34,18 @@ import type { SendResult } from "./results.js";
  *   `alreadyAnswered` with `result` null: the answer was received before)
  * - `error`: the send ended without a definite answer (`error`); `run()` again is "Try again" with
  *   the same key
+ * - `changed`: the request given now differs from the one the intent was begun with (a reload
+ *   rebuilt the cart); `changed` describes the earlier one, and the store waits for the person to
+ *   choose `replace()`, `resume()` or `discard()` (the default `onMismatch: "ask"`)
  */
-export type IntentPhase = "checking" | "idle" | "sending" | "retrying" | "offline" | "succeeded" | "failed" | "error";
+export type IntentPhase = "checking" | "idle" | "sending" | "retrying" | "offline" | "succeeded" | "failed" | "error" | "changed";
 
 /**
  * What to do when the request given now differs from the one the intent was begun with (a reload
  * rebuilt the cart from fresh prices, say), where `begin` alone rejects with `INTENT_MISMATCH`:
- * - `"error"` (default): the `INTENT_MISMATCH` error; nothing is sent.
+ * - `"ask"` (default): the phase `changed`, nothing sent: the page offers the person the three ways
+ *   out, `replace()`, `resume()` and `discard()` (each as below).
+ * - `"error"`: the `INTENT_MISMATCH` error; nothing is sent.
  * - `"replace"`: the old key is given up for the new request under a new key. With the client's
  *   `statusUrl` the server is asked to settle the old key first (`settle()`): if it holds an answer,
  *   that answer is the intent's (nothing new is sent: the order exists); if a request with it is
@@ -53,7 +58,15 @@ export type IntentPhase = "checking" | "idle" | "sending" | "retrying" | "offlin
  *   (credentials are never stored). Needs the client's `persistRequest`; otherwise `run()` ends in
  *   `INVALID_REQUEST`.
  */
-export type MismatchPolicy = "error" | "replace" | "resume";
+export type MismatchPolicy = "ask" | "error" | "replace" | "resume";
+
+/** @internal How `beginWith` meets a changed request: a policy, or `"discard"` (the store's `discard()`:
+ *  settle the old key like `"replace"`, then forget the intent instead of sending the new request). */
+export type MismatchAction = Exclude<MismatchPolicy, "ask"> | "discard";
+
+/** Which request an answer is for: the one the intent was begun with before it changed (`resume()`,
+ *  or the server had already done it), or the one given now. */
+export type AnswerFor = "earlier" | "current";
 
 /** Options of {@link watchIntent} (and of the framework bindings). */
 export interface WatchOptions<T> {
@@ -64,7 +77,7 @@ export interface WatchOptions<T> {
   resume?: boolean;
   /** Reads the answer's body into `data` (a clone of the response). Default: JSON, or null. */
   read?: (response: Response) => Promise<T>;
-  /** When the request differs from the stored intent's (see {@link MismatchPolicy}). Default `"error"`. */
+  /** When the request differs from the stored intent's (see {@link MismatchPolicy}). Default `"ask"`. */
   onMismatch?: MismatchPolicy;
   /** A key the app brings instead of a minted one (`begin`'s `key`: a server-issued key, the
    *  resource's own id). */
@@ -94,6 +107,12 @@ export interface IntentSnapshotFields<T> {
   readonly error: IdempotentFetchError | Error | null;
   /** `error.code` for an `IdempotentFetchError`; `RETRIES_EXHAUSTED` means "Try again" (`run()`). */
   readonly errorCode: ErrorCode | null;
+  /** While `changed`: the intent as begun with the earlier request (its key, attempts, when it was
+   *  begun, its last status, whether `resume()` can send it). Kept with the answer that follows. */
+  readonly changed: IntentInfo | null;
+  /** Which request `result` answers: `"earlier"` after `resume()`, or when the server had already done
+   *  the earlier request; `"current"` for the request given now. Null without an answer of this page. */
+  readonly answerFor: AnswerFor | null;
 }
 
 /** The snapshot while `retrying`: the countdown and its reason are there. */
@@ -121,7 +140,7 @@ export interface NotRetryingSnapshot<T> extends IntentSnapshotFields<T> {
 export type IntentSnapshot<T> = RetryingSnapshot<T> | NotRetryingSnapshot<T>;
 
 /** One intent as an external store: `useSyncExternalStore`-shaped (`subscribe`, `getSnapshot`). */
-export interface IntentStore<T> {
+export interface IntentStore<T> extends ChangeControls {
   /** Calls `listener` after each change of the snapshot; returns the unsubscribe. The first
    *  subscriber starts the lookup (and the resume of an interrupted send); when the last one leaves,
    *  a running send is aborted (its key is kept for the next subscriber or page). */
@@ -133,6 +152,21 @@ export interface IntentStore<T> {
   run(): void;
   /** Aborts the running send (`error` becomes `ABORTED`; the key is kept). */
   abort(): void;
+}
+
+/** The three ways out of the phase `changed` (every binding has them; each a no-op in other phases). */
+export interface ChangeControls {
+  /** The request given now, under a new key, once the server settled the old one: the old key's
+   *  answer instead if the server had done it (`answerFor: "earlier"`), a wait while it runs. See
+   *  {@link MismatchPolicy} `"replace"`. */
+  replace(): void;
+  /** The earlier request sent again with its key (`answerFor: "earlier"`); needs the client's
+   *  `persistRequest` (`changed.resumable`). */
+  resume(): void;
+  /** The old key settled, then the intent forgotten (phase `idle`: the next `run()` begins the
+   *  request given now). If the server had done the earlier request, its answer is shown instead
+   *  (`answerFor: "earlier"`): it cannot be undone from here. */
+  discard(): void;
 }
 
 /** How often the countdown's snapshot is renewed while retrying. */
@@ -157,28 +191,43 @@ const wait = (ms: number, signal: AbortSignal) =>
     signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
   });
 
+/** @internal What `beginWith` found: the operation to send or the answer already there (null: the
+ *  intent was discarded), and which request it is for. */
+export interface BeginFound {
+  begun: IdempotentOperation | SendResult | null;
+  answerFor: AnswerFor;
+}
+
 /**
- * `client.begin(intentId, request, { key })` with the {@link MismatchPolicy}: resolves the operation to send,
- * or, for `"replace"`, the answer the server already holds for the old key. `onWait` is called
- * before each wait for an old request the server still runs.
+ * @internal
+ * `client.begin(intentId, request, { key })`, meeting a changed request with `action`: resolves the
+ * operation to send, or, for `"replace"` and `"discard"`, the answer the server already holds for the
+ * old key. `onWait` is called before each wait for an old request the server still runs.
  */
 export async function beginWith(
   client: IdempotentClient,
   intentId: string,
   request: IntentRequest,
-  onMismatch: MismatchPolicy,
+  action: MismatchAction,
   signal: AbortSignal,
   onWait: () => void,
   key?: string,
-): Promise<IdempotentOperation | SendResult> {
+): Promise<BeginFound> {
   try {
-    return await client.begin(intentId, request, key === undefined ? undefined : { key });
+    return { begun: await client.begin(intentId, request, key === undefined ? undefined : { key }), answerFor: "current" };
   } catch (thrown) {
-    if (codeOf(thrown) !== "INTENT_MISMATCH" || onMismatch === "error") throw thrown;
+    if (codeOf(thrown) !== "INTENT_MISMATCH" || action === "error") throw thrown;
     // The request given now carries the credentials (a stored request never holds them), for the
-    // resumed request and for the status question alike.
-    if (onMismatch === "resume") return await client.resume(intentId, { headers: request.headers });
-    const replace = () => client.begin(intentId, request, { replace: true, ...(key === undefined ? {} : { key }) });
+    // resumed request and for the settle and status questions alike.
+    if (action === "resume") return { begun: await client.resume(intentId, { headers: request.headers }), answerFor: "earlier" };
+    const earlierAnswer = (result: SendResult): BeginFound => ({ begun: result, answerFor: "earlier" });
+    const goOn = async (): Promise<BeginFound> => {
+      if (action === "discard") {
+        await client.discard(intentId);
+        return { begun: null, answerFor: "current" };
+      }
+      return { begun: await client.begin(intentId, request, { replace: true, ...(key === undefined ? {} : { key }) }), answerFor: "current" };
+    };
     for (let ask = 0; ; ask++) {
       let settled;
       try {
@@ -186,21 +235,21 @@ export async function beginWith(
       } catch (error) {
         // No statusUrl or reconcile: nothing to ask.
         if (codeOf(error) !== "INVALID_OPTIONS") throw error;
-        return await replace();
+        return await goOn();
       }
-      if (settled.status === "done") return settled.result;
-      if (settled.status === "fenced") return await replace();
+      if (settled.status === "done") return earlierAnswer(settled.result);
+      if (settled.status === "fenced") return await goOn();
       if (settled.status === "no_fence") {
-        // The server cannot settle: ask what it knows, and replace only a key it has no record of.
+        // The server cannot settle: ask what it knows, and let go only of a key it has no record of.
         const answer = await client.reconcile(intentId, { signal, headers: request.headers });
-        if (answer.status === "done") return answer.result;
+        if (answer.status === "done") return earlierAnswer(answer.result);
         if (answer.status === "unknown") {
           console.warn(
-            `idempotent-fetch: intent ${intentId} got a new key for its changed request, but the server cannot fence the old one ` +
-              `(${settled.reason}): a request with the old key still on its way would make a second order. ` +
+            `idempotent-fetch: intent ${intentId} let go of its key for a changed request, but the server cannot fence it ` +
+              `(${settled.reason}): a request with that key still on its way would make a second order. ` +
               `Give the status URL the settle request (POST; server/README.md, "Key status").`,
           );
-          return await replace();
+          return await goOn();
         }
       }
       if (ask + 1 >= IN_FLIGHT_ASKS || signal.aborted) throw thrown;
@@ -220,7 +269,7 @@ export function watchIntent<T = unknown>(
   request: IntentRequest | (() => IntentRequest),
   options: WatchOptions<T>,
 ): IntentStore<T> {
-  const { client, resume = true, read = readJson, onMismatch = "error", key } = options;
+  const { client, resume = true, read = readJson, onMismatch = "ask", key } = options;
   const listeners = new Set<() => void>();
   let retryUntil: number | null = null;
   let snapshot: IntentSnapshot<T> = {
@@ -234,6 +283,8 @@ export function watchIntent<T = unknown>(
     alreadyAnswered: false,
     error: null,
     errorCode: null,
+    changed: null,
+    answerFor: null,
   };
   // The running send. Only it may change the snapshot: a send the last unsubscribe aborted may not.
   let running: AbortController | null = null;
@@ -257,7 +308,11 @@ export function watchIntent<T = unknown>(
     for (const listener of [...listeners]) listener();
   };
 
-  const run = () => {
+  const run = () => start(onMismatch === "ask" ? "error" : onMismatch);
+
+  /** Starts a send, meeting a changed request with `action` (the "ask" policy meets it with
+   *  "error", turned into the phase `changed` below). */
+  const start = (action: MismatchAction) => {
     if (running || !listeners.size) return;
     started = true;
     const controller = new AbortController();
@@ -268,14 +323,19 @@ export function watchIntent<T = unknown>(
     const offline = (event: { intentId: string }) => {
       if (event.intentId === intentId) set({ phase: "offline" });
     };
-    set({ phase: "sending", error: null, retryReason: null });
+    set({ phase: "sending", error: null, retryReason: null, ...(snapshot.phase === "changed" ? {} : { changed: null }) });
     client.addEventListener("offline", offline);
     void (async () => {
       try {
-        const begun = await beginWith(client, intentId, typeof request === "function" ? request() : request, onMismatch, controller.signal, () =>
+        const { begun, answerFor } = await beginWith(client, intentId, typeof request === "function" ? request() : request, action, controller.signal, () =>
           set({ phase: "retrying", retryReason: "the earlier request is still running on the server" }, Date.now() + IN_FLIGHT_WAIT_MS),
           key,
         );
+        if (begun === null) {
+          // Discarded: nothing of the earlier intent is left to show.
+          set({ phase: "idle", key: null, attempt: 0, changed: null, answerFor: null, result: null, data: null, alreadyAnswered: false });
+          return;
+        }
         let result: SendResult;
         if ("send" in begun) {
           set({ key: begun.key, attempt: begun.attempts });
@@ -286,8 +346,13 @@ export function watchIntent<T = unknown>(
           });
         } else result = begun;
         const data = await read(result.response.clone());
-        set({ phase: result.ok ? "succeeded" : "failed", key: result.key, result, data, alreadyAnswered: result.replayed });
+        set({ phase: result.ok ? "succeeded" : "failed", key: result.key, result, data, alreadyAnswered: result.replayed, answerFor });
       } catch (thrown) {
+        if (onMismatch === "ask" && action === "error" && codeOf(thrown) === "INTENT_MISMATCH") {
+          // The person chooses: the earlier intent as storage holds it, for the page to describe.
+          const earlier = await client.intent(intentId).catch(() => null);
+          if (earlier) return set({ phase: "changed", changed: earlier, key: earlier.key, attempt: earlier.attempts, error: null });
+        }
         set({ phase: "error", error: asError(thrown) });
       } finally {
         client.removeEventListener("offline", offline);
@@ -320,6 +385,8 @@ export function watchIntent<T = unknown>(
             result: null,
             data: null,
             error: null,
+            changed: null,
+            answerFor: null,
           },
           null,
         );
@@ -370,5 +437,8 @@ export function watchIntent<T = unknown>(
     getSnapshot: () => snapshot,
     run,
     abort: () => running?.abort(),
+    replace: () => snapshot.phase === "changed" && start("replace"),
+    resume: () => snapshot.phase === "changed" && start("resume"),
+    discard: () => snapshot.phase === "changed" && start("discard"),
   };
 }

@@ -134,15 +134,90 @@ async function leftPending(page, headers) {
   return retrying.key;
 }
 
-test('onMismatch "error" (default): a reload with another cart sends nothing and says INTENT_MISMATCH', async () => {
+test('onMismatch "error": a reload with another cart sends nothing and says INTENT_MISMATCH', async () => {
   const { name, page, headers } = await account();
   const key = await leftPending(page, headers);
-  const store = watchIntent("checkout", order(headers, 3), { client: page() });
+  const store = watchIntent("checkout", order(headers, 3), { client: page(), onMismatch: "error" });
   const s = observe(store);
   const ended = await s.until("the end", settled);
   assert.equal(ended.errorCode, "INTENT_MISMATCH");
   assert.match(ended.error.message, new RegExp(key));
   assert.equal((await server.orders(name)).length, 0, "no order");
+  s.unsubscribe();
+});
+
+test('onMismatch "ask" (default): a reload with another cart is the phase changed, describing the earlier intent; nothing is sent until the person chooses', async () => {
+  const { name, page, headers } = await account();
+  const key = await leftPending(page, headers);
+  const store = watchIntent("checkout", order(headers, 3), { client: page() });
+  const s = observe(store);
+  const changed = await s.until("changed", (snapshot) => snapshot.phase === "changed");
+  assert.equal(changed.changed.key, key, "the earlier intent's key");
+  assert.equal(changed.changed.attempts, 1);
+  assert.equal(changed.changed.lastStatus, 503);
+  assert.equal(changed.changed.resumable, false, "no persistRequest: resume() cannot send the earlier request");
+  assert.equal(changed.error, null);
+  store.run(); // "Pay" again: the same question, nothing sent
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(store.getSnapshot().phase, "changed");
+  assert.equal((await server.orders(name)).length, 0, "no order");
+  s.unsubscribe();
+});
+
+/** A reload with a cart of 3 that finds the earlier intent (a cart of 1, its answer lost to 503s) changed. */
+async function changedCart(options = {}) {
+  const { name, page, headers } = await account();
+  const client = (more = {}) => page({ statusUrl: `${server.url}/api/idempotency-keys/{key}`, ...options, ...more });
+  const key = await leftPending(client, headers);
+  const store = watchIntent("checkout", order(headers, 3), { client: client() });
+  const s = observe(store);
+  await s.until("changed", (snapshot) => snapshot.phase === "changed");
+  return { name, headers, key, store, s };
+}
+
+test('phase changed, replace(): the earlier key is fenced, the cart given now is ordered once under a new key (answerFor "current")', async () => {
+  const { name, headers, key, store, s } = await changedCart();
+  store.replace();
+  const done = await s.until("the answer", settled);
+  assert.equal(done.phase, "succeeded", `${done.errorCode}: ${done.error?.message}`);
+  assert.notEqual(done.key, key);
+  assert.equal(done.answerFor, "current");
+  const fenced = await fetch(`${server.url}/api/idempotency-keys/${key}`, { headers });
+  assert.equal((await fenced.json()).status, "fenced");
+  const orders = await server.orders(name);
+  assert.equal(orders.length, 1);
+  assert.equal(JSON.stringify(orders[0]).includes('"qty":3'), true, `the cart given now: ${JSON.stringify(orders[0])}`);
+  s.unsubscribe();
+});
+
+test('phase changed, resume(): the earlier request is sent with its key, and the answer says so (answerFor "earlier")', async () => {
+  const { name, key, store, s } = await changedCart({ persistRequest: true });
+  assert.equal(store.getSnapshot().changed.resumable, true);
+  store.resume();
+  const done = await s.until("the answer", settled);
+  assert.equal(done.phase, "succeeded", `${done.errorCode}: ${done.error?.message}`);
+  assert.equal(done.key, key);
+  assert.equal(done.answerFor, "earlier");
+  const orders = await server.orders(name);
+  assert.equal(orders.length, 1);
+  assert.equal(JSON.stringify(orders[0]).includes('"qty":1'), true, `the earlier cart: ${JSON.stringify(orders[0])}`);
+  s.unsubscribe();
+});
+
+test('phase changed, discard(): the earlier key is fenced and forgotten, nothing is ordered; the next run() orders the cart given now', async () => {
+  const { name, headers, key, store, s } = await changedCart();
+  store.discard();
+  await s.until("idle", (snapshot) => snapshot.phase === "idle" && snapshot.changed === null);
+  const fenced = await fetch(`${server.url}/api/idempotency-keys/${key}`, { headers });
+  assert.equal((await fenced.json()).status, "fenced");
+  assert.equal((await server.orders(name)).length, 0, "nothing ordered");
+  store.run();
+  const done = await s.until("the answer", settled);
+  assert.equal(done.phase, "succeeded", `${done.errorCode}: ${done.error?.message}`);
+  assert.notEqual(done.key, key);
+  const orders = await server.orders(name);
+  assert.equal(orders.length, 1);
+  assert.equal(JSON.stringify(orders[0]).includes('"qty":3'), true);
   s.unsubscribe();
 });
 
@@ -198,7 +273,7 @@ test('onMismatch "replace", the slow cart: a reload 1 s after Pay rebuilds the c
   const a = observe(first);
   await a.until("idle", (s) => s.phase === "idle");
   first.run();
-  const sending = await a.until("sending", (s) => s.phase === "sending");
+  const sending = await a.until("the first attempt", (s) => s.phase === "sending" && s.attempt === 1);
   await new Promise((resolve) => setTimeout(resolve, 1000));
   a.unsubscribe();
   const status = await fetch(statusUrl.replace("{key}", sending.key), { headers });

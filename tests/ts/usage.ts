@@ -21,6 +21,7 @@ import {
   type KeyStatusAnswer,
   type KeyStatusQuestion,
   type ReconcileResult,
+  type SettleResult,
   type ReplayableBody,
   type RetryEvent,
   type RetryOptions,
@@ -264,6 +265,26 @@ function countdown(snapshot: IntentSnapshot<{ id: string }>): string {
   return snapshot.data?.id ?? snapshot.phase;
 }
 
+/** A changed cart: the earlier intent described, the three ways out on the store, `answerFor` on the answer. */
+function changedCart(store: ReturnType<typeof watchIntent<{ id: string }>>): string {
+  const snapshot = store.getSnapshot();
+  if (snapshot.phase === "changed" && snapshot.changed) {
+    const { key, attempts, createdAt, lastStatus, resumable } = snapshot.changed;
+    if (resumable) store.resume();
+    else store.replace();
+    return `${key} ${attempts} ${createdAt} ${lastStatus ?? ""}`;
+  }
+  store.discard();
+  const which: "earlier" | "current" | null = snapshot.answerFor;
+  // @ts-expect-error answerFor is one of two requests, not a free string
+  const wrong: typeof snapshot.answerFor = "other";
+  void wrong;
+  return which ?? "";
+}
+const settled: SettleResult = { status: "no_fence", reason: "HTTP 405 to POST" };
+void settled;
+
+void changedCart(watchIntent<{ id: string }>("checkout:cart-42", { url: "/api/orders", method: "POST", body: "{}" }, { client: new IdempotentClient(), onMismatch: "ask" }));
 void countdown(watchIntent<{ id: string }>("checkout:cart-42", { url: "/api/orders", method: "POST", body: "{}" }, { client: new IdempotentClient() }).getSnapshot());
 void background;
 void reconciliation;
