@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // What ships: what a browser downloads for idempotent-fetch when an app bundles it the way apps do
-// (esbuild --bundle --minify of `import { IdempotentClient } from "idempotent-fetch"`, resolved through
+// (esbuild --bundle --minify of `import { IdempotentClient } from "idempotent-fetch-client"`, resolved through
 // the package's `exports` like an installed package, plus the .wasm it loads), each file gzip -9 and
 // brotli q11, next to the package as shipped, the size before the lean core (issue 12), and the JS
 // retry libraries users pick today bundled the same way. Then where the bytes are: the driver's
@@ -94,14 +94,14 @@ const bundleOptions = { bundle: true, minify: true, format: "esm", platform: "br
 const work = mkdtempSync(join(tmpdir(), "if-size-"));
 try {
   mkdirSync(join(work, "node_modules"));
-  symlinkSync(PKG_DIR, join(work, "node_modules", "idempotent-fetch"), "dir");
+  symlinkSync(PKG_DIR, join(work, "node_modules", "idempotent-fetch-client"), "dir");
   // The quick start as an app writes it (README "Quick start": begin + send, and the fetch-shaped
   // API), bundled with code splitting as Vite, webpack and Rollup do by default: the parts the
   // package loads on first use (LAZY_PARTS) become chunks of their own. What the quick start
   // downloads is the app's entry and every chunk it imports statically, plus the .wasm; the full
   // feature set adds every chunk. (tests/js/browser.test.mjs checks that the quick start, run in a
   // browser, requests none of the lazy parts.)
-  const QUICK_START = `import { IdempotentClient } from "idempotent-fetch";
+  const QUICK_START = `import { IdempotentClient } from "idempotent-fetch-client";
 const client = new IdempotentClient({ namespace: "acct_42" });
 export async function pay(cart) {
   const op = await client.begin("checkout", { url: "/api/orders", method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(cart) });

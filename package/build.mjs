@@ -19,8 +19,8 @@
 //      wasm from disk and instantiates it on load), plus pkg/node.js, the ESM face of node.cjs (one instance for import and require)
 //      and the side entries (SIDE_ENTRIES), each as .js + .cjs with source maps: watch.ts (the intent
 //      store), react.ts / vue.ts / svelte.ts (the bindings, over the store; the framework external),
-//      node/file-storage.ts (`idempotent-fetch/file`, Node); and the command line check/cli.ts ->
-//      pkg/bin/check.mjs (`npx idempotent-fetch check <url>`, Node; no page entry imports it)
+//      node/file-storage.ts (`idempotent-fetch-client/file`, Node); and the command line check/cli.ts ->
+//      pkg/bin/check.mjs (`npx idempotent-fetch-client check <url>`, Node; no page entry imports it)
 //   5. tsc --emitDeclarationOnly -> pkg/types/ (the driver's own .d.ts; no hand-written types)
 //   6. package.json (fields from Cargo.toml), package/npm-README.md as README.md, LICENSE-* next to them
 import { spawnSync } from "node:child_process";
@@ -39,7 +39,7 @@ const toolsBin = path.join(tools, "node_modules/.bin");
 export const PKG_DIR = path.join(root, "pkg");
 export const WASM_FILE = "idempotent_fetch_bg.wasm";
 export const BROWSER_ENTRY = "index.js";
-/** The same entry with the lazy parts bundled in (`idempotent-fetch/worker`): for service workers. */
+/** The same entry with the lazy parts bundled in (`idempotent-fetch-client/worker`): for service workers. */
 export const WORKER_ENTRY = "worker.js";
 const CRATE = "idempotent-fetch";
 const DRIVER_DIR = path.join(root, "src/js");
@@ -65,7 +65,9 @@ export function crateMetadata() {
   if (!crate) throw new Error(`cargo metadata lists no package ${CRATE}`);
   const wasmOpt = crate.metadata?.["wasm-pack"]?.profile?.release?.["wasm-opt"];
   if (!Array.isArray(wasmOpt)) throw new Error("Cargo.toml has no [package.metadata.wasm-pack.profile.release] wasm-opt = [...]");
-  return { targetDir: meta.target_directory, crate, wasmOpt };
+  const npmName = crate.metadata?.npm?.name;
+  if (typeof npmName !== "string" || !npmName) throw new Error("Cargo.toml has no [package.metadata.npm] name = \"...\"");
+  return { targetDir: meta.target_directory, crate, wasmOpt, npmName };
 }
 
 /** Steps 1-2: the release wasm and its wasm-bindgen glue (src/js/generated/). Returns the raw .wasm path. */
@@ -398,10 +400,10 @@ async function sideEntries(esbuild, out) {
   }
 }
 
-/** The command line: `npx idempotent-fetch check <url>` runs the package's one bin (named like the
- *  package), a Node program bundled from check/ (its own tsconfig, Node's types). No entry a page
- *  imports reaches it, so it costs pages nothing. */
-const CHECK = { source: "check/cli.ts", file: "bin/check.mjs", bin: CRATE };
+/** The command line: `npx idempotent-fetch-client check <url>` runs the package's one bin (named like the
+ *  package, see manifest()), a Node program bundled from check/ (its own tsconfig, Node's types). No entry a
+ *  page imports reaches it, so it costs pages nothing. */
+const CHECK = { source: "check/cli.ts", file: "bin/check.mjs" };
 const CHECK_DIR = path.join(DRIVER_DIR, "check") + path.sep;
 
 /** Step 4c: the check command, one ES module for Node 18 (its global fetch) with a shebang. */
@@ -428,7 +430,7 @@ function types(entry, pkg) {
   const out = path.join(pkg, "types");
   run(path.join(toolsBin, "tsc"), ["-p", tsconfig, "--noEmit", "false", "--declaration", "--emitDeclarationOnly", "--declarationMap", "false", "--outDir", out]);
   if (!existsSync(path.join(out, "index.d.ts"))) throw new Error(`tsc wrote no ${path.relative(root, out)}/index.d.ts (rootDir should be src/js)`);
-  // idempotent-fetch/file's declarations (its project sees Node's types; rootDir is src/js as well).
+  // idempotent-fetch-client/file's declarations (its project sees Node's types; rootDir is src/js as well).
   run(path.join(toolsBin, "tsc"), ["-p", path.join(DRIVER_DIR, "node/tsconfig.json"), "--noEmit", "false", "--declaration", "--emitDeclarationOnly", "--declarationMap", "false", "--outDir", out]);
   // The glue's declarations, in case a public type refers to an exported wasm class.
   cpSync(path.join(BINDINGS_DIR, "idempotent_fetch.d.ts"), path.join(out, "generated/idempotent_fetch.d.ts"));
@@ -441,11 +443,11 @@ function types(entry, pkg) {
 }
 
 /** Step 6: package.json. The conditions, most specific first (package/README.md explains each). */
-function manifest(crate, out) {
+function manifest(crate, npmName, out) {
   const esmTypes = "./types/index.d.ts";
   const cjsTypes = `./${CJS_TYPES_DIR}/index.d.ts`;
   const pkg = {
-    name: crate.name,
+    name: npmName,
     version: crate.version,
     description: crate.description,
     license: crate.license,
@@ -457,7 +459,7 @@ function manifest(crate, out) {
     module: `./${BROWSER_ENTRY}`,
     browser: `./${BROWSER_ENTRY}`,
     types: "./types/index.d.ts",
-    bin: { [CHECK.bin]: `./${CHECK.file}` },
+    bin: { [npmName]: `./${CHECK.file}` },
     exports: {
       // `types` sits in each import/require branch (not first), so TypeScript gives `require` the
       // CommonJS declarations and `import` the ESM ones.
@@ -512,10 +514,10 @@ export async function build({ bindingsOnly = false, entry = path.join(DRIVER_DIR
       const names = await bundles(entry, out, wasmNames);
       console.log(`esbuild: ${BROWSER_ENTRY}, node.cjs (exports: ${names.join(", ")})`);
       writeFileSync(path.join(out, "node.js"),
-        `// Node ESM: the same instance as require("idempotent-fetch") (no dual-package hazard).\n` +
+        `// Node ESM: the same instance as require("idempotent-fetch-client") (no dual-package hazard).\n` +
         `import lib from "./node.cjs";\nexport const { ${names.join(", ")} } = lib;\n`);
       types(entry, out);
-      manifest(meta.crate, out);
+      manifest(meta.crate, meta.npmName, out);
       // The npm page is the package's own README (install, quick start, bindings; absolute links);
       // the repository's README.md is the project's side (building, testing, the server).
       copyFileSync(NPM_README, path.join(out, "README.md"));

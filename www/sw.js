@@ -1,5 +1,5 @@
 // The demo's service worker (?background=1, www/app.js): finishes the payment of a tab that was closed
-// before the server answered, with the page's key (idempotent-fetch/sw). The session is the page's
+// before the server answered, with the page's key (idempotent-fetch-client/sw). The session is the page's
 // HttpOnly cookie, which the worker's same-origin requests carry: no headers() needed.
 import { IdempotentClient } from "/pkg/worker.js";
 import { backgroundSync } from "/pkg/sw.js";

@@ -4,15 +4,15 @@
 // The key: the agent may pass `idempotencyKey` (MCP has no standard field for it, so the tool takes
 // it as an argument); without it the key is derived from the run id and the canonical arguments,
 // never from the model's tool-call id (re-minted on every turn). Intents and keys are kept in a folder
-// (idempotent-fetch/file), so a call this process could not finish resumes with the same key after a
+// (idempotent-fetch-client/file), so a call this process could not finish resumes with the same key after a
 // restart. Configuration (environment): IF_API the server's origin, IF_TOKEN its bearer token,
 // IF_STATE_DIR the folder, IF_RUN_ID the agent run this process serves, IF_MAX_ATTEMPTS (default 8).
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { z } from "zod";
-import { IdempotentClient, isIdempotentFetchError } from "idempotent-fetch";
-import { toolCallKey } from "idempotent-fetch/agent";
-import { fileStorage } from "idempotent-fetch/file";
+import { IdempotentClient, isIdempotentFetchError } from "idempotent-fetch-client";
+import { toolCallKey } from "idempotent-fetch-client/agent";
+import { fileStorage } from "idempotent-fetch-client/file";
 
 const { IF_API: api, IF_TOKEN: token, IF_STATE_DIR: directory, IF_RUN_ID: runId = "run-local" } = process.env;
 if (!api || !token || !directory) throw new Error("set IF_API, IF_TOKEN and IF_STATE_DIR");

@@ -1,4 +1,4 @@
-// `idempotent-fetch/agent`: names for the state-changing tool calls of an agent, from what the agent
+// `idempotent-fetch-client/agent`: names for the state-changing tool calls of an agent, from what the agent
 // runtime controls. A model's tool-call id is minted anew each turn (a re-planned call gets another),
 // so it cannot name an intent; the run (or task) id, the tool and the call's arguments can: a
 // re-planned call with the same arguments, in any key order, gets the same intent id and key.
@@ -7,11 +7,11 @@
 // `canonicalize` package (an optional peer dependency: only this entry needs it), then hashed with
 // the driver's SHA-256 (no `crypto.subtle`: the same in every runtime).
 /**
- * `idempotent-fetch/agent`: {@link toolCallIntent} and {@link toolCallKey}, an intent id and a key
+ * `idempotent-fetch-client/agent`: {@link toolCallIntent} and {@link toolCallKey}, an intent id and a key
  * for an agent's tool call from the run id, the tool and its canonical arguments, never from the
  * model's tool-call id.
  *
- * @module idempotent-fetch/agent
+ * @module idempotent-fetch-client/agent
  */
 
 import canonicalize from "canonicalize";

@@ -1,5 +1,5 @@
 // Background completion: the names a page and its service worker share (the core imports them for
-// `begin(..., { background: true })`, `idempotent-fetch/sw` for the worker, the intent store to follow
+// `begin(..., { background: true })`, `idempotent-fetch-client/sw` for the worker, the intent store to follow
 // the worker's messages), and the page's half, which asks the browser for a Background Sync where it
 // has one.
 

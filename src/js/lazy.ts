@@ -5,7 +5,7 @@
 
 import { IdempotentFetchError } from "./errors.js";
 
-/** Service workers may not `import()` at all: there the package's `idempotent-fetch/worker` entry,
+/** Service workers may not `import()` at all: there the package's `idempotent-fetch-client/worker` entry,
  *  which holds every part (its loads below never fail), is the one to use. */
 const inServiceWorker = () => typeof (globalThis as { ServiceWorkerGlobalScope?: unknown }).ServiceWorkerGlobalScope === "function";
 
@@ -18,7 +18,7 @@ function once<T>(load: () => Promise<T>): () => Promise<T> {
       throw inServiceWorker()
         ? new IdempotentFetchError(
             "INVALID_OPTIONS",
-            'a service worker cannot load the parts of "idempotent-fetch" used on demand: import IdempotentClient from "idempotent-fetch/worker" there',
+            'a service worker cannot load the parts of "idempotent-fetch" used on demand: import IdempotentClient from "idempotent-fetch-client/worker" there',
           )
         : error;
     }));

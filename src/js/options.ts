@@ -26,7 +26,7 @@ export interface ClientOptions {
    * Where intents are kept. Default "local" in a page, "indexeddb" in a worker (no localStorage there),
    * "memory" where there is neither (Node). Blocked, absent or full storage falls back to "memory"
    * (see `storageFallback`); for "indexeddb" that is known once the first operation has settled.
-   * Or an `AsyncStorage` of your own (`idempotent-fetch/file` in Node): `client.storage` is then "custom".
+   * Or an `AsyncStorage` of your own (`idempotent-fetch-client/file` in Node): `client.storage` is then "custom".
    */
   storage?: Exclude<StorageKind, "custom"> | AsyncStorage;
   /** How one `send` retries: attempts, backoff, jitter, timeouts. */
@@ -282,7 +282,7 @@ export interface BeginOptions {
    *  server is down): the request is stored as with `persistRequest` (never its credentials) and a
    *  Background Sync is registered where the browser has one. Needs `storage: "indexeddb"` (a
    *  service worker cannot read the others: `INVALID_OPTIONS`) and `backgroundSync()` from
-   *  `idempotent-fetch/sw` in the service worker. Default false. */
+   *  `idempotent-fetch-client/sw` in the service worker. Default false. */
   background?: boolean;
 }
 

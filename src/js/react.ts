@@ -1,4 +1,4 @@
-// `idempotent-fetch/react`: one hook for a button whose click must happen once (Pay, Place order,
+// `idempotent-fetch-client/react`: one hook for a button whose click must happen once (Pay, Place order,
 // Send), over the store of watch.ts through `useSyncExternalStore`: the phases, the live countdown,
 // resume on mount, "already answered" after a reload, "Try again" with the same key, abort on
 // unmount, StrictMode's double mount, and `onMismatch`.
@@ -7,10 +7,10 @@
 // own), so the hook and the app share one package instance and apps that never import this file pay
 // nothing for it. Nothing runs at import (safe where there is no `window`, as in server rendering).
 /**
- * `idempotent-fetch/react`: {@link useIdempotentAction}, one hook for a button whose click must
+ * `idempotent-fetch-client/react`: {@link useIdempotentAction}, one hook for a button whose click must
  * happen once. React 18 or later (an optional peer dependency); the app passes its own client.
  *
- * @module idempotent-fetch/react
+ * @module idempotent-fetch-client/react
  */
 
 import { useMemo, useRef, useSyncExternalStore } from "react";

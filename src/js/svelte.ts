@@ -1,14 +1,14 @@
-// `idempotent-fetch/svelte`: the store of watch.ts as a Svelte store (the store contract: `subscribe`
+// `idempotent-fetch-client/svelte`: the store of watch.ts as a Svelte store (the store contract: `subscribe`
 // calls the subscriber at once and returns the unsubscribe), so `$pay.phase` works in Svelte 4 and 5
 // components, runes mode included. The first subscriber starts the lookup and the resume; the last
 // one leaving aborts a running send (the key is kept).
 //
 // Type imports only from the core and nothing from `svelte` (the contract needs no import).
 /**
- * `idempotent-fetch/svelte`: {@link idempotentAction}, a readable store for a button whose click
+ * `idempotent-fetch-client/svelte`: {@link idempotentAction}, a readable store for a button whose click
  * must happen once. Svelte 4 or 5; the app passes its own client.
  *
- * @module idempotent-fetch/svelte
+ * @module idempotent-fetch-client/svelte
  */
 
 import type { IntentRequest } from "./request.js";

@@ -1,4 +1,4 @@
-// `idempotent-fetch/sw`: finishes, from the app's service worker, the intents a page began with
+// `idempotent-fetch-client/sw`: finishes, from the app's service worker, the intents a page began with
 // `background: true` (or `persistRequest`) and could not finish: the tab was closed while the server
 // was down. Each goes through the client's public `resume` + `send`: the same key, the same rules
 // (classification, backoff, retry budget, deadline, keyTtlMs, reconciliation when configured), one
@@ -8,10 +8,10 @@
 // Type imports only from the core (the app's service worker imports the client itself), plus the
 // names the page shares (background.ts) and the error class (errors.ts).
 /**
- * `idempotent-fetch/sw`: {@link backgroundSync}, which finishes pending intents from the app's
+ * `idempotent-fetch-client/sw`: {@link backgroundSync}, which finishes pending intents from the app's
  * service worker with their own keys, and posts what became of each on a `BroadcastChannel`.
  *
- * @module idempotent-fetch/sw
+ * @module idempotent-fetch-client/sw
  */
 
 import { BACKGROUND_CHANNEL, BACKGROUND_MESSAGE_TYPE, BACKGROUND_SYNC_TAG } from "./background.js";

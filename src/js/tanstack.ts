@@ -1,4 +1,4 @@
-// `idempotent-fetch/tanstack`: a `mutationFn` for TanStack Query (React, Vue, Svelte, Solid: the
+// `idempotent-fetch-client/tanstack`: a `mutationFn` for TanStack Query (React, Vue, Svelte, Solid: the
 // function is the same in each) whose every call for one intent sends with one key. TanStack's
 // `retry` calls the function again, a paused mutation resumed after a reload calls it again, a
 // remount or a second click calls it again: each names the same intent (from the variables), so
@@ -6,11 +6,11 @@
 //
 // Type imports only from the core; nothing from TanStack (the function is plain).
 /**
- * `idempotent-fetch/tanstack`: {@link idempotentMutation}, a TanStack Query `mutationFn` whose
+ * `idempotent-fetch-client/tanstack`: {@link idempotentMutation}, a TanStack Query `mutationFn` whose
  * retries, resumed and repeated calls keep one key per intent; {@link retryUnanswered}, a `retry`
  * that does not retry a definite answer.
  *
- * @module idempotent-fetch/tanstack
+ * @module idempotent-fetch-client/tanstack
  */
 
 import type { IdempotentClient } from "./client.js";

@@ -1,13 +1,13 @@
-// `idempotent-fetch/vue`: the store of watch.ts as a composable: a `shallowRef` holding the intent's
+// `idempotent-fetch-client/vue`: the store of watch.ts as a composable: a `shallowRef` holding the intent's
 // snapshot, renewed on each change, subscribed while the component is mounted (nothing runs in
 // server rendering). A reactive `intentId` (a ref or a getter) moves to the new intent's store.
 //
 // Type imports only from the core, `vue` left to the app (an optional peer dependency).
 /**
- * `idempotent-fetch/vue`: {@link useIdempotentAction}, a composable for a button whose click must
+ * `idempotent-fetch-client/vue`: {@link useIdempotentAction}, a composable for a button whose click must
  * happen once. Vue 3.3 or later; the app passes its own client.
  *
- * @module idempotent-fetch/vue
+ * @module idempotent-fetch-client/vue
  */
 
 import {

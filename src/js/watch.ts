@@ -1,8 +1,8 @@
-// `idempotent-fetch/watch`: one intent as an external store (subscribe / getSnapshot / run / abort),
+// `idempotent-fetch-client/watch`: one intent as an external store (subscribe / getSnapshot / run / abort),
 // the part every framework binding shares: the phases of a send, the live countdown, resume of an
 // intent a reload interrupted, "already answered" after a reload, "Try again" with the same key, and
 // what to do when a reload rebuilt a different request (`onMismatch`), and an answer the service
-// worker got (idempotent-fetch/sw) while the page was watching. React, Vue and Svelte are thin layers
+// worker got (idempotent-fetch-client/sw) while the page was watching. React, Vue and Svelte are thin layers
 // over it (react.ts, vue.ts, svelte.ts).
 //
 // Type imports only from the core (the app passes its own client; background.ts holds only names): the store is bundled into each
@@ -10,10 +10,10 @@
 // Nothing runs until the first subscriber (safe in server rendering, and StrictMode's throw-away
 // renders start nothing).
 /**
- * `idempotent-fetch/watch`: {@link watchIntent}, one intent as a store any UI framework can
+ * `idempotent-fetch-client/watch`: {@link watchIntent}, one intent as a store any UI framework can
  * subscribe to. The React, Vue and Svelte bindings are built on it.
  *
- * @module idempotent-fetch/watch
+ * @module idempotent-fetch-client/watch
  */
 
 import { BACKGROUND_CHANNEL, BACKGROUND_MESSAGE_TYPE } from "./background.js";
@@ -293,7 +293,7 @@ export function watchIntent<T = unknown>(
   // A send started in this subscription: the lookup no longer decides the phase.
   let started = false;
   let ticker: ReturnType<typeof setInterval> | undefined;
-  // The service worker's reports (idempotent-fetch/sw), while somebody looks.
+  // The service worker's reports (idempotent-fetch-client/sw), while somebody looks.
   let channel: BroadcastChannel | undefined;
 
   // `retrying` is only ever set with a deadline (`set`'s callers) and every other phase without one,

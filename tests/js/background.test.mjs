@@ -1,4 +1,4 @@
-// Background completion (`idempotent-fetch/sw`) in a real browser with a real service worker,
+// Background completion (`idempotent-fetch-client/sw`) in a real browser with a real service worker,
 // against the REAL reference server. Runs in the engine IF_BROWSER names (chromium, firefox, webkit:
 // tests/support/browsers.mjs); in Firefox and WebKit a context is a WebDriver session and a page one
 // of its windows.

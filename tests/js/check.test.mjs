@@ -1,5 +1,5 @@
-// `idempotent-fetch check <url>`, the conformance check, run as users run it: the packed tarball
-// installed into a temporary app and started with `npx idempotent-fetch check ...`, a separate
+// `idempotent-fetch-client check <url>`, the conformance check, run as users run it: the packed tarball
+// installed into a temporary app and started with `npx idempotent-fetch-client check ...`, a separate
 // process sending real HTTP to servers on 127.0.0.1.
 //
 //   - the reference server (sessions, CORS for a page origin, a 300 ms latency while a key is in
@@ -66,10 +66,10 @@ function runChecked(command, args, cwd) {
   });
 }
 
-/** `npx idempotent-fetch <args>` in the app (never a download: `--no`); resolves to { status, stdout, stderr }. */
+/** `npx idempotent-fetch-client <args>` in the app (never a download: `--no`); resolves to { status, stdout, stderr }. */
 function check(args) {
   return new Promise((resolve, reject) => {
-    const child = spawn("npx", ["--no", "idempotent-fetch", ...args], { cwd: app, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn("npx", ["--no", "idempotent-fetch-client", ...args], { cwd: app, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (chunk) => { stdout += chunk; });
@@ -224,7 +224,7 @@ test("usage errors and an endpoint that does not answer exit 2 with a message th
   assert.match(unreachable.stderr, /cannot check .* got no answer \(fetch failed: .*ECONNREFUSED/s);
   const help = await check(["check", "--help"]);
   assert.equal(help.status, 0);
-  assert.match(help.stdout, /usage: idempotent-fetch check <url>/);
+  assert.match(help.stdout, /usage: idempotent-fetch-client check <url>/);
 });
 
 test("the reference server passes every case (exit 0), and each key made one order; without its session the check cannot run (exit 2)", { timeout: TIMEOUT_MS }, async () => {

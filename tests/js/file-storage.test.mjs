@@ -1,5 +1,5 @@
 // Durable keys outside browsers: an app's own AsyncStorage (a Map-backed twin here), and
-// idempotent-fetch/file (pkg/file.js) in Node. Checks: a record survives its process (SIGKILLed in a
+// idempotent-fetch-client/file (pkg/file.js) in Node. Checks: a record survives its process (SIGKILLed in a
 // backoff sleep, a second process resumes it with the same key: one order on the reference server);
 // crash-safe writes (no temporary file left, the format on disk); bad input (a corrupt, truncated or
 // foreign record file is a STORAGE error and is left as it is; a read-only folder is a loud fallback
@@ -310,7 +310,7 @@ function recipeApp() {
   assert.ok(block, "the README has the tool-call recipe");
   const app = path.join(tmp, `recipe-${++counter}`);
   mkdirSync(path.join(app, "node_modules"), { recursive: true });
-  cpSync(pkgDir, path.join(app, "node_modules/idempotent-fetch"), { recursive: true });
+  cpSync(pkgDir, path.join(app, "node_modules/idempotent-fetch-client"), { recursive: true });
   symlinkSync(path.join(root, "tools/node_modules/canonicalize"), path.join(app, "node_modules/canonicalize"));
   writeFileSync(path.join(app, "recipe.mjs"), block);
   return app;
@@ -379,9 +379,9 @@ test("four agent processes begin one intent at the same moment over one folder: 
   }
 });
 
-test("idempotent-fetch/agent: the same run, tool and arguments in any key order name one intent and one key; anything else another", async () => {
+test("idempotent-fetch-client/agent: the same run, tool and arguments in any key order name one intent and one key; anything else another", async () => {
   const app = recipeApp();
-  const agent = await import(pathToFileURL(path.join(app, "node_modules/idempotent-fetch/agent.js")).href);
+  const agent = await import(pathToFileURL(path.join(app, "node_modules/idempotent-fetch-client/agent.js")).href);
   const args = { items: [{ sku: "mug", qty: 2 }], note: "gift", total: { cents: 1800, currency: "EUR" } };
   const reordered = { total: { currency: "EUR", cents: 1800 }, note: "gift", items: [{ qty: 2, sku: "mug" }] };
   const intent = agent.toolCallIntent("run_7f2c", "place_order", args);
@@ -399,7 +399,7 @@ test("idempotent-fetch/agent: the same run, tool and arguments in any key order 
   assert.throws(() => agent.toolCallIntent("run:1", "place_order", args), TypeError);
   assert.throws(() => agent.toolCallIntent("run", "place_order", () => 1), TypeError);
   // The key goes into begin as a brought key.
-  const { IdempotentClient } = await import(pathToFileURL(path.join(app, "node_modules/idempotent-fetch/node.js")).href);
+  const { IdempotentClient } = await import(pathToFileURL(path.join(app, "node_modules/idempotent-fetch-client/node.js")).href);
   const op = await new IdempotentClient({ namespace: "agent" }).begin(intent, { url: "http://127.0.0.1:9/x", body: "{}" }, { key });
   assert.equal(op.key, key);
 });

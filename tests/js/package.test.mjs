@@ -17,19 +17,19 @@
 //   plain        tests/package/plain: a plain ES-module page (no bundler, an import map for the bare
 //                specifier) copied to a temporary folder where the tarball is installed.
 //   react-app    tests/package/react-app, vue-app, svelte-app: Vite's official react-ts, vue-ts and
-//   vue-app      svelte-ts templates with a checkout on idempotent-fetch/react, /vue, /svelte; same
+//   vue-app      svelte-ts templates with a checkout on idempotent-fetch-client/react, /vue, /svelte; same
 //   svelte-app   install, then the template's type check (`tsc -b`, `vue-tsc -b`, `svelte-check`)
 //                and `vite build`, each driven the same way (driveCheckout): a double click while
 //                every request 503s, a reload mid-retry, a reload that rebuilt another cart
 //                (onMismatch "replace"), flaky faults and a reload after the answer.
 //   tanstack-app tests/package/tanstack-app: the react-ts template with TanStack Query (persisted)
-//                and a checkout mutation on idempotent-fetch/tanstack with TanStack's `retry: 3`:
+//                and a checkout mutation on idempotent-fetch-client/tanstack with TanStack's `retry: 3`:
 //                the same faults and reloads, and Pay clicked again after the answer.
 //   sw-app       tests/package/sw-app: Vite's vanilla template with a service worker built as the
-//                README's recipe says (a second entry kept at /sw.js, idempotent-fetch/sw), same
+//                README's recipe says (a second entry kept at /sw.js, idempotent-fetch-client/sw), same
 //                install, `vite build`; Chromium only (the sync event is a DevTools command): the tab
 //                closed while the server is down, a sync event, one order with the page's key.
-//   mcp-orders   examples/mcp-orders: an MCP server on the official SDK using idempotent-fetch/agent
+//   mcp-orders   examples/mcp-orders: an MCP server on the official SDK using idempotent-fetch-client/agent
 //                and /file, driven by the SDK's client over stdio against the reference server.
 //   node         tests/package/node: `import` (pay.mjs) and `require` (pay.cjs) of the installed
 //                package in Node, against the same server.
@@ -105,7 +105,7 @@ function prepareApp(app, bin, { withQuickStart = true } = {}) {
     run("npm", ["ci", "--no-audit", "--no-fund"], { cwd: app });
   }
   run("npm", ["install", "--no-save", "--no-audit", "--no-fund", "--offline", tarball], { cwd: app });
-  assert.ok(existsSync(path.join(app, "node_modules/idempotent-fetch", WASM)), `npm installed the tarball into ${path.basename(app)}`);
+  assert.ok(existsSync(path.join(app, "node_modules/idempotent-fetch-client", WASM)), `npm installed the tarball into ${path.basename(app)}`);
   if (withQuickStart) writeMain(app);
 }
 
@@ -230,8 +230,8 @@ const op: Promise<IdempotentOperation> = client.begin("pay", { url: "http://127.
 export const code = (e: unknown): string | null => (isIdempotentFetchError(e) ? e.code : null);
 void op;\n`;
   const names = "IdempotentClient, IdempotentOperation, isIdempotentFetchError";
-  writeFileSync(path.join(app, "use.mts"), `import { ${names} } from "idempotent-fetch";\n${use}`);
-  writeFileSync(path.join(app, "use.cts"), `import { ${names} } from "idempotent-fetch";\n${use}`);
+  writeFileSync(path.join(app, "use.mts"), `import { ${names} } from "idempotent-fetch-client";\n${use}`);
+  writeFileSync(path.join(app, "use.cts"), `import { ${names} } from "idempotent-fetch-client";\n${use}`);
   writeFileSync(path.join(app, "tsconfig.json"), JSON.stringify({
     compilerOptions: { module: "node16", moduleResolution: "node16", target: "es2022", lib: ["es2022", "dom"], types: [], strict: true, noEmit: true },
     files: ["use.mts", "use.cts"],
@@ -291,10 +291,10 @@ after(async () => {
 test("the npm page: the packed README says npm install and shows the quick start on its first screen; every link is absolute and every anchor exists in the repository README", async () => {
   const readme = readFileSync(path.join(pkgDir, "README.md"), "utf8");
   const firstScreen = readme.split("\n").slice(0, 40).join("\n");
-  assert.match(firstScreen, /npm install idempotent-fetch/);
+  assert.match(firstScreen, /npm install idempotent-fetch-client/);
   assert.match(firstScreen, /## Quick start/);
   assert.match(firstScreen, /client\.begin\(/);
-  for (const name of ["idempotent-fetch/react", "idempotent-fetch/vue", "idempotent-fetch/svelte", "idempotent-fetch/tanstack"]) {
+  for (const name of ["idempotent-fetch-client/react", "idempotent-fetch-client/vue", "idempotent-fetch-client/svelte", "idempotent-fetch-client/tanstack"]) {
     assert.ok(readme.includes(name), `the npm page shows ${name}`);
   }
   assert.ok(!/cargo /.test(readme), "no cargo command on the npm page");
@@ -376,7 +376,7 @@ test("esbuild app: the tarball + esbuild --bundle of the README quick start, the
   writeMain(app);
   const dist = path.join(app, "dist");
   run(path.join(root, "tools/node_modules/.bin/esbuild"), ["main.js", "--bundle", "--format=esm", "--minify", `--outfile=${path.join(dist, "main.js")}`, "--log-level=warning"], { cwd: app });
-  copyFileSync(path.join(app, "node_modules/idempotent-fetch", WASM), path.join(dist, WASM));
+  copyFileSync(path.join(app, "node_modules/idempotent-fetch-client", WASM), path.join(dist, WASM));
   copyFileSync(path.join(apps, "vite-app/index.html"), path.join(dist, "index.html"));
   await checkPage(dist, "esbuild");
 });
@@ -388,7 +388,7 @@ test("plain ES modules: the tarball, an import map, one click is one order under
   writeMain(app);
   // A tarball without dependencies: nothing is fetched from the registry.
   run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball], { cwd: app });
-  assert.ok(existsSync(path.join(app, "node_modules/idempotent-fetch", WASM)), "npm installed the wasm");
+  assert.ok(existsSync(path.join(app, "node_modules/idempotent-fetch-client", WASM)), "npm installed the wasm");
   await checkPage(app, "plain");
 });
 
@@ -528,7 +528,7 @@ async function driveCheckout(label, dist, account) {
   }
 }
 
-test("Vite-built service worker (vanilla template, the README's recipe for idempotent-fetch/sw): the tab is closed while the server is down, a sync event makes one order with the page's key, the reopened page reads it succeeded", { timeout: TEST_TIMEOUT_MS, skip: capabilities.cdp ? false : `needs CDP (ServiceWorker.dispatchSyncEvent), not in ${engineName}'s WebDriver` }, async () => {
+test("Vite-built service worker (vanilla template, the README's recipe for idempotent-fetch-client/sw): the tab is closed while the server is down, a sync event makes one order with the page's key, the reopened page reads it succeeded", { timeout: TEST_TIMEOUT_MS, skip: capabilities.cdp ? false : `needs CDP (ServiceWorker.dispatchSyncEvent), not in ${engineName}'s WebDriver` }, async () => {
   const app = path.join(apps, "sw-app");
   prepareApp(app, "vite", { withQuickStart: false });
   const dist = path.join(tmpDir, "sw-dist");
@@ -588,22 +588,22 @@ test("Vite-built service worker (vanilla template, the README's recipe for idemp
   }
 });
 
-test("React app (Vite react-ts template, idempotent-fetch/react): double click, server down, reload mid-retry, rebuilt cart, flaky, reload after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
+test("React app (Vite react-ts template, idempotent-fetch-client/react): double click, server down, reload mid-retry, rebuilt cart, flaky, reload after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
   const dist = buildViteApp("react", "tsc", ["-b"]);
   await driveCheckout("react", dist, "acct_react"); // src/App.tsx: namespace
 });
 
-test("Vue app (Vite vue-ts template, idempotent-fetch/vue): double click, server down, reload mid-retry, rebuilt cart, flaky, reload after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
+test("Vue app (Vite vue-ts template, idempotent-fetch-client/vue): double click, server down, reload mid-retry, rebuilt cart, flaky, reload after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
   const dist = buildViteApp("vue", "vue-tsc", ["-b"]);
   await driveCheckout("vue", dist, "acct_vue"); // src/client.ts: namespace
 });
 
-test("Svelte app (Vite svelte-ts template, idempotent-fetch/svelte): double click, server down, reload mid-retry, rebuilt cart, flaky, reload after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
+test("Svelte app (Vite svelte-ts template, idempotent-fetch-client/svelte): double click, server down, reload mid-retry, rebuilt cart, flaky, reload after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
   const dist = buildViteApp("svelte", "svelte-check", ["--tsconfig", "./tsconfig.app.json", "--fail-on-warnings"]);
   await driveCheckout("svelte", dist, "acct_svelte"); // src/client.ts: namespace
 });
 
-test("TanStack Query app (react-ts template, @tanstack/react-query persisted, idempotent-fetch/tanstack, retry: 3): double click, 503s, reload mid-retry, rebuilt cart, flaky, Pay again after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
+test("TanStack Query app (react-ts template, @tanstack/react-query persisted, idempotent-fetch-client/tanstack, retry: 3): double click, 503s, reload mid-retry, rebuilt cart, flaky, Pay again after the answer: one order", { timeout: TEST_TIMEOUT_MS }, async () => {
   const dist = buildViteApp("tanstack", "tsc", ["-b"]);
   const account = "acct_tanstack"; // src/App.tsx: namespace
   const server = await startReferenceServer({ www: dist, label: "package-tanstack" });
@@ -737,7 +737,7 @@ test("MCP example (examples/mcp-orders, the official MCP SDK): a retry after eve
   }
 });
 
-test("server rendering: the package and idempotent-fetch/react import without window, and the hook renders to HTML (Node)", { timeout: TEST_TIMEOUT_MS }, async () => {
+test("server rendering: the package and idempotent-fetch-client/react import without window, and the hook renders to HTML (Node)", { timeout: TEST_TIMEOUT_MS }, async () => {
   const app = path.join(apps, "react-app");
   prepareApp(app, "vite", { withQuickStart: false });
   // The script next to the React app's node_modules (react, react-dom and the packed package).

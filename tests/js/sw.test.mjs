@@ -1,4 +1,4 @@
-// idempotent-fetch/sw (pkg/sw.js) in Node: its options are checked before anything else, each bad
+// idempotent-fetch-client/sw (pkg/sw.js) in Node: its options are checked before anything else, each bad
 // one a typed INVALID_OPTIONS naming it, and it refuses to run outside a service worker (here: Node).
 // What it does in a service worker is tests/js/background.test.mjs, in real browsers.
 // Needs the package (cargo xtask build). Run: node --test tests/js/sw.test.mjs

@@ -1,4 +1,4 @@
-// The intent store (`idempotent-fetch/watch`, what the React, Vue and Svelte bindings are made of)
+// The intent store (`idempotent-fetch-client/watch`, what the React, Vue and Svelte bindings are made of)
 // against the REAL reference server, in Node through the built package. A "reload" is a second
 // client (and a second store) over the same storage: an AsyncStorage whose records outlive the
 // first client, as localStorage outlives a page. Checked: the phases and the live countdown, the

@@ -24,7 +24,7 @@ import { waitFor } from "../support/timing.mjs";
 
 const PAGE = "/tests/workers/page.html";
 const AGENT = "/tests/workers/agent.mjs";
-/** The same agent over idempotent-fetch/worker: service workers may not import() the main entry's parts. */
+/** The same agent over idempotent-fetch-client/worker: service workers may not import() the main entry's parts. */
 const SW_AGENT = "/tests/workers/sw-agent.mjs";
 const TEST_TIMEOUT_MS = 30_000 * timeoutScale;
 
@@ -160,7 +160,7 @@ test("service worker (module): the library sends with IndexedDB storage", { time
   }
 });
 
-test("service worker importing the main entry: its IndexedDB part cannot load there; the storage falls back to memory loudly, naming idempotent-fetch/worker", { timeout: TEST_TIMEOUT_MS }, async () => {
+test("service worker importing the main entry: its IndexedDB part cannot load there; the storage falls back to memory loudly, naming idempotent-fetch-client/worker", { timeout: TEST_TIMEOUT_MS }, async () => {
   const { context, page } = await openPage();
   try {
     const { namespace, scenario, url } = names("swmain");

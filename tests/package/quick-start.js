@@ -1,7 +1,7 @@
 // The README "Quick start (JavaScript)", as a developer would paste it into a fresh app. No init call:
 // the package loads its wasm itself and the first `begin` waits for it. tests/js/package.test.mjs
 // copies this file as main.js into each app (Vite, webpack, plain ES modules with an import map).
-import { IdempotentClient, isIdempotentFetchError } from "idempotent-fetch";
+import { IdempotentClient, isIdempotentFetchError } from "idempotent-fetch-client";
 
 const account = "acct_42";
 const client = new IdempotentClient({ namespace: account });   // one namespace per signed-in account

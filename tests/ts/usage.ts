@@ -28,7 +28,7 @@ import {
   type SendOptions,
   type SendResult,
   type StorageFallbackEvent,
-} from "idempotent-fetch";
+} from "idempotent-fetch-client";
 import {
   BACKGROUND_CHANNEL,
   BACKGROUND_SYNC_TAG,
@@ -37,8 +37,8 @@ import {
   type BackgroundRun,
   type BackgroundSync,
   type BackgroundSyncOptions,
-} from "idempotent-fetch/sw";
-import { watchIntent, type IntentSnapshot } from "idempotent-fetch/watch";
+} from "idempotent-fetch-client/sw";
+import { watchIntent, type IntentSnapshot } from "idempotent-fetch-client/watch";
 
 const retry: RetryOptions = {
   maxAttempts: 8,

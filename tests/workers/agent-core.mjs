@@ -1,5 +1,5 @@
 // The library inside a worker, over the entry its loader passes: agent.mjs (the main entry, for
-// module dedicated workers: `new Worker(url, { type: "module" })`) and sw-agent.mjs (idempotent-fetch/worker,
+// module dedicated workers: `new Worker(url, { type: "module" })`) and sw-agent.mjs (idempotent-fetch-client/worker,
 // for module service workers, which may not import() the parts the main entry loads on demand). The page sends
 // `{ cmd: "run", ... }` with a MessagePort; the answer (or the error) comes back on that port.
 //

@@ -1,4 +1,4 @@
-// The command line of `idempotent-fetch check`: what it accepts, and a usage error (exit status 2)
+// The command line of `idempotent-fetch-client check`: what it accepts, and a usage error (exit status 2)
 // naming the first thing wrong, before any request is sent.
 
 /** What the check sends and where: the parsed command line. */
@@ -25,7 +25,7 @@ export class UsageError extends Error {
 }
 
 /** The help text (`--help`, and after a usage error). */
-export const USAGE = `usage: idempotent-fetch check <url> [options]
+export const USAGE = `usage: idempotent-fetch-client check <url> [options]
 
 Sends real requests to <url> (a POST endpoint that takes Idempotency-Key) and prints whether it
 honours the protocol the idempotent-fetch client relies on. Every request carries a fresh random key,

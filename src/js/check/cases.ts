@@ -37,7 +37,7 @@ const IN_FLIGHT = [409, 423];
 /** How long case 3 waits for the key to leave flight after the burst. */
 const SETTLE_MS = 20_000;
 /** A JSON body the endpoint should refuse (case 4): a string where requests are objects. */
-const REFUSED_BODY = JSON.stringify("idempotent-fetch check: a request this endpoint should refuse");
+const REFUSED_BODY = JSON.stringify("idempotent-fetch-client check: a request this endpoint should refuse");
 /** The long key of case 5: the most the client and the IETF draft's servers commonly accept. */
 const LONG_KEY_LENGTH = 255;
 

@@ -1,4 +1,4 @@
-// `idempotent-fetch check <url>`: the command line the package's bin runs (Node 18 or later, its
+// `idempotent-fetch-client check <url>`: the command line the package's bin runs (Node 18 or later, its
 // global fetch; no dependency). Exit status 0 when no case failed, 1 when one did, 2 on a usage
 // error or an endpoint that could not be checked.
 import { webcrypto } from "node:crypto";
@@ -32,14 +32,14 @@ async function main(argv: readonly string[]): Promise<number> {
     console.log(USAGE);
     return PASSED;
   }
-  console.error(`idempotent-fetch check: sending real requests to ${options.url.href}, each with a fresh key: every case creates records there (orders, charges, emails). Use a test instance, never production.`);
+  console.error(`idempotent-fetch-client check: sending real requests to ${options.url.href}, each with a fresh key: every case creates records there (orders, charges, emails). Use a test instance, never production.`);
   try {
     const rows = await runCheck(options);
     console.log(options.json ? asJson(options.url, rows) : asTable(options.url, rows));
     return rows.some((row) => row.verdict === "FAIL") ? FAILED : PASSED;
   } catch (error) {
     if (!(error instanceof CannotCheck)) throw error;
-    console.error(`idempotent-fetch check: cannot check ${options.url.href}: ${error.message}`);
+    console.error(`idempotent-fetch-client check: cannot check ${options.url.href}: ${error.message}`);
     return USAGE_ERROR;
   }
 }
@@ -49,7 +49,7 @@ main(process.argv.slice(2)).then(
     process.exitCode = status;
   },
   (error: unknown) => {
-    console.error(`idempotent-fetch check: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    console.error(`idempotent-fetch-client check: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
     process.exitCode = USAGE_ERROR;
   },
 );

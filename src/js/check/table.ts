@@ -11,7 +11,7 @@ export function asJson(url: URL, rows: readonly Row[]): string {
 export function asTable(url: URL, rows: readonly Row[]): string {
   const nameWidth = Math.max(4, ...rows.map((row) => row.name.length));
   const indent = " ".repeat(2 + 2 + nameWidth + 2 + 7 + 2);
-  const lines = [`idempotent-fetch check ${url.href}`, "", ` # ${"case".padEnd(nameWidth)}  verdict  seen`];
+  const lines = [`idempotent-fetch-client check ${url.href}`, "", ` # ${"case".padEnd(nameWidth)}  verdict  seen`];
   for (const row of rows) {
     lines.push(`${String(row.id).padStart(2)}  ${row.name.padEnd(nameWidth)}  ${row.verdict.padEnd(7)}  ${row.seen}`);
     if (row.fix && row.verdict !== "PASS") lines.push(`${indent}${row.verdict === "FAIL" ? "fix" : "to check it"}: ${row.fix}`);

@@ -1,4 +1,4 @@
-// `idempotent-fetch/file`: durable intent records for Node (a CLI, a job, an AI agent's tool calls), an
+// `idempotent-fetch-client/file`: durable intent records for Node (a CLI, a job, an AI agent's tool calls), an
 // AsyncStorage over one folder. Crash-safe: each record is written to a temporary file, flushed to
 // disk (fsync), then renamed over the old one (and the folder flushed), so a process killed at any
 // point leaves the old record or the new one, never half of one. Two processes: every write and
@@ -7,10 +7,10 @@
 // or older than LOCK_STALE_MS is taken over, so it cannot block forever.
 // Type imports only from the core: this entry carries no copy of the client.
 /**
- * `idempotent-fetch/file` (Node only): {@link fileStorage}, durable intent records in a folder, for
+ * `idempotent-fetch-client/file` (Node only): {@link fileStorage}, durable intent records in a folder, for
  * CLIs, jobs and agents' tool calls: `new IdempotentClient({ storage: fileStorage({ directory }) })`.
  *
- * @module idempotent-fetch/file
+ * @module idempotent-fetch-client/file
  */
 
 import { createHash, randomBytes } from "node:crypto";

@@ -1,5 +1,5 @@
 // The app's own storage (`storage: { get, put, delete, all }`): React Native's AsyncStorage, Electron,
-// a server's Redis, or idempotent-fetch/file in Node. Its type and the options' test for it; the
+// a server's Redis, or idempotent-fetch-client/file in Node. Its type and the options' test for it; the
 // backend over it (custom.ts) is a part loaded on first use.
 
 /**

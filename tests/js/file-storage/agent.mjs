@@ -1,5 +1,5 @@
 // An agent's tool call as a separate Node process, with durable keys in a folder
-// (idempotent-fetch/file). Run by tests/js/file-storage.test.mjs:
+// (idempotent-fetch-client/file). Run by tests/js/file-storage.test.mjs:
 //   node agent.mjs <pkg dir> <records dir> <server url> <bearer token> <namespace>
 // begins "tool-call:order-42" (or resumes it: same key), prints {"event":"key",...} once the key is
 // known and {"event":"retry",...} at each retry, then {"event":"done",...} or {"event":"error",...}.

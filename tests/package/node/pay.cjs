@@ -2,7 +2,7 @@
 // Pays once against the reference server at argv[2] as the account argv[3] (namespace), with the request
 // headers of the JSON argv[4] (how the server knows the account), and prints what happened as one JSON line.
 // Run by tests/js/package.test.mjs from a folder where the packed package is installed.
-const { IdempotentClient, isIdempotentFetchError } = require("idempotent-fetch");
+const { IdempotentClient, isIdempotentFetchError } = require("idempotent-fetch-client");
 
 async function main() {
   const [server, account, accountHeaders] = process.argv.slice(2);

@@ -3,11 +3,11 @@
 // of the JSON argv[4] (how the server knows the account), and prints what happened as one JSON line.
 // Run by tests/js/package.test.mjs from a folder where the packed package is installed.
 import { createRequire } from "node:module";
-import { IdempotentClient, isIdempotentFetchError } from "idempotent-fetch";
+import { IdempotentClient, isIdempotentFetchError } from "idempotent-fetch-client";
 
 const [server, account, accountHeaders] = process.argv.slice(2);
 // Same instance through `require` (node.js is the ESM face of node.cjs): no dual-package hazard.
-const sameInstance = createRequire(import.meta.url)("idempotent-fetch").IdempotentClient === IdempotentClient;
+const sameInstance = createRequire(import.meta.url)("idempotent-fetch-client").IdempotentClient === IdempotentClient;
 
 const client = new IdempotentClient({ namespace: account, retry: { baseDelayMs: 20, maxDelayMs: 200, maxAttempts: 30 } });
 const op = await client.begin("checkout:cart-42", {

@@ -1,4 +1,4 @@
-// Server rendering (as Next.js or a Node render does it): the package and idempotent-fetch/react are
+// Server rendering (as Next.js or a Node render does it): the package and idempotent-fetch-client/react are
 // imported where there is no `window`, and a component using the hook renders to HTML. Nothing may
 // throw or reject unhandled; the hook renders its first phase and runs nothing (effects do not run on
 // the server). Prints one JSON line. Run by tests/js/package.test.mjs next to the React app's
@@ -11,8 +11,8 @@ process.on("unhandledRejection", (reason) => problems.push(`unhandled rejection:
 process.on("uncaughtException", (error) => problems.push(`uncaught: ${error?.stack ?? error}`));
 
 const globals = { window: typeof window, document: typeof document, localStorage: typeof localStorage };
-const core = await import("idempotent-fetch");
-const { useIdempotentAction } = await import("idempotent-fetch/react");
+const core = await import("idempotent-fetch-client");
+const { useIdempotentAction } = await import("idempotent-fetch-client/react");
 
 const client = new core.IdempotentClient({ namespace: "acct_ssr" });
 function Checkout() {

@@ -1,10 +1,10 @@
-// A checkout written with idempotent-fetch/react: one click is one order, through retries, a reload
+// A checkout written with idempotent-fetch-client/react: one click is one order, through retries, a reload
 // mid-retry ("resumed": the same key), a reload that rebuilt another cart (onMismatch: 'replace') and
 // after the answer ("already paid"). The data-* attributes on
 // <body> are what tests/js/package.test.mjs reads; an app would not need them.
 import { useEffect } from 'react'
-import { IdempotentClient } from 'idempotent-fetch'
-import { useIdempotentAction } from 'idempotent-fetch/react'
+import { IdempotentClient } from 'idempotent-fetch-client'
+import { useIdempotentAction } from 'idempotent-fetch-client/react'
 
 // One client for the page, made outside the component; one namespace per signed-in account.
 // statusUrl lets a reload that rebuilt another cart ask the server about the old key.

@@ -1,4 +1,4 @@
-import { IdempotentClient } from 'idempotent-fetch'
+import { IdempotentClient } from 'idempotent-fetch-client'
 
 // One client for the page, made once; one namespace per signed-in account. statusUrl lets a reload
 // that rebuilt another cart ask the server about the old key (onMismatch: 'replace').

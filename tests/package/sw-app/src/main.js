@@ -2,7 +2,7 @@
 // "Background completion"). The page tells the test what it sees in data-* attributes of <body>:
 // ready (the worker controls the page), key, attempts (answers the page got), and state (what a
 // fresh client reads of the intent when the page loads).
-import { IdempotentClient } from "idempotent-fetch";
+import { IdempotentClient } from "idempotent-fetch-client";
 import { clientOptions } from "./client-options.js";
 
 const intentId = "checkout:cart-42";

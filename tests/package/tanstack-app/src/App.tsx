@@ -1,11 +1,11 @@
-// A checkout written with TanStack Query and idempotent-fetch/tanstack: one click is one order,
+// A checkout written with TanStack Query and idempotent-fetch-client/tanstack: one click is one order,
 // through the library's retries and TanStack's own (`retry: 3`), a double click, a reload mid-retry
 // (the intent is found and resumed: the same key), a reload that rebuilt another cart (onMismatch:
 // 'replace') and after the answer. The data-* attributes on <body> are what tests/js/package.test.mjs
 // reads; an app would not need them.
 import { useEffect } from 'react'
 import { useMutation } from '@tanstack/react-query'
-import { IdempotentClient } from 'idempotent-fetch'
+import { IdempotentClient } from 'idempotent-fetch-client'
 
 const client = new IdempotentClient({
   namespace: 'acct_tanstack',

@@ -3,7 +3,7 @@ import { createRoot } from 'react-dom/client'
 import { QueryClient } from '@tanstack/react-query'
 import { PersistQueryClientProvider } from '@tanstack/react-query-persist-client'
 import { createSyncStoragePersister } from '@tanstack/query-sync-storage-persister'
-import { idempotentMutation } from 'idempotent-fetch/tanstack'
+import { idempotentMutation } from 'idempotent-fetch-client/tanstack'
 import App, { checkout } from './App.tsx'
 
 // TanStack Query persisted in localStorage: a mutation paused (offline) when the page closed is
