@@ -75,7 +75,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | protocol (no I/O) | [`problem`], [`error`], [`key`], [`fingerprint`], [`response`], [`outcome`], [`status`], [`retention`], `random` |
+//! | protocol (no I/O) | [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], `random` |
 //! | runtime | [`request`] (the axum extractor), [`periodic`] (the loop of every background task) |
 //! | store | `inflight`, [`outbox_table`], [`sqlite`], [`postgres`] |
 //! | work | [`outbox`], [`phases`], `phases::sqlite`, [`phases::postgres`] |

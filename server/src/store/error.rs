@@ -21,7 +21,7 @@ pub enum StoreError {
     /// The blocking or background task running the transaction failed.
     #[error("store task failed: {0}")]
     Task(String),
-    /// [`ProcessOptions::fail_before_commit`] rolled the transaction back.
+    /// [`crate::store::ProcessOptions::fail_before_commit`] rolled the transaction back.
     #[error("injected crash before commit")]
     InjectedCrash,
     /// Another transaction holds the key (PostgreSQL lock timeout): answered as 409.

@@ -107,7 +107,7 @@ impl Store {
     /// Settles `(account, key)` (the fence), in one transaction: an expired key row is deleted first (as a
     /// request replaces it); a key row that exists answers for the key ([`KeyRecord::of_row`]); without one,
     /// the newest order made with the key does; otherwise a fence row is inserted (`request_hash` =
-    /// [`FENCED_FINGERPRINT`], no answer, `created_at` = `now`) and the key is [`KeyRecord::Fenced`], so a
+    /// [`crate::protocol::FENCED_FINGERPRINT`], no answer, `created_at` = `now`) and the key is [`KeyRecord::Fenced`], so a
     /// request with it that arrives later is answered 410 and does nothing. A transaction inserting the key
     /// is waited for, briefly: if it is still at work the key is [`KeyRecord::InFlight`], never fenced.
     /// Never [`KeyRecord::Absent`].
