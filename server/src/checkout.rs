@@ -15,6 +15,7 @@ use serde::Deserialize;
 use tokio::sync::watch;
 
 use crate::clock::unix_now_ms;
+use crate::config::CheckoutConfig;
 use crate::faults::{crash, FaultPlan};
 use crate::orders::Order;
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
@@ -22,49 +23,6 @@ use crate::services::mailbox::{Message, MESSAGES_PATH};
 use crate::services::provider::{ChargeRequest, CHARGES_PATH};
 use crate::store::phases::{random_id, Begun, HeldKey, OutboxMessage, PhaseOp, PhaseResult, RecoveryPoint};
 use crate::store::{Store, StoreError, WorkFn};
-
-/// The default `--key-lease-ms`.
-pub const DEFAULT_KEY_LEASE: Duration = Duration::from_secs(10);
-
-/// The order-flow flags.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct CheckoutArgs {
-    /// Charge every order through this payment provider (`http://host:port`, a `payment-provider`), in
-    /// atomic phases. Without it an order is one transaction and nothing leaves the database.
-    #[arg(long)]
-    pub provider_url: Option<String>,
-    /// Send each order's confirmation through this mail receiver (`http://host:port`, a `mail-receiver`),
-    /// by the transactional outbox.
-    #[arg(long, requires = "provider_url")]
-    pub mail_url: Option<String>,
-    /// How long a request (or the completer) holds an unfinished key before another may take it over, in
-    /// milliseconds. Provider and mail calls time out at a third of it, so a holder is done before it ends.
-    #[arg(long, default_value_t = DEFAULT_KEY_LEASE.as_millis() as u64, value_parser = clap::value_parser!(u64).range(300..=600_000))]
-    pub key_lease_ms: u64,
-}
-
-impl CheckoutArgs {
-    /// The configuration, `None` without `--provider-url`.
-    pub fn into_config(self) -> Option<CheckoutConfig> {
-        let provider_url = self.provider_url?;
-        Some(CheckoutConfig {
-            provider_url,
-            mail_url: self.mail_url,
-            key_lease: Duration::from_millis(self.key_lease_ms),
-        })
-    }
-}
-
-/// Where the order flow charges and confirms.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckoutConfig {
-    /// The payment provider's base URL.
-    pub provider_url: String,
-    /// The mail receiver's base URL; `None`: no confirmations.
-    pub mail_url: Option<String>,
-    /// How long a holder keeps an unfinished key.
-    pub key_lease: Duration,
-}
 
 /// The order flow's downstream side, shared by the handlers, the completer and the outbox worker.
 #[derive(Debug, Clone)]
@@ -306,7 +264,7 @@ async fn step(
             let Some(order) = held.order.clone() else {
                 return Err(FlowError::Store(StoreError::Corrupt("charged without an order".to_owned())));
             };
-            let response = crate::idempotency::created_response(&order);
+            let response = crate::protocol::created_response(&order);
             let message = checkout.confirmation(&order);
             let answer = finished(store.phase(PhaseOp::Finish { held, response, message }).await?)?;
             if plan.crash_after_finish {
@@ -336,27 +294,6 @@ fn finished(result: PhaseResult) -> Result<StoredResponse, FlowError> {
 
 fn unexpected(result: &PhaseResult) -> FlowError {
     FlowError::Store(StoreError::Corrupt(format!("unexpected phase result {result:?}")))
-}
-
-/// Starts this instance's completer and, with a mail receiver, its outbox worker.
-pub fn spawn_workers(
-    store: &Store,
-    checkout: &Checkout,
-    faults: Option<&crate::faults::Faults>,
-    shutdown: &watch::Sender<bool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    // A quarter of the lease: a key left by a crash waits at most about 1.25 leases for its completion.
-    let interval = (checkout.config.key_lease / 4).max(Duration::from_millis(50));
-    let mut tasks = vec![tokio::spawn(run_completer(store.clone(), checkout.clone(), interval, shutdown.subscribe()))];
-    if checkout.config.mail_url.is_some() {
-        tasks.push(tokio::spawn(crate::outbox::run(
-            store.clone(),
-            checkout.clone(),
-            faults.cloned(),
-            shutdown.subscribe(),
-        )));
-    }
-    tasks
 }
 
 /// Takes over unfinished keys whose lease ran out (their request died, or its process did) and drives them

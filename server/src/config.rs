@@ -118,7 +118,7 @@ pub struct Cli {
     pub account_burst: u32,
     /// The payment provider and the mail receiver the order flow talks to.
     #[command(flatten)]
-    pub checkout: crate::checkout::CheckoutArgs,
+    pub checkout: CheckoutArgs,
 }
 
 /// Parses `--max-header-bytes`: a number of bytes, at least [`MIN_HEADER_BYTES`].
@@ -228,7 +228,7 @@ pub struct Config {
     /// Timeouts and limits.
     pub limits: Limits,
     /// The order flow in phases through a payment provider (and a mail receiver); `None`: one transaction.
-    pub checkout: Option<crate::checkout::CheckoutConfig>,
+    pub checkout: Option<CheckoutConfig>,
 }
 
 impl Config {
@@ -302,4 +302,47 @@ impl From<Cli> for Config {
             checkout: cli.checkout.into_config(),
         }
     }
+}
+
+/// The default `--key-lease-ms`.
+pub const DEFAULT_KEY_LEASE: Duration = Duration::from_secs(10);
+
+/// The order-flow flags.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CheckoutArgs {
+    /// Charge every order through this payment provider (`http://host:port`, a `payment-provider`), in
+    /// atomic phases. Without it an order is one transaction and nothing leaves the database.
+    #[arg(long)]
+    pub provider_url: Option<String>,
+    /// Send each order's confirmation through this mail receiver (`http://host:port`, a `mail-receiver`),
+    /// by the transactional outbox.
+    #[arg(long, requires = "provider_url")]
+    pub mail_url: Option<String>,
+    /// How long a request (or the completer) holds an unfinished key before another may take it over, in
+    /// milliseconds. Provider and mail calls time out at a third of it, so a holder is done before it ends.
+    #[arg(long, default_value_t = DEFAULT_KEY_LEASE.as_millis() as u64, value_parser = clap::value_parser!(u64).range(300..=600_000))]
+    pub key_lease_ms: u64,
+}
+
+impl CheckoutArgs {
+    /// The configuration, `None` without `--provider-url`.
+    pub fn into_config(self) -> Option<CheckoutConfig> {
+        let provider_url = self.provider_url?;
+        Some(CheckoutConfig {
+            provider_url,
+            mail_url: self.mail_url,
+            key_lease: Duration::from_millis(self.key_lease_ms),
+        })
+    }
+}
+
+/// Where the order flow charges and confirms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckoutConfig {
+    /// The payment provider's base URL.
+    pub provider_url: String,
+    /// The mail receiver's base URL; `None`: no confirmations.
+    pub mail_url: Option<String>,
+    /// How long a holder keeps an unfinished key.
+    pub key_lease: Duration,
 }

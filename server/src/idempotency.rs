@@ -17,9 +17,9 @@ use crate::checkout::{self, FlowError};
 use crate::clock::unix_now;
 use crate::faults::{dropped_connection, FaultPlan};
 use crate::keys::{fingerprint, AccountId, IdempotencyKey};
-use crate::orders::{self, Order};
+use crate::orders;
 use crate::problem::Problem;
-use crate::protocol::{KeyedRequest, Outcome, StoredResponse, Work};
+use crate::protocol::{created_response, KeyedRequest, Outcome, StoredResponse, Work};
 use crate::state::AppState;
 use crate::store::{ProcessOptions, StoreError};
 
@@ -49,18 +49,6 @@ pub fn place_order(request: &KeyedRequest) -> Work {
             Work { response: created_response(&order), order: Some(order) }
         }
         Err(problem) => Work { order: None, response: StoredResponse::from_problem(&problem) },
-    }
-}
-
-/// The `201 Created` response for a new order (what is stored and replayed).
-pub fn created_response(order: &Order) -> StoredResponse {
-    StoredResponse {
-        status: StatusCode::CREATED.as_u16(),
-        headers: vec![
-            ("content-type".to_owned(), "application/json".to_owned()),
-            ("location".to_owned(), format!("/api/orders/{}", order.id)),
-        ],
-        body: serde_json::to_string(order).unwrap_or_else(|_| String::from("{}")),
     }
 }
 

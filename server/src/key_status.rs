@@ -12,9 +12,9 @@ use axum::extract::{Path, State};
 
 use crate::auth::Authenticated;
 use crate::clock::unix_now;
-use crate::idempotency::created_response;
 use crate::keys::IdempotencyKey;
 use crate::problem::Problem;
+use crate::protocol::created_response;
 use crate::state::AppState;
 use crate::store::KeyRecord;
 

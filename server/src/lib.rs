@@ -23,14 +23,15 @@
 //!
 //! The protocol itself (keys, fingerprints, decisions, stored answers, problems, key status) is the library
 //! [`idempotent_endpoint`]; this crate is a shop on it. Its modules form layers, lowest first, and a module
-//! imports only its own layer or a lower one, with no cycle inside a layer (`tests/layers.rs` checks it):
+//! names only modules of its own layer or a lower one, and no modules name each other in a cycle (`tests/layers.rs` reads
+//! every path in the source, inline paths and `impl` targets too, and checks it against this table):
 //!
 //! | layer | modules |
 //! |---|---|
 //! | util | [`clock`], [`problem`], [`address`] |
 //! | domain | [`keys`], [`orders`], [`protocol`], [`session`], [`inflight`], [`faults`] |
-//! | store | [`store`] (SQLite, PostgreSQL, the order [`store::phases`]), [`sweep`] |
-//! | flow | [`services`] (the provider and the mail receiver), [`checkout`], [`outbox`], [`config`], [`error`] |
+//! | store | `store::error`, `store::rows`, `store::step` (the protocol step over both backends), [`store::phases`] (the order phases), [`store::sqlite`], [`store::postgres`], [`store`] (the backend enum), [`sweep`] |
+//! | flow | [`services`], [`services::provider`], [`services::mailbox`], [`config`], [`checkout`], [`outbox`], [`error`] |
 //! | http | [`limits`], [`state`], [`auth`], [`upload`], [`idempotency`], [`key_status`], [`static_files`], [`routes`] |
 //! | app | [`server`], [`binary`] |
 //!

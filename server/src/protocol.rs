@@ -38,3 +38,15 @@ pub struct Work {
     /// The answer: a 201 with the order, or the problem that refused it.
     pub response: StoredResponse,
 }
+
+/// The `201 Created` response for a new order (what is stored and replayed).
+pub fn created_response(order: &Order) -> StoredResponse {
+    StoredResponse {
+        status: axum::http::StatusCode::CREATED.as_u16(),
+        headers: vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("location".to_owned(), format!("/api/orders/{}", order.id)),
+        ],
+        body: serde_json::to_string(order).unwrap_or_else(|_| String::from("{}")),
+    }
+}

@@ -164,7 +164,7 @@ pub async fn serve_with_store(config: Config, store: Store) -> Result<RunningSer
     });
     let mut background = vec![sweeper, forget];
     if let Some(checkout) = checkout {
-        background.extend(crate::checkout::spawn_workers(&store, &checkout, faults.as_ref(), &shutdown));
+        background.extend(spawn_workers(&store, &checkout, faults.as_ref(), &shutdown));
     }
     Ok(RunningServer { addr, store, faults, sessions, shutdown, server, background })
 }
@@ -237,4 +237,30 @@ async fn first_byte_within(stream: &TcpStream, within: Duration) -> bool {
 /// Resolves once a shutdown was requested (or the sender is gone).
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// Starts this instance's completer and, with a mail receiver, its outbox worker.
+fn spawn_workers(
+    store: &Store,
+    checkout: &crate::checkout::Checkout,
+    faults: Option<&crate::faults::Faults>,
+    shutdown: &watch::Sender<bool>,
+) -> Vec<JoinHandle<()>> {
+    // A quarter of the lease: a key left by a crash waits at most about 1.25 leases for its completion.
+    let interval = (checkout.config().key_lease / 4).max(Duration::from_millis(50));
+    let mut tasks = vec![tokio::spawn(crate::checkout::run_completer(
+        store.clone(),
+        checkout.clone(),
+        interval,
+        shutdown.subscribe(),
+    ))];
+    if checkout.config().mail_url.is_some() {
+        tasks.push(tokio::spawn(crate::outbox::run(
+            store.clone(),
+            checkout.clone(),
+            faults.cloned(),
+            shutdown.subscribe(),
+        )));
+    }
+    tasks
 }

@@ -129,7 +129,7 @@ async fn concurrent_requests_with_one_key_make_one_order_one_charge_one_confirma
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_at_work_is_in_flight_and_a_fenced_key_is_refused_without_an_order_or_a_charge() {
     let downstream = Downstream::start();
-    let config = idempotent_fetch_server::checkout::CheckoutConfig { key_lease: LONG_LEASE, ..downstream.config() };
+    let config = idempotent_fetch_server::config::CheckoutConfig { key_lease: LONG_LEASE, ..downstream.config() };
     let t = TestServer::start_with(|c| c.checkout = Some(config)).await;
     check_fence_in_phases(&t.client, &[t.server.url()], &downstream, "phases-fence").await;
     assert_eq!(t.count_orders(), 1, "the slow key's order only");

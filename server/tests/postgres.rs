@@ -402,7 +402,7 @@ async fn postgres_in_flight_is_held_by_the_work_and_settling_fences() {
     }
 
     let downstream = Downstream::start();
-    let checkout = idempotent_fetch_server::checkout::CheckoutConfig { key_lease: LONG_LEASE, ..downstream.config() };
+    let checkout = idempotent_fetch_server::config::CheckoutConfig { key_lease: LONG_LEASE, ..downstream.config() };
     let config = Config {
         session_secret: Some(SECRET.to_owned()),
         checkout: Some(checkout),

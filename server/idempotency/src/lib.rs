@@ -69,6 +69,17 @@
 //! }
 //! ```
 //!
+//! The modules form layers, lowest first; a module names only modules of its own layer or a lower one, and
+//! no modules name each other in a cycle (`tests/layers.rs` reads every path in the source and checks it
+//! against this table):
+//!
+//! | layer | modules |
+//! |---|---|
+//! | protocol (no I/O) | [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], `random` |
+//! | runtime | [`request`] (the axum extractor), [`periodic`] (the loop of every background task) |
+//! | store | `inflight`, [`outbox_table`], [`sqlite`], [`postgres`] |
+//! | work | [`outbox`], [`phases`], `phases::sqlite`, [`phases::postgres`] |
+//!
 //! [idempotent-fetch]: https://github.com/idempotent-fetch/idempotent-fetch
 #![deny(missing_docs)]
 
@@ -78,6 +89,7 @@ pub mod fingerprint;
 mod inflight;
 pub mod key;
 pub mod outbox;
+pub mod outbox_table;
 pub mod outcome;
 pub mod periodic;
 pub mod phases;

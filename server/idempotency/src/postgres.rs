@@ -69,7 +69,7 @@ pub type WorkFuture<'a, E> = Pin<Box<dyn Future<Output = Result<StoredResponse, 
 /// Creates the key table and the outbox's table if missing.
 pub async fn install(client: &Client) -> Result<(), StoreError> {
     client.batch_execute(SCHEMA).await?;
-    client.batch_execute(crate::outbox::POSTGRES_SCHEMA).await?;
+    client.batch_execute(crate::outbox_table::POSTGRES_SCHEMA).await?;
     Ok(())
 }
 

@@ -9,7 +9,8 @@
 //! lease run out; every later phase updates the row only `WHERE lock_token = <its token>`, so a caller
 //! whose lease was taken over can never advance the row again.
 
-use super::{KeyTransaction, StoreError};
+use super::error::StoreError;
+use super::step::KeyTransaction;
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::Order;
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse, MAX_STORED_BODY_BYTES};

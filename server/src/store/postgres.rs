@@ -28,12 +28,12 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use super::error::StoreError;
 use super::phases::{HeldKey, KeyRow, OutboxMessage, PhaseOp, PhaseResult, PhaseSql, RecoveryPoint};
-use super::select_orders;
-use super::{
-    key_row, stored_from_columns, Claim, Claimed, KeyRecord, KeyRowColumns, KeyTransaction, OrderColumns,
-    ProcessOptions, StoreError, WorkFn,
+use super::rows::{
+    key_row, select_orders, stored_from_columns, Claimed, KeyRecord, KeyRowColumns, OrderColumns, ADDED_COLUMNS,
 };
+use super::step::{step, Claim, KeyTransaction, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse, FENCED_FINGERPRINT};
@@ -184,7 +184,7 @@ impl PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
-        for (table, column, definition) in super::ADDED_COLUMNS {
+        for (table, column, definition) in ADDED_COLUMNS {
             tx.batch_execute(&format!("ALTER TABLE IF EXISTS {table} ADD COLUMN IF NOT EXISTS {column} {definition}"))
                 .await?;
         }
@@ -202,7 +202,7 @@ impl PostgresStore {
     ) -> Result<Outcome, StoreError> {
         let mut client = self.client().await?;
         let tx = PgTransaction(client.transaction().await?);
-        super::step(tx, &request, options, options.work_delay, work).await
+        step(tx, &request, options, options.work_delay, work).await
     }
 
     /// See [`super::Store::phase`]. Every wait for a key row's lock is bounded by `lock_timeout` (answered
@@ -742,5 +742,5 @@ fn decode_order(row: &Row) -> Result<Order, StoreError> {
         row.try_get(8)?,
         row.try_get(9)?,
     );
-    super::decode_order(columns)
+    super::rows::decode_order(columns)
 }

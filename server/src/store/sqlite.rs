@@ -10,12 +10,13 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
+use super::error::StoreError;
 use super::phases::{HeldKey, KeyRow, OutboxMessage, PhaseOp, PhaseResult, PhaseSql, RecoveryPoint};
-use super::select_orders;
-use super::{
-    decode_order, key_row, stored_from_columns, Claim, Claimed, KeyRecord, KeyRowColumns, KeyTransaction, OrderColumns,
-    ProcessOptions, StoreError, WorkFn,
+use super::rows::{
+    decode_order, key_row, select_orders, stored_from_columns, Claimed, KeyRecord, KeyRowColumns, OrderColumns,
+    ADDED_COLUMNS,
 };
+use super::step::{step, Claim, KeyTransaction, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse, FENCED_FINGERPRINT};
@@ -136,7 +137,7 @@ impl SqliteStore {
             let tx = SqliteTransaction(conn.transaction_with_behavior(TransactionBehavior::Immediate)?);
             // The SQLite transaction never awaits anything: the step runs straight through on this
             // blocking thread (`block_on` is allowed here, outside the async workers).
-            runtime.block_on(super::step(tx, &request, options, None, work))
+            runtime.block_on(step(tx, &request, options, None, work))
         })
         .await
     }
@@ -335,9 +336,9 @@ fn newest_order(conn: &Connection, account: &str, key: &str) -> Result<Option<Or
     order.map(decode_order).transpose()
 }
 
-/// Adds the [`super::ADDED_COLUMNS`] an existing table lacks (SQLite has no `ADD COLUMN IF NOT EXISTS`).
+/// Adds the [`ADDED_COLUMNS`] an existing table lacks (SQLite has no `ADD COLUMN IF NOT EXISTS`).
 fn add_missing_columns(conn: &Connection) -> Result<(), StoreError> {
-    for (table, column, definition) in super::ADDED_COLUMNS {
+    for (table, column, definition) in ADDED_COLUMNS {
         let mut stmt = conn.prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))?;
         let names = stmt.query_map([], |row| row.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
         if !names.is_empty() && !names.iter().any(|name| name == column) {

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use idempotent_fetch_server::checkout::CheckoutConfig;
+use idempotent_fetch_server::config::CheckoutConfig;
 use idempotent_fetch_server::store::phases::{random_id, Begun, PhaseOp, PhaseResult, RecoveryPoint};
 use idempotent_fetch_server::store::{Store, StoreError};
 use idempotent_fetch_server::unix_now;

@@ -1,0 +1,36 @@
+//! The store's errors.
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite failed.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL failed.
+    #[error("postgres: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    /// No pooled PostgreSQL connection could be had.
+    #[error("postgres pool: {0}")]
+    Pool(String),
+    /// TLS to PostgreSQL could not be set up.
+    #[error("postgres tls: {0}")]
+    Tls(String),
+    /// A stored value could not be decoded.
+    #[error("corrupt stored data: {0}")]
+    Corrupt(String),
+    /// The blocking or background task running the transaction failed.
+    #[error("store task failed: {0}")]
+    Task(String),
+    /// [`crate::store::ProcessOptions::fail_before_commit`] rolled the transaction back.
+    #[error("injected crash before commit")]
+    InjectedCrash,
+    /// Another transaction holds the key (PostgreSQL lock timeout): answered as 409.
+    #[error("key is locked by another transaction")]
+    Locked,
+    /// The caller's lease on a key row was taken over (it ran out): the phase was rolled back.
+    #[error("the key's lease was taken over by another request")]
+    LeaseLost,
+    /// The answer is larger than [`crate::protocol::MAX_STORED_BODY_BYTES`]: not stored, rolled back.
+    #[error("response of {0} bytes is too large to store")]
+    ResponseTooLarge(usize),
+}

@@ -1,0 +1,114 @@
+//! The rows both backends read and write alike: an order with its confirmation, a key's record, the
+//! columns a newer version added, an outbox message claimed for delivery.
+
+use crate::orders::Order;
+use crate::protocol::{StoredResponse, FENCED_FINGERPRINT};
+
+use super::error::StoreError;
+
+/// `SELECT` of an order's columns (as [`OrderColumns`]) from `orders o` joined with its confirmation in
+/// `outbox m`; both backends append their `WHERE`.
+macro_rules! select_orders {
+    () => {
+        "SELECT o.id, o.account_id, o.idempotency_key, o.items, o.total_cents, o.currency, o.created_at,
+                o.charge_id, m.id, m.delivered_at
+         FROM orders o LEFT JOIN outbox m ON m.order_id = o.id "
+    };
+}
+pub(crate) use select_orders;
+
+/// The columns of an `orders` row with its confirmation, in the order [`select_orders`] selects them:
+/// `id, account_id, idempotency_key, items, total_cents, currency, created_at, charge_id`, then the
+/// outbox message's `id, delivered_at`.
+pub(crate) type OrderColumns =
+    (String, String, String, String, i64, String, i64, Option<String>, Option<String>, Option<i64>);
+
+/// An order from its row; `items` is decoded from its JSON text.
+pub(crate) fn decode_order(
+    (id, account_id, idempotency_key, items, total_cents, currency, created_at, charge_id, message_id, delivered_at): OrderColumns,
+) -> Result<Order, StoreError> {
+    let items =
+        crate::orders::decode_items(&items).map_err(|e| StoreError::Corrupt(format!("order {id} items: {e}")))?;
+    let confirmation = message_id.map(|id| crate::orders::Confirmation { id, delivered_at });
+    Ok(Order { id, account_id, idempotency_key, items, total_cents, currency, created_at, charge_id, confirmation })
+}
+
+/// The stored answer from the key row's columns (see [`StoredResponse::from_columns`]).
+pub(crate) fn stored_from_columns(
+    status: Option<u16>,
+    headers: Option<&str>,
+    body: Option<String>,
+) -> Result<Option<StoredResponse>, StoreError> {
+    StoredResponse::from_columns(status, headers, body)
+        .map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))
+}
+
+/// What the store holds for one `(account, key)`, for the key-status endpoint ([`crate::key_status`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyRecord {
+    /// A key row within the retention window, with its stored answer.
+    Answered(StoredResponse),
+    /// A key row without an answer yet, or (PostgreSQL) a transaction holding the key: in flight.
+    InFlight,
+    /// No key row within the retention window, but an order made with the key (the newest, should an
+    /// expired key have been used again): the business record outlives the key row.
+    Order(Order),
+    /// Nothing: the key was never used by this account, or only for an answer that has been swept.
+    Absent,
+    /// A fence: the key was settled before any request with it arrived, so none ever may do the work.
+    Fenced,
+}
+
+impl KeyRecord {
+    /// The record of a key row that exists, from its `request_hash` and stored answer: a fence (its hash is
+    /// [`FENCED_FINGERPRINT`], which no request's fingerprint equals), its answer, or in flight.
+    pub fn of_row(request_hash: &str, stored: Option<StoredResponse>) -> KeyRecord {
+        match stored {
+            _ if request_hash == FENCED_FINGERPRINT => KeyRecord::Fenced,
+            Some(stored) => KeyRecord::Answered(stored),
+            None => KeyRecord::InFlight,
+        }
+    }
+}
+
+/// The key row's columns the phases read, in the order both backends select them: `request_hash,
+/// status_code, response_headers, response_body, recovery_point, row_id, locked_until, order_id`.
+pub(crate) type KeyRowColumns =
+    (String, Option<u16>, Option<String>, Option<String>, String, Option<String>, i64, Option<String>);
+
+/// A key row from its columns, validated.
+pub(crate) fn key_row(
+    (request_hash, status, headers, body, point, row_id, locked_until_ms, order_id): KeyRowColumns,
+) -> Result<super::phases::KeyRow, StoreError> {
+    Ok(super::phases::KeyRow {
+        request_hash,
+        stored: stored_from_columns(status, headers.as_deref(), body)?,
+        point: super::phases::RecoveryPoint::parse(&point)?,
+        row_id,
+        locked_until_ms,
+        order_id,
+    })
+}
+
+/// Columns added to tables that databases made before the order phases already have: each backend adds the
+/// missing ones before applying its schema (`ALTER TABLE ... ADD COLUMN`), so an existing demo or production
+/// database keeps its keys and orders. The types are valid in both SQLite and PostgreSQL.
+pub(crate) const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
+    ("idempotency_keys", "recovery_point", "TEXT NOT NULL DEFAULT 'finished'"),
+    ("idempotency_keys", "row_id", "TEXT NULL"),
+    ("idempotency_keys", "lock_token", "TEXT NULL"),
+    ("idempotency_keys", "locked_until", "BIGINT NOT NULL DEFAULT 0"),
+    ("idempotency_keys", "order_id", "TEXT NULL"),
+    ("orders", "charge_id", "TEXT NULL"),
+];
+
+/// An outbox message claimed for delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// The message id.
+    pub id: String,
+    /// The message (JSON).
+    pub payload: String,
+    /// Attempts so far, this one included.
+    pub attempts: i64,
+}
