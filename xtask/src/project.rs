@@ -9,10 +9,14 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
-/// The repository root (the parent of xtask/), absolute.
+/// The repository root (the parent of xtask/), absolute. `cargo run` sets CARGO_MANIFEST_DIR for the
+/// run too, and that one is read first: with a target directory shared by several checkouts
+/// (`CARGO_TARGET_DIR`), the binary cargo runs may have been built in another checkout, whose path the
+/// compile-time value holds.
 pub fn root() -> PathBuf {
-    let xtask = Path::new(env!("CARGO_MANIFEST_DIR"));
-    xtask.parent().unwrap_or(xtask).to_path_buf()
+    let xtask =
+        std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    xtask.parent().map_or_else(|| xtask.clone(), Path::to_path_buf)
 }
 
 /// The one npm package (browsers, bundlers, workers, Node), built by `package/build.mjs`.
