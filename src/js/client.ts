@@ -236,16 +236,7 @@ export class IdempotentClient {
    * (never stored). Rejects `NOT_FOUND` when there is no such intent.
    */
   async reconcile(intentId: string, options?: ResumeOptions & { signal?: AbortSignal }): Promise<ReconcileResult> {
-    const id = intentIdArg(intentId);
-    const { signal, ...rest } = options ?? {};
-    const headers = resumeHeaders(rest);
-    const loaded = await loadRecord(this.core, await this.core.engine(), id);
-    if (!loaded) throw notFound(id);
-    const view = viewOf(loaded.machine, loaded.ids);
-    loaded.machine.free();
-    const request = { method: "GET", url: pageLocation() ?? "http://localhost/", headers, body: null };
-    // A stored intent: its key existed before.
-    return IdempotentOperation.create(this.core, view, true, request).reconcile(signal ? { signal } : undefined);
+    return (await this.stored(intentId, options)).reconcile(options?.signal ? { signal: options.signal } : undefined);
   }
 
   /**
@@ -255,16 +246,21 @@ export class IdempotentClient {
    * such intent.
    */
   async settle(intentId: string, options?: ResumeOptions & { signal?: AbortSignal }): Promise<SettleResult> {
+    return (await this.stored(intentId, options)).settle(options?.signal ? { signal: options.signal } : undefined);
+  }
+
+  /** A stored intent's operation for a question about its key, with `options.headers` (credentials). */
+  private async stored(intentId: string, options: ResumeOptions & { signal?: AbortSignal } | undefined): Promise<IdempotentOperation> {
     const id = intentIdArg(intentId);
-    const { signal, ...rest } = options ?? {};
+    const { signal: _, ...rest } = options ?? {};
     const headers = resumeHeaders(rest);
     const loaded = await loadRecord(this.core, await this.core.engine(), id);
     if (!loaded) throw notFound(id);
     const view = viewOf(loaded.machine, loaded.ids);
     loaded.machine.free();
-    const request = { method: "POST", url: pageLocation() ?? "http://localhost/", headers, body: null };
+    const request = { method: "GET", url: pageLocation() ?? "http://localhost/", headers, body: null };
     // A stored intent: its key existed before.
-    return IdempotentOperation.create(this.core, view, true, request).settle(signal ? { signal } : undefined);
+    return IdempotentOperation.create(this.core, view, true, request);
   }
 
   /** Intents not yet definitely answered (`pending` and `expired`), e.g. to offer "resume" after a

@@ -232,28 +232,11 @@ export class IdempotentOperation {
    * be asked, `INVALID_OPTIONS` when no `statusUrl` or `reconcile` is configured, `ABORTED`.
    */
   async settle(options?: Pick<SendOptions, "signal">): Promise<SettleResult> {
-    const { reconciler } = this.core.config;
-    if (!reconciler.statusUrl && !reconciler.reconcile) throw invalidOptions("settle() needs the statusUrl option");
-    const signal = options?.signal;
-    const part = await reconcilePart();
-    const timeoutMs = this.core.config.engine[OPT_ATTEMPT_TIMEOUT_MS] ?? 0;
-    const settled = await part.settleKey(reconciler, this.request, this.view.key, timeoutMs, signal);
-    if (signal?.aborted) throw new IdempotentFetchError("ABORTED", ABORTED_MESSAGE, { key: this.view.key });
-    switch (settled.status) {
-      case "fenced":
-      case "in_flight":
-        return { status: settled.status };
-      case "no_fence":
-        return { status: "no_fence", reason: settled.problem };
-      case "could_not_ask":
-        throw new IdempotentFetchError("RECONCILE_FAILED", `the server could not be asked to settle the key (${settled.problem})`, { key: this.view.key });
-      case "done": {
-        // The answer is read with a question, which the machine records like any reconciled answer.
-        const asked = await this.reconcile(options);
-        if (asked.status === "done") return asked;
-        throw new IdempotentFetchError("RECONCILE_FAILED", `the server settled the key as done, then answered "${asked.status}" for it`, { key: this.view.key });
-      }
-    }
+    const { reconciler, engine } = this.core.config;
+    // settleIntent gives reconcile()'s answer back only when it is "done": a SettleResult.
+    return (await reconcilePart()).settleIntent(reconciler, this.request, this.view.key, engine[OPT_ATTEMPT_TIMEOUT_MS] ?? 0, options?.signal, () =>
+      this.reconcile(options),
+    ) as Promise<SettleResult>;
   }
 
   private async run(options: SendOptions | undefined, ask: boolean): Promise<SendResult> {

@@ -7,6 +7,7 @@
 // gives the intent a new one.
 
 import { describe } from "./describe.js";
+import { IdempotentFetchError } from "./errors.js";
 // The kinds of answer are the machine's (`onKeyStatus`): the contract's KEY_*.
 import { KEY_COULD_NOT_ASK, KEY_DONE, KEY_IN_FLIGHT, KEY_UNKNOWN } from "./machine.js";
 
@@ -204,55 +205,53 @@ export async function askKeyStatus(
   }
 }
 
-/** @internal What settling a key found: the server's answer, that it has no fence, or why it could not
- *  be asked. "done" carries no answer: the caller reads it with a question, which records it. */
-export type SettleRead =
-  | { status: "done" | "fenced" }
-  | { status: "in_flight"; retryAfter: string | undefined }
-  | { status: "no_fence"; problem: string }
-  | { status: "could_not_ask"; problem: string };
-
 /** Statuses a server without the settle request answers a POST to its status URL with: not found,
  *  method not allowed, not implemented. */
 const NO_FENCE_STATUSES = [404, 405, 501];
 
 /**
  * @internal
- * Settles `key` (the fence: a POST of the status URL, server/README.md "Key status"): the server answers
- * done, in flight, or fenced (it had never seen the key and now never may). Never rejects. An app's own
- * `reconcile` callback cannot settle: that is "no_fence".
+ * `settle()` of an intent (the fence: a POST of the status URL, server/README.md "Key status"): the
+ * server answers done (then `ask()` reads the answer, which the machine records), in flight, or fenced
+ * (it had never seen the key and now never may). An app's own `reconcile` callback cannot settle: that
+ * is "no_fence". Rejects `INVALID_OPTIONS` without a way to ask, `ABORTED` when `signal` aborted,
+ * `RECONCILE_FAILED` when the server could not be asked.
  */
-export async function settleKey(
+export async function settleIntent<Done extends { status: string }>(
   how: Reconciler,
   request: { url: string; headers: [string, string][] },
   key: string,
   timeoutMs: number,
   signal: AbortSignal | undefined,
-): Promise<SettleRead> {
-  if (!how.statusUrl) return { status: "no_fence", problem: "only a reconcile callback, which cannot settle a key" };
+  ask: () => Promise<Done>,
+): Promise<Done | { status: "fenced" | "in_flight" } | { status: "no_fence"; reason: string }> {
+  if (!how.statusUrl) {
+    if (!how.reconcile) throw new IdempotentFetchError("INVALID_OPTIONS", "settle() needs the statusUrl option");
+    return { status: "no_fence", reason: "only a reconcile callback, which cannot settle a key" };
+  }
   const limit = deadline(timeoutMs, signal);
+  let problem: string;
   try {
     const answer = await askStatusUrl(how.statusUrl, "POST", request, key, limit.signal);
-    if (NO_FENCE_STATUSES.includes(answer.status)) return { status: "no_fence", problem: `HTTP ${answer.status} to POST` };
-    if (answer.status !== 200) return { status: "could_not_ask", problem: `HTTP ${answer.status}` };
     const body = answer.body as Record<string, unknown> | undefined;
-    if (typeof body !== "object" || body === null) return { status: "could_not_ask", problem: "not a JSON object" };
-    if (body.key !== undefined && body.key !== key) return { status: "could_not_ask", problem: "about another key" };
-    switch (body.status) {
-      case "done":
-      case "fenced":
-        return { status: body.status };
-      case "in_flight":
-        return { status: "in_flight", retryAfter: answer.retryAfter };
-      // A server that answers POST like GET (no fence) says "unknown": it recorded nothing.
-      case "unknown":
-        return { status: "no_fence", problem: '"unknown" to POST' };
-      default:
-        return { status: "could_not_ask", problem: `status ${show(body.status)}` };
-    }
+    if (NO_FENCE_STATUSES.includes(answer.status)) return { status: "no_fence", reason: `HTTP ${answer.status} to POST` };
+    // A server that answers POST like GET says "unknown": it recorded nothing.
+    if (body?.status === "unknown") return { status: "no_fence", reason: '"unknown" to POST' };
+    if (answer.status !== 200) problem = `HTTP ${answer.status}`;
+    else if (typeof body !== "object" || body === null) problem = "not a JSON object";
+    else if (body.key !== undefined && body.key !== key) problem = "about another key";
+    else if (body.status === "fenced" || body.status === "in_flight") return { status: body.status };
+    else if (body.status === "done") {
+      const asked = await ask();
+      if (asked.status === "done") return asked;
+      problem = `settled as done, then asked: ${asked.status}`;
+    } else problem = `status ${show(body.status)}`;
   } catch (thrown) {
-    return { status: "could_not_ask", problem: limit.signal.aborted ? "timed out" : describe(thrown) };
+    if (thrown instanceof IdempotentFetchError) throw thrown;
+    problem = limit.signal.aborted ? "timed out" : describe(thrown);
   } finally {
     limit.done();
   }
+  if (signal?.aborted) throw new IdempotentFetchError("ABORTED", "aborted by the caller; the key is kept", { key });
+  throw new IdempotentFetchError("RECONCILE_FAILED", `the server could not be asked to settle the key (${problem})`, { key });
 }
