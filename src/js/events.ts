@@ -91,7 +91,8 @@ export interface ReconcileEvent {
   /** The intent's idempotency key. */
   key: string;
 }
-/** A cross-origin API hides the headers this library reads (once per origin and page). */
+/** A cross-origin API hid a header this library reads: its key status says the answer carries it, and the
+ *  page's answer with that status did not show it (once per origin and client). */
 export interface CorsEvent {
   /** The event type. */
   type: "cors";

@@ -63,6 +63,9 @@ export interface Reconciler {
 export interface KeyStatusRead {
   kind: number;
   response?: Response;
+  /** With `response`: the header names the server's account of its stored answer lists, as it gave
+   *  them (the cross-origin diagnosis compares them with what the page was shown). */
+  stored?: string[];
   retryAfter?: string | undefined;
   problem?: string;
 }
@@ -72,8 +75,9 @@ const couldNotAsk = (problem: string): KeyStatusRead => ({ kind: KEY_COULD_NOT_A
 /** Answers with no body (a Response cannot be built with one). */
 const NULL_BODY = [204, 205, 304];
 
-/** The stored answer of a "done" status body, as the Response a replay would give. */
-function storedResponse(value: unknown): Response | undefined {
+/** The stored answer of a "done" status body, as the Response a replay would give, and the header
+ *  names the body lists. */
+function storedResponse(value: unknown): { response: Response; stored: string[] } | undefined {
   if (typeof value !== "object" || value === null) return undefined;
   const { status, headers, body } = value as Record<string, unknown>;
   if (typeof status !== "number" || !Number.isInteger(status) || status < 200 || status > 599) return undefined;
@@ -83,8 +87,9 @@ function storedResponse(value: unknown): Response | undefined {
   if (!pairs.every(([, v]) => typeof v === "string")) return undefined;
   try {
     const response = new Response(NULL_BODY.includes(status) ? null : (body ?? ""), { status, headers: pairs as [string, string][] });
+    const stored = [...response.headers.keys()];
     response.headers.set("idempotent-replayed", "true");
-    return response;
+    return { response, stored };
   } catch {
     return undefined; // a header name or value fetch refuses
   }
@@ -97,8 +102,8 @@ export function readStatusBody(value: unknown, key: string, retryAfter: string |
   if (body.key !== undefined && body.key !== key) return couldNotAsk("about another key");
   switch (body.status) {
     case "done": {
-      const response = storedResponse(body.response);
-      return response ? { kind: KEY_DONE, response } : couldNotAsk('"done" without a usable response');
+      const read = storedResponse(body.response);
+      return read ? { kind: KEY_DONE, ...read } : couldNotAsk('"done" without a usable response');
     }
     case "in_flight":
       return { kind: KEY_IN_FLIGHT, retryAfter };
@@ -118,7 +123,7 @@ function readCallbackAnswer(answer: unknown): KeyStatusRead {
   if (typeof answer !== "object" || answer === null) return couldNotAsk("not an object");
   const { status, response, retryAfterMs } = answer as Record<string, unknown>;
   if (status === "done") {
-    return response instanceof Response ? { kind: KEY_DONE, response } : couldNotAsk('"done" without a Response');
+    return response instanceof Response ? { kind: KEY_DONE, response, stored: [...response.headers.keys()] } : couldNotAsk('"done" without a Response');
   }
   if (status === "in_flight") {
     const ok = typeof retryAfterMs === "number" && Number.isFinite(retryAfterMs) && retryAfterMs >= 0;

@@ -72,7 +72,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
   // The key in the body instead of a header: written once, every attempt sends these bytes.
   const request = config.keyIn ? (await placementPart()).placeKey(ctx.request, key, config.keyIn) : ctx.request;
   const origin = foreignOrigin(request.url);
-  const tally: CorsTally = { attempts: 0, blindStatus: 0, hidden: false, refused: 0 };
+  const tally: CorsTally = { attempts: 0, refused: 0, last: undefined, repeatedBlind: 0 };
   let response: Response | undefined;
   // The time given to the machine call that returned `action`: a SEND's attempt ends `F_TIMEOUT_MS`
   // after it (the machine's clock), so the record's save before the attempt counts against it too.
@@ -123,6 +123,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         tally.attempts += 1;
         if (typeof outcome === "number") {
           if (origin && outcome === M.EV_NETWORK_ERROR && now - sentAt < REFUSED_WITHIN_MS) tally.refused += 1;
+          tally.last = undefined;
           action = machine.on(outcome, now, false);
         } else {
           const get = (name: string) => outcome.headers.get(name) ?? undefined;
@@ -138,15 +139,10 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
           );
           // Asking about the key after an answer: without a usable answer, this one stands.
           if (action === M.DONE || action === M.RECONCILE) response = outcome;
-          else {
-            // A retried answer's body is not the caller's: cancel it so the connection can be reused.
-            outcome.body?.cancel().catch(() => {});
-            if (origin) {
-              // A diagnosis that cannot load (offline) only means no warning: the send goes on.
-              const fix = (await corsPart().catch(() => undefined))?.observe(tally, outcome, origin, config.replayHeaders, core.corsWarned);
-              if (fix) listeners.emit({ type: "cors", intentId, key, origin, fix });
-            }
-          }
+          // A retried answer's body is not the caller's: cancel it so the connection can be reused.
+          else outcome.body?.cancel().catch(() => {});
+          // A diagnosis that cannot load (offline) only means no diagnosis: the send goes on.
+          if (origin && action !== M.DONE) (await corsPart().catch(() => undefined))?.observe(tally, outcome);
         }
         break;
       }
@@ -165,6 +161,12 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
           action = machine.onKeyStatus(decidedAt, answer.kind, answer.response?.status ?? 0, answer.retryAfter);
           if (action === M.SEND || action === M.WAIT) {
             oneMore = `the server ${answer.kind === M.KEY_UNKNOWN ? "had no record of the key" : "had it in flight"}, so it was sent once more`;
+          }
+          if (origin && answer.response && answer.stored) {
+            // The server's own account of the answer: the evidence of headers the page was not shown.
+            const part = await corsPart().catch(() => undefined);
+            const fix = part?.observeStored(tally, answer.response.status, answer.stored, origin, config.replayHeaders, core.corsWarned);
+            if (fix) listeners.emit({ type: "cors", intentId, key, origin, fix });
           }
         }
         break;

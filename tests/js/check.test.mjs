@@ -112,6 +112,13 @@ const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  *   "status-404"   answers 404 for a key it does not know, instead of {"status": "unknown"}
  *   "hidden"       exposes no header to a cross-origin page
  *   "no-fence"     has no settle request (POST /keys/{key} is 405)
+ *   "busy-502"     refuses a key in flight with 502 (no Retry-After) instead of 409
+ *   "no-retry-after"  refuses a key in flight with 409 without Retry-After
+ *   "replay-409"   replays a done key with 409 and the first answer's body, unmarked; stores only 2xx
+ *                  answers (django-idempotency-key's way)
+ * and the way it works:
+ *   "fast"         the work takes no time (an await of 0 ms) instead of 200 ms
+ *   "serial"       one request at a time (a single worker), so requests never overlap in it
  * Resolves to { url, stop(), effects }: `effects` counts the work done per key.
  */
 function startMiniServer(...flaws) {
@@ -119,7 +126,15 @@ function startMiniServer(...flaws) {
   const keys = new Map();
   const effects = new Map();
   let orders = 0;
-  const server = http.createServer(async (req, res) => {
+  let queue = Promise.resolve();
+  const server = http.createServer((req, res) => {
+    if (!flaw("serial")) return handle(req, res);
+    queue = queue.then(() => new Promise((done) => {
+      res.once("close", done);
+      handle(req, res);
+    }));
+  });
+  async function handle(req, res) {
     const chunks = [];
     for await (const chunk of req) chunks.push(chunk);
     const body = Buffer.concat(chunks).toString("utf8");
@@ -158,14 +173,18 @@ function startMiniServer(...flaws) {
     const replay = () => {
       const found = keys.get(key);
       if (found.fenced) return send(410, { error: "idempotency key fenced" });
-      if (!found.answer) return send(409, { error: "in flight" }, { "retry-after": "1" });
+      if (!found.answer) {
+        if (flaw("busy-502")) return send(502, { error: "bad gateway" });
+        return send(409, { error: "in flight" }, flaw("no-retry-after") ? {} : { "retry-after": "1" });
+      }
       if (!flaw("fingerprint") && found.hash !== hash) return send(422, { error: "idempotency key reused with another request" });
+      if (flaw("replay-409")) return send(409, found.answer.text);
       return send(found.answer.status, found.answer.text, flaw("marker") ? {} : { "idempotent-replayed": "true" });
     };
     if (keys.has(key)) return replay();
     if (!flaw("lock")) keys.set(key, { hash, answer: null });
     // The work: a slow-ish endpoint (an await), after which the answer is stored with the key.
-    await pause(200);
+    await pause(flaw("fast") ? 0 : 200);
     effects.set(key, (effects.get(key) ?? 0) + 1);
     let parsed = null;
     try {
@@ -176,9 +195,10 @@ function startMiniServer(...flaws) {
     const answer = parsed && typeof parsed === "object" && !Array.isArray(parsed)
       ? { status: 201, text: JSON.stringify({ id: `ord_${++orders}`, idempotencyKey: key }) }
       : { status: 400, text: JSON.stringify({ error: "invalid order" }) };
-    keys.set(key, { hash, answer });
+    if (flaw("replay-409") && answer.status >= 300) keys.delete(key);
+    else keys.set(key, { hash, answer });
     send(answer.status, answer.text);
-  });
+  }
   return new Promise((resolve) => {
     server.listen(0, "127.0.0.1", () => {
       const url = `http://127.0.0.1:${server.address().port}`;
@@ -244,7 +264,8 @@ test("the reference server passes every case (exit 0), and each key made one ord
     assertVerdicts(rows, {}, "reference server");
     assert.equal(status, 0);
     assert.equal(report.failed, false);
-    assert.match(rows.get(3).seen, /^8 at once with one key: \d × 201, \d × 409, one answer/, "the concurrent requests met the key in flight");
+    assert.match(rows.get(3).seen, /^8 released together with one key: \d × 201, \d × 409 \(refused, no second effect\): one effect, the others refused/, "the concurrent requests met the key in flight");
+    assert.equal(rows.get(3).warning, "", "the reference server sends Retry-After");
     const orders = await server.orders(account);
     // One order per key that was accepted: the probe, case 2's first request, case 3's burst, case 5's
     // three forms, case 8's POST (case 7's fenced key made none).
@@ -366,5 +387,85 @@ test("a server without the settle request (POST on the key-status URL is 405): c
     assert.equal([...fenced.effects.values()].reduce((a, b) => a + b, 0), fenced.effects.size, "the work once per key, and none for the fenced key");
   } finally {
     await fenced.stop();
+  }
+});
+
+// Servers broken in each way the concurrent case must see through, each with a 0 ms handler: the
+// requests are released together, and the case judges by what the server did.
+
+test("no in-flight lock and a 0 ms handler is never PASS: released together, its duplicates do the work again (FAIL), and on a single worker, where they cannot overlap, case 3 is INCONCLUSIVE (exit 3) and says how to make it conclusive", { timeout: TIMEOUT_MS }, async () => {
+  const fast = await startMiniServer("lock", "fast");
+  try {
+    const { status, rows } = await checkMini(fast);
+    assert.ok(["FAIL", "INCONCLUSIVE"].includes(rows.get(3).verdict), `case 3: ${rows.get(3).verdict}: ${rows.get(3).seen}`);
+    assert.equal(status, rows.get(3).verdict === "FAIL" ? 1 : 3);
+    if (rows.get(3).verdict === "FAIL") {
+      assert.match(rows.get(3).seen, /the work was done (\d) times \(no in-flight lock\)/);
+      assert.ok(Math.max(...fast.effects.values()) >= 2, "the server did the work again");
+    }
+  } finally {
+    await fast.stop();
+  }
+  const serial = await startMiniServer("lock", "fast", "serial");
+  try {
+    const { status, report, rows } = await checkMini(serial);
+    assertVerdicts(rows, { 3: "INCONCLUSIVE" }, "no lock, one worker");
+    assert.equal(status, 3);
+    assert.equal(report.failed, false);
+    assert.equal(report.inconclusive, true);
+    assert.match(rows.get(3).seen, /^8 released together with one key: 8 × 201, one effect, but the first answer came back \d+ ms after the release: the duplicates may have been handled one after another/);
+    assert.match(rows.get(3).fix, /a slower handler on a test instance, or a delay header .* --header "X-Fault: latency=300"/);
+    const table = await check(["check", `${serial.url}/orders`, "--body", ORDER]);
+    assert.equal(table.status, 3, table.stderr);
+    assert.match(table.stdout, /^ 3 {2}8 concurrent, one key: one effect +INCONCLUSIVE +8 released together/m);
+    assert.match(table.stdout, /^ +to check it: Make the work slower than the requests' arrival/m);
+    assert.match(table.stdout, /^\d passed, 0 failed, 1 inconclusive, \d skipped$/m);
+  } finally {
+    await serial.stop();
+  }
+});
+
+test("a server that answers 502 while a key is in flight (0 ms handler): case 3 passes, naming the 502s as refusals with no second effect, and warns that they carry no Retry-After", { timeout: TIMEOUT_MS }, async () => {
+  const server = await startMiniServer("busy-502", "fast");
+  try {
+    const { status, rows } = await checkMini(server);
+    assertVerdicts(rows, {}, "502 in flight");
+    assert.equal(status, 0);
+    assert.match(rows.get(3).seen, /^8 released together with one key: \d × 201, \d × 502 \(refused, no second effect\): one effect, the others refused/);
+    assert.match(rows.get(3).warning, /^\d refusals? \(502\) without Retry-After: the client retries them after its own backoff/);
+    assert.ok([...server.effects.values()].every((n) => n === 1), "the work once per key");
+  } finally {
+    await server.stop();
+  }
+});
+
+test("a server that replays with 409 and the first answer's body (0 ms handler) is recognised as replaying: cases 1, 3 and 5 pass and name the client's replayStatus: 409", { timeout: TIMEOUT_MS }, async () => {
+  const server = await startMiniServer("replay-409", "fast");
+  try {
+    const { status, rows } = await checkMini(server);
+    assertVerdicts(rows, { 4: "SKIP" }, "replays with 409");
+    assert.equal(status, 0);
+    assert.match(rows.get(1).seen, /^201, then 409 with the first answer's body byte for byte: a replay answered with 409$/);
+    for (const id of [1, 3, 5]) assert.match(rows.get(id).warning, /give the client replayStatus: 409/, `case ${id}`);
+    assert.match(rows.get(5).seen, /sf-string "UUID" 201, then replayed with 409/);
+    assert.doesNotMatch(rows.get(3).seen, /in flight/);
+  } finally {
+    await server.stop();
+  }
+});
+
+test("a correct server whose in-flight 409s carry no Retry-After (0 ms handler) passes every case, with a warning on case 3 (exit 0)", { timeout: TIMEOUT_MS }, async () => {
+  const server = await startMiniServer("no-retry-after", "fast");
+  try {
+    const { status, rows } = await checkMini(server);
+    assertVerdicts(rows, {}, "no Retry-After");
+    assert.equal(status, 0);
+    assert.match(rows.get(3).seen, /\d × 409 \(refused, no second effect\): one effect, the others refused/);
+    assert.match(rows.get(3).warning, /^\d refusals? \(409\) without Retry-After/);
+    const table = await check(["check", `${server.url}/orders`, "--body", ORDER]);
+    assert.equal(table.status, 0, table.stderr);
+    assert.match(table.stdout, /^ +warning: \d refusals? \(409\) without Retry-After/m);
+  } finally {
+    await server.stop();
   }
 });

@@ -14,7 +14,7 @@
 //   endless    200 with a body that never ends
 //   slowbody300  201 whose headers come at once and whose body comes 300 ms later
 // GET /ks/<scenario>/<key>?script=STEPS answers the key-status protocol (README, "Your server") with the
-// next step: done201 (the stored answer: 201 {stored: true, key}), done503, inflight (Retry-After: 1),
+// next step: doneNNN (the stored answer: NNN {stored: true, key}; doneNNNr and doneNNNx: its headers name a replay marker), inflight (Retry-After: 1),
 // unknown, and answers that are not of the protocol: garbage (not JSON), html, 500, otherkey (a "done"
 // about another key), noresponse (a "done" without its response). Logged under "<scenario>-ks".
 // GET /log/<scenario> returns the logged requests: [{method, key, headers, body, bodyBase64, attempt, at}]
@@ -96,9 +96,11 @@ export function startTestServer(port = 0) {
 
 function keyStatus(step, key, res, cors) {
   const json = (body, extra = {}) => res.writeHead(200, { ...cors, "content-type": "application/json", ...extra }).end(JSON.stringify(body));
-  const stored = (status) => ({ status, headers: { "content-type": "application/json" }, body: JSON.stringify({ stored: true, key }) });
-  if (step === "done201") json({ status: "done", response: stored(201) });
-  else if (step === "done503") json({ status: "done", response: stored(503) });
+  const stored = (status, headers = {}) => ({ status, headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ stored: true, key }) });
+  // doneNNN: the stored answer NNN; with r or x, its account names the marker a replay carries
+  // (Idempotent-Replayed or X-Replayed), as the reference server's does.
+  const done = /^done(\d{3})([rx])?$/.exec(step);
+  if (done) json({ status: "done", response: stored(Number(done[1]), { r: { "idempotent-replayed": "true" }, x: { "x-replayed": "true" } }[done[2]] ?? {}) });
   else if (step === "inflight") json({ status: "in_flight" }, { "retry-after": "1" });
   else if (step === "unknown") json({ status: "unknown" });
   else if (step === "garbage") res.writeHead(200, { ...cors, "content-type": "application/json" }).end("{not json");

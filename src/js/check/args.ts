@@ -41,7 +41,8 @@ options:
   --json                   print one JSON document instead of the table
   -h, --help               this text
 
-exit status: 0 no case failed, 1 a case failed, 2 usage error or the endpoint could not be checked`;
+exit status: 0 every case passed or was skipped, 1 a case failed, 2 usage error or the endpoint
+could not be checked, 3 no case failed but one was inconclusive (it says how to make it conclusive)`;
 
 /** Options that take a value, by flag. */
 const VALUED = ["--body", "--other-body", "--header", "--key-status-url", "--origin"] as const;

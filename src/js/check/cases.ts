@@ -1,13 +1,14 @@
 // The eight cases: what the client relies on a server for (docs/ARCHITECTURE.md, "The protocol,
 // server side"), each checked from outside with requests of its own, each under a fresh key from the
 // CSPRNG. A case says PASS only on evidence, FAIL with what it saw and the fix, SKIP with the reason
-// when nothing sent from outside can show it.
+// when nothing sent from outside can show it, INCONCLUSIVE when its requests did not exercise what it
+// checks (and how to make them). It judges by what the server did: one effect, one answer replayed.
 import { ALLOW_LINE, exposeLine, spelled } from "../cors.js";
 import type { CheckOptions } from "./args.js";
-import { type Answer, describe, freshKey, get, longKey, NoAnswer, post, preflight, sameAnswer, settle } from "./http.js";
+import { type Answer, burst, describe, freshKey, get, longKey, NoAnswer, post, preflight, sameAnswer, settle } from "./http.js";
 
 /** A case's verdict. */
-export type Verdict = "PASS" | "FAIL" | "SKIP";
+export type Verdict = "PASS" | "FAIL" | "SKIP" | "INCONCLUSIVE";
 
 /** One row of the report. */
 export interface Row {
@@ -16,8 +17,10 @@ export interface Row {
   verdict: Verdict;
   /** What the check saw, on one line. */
   seen: string;
-  /** What to change (FAIL), or how to let the check look (SKIP); empty on PASS. */
+  /** What to change (FAIL), or how to let the check look (SKIP, INCONCLUSIVE); empty on PASS. */
   fix: string;
+  /** What the client copes with but would rather not meet, with what to do; empty when nothing. */
+  warning: string;
 }
 
 /** The endpoint could not be checked at all (no answer, or the request it was given is refused). */
@@ -26,14 +29,22 @@ export class CannotCheck extends Error {
 }
 
 type Outcome = Omit<Row, "id" | "name">;
-const pass = (seen: string): Outcome => ({ verdict: "PASS", seen, fix: "" });
-const fail = (seen: string, fix: string): Outcome => ({ verdict: "FAIL", seen, fix });
-const skip = (seen: string, fix = ""): Outcome => ({ verdict: "SKIP", seen, fix });
+const pass = (seen: string, warning = ""): Outcome => ({ verdict: "PASS", seen, fix: "", warning });
+const fail = (seen: string, fix: string): Outcome => ({ verdict: "FAIL", seen, fix, warning: "" });
+const skip = (seen: string, fix = ""): Outcome => ({ verdict: "SKIP", seen, fix, warning: "" });
+const inconclusive = (seen: string, fix: string): Outcome => ({ verdict: "INCONCLUSIVE", seen, fix, warning: "" });
 
 /** Requests sent at once with one key in case 3. */
 export const CONCURRENT = 8;
 /** Statuses that say "this key is in flight, retry": 409 and WebDAV's 423, both retried by the client. */
 const IN_FLIGHT = [409, 423];
+/** Refusals that are not a second effect: the client retries each with the same key (with or
+ *  without `Retry-After`), so a concurrent duplicate refused so did no harm. */
+const REFUSALS = [409, 423, 425, 429, 502, 503];
+/** How long the first answer of case 3 must take for its duplicates, all sent before it came back,
+ *  to have been at the server while the first request was at work (below it they may have been
+ *  handled one after another). */
+const HELD_MS = 100;
 /** How long case 3 waits for the key to leave flight after the burst. */
 const SETTLE_MS = 20_000;
 /** A JSON body the endpoint should refuse (case 4): a string where requests are objects. */
@@ -47,19 +58,24 @@ const FIX = {
   marker: `Mark every replayed answer with ${MARKER}: true: the client finishes an intent on it, whatever the status`,
   freshMarked: `Mark only replays: an answer the request itself produced carries no ${MARKER}`,
   fingerprint: "Store a fingerprint of the request (method, path, body) with the key and answer 422 when the key comes with another request",
-  status422: "Answer 422 when the key comes with another request (the IETF draft; the client reports it as KEY_MISMATCH, a bug to fix, not a retry)",
-  lock: "Take the key before the work, atomically (insert the key row under its unique constraint in the work's transaction, or hold a lock): a concurrent duplicate gets 409 with Retry-After, or waits and gets the replay",
-  retryAfter: "Send Retry-After (seconds) with the 409 of a key in flight: the client waits that long instead of guessing",
+  status422: "Answer 422 when the key comes with another request (the IETF draft; the client reports it as KEY_MISMATCH, a bug to fix, not a retry). A 409 here is retried by the client until it gives up",
+  lock: "Take the key before the work, atomically (insert the key row under its unique constraint in the work's transaction, or hold a lock): a concurrent duplicate gets 409 with Retry-After, or waits and gets the replay. The client sends one intent's attempts one at a time, in every tab, so it makes such duplicates only when an attempt's answer is lost; nothing on its side can make a second run of the work safe",
+  retryAfter: "Send Retry-After (seconds) with a refusal of a key in flight: the client waits that long instead of its own backoff",
+  replayStatus: "This server replays with 409 and the first answer's body: give the client replayStatus: 409, which takes such an answer for the replay it is (without it, the client takes the 409 for \"in flight\" and retries until it gives up); or mark replays with Idempotent-Replayed: true and keep their own status",
+  overlap: "Make the work slower than the requests' arrival, so the duplicates meet the key in flight: a slower handler on a test instance, or a delay header if the server has one (the reference server with --enable-faults: --header \"X-Fault: latency=300\")",
   duplicates: "Answer a concurrent duplicate with 409 and Retry-After, or hold it until the first request is answered and replay that answer",
   released: "End a key's flight with its request: store the answer, or release the key when nothing was done",
   storedStatus: `Replay a stored answer with its own status and body (a stored 4xx or 5xx as well), marked ${MARKER}: true`,
-  keyForms: "Accept keys of 1 to 255 characters, raw (Idempotency-Key: k) and as the IETF draft's structured-field string (Idempotency-Key: \"k\")",
+  keyForms: "Accept keys of 1 to 255 characters, raw (Idempotency-Key: k) and as the IETF draft's structured-field string (Idempotency-Key: \"k\"). The client sends the raw form unless told headerForm: \"sf-string\", so a refused quoted form costs nothing until then",
   keyStatus: "Answer GET on the key-status URL with 200 {\"status\":\"done\",\"response\":{\"status\",\"headers\",\"body\"}} for a done key and {\"status\":\"unknown\"} for a key never seen (the contract: server/README.md, \"Key status\")",
   fence: "Answer POST on the key-status URL by settling the key: insert its row if absent, in a statement that waits for a transaction inserting the same key; answer {\"status\":\"done\",...} for a done key, {\"status\":\"in_flight\"} while its request works, {\"status\":\"fenced\"} for a key never seen, and refuse every later request with a fenced key (410) without doing the work (server/README.md, \"Key status\"). Until then, a client that replaces a changed request under a new key (onMismatch: \"replace\") cannot rule out that a request with the old key still on its way makes a second order: prefer onMismatch: \"resume\" or \"error\" there",
   answerAll: "Answer every request (a dropped connection leaves the client guessing)",
 } as const;
 
 const is2xx = (answer: Answer): boolean => answer.status >= 200 && answer.status < 300;
+/** `answer` is a replay of `first` answered with 409 and its body byte for byte (django-idempotency-key's
+ *  way), which the client reads as a replay with `replayStatus: 409`. */
+const replayBy409 = (first: Answer, answer: Answer): boolean => answer.status === 409 && first.status !== 409 && first.body !== "" && answer.body === first.body;
 const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? "" : "s"}`;
 const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -78,6 +94,9 @@ async function twice(options: CheckOptions, keyHeader: string, body: string, ext
 /** Case 1: the same key and body again is the same answer, marked as a replay. */
 function replayed({ first, second }: Twice): Outcome {
   if (first.marker) return fail(`the first answer to a fresh key is marked ${spelled(first.marker)}: true (${describe(first)})`, FIX.freshMarked);
+  if (replayBy409(first, second)) {
+    return pass(`${first.status}, then 409 with the first answer's body byte for byte: a replay answered with 409`, FIX.replayStatus);
+  }
   if (IN_FLIGHT.includes(second.status)) {
     return fail(`${first.status}, then ${describe(second)} for the same request after the first was answered: the key stays in flight`, FIX.released);
   }
@@ -100,38 +119,60 @@ async function anotherBody(options: CheckOptions): Promise<Outcome> {
   return fail(`another body under the same key: ${describe(other)}, not 422`, FIX.status422);
 }
 
-/** Case 3: concurrent requests with one key make one effect: one answer, the others in flight or its replay. */
+/** Case 3: concurrent requests with one key make one effect: one answer, the others refused
+ *  (in flight, busy) or its replay, and afterwards the key replays that answer. The requests are
+ *  released together; a PASS needs evidence that they met the first one at work: a refusal, or a
+ *  first answer slow enough that the duplicates were at the server while it worked. */
 async function concurrent(options: CheckOptions): Promise<Outcome> {
   const key = freshKey();
-  const settled = await Promise.allSettled(Array.from({ length: CONCURRENT }, () => post(options, key, options.body)));
+  const { settled, firstAnswerMs } = await burst(options, key, options.body, CONCURRENT);
   const answers = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
   const lost = settled.flatMap((s) => (s.status === "rejected" ? [s.reason instanceof Error ? s.reason.message : String(s.reason)] : []));
-  const waiting = answers.filter((a) => IN_FLIGHT.includes(a.status));
-  const results = answers.filter((a) => !IN_FLIGHT.includes(a.status));
-  const distinct = results.filter((a, i) => results.findIndex((b) => sameAnswer(a, b)) === i);
-  const done = distinct.filter(is2xx);
-  const statuses = [...new Set(results.map((a) => a.status)), ...new Set(waiting.map((a) => a.status))];
-  const burst = `${CONCURRENT} at once with one key: ${[
-    ...statuses.map((status) => `${answers.filter((a) => a.status === status).length} × ${status}`),
-    ...(lost.length ? [`${lost.length} without an answer`] : []),
-  ].join(", ")}${distinct.length > 1 ? ` (${distinct.length} different answers)` : ""}`;
-  if (done.length > 1) return fail(`${burst}: the work was done ${done.length} times (no in-flight lock)`, FIX.lock);
-  if (lost.length) return fail(`${burst} (${lost[0]})`, FIX.duplicates);
-  if (distinct.length > 1) return fail(`${burst}: concurrent duplicates got other answers than the first's`, FIX.duplicates);
-  const bare = waiting.filter((a) => a.retryAfter === null);
-  if (bare.length) return fail(`${burst}: ${plural(bare.length, "in-flight answer")} without Retry-After`, FIX.retryAfter);
+  // The effects: the answers that are neither a refusal nor a replay of another answer.
+  const done = answers.filter(is2xx);
+  const distinct = done.filter((a, i) => done.findIndex((b) => sameAnswer(a, b)) === i);
+  const first = distinct[0];
+  const by409 = first ? answers.filter((a) => replayBy409(first, a)) : [];
+  const refused = answers.filter((a) => REFUSALS.includes(a.status) && !by409.includes(a));
+  const other = answers.filter((a) => !is2xx(a) && !refused.includes(a) && !by409.includes(a));
+  // The effects' status first, then the others by status: the same order whichever came back first.
+  const statuses = [...new Set(answers.map((a) => a.status))].sort((a, b) => Number(b >= 200 && b < 300) - Number(a >= 200 && a < 300) || a - b);
+  const counts = statuses.map((status) => {
+    const n = answers.filter((a) => a.status === status).length;
+    const what = by409.some((a) => a.status === status) ? " (the first answer's body: replays)" : refused.some((a) => a.status === status) ? " (refused, no second effect)" : "";
+    return `${n} × ${status}${what}`;
+  });
+  const burstText = `${CONCURRENT} released together with one key: ${[...counts, ...(lost.length ? [`${lost.length} without an answer`] : [])].join(", ")}${distinct.length > 1 ? ` (${distinct.length} different answers)` : ""}`;
+  if (distinct.length > 1) return fail(`${burstText}: the work was done ${distinct.length} times (no in-flight lock)`, FIX.lock);
+  if (lost.length) return fail(`${burstText} (${lost[0]})`, FIX.duplicates);
+  if (other.length) return fail(`${burstText}: concurrent duplicates got ${describe(other[0] as Answer)}, neither the first answer, its replay nor a refusal`, FIX.duplicates);
+  if (!first) return inconclusive(`${burstText}: every request was refused, so there was no effect to count`, "Run the check while the endpoint accepts requests (no rate limit or outage in the way)");
   // After the burst the key answers with the one result (a replay): the work was done once, and kept.
   const deadline = Date.now() + SETTLE_MS;
   let last = await post(options, key, options.body);
-  while (IN_FLIGHT.includes(last.status) && Date.now() < deadline) {
+  while (REFUSALS.includes(last.status) && !replayBy409(first, last) && Date.now() < deadline) {
     await pause(Math.min(Number(last.retryAfter) * 1000 || 500, 2000));
     last = await post(options, key, options.body);
   }
-  if (IN_FLIGHT.includes(last.status)) return fail(`${burst}; the key was still in flight ${SETTLE_MS / 1000} s later`, FIX.released);
-  const result = distinct[0] ?? last;
-  if (!sameAnswer(result, last)) return fail(`${burst}; then the key answered ${describe(last)}, not that answer`, FIX.store);
-  const how = [...(waiting.length ? ["in flight with Retry-After"] : []), ...(results.length > 1 ? ["its replay"] : [])].join(" or ");
-  return pass(`${burst}, one answer${how ? ` and the others ${how}` : ""}; then ${last.marker ? "the replay" : "the same answer"} of that ${result.status}`);
+  if (REFUSALS.includes(last.status) && !replayBy409(first, last)) return fail(`${burstText}; the key was still refused ${SETTLE_MS / 1000} s later (${describe(last)})`, FIX.released);
+  if (!sameAnswer(first, last) && !replayBy409(first, last)) return fail(`${burstText}; then the key answered ${describe(last)}, not that answer`, FIX.store);
+  const overlapped = `the first answer came back ${Math.round(firstAnswerMs)} ms after the release`;
+  if (firstAnswerMs < 0) {
+    return inconclusive(`${burstText}: an answer came back before every request was whole, so the requests did not overlap`, FIX.overlap);
+  }
+  if (!refused.length && firstAnswerMs < HELD_MS) {
+    return inconclusive(
+      `${burstText}, one effect, but ${overlapped}: the duplicates may have been handled one after another, which a server without an in-flight lock survives too`,
+      FIX.overlap,
+    );
+  }
+  const bare = [...new Set(refused.filter((a) => a.retryAfter === null).map((a) => a.status))];
+  const warnings = [
+    ...(bare.length ? [`${plural(refused.filter((a) => a.retryAfter === null).length, "refusal")} (${bare.join(", ")}) without Retry-After: the client retries them after its own backoff. ${FIX.retryAfter}`] : []),
+    ...(by409.length || replayBy409(first, last) ? [FIX.replayStatus] : []),
+  ];
+  const how = [...(refused.length ? ["refused"] : []), ...(done.length > 1 || by409.length ? ["its replay"] : [])].join(" or ");
+  return pass(`${burstText}: one effect${how ? `, the others ${how}` : ""} (${overlapped}); then ${last.marker ? "the replay" : "the same answer"} of that ${first.status}`, warnings.join(" "));
 }
 
 /** Case 4: a stored failure is replayed with its own status. Only a failure the endpoint stores can show it. */
@@ -156,14 +197,18 @@ async function keyForms(options: CheckOptions): Promise<Outcome> {
   ];
   const seen: string[] = [];
   const problems: string[] = [];
+  let by409 = false;
   for (const [name, header] of forms) {
     const { first, second } = await twice(options, header, options.body);
     if (!is2xx(first)) problems.push(`${name}: refused, ${describe(first)}`);
-    else if (!sameAnswer(first, second)) problems.push(`${name}: ${first.status}, then ${describe(second)}: done anew`);
+    else if (replayBy409(first, second)) {
+      by409 = true;
+      seen.push(`${name} ${first.status}, then replayed with 409`);
+    } else if (!sameAnswer(first, second)) problems.push(`${name}: ${first.status}, then ${describe(second)}: done anew`);
     else seen.push(`${name} ${first.status}, then ${second.marker ? "replayed" : "the same answer"}`);
   }
   if (problems.length) return fail([...problems, ...seen].join("; "), FIX.keyForms);
-  return pass(seen.join("; "));
+  return pass(seen.join("; "), by409 ? FIX.replayStatus : "");
 }
 
 /** What a key-status answer says, or what is wrong with it. */

@@ -1,6 +1,7 @@
 // `idempotent-fetch-client check <url>`: the command line the package's bin runs (Node 18 or later, its
-// global fetch; no dependency). Exit status 0 when no case failed, 1 when one did, 2 on a usage
-// error or an endpoint that could not be checked.
+// global fetch; no dependency). Exit status 0 when every case passed or was skipped, 1 when one
+// failed, 2 on a usage error or an endpoint that could not be checked, 3 when none failed but one was
+// inconclusive (its requests did not exercise what it checks: not a pass a script may take for one).
 import { webcrypto } from "node:crypto";
 
 import { type CheckOptions, parseArgs, USAGE, UsageError } from "./args.js";
@@ -11,6 +12,7 @@ import { asJson, asTable } from "./table.js";
 const PASSED = 0;
 const FAILED = 1;
 const USAGE_ERROR = 2;
+const INCONCLUSIVE = 3;
 
 /** Runs the command with the arguments after the program name; resolves to the exit status. */
 async function main(argv: readonly string[]): Promise<number> {
@@ -36,7 +38,8 @@ async function main(argv: readonly string[]): Promise<number> {
   try {
     const rows = await runCheck(options);
     console.log(options.json ? asJson(options.url, rows) : asTable(options.url, rows));
-    return rows.some((row) => row.verdict === "FAIL") ? FAILED : PASSED;
+    if (rows.some((row) => row.verdict === "FAIL")) return FAILED;
+    return rows.some((row) => row.verdict === "INCONCLUSIVE") ? INCONCLUSIVE : PASSED;
   } catch (error) {
     if (!(error instanceof CannotCheck)) throw error;
     console.error(`idempotent-fetch-client check: cannot check ${options.url.href}: ${error.message}`);

@@ -1,6 +1,10 @@
-// The requests the check sends (Node's global fetch) and what it reads of an answer: the status, the
-// body as text (compared byte for byte), the replay marker and `Retry-After`.
+// The requests the check sends (Node's global fetch; node:http for the concurrent burst, which must
+// hold each request back until all are ready) and what it reads of an answer: the status, the body as
+// text (compared byte for byte), the replay marker and `Retry-After`.
 import { webcrypto } from "node:crypto";
+import http from "node:http";
+import https from "node:https";
+import { performance } from "node:perf_hooks";
 
 import { DEFAULT_REPLAY_HEADERS } from "../options.js";
 import type { CheckOptions } from "./args.js";
@@ -59,6 +63,72 @@ function headersWith(options: CheckOptions, extra: Record<string, string>): Head
   const headers = new Headers(options.headers);
   for (const [name, value] of Object.entries(extra)) headers.set(name, value);
   return headers;
+}
+
+/** A burst's answers (or why each got none) and whether the requests overlapped. */
+export interface Burst {
+  settled: PromiseSettledResult<Answer>[];
+  /** Milliseconds from the release (the last request's last byte written) to the first answer;
+   *  negative when an answer came back before every request was whole. */
+  firstAnswerMs: number;
+}
+
+/**
+ * POSTs `body` `count` times with one key, each on its own connection, released together: every
+ * request is sent but for its body's last byte, and when all are written so, the last bytes go out
+ * at once. Requests sent one after another on fresh connections do not overlap when the endpoint
+ * answers faster than a connection opens, and then a server without an in-flight lock looks right.
+ */
+export async function burst(options: CheckOptions, keyHeader: string, body: string, count: number): Promise<Burst> {
+  const headers = headersWith(options, { "idempotency-key": keyHeader });
+  if (!headers.has("content-type")) headers.set("content-type", "application/json");
+  const bytes = Buffer.from(body, "utf8");
+  const outgoing = { ...Object.fromEntries(headers), "content-length": String(bytes.length), connection: "close" };
+  const client = options.url.protocol === "https:" ? https : http;
+  let firstAt = Infinity;
+  const requests = Array.from({ length: count }, () => {
+    const request = client.request(options.url, { method: "POST", headers: outgoing, agent: false, timeout: REQUEST_TIMEOUT_MS });
+    const held = new Promise<void>((resolve, reject) => {
+      request.once("error", reject);
+      request.write(bytes.subarray(0, bytes.length - 1), (error) => (error ? reject(error) : resolve()));
+    });
+    const answer = new Promise<Answer>((resolve, reject) => {
+      request.once("error", (error) => reject(new NoAnswer(`POST ${options.url.href} got no answer (${error.message})`)));
+      request.once("timeout", () => request.destroy(new Error(`no answer within ${REQUEST_TIMEOUT_MS / 1000} s`)));
+      request.once("response", (response) => {
+        firstAt = Math.min(firstAt, performance.now());
+        const chunks: Buffer[] = [];
+        response.on("data", (chunk: Buffer) => chunks.push(chunk));
+        response.once("error", (error) => reject(new NoAnswer(`POST ${options.url.href}: the answer broke off (${error.message})`)));
+        response.once("end", () => {
+          const received = new Headers();
+          for (const [name, value] of Object.entries(response.headers)) {
+            for (const one of Array.isArray(value) ? value : value === undefined ? [] : [value]) received.append(name, one);
+          }
+          resolve({ status: response.statusCode ?? 0, headers: received, body: Buffer.concat(chunks).toString("utf8"), marker: markerOf(received), retryAfter: received.get("retry-after") });
+        });
+      });
+    });
+    // Settled now, so a rejection before `allSettled` below is never unhandled.
+    answer.catch(() => {});
+    return { request, held, answer };
+  });
+  // Every request whole but its last byte (a connection that failed is that request's lost answer).
+  await Promise.allSettled(requests.map((r) => r.held));
+  const last = bytes.subarray(bytes.length - 1);
+  const ended = requests.map(
+    ({ request }) =>
+      new Promise<void>((resolve) => {
+        // A request that failed before its release is already that request's lost answer.
+        if (request.destroyed) return resolve();
+        request.once("close", () => resolve());
+        request.end(last, () => resolve());
+      }),
+  );
+  await Promise.all(ended);
+  const releasedAt = performance.now();
+  const settled = await Promise.allSettled(requests.map((r) => r.answer));
+  return { settled, firstAnswerMs: firstAt - releasedAt };
 }
 
 /** POST `body` to the endpoint with `Idempotency-Key: keyHeader` (the header's value as sent). */
