@@ -43,8 +43,9 @@ use crate::retention::{expired_before, unix_now};
 #[cfg(feature = "postgres")]
 use std::time::Duration;
 
-/// The inbox table on SQLite (created by [`install_sqlite`] and [`crate::sqlite::install`]). The answer
-/// columns are empty only inside the transaction that inserted the record.
+/// The inbox table on SQLite (created by [`install_sqlite`] and [`SqliteInbox::open`]). The answer columns
+/// are empty only inside the transaction that inserted the record. The key rows' `install` does not create
+/// it: the inbox builds on the key rows' modules, not they on it.
 pub const SQLITE_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS inbox_messages (
     source           TEXT    NOT NULL,
@@ -58,7 +59,7 @@ CREATE TABLE IF NOT EXISTS inbox_messages (
 CREATE INDEX IF NOT EXISTS inbox_messages_received_at ON inbox_messages (received_at);
 ";
 
-/// The inbox table on PostgreSQL (created by [`install_postgres`] and [`crate::postgres::install`]).
+/// The inbox table on PostgreSQL (created by [`install_postgres`]).
 pub const POSTGRES_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS inbox_messages (
     source           TEXT    NOT NULL,

@@ -66,11 +66,11 @@ pub const SETTLE_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 /// The future of the app's work: `|tx| Box::pin(async move { ... })`.
 pub type WorkFuture<'a, E> = Pin<Box<dyn Future<Output = Result<StoredResponse, E>> + Send + 'a>>;
 
-/// Creates the key table, the outbox's and the inbox's if missing.
+/// Creates the key table and the outbox's table if missing (a receiver installs the inbox's with
+/// `inbox::install_postgres`).
 pub async fn install(client: &Client) -> Result<(), StoreError> {
     client.batch_execute(SCHEMA).await?;
     client.batch_execute(crate::outbox::POSTGRES_SCHEMA).await?;
-    crate::inbox::install_postgres(client).await?;
     Ok(())
 }
 

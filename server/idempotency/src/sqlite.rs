@@ -57,11 +57,11 @@ CREATE INDEX IF NOT EXISTS idempotency_records_created_at ON idempotency_records
 /// How long a writer waits for another one before SQLite fails with "database is locked".
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Creates the key table, the outbox's and the inbox's if missing.
+/// Creates the key table and the outbox's table if missing (a receiver installs the inbox's with
+/// `inbox::install_sqlite`).
 pub fn install(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(SCHEMA)?;
     conn.execute_batch(crate::outbox::SQLITE_SCHEMA)?;
-    crate::inbox::install_sqlite(conn)?;
     Ok(())
 }
 

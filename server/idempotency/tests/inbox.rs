@@ -222,7 +222,7 @@ async fn pg_receive(
 
 async fn pg_setup(cluster: &Cluster) -> tokio_postgres::Client {
     let client = connect(&cluster.url("postgres")).await;
-    idempotent_endpoint::postgres::install(&client).await.expect("install");
+    inbox::install_postgres(&client).await.expect("install");
     client
         .batch_execute("CREATE TABLE applied (seq BIGSERIAL PRIMARY KEY, message_id TEXT NOT NULL)")
         .await
