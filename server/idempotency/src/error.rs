@@ -24,6 +24,9 @@ pub enum StoreError {
     /// The scope is longer than 255 bytes.
     #[error("scope of {0} bytes is longer than 255")]
     ScopeTooLong(usize),
+    /// An inbox source or message id is empty or longer than [`crate::inbox::MAX_INBOX_ID_BYTES`].
+    #[error("inbox {0} of {1} bytes: it must be 1 to 255 bytes")]
+    InboxId(&'static str, usize),
     /// The caller's lease on a key row was taken over (it ran out): nothing was written.
     #[error("the key's lease was taken over by another request")]
     LeaseLost,
@@ -35,9 +38,9 @@ pub enum StoreError {
     Task(String),
 }
 
-/// The failure of [`crate::sqlite::SqliteKeys::run`] or [`crate::postgres::run`]: the store's, or the
-/// app's own work's. Either way the transaction was rolled back: no key row, no business change, so a retry
-/// with the same key does the work.
+/// The failure of [`crate::sqlite::SqliteKeys::run`] or [`crate::postgres::run`] (and of the inbox's
+/// `receive`): the store's, or the app's own work's. Either way it was rolled back: no key row (or inbox
+/// record), no business change, so a retry with the same key (a re-delivery of the message) does the work.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError<E> {
     /// The store failed.

@@ -13,6 +13,10 @@
 //! - work that leaves the database: the transactional [`outbox`] and its delivery [`outbox::Worker`], and
 //!   atomic [`phases`] (named recovery points on the key row under a lease, a derived downstream key per
 //!   external call, take-over of keys a crash left and a completer's query; SQLite and PostgreSQL);
+//! - **the [`inbox`]**, the receiving half of the outbox: [`inbox::receive_sqlite`] and
+//!   [`inbox::receive_postgres`] record a delivered message's id in the receiver's own transaction with the
+//!   work it does, so a re-delivery does nothing and gets the first delivery's answer ([`inbox::Received`]);
+//!   [`inbox::SqliteInbox`] is the same from async code; records expire with a retention and a sweep;
 //! - **key status and the fence**, for a client whose answers were all lost: [`sqlite::SqliteKeys::status`] and
 //!   [`postgres::status`] answer the [`KeyStatus`] of a key (`done` with its stored answer, `in_flight` from
 //!   the moment its request is accepted until its work has committed or rolled back, whoever hung up,
@@ -78,13 +82,14 @@
 //! | protocol (no I/O) | [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], `random` |
 //! | runtime | [`request`] (the axum extractor), [`periodic`] (the loop of every background task) |
 //! | store | `inflight`, [`outbox_table`], [`sqlite`], [`postgres`] |
-//! | work | [`outbox`], [`phases`], `phases::sqlite`, [`phases::postgres`] |
+//! | work | [`outbox`], [`inbox`], [`phases`], `phases::sqlite`, [`phases::postgres`] |
 //!
 //! [idempotent-fetch]: https://github.com/idempotent-fetch/idempotent-fetch
 #![deny(missing_docs)]
 
 pub mod error;
 pub mod fingerprint;
+pub mod inbox;
 #[cfg(feature = "sqlite")]
 mod inflight;
 pub mod key;

@@ -66,7 +66,8 @@ pub const SETTLE_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 /// The future of the app's work: `|tx| Box::pin(async move { ... })`.
 pub type WorkFuture<'a, E> = Pin<Box<dyn Future<Output = Result<StoredResponse, E>> + Send + 'a>>;
 
-/// Creates the key table and the outbox's table if missing.
+/// Creates the key table and the outbox's table if missing (a receiver installs the inbox's with
+/// `inbox::install_postgres`).
 pub async fn install(client: &Client) -> Result<(), StoreError> {
     client.batch_execute(SCHEMA).await?;
     client.batch_execute(crate::outbox_table::POSTGRES_SCHEMA).await?;

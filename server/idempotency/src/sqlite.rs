@@ -57,11 +57,22 @@ CREATE INDEX IF NOT EXISTS idempotency_records_created_at ON idempotency_records
 /// How long a writer waits for another one before SQLite fails with "database is locked".
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Creates the key table and the outbox's table if missing.
+/// Creates the key table and the outbox's table if missing (a receiver installs the inbox's with
+/// `inbox::install_sqlite`).
 pub fn install(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(SCHEMA)?;
     conn.execute_batch(crate::outbox_table::SQLITE_SCHEMA)?;
     Ok(())
+}
+
+/// Opens (creating if needed) the database at `path` in WAL mode with `synchronous = FULL` (a committed
+/// answer survives a power loss) and the busy timeout.
+pub(crate) fn open_connection(path: impl AsRef<Path>) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
+    conn.execute_batch("PRAGMA synchronous = FULL;")?;
+    Ok(conn)
 }
 
 /// One keyed request in one transaction (see the module docs). `work` runs only for a fresh key, with the
@@ -213,10 +224,7 @@ impl SqliteKeys {
     /// `synchronous = FULL` (a committed answer survives a power loss), and installs the tables. The app
     /// creates its own tables with [`SqliteKeys::with_conn`].
     pub fn open(path: impl AsRef<Path>, retention: Duration) -> Result<Self, StoreError> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
-        conn.execute_batch("PRAGMA synchronous = FULL;")?;
+        let conn = open_connection(path)?;
         install(&conn)?;
         Ok(SqliteKeys { conn: Arc::new(Mutex::new(conn)), retention, working: Claims::default() })
     }
@@ -329,6 +337,6 @@ impl SqliteKeys {
 
 /// The connection, even if a thread panicked while holding it: SQLite rolled back whatever transaction
 /// that thread had open when its `Transaction` was dropped, so the connection is consistent.
-fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+pub(crate) fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
     conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

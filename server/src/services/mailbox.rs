@@ -1,10 +1,13 @@
 //! The mail receiver: `POST /messages` stores a message once by its `id` and answers 201; the same id again
 //! is refused as a duplicate (answered 200, so a sender that retries after a lost answer sees success) and
-//! counted. `GET /messages` lists the messages with how many duplicates of each were refused. With
+//! counted. The library's inbox decides which delivery is the first: the message row and the inbox record of
+//! its id commit in one transaction, so a crash between them leaves neither and the sender's re-delivery
+//! stores it; the inbox records expire after [`idempotent_endpoint::DEFAULT_RETENTION`] and are swept. `GET /messages` lists the messages with how many duplicates of each were refused. With
 //! `--enable-faults`, `PUT /faults` makes it answer 503 (an outage) with a probability, before storing.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -12,26 +15,38 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use rusqlite::params;
+use idempotent_endpoint::inbox::{self, SqliteInbox};
+use idempotent_endpoint::sqlite::rusqlite::{params, TransactionBehavior};
+use idempotent_endpoint::{RunError, StoredResponse, DEFAULT_RETENTION};
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
-use super::{hit, probability, Db, RunningService};
+use super::{hit, probability, RunningService};
 use crate::problem::Problem;
 use crate::store::StoreError;
 
 /// The path messages are posted to.
 pub const MESSAGES_PATH: &str = "/messages";
 
+/// The inbox source of every message posted here: ids are unique per sender, and the receiver trusts its
+/// senders to keep them apart (the outbox's are random 128-bit ids).
+const SOURCE: &str = "messages";
+
+/// How often expired inbox records are swept.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// The mail itself; which ids were stored is the inbox's record, not a constraint here.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS messages (
     seq                INTEGER PRIMARY KEY AUTOINCREMENT,
-    id                 TEXT    NOT NULL UNIQUE,
+    id                 TEXT    NOT NULL,
     recipient          TEXT    NOT NULL,
     subject            TEXT    NOT NULL,
     text               TEXT    NOT NULL,
     received_at        INTEGER NOT NULL,
     duplicates_refused INTEGER NOT NULL DEFAULT 0
 );
+CREATE INDEX IF NOT EXISTS messages_id ON messages (id);
 ";
 
 /// A message, as posted.
@@ -72,18 +87,24 @@ pub struct MailboxFaults {
 
 #[derive(Debug, Clone)]
 struct Mailbox {
-    db: Db,
+    inbox: SqliteInbox,
     faults: Option<Arc<RwLock<MailboxFaults>>>,
+    /// Dropped with the service's router, which ends the sweep.
+    _sweeping: Arc<watch::Sender<bool>>,
 }
 
 /// Opens the receiver's database at `db` and serves it on `addr`; faults only when `enable_faults`.
 pub async fn start(addr: SocketAddr, db: &str, enable_faults: bool) -> Result<RunningService, crate::ServeError> {
     let db = db.to_owned();
-    let db = tokio::task::spawn_blocking(move || Db::open(db, SCHEMA))
+    let inbox = tokio::task::spawn_blocking(move || SqliteInbox::open(db, DEFAULT_RETENTION))
         .await
-        .map_err(|e| StoreError::Task(e.to_string()))??;
+        .map_err(|e| StoreError::Task(e.to_string()))?
+        .map_err(library_error)?;
+    inbox.with_conn(|conn| Ok(conn.execute_batch(SCHEMA)?)).await.map_err(library_error)?;
+    let (sweeping, stopped) = watch::channel(false);
+    tokio::spawn(inbox.clone().sweep_every(SWEEP_INTERVAL, stopped));
     let faults = enable_faults.then(|| Arc::new(RwLock::new(MailboxFaults::default())));
-    let state = Mailbox { db, faults };
+    let state = Mailbox { inbox, faults, _sweeping: Arc::new(sweeping) };
     let mut app = Router::new()
         .route(MESSAGES_PATH, get(list).post(receive))
         .route("/health", get(|| async { Json(serde_json::json!({ "status": "ok" })) }));
@@ -119,35 +140,56 @@ async fn receive(State(mailbox): State<Mailbox>, body: Bytes) -> Result<Response
         ));
     }
     let id = message.id.clone();
-    let stored = mailbox
-        .db
-        .run(move |conn| {
-            let inserted = conn.execute(
-                "INSERT INTO messages (id, recipient, subject, text, received_at) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (id) DO UPDATE SET duplicates_refused = duplicates_refused + 1",
-                params![message.id, message.to, message.subject, message.text, crate::unix_now()],
-            )?;
-            // The upsert reports 1 either way; the counter tells a first delivery from a refused one.
-            let refused: i64 =
-                conn.query_row("SELECT duplicates_refused FROM messages WHERE id = ?1", params![message.id], |r| {
-                    r.get(0)
-                })?;
-            Ok(inserted == 1 && refused == 0)
+    let retention = mailbox.inbox.retention();
+    let received = mailbox
+        .inbox
+        .with_conn(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let received = inbox::receive_sqlite(&tx, SOURCE, &message.id, retention, |tx| {
+                tx.execute(
+                    "INSERT INTO messages (id, recipient, subject, text, received_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![message.id, message.to, message.subject, message.text, crate::unix_now()],
+                )?;
+                Ok(StoredResponse::json(
+                    StatusCode::CREATED,
+                    &serde_json::json!({ "id": message.id, "duplicate": false }),
+                ))
+            })
+            .map_err(|error| match error {
+                RunError::Store(error) | RunError::Work(error) => error,
+            })?;
+            // The refused duplicate is counted with the inbox's decision, in the same commit.
+            if received.is_duplicate() {
+                tx.execute(
+                    "UPDATE messages SET duplicates_refused = duplicates_refused + 1 WHERE id = ?1",
+                    params![message.id],
+                )?;
+            }
+            tx.commit()?;
+            Ok(received)
         })
         .await
         .map_err(|error| {
             tracing::error!(%error, "storing a message failed");
             Problem::internal()
         })?;
-    let (status, duplicate) = if stored { (StatusCode::CREATED, false) } else { (StatusCode::OK, true) };
-    Ok((status, Json(serde_json::json!({ "id": id, "duplicate": duplicate }))).into_response())
+    // A sender retries until it sees a success; the duplicate is said in the body.
+    if received.is_duplicate() {
+        return Ok((StatusCode::OK, Json(serde_json::json!({ "id": id, "duplicate": true }))).into_response());
+    }
+    Ok(received.into_response())
+}
+
+/// The library's store error as the server's (opening the receiver's database).
+fn library_error(error: idempotent_endpoint::StoreError) -> crate::ServeError {
+    crate::ServeError::Store(StoreError::Task(error.to_string()))
 }
 
 /// `GET /messages`: every message, oldest first, and the duplicates refused in all.
 async fn list(State(mailbox): State<Mailbox>) -> Result<Response, Problem> {
     let messages = mailbox
-        .db
-        .run(|conn| {
+        .inbox
+        .with_conn(|conn| {
             let mut stmt = conn.prepare(
                 "SELECT id, recipient, subject, text, received_at, duplicates_refused FROM messages ORDER BY seq",
             )?;
