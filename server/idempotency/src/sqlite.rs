@@ -60,7 +60,7 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Creates the key table and the outbox's table if missing.
 pub fn install(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(SCHEMA)?;
-    conn.execute_batch(crate::outbox::SQLITE_SCHEMA)?;
+    crate::outbox::install_sqlite(conn)?;
     Ok(())
 }
 
