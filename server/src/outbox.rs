@@ -38,6 +38,7 @@ fn worker(lease: Duration) -> Worker {
         base_delay: Duration::from_millis(BASE_DELAY_MS),
         max_delay: Duration::from_millis(MAX_DELAY_MS),
         batch: BATCH,
+        ..Worker::default()
     }
 }
 

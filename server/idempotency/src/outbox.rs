@@ -3,18 +3,32 @@
 //! A handler that must call something outside its database (send an email, notify a partner) does not call
 //! it inside the key's transaction; it writes a [`Message`] into the `outbox_messages` table in that same
 //! transaction ([`enqueue_sqlite`], [`enqueue_postgres`]), so the message exists exactly when the business
-//! change does. A [`Worker`] (one per server instance) claims due messages, hands each to the app's
-//! delivery function and marks it delivered. Delivery is at least once (a crash between the receiver's
-//! answer and the mark sends the message again), so the receiver deduplicates by [`Message::id`], which is
-//! sent with every attempt (as an `Idempotency-Key`, for example). A failed delivery is retried with the
-//! client crate's capped exponential backoff with full jitter, so an outage only delays messages.
+//! change does. A [`Worker`] (one per server instance) claims due messages, hands them to the app's
+//! delivery function, up to [`Worker::concurrency`] at a time, and marks the whole pass in one write.
+//! Delivery is at least once (a crash between the receiver's answer and the mark sends the message again),
+//! so the receiver deduplicates by [`Message::id`], which is sent with every attempt (as an
+//! `Idempotency-Key`, for example). A failed delivery is retried with the client crate's capped exponential
+//! backoff with full jitter, so an outage only delays messages.
 //!
-//! A claim lasts [`Worker::lease`]; a delivery gets a third of it, so two instances never send one message
-//! at the same moment, and a claim left by a crashed instance runs out and the message is claimed again.
+//! **Keeping up.** While a pass claimed a full [`Worker::batch`] the next pass starts at once, so a backlog
+//! drains back to back; the worker sleeps [`Worker::poll`] only when it found less than that. [`backlog_sqlite`]
+//! and [`backlog_postgres`] read how many messages wait and how old the oldest is, for metrics.
+//!
+//! **Order.** Without an ordering key, messages are delivered in any order, several at once. Messages
+//! enqueued with the same ordering key ([`enqueue_ordered_sqlite`], [`enqueue_ordered_postgres`]; for
+//! example the recipient) are delivered one at a time in the order they were enqueued: the claim takes a
+//! message only when no earlier message with its key is undelivered, so a failing message holds back the
+//! ones behind it, and this holds across instances, since the rule is in the claim's SQL.
+//!
+//! **Leases.** A claim lasts [`Worker::lease`]; every delivery of a pass must end within a third of it,
+//! counted from the claim, so the marks are written while the claim still holds and two instances never
+//! send one message at the same moment. A claim left by a crashed instance runs out and its messages are
+//! claimed again. A message is marked delivered only after its delivery returned `Ok`.
 
 use std::future::Future;
 use std::time::Duration;
 
+use futures_util::stream::{self, StreamExt};
 use idempotent_fetch::machine::{Backoff, Jitter, OsRandom, Policy};
 use tokio::sync::watch;
 
@@ -43,22 +57,62 @@ impl Message {
     }
 }
 
-/// Writes `message` into the outbox inside the caller's (the key's) transaction.
+/// Writes `message` into the outbox inside the caller's (the key's) transaction; it may be delivered in any
+/// order relative to other messages.
 #[cfg(feature = "sqlite")]
 pub fn enqueue_sqlite(tx: &rusqlite::Transaction<'_>, message: &Message) -> Result<(), StoreError> {
-    tx.execute(
-        "INSERT INTO outbox_messages (id, topic, payload, created_at) VALUES (?1, ?2, ?3, ?4)",
-        rusqlite::params![message.id, message.topic, message.payload, unix_now()],
-    )?;
+    insert_sqlite(tx, message, None)
+}
+
+/// Writes `message` into the outbox inside the caller's transaction, after every message enqueued before it
+/// with the same `ordering_key`: it is delivered only once those are (see the module docs, "Order").
+#[cfg(feature = "sqlite")]
+pub fn enqueue_ordered_sqlite(
+    tx: &rusqlite::Transaction<'_>,
+    message: &Message,
+    ordering_key: &str,
+) -> Result<(), StoreError> {
+    insert_sqlite(tx, message, Some(ordering_key))
+}
+
+#[cfg(feature = "sqlite")]
+fn insert_sqlite(tx: &rusqlite::Transaction<'_>, message: &Message, key: Option<&str>) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO outbox_messages (id, topic, payload, created_at, ordering_key) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(rusqlite::params![message.id, message.topic, message.payload, unix_now(), key])?;
     Ok(())
 }
 
-/// Writes `message` into the outbox inside the caller's (the key's) transaction.
+/// Writes `message` into the outbox inside the caller's (the key's) transaction; it may be delivered in any
+/// order relative to other messages.
 #[cfg(feature = "postgres")]
 pub async fn enqueue_postgres(tx: &tokio_postgres::Transaction<'_>, message: &Message) -> Result<(), StoreError> {
+    insert_postgres(tx, message, None).await
+}
+
+/// Writes `message` into the outbox inside the caller's transaction, after every message enqueued before it
+/// with the same `ordering_key` (see the module docs, "Order"). Enqueue order is the order `seq` was
+/// drawn in: for two transactions enqueueing under one key at the same moment, that need not be the order
+/// they commit in.
+#[cfg(feature = "postgres")]
+pub async fn enqueue_ordered_postgres(
+    tx: &tokio_postgres::Transaction<'_>,
+    message: &Message,
+    ordering_key: &str,
+) -> Result<(), StoreError> {
+    insert_postgres(tx, message, Some(ordering_key)).await
+}
+
+#[cfg(feature = "postgres")]
+async fn insert_postgres(
+    tx: &tokio_postgres::Transaction<'_>,
+    message: &Message,
+    key: Option<&str>,
+) -> Result<(), StoreError> {
     tx.execute(
-        "INSERT INTO outbox_messages (id, topic, payload, created_at) VALUES ($1, $2, $3, $4)",
-        &[&message.id, &message.topic, &message.payload, &unix_now()],
+        "INSERT INTO outbox_messages (id, topic, payload, created_at, ordering_key) VALUES ($1, $2, $3, $4, $5)",
+        &[&message.id, &message.topic, &message.payload, &unix_now(), &key],
     )
     .await?;
     Ok(())
@@ -73,12 +127,75 @@ pub struct Claimed {
     pub attempts: i64,
 }
 
+/// What one pass learned, written back in one call ([`OutboxStore::mark`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Marks {
+    /// The claim the messages were taken under (its `until_ms`): a retry is written only for a message
+    /// still under that claim, so a pass that overran its lease cannot release another instance's claim.
+    pub claimed_until: i64,
+    /// Messages whose delivery succeeded.
+    pub delivered: Vec<String>,
+    /// When they were delivered (unix seconds).
+    pub delivered_at: i64,
+    /// Messages whose delivery failed, each with its next attempt (unix milliseconds).
+    pub retries: Vec<(String, i64)>,
+}
+
+impl Marks {
+    /// Nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.delivered.is_empty() && self.retries.is_empty()
+    }
+}
+
+/// How far the outbox is behind, for metrics ([`backlog_sqlite`], [`backlog_postgres`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// Messages not delivered yet (due, claimed, or waiting for a retry).
+    pub undelivered: u64,
+    /// How long the oldest undelivered message has waited since it was enqueued, in whole seconds; `None`
+    /// when nothing waits.
+    pub oldest_age: Option<Duration>,
+}
+
+impl Backlog {
+    fn of(count: i64, oldest_created_at: Option<i64>) -> Self {
+        Backlog {
+            undelivered: u64::try_from(count).unwrap_or(0),
+            oldest_age: oldest_created_at
+                .map(|at| Duration::from_secs(u64::try_from(unix_now().saturating_sub(at)).unwrap_or(0))),
+        }
+    }
+}
+
+/// The backlog of the outbox on SQLite (with a [`crate::sqlite::SqliteKeys`]:
+/// `keys.with_conn(|conn| outbox::backlog_sqlite(conn))`).
+#[cfg(feature = "sqlite")]
+pub fn backlog_sqlite(conn: &rusqlite::Connection) -> Result<Backlog, StoreError> {
+    let (count, oldest) = conn.query_row(
+        "SELECT count(*), min(created_at) FROM outbox_messages WHERE delivered_at IS NULL",
+        [],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    Ok(Backlog::of(count, oldest))
+}
+
+/// The backlog of the outbox on PostgreSQL.
+#[cfg(feature = "postgres")]
+pub async fn backlog_postgres(client: &tokio_postgres::Client) -> Result<Backlog, StoreError> {
+    let row = client
+        .query_one("SELECT count(*), min(created_at) FROM outbox_messages WHERE delivered_at IS NULL", &[])
+        .await?;
+    Ok(Backlog::of(row.try_get(0)?, row.try_get(1)?))
+}
+
 /// Where the outbox table lives: implemented for [`crate::sqlite::SqliteKeys`] and for a shared
 /// `tokio_postgres::Client` (`Arc<Client>`); an app with its own outbox table implements it for its store
 /// (its errors as [`StoreError::Backend`]).
 pub trait OutboxStore: Clone + Send + Sync + 'static {
     /// Claims up to `limit` messages due by `now_ms` and not claimed by anyone until `until_ms`, counting
     /// the attempt (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so instances never claim one message together).
+    /// A message with an ordering key is claimed only when no earlier message with that key is undelivered.
     fn claim(
         &self,
         now_ms: i64,
@@ -89,13 +206,31 @@ pub trait OutboxStore: Clone + Send + Sync + 'static {
     fn delivered(&self, id: String, at: i64) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Ends a message's claim and schedules its next attempt at `at_ms` (unix milliseconds).
     fn retry(&self, id: String, at_ms: i64) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Writes a pass's marks. The stores here do it in one transaction (SQLite) or one statement
+    /// (PostgreSQL); this default calls [`OutboxStore::delivered`] and [`OutboxStore::retry`] per message.
+    fn mark(&self, marks: Marks) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move {
+            for id in marks.delivered {
+                self.delivered(id, marks.delivered_at).await?;
+            }
+            for (id, at_ms) in marks.retries {
+                self.retry(id, at_ms).await?;
+            }
+            Ok(())
+        }
+    }
 }
 
+/// Claims the oldest due heads: a message with an ordering key only when no earlier one with the key waits.
 #[cfg(feature = "sqlite")]
 const CLAIM_SQL_SQLITE: &str = "UPDATE outbox_messages SET claimed_until = ?1, attempts = attempts + 1
-     WHERE id IN (SELECT id FROM outbox_messages
-                  WHERE delivered_at IS NULL AND next_attempt_at <= ?2 AND claimed_until <= ?2
-                  ORDER BY next_attempt_at LIMIT ?3)
+     WHERE rowid IN (SELECT m.rowid FROM outbox_messages m
+                     WHERE m.delivered_at IS NULL AND m.next_attempt_at <= ?2 AND m.claimed_until <= ?2
+                       AND (m.ordering_key IS NULL OR NOT EXISTS (
+                             SELECT 1 FROM outbox_messages e
+                             WHERE e.ordering_key = m.ordering_key AND e.delivered_at IS NULL
+                               AND e.rowid < m.rowid))
+                     ORDER BY m.next_attempt_at, m.rowid LIMIT ?3)
      RETURNING id, topic, payload, attempts";
 
 #[cfg(feature = "sqlite")]
@@ -115,11 +250,7 @@ impl OutboxStore for crate::sqlite::SqliteKeys {
     }
 
     async fn delivered(&self, id: String, at: i64) -> Result<(), StoreError> {
-        self.with_conn(move |conn| {
-            conn.execute("UPDATE outbox_messages SET delivered_at = ?1 WHERE id = ?2", rusqlite::params![at, id])?;
-            Ok(())
-        })
-        .await
+        self.mark(Marks { delivered: vec![id], delivered_at: at, ..Marks::default() }).await
     }
 
     async fn retry(&self, id: String, at_ms: i64) -> Result<(), StoreError> {
@@ -132,17 +263,51 @@ impl OutboxStore for crate::sqlite::SqliteKeys {
         })
         .await
     }
+
+    async fn mark(&self, marks: Marks) -> Result<(), StoreError> {
+        if marks.is_empty() {
+            return Ok(());
+        }
+        self.with_conn(move |conn| {
+            // One commit for the pass: with `synchronous = FULL` each commit is a sync to disk.
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            {
+                let mut delivered = tx.prepare_cached(
+                    "UPDATE outbox_messages SET delivered_at = ?1 WHERE id = ?2 AND delivered_at IS NULL",
+                )?;
+                for id in &marks.delivered {
+                    delivered.execute(rusqlite::params![marks.delivered_at, id])?;
+                }
+                let mut retry = tx.prepare_cached(
+                    "UPDATE outbox_messages SET claimed_until = 0, next_attempt_at = ?1
+                     WHERE id = ?2 AND claimed_until = ?3 AND delivered_at IS NULL",
+                )?;
+                for (id, at_ms) in &marks.retries {
+                    retry.execute(rusqlite::params![at_ms, id, marks.claimed_until])?;
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
 }
 
 #[cfg(feature = "postgres")]
 impl OutboxStore for std::sync::Arc<tokio_postgres::Client> {
     async fn claim(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<Claimed>, StoreError> {
+        // Another instance's claim in progress holds its rows (skipped) but cannot make a later message of
+        // the same key eligible: the head stays undelivered until that instance marks it.
         let rows = self
             .query(
                 "UPDATE outbox_messages SET claimed_until = $1, attempts = attempts + 1
-                 WHERE id IN (SELECT id FROM outbox_messages
-                              WHERE delivered_at IS NULL AND next_attempt_at <= $2 AND claimed_until <= $2
-                              ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+                 WHERE id IN (SELECT m.id FROM outbox_messages m
+                              WHERE m.delivered_at IS NULL AND m.next_attempt_at <= $2 AND m.claimed_until <= $2
+                                AND (m.ordering_key IS NULL OR NOT EXISTS (
+                                      SELECT 1 FROM outbox_messages e
+                                      WHERE e.ordering_key = m.ordering_key AND e.delivered_at IS NULL
+                                        AND e.seq < m.seq))
+                              ORDER BY m.next_attempt_at, m.seq LIMIT $3 FOR UPDATE OF m SKIP LOCKED)
                  RETURNING id, topic, payload, attempts",
                 &[&until_ms, &now_ms, &limit],
             )
@@ -158,8 +323,7 @@ impl OutboxStore for std::sync::Arc<tokio_postgres::Client> {
     }
 
     async fn delivered(&self, id: String, at: i64) -> Result<(), StoreError> {
-        self.execute("UPDATE outbox_messages SET delivered_at = $1 WHERE id = $2", &[&at, &id]).await?;
-        Ok(())
+        self.mark(Marks { delivered: vec![id], delivered_at: at, ..Marks::default() }).await
     }
 
     async fn retry(&self, id: String, at_ms: i64) -> Result<(), StoreError> {
@@ -170,14 +334,35 @@ impl OutboxStore for std::sync::Arc<tokio_postgres::Client> {
         .await?;
         Ok(())
     }
+
+    async fn mark(&self, marks: Marks) -> Result<(), StoreError> {
+        if marks.is_empty() {
+            return Ok(());
+        }
+        let (retry_ids, retry_at): (Vec<String>, Vec<i64>) = marks.retries.into_iter().unzip();
+        // One statement, so one round trip and one commit for the pass.
+        self.execute(
+            "WITH delivered AS (
+                 UPDATE outbox_messages SET delivered_at = $1
+                 WHERE id = ANY($2::text[]) AND delivered_at IS NULL RETURNING 1),
+             retried AS (
+                 UPDATE outbox_messages o SET claimed_until = 0, next_attempt_at = r.at
+                 FROM unnest($3::text[], $4::bigint[]) AS r(id, at)
+                 WHERE o.id = r.id AND o.claimed_until = $5 AND o.delivered_at IS NULL RETURNING 1)
+             SELECT (SELECT count(*) FROM delivered) + (SELECT count(*) FROM retried)",
+            &[&marks.delivered_at, &marks.delivered, &retry_ids, &retry_at, &marks.claimed_until],
+        )
+        .await?;
+        Ok(())
+    }
 }
 
 /// The delivery worker's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Worker {
-    /// How long a claim lasts; a delivery gets a third of it.
+    /// How long a claim lasts; every delivery of a pass ends within a third of it.
     pub lease: Duration,
-    /// How often the worker looks for due messages.
+    /// How long the worker sleeps after a pass that claimed less than a full [`Worker::batch`].
     pub poll: Duration,
     /// The first retry's backoff step.
     pub base_delay: Duration,
@@ -185,19 +370,34 @@ pub struct Worker {
     pub max_delay: Duration,
     /// Messages claimed per pass.
     pub batch: i64,
+    /// Deliveries in flight at once, at most (at least one is always allowed).
+    pub concurrency: usize,
 }
 
 impl Default for Worker {
-    /// A 30 s lease, a poll every 200 ms, retries from 200 ms up to 10 s, 16 messages per pass.
+    /// A 30 s lease, a poll every 200 ms when idle, retries from 200 ms up to 10 s, 64 messages per pass,
+    /// 16 deliveries at once.
     fn default() -> Self {
         Worker {
             lease: Duration::from_secs(30),
             poll: Duration::from_millis(200),
             base_delay: Duration::from_millis(200),
             max_delay: Duration::from_secs(10),
-            batch: 16,
+            batch: 64,
+            concurrency: 16,
         }
     }
+}
+
+/// What one pass did ([`Worker::deliver_once`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pass {
+    /// Messages claimed.
+    pub claimed: usize,
+    /// Messages delivered and marked so.
+    pub delivered: usize,
+    /// Messages whose delivery failed or timed out (scheduled for a retry).
+    pub failed: usize,
 }
 
 impl Worker {
@@ -222,63 +422,95 @@ impl Worker {
         Duration::from_millis(delay)
     }
 
-    /// One pass: claims due messages and delivers each with `deliver` (an `Err` schedules a retry; so does
-    /// a delivery that outlasts a third of the lease). Returns how many were delivered; `Err` only when the
-    /// claim failed (a message that could not be marked is logged: its claim runs out and it is sent again).
-    pub async fn deliver_once<S, D, Fut>(&self, store: &S, deliver: &D) -> Result<usize, StoreError>
+    /// One pass: claims up to [`Worker::batch`] due messages, delivers them with `deliver`, at most
+    /// [`Worker::concurrency`] at a time, then writes every mark of the pass at once ([`OutboxStore::mark`]):
+    /// delivered for each `Ok`, a retry for each `Err` and for each delivery not done within a third of the
+    /// lease from the claim. `Err` only when the claim failed; when the marks cannot be written (logged),
+    /// the claims run out and the messages are sent again, which the receiver refuses as duplicates.
+    pub async fn deliver_once<S, D, Fut>(&self, store: &S, deliver: &D) -> Result<Pass, StoreError>
     where
         S: OutboxStore,
         D: Fn(Message) -> Fut,
         Fut: Future<Output = Result<(), String>>,
     {
         let now_ms = unix_now_ms();
+        // Taken before the claim, so every delivery ends before the claim does.
+        let deadline = tokio::time::Instant::now() + self.lease / 3;
         let lease_ms = i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX);
-        let claimed = store.claim(now_ms, now_ms.saturating_add(lease_ms), self.batch).await?;
-        let mut delivered = 0;
-        for Claimed { message, attempts } in claimed {
-            let id = message.id.clone();
-            let topic = message.topic.clone();
-            let sent = tokio::time::timeout(self.lease / 3, deliver(message)).await;
-            let why = match sent {
-                Ok(Ok(())) => match store.delivered(id.clone(), unix_now()).await {
-                    Ok(()) => {
-                        delivered += 1;
-                        continue;
-                    }
-                    // The claim runs out and the message is sent again; the receiver refuses the duplicate.
-                    Err(error) => {
-                        tracing::warn!(%id, %topic, %error, "outbox: marking delivered failed");
-                        continue;
-                    }
-                },
-                Ok(Err(error)) => error,
-                Err(_) => "timed out".to_owned(),
-            };
-            tracing::info!(%id, %topic, attempts, why, "outbox: delivery failed; will retry");
-            if let Err(error) = self.schedule_retry(store, id.clone(), attempts).await {
-                tracing::warn!(%id, %error, "outbox: scheduling a retry failed");
+        let until_ms = now_ms.saturating_add(lease_ms);
+        let claimed = store.claim(now_ms, until_ms, self.batch).await?;
+        let mut pass = Pass { claimed: claimed.len(), ..Pass::default() };
+        if claimed.is_empty() {
+            return Ok(pass);
+        }
+        let results: Vec<(Claimed, Result<(), String>)> = stream::iter(claimed)
+            .map(|claimed| {
+                let delivery = deliver(claimed.message.clone());
+                async move {
+                    let sent = match tokio::time::timeout_at(deadline, delivery).await {
+                        Ok(sent) => sent,
+                        Err(_) => Err("timed out".to_owned()),
+                    };
+                    (claimed, sent)
+                }
+            })
+            .buffer_unordered(self.concurrency.max(1))
+            .collect()
+            .await;
+        let mut marks = Marks { claimed_until: until_ms, delivered_at: unix_now(), ..Marks::default() };
+        for (Claimed { message, attempts }, sent) in results {
+            match sent {
+                Ok(()) => marks.delivered.push(message.id),
+                Err(why) => {
+                    tracing::info!(id = %message.id, topic = %message.topic, attempts, why, "outbox: delivery failed; will retry");
+                    let wait = i64::try_from(self.retry_delay(attempts).as_millis()).unwrap_or(i64::MAX);
+                    marks.retries.push((message.id, unix_now_ms().saturating_add(wait)));
+                }
             }
         }
-        Ok(delivered)
+        let (delivered, failed) = (marks.delivered.len(), marks.retries.len());
+        match store.mark(marks).await {
+            Ok(()) => (pass.delivered, pass.failed) = (delivered, failed),
+            // The claims run out and the messages are sent again; the receiver refuses the duplicates.
+            Err(error) => tracing::warn!(%error, delivered, failed, "outbox: writing the marks failed"),
+        }
+        Ok(pass)
     }
 
-    async fn schedule_retry<S: OutboxStore>(&self, store: &S, id: String, attempts: i64) -> Result<(), StoreError> {
-        let wait = i64::try_from(self.retry_delay(attempts).as_millis()).unwrap_or(i64::MAX);
-        store.retry(id, unix_now_ms().saturating_add(wait)).await
-    }
-
-    /// Delivers due messages every [`Worker::poll`] until `shutdown` turns true (or its sender is dropped).
-    pub async fn run<S, D, Fut>(self, store: S, deliver: D, shutdown: watch::Receiver<bool>)
+    /// Delivers due messages until `shutdown` turns true (or its sender is dropped): passes back to back
+    /// while each claims a full [`Worker::batch`], a [`Worker::poll`] sleep after one that claims less (or
+    /// whose claim failed). A pass in progress finishes first.
+    pub async fn run<S, D, Fut>(self, store: S, deliver: D, mut shutdown: watch::Receiver<bool>)
     where
         S: OutboxStore,
         D: Fn(Message) -> Fut,
         Fut: Future<Output = Result<(), String>>,
     {
-        crate::periodic::every(self.poll, shutdown, || async {
-            if let Err(error) = self.deliver_once(&store, &deliver).await {
-                tracing::warn!(%error, "outbox: claiming messages failed");
+        let full = usize::try_from(self.batch).unwrap_or(usize::MAX).max(1);
+        loop {
+            if *shutdown.borrow() {
+                return;
             }
-        })
-        .await;
+            let busy = match self.deliver_once(&store, &deliver).await {
+                Ok(pass) => pass.claimed >= full,
+                Err(error) => {
+                    tracing::warn!(%error, "outbox: claiming messages failed");
+                    false
+                }
+            };
+            if busy {
+                // Lets the runtime's other tasks in between passes of a long backlog.
+                tokio::task::yield_now().await;
+                continue;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.poll) => {}
+                changed = shutdown.changed() => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        return;
+                    }
+                }
+            }
+        }
     }
 }

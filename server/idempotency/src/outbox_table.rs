@@ -3,7 +3,10 @@
 //! table, and the [`crate::outbox`] that reads and writes it stands above the backends (its worker reads
 //! through them), so the backends must not name the outbox.
 
-/// The outbox table on SQLite (installed by [`crate::sqlite::install`]).
+use crate::error::StoreError;
+
+/// The outbox table on SQLite (installed by [`crate::sqlite::install`], which also adds `ordering_key` to a
+/// table made before it had one). Enqueue order is the rowid's.
 pub const SQLITE_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS outbox_messages (
     id              TEXT    PRIMARY KEY,
@@ -13,12 +16,18 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     attempts        INTEGER NOT NULL DEFAULT 0,
     next_attempt_at INTEGER NOT NULL DEFAULT 0,
     claimed_until   INTEGER NOT NULL DEFAULT 0,
-    delivered_at    INTEGER NULL
+    delivered_at    INTEGER NULL,
+    ordering_key    TEXT    NULL
 );
 CREATE INDEX IF NOT EXISTS outbox_messages_pending ON outbox_messages (next_attempt_at) WHERE delivered_at IS NULL;
 ";
 
-/// The outbox table on PostgreSQL (installed by [`crate::postgres::install`]).
+/// The ordering index on SQLite, created once the column exists.
+#[cfg(feature = "sqlite")]
+const SQLITE_ORDERING_INDEX: &str = "CREATE INDEX IF NOT EXISTS outbox_messages_ordered
+    ON outbox_messages (ordering_key) WHERE delivered_at IS NULL AND ordering_key IS NOT NULL;";
+
+/// The outbox table on PostgreSQL (installed by [`crate::postgres::install`]). Enqueue order is `seq`'s.
 pub const POSTGRES_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS outbox_messages (
     id              TEXT    PRIMARY KEY,
@@ -30,5 +39,25 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     claimed_until   BIGINT  NOT NULL DEFAULT 0,
     delivered_at    BIGINT  NULL
 );
+ALTER TABLE outbox_messages ADD COLUMN IF NOT EXISTS ordering_key TEXT NULL;
+ALTER TABLE outbox_messages ADD COLUMN IF NOT EXISTS seq BIGSERIAL;
 CREATE INDEX IF NOT EXISTS outbox_messages_pending ON outbox_messages (next_attempt_at) WHERE delivered_at IS NULL;
+CREATE INDEX IF NOT EXISTS outbox_messages_ordered ON outbox_messages (ordering_key, seq)
+    WHERE delivered_at IS NULL AND ordering_key IS NOT NULL;
 ";
+
+/// Creates the outbox table if missing, and adds `ordering_key` to one made without it.
+#[cfg(feature = "sqlite")]
+pub(crate) fn install_sqlite(conn: &rusqlite::Connection) -> Result<(), StoreError> {
+    conn.execute_batch(SQLITE_SCHEMA)?;
+    let has_key: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('outbox_messages') WHERE name = 'ordering_key')",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_key {
+        conn.execute_batch("ALTER TABLE outbox_messages ADD COLUMN ordering_key TEXT NULL;")?;
+    }
+    conn.execute_batch(SQLITE_ORDERING_INDEX)?;
+    Ok(())
+}

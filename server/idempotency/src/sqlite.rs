@@ -61,7 +61,7 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// `inbox::install_sqlite`).
 pub fn install(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(SCHEMA)?;
-    conn.execute_batch(crate::outbox_table::SQLITE_SCHEMA)?;
+    crate::outbox_table::install_sqlite(conn)?;
     Ok(())
 }
 

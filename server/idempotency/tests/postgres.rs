@@ -113,7 +113,7 @@ async fn the_key_row_commits_with_the_apps_rows() {
     assert!(store.claim(0, 0, 0).await.expect("claim none").is_empty());
     let worker = Worker::default();
     let delivered = worker.deliver_once(&store, &|_m: Message| async { Ok::<(), String>(()) }).await.expect("pass");
-    assert_eq!(delivered, 1);
+    assert_eq!(delivered.delivered, 1);
     assert_eq!(count(&a, "SELECT COUNT(*) FROM outbox_messages WHERE delivered_at IS NOT NULL").await, 1);
     assert_eq!(idempotent_endpoint::postgres::sweep(&a, HOUR).await.expect("sweep"), 0);
 }

@@ -261,7 +261,7 @@ async fn the_outbox_delivers_each_message_after_failures() {
             Ok(())
         }
     };
-    assert_eq!(worker.deliver_once(&app.keys, &deliver).await.expect("pass"), 0);
+    assert_eq!(worker.deliver_once(&app.keys, &deliver).await.expect("pass").delivered, 0);
     for _ in 0..50 {
         if delivered.lock().expect("lock").len() == 2 {
             break;
@@ -275,7 +275,7 @@ async fn the_outbox_delivers_each_message_after_failures() {
     assert_eq!(ids.len(), 2, "each message delivered once");
     assert_eq!(count(&app.keys, "SELECT COUNT(*) FROM outbox_messages WHERE delivered_at IS NOT NULL").await, 2);
     assert_eq!(count(&app.keys, "SELECT SUM(attempts) FROM outbox_messages").await, 4);
-    assert_eq!(worker.deliver_once(&app.keys, &deliver).await.expect("pass"), 0, "nothing left");
+    assert_eq!(worker.deliver_once(&app.keys, &deliver).await.expect("pass").claimed, 0, "nothing left");
 }
 
 /// A run whose work sleeps `for_ms` and then writes one note, counting the times it ran.
