@@ -14,6 +14,7 @@
  */
 
 import type { IdempotentClient } from "./client.js";
+import type { RetryEvent } from "./events.js";
 import type { IntentRequest } from "./request.js";
 import type { SendResult } from "./results.js";
 import { beginWith, codeOf, type MismatchPolicy } from "./watch.js";
@@ -37,6 +38,9 @@ export interface MutationOptions<TVariables, TData> {
   onMismatch?: Exclude<MismatchPolicy, "ask">;
   /** A key the app brings for a call (`begin`'s `key`), e.g. one the server issued with the cart. */
   key?: (variables: TVariables) => string;
+  /** Called before each wait between attempts (`delayMs`, `reason`): the UI's countdown. The mutation
+   *  stays pending meanwhile, so TanStack's own state cannot show it. */
+  onRetry?: (event: RetryEvent, variables: TVariables) => void;
 }
 
 /** The mutation's error for a definite answer that is not 2xx (a 4xx, or a failure replayed):
@@ -55,32 +59,39 @@ export class AnsweredError extends Error {
   }
 }
 
-/** What {@link idempotentMutation} returns: the options to spread into `useMutation`. */
+/** What {@link idempotentMutation} returns: the options to pass to `useMutation` (or spread into
+ *  yours). */
 export interface IdempotentMutation<TVariables, TData> {
   /** Sends `request(variables)` as the intent `intent(variables)`; resolves the 2xx answer's data. */
   mutationFn: (variables: TVariables) => Promise<TData>;
+  /** `retryUnanswered(3)`: a `retry` given after the spread replaces it (a plain number there would
+   *  retry definite answers too). */
+  retry: (failureCount: number, error: unknown) => boolean;
 }
 
 const readJson = (response: Response): Promise<never> => response.json().catch(() => null) as Promise<never>;
 
 /**
- * `{ mutationFn }` for `useMutation` (spread it in) or `setMutationDefaults`: each call begins (or
- * resumes) `intent(variables)` with `request(variables)` and sends it until a definite answer.
- * Resolves a 2xx answer's data; rejects with {@link AnsweredError} for a definite non-2xx answer and
- * with the client's `IdempotentFetchError` when there is no definite answer (the key is kept: the
- * next call resumes it).
+ * `{ mutationFn, retry }` for `useMutation` or `setMutationDefaults`: each call begins (or resumes)
+ * `intent(variables)` with `request(variables)` and sends it until a definite answer. Resolves a 2xx
+ * answer's data; rejects with {@link AnsweredError} for a definite non-2xx answer and with the
+ * client's `IdempotentFetchError` when there is no definite answer (the key is kept: the next call
+ * resumes it, and `retry`, {@link retryUnanswered}, makes that call up to three times). Name the types
+ * (`idempotentMutation<Cart, Order>(…)`) or annotate `intent`'s parameter: the other functions and
+ * `mutate` take them from there.
  */
 export function idempotentMutation<TVariables, TData = unknown>(
   options: MutationOptions<TVariables, TData>,
 ): IdempotentMutation<TVariables, TData> {
-  const { client, intent, request, read = readJson, onMismatch = "error", key } = options;
+  const { client, intent, request, read = readJson, onMismatch = "error", key, onRetry } = options;
   return {
+    retry: retryUnanswered(3),
     async mutationFn(variables) {
       const wanted = request(variables);
       const { begun } = await beginWith(client, intent(variables), wanted, onMismatch, new AbortController().signal, () => {}, key?.(variables));
       // Only the store's discard() forgets an intent: a mutation's policies always find a request or an answer.
       if (begun === null) throw new Error("idempotent-fetch: the intent was discarded");
-      const result = "send" in begun ? await begun.send() : begun;
+      const result = "send" in begun ? await begun.send(onRetry ? { onRetry: (event) => onRetry(event, variables) } : {}) : begun;
       const data = await read(result.response.clone());
       if (!result.ok) throw new AnsweredError(result, data);
       return data;

@@ -29,6 +29,14 @@
 //                README's recipe says (a second entry kept at /sw.js, idempotent-fetch-client/sw), same
 //                install, `vite build`; Chromium only (the sync event is a DevTools command): the tab
 //                closed while the server is down, a sync event, one order with the page's key.
+//   snippets     the npm page's shop.ts and its React, Vue, Svelte and TanStack Query snippets, taken
+//                from the packed README (and found verbatim in the repository README), each pasted
+//                into a copy of react-app, vue-app, svelte-app or tanstack-app with the page's cart
+//                around it (tests/support/snippets.mjs), built with the template's own `npm run
+//                build` (`svelte-check` first for Svelte), and driven through what the page must say:
+//                idle, retrying (the countdown), paid, refused (a 400, a 401), and a reload that
+//                rebuilt the cart with each way out (replace, resume, discard); a screenshot of each
+//                state goes to IF_SCREENSHOT_DIR (default: a temporary folder, named in the log).
 //   mcp-orders   examples/mcp-orders: an MCP server on the official SDK using idempotent-fetch-client/agent
 //                and /file, driven by the SDK's client over stdio against the reference server.
 //   node         tests/package/node: `import` (pay.mjs) and `require` (pay.cjs) of the installed
@@ -56,6 +64,7 @@ import { startInjectProxy } from "../support/inject-proxy.mjs";
 import { packPackage } from "../support/packed.mjs";
 import { pkgDir, pkgMissing, root } from "../support/paths.mjs";
 import { serverBinary, startReferenceServer } from "../support/reference-server.mjs";
+import { HARNESS, readSnippets, snippetApp } from "../support/snippets.mjs";
 
 const apps = path.join(root, "tests/package");
 const quickStart = path.join(apps, "quick-start.js");
@@ -297,7 +306,11 @@ test("the npm page: the packed README says npm install and shows the quick start
   for (const name of ["idempotent-fetch-client/react", "idempotent-fetch-client/vue", "idempotent-fetch-client/svelte", "idempotent-fetch-client/tanstack"]) {
     assert.ok(readme.includes(name), `the npm page shows ${name}`);
   }
-  assert.ok(!/cargo /.test(readme), "no cargo command on the npm page");
+  // Rust only where the page offers the reference server to try the package against.
+  const tryIt = /\n## Try it against a server\n[\s\S]*?(?=\n## )/.exec(readme)?.[0] ?? "";
+  assert.match(tryIt, /cargo run --profile server -p idempotent-fetch-server -- .*--enable-faults/, "the npm page says how to run a server to try it against");
+  assert.match(tryIt, /proxy: \{ "\/api": "http:\/\/127\.0\.0\.1:8080" \}/, "and the Vite proxy line for it");
+  assert.ok(!/cargo /.test(readme.replace(tryIt, "")), "no cargo command on the npm page but there");
   const repoReadme = readFileSync(path.join(root, "README.md"), "utf8");
   // GitHub's heading anchors: lower case, punctuation dropped, spaces to dashes.
   const anchors = new Set([...repoReadme.matchAll(/^#+ (.+)$/gm)].map(([, title]) => title.trim().toLowerCase().replace(/[^\w\- ]/g, "").replace(/ /g, "-")));
@@ -306,7 +319,8 @@ test("the npm page: the packed README says npm install and shows the quick start
   const links = [...readme.matchAll(/\]\(([^)]+)\)/g)].map(([, href]) => href);
   assert.ok(links.length > 0);
   for (const href of links) {
-    assert.ok(href.startsWith(`${repo}#`) || href.startsWith(`${repo}/tree/main/`), `an absolute link into the repository: ${href}`);
+    assert.ok(href === repo || href.startsWith(`${repo}#`) || href.startsWith(`${repo}/tree/main/`), `an absolute link into the repository: ${href}`);
+    if (href === repo) continue;
     if (href.includes("#")) assert.ok(anchors.has(href.split("#")[1]), `the repository README has the anchor of ${href}`);
     else assert.ok(existsSync(path.join(root, href.slice(`${repo}/tree/main/`.length))), `the repository has ${href}`);
   }
@@ -753,4 +767,234 @@ test("server rendering: the package and idempotent-fetch-client/react import wit
   assert.equal(out.html, '<p data-phase="checking">checking no key no countdown</p>', "the hook's first phase, rendered");
   assert.equal(out.storage, "memory");
   assert.equal(out.pending, 0, "rendering begins nothing");
+});
+
+// The npm page's snippets, built and driven as pasted.
+
+/** Where the screenshots of the snippets' states go (IF_SCREENSHOT_DIR, or a temporary folder kept
+ *  after the run, so that a person can look at them). */
+let shotDir;
+function shotsDir() {
+  if (!shotDir) {
+    shotDir = process.env.IF_SCREENSHOT_DIR || mkdtempSync(path.join(os.tmpdir(), "if-snippet-shots-"));
+    mkdirSync(shotDir, { recursive: true });
+    log(`screenshots of the snippets' states: ${shotDir}`);
+  }
+  return shotDir;
+}
+
+/** The snippet `name` and the page's shop.ts pasted into a copy of tests/package/<template>-app,
+ *  checked and built by `steps` ([command, args] run in the copy); returns the built folder. */
+function buildSnippet(name, template, steps) {
+  const pasted = readSnippets(readFileSync(path.join(pkgDir, "README.md"), "utf8"));
+  const app = path.join(apps, `${template}-app`);
+  prepareApp(app, "vite", { withQuickStart: false });
+  const dir = snippetApp(app, path.join(tmpDir, `snippet-${name}`), {
+    "src/shop.ts": pasted.shop,
+    [HARNESS[name].component]: pasted[name],
+    ...HARNESS[name].files,
+  });
+  for (const [command, args] of steps) run(command === "npm" ? command : path.join(dir, "node_modules/.bin", command), args, { cwd: dir });
+  checkBundle(path.join(dir, "dist/assets"), `${name} snippet`);
+  return path.join(dir, "dist");
+}
+
+/** A fresh browser context (empty storage) on `query` of the snippet's page, for `account` (signed
+ *  in unless `signedIn` is false), with what the tests do there: read the text, wait for it, click a
+ *  button by its words, take a screenshot, count the order POSTs (Chromium). */
+async function snippetPage(server, label, account, query, { signedIn = true } = {}) {
+  const context = await browser.newContext();
+  if (signedIn) await server.signIn(context, account);
+  const page = await context.newPage();
+  const errors = collectPageErrors(page);
+  const posts = [];
+  if (capabilities.network) page.on("request", (request) => {
+    if (request.method() === "POST" && new URL(request.url()).pathname === "/api/orders") posts.push(request.headers()["idempotency-key"]);
+  });
+  const text = () => page.evaluate(() => document.querySelector("main")?.innerText ?? "");
+  const fail = async (what, error) => {
+    throw new Error(`${label}: waiting for ${what}: the page says ${JSON.stringify(await text().catch(() => null))}\n${errors.join("\n")}\n${error.message}`);
+  };
+  const shown = {
+    page, context, errors, posts, text,
+    /** Waits until the page's text matches `pattern`; resolves to the match. */
+    async until(what, pattern, timeout = 60_000 * timeoutScale) {
+      await page.waitForFunction(([source, flags]) => new RegExp(source, flags).test(document.querySelector("main")?.innerText ?? ""),
+        [pattern.source, pattern.flags], { timeout }).catch((error) => fail(what, error));
+      return pattern.exec(await text());
+    },
+    /** Waits for an enabled button with these words. */
+    async button(words, timeout = 30_000 * timeoutScale) {
+      await page.waitForFunction((w) => [...document.querySelectorAll("button")].some((b) => b.textContent.trim() === w && !b.disabled),
+        words, { timeout }).catch((error) => fail(`the button "${words}"`, error));
+    },
+    async click(words) {
+      await shown.button(words);
+      assert.ok(await page.evaluate((w) => {
+        const button = [...document.querySelectorAll("button")].find((b) => b.textContent.trim() === w && !b.disabled);
+        button?.click();
+        return Boolean(button);
+      }, words), `${label}: no button "${words}"`);
+    },
+    async shot(state) {
+      const file = path.join(shotsDir(), `${label}-${state}.png`);
+      await page.screenshot({ path: file });
+      log(`${label}: ${state}: ${JSON.stringify(await text())} (${file})`);
+    },
+    async goto(q) {
+      await page.goto(`${server.url}/${q}`);
+    },
+  };
+  await shown.goto(query);
+  return shown;
+}
+
+/** The account's only order is `orderId`, of `qty` mugs. */
+async function oneOrder(server, account, orderId, qty, label) {
+  const orders = await ordersOf(server, account);
+  assert.equal(orders.length, 1, `${label}: ${orders.length} orders: ${JSON.stringify(orders)}`);
+  assert.equal(orders[0].id, orderId, `${label}: the page names the order the server holds`);
+  assert.deepEqual(orders[0].items.map(({ sku, qty: q }) => ({ sku, qty: q })), [{ sku: "mug", qty }], `${label}: the cart the page says was paid`);
+}
+
+const PAID = /Paid \(order (ord_\w+)\)\./;
+const EARLIER = /Your earlier cart was paid \(order (ord_\w+)\), not the cart shown here\./;
+const RETRYING = /No answer yet: trying again in ([2-9]|\d{2,}) s/;
+
+/** Idle, retrying (every request 503), paid; refused (a 400: an unknown product) and signed out (a
+ *  401), each answer sent once; then a reload that rebuilt the cart (1 mug, then 2) while the first
+ *  payment was unanswered, and each way out: one order of the cart the page names, or none. */
+async function driveSnippet(name, dist) {
+  const server = await startReferenceServer({ www: dist, label: `snippet-${name}` });
+  const open = [];
+  const page = async (account, query, options) => {
+    const shown = await snippetPage(server, name, account, query, options);
+    open.push(shown.context);
+    return shown;
+  };
+  try {
+    let account = `acct_${name}_pay`;
+    let p = await page(account, "?qty=2");
+    await p.button("Pay");
+    await p.shot("idle");
+    await server.setFaults({ failBeforeWork: 1 });
+    await p.click("Pay");
+    await p.until("the countdown", RETRYING);
+    await p.shot("retrying");
+    await server.setFaults({});
+    const [, paid] = await p.until("the answer", PAID);
+    await p.shot("paid");
+    await oneOrder(server, account, paid, 2, `${name}, paid`);
+
+    for (const [state, query, signedIn, words] of [
+      ["refused", "?sku=no-such-product", true, /The shop refused this payment\./],
+      ["signed-out", "?qty=2", false, /Please sign in again to pay\./],
+    ]) {
+      account = `acct_${name}_${state}`;
+      p = await page(account, query, { signedIn });
+      await p.click("Pay");
+      await p.until(`the ${state} answer`, words);
+      await p.shot(state);
+      if (capabilities.network) assert.equal(p.posts.length, 1, `${name}, ${state}: a definite answer is not retried`);
+      if (signedIn) assert.deepEqual(await ordersOf(server, account), [], `${name}, ${state}: no order`);
+    }
+
+    for (const [n, way] of ["Pay for the cart as it is now", "Finish the earlier payment", "Don't pay"].entries()) {
+      account = `acct_${name}_changed_${n}`;
+      p = await page(account, "?qty=1");
+      await server.setFaults({ failBeforeWork: 1 });
+      await p.click("Pay");
+      await p.until("the countdown", /trying again in/);
+      // The shopper comes back to a cart rebuilt with 2 mugs while the earlier payment is unanswered
+      // (the server still refuses it: a retry between here and the reload would pay the earlier cart).
+      await p.goto("?qty=2");
+      await p.until("the changed cart", /Your cart: 2 × mug\s+Your cart changed after you clicked Pay\./);
+      await server.setFaults({});
+      await p.button("Finish the earlier payment"); // persistRequest: true in shop.ts
+      if (way.startsWith("Pay")) await p.shot("changed");
+      await p.click(way);
+      const label = `${name}, "${way}"`;
+      if (way.startsWith("Pay")) {
+        const [, order] = await p.until("the new cart's answer", PAID);
+        await oneOrder(server, account, order, 2, label);
+      } else if (way.startsWith("Finish")) {
+        const [, order] = await p.until("the earlier cart's answer", EARLIER);
+        await oneOrder(server, account, order, 1, label);
+      } else {
+        await p.button("Pay");
+        await p.page.waitForTimeout(1000);
+        assert.doesNotMatch(await p.text(), /Paid|paid \(/, `${label}: the page says nothing was paid`);
+        assert.deepEqual(await ordersOf(server, account), [], `${label}: no order`);
+      }
+      await p.shot(`changed-${way.split(" ")[0].toLowerCase().replace("'", "")}`);
+      assert.deepEqual(p.errors, [], `${label}: errors on the page`);
+    }
+  } finally {
+    for (const context of open) await context.close().catch(() => {});
+    await server.stop();
+  }
+}
+
+test("the npm page's snippets: each framework's snippet is the repository README's too, and shop.ts is shown once for all", () => {
+  const pasted = readSnippets(readFileSync(path.join(pkgDir, "README.md"), "utf8"));
+  const repoReadme = readFileSync(path.join(root, "README.md"), "utf8");
+  for (const [name, code] of Object.entries(pasted)) {
+    assert.ok(repoReadme.includes(code), `the repository README shows the npm page's ${name} snippet verbatim`);
+    if (name !== "shop") assert.match(code, /from "\.\/shop";/, `the ${name} snippet takes client, Cart and Order from shop.ts`);
+  }
+});
+
+const SNIPPET_TIMEOUT_MS = 420_000 * timeoutScale;
+
+test("React snippet of the npm page, pasted into the react-ts template (npm run build: tsc -b && vite build): idle, retrying, paid, refused, signed out, a changed cart and each way out", { timeout: SNIPPET_TIMEOUT_MS }, async () => {
+  await driveSnippet("react", buildSnippet("react", "react", [["npm", ["run", "build"]]]));
+});
+
+test("Vue snippet of the npm page, pasted into the vue-ts template (npm run build: vue-tsc -b && vite build): idle, retrying, paid, refused, signed out, a changed cart and each way out", { timeout: SNIPPET_TIMEOUT_MS }, async () => {
+  await driveSnippet("vue", buildSnippet("vue", "vue", [["npm", ["run", "build"]]]));
+});
+
+test("Svelte snippet of the npm page, pasted into the svelte-ts template (svelte-check, npm run build): idle, retrying, paid, refused, signed out, a changed cart and each way out", { timeout: SNIPPET_TIMEOUT_MS }, async () => {
+  await driveSnippet("svelte", buildSnippet("svelte", "svelte", [["svelte-check", ["--tsconfig", "./tsconfig.app.json", "--fail-on-warnings"]], ["npm", ["run", "build"]]]));
+});
+
+test("TanStack Query snippet of the npm page, pasted into the react-ts template with @tanstack/react-query (npm run build): idle, retrying, a reload mid-retry resumed with its key, paid, a 400 not retried", { timeout: SNIPPET_TIMEOUT_MS }, async () => {
+  const name = "tanstack";
+  const dist = buildSnippet(name, "tanstack", [["npm", ["run", "build"]]]);
+  const server = await startReferenceServer({ www: dist, label: "snippet-tanstack" });
+  const open = [];
+  try {
+    let account = "acct_tanstack_pay";
+    let p = await snippetPage(server, name, account, "?qty=2");
+    open.push(p.context);
+    await p.button("Pay");
+    await p.shot("idle");
+    await server.setFaults({ failBeforeWork: 1 });
+    await p.click("Pay");
+    await p.until("the countdown", RETRYING);
+    await p.shot("retrying");
+    // A reload mid-retry: TanStack forgot the mutation; the snippet's effect sends the intent again.
+    await p.page.reload();
+    await p.until("the resumed send's countdown", /trying again in/);
+    await server.setFaults({});
+    const [, paid] = await p.until("the answer, without a click", PAID);
+    await p.shot("paid");
+    await oneOrder(server, account, paid, 2, "tanstack, paid");
+    if (capabilities.network) assert.equal(new Set(p.posts).size, 1, `tanstack: one key through the retries and the reload: ${p.posts}`);
+
+    account = "acct_tanstack_refused";
+    p = await snippetPage(server, name, account, "?sku=no-such-product");
+    open.push(p.context);
+    await p.click("Pay");
+    await p.until("the refusal", /The shop refused this payment\./);
+    await p.shot("refused");
+    // TanStack's retry would try again after 1 s: give it the time to.
+    await p.page.waitForTimeout(2500);
+    if (capabilities.network) assert.equal(p.posts.length, 1, "tanstack: a 400 is sent once (the default retry, retryUnanswered)");
+    assert.deepEqual(await ordersOf(server, account), [], "tanstack: no order for a refused cart");
+    for (const shown of [p]) assert.deepEqual(shown.errors, [], "tanstack: errors on the page");
+  } finally {
+    for (const context of open) await context.close().catch(() => {});
+    await server.stop();
+  }
 });
