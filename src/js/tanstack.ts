@@ -8,7 +8,7 @@
 /**
  * `idempotent-fetch-client/tanstack`: {@link idempotentMutation}, a TanStack Query `mutationFn` whose
  * retries, resumed and repeated calls keep one key per intent; {@link retryUnanswered}, a `retry`
- * that does not retry a definite answer.
+ * that does not retry a definite answer; {@link choose}, the shopper's way out of a changed cart.
  *
  * @module idempotent-fetch-client/tanstack
  */
@@ -17,9 +17,9 @@ import type { IdempotentClient } from "./client.js";
 import type { RetryEvent } from "./events.js";
 import type { IntentRequest } from "./request.js";
 import type { SendResult } from "./results.js";
-import { beginWith, codeOf, type MismatchPolicy } from "./watch.js";
+import { type AnswerFor, beginWith, codeOf, type MismatchPolicy } from "./watch.js";
 
-export type { MismatchPolicy } from "./watch.js";
+export type { AnswerFor, MismatchPolicy } from "./watch.js";
 
 /** Options of {@link idempotentMutation}. */
 export interface MutationOptions<TVariables, TData> {
@@ -41,6 +41,41 @@ export interface MutationOptions<TVariables, TData> {
   /** Called before each wait between attempts (`delayMs`, `reason`): the UI's countdown. The mutation
    *  stays pending meanwhile, so TanStack's own state cannot show it. */
   onRetry?: (event: RetryEvent, variables: TVariables) => void;
+  /** Called with each answer before the mutation resolves or rejects with it: which request it answers
+   *  (`"earlier"`: the request the intent was begun with before the cart changed, see {@link choose}). */
+  onAnswer?: (answerFor: AnswerFor, variables: TVariables) => void;
+}
+
+/** The shopper's way out of a changed cart (see {@link choose}). */
+export type Choice = "replace" | "resume" | "discard";
+
+const choices = new WeakMap<object, Choice>();
+
+/**
+ * The variables of one call that meets a changed request with the shopper's choice. A call whose request
+ * differs from the one its intent was begun with (a reload rebuilt the cart) rejects with
+ * `INTENT_MISMATCH` (`onMismatch: "error"`, the default); the page offers the ways out, each a
+ * `mutate(choose(cart, …))`: `"replace"` settles the earlier key at the server and sends this request
+ * under a new key, `"resume"` sends the earlier request with its key (the client's `persistRequest`),
+ * `"discard"` settles the earlier key and forgets the intent (the call rejects with
+ * {@link IntentDiscarded}). Whichever was chosen, an order the server had already made for the earlier
+ * request is the answer (`onAnswer` says `"earlier"`). Returns a copy of `variables`; the choice holds
+ * for calls with that copy (TanStack's retries of it included).
+ */
+export function choose<T extends object>(variables: T, choice: Choice): T {
+  const copy = { ...variables };
+  choices.set(copy, choice);
+  return copy;
+}
+
+/** The mutation's error after {@link choose}`(…, "discard")`: the earlier intent was settled and forgotten,
+ *  nothing was sent; the next call begins the request given then. */
+export class IntentDiscarded extends Error {
+  /** @param intentId the intent discarded */
+  constructor(intentId: string) {
+    super(`the intent ${intentId} was discarded: nothing was sent`);
+    this.name = "IntentDiscarded";
+  }
 }
 
 /** The mutation's error for a definite answer that is not 2xx (a 4xx, or a failure replayed):
@@ -83,15 +118,17 @@ const readJson = (response: Response): Promise<never> => response.json().catch((
 export function idempotentMutation<TVariables, TData = unknown>(
   options: MutationOptions<TVariables, TData>,
 ): IdempotentMutation<TVariables, TData> {
-  const { client, intent, request, read = readJson, onMismatch = "error", key, onRetry } = options;
+  const { client, intent, request, read = readJson, onMismatch = "error", key, onRetry, onAnswer } = options;
   return {
     retry: retryUnanswered(3),
     async mutationFn(variables) {
       const wanted = request(variables);
-      const { begun } = await beginWith(client, intent(variables), wanted, onMismatch, new AbortController().signal, () => {}, key?.(variables));
-      // Only the store's discard() forgets an intent: a mutation's policies always find a request or an answer.
-      if (begun === null) throw new Error("idempotent-fetch: the intent was discarded");
+      const id = intent(variables);
+      const chosen = typeof variables === "object" && variables !== null ? choices.get(variables) : undefined;
+      const { begun, answerFor } = await beginWith(client, id, wanted, chosen ?? onMismatch, new AbortController().signal, () => {}, key?.(variables));
+      if (begun === null) throw new IntentDiscarded(id);
       const result = "send" in begun ? await begun.send(onRetry ? { onRetry: (event) => onRetry(event, variables) } : {}) : begun;
+      onAnswer?.(answerFor, variables);
       const data = await read(result.response.clone());
       if (!result.ok) throw new AnsweredError(result, data);
       return data;

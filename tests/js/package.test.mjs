@@ -861,6 +861,43 @@ const PAID = /Paid \(order (ord_\w+)\)\./;
 const EARLIER = /Your earlier cart was paid \(order (ord_\w+)\), not the cart shown here\./;
 const RETRYING = /No answer yet: trying again in ([2-9]|\d{2,}) s/;
 
+/** A reload that rebuilt the cart (1 mug, then 2) while the first payment was unanswered, and each way
+ *  out: one order of the cart the page names, or none. `page(account, query)` opens the snippet's page. */
+async function changedCartWays(name, server, page) {
+  let account;
+  let p;
+  for (const [n, way] of ["Pay for the cart as it is now", "Finish the earlier payment", "Don't pay"].entries()) {
+    account = `acct_${name}_changed_${n}`;
+    p = await page(account, "?qty=1");
+    await server.setFaults({ failBeforeWork: 1 });
+    await p.click("Pay");
+    await p.until("the countdown", /trying again in/);
+    // The shopper comes back to a cart rebuilt with 2 mugs while the earlier payment is unanswered
+    // (the server still refuses it: a retry between here and the reload would pay the earlier cart).
+    await p.goto("?qty=2");
+    await p.until("the changed cart", /Your cart: 2 × mug\s+Your cart changed after you clicked Pay\./);
+    await server.setFaults({});
+    await p.button("Finish the earlier payment"); // persistRequest: true in shop.ts
+    if (way.startsWith("Pay")) await p.shot("changed");
+    await p.click(way);
+    const label = `${name}, "${way}"`;
+    if (way.startsWith("Pay")) {
+      const [, order] = await p.until("the new cart's answer", PAID);
+      await oneOrder(server, account, order, 2, label);
+    } else if (way.startsWith("Finish")) {
+      const [, order] = await p.until("the earlier cart's answer", EARLIER);
+      await oneOrder(server, account, order, 1, label);
+    } else {
+      await p.button("Pay");
+      await p.page.waitForTimeout(1000);
+      assert.doesNotMatch(await p.text(), /Paid|paid \(/, `${label}: the page says nothing was paid`);
+      assert.deepEqual(await ordersOf(server, account), [], `${label}: no order`);
+    }
+    await p.shot(`changed-${way.split(" ")[0].toLowerCase().replace("'", "")}`);
+    assert.deepEqual(p.errors, [], `${label}: errors on the page`);
+  }
+}
+
 /** Idle, retrying (every request 503), paid; refused (a 400: an unknown product) and signed out (a
  *  401), each answer sent once; then a reload that rebuilt the cart (1 mug, then 2) while the first
  *  payment was unanswered, and each way out: one order of the cart the page names, or none. */
@@ -899,36 +936,7 @@ async function driveSnippet(name, dist) {
       if (signedIn) assert.deepEqual(await ordersOf(server, account), [], `${name}, ${state}: no order`);
     }
 
-    for (const [n, way] of ["Pay for the cart as it is now", "Finish the earlier payment", "Don't pay"].entries()) {
-      account = `acct_${name}_changed_${n}`;
-      p = await page(account, "?qty=1");
-      await server.setFaults({ failBeforeWork: 1 });
-      await p.click("Pay");
-      await p.until("the countdown", /trying again in/);
-      // The shopper comes back to a cart rebuilt with 2 mugs while the earlier payment is unanswered
-      // (the server still refuses it: a retry between here and the reload would pay the earlier cart).
-      await p.goto("?qty=2");
-      await p.until("the changed cart", /Your cart: 2 × mug\s+Your cart changed after you clicked Pay\./);
-      await server.setFaults({});
-      await p.button("Finish the earlier payment"); // persistRequest: true in shop.ts
-      if (way.startsWith("Pay")) await p.shot("changed");
-      await p.click(way);
-      const label = `${name}, "${way}"`;
-      if (way.startsWith("Pay")) {
-        const [, order] = await p.until("the new cart's answer", PAID);
-        await oneOrder(server, account, order, 2, label);
-      } else if (way.startsWith("Finish")) {
-        const [, order] = await p.until("the earlier cart's answer", EARLIER);
-        await oneOrder(server, account, order, 1, label);
-      } else {
-        await p.button("Pay");
-        await p.page.waitForTimeout(1000);
-        assert.doesNotMatch(await p.text(), /Paid|paid \(/, `${label}: the page says nothing was paid`);
-        assert.deepEqual(await ordersOf(server, account), [], `${label}: no order`);
-      }
-      await p.shot(`changed-${way.split(" ")[0].toLowerCase().replace("'", "")}`);
-      assert.deepEqual(p.errors, [], `${label}: errors on the page`);
-    }
+    await changedCartWays(name, server, page);
   } finally {
     for (const context of open) await context.close().catch(() => {});
     await server.stop();
@@ -958,7 +966,7 @@ test("Svelte snippet of the npm page, pasted into the svelte-ts template (svelte
   await driveSnippet("svelte", buildSnippet("svelte", "svelte", [["svelte-check", ["--tsconfig", "./tsconfig.app.json", "--fail-on-warnings"]], ["npm", ["run", "build"]]]));
 });
 
-test("TanStack Query snippet of the npm page, pasted into the react-ts template with @tanstack/react-query (npm run build): idle, retrying, a reload mid-retry resumed with its key, paid, a 400 not retried", { timeout: SNIPPET_TIMEOUT_MS }, async () => {
+test("TanStack Query snippet of the npm page, pasted into the react-ts template with @tanstack/react-query (npm run build): idle, retrying, a reload mid-retry resumed with its key, paid, a 400 not retried, a changed cart and each way out", { timeout: SNIPPET_TIMEOUT_MS }, async () => {
   const name = "tanstack";
   const dist = buildSnippet(name, "tanstack", [["npm", ["run", "build"]]]);
   const server = await startReferenceServer({ www: dist, label: "snippet-tanstack" });
@@ -993,6 +1001,12 @@ test("TanStack Query snippet of the npm page, pasted into the react-ts template 
     if (capabilities.network) assert.equal(p.posts.length, 1, "tanstack: a 400 is sent once (the default retry, retryUnanswered)");
     assert.deepEqual(await ordersOf(server, account), [], "tanstack: no order for a refused cart");
     for (const shown of [p]) assert.deepEqual(shown.errors, [], "tanstack: errors on the page");
+
+    await changedCartWays(name, server, async (account, query, options) => {
+      const shown = await snippetPage(server, name, account, query, options);
+      open.push(shown.context);
+      return shown;
+    });
   } finally {
     for (const context of open) await context.close().catch(() => {});
     await server.stop();
