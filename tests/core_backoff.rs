@@ -347,7 +347,7 @@ proptest! {
         }
         prop_assert!(rig.clock.now() <= deadline, "ended at +{} > +{}", rig.clock.now() - start, total);
         for d in rig.waiter.sleeps() {
-            // A Retry-After wait is spread above itself by at most one backoff step (issue 13).
+            // A Retry-After wait is spread above itself by at most one backoff step.
             prop_assert!(d <= max_delay.max(max_retry_after + max_retry_after.min(max_delay)));
         }
     }

@@ -1,4 +1,4 @@
-//! Protocol edge cases of issue 13, as machine rules: a replayed answer is definite, Retry-After is
+//! Protocol edge cases, as machine rules: a replayed answer is definite, Retry-After is
 //! spread above itself (no herd), an attempt that may have reached the server makes a later plain
 //! 4xx `uncertain`, and an intent's attempts can be bounded across sends.
 #![cfg(not(target_arch = "wasm32"))]

@@ -505,7 +505,7 @@ pub struct Done {
     /// Attempts made by this `send`.
     pub attempts: u32,
     pub key: String,
-    /// An earlier attempt may have reached the server (issue 13): the app must reconcile.
+    /// An earlier attempt may have reached the server: the app must reconcile.
     pub uncertain: bool,
 }
 

@@ -148,7 +148,7 @@ badOption("retryBudget negative", { storage: "memory", retryBudget: -1 }, /retry
 badOption("retryBudget Infinity", { storage: "memory", retryBudget: Infinity }, /retryBudget/);
 badOption("persistRequest a string", { storage: "memory", persistRequest: "yes" }, /persistRequest/);
 badOption("shouldRetry not a function", { storage: "memory", shouldRetry: "yes" }, /shouldRetry/);
-// Issue 13 items 6 and 7.
+// What is kept at rest (persistHeaders) and the body cap.
 badOption("persistHeaders not an array", { storage: "memory", persistHeaders: "x-trace" }, /persistHeaders/);
 badOption("persistHeaders with a bad name", { storage: "memory", persistHeaders: ["x trace"] }, /persistHeaders/);
 badOption("resumeOrigins with a path", { storage: "memory", resumeOrigins: ["https://a.example/p"] }, /resumeOrigins/);
@@ -280,7 +280,7 @@ badRequest("number body", (url) => ({ url, body: 5 }));
 badRequest("boolean body", (url) => ({ url, body: true }));
 badRequest("Symbol body", (url) => ({ url, body: Symbol("x") }));
 badRequest("URL with user:password (fetch cannot build it): INVALID_REQUEST, not retried", (url) => ({ url: url.replace("://", "://u:p@"), body: "x" }));
-// Over the 1 MiB default cap (issue 13 item 7): refused before the body is copied, nothing sent.
+// Over the 1 MiB default cap (maxBodyBytes): refused before the body is copied, nothing sent.
 badRequest("body of 1 MiB + 1 bytes: BODY_TOO_LARGE", (url) => ({ url, body: new Uint8Array((1 << 20) + 1) }), "BODY_TOO_LARGE");
 badRequest("string of 1 MiB + 1 characters: BODY_TOO_LARGE", (url) => ({ url, body: "x".repeat((1 << 20) + 1) }), "BODY_TOO_LARGE");
 badRequest("Blob of 1 MiB + 1 bytes: BODY_TOO_LARGE", (url) => ({ url, body: new Blob([new Uint8Array((1 << 20) + 1)]) }), "BODY_TOO_LARGE");

@@ -25,7 +25,7 @@
 //
 // --two-tabs P: the share of browser intents also begun in the second tab (default 0.3), right after
 // the first tab's begins returned, or with --at-once at the same moment as the first tab's.
-// --cpu-load: one busy-loop child process per core for the whole run (issue 13 item 4: cross-tab
+// --cpu-load: one busy-loop child process per core for the whole run (cross-tab
 // begin must stay exact when the renderers are starved and localStorage propagation is slowest).
 //
 // --at-deadline P: the share of order answers the proxy holds until the client's attempt deadline

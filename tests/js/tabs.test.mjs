@@ -1,4 +1,4 @@
-// Cross-tab behaviour in a real browser against the REAL reference server (issue 7, part 3): two
+// Cross-tab behaviour in a real browser against the REAL reference server: two
 // pages of one browser context share localStorage and Web Locks exactly as two tabs do. Runs in the
 // engine IF_BROWSER names (chromium, firefox, webkit: tests/support/browsers.mjs); in Firefox and
 // WebKit a context is a WebDriver session and a page one of its windows.
@@ -172,7 +172,7 @@ test("two tabs racing one intent: the server sees one request at a time, one ord
   expectNoPageErrors(a, b);
 });
 
-// Issue 13 item 4: begin's create-or-resume is one IndexedDB transaction (src/js/storage/claims.ts),
+// Begin's create-or-resume is one IndexedDB transaction (src/js/storage/claims.ts),
 // whatever the timing of localStorage between the tabs' renderer processes; without IndexedDB it is
 // the Web Lock + settle path, which must keep working.
 for (const [label, storage, withoutIndexedDB] of [

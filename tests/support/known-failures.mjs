@@ -4,7 +4,7 @@
 // starts passing shows up as such. Remove an entry as soon as the product handles the engine.
 import { engine } from "./browsers.mjs";
 
-// The two entries found first by issue 14 (Firefox: no Request.prototype.body; WebKit: a FormData
+// Two engine gaps once listed here (Firefox: no Request.prototype.body; WebKit: a FormData
 // holding a Blob cannot be read through new Response(form)) are handled by the TypeScript driver
 // (src/js/fetch-args.ts, src/js/body.ts) and run as ordinary tests.
 // WebKit's redefined-localStorage case and bad-input row (2.50's JIT read the original accessor

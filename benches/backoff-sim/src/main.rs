@@ -5,6 +5,32 @@
 //! Prints two Markdown tables (mean calls and mean completion time per number of clients, per
 //! strategy) and a comparison of our default against full jitter. It measures; it never fails on
 //! the numbers.
+//!
+//! The model (BENCHMARKS.md, section 1, has the tables and how to read them): Marc Brooker's
+//! "Exponential Backoff And Jitter" (AWS Architecture Blog, 2015), in Rust, with the delays drawn
+//! from the library's own `idempotent_fetch::machine::Backoff` iterator (the code a browser runs)
+//! through a seeded `machine::RandomSource`:
+//!
+//! - one row under optimistic concurrency; N clients all start at t = 0, each must succeed once;
+//! - an attempt reads the row's version, then writes conditionally: the write succeeds only if the version is
+//!   unchanged since that read;
+//! - each of the four messages of an attempt (read request, read response, write request, write response)
+//!   takes `abs(Normal(10 ms, 2 ms))` (rand_distr, seeded);
+//! - after a failed write the client waits the next backoff delay, then reads again; attempts are unlimited
+//!   (`max_attempts = u32::MAX`);
+//! - base 5 ms, cap 2 s; N = 10, 20, …, 190; 100 runs per point; a discrete-event simulation over a priority
+//!   queue in virtual time;
+//! - **calls** = writes the server receives (the total work); **time** = when the last client succeeds.
+//!
+//! Strategies: no backoff (retry at once), exponential (`Jitter::None`), full, equal and decorrelated jitter,
+//! and **our default**: `RetryPolicy::default()` with only the paper's base (5 ms) and cap (2 s) put in, so the
+//! jitter is whatever the default ships. Our real defaults are base 250 ms and cap 20 s; the last column runs
+//! them unchanged (attempts unlimited) for reference.
+//!
+//! Two deliberate differences from the paper's simulator: our `Backoff` waits `min(cap, base·2ⁿ)` with n = 0 on
+//! the first retry (the paper's code starts at n = 1, i.e. 2·base), and it schedules whole milliseconds (`u64`),
+//! as the library does. Every strategy sees the same seed for a given (N, run) (common random numbers), and
+//! a run is deterministic: the same seed (`--seed`, default 2015) prints the same tables.
 
 mod sim;
 
