@@ -114,7 +114,7 @@ pub use fingerprint::fingerprint;
 pub use key::{IdempotencyKey, KeyError, IDEMPOTENCY_KEY_HEADER};
 pub use outcome::{Outcome, FENCED_FINGERPRINT, IN_FLIGHT_RETRY_AFTER_SECS};
 pub use problem::Problem;
-pub use request::{Idempotent, KeyedRequest};
+pub use request::{BodyDeadline, Idempotent, KeyedRequest};
 pub use response::{StoredResponse, MAX_STORED_BODY_BYTES, REPLAYED_HEADER};
 pub use retention::{expired_before, DEFAULT_RETENTION};
 pub use status::{KeyStatus, Replay};
