@@ -26,11 +26,11 @@ pub struct KeyedRequest {
     pub fingerprint: String,
 }
 
-/// How long the [`Idempotent`] extractor waits for a whole request body, counted from when it starts
+/// How long the [`Idempotent`] and [`BoundedBody`] extractors wait for a whole request body, counted from when it starts
 /// reading (the request head has arrived by then).
 ///
 /// A client that sends its headers and then trickles the body would otherwise hold a socket and a task for
-/// as long as it likes; past the deadline the extractor answers 408 `body-timeout` and drops the body, and
+/// as long as it likes; past the deadline the extractors answer 408 `body-timeout` and drops the body, and
 /// hyper closes the connection since the body was not read to its end. Nothing was done for the key, so a
 /// retry with the same key is safe.
 ///
@@ -99,6 +99,24 @@ impl<S: Send + Sync> FromRequest<S> for Idempotent {
         let key = IdempotencyKey::from_headers(request.headers())?;
         let method = request.method().as_str().to_owned();
         let path = request.uri().path().to_owned();
+        let BoundedBody(body) = BoundedBody::from_request(request, state).await?;
+        Ok(Idempotent { fingerprint: fingerprint(&method, &path, &body), key, body })
+    }
+}
+
+/// The axum extractor for a request body read within the [`BodyDeadline`] and axum's body limit, for an
+/// endpoint without an idempotency key (an inbox receiver: the message id is in the body). [`Idempotent`]
+/// reads its body through it.
+///
+/// A body larger than the limit is refused with 413 `body-too-large`, one that is cut off with 400
+/// `unreadable-body`, and one that does not arrive within the deadline with 408 `body-timeout`.
+#[derive(Debug, Clone)]
+pub struct BoundedBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for BoundedBody {
+    type Rejection = Problem;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Problem> {
         let deadline = request.extensions().get::<BodyDeadline>().copied().unwrap_or_default();
         let read = tokio::time::timeout(deadline.0, Bytes::from_request(request, state));
         let body = read.await.map_err(|_| body_timeout())?.map_err(|rejection| {
@@ -113,7 +131,7 @@ impl<S: Send + Sync> FromRequest<S> for Idempotent {
                 Problem::bad_request("unreadable-body", "The request body could not be read; nothing was done.")
             }
         })?;
-        Ok(Idempotent { fingerprint: fingerprint(&method, &path, &body), key, body })
+        Ok(BoundedBody(body))
     }
 }
 
