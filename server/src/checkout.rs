@@ -21,7 +21,7 @@ use crate::orders::Order;
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
 use crate::services::mailbox::{Message, MESSAGES_PATH};
 use crate::services::provider::{ChargeRequest, CHARGES_PATH};
-use crate::store::phases::{random_id, Begun, HeldKey, OutboxMessage, PhaseOp, PhaseResult, RecoveryPoint};
+use crate::store::phases::{random_id, BeginDecision, FlowOp, FlowResult, HeldKey, OutboxMessage, RecoveryPoint};
 use crate::store::{Store, StoreError, WorkFn};
 
 /// The order flow's downstream side, shared by the handlers, the completer and the outbox worker.
@@ -178,10 +178,10 @@ pub async fn place(
 ) -> Result<Outcome, FlowError> {
     let now_ms = unix_now_ms();
     let op =
-        PhaseOp::Begin { request: request.clone(), token: random_id()?, until_ms: checkout.lease_from(now_ms), now_ms };
-    let held = match store.phase(op).await? {
-        PhaseResult::Begun(Begun::Held(held)) => held,
-        PhaseResult::Begun(Begun::Done(outcome)) => return Ok(outcome),
+        FlowOp::Begin { request: request.clone(), token: random_id()?, until_ms: checkout.lease_from(now_ms), now_ms };
+    let held = match store.flow_op(op).await? {
+        FlowResult::Decided(BeginDecision::Held(held)) => held,
+        FlowResult::Decided(BeginDecision::Done(outcome)) => return Ok(outcome),
         other => return Err(unexpected(&other)),
     };
     if let Some(latency) = plan.latency {
@@ -210,7 +210,7 @@ async fn drive(
             Ok(Step::Done(answer)) => return Ok(answer),
             Err(error) => {
                 if !matches!(error, FlowError::Store(StoreError::LeaseLost) | FlowError::InjectedCrash) {
-                    if let Err(release) = store.phase(PhaseOp::Release { held }).await {
+                    if let Err(release) = store.flow_op(FlowOp::Release { held }).await {
                         tracing::warn!(%release, "releasing a key after a failed phase failed");
                     }
                 }
@@ -235,20 +235,20 @@ async fn step(
     match held.point {
         RecoveryPoint::Started => {
             let Some((request, work)) = request.take() else {
-                store.phase(PhaseOp::Abandon { held }).await?;
+                store.flow_op(FlowOp::Abandon { held }).await?;
                 return Ok(Step::Done(None));
             };
             let work = work(request);
             let Some(order) = work.order else {
-                let result = store.phase(PhaseOp::Refuse { held, response: work.response }).await?;
+                let result = store.flow_op(FlowOp::Refuse { held, response: work.response }).await?;
                 return finished(result).map(|r| Step::Done(Some(r)));
             };
             if plan.crash_before_commit {
                 // As if the order's transaction had been rolled back: nothing is left, not even the key.
-                store.phase(PhaseOp::Abandon { held }).await?;
+                store.flow_op(FlowOp::Abandon { held }).await?;
                 return Err(FlowError::InjectedCrash);
             }
-            held_after(store.phase(PhaseOp::StoreOrder { held, order }).await?).map(Step::Next)
+            held_after(store.flow_op(FlowOp::StoreOrder { held, order }).await?).map(Step::Next)
         }
         RecoveryPoint::ChargeStarted => {
             let Some(order) = held.order.clone() else {
@@ -258,7 +258,7 @@ async fn step(
             if plan.crash_after_charge {
                 crash("after the provider charged, before `charged` commits");
             }
-            held_after(store.phase(PhaseOp::RecordCharge { held, charge_id }).await?).map(Step::Next)
+            held_after(store.flow_op(FlowOp::RecordCharge { held, charge_id }).await?).map(Step::Next)
         }
         RecoveryPoint::Charged => {
             let Some(order) = held.order.clone() else {
@@ -266,7 +266,7 @@ async fn step(
             };
             let response = crate::protocol::created_response(&order);
             let message = checkout.confirmation(&order);
-            let answer = finished(store.phase(PhaseOp::Finish { held, response, message }).await?)?;
+            let answer = finished(store.flow_op(FlowOp::Finish { held, response, message }).await?)?;
             if plan.crash_after_finish {
                 crash("after `finished` committed, before the answer is written");
             }
@@ -278,22 +278,22 @@ async fn step(
     }
 }
 
-fn held_after(result: PhaseResult) -> Result<HeldKey, FlowError> {
+fn held_after(result: FlowResult) -> Result<HeldKey, FlowError> {
     match result {
-        PhaseResult::Held(held) => Ok(held),
+        FlowResult::Held(held) => Ok(held),
         other => Err(unexpected(&other)),
     }
 }
 
-fn finished(result: PhaseResult) -> Result<StoredResponse, FlowError> {
+fn finished(result: FlowResult) -> Result<StoredResponse, FlowError> {
     match result {
-        PhaseResult::Finished(response) => Ok(response),
+        FlowResult::Finished(response) => Ok(response),
         other => Err(unexpected(&other)),
     }
 }
 
-fn unexpected(result: &PhaseResult) -> FlowError {
-    FlowError::Store(StoreError::Corrupt(format!("unexpected phase result {result:?}")))
+fn unexpected(result: &FlowResult) -> FlowError {
+    FlowError::Store(StoreError::Corrupt(format!("unexpected flow result {result:?}")))
 }
 
 /// Takes over unfinished keys whose lease ran out (their request died, or its process did) and drives them
@@ -309,11 +309,11 @@ pub async fn run_completer(store: Store, checkout: Checkout, interval: Duration,
 /// One pass of the completer; how many keys it finished or abandoned.
 pub async fn complete_once(store: &Store, checkout: &Checkout) -> usize {
     let now_ms = unix_now_ms();
-    let op = PhaseOp::TakeStale { now_ms, until_ms: checkout.lease_from(now_ms), limit: 16 };
-    let taken = match store.phase(op).await {
-        Ok(PhaseResult::Taken(taken)) => taken,
+    let op = FlowOp::TakeStale { now_ms, until_ms: checkout.lease_from(now_ms), limit: 16 };
+    let taken = match store.flow_op(op).await {
+        Ok(FlowResult::Taken(taken)) => taken,
         Ok(other) => {
-            tracing::error!(?other, "completer: unexpected phase result");
+            tracing::error!(?other, "completer: unexpected flow result");
             return 0;
         }
         Err(error) => {

@@ -157,7 +157,7 @@ pub struct FaultPlan {
     pub crash_before_commit: bool,
     /// Store a 500 as the key's answer instead of the work (a fresh key only); replayed on every retry.
     pub store_500: bool,
-    /// Panic in the handler after the key was claimed (a bug): answered 500, nothing stored.
+    /// Panic in the handler after the key entered the in-flight set (a bug): answered 500, nothing stored.
     pub panic: bool,
     /// End the process right after the provider charged, before `charged` commits.
     pub crash_after_charge: bool,

@@ -1,10 +1,10 @@
 //! `POST /api/orders`: the server half of the Idempotency-Key protocol over HTTP.
 //!
-//! The handler authenticates the account, parses the key, applies the account's rate and any injected
-//! fault, claims the key in this process ([`crate::inflight`]), and hands the store the work to do for a
-//! fresh key ([`place_order`]) in a task of its own, which holds the claim until the work is done. The store runs the protocol step in one transaction
-//! ([`crate::store::Store::process`]), or, with a payment provider configured, the order phases run
-//! ([`crate::checkout::place`]); the handler turns the [`Outcome`] into the HTTP answer.
+//! The handler authenticates the account, parses the key, applies the account's rate and any injected fault, enters the
+//! key in this process's in-flight set ([`crate::inflight`]), and hands the store the work to do for a fresh key
+//! ([`place_order`]) in a task of its own, which holds the in-flight entry until the work is done. The store runs the
+//! protocol step in one transaction ([`crate::store::Store::process`]), or, with a payment provider configured, the
+//! order phases run ([`crate::checkout::place`]); the handler turns the [`Outcome`] into the HTTP answer.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -92,11 +92,11 @@ async fn handle(
         .with_retry_after(wait.as_secs() + 1));
     }
 
-    let Some(claim) = app.in_flight.claim(&account, &key) else {
+    let Some(entry) = app.in_flight.enter(&account, &key) else {
         return Err(in_flight());
     };
     if plan.panic {
-        // A bug in a handler, on purpose: the catch-panic layer answers 500; the claim is released by the
+        // A bug in a handler, on purpose: the catch-panic layer answers 500; the in-flight entry is dropped by the
         // unwind and nothing was stored, so the key stays retryable.
         panic!("injected fault: panic while handling key {}", key.as_str());
     }
@@ -114,13 +114,13 @@ async fn handle(
     let store_failure = plan.store_500;
     let work = move |r: &KeyedRequest| if store_failure { stored_failure() } else { place_order(r) };
     // The step runs in its own task so that a client hanging up cannot cancel it half way, and the task
-    // owns the key's claim: the key reads in flight (to key status and to settling) until the work has
+    // owns the key's in-flight entry: the key reads in flight (to key status and to settling) until the work has
     // committed or rolled back, not merely until the client stops waiting for it.
     let store = app.store.clone();
     let outcome = match app.checkout.clone() {
         None => tokio::spawn(async move {
             let outcome = store.process(request, options, work).await;
-            drop(claim);
+            drop(entry);
             outcome
         })
         .await
@@ -129,7 +129,7 @@ async fn handle(
         Some(checkout) => {
             let placed = tokio::spawn(async move {
                 let placed = checkout::place(&store, &checkout, request, plan, Box::new(work)).await;
-                drop(claim);
+                drop(entry);
                 placed
             })
             .await

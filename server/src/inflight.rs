@@ -20,33 +20,33 @@ pub struct InFlight {
 }
 
 impl InFlight {
-    /// Claims a key; `None` if it is already claimed. The claim ends when the guard is dropped.
-    pub fn claim(&self, account: &AccountId, key: &IdempotencyKey) -> Option<InFlightGuard> {
+    /// Enters a key in the set; `None` if it is in already. It leaves when the [`InFlightEntry`] drops.
+    pub fn enter(&self, account: &AccountId, key: &IdempotencyKey) -> Option<InFlightEntry> {
         let entry = (account.as_str().to_owned(), key.as_str().to_owned());
         let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
         if !keys.insert(entry.clone()) {
             return None;
         }
-        Some(InFlightGuard { keys: Arc::clone(&self.keys), entry })
+        Some(InFlightEntry { keys: Arc::clone(&self.keys), entry })
     }
 
-    /// Whether this process is working on the key right now (without claiming it).
+    /// Whether this process is working on the key right now (without entering it).
     pub fn contains(&self, account: &AccountId, key: &IdempotencyKey) -> bool {
         let entry = (account.as_str().to_owned(), key.as_str().to_owned());
         self.keys.lock().unwrap_or_else(|p| p.into_inner()).contains(&entry)
     }
 }
 
-/// A claim on a key; releases it on drop (also on a panic's unwind). Whoever does the key's work holds it,
-/// not the handler waiting for the answer: a client that hangs up drops the handler, while the work goes on
-/// and the key must still read in flight until it has committed or rolled back.
+/// One key's place in the [`InFlight`] set (not a lock on its row); leaves the set on drop (also on a panic's unwind).
+/// Whoever does the key's work holds it, not the handler waiting for the answer: a client that hangs up drops the
+/// handler, while the work goes on and the key must still read in flight until it has committed or rolled back.
 #[derive(Debug)]
-pub struct InFlightGuard {
+pub struct InFlightEntry {
     keys: Arc<Mutex<HashSet<(String, String)>>>,
     entry: (String, String),
 }
 
-impl Drop for InFlightGuard {
+impl Drop for InFlightEntry {
     fn drop(&mut self) {
         let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
         keys.remove(&self.entry);

@@ -39,14 +39,14 @@ pub async fn key_status(
     Path(raw): Path<String>,
 ) -> Result<KeyStatus, Problem> {
     let key = IdempotencyKey::parse(&raw)?;
-    // This process's claim first, then the store: a request that finishes in between has committed by the
-    // time its claim is released, so the store sees it. A committed answer or fence wins over a claim (a
-    // request replaying it, or being refused by the fence, holds one too).
-    let claimed = app.in_flight.contains(&account, &key);
+    // This process's in-flight set first, then the store: a request that finishes in between has committed
+    // by the time its in-flight entry is dropped, so the store sees it. A committed answer or fence wins over
+    // an in-flight entry (a request replaying it, or being refused by the fence, holds one too).
+    let working = app.in_flight.contains(&account, &key);
     let expired_before = crate::sweep::expired_before(unix_now(), app.retention);
     match app.store.key_record(&account, &key, expired_before).await {
         Ok(record @ (KeyRecord::Answered(_) | KeyRecord::Fenced)) => Ok(status_of(record)),
-        Ok(_) if claimed => Ok(KeyStatus::InFlight),
+        Ok(_) if working => Ok(KeyStatus::InFlight),
         Ok(record) => Ok(status_of(record)),
         Err(error) => {
             tracing::error!(%error, "key status failed");
@@ -58,7 +58,7 @@ pub async fn key_status(
 /// The handler of `POST /api/idempotency-keys/{key}`: settles the key ([`crate::store::Store::settle`]) and
 /// answers done, in flight or fenced, never unknown; 401 without a session, 400 for a malformed key.
 ///
-/// A key this process is working on is in flight at once: its claim is held by the task doing the work
+/// A key this process is working on is in flight at once: its in-flight entry is held by the task doing the work
 /// until that work has committed or rolled back, so the key is never fenced under a request that may
 /// still commit.
 pub async fn settle_key(

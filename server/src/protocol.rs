@@ -1,7 +1,7 @@
 //! The Idempotency-Key protocol's vocabulary as this server uses it: the library's decision ([`Outcome`])
 //! and stored answer ([`StoredResponse`]), and this server's keyed request and the work of a fresh key.
 //!
-//! The step itself (one transaction: claim the key, do the work, store the answer) is
+//! The step itself (one transaction: insert the key row, do the work, store the answer) is
 //! [`crate::store::Store::process`]; the handler that drives it over HTTP is [`crate::idempotency`].
 
 pub use idempotent_endpoint::{Outcome, StoredResponse, FENCED_FINGERPRINT, MAX_STORED_BODY_BYTES, REPLAYED_HEADER};

@@ -105,7 +105,7 @@ async fn accounts_scope_keys_in_the_store() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_connections_racing_on_one_file_do_the_work_once() {
-    // Two stores on one file behave like two server processes: no shared in-process claim set, only
+    // Two stores on one file behave like two server processes: no shared in-flight set, only
     // BEGIN IMMEDIATE, the busy timeout and the primary key.
     let dir = tempfile::tempdir().expect("dir");
     let (first, path) = open(&dir);

@@ -14,15 +14,21 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use clap::Parser;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use idempotent_endpoint::inbox::SqliteInbox;
 use idempotent_endpoint::sqlite::rusqlite::params;
-use idempotent_endpoint::{Problem, RunError, StoreError, StoredResponse, DEFAULT_RETENTION};
+use idempotent_endpoint::{
+    BodyDeadline, BoundedBody, Problem, RunError, StoreError, StoredResponse, DEFAULT_RETENTION,
+};
+use tokio::net::TcpListener;
 
 /// Flags of `inbox-consumer`.
 #[derive(Debug, Parser)]
@@ -59,6 +65,16 @@ struct Delivered {
     text: String,
 }
 
+/// The recipe for an endpoint on the open internet (idempotent-endpoint's README, "Serving"): the request
+/// head within this, the body within [`BODY_DEADLINE`] and at most [`MAX_BODY_BYTES`].
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a request body may take to arrive; past it the extractor answers 408.
+const BODY_DEADLINE: BodyDeadline = BodyDeadline(Duration::from_secs(5));
+/// How long open requests may run after a shutdown was asked for.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// A message is one email: recipient, subject and text.
+const MAX_BODY_BYTES: usize = 64 * 1024;
+
 /// The app's own table: the emails queued for sending, one per message applied.
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS emails (
     id         INTEGER PRIMARY KEY,
@@ -68,7 +84,7 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS emails (
     text       TEXT NOT NULL
 )";
 
-async fn receive(State(consumer): State<Consumer>, body: axum::body::Bytes) -> Result<Response, Problem> {
+async fn receive(State(consumer): State<Consumer>, BoundedBody(body): BoundedBody) -> Result<Response, Problem> {
     let message: Delivered = serde_json::from_slice(&body)
         .map_err(|e| Problem::bad_request("invalid-message", format!("Invalid message: {e}.")))?;
     let Consumer { inbox, source, work_delay } = consumer;
@@ -128,13 +144,50 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let sweeper = tokio::spawn(inbox.clone().sweep_every(Duration::from_secs(3600), stopped));
     let consumer = Consumer { inbox, source: cli.source, work_delay: Duration::from_millis(cli.work_delay_ms) };
-    let app = Router::new().route("/messages", get(list).post(receive)).with_state(consumer);
-    let listener = tokio::net::TcpListener::bind(cli.addr).await?;
+    let app = Router::new()
+        .route("/messages", get(list).post(receive))
+        .with_state(consumer)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(Extension(BODY_DEADLINE));
+    let listener = TcpListener::bind(cli.addr).await?;
     println!("listening on http://{}", listener.local_addr()?);
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
+    serve(listener, app, shutdown_signal()).await;
     let _ = stop.send(true);
     let _ = sweeper.await;
     Ok(())
+}
+
+/// Serves `app` until `shutdown` resolves, then lets open requests finish (at most `SHUTDOWN_GRACE`).
+///
+/// hyper directly rather than `axum::serve`, which has no header-read timeout: a client must send its
+/// whole request head within `HEADER_TIMEOUT` (the same bound holds an idle keep-alive connection), so a
+/// socket that sends nothing or dribbles headers is closed instead of holding a task.
+async fn serve(listener: TcpListener, app: Router, shutdown: impl std::future::Future<Output = ()>) {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of file descriptors and the like: wait a little instead of spinning.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let connection = http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await;
 }
 
 /// Ctrl-C or SIGTERM.

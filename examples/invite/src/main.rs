@@ -9,15 +9,21 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use clap::Parser;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use idempotent_endpoint::outbox::{self, Message, Worker};
 use idempotent_endpoint::sqlite::SqliteKeys;
-use idempotent_endpoint::{Idempotent, Outcome, Problem, RunError, StoreError, StoredResponse, DEFAULT_RETENTION};
+use idempotent_endpoint::{
+    BodyDeadline, Idempotent, Outcome, Problem, RunError, StoreError, StoredResponse, DEFAULT_RETENTION,
+};
 use rusqlite::params;
+use tokio::net::TcpListener;
 
 /// Flags of `invite-example`.
 #[derive(Debug, Parser)]
@@ -32,6 +38,16 @@ struct Cli {
     #[arg(long)]
     mail_url: String,
 }
+
+/// The recipe for an endpoint on the open internet (idempotent-endpoint's README, "Serving"): the request
+/// head within this, the body within [`BODY_DEADLINE`] and at most [`MAX_BODY_BYTES`].
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a request body may take to arrive; past it the extractor answers 408.
+const BODY_DEADLINE: BodyDeadline = BodyDeadline(Duration::from_secs(5));
+/// How long open requests may run after a shutdown was asked for.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// An invitation is an email address: a small body is all this endpoint takes.
+const MAX_BODY_BYTES: usize = 4 * 1024;
 
 /// This app has no accounts: one scope for everyone, and keys are random (128 bits from the client's
 /// CSPRNG). An app with sign-in scopes keys by the signed-in account instead.
@@ -122,13 +138,48 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let app = Router::new()
         .route("/api/invites", post(invite).get(list))
         .route("/api/idempotency-keys/{key}", get(key_status).post(settle_key))
-        .with_state(keys);
-    let listener = tokio::net::TcpListener::bind(cli.addr).await?;
+        .with_state(keys)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(Extension(BODY_DEADLINE));
+    let listener = TcpListener::bind(cli.addr).await?;
     println!("listening on http://{}", listener.local_addr()?);
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
+    serve(listener, app, shutdown_signal()).await;
     let _ = stop.send(true);
     let _ = tokio::join!(worker, sweeper);
     Ok(())
+}
+
+/// Serves `app` until `shutdown` resolves, then lets open requests finish (at most `SHUTDOWN_GRACE`).
+///
+/// hyper directly rather than `axum::serve`, which has no header-read timeout: a client must send its
+/// whole request head within `HEADER_TIMEOUT` (the same bound holds an idle keep-alive connection), so a
+/// socket that sends nothing or dribbles headers is closed instead of holding a task.
+async fn serve(listener: TcpListener, app: Router, shutdown: impl std::future::Future<Output = ()>) {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of file descriptors and the like: wait a little instead of spinning.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let connection = http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await;
 }
 
 /// Ctrl-C or SIGTERM.

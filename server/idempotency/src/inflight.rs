@@ -5,9 +5,9 @@
 //! key's request is being processed. This set can: a key is in it from the moment `run` (or `settle`)
 //! accepts it until its transaction has committed or rolled back.
 //!
-//! The [`Claim`] is moved into the blocking task that owns the transaction, never kept by the handler's
-//! future: a client that hangs up drops the handler, not the work, and the key must read `in_flight` for as
-//! long as the work can still commit.
+//! A key's [`InFlightEntry`] (its place in the set, not a lock on the key row) is moved into the blocking task that
+//! owns the transaction, never kept by the handler's future: a client that hangs up drops the handler, not the work,
+//! and the key must read `in_flight` for as long as the work can still commit.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,34 +16,36 @@ type Entry = (String, String);
 
 /// The `(scope, key)` pairs being processed. Cloning shares the set.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Claims {
+pub(crate) struct InFlightKeys {
     keys: Arc<Mutex<HashSet<Entry>>>,
 }
 
-impl Claims {
-    /// Claims `(scope, key)`; `None` while someone else holds it. The claim ends when the [`Claim`] drops.
-    pub(crate) fn claim(&self, scope: &str, key: &str) -> Option<Claim> {
+impl InFlightKeys {
+    /// Enters `(scope, key)` in the set; `None` while it is in already. It leaves when the [`InFlightEntry`]
+    /// drops.
+    pub(crate) fn enter(&self, scope: &str, key: &str) -> Option<InFlightEntry> {
         let entry = (scope.to_owned(), key.to_owned());
         if !lock(&self.keys).insert(entry.clone()) {
             return None;
         }
-        Some(Claim { keys: Arc::clone(&self.keys), entry })
+        Some(InFlightEntry { keys: Arc::clone(&self.keys), entry })
     }
 
-    /// Whether `(scope, key)` is claimed now.
+    /// Whether `(scope, key)` is in the set now.
     pub(crate) fn holds(&self, scope: &str, key: &str) -> bool {
         lock(&self.keys).contains(&(scope.to_owned(), key.to_owned()))
     }
 }
 
-/// A claim on one key, released on drop (also when the task holding it unwinds).
+/// One key's place in the [`InFlightKeys`]: the key reads in flight while this lives, and leaves the set on
+/// drop (also when the task holding it unwinds).
 #[derive(Debug)]
-pub(crate) struct Claim {
+pub(crate) struct InFlightEntry {
     keys: Arc<Mutex<HashSet<Entry>>>,
     entry: Entry,
 }
 
-impl Drop for Claim {
+impl Drop for InFlightEntry {
     fn drop(&mut self) {
         lock(&self.keys).remove(&self.entry);
     }
@@ -60,15 +62,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_key_is_claimed_once_until_its_claim_drops() {
-        let claims = Claims::default();
-        let first = claims.claim("s", "k");
+    fn a_key_is_entered_once_until_its_entry_drops() {
+        let keys = InFlightKeys::default();
+        let first = keys.enter("s", "k");
         assert!(first.is_some());
-        assert!(claims.holds("s", "k"));
-        assert!(claims.claim("s", "k").is_none());
-        assert!(claims.claim("other", "k").is_some(), "scopes are separate");
+        assert!(keys.holds("s", "k"));
+        assert!(keys.enter("s", "k").is_none());
+        assert!(keys.enter("other", "k").is_some(), "scopes are separate");
         drop(first);
-        assert!(!claims.holds("s", "k"));
-        assert!(claims.claim("s", "k").is_some());
+        assert!(!keys.holds("s", "k"));
+        assert!(keys.enter("s", "k").is_some());
     }
 }

@@ -25,7 +25,8 @@
 //!   `key-fenced`) and does no work. `status_response` / `settle_response` (and [`status::respond`] for
 //!   another store) are the whole `GET` / `POST` answer of the contract in server/README.md, "Key status";
 //! - the retention sweep (fences expire with it like any key row);
-//! - axum: the [`Idempotent`] extractor, and [`Outcome`], [`Problem`] and [`RunError`] are responses.
+//! - axum: the [`Idempotent`] extractor (and [`BoundedBody`] for an endpoint without a key), each reading
+//!   the body within a [`BodyDeadline`], and [`Outcome`], [`Problem`] and [`RunError`] are responses.
 //!
 //! ```no_run
 //! use axum::{http::StatusCode, routing::post, Router};
@@ -114,7 +115,7 @@ pub use fingerprint::fingerprint;
 pub use key::{IdempotencyKey, KeyError, IDEMPOTENCY_KEY_HEADER};
 pub use outcome::{Outcome, FENCED_FINGERPRINT, IN_FLIGHT_RETRY_AFTER_SECS};
 pub use problem::Problem;
-pub use request::{Idempotent, KeyedRequest};
+pub use request::{BodyDeadline, BoundedBody, Idempotent, KeyedRequest};
 pub use response::{StoredResponse, MAX_STORED_BODY_BYTES, REPLAYED_HEADER};
 pub use retention::{expired_before, DEFAULT_RETENTION};
 pub use status::{KeyStatus, Replay};

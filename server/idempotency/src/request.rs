@@ -1,5 +1,7 @@
 //! A keyed request as the store sees it, and the axum extractor that reads one.
 
+use std::time::Duration;
+
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
@@ -24,11 +26,49 @@ pub struct KeyedRequest {
     pub fingerprint: String,
 }
 
+/// How long the [`Idempotent`] and [`BoundedBody`] extractors wait for a whole request body, counted from when it starts
+/// reading (the request head has arrived by then).
+///
+/// A client that sends its headers and then trickles the body would otherwise hold a socket and a task for
+/// as long as it likes; past the deadline the extractors answer 408 `body-timeout` and drops the body, and
+/// hyper closes the connection since the body was not read to its end. Nothing was done for the key, so a
+/// retry with the same key is safe.
+///
+/// Set it for a router (or one route) as an extension:
+///
+/// ```
+/// use std::time::Duration;
+/// use idempotent_endpoint::BodyDeadline;
+///
+/// let app: axum::Router = axum::Router::new().layer(axum::Extension(BodyDeadline(Duration::from_secs(5))));
+/// ```
+///
+/// # Default
+///
+/// [`BodyDeadline::DEFAULT`], 10 seconds, when the request has no `BodyDeadline` extension: enough for a
+/// body of axum's default limit over a slow mobile link, short enough that slow uploads cannot pile up.
+/// The deadline covers the body only; the time to read the request head is the HTTP server's setting
+/// (hyper's `header_read_timeout`, see this crate's README, "Serving").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyDeadline(pub Duration);
+
+impl BodyDeadline {
+    /// The deadline when none is configured.
+    pub const DEFAULT: BodyDeadline = BodyDeadline(Duration::from_secs(10));
+}
+
+impl Default for BodyDeadline {
+    fn default() -> Self {
+        BodyDeadline::DEFAULT
+    }
+}
+
 /// The axum extractor for a keyed endpoint: the key from `Idempotency-Key`, the body and its fingerprint.
 ///
 /// A missing or malformed key is refused with a 400 problem before the body is read; a body the server
-/// cannot read (too large for axum's body limit, cut off) with 413 or 400. Put it last among the handler's
-/// arguments (it reads the body).
+/// cannot read (too large for axum's body limit, cut off) with 413 or 400, and a body that does not arrive
+/// within the [`BodyDeadline`] with 408 `body-timeout`. Put it last among the handler's arguments (it reads
+/// the body).
 #[derive(Debug, Clone)]
 pub struct Idempotent {
     /// The key.
@@ -59,7 +99,27 @@ impl<S: Send + Sync> FromRequest<S> for Idempotent {
         let key = IdempotencyKey::from_headers(request.headers())?;
         let method = request.method().as_str().to_owned();
         let path = request.uri().path().to_owned();
-        let body = Bytes::from_request(request, state).await.map_err(|rejection| {
+        let BoundedBody(body) = BoundedBody::from_request(request, state).await?;
+        Ok(Idempotent { fingerprint: fingerprint(&method, &path, &body), key, body })
+    }
+}
+
+/// The axum extractor for a request body read within the [`BodyDeadline`] and axum's body limit, for an
+/// endpoint without an idempotency key (an inbox receiver: the message id is in the body). [`Idempotent`]
+/// reads its body through it.
+///
+/// A body larger than the limit is refused with 413 `body-too-large`, one that is cut off with 400
+/// `unreadable-body`, and one that does not arrive within the deadline with 408 `body-timeout`.
+#[derive(Debug, Clone)]
+pub struct BoundedBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for BoundedBody {
+    type Rejection = Problem;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Problem> {
+        let deadline = request.extensions().get::<BodyDeadline>().copied().unwrap_or_default();
+        let read = tokio::time::timeout(deadline.0, Bytes::from_request(request, state));
+        let body = read.await.map_err(|_| body_timeout())?.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 Problem::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
@@ -71,6 +131,16 @@ impl<S: Send + Sync> FromRequest<S> for Idempotent {
                 Problem::bad_request("unreadable-body", "The request body could not be read; nothing was done.")
             }
         })?;
-        Ok(Idempotent { fingerprint: fingerprint(&method, &path, &body), key, body })
+        Ok(BoundedBody(body))
     }
+}
+
+/// The answer when the body missed its [`BodyDeadline`].
+fn body_timeout() -> Problem {
+    Problem::new(
+        StatusCode::REQUEST_TIMEOUT,
+        "body-timeout",
+        "Request timeout",
+        "The request body did not arrive in time; nothing was done. Retry with the same Idempotency-Key.",
+    )
 }

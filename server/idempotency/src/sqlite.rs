@@ -25,7 +25,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use crate::error::{check_scope, RunError, StoreError};
-use crate::inflight::Claims;
+use crate::inflight::InFlightKeys;
 use crate::key::IdempotencyKey;
 use crate::outcome::{Outcome, FENCED_FINGERPRINT};
 use crate::request::KeyedRequest;
@@ -216,7 +216,7 @@ pub struct SqliteKeys {
     conn: Arc<Mutex<Connection>>,
     retention: Duration,
     /// The keys whose transaction is open or waiting for the connection.
-    working: Claims,
+    working: InFlightKeys,
 }
 
 impl SqliteKeys {
@@ -226,7 +226,7 @@ impl SqliteKeys {
     pub fn open(path: impl AsRef<Path>, retention: Duration) -> Result<Self, StoreError> {
         let conn = open_connection(path)?;
         install(&conn)?;
-        Ok(SqliteKeys { conn: Arc::new(Mutex::new(conn)), retention, working: Claims::default() })
+        Ok(SqliteKeys { conn: Arc::new(Mutex::new(conn)), retention, working: InFlightKeys::default() })
     }
 
     /// How long keys are remembered.
@@ -255,15 +255,15 @@ impl SqliteKeys {
         E: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<StoredResponse, E> + Send + 'static,
     {
-        let Some(claim) = self.working.claim(&request.scope, request.key.as_str()) else {
+        let Some(entry) = self.working.enter(&request.scope, request.key.as_str()) else {
             return Ok(Outcome::InFlight);
         };
         let conn = Arc::clone(&self.conn);
         let retention = self.retention;
-        // The claim moves into the task that owns the transaction, and drops after its commit or rollback.
+        // The in-flight entry moves into the task that owns the transaction, and drops after its commit or rollback.
         tokio::task::spawn_blocking(move || {
             let outcome = run_in(&mut lock(&conn), &request, retention, work);
-            drop(claim);
+            drop(entry);
             outcome
         })
         .await
@@ -273,8 +273,8 @@ impl SqliteKeys {
     /// The key-status answer for `(scope, key)`: `in_flight` at once while this `SqliteKeys` works on the
     /// key, else what the table holds ([`status_in`]).
     pub async fn status(&self, scope: String, key: IdempotencyKey) -> Result<KeyStatus, StoreError> {
-        // Asked before the table: a key unclaimed now was not accepted yet, or its transaction has ended and
-        // the table holds its row if it committed.
+        // Asked before the table: a key not in the in-flight set now was not accepted yet, or its transaction has ended
+        // and the table holds its row if it committed.
         if self.working.holds(&scope, key.as_str()) {
             return Ok(KeyStatus::InFlight);
         }
@@ -285,17 +285,17 @@ impl SqliteKeys {
     /// Settles `(scope, key)`: the fence ([`settle_in`]). A key this `SqliteKeys` is working on is
     /// `in_flight` at once (settle again later); otherwise the answer is `done`, `in_flight` for unfinished
     /// phased work, or `fenced`, and from then on a request with a fenced key does no work. While the fence
-    /// is being written the key is claimed like a request's, so a request arriving in that instant is
+    /// is being written the key is in the in-flight set like a request's, so a request arriving in that instant is
     /// answered 409 and its retry 410.
     pub async fn settle(&self, scope: String, key: IdempotencyKey) -> Result<KeyStatus, StoreError> {
-        let Some(claim) = self.working.claim(&scope, key.as_str()) else {
+        let Some(entry) = self.working.enter(&scope, key.as_str()) else {
             return Ok(KeyStatus::InFlight);
         };
         let conn = Arc::clone(&self.conn);
         let retention = self.retention;
         tokio::task::spawn_blocking(move || {
             let status = settle_in(&mut lock(&conn), &scope, &key, retention);
-            drop(claim);
+            drop(entry);
             status
         })
         .await

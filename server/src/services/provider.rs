@@ -152,7 +152,7 @@ async fn charge_inner(provider: Provider, headers: HeaderMap, body: Bytes) -> Re
         )
         .with_retry_after(1));
     }
-    let Some(claim) = provider.in_flight.claim(&provider.merchant, &key) else {
+    let Some(entry) = provider.in_flight.enter(&provider.merchant, &key) else {
         return Err(Problem::new(
             StatusCode::CONFLICT,
             "request-in-flight",
@@ -180,7 +180,7 @@ async fn charge_inner(provider: Provider, headers: HeaderMap, body: Bytes) -> Re
     // real provider.
     let db = provider.db.clone();
     let outcome = tokio::spawn(async move {
-        let _claim = claim;
+        let _entry = entry;
         if let Some(latency) = latency {
             tokio::time::sleep(latency).await;
         }

@@ -28,7 +28,7 @@ pub use postgres::{PgOptions, PgTls, PostgresStore};
 pub use sqlite::{SqliteStore, Synchronous};
 
 pub use error::StoreError;
-pub use rows::{Claimed, KeyRecord};
+pub use rows::{KeyRecord, OutboxRow};
 pub use step::{ProcessOptions, WorkFn};
 
 /// The configured backend.
@@ -63,14 +63,14 @@ impl Store {
     }
 
     /// One transaction of the order phases (see [`phases`]).
-    pub async fn phase(&self, op: phases::PhaseOp) -> Result<phases::PhaseResult, StoreError> {
-        backend!(self, store => store.phase(op).await)
+    pub async fn flow_op(&self, op: phases::FlowOp) -> Result<phases::FlowResult, StoreError> {
+        backend!(self, store => store.flow_op(op).await)
     }
 
     /// Claims up to `limit` outbox messages due by `now_ms` and not claimed by anyone (on PostgreSQL
     /// `FOR UPDATE SKIP LOCKED`, so instances never claim one message together) until `until_ms`, counting
     /// the attempt.
-    pub async fn claim_outbox(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<Claimed>, StoreError> {
+    pub async fn claim_outbox(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<OutboxRow>, StoreError> {
         backend!(self, store => store.claim_outbox(now_ms, until_ms, limit).await)
     }
 

@@ -1,7 +1,7 @@
 //! The order flow in atomic phases, over SQL: the key row carries a recovery point and a lease, and every
 //! arrow `started -> charge_started -> charged -> finished` is one transaction that checks the caller
 //! still holds the lease and advances the point. What happens between two phases (the provider call) is
-//! the driver's ([`crate::checkout`]); the decisions here are written once, over the `PhaseSql` trait, for both
+//! the driver's ([`crate::checkout`]); the decisions here are written once, over the `FlowSql` trait, for both
 //! backends.
 //!
 //! The key row is the lock: a caller holds a key while `lock_token` is its token and `locked_until` is in
@@ -84,9 +84,10 @@ pub struct OutboxMessage {
     pub created_at_ms: i64,
 }
 
-/// What [`PhaseOp::Begin`] found.
+/// What [`FlowOp::Begin`] found: the order flow's decision on a key (the library's phased work has its
+/// own, `idempotent_endpoint::phases::Begun`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Begun {
+pub enum BeginDecision {
     /// The caller holds the key and resumes at its point.
     Held(HeldKey),
     /// The key is finished (replay or 422) or held by another live request (409).
@@ -106,7 +107,7 @@ pub(crate) struct KeyRow {
 
 /// The SQL of the phases over one open transaction (on PostgreSQL every read of a key row locks it,
 /// `FOR UPDATE`; SQLite's `BEGIN IMMEDIATE` transaction already excludes every other writer).
-pub(crate) trait PhaseSql: KeyTransaction {
+pub(crate) trait FlowSql: KeyTransaction {
     /// The key row, locked.
     async fn key_row(&mut self, account: &str, key: &str) -> Result<Option<KeyRow>, StoreError>;
     /// Deletes the key's row if it was created before `before` (unix seconds): expired keys are new.
@@ -147,9 +148,10 @@ pub(crate) trait PhaseSql: KeyTransaction {
     async fn save_answer(&mut self, account: &str, key: &str, response: &StoredResponse) -> Result<(), StoreError>;
 }
 
-/// One phase transaction: what to do, with everything it needs owned (it may run on a blocking thread).
+/// One transaction of the order flow (a phase, or releasing, abandoning or taking over a key): what to do,
+/// with everything it needs owned (it may run on a blocking thread).
 #[derive(Debug)]
-pub enum PhaseOp {
+pub enum FlowOp {
     /// Take the key: insert it `started`, or take over an unfinished one whose lease ran out; or decide it
     /// is finished (replay, 422) or held (409).
     Begin {
@@ -213,16 +215,16 @@ pub enum PhaseOp {
     },
 }
 
-/// What a phase transaction did.
+/// What a [`FlowOp`] did.
 #[derive(Debug)]
-pub enum PhaseResult {
-    /// [`PhaseOp::Begin`]'s decision.
-    Begun(Begun),
+pub enum FlowResult {
+    /// [`FlowOp::Begin`]'s decision.
+    Decided(BeginDecision),
     /// The key, advanced (or, for `Release` and `Abandon`, as it was).
     Held(HeldKey),
-    /// The stored answer ([`PhaseOp::Refuse`], [`PhaseOp::Finish`]).
+    /// The stored answer ([`FlowOp::Refuse`], [`FlowOp::Finish`]).
     Finished(StoredResponse),
-    /// The keys taken over ([`PhaseOp::TakeStale`]).
+    /// The keys taken over ([`FlowOp::TakeStale`]).
     Taken(Vec<HeldKey>),
 }
 
@@ -234,7 +236,7 @@ pub fn random_id() -> Result<String, StoreError> {
 }
 
 /// Runs one phase in `tx` and commits it (or rolls it back on any error or a lost lease).
-pub(crate) async fn run<T: PhaseSql>(mut tx: T, op: PhaseOp) -> Result<PhaseResult, StoreError> {
+pub(crate) async fn run<T: FlowSql>(mut tx: T, op: FlowOp) -> Result<FlowResult, StoreError> {
     match op_in(&mut tx, op).await {
         Ok(result) => {
             tx.commit().await?;
@@ -248,23 +250,23 @@ pub(crate) async fn run<T: PhaseSql>(mut tx: T, op: PhaseOp) -> Result<PhaseResu
     }
 }
 
-async fn op_in<T: PhaseSql>(tx: &mut T, op: PhaseOp) -> Result<PhaseResult, StoreError> {
+async fn op_in<T: FlowSql>(tx: &mut T, op: FlowOp) -> Result<FlowResult, StoreError> {
     match op {
-        PhaseOp::Begin { request, token, until_ms, now_ms } => {
-            Ok(PhaseResult::Begun(begin(tx, &request, token, until_ms, now_ms).await?))
+        FlowOp::Begin { request, token, until_ms, now_ms } => {
+            Ok(FlowResult::Decided(begin(tx, &request, token, until_ms, now_ms).await?))
         }
-        PhaseOp::StoreOrder { mut held, order } => {
+        FlowOp::StoreOrder { mut held, order } => {
             tx.insert_order(&order).await?;
             advance(tx, &held, RecoveryPoint::ChargeStarted, Some(&order.id), false).await?;
             held.point = RecoveryPoint::ChargeStarted;
             held.order = Some(Box::new(order));
-            Ok(PhaseResult::Held(held))
+            Ok(FlowResult::Held(held))
         }
-        PhaseOp::Refuse { held, response } => {
+        FlowOp::Refuse { held, response } => {
             finish(tx, &held, &response).await?;
-            Ok(PhaseResult::Finished(response))
+            Ok(FlowResult::Finished(response))
         }
-        PhaseOp::RecordCharge { mut held, charge_id } => {
+        FlowOp::RecordCharge { mut held, charge_id } => {
             let Some(order) = held.order.as_mut() else {
                 return Err(StoreError::Corrupt("a charge_started key without an order".to_owned()));
             };
@@ -272,26 +274,26 @@ async fn op_in<T: PhaseSql>(tx: &mut T, op: PhaseOp) -> Result<PhaseResult, Stor
             order.charge_id = Some(charge_id);
             advance(tx, &held, RecoveryPoint::Charged, None, false).await?;
             held.point = RecoveryPoint::Charged;
-            Ok(PhaseResult::Held(held))
+            Ok(FlowResult::Held(held))
         }
-        PhaseOp::Finish { held, response, message } => {
+        FlowOp::Finish { held, response, message } => {
             if let Some(message) = &message {
                 tx.insert_outbox(message).await?;
             }
             finish(tx, &held, &response).await?;
-            Ok(PhaseResult::Finished(response))
+            Ok(FlowResult::Finished(response))
         }
-        PhaseOp::Release { held } => {
+        FlowOp::Release { held } => {
             tx.release(held.account.as_str(), held.key.as_str(), &held.token).await?;
-            Ok(PhaseResult::Held(held))
+            Ok(FlowResult::Held(held))
         }
-        PhaseOp::Abandon { held } => {
+        FlowOp::Abandon { held } => {
             if !tx.delete_started(held.account.as_str(), held.key.as_str(), &held.token).await? {
                 return Err(StoreError::LeaseLost);
             }
-            Ok(PhaseResult::Held(held))
+            Ok(FlowResult::Held(held))
         }
-        PhaseOp::TakeStale { now_ms, until_ms, limit } => {
+        FlowOp::TakeStale { now_ms, until_ms, limit } => {
             let mut taken = Vec::new();
             for (account, key) in tx.stale_keys(now_ms, limit).await? {
                 let (Ok(account), Ok(key)) = (AccountId::parse(&account), IdempotencyKey::parse(&key)) else {
@@ -305,27 +307,27 @@ async fn op_in<T: PhaseSql>(tx: &mut T, op: PhaseOp) -> Result<PhaseResult, Stor
                 tx.lease(account.as_str(), key.as_str(), &token, until_ms).await?;
                 taken.push(held_from(tx, account, key, row, token).await?);
             }
-            Ok(PhaseResult::Taken(taken))
+            Ok(FlowResult::Taken(taken))
         }
     }
 }
 
-async fn begin<T: PhaseSql>(
+async fn begin<T: FlowSql>(
     tx: &mut T,
     request: &KeyedRequest,
     token: String,
     until_ms: i64,
     now_ms: i64,
-) -> Result<Begun, StoreError> {
+) -> Result<BeginDecision, StoreError> {
     let (account, key) = (request.account.as_str(), request.key.as_str());
     tx.delete_expired(account, key, request.expired_before).await?;
     let Some(row) = tx.key_row(account, key).await? else {
         let row_id = random_id()?;
         if !tx.insert_started(request, &row_id, &token, until_ms).await? {
             // Another instance inserted the key between our read and our insert: it holds it.
-            return Ok(Begun::Done(Outcome::InFlight));
+            return Ok(BeginDecision::Done(Outcome::InFlight));
         }
-        return Ok(Begun::Held(HeldKey {
+        return Ok(BeginDecision::Held(HeldKey {
             account: request.account.clone(),
             key: request.key.clone(),
             row_id,
@@ -335,19 +337,19 @@ async fn begin<T: PhaseSql>(
         }));
     };
     if row.point == RecoveryPoint::Finished {
-        return Ok(Begun::Done(Outcome::for_existing(&request.request_hash, &row.request_hash, row.stored)));
+        return Ok(BeginDecision::Done(Outcome::for_existing(&request.request_hash, &row.request_hash, row.stored)));
     }
     if row.request_hash != request.request_hash {
-        return Ok(Begun::Done(Outcome::Mismatch));
+        return Ok(BeginDecision::Done(Outcome::Mismatch));
     }
     if row.locked_until_ms > now_ms {
-        return Ok(Begun::Done(Outcome::InFlight));
+        return Ok(BeginDecision::Done(Outcome::InFlight));
     }
     tx.lease(account, key, &token, until_ms).await?;
-    Ok(Begun::Held(held_from(tx, request.account.clone(), request.key.clone(), row, token).await?))
+    Ok(BeginDecision::Held(held_from(tx, request.account.clone(), request.key.clone(), row, token).await?))
 }
 
-async fn held_from<T: PhaseSql>(
+async fn held_from<T: FlowSql>(
     tx: &mut T,
     account: AccountId,
     key: IdempotencyKey,
@@ -373,7 +375,7 @@ async fn held_from<T: PhaseSql>(
     Ok(HeldKey { account, key, row_id, token, point: row.point, order })
 }
 
-async fn advance<T: PhaseSql>(
+async fn advance<T: FlowSql>(
     tx: &mut T,
     held: &HeldKey,
     to: RecoveryPoint,
@@ -388,7 +390,7 @@ async fn advance<T: PhaseSql>(
 }
 
 /// Stores the answer and moves the key to `finished`, ending the lease.
-async fn finish<T: PhaseSql>(tx: &mut T, held: &HeldKey, response: &StoredResponse) -> Result<(), StoreError> {
+async fn finish<T: FlowSql>(tx: &mut T, held: &HeldKey, response: &StoredResponse) -> Result<(), StoreError> {
     if response.body.len() > MAX_STORED_BODY_BYTES {
         return Err(StoreError::ResponseTooLarge(response.body.len()));
     }

@@ -29,11 +29,11 @@ use tokio_postgres::{NoTls, Row};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::error::StoreError;
-use super::phases::{HeldKey, KeyRow, OutboxMessage, PhaseOp, PhaseResult, PhaseSql, RecoveryPoint};
+use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, OutboxMessage, RecoveryPoint};
 use super::rows::{
-    key_row, select_orders, stored_from_columns, Claimed, KeyRecord, KeyRowColumns, OrderColumns, ADDED_COLUMNS,
+    key_row, select_orders, stored_from_columns, KeyRecord, KeyRowColumns, OrderColumns, OutboxRow, ADDED_COLUMNS,
 };
-use super::step::{step, Claim, KeyTransaction, ProcessOptions, WorkFn};
+use super::step::{step, KeyInsert, KeyTransaction, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse, FENCED_FINGERPRINT};
@@ -205,9 +205,9 @@ impl PostgresStore {
         step(tx, &request, options, options.work_delay, work).await
     }
 
-    /// See [`super::Store::phase`]. Every wait for a key row's lock is bounded by `lock_timeout` (answered
+    /// See [`super::Store::flow_op`]. Every wait for a key row's lock is bounded by `lock_timeout` (answered
     /// as 409).
-    pub(crate) async fn phase(&self, op: PhaseOp) -> Result<PhaseResult, StoreError> {
+    pub(crate) async fn flow_op(&self, op: FlowOp) -> Result<FlowResult, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         tx.execute("SELECT set_config('lock_timeout', '5s', true)", &[]).await?;
@@ -215,7 +215,7 @@ impl PostgresStore {
     }
 
     /// See [`super::Store::claim_outbox`].
-    pub async fn claim_outbox(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<Claimed>, StoreError> {
+    pub async fn claim_outbox(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<OutboxRow>, StoreError> {
         let client = self.client().await?;
         let rows = client
             .query(
@@ -230,7 +230,7 @@ impl PostgresStore {
         rows.iter()
             .map(|row| {
                 let attempts: i32 = row.try_get(2)?;
-                Ok(Claimed { id: row.try_get(0)?, payload: row.try_get(1)?, attempts: i64::from(attempts) })
+                Ok(OutboxRow { id: row.try_get(0)?, payload: row.try_get(1)?, attempts: i64::from(attempts) })
             })
             .collect()
     }
@@ -442,12 +442,12 @@ fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, StoreError
 struct PgTransaction<'a>(Transaction<'a>);
 
 impl KeyTransaction for PgTransaction<'_> {
-    async fn claim(&mut self, request: &KeyedRequest) -> Result<Claim, StoreError> {
+    async fn insert_key(&mut self, request: &KeyedRequest) -> Result<KeyInsert, StoreError> {
         let (account, key) = (request.account.as_str(), request.key.as_str());
         // One round-trip: try the key's lock (never waits) and set this transaction's `lock_timeout`,
         // which bounds every later lock wait. '/' cannot occur in an account id, so "account/key" is
         // unambiguous.
-        let claimed: bool = self
+        let locked: bool = self
             .0
             .query_one(
                 "SELECT pg_try_advisory_xact_lock(hashtextextended($1 || '/' || $2, 0)),
@@ -456,8 +456,8 @@ impl KeyTransaction for PgTransaction<'_> {
             )
             .await?
             .try_get(0)?;
-        if !claimed {
-            return Ok(Claim::Busy);
+        if !locked {
+            return Ok(KeyInsert::Busy);
         }
         self.0
             .execute(
@@ -476,7 +476,7 @@ impl KeyTransaction for PgTransaction<'_> {
             .await
             .map_err(locked_or)?;
         if inserted == 1 {
-            return Ok(Claim::Claimed);
+            return Ok(KeyInsert::Inserted);
         }
         let row = self
             .0
@@ -492,7 +492,7 @@ impl KeyTransaction for PgTransaction<'_> {
             .transpose()?;
         let headers: Option<String> = row.try_get(2)?;
         let stored = stored_from_columns(status, headers.as_deref(), row.try_get(3)?)?;
-        Ok(Claim::Existing { request_hash: row.try_get(0)?, stored })
+        Ok(KeyInsert::Existing { request_hash: row.try_get(0)?, stored })
     }
 
     async fn insert_order(&mut self, order: &Order) -> Result<(), StoreError> {
@@ -540,7 +540,7 @@ impl KeyTransaction for PgTransaction<'_> {
     }
 }
 
-impl PhaseSql for PgTransaction<'_> {
+impl FlowSql for PgTransaction<'_> {
     async fn key_row(&mut self, account: &str, key: &str) -> Result<Option<KeyRow>, StoreError> {
         let row = self
             .0

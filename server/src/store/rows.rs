@@ -102,9 +102,10 @@ pub(crate) const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("orders", "charge_id", "TEXT NULL"),
 ];
 
-/// An outbox message claimed for delivery.
+/// A row of the server's `outbox` table, claimed for delivery (the worker turns it into the library's
+/// `idempotent_endpoint::outbox::Claimed`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claimed {
+pub struct OutboxRow {
     /// The message id.
     pub id: String,
     /// The message (JSON).

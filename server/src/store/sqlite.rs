@@ -11,12 +11,12 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::error::StoreError;
-use super::phases::{HeldKey, KeyRow, OutboxMessage, PhaseOp, PhaseResult, PhaseSql, RecoveryPoint};
+use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, OutboxMessage, RecoveryPoint};
 use super::rows::{
-    decode_order, key_row, select_orders, stored_from_columns, Claimed, KeyRecord, KeyRowColumns, OrderColumns,
+    decode_order, key_row, select_orders, stored_from_columns, KeyRecord, KeyRowColumns, OrderColumns, OutboxRow,
     ADDED_COLUMNS,
 };
-use super::step::{step, Claim, KeyTransaction, ProcessOptions, WorkFn};
+use super::step::{step, KeyInsert, KeyTransaction, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse, FENCED_FINGERPRINT};
@@ -121,7 +121,7 @@ impl SqliteStore {
     }
 
     /// See [`super::Store::process`]. The `work_delay` is slept before the transaction, while the
-    /// caller holds the key's in-process claim: sleeping inside would stall every other writer,
+    /// caller holds the key's in-flight entry: sleeping inside would stall every other writer,
     /// since SQLite has one.
     pub(crate) async fn process(
         &self,
@@ -142,8 +142,8 @@ impl SqliteStore {
         .await
     }
 
-    /// See [`super::Store::phase`].
-    pub(crate) async fn phase(&self, op: PhaseOp) -> Result<PhaseResult, StoreError> {
+    /// See [`super::Store::flow_op`].
+    pub(crate) async fn flow_op(&self, op: FlowOp) -> Result<FlowResult, StoreError> {
         let runtime = tokio::runtime::Handle::current();
         self.with_conn(move |conn| {
             let tx = SqliteTransaction(conn.transaction_with_behavior(TransactionBehavior::Immediate)?);
@@ -153,7 +153,7 @@ impl SqliteStore {
     }
 
     /// See [`super::Store::claim_outbox`]. SQLite has one writer, so the `UPDATE` is the claim.
-    pub async fn claim_outbox(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<Claimed>, StoreError> {
+    pub async fn claim_outbox(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<OutboxRow>, StoreError> {
         self.with_conn(move |conn| {
             let mut stmt = conn.prepare_cached(
                 "UPDATE outbox SET claimed_until = ?1, attempts = attempts + 1
@@ -163,7 +163,7 @@ impl SqliteStore {
                  RETURNING id, payload, attempts",
             )?;
             let rows = stmt.query_map(params![until_ms, now_ms, limit], |row| {
-                Ok(Claimed { id: row.get(0)?, payload: row.get(1)?, attempts: row.get(2)? })
+                Ok(OutboxRow { id: row.get(0)?, payload: row.get(1)?, attempts: row.get(2)? })
             })?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
@@ -226,7 +226,7 @@ impl SqliteStore {
         .await
     }
 
-    /// See [`super::Store::key_record`]. The in-flight state of a key is this process's claim, which the
+    /// See [`super::Store::key_record`]. The in-flight state of a key is this process's in-flight set, which the
     /// caller checks: the row of a request in flight is uncommitted, so invisible here.
     pub async fn key_record(
         &self,
@@ -358,7 +358,7 @@ fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
 struct SqliteTransaction<'c>(Transaction<'c>);
 
 impl KeyTransaction for SqliteTransaction<'_> {
-    async fn claim(&mut self, request: &KeyedRequest) -> Result<Claim, StoreError> {
+    async fn insert_key(&mut self, request: &KeyedRequest) -> Result<KeyInsert, StoreError> {
         let (account, key) = (request.account.as_str(), request.key.as_str());
         // An expired key behaves as new, even before the sweep deletes it.
         self.0.execute(
@@ -371,7 +371,7 @@ impl KeyTransaction for SqliteTransaction<'_> {
             params![account, key, request.request_hash, request.now],
         )?;
         if inserted == 1 {
-            return Ok(Claim::Claimed);
+            return Ok(KeyInsert::Inserted);
         }
         let (request_hash, status, headers, body): (String, Option<u16>, Option<String>, Option<String>) =
             self.0.query_row(
@@ -380,7 +380,7 @@ impl KeyTransaction for SqliteTransaction<'_> {
                 params![account, key],
                 |row| row.try_into(),
             )?;
-        Ok(Claim::Existing { request_hash, stored: stored_from_columns(status, headers.as_deref(), body)? })
+        Ok(KeyInsert::Existing { request_hash, stored: stored_from_columns(status, headers.as_deref(), body)? })
     }
 
     async fn insert_order(&mut self, order: &Order) -> Result<(), StoreError> {
@@ -427,7 +427,7 @@ impl KeyTransaction for SqliteTransaction<'_> {
 /// The order columns the phases read: `orders` without the outbox join (the phases need only the order).
 const ORDER_BY_ID: &str = concat!(select_orders!(), "WHERE o.id = ?1");
 
-impl PhaseSql for SqliteTransaction<'_> {
+impl FlowSql for SqliteTransaction<'_> {
     async fn key_row(&mut self, account: &str, key: &str) -> Result<Option<KeyRow>, StoreError> {
         let row: Option<KeyRowColumns> = self
             .0

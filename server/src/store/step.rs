@@ -11,7 +11,7 @@ use super::error::StoreError;
 /// Knobs for one protocol step, for fault injection and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProcessOptions {
-    /// Simulated slow work. SQLite sleeps while the key is claimed but before its (single-writer)
+    /// Simulated slow work. SQLite sleeps while the key is in the in-flight set but before its (single-writer)
     /// transaction; PostgreSQL sleeps inside the transaction, with the key locked.
     pub work_delay: Option<Duration>,
     /// Simulates a crash after the order and the response were written but before the commit:
@@ -19,11 +19,11 @@ pub struct ProcessOptions {
     pub fail_before_commit: bool,
 }
 
-/// What [`KeyTransaction::claim`] found.
+/// What [`KeyTransaction::insert_key`] found.
 #[derive(Debug)]
-pub(crate) enum Claim {
+pub(crate) enum KeyInsert {
     /// The key row was inserted (no answer yet): the key is this transaction's.
-    Claimed,
+    Inserted,
     /// The key row exists: the hash of its request and its answer (`None` while in flight).
     Existing { request_hash: String, stored: Option<StoredResponse> },
     /// Another transaction holds the key (PostgreSQL's advisory lock): in flight elsewhere.
@@ -35,7 +35,7 @@ pub(crate) enum Claim {
 /// [`commit`]: KeyTransaction::commit
 pub(crate) trait KeyTransaction {
     /// Deletes the key's row if it expired, then inserts it without an answer unless it exists.
-    async fn claim(&mut self, request: &KeyedRequest) -> Result<Claim, StoreError>;
+    async fn insert_key(&mut self, request: &KeyedRequest) -> Result<KeyInsert, StoreError>;
     /// Inserts a new order.
     async fn insert_order(&mut self, order: &Order) -> Result<(), StoreError>;
     /// Stores the answer on the key row.
@@ -51,7 +51,7 @@ pub(crate) trait KeyTransaction {
 /// The work of a fresh key: builds the order (or the refusal) from the request, inside the transaction.
 pub type WorkFn = Box<dyn FnOnce(&KeyedRequest) -> Work + Send>;
 
-/// The protocol step, once for every backend. `pause` (a fault) is slept after the key was claimed.
+/// The protocol step, once for every backend. `pause` (a fault) is slept after the key row was inserted.
 pub(crate) async fn step<T: KeyTransaction>(
     mut tx: T,
     request: &KeyedRequest,
@@ -59,13 +59,13 @@ pub(crate) async fn step<T: KeyTransaction>(
     pause: Option<Duration>,
     work: WorkFn,
 ) -> Result<Outcome, StoreError> {
-    match tx.claim(request).await? {
-        Claim::Claimed => {}
-        Claim::Busy => {
+    match tx.insert_key(request).await? {
+        KeyInsert::Inserted => {}
+        KeyInsert::Busy => {
             tx.rollback().await?;
             return Ok(Outcome::InFlight);
         }
-        Claim::Existing { request_hash, stored } => {
+        KeyInsert::Existing { request_hash, stored } => {
             tx.commit().await?;
             return Ok(Outcome::for_existing(&request.request_hash, &request_hash, stored));
         }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use idempotent_fetch_server::config::CheckoutConfig;
-use idempotent_fetch_server::store::phases::{random_id, Begun, PhaseOp, PhaseResult, RecoveryPoint};
+use idempotent_fetch_server::store::phases::{random_id, BeginDecision, FlowOp, FlowResult, RecoveryPoint};
 use idempotent_fetch_server::store::{Store, StoreError};
 use idempotent_fetch_server::unix_now;
 use reqwest::Client;
@@ -126,27 +126,27 @@ pub async fn assert_one_charge_and_one_message_each(downstream: &Downstream, ord
 pub async fn lease_rules(store: &Store) {
     let now = unix_now();
     let request = keyed_request("acct", "k-lease", MUGS, now);
-    let begin = |token: String, now_ms: i64| PhaseOp::Begin {
+    let begin = |token: String, now_ms: i64| FlowOp::Begin {
         request: request.clone(),
         token,
         until_ms: now_ms + 1_000,
         now_ms,
     };
     let t0 = now * 1000;
-    let first = match store.phase(begin(random_id().expect("id"), t0)).await.expect("begin") {
-        PhaseResult::Begun(Begun::Held(held)) => held,
+    let first = match store.flow_op(begin(random_id().expect("id"), t0)).await.expect("begin") {
+        FlowResult::Decided(BeginDecision::Held(held)) => held,
         other => panic!("{other:?}"),
     };
     assert_eq!(first.point, RecoveryPoint::Started);
-    match store.phase(begin(random_id().expect("id"), t0 + 500)).await.expect("begin") {
-        PhaseResult::Begun(Begun::Done(outcome)) => {
+    match store.flow_op(begin(random_id().expect("id"), t0 + 500)).await.expect("begin") {
+        FlowResult::Decided(BeginDecision::Done(outcome)) => {
             assert_eq!(outcome, idempotent_fetch_server::protocol::Outcome::InFlight)
         }
         other => panic!("a live lease must answer in flight: {other:?}"),
     }
     // After the lease: the second caller takes the key over at its point.
-    let second = match store.phase(begin(random_id().expect("id"), t0 + 1_001)).await.expect("begin") {
-        PhaseResult::Begun(Begun::Held(held)) => held,
+    let second = match store.flow_op(begin(random_id().expect("id"), t0 + 1_001)).await.expect("begin") {
+        FlowResult::Decided(BeginDecision::Held(held)) => held,
         other => panic!("{other:?}"),
     };
     assert_eq!(second.row_id, first.row_id, "the same row, so the same downstream keys");
@@ -155,21 +155,21 @@ pub async fn lease_rules(store: &Store) {
         Some(order) => order,
         None => panic!("valid order"),
     };
-    let stale = store.phase(PhaseOp::StoreOrder { held: first, order: order.clone() }).await;
+    let stale = store.flow_op(FlowOp::StoreOrder { held: first, order: order.clone() }).await;
     assert!(matches!(stale, Err(StoreError::LeaseLost)), "{stale:?}");
-    let stored = store.phase(PhaseOp::StoreOrder { held: second, order }).await.expect("store order");
-    let PhaseResult::Held(held) = stored else { panic!("{stored:?}") };
+    let stored = store.flow_op(FlowOp::StoreOrder { held: second, order }).await.expect("store order");
+    let FlowResult::Held(held) = stored else { panic!("{stored:?}") };
     assert_eq!(held.point, RecoveryPoint::ChargeStarted);
     // The completer takes only keys whose lease ran out.
-    let taken = store.phase(PhaseOp::TakeStale { now_ms: t0 + 1_500, until_ms: t0 + 2_500, limit: 10 }).await;
-    assert!(matches!(taken, Ok(PhaseResult::Taken(ref v)) if v.is_empty()), "{taken:?}");
-    let taken = store.phase(PhaseOp::TakeStale { now_ms: t0 + 2_002, until_ms: t0 + 3_000, limit: 10 }).await;
-    let Ok(PhaseResult::Taken(taken)) = taken else { panic!("{taken:?}") };
+    let taken = store.flow_op(FlowOp::TakeStale { now_ms: t0 + 1_500, until_ms: t0 + 2_500, limit: 10 }).await;
+    assert!(matches!(taken, Ok(FlowResult::Taken(ref v)) if v.is_empty()), "{taken:?}");
+    let taken = store.flow_op(FlowOp::TakeStale { now_ms: t0 + 2_002, until_ms: t0 + 3_000, limit: 10 }).await;
+    let Ok(FlowResult::Taken(taken)) = taken else { panic!("{taken:?}") };
     assert_eq!(taken.len(), 1);
     assert_eq!(taken[0].point, RecoveryPoint::ChargeStarted);
     assert_eq!(taken[0].order.as_ref().map(|o| o.total_cents), Some(2400));
     // The holder it was taken from cannot record a charge any more.
-    let lost = store.phase(PhaseOp::RecordCharge { held, charge_id: "ch_x".to_owned() }).await;
+    let lost = store.flow_op(FlowOp::RecordCharge { held, charge_id: "ch_x".to_owned() }).await;
     assert!(matches!(lost, Err(StoreError::LeaseLost)), "{lost:?}");
 }
 
@@ -202,7 +202,7 @@ pub async fn post_and_crash(server: &mut Process, key: &str, fault: &str) {
 
 /// The fence in the order phases, on `bases` (the first takes the writes, the last is asked) as `account`: a
 /// request whose client hung up is in flight to GET and to settling while its work goes on (its `started`
-/// row and its claim), then done with one charge; an unseen key settled is fenced, and a request with it is
+/// row and its lease), then done with one charge; an unseen key settled is fenced, and a request with it is
 /// 410 `key-fenced` on every instance, with no order and no charge. Needs a lease of [`LONG_LEASE`].
 pub async fn check_fence_in_phases(client: &Client, bases: &[String], downstream: &Downstream, account: &str) {
     let (first, last) = (&bases[0], &bases[bases.len() - 1]);
