@@ -167,7 +167,7 @@ test("service worker importing the main entry: its IndexedDB part cannot load th
     const answer = await runInServiceWorker(page, { namespace, options: FAST, url: url("201") }, AGENT);
     assert.equal(answer.scope.serviceWorker, true);
     assert.equal(answer.storage, "memory", JSON.stringify(answer));
-    assert.match(answer.storageFallback ?? "", /idempotent-fetch\/worker/);
+    assert.match(answer.storageFallback ?? "", /idempotent-fetch-client\/worker/);
     assert.deepEqual(answer.fallbackEvents, [answer.storageFallback]);
     assert.equal(answer.status, 201);
     await assertOneKey(scenario, answer.key);

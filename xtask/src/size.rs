@@ -12,7 +12,7 @@ pub const SHIPPED_FILES: &[&str] = &["pkg/idempotent_fetch_bg.wasm", "pkg/index.
 /// The size step fails when the sum of the gzip -9 sizes of `SHIPPED_FILES` grows past this: what ships
 /// plus a small margin, so a change that adds bytes says so in its commit (the figures are in
 /// BENCHMARKS.md "What ships"; the history of this number is in git).
-pub const SIZE_BUDGET_BYTES: u64 = 26_202;
+pub const SIZE_BUDGET_BYTES: u64 = 26_197;
 
 /// (file, raw bytes, gzip -9 bytes) for each shipped file.
 fn measure() -> Result<Vec<(&'static str, u64, u64)>> {
