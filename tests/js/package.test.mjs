@@ -37,8 +37,6 @@
 //                idle, retrying (the countdown), paid, refused (a 400, a 401), and a reload that
 //                rebuilt the cart with each way out (replace, resume, discard); a screenshot of each
 //                state goes to IF_SCREENSHOT_DIR (default: a temporary folder, named in the log).
-//   mcp-orders   examples/mcp-orders: an MCP server on the official SDK using idempotent-fetch-client/agent
-//                and /file, driven by the SDK's client over stdio against the reference server.
 //   node         tests/package/node: `import` (pay.mjs) and `require` (pay.cjs) of the installed
 //                package in Node, against the same server.
 //
@@ -57,7 +55,6 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFile
 import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
 
 import { capabilities, collectPageErrors, engine, engineName, launchBrowser, timeoutScale } from "../support/browsers.mjs";
 import { startInjectProxy } from "../support/inject-proxy.mjs";
@@ -689,64 +686,6 @@ test("TanStack Query app (react-ts template, @tanstack/react-query persisted, id
     log(`tanstack: one order ${orders[0].id} with key ${key} through TanStack's retry: 3, a double click, a reload mid-retry, a rebuilt cart, flaky faults and Pay again`);
   } finally {
     await context.close().catch(() => {});
-    await server.stop();
-  }
-});
-
-test("MCP example (examples/mcp-orders, the official MCP SDK): a retry after every answer was lost, a call that gave up re-planned after a restart without a key: one order per intent, the same answer", { timeout: TEST_TIMEOUT_MS }, async () => {
-  const app = path.join(root, "examples/mcp-orders");
-  prepareApp(app, "canonicalize", { withQuickStart: false });
-  const sdk = (file) => import(pathToFileURL(path.join(app, "node_modules/@modelcontextprotocol/sdk/dist/esm", file)).href);
-  const { Client } = await sdk("client/index.js");
-  const { StdioClientTransport } = await sdk("client/stdio.js");
-  const server = await startReferenceServer({ www: path.join(root, "www"), label: "package-mcp" });
-  const account = "acct_mcp";
-  const state = mkdtempSync(path.join(tmpDir, "mcp-state-"));
-  const connect = async (extra = {}) => {
-    const env = { ...process.env, IF_API: server.url, IF_TOKEN: await server.session(account), IF_STATE_DIR: state, IF_RUN_ID: "run_7f2c", ...extra };
-    const transport = new StdioClientTransport({ command: process.execPath, args: [path.join(app, "server.mjs")], cwd: app, env, stderr: "pipe" });
-    const client = new Client({ name: "test-agent", version: "1.0.0" });
-    await client.connect(transport);
-    return client;
-  };
-  const call = async (client, name, args) => (await client.callTool({ name, arguments: args })).structuredContent;
-  try {
-    const items = [{ sku: "mug", qty: 2 }];
-    const key = "agent_run7f2c_step3_charge";
-    // Every committed answer is lost: the client recovers the order the server made (the replay, or
-    // the key-status question) within the call.
-    await server.setFaults({ dropAfterCommit: 1 });
-    let agent = await connect();
-    const first = await call(agent, "place_order", { items, idempotencyKey: key });
-    assert.deepEqual([first.ok, first.replayed, first.key], [true, true, key], JSON.stringify(first));
-    await server.setFaults({});
-    // The agent never saw that answer (its turn timed out) and calls again: the same answer.
-    const retried = await call(agent, "place_order", { items, idempotencyKey: key });
-    assert.deepEqual([retried.ok, retried.replayed, retried.orderId], [true, true, first.orderId], JSON.stringify(retried));
-    const status = await call(agent, "order_status", { idempotencyKey: key });
-    assert.deepEqual([status.status, status.orderId], ["done", first.orderId]);
-    let orders = await ordersOf(server, account);
-    assert.equal(orders.length, 1, "one order for the key");
-    assert.equal(orders[0].idempotencyKey, key);
-    await agent.close();
-
-    // Without a key: derived from the run and the canonical arguments. The call gives up while the
-    // server refuses every request, the MCP server process is restarted (its folder kept) and the
-    // re-planned call lists the arguments in another order: the same key, one more order in all.
-    await server.setFaults({ failBeforeWork: 1 });
-    agent = await connect({ IF_MAX_ATTEMPTS: "1" });
-    const gaveUp = await call(agent, "place_order", { items: [{ qty: 1, sku: "mug" }] });
-    assert.equal(gaveUp.code, "RETRIES_EXHAUSTED", JSON.stringify(gaveUp));
-    await agent.close();
-    await server.setFaults({});
-    agent = await connect();
-    const replanned = await call(agent, "place_order", { items: [{ sku: "mug", qty: 1 }] });
-    assert.deepEqual([replanned.ok, replanned.key], [true, gaveUp.key], JSON.stringify(replanned));
-    await agent.close();
-    orders = await ordersOf(server, account);
-    assert.equal(orders.length, 2, "one order per intent");
-    log(`mcp: ${orders.map((o) => `${o.id} (${o.idempotencyKey})`).join(", ")}`);
-  } finally {
     await server.stop();
   }
 });
