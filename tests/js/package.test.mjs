@@ -27,7 +27,8 @@
 //                the same faults and reloads, and Pay clicked again after the answer.
 //   sw-app       tests/package/sw-app: Vite's vanilla template with a service worker built as the
 //                README's recipe says (a second entry kept at /sw.js, idempotent-fetch-client/sw), same
-//                install, `vite build`; Chromium only (the sync event is a DevTools command): the tab
+//                install; `vite dev` answers /sw.js with HTML (as the README says), so `vite build`
+//                and `vite preview` (the API proxied to the reference server); Chromium only (the sync event is a DevTools command): the tab
 //                closed while the server is down, a sync event, one order with the page's key.
 //   snippets     the npm page's shop.ts and its React, Vue, Svelte and TanStack Query snippets, taken
 //                from the packed README (and found verbatim in the repository README), each pasted
@@ -50,9 +51,10 @@
 // and the npm registry for the first `npm ci` of each bundler app.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 
@@ -539,7 +541,34 @@ async function driveCheckout(label, dist, account) {
   }
 }
 
-test("Vite-built service worker (vanilla template, the README's recipe for idempotent-fetch-client/sw): the tab is closed while the server is down, a sync event makes one order with the page's key, the reopened page reads it succeeded", { timeout: TEST_TIMEOUT_MS, skip: capabilities.cdp ? false : `needs CDP (ServiceWorker.dispatchSyncEvent), not in ${engineName}'s WebDriver` }, async () => {
+/** A free port on 127.0.0.1 (listened on, then released), for a server that must be told its port. */
+const freePort = () => new Promise((resolve, reject) => {
+  const probe = net.createServer().once("error", reject);
+  probe.listen(0, "127.0.0.1", () => { const { port } = probe.address(); probe.close(() => resolve(port)); });
+});
+
+/** `vite <args>` (dev, or `preview`) of `app` on a free port, once it answers: { url, stop }. */
+async function startVite(app, args, env = {}) {
+  const port = await freePort();
+  const child = spawn(path.join(app, "node_modules/.bin/vite"), [...args, "--host", "127.0.0.1", "--port", String(port), "--strictPort"], {
+    cwd: app, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (chunk) => { output += chunk; });
+  child.stderr.on("data", (chunk) => { output += chunk; });
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  const url = `http://127.0.0.1:${port}`;
+  const stop = async () => { child.kill("SIGTERM"); await exited; };
+  const deadline = Date.now() + 30_000 * timeoutScale;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`vite ${args.join(" ")} exited (${child.exitCode}):\n${output}`);
+    if (await fetch(url).then(() => true, () => false)) return { url, stop };
+    if (Date.now() > deadline) { await stop(); throw new Error(`vite ${args.join(" ")} did not answer on ${url}:\n${output}`); }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+test("Vite-built service worker (vanilla template, the README's recipe for idempotent-fetch-client/sw): vite dev answers /sw.js with HTML (the README's reason to preview); under vite build && vite preview the tab is closed while the server is down, a sync event makes one order with the page's key, the reopened page reads it succeeded", { timeout: TEST_TIMEOUT_MS, skip: capabilities.cdp ? false : `needs CDP (ServiceWorker.dispatchSyncEvent), not in ${engineName}'s WebDriver` }, async () => {
   const app = path.join(apps, "sw-app");
   prepareApp(app, "vite", { withQuickStart: false });
   const dist = path.join(tmpDir, "sw-dist");
@@ -549,8 +578,20 @@ test("Vite-built service worker (vanilla template, the README's recipe for idemp
   // An import statement of the package left in the worker (the source's are named imports); the
   // package's own messages may name the entry in a string.
   assert.ok(!/\bimport\s*\{[^}]*\}\s*from\s*["']idempotent-fetch/.test(worker), "the worker's bare imports were bundled");
+  // What the README says of `vite dev`: no second entry, so /sw.js is the SPA fallback, which a
+  // browser refuses to register (SecurityError: the MIME type text/html).
+  const dev = await startVite(app, []);
+  try {
+    const answer = await fetch(`${dev.url}/sw.js`);
+    assert.match(answer.headers.get("content-type") ?? "", /^text\/html/, "vite dev's /sw.js");
+    assert.match(await answer.text(), /<div id="app">/, "vite dev's /sw.js is the app's index.html");
+  } finally {
+    await dev.stop();
+  }
   const account = "acct_42"; // src/main.js and src/sw.js: the namespace; the session cookie's account
   const server = await startReferenceServer({ www: dist, label: "package-sw" });
+  // The README's way to try it: the built app under `vite preview`, the API proxied (vite.config.js).
+  const preview = await startVite(app, ["preview", "--outDir", dist], { API_ORIGIN: server.url });
   const context = await browser.newContext();
   try {
     await server.signIn(context, account);
@@ -558,7 +599,7 @@ test("Vite-built service worker (vanilla template, the README's recipe for idemp
     const open = async () => {
       const page = await context.newPage();
       collectPageErrors(page, errors);
-      await page.goto(`${server.url}/`);
+      await page.goto(`${preview.url}/`);
       await page.waitForFunction(() => document.body.dataset.ready === "true", null, { timeout: 30_000 * timeoutScale });
       return page;
     };
@@ -580,9 +621,9 @@ test("Vite-built service worker (vanilla template, the README's recipe for idemp
     await server.setFaults({});
     await new Promise((resolve) => setTimeout(resolve, 1000));
     assert.deepEqual(await ordersOf(server, account), [], "sent without a trigger");
-    const registration = registrations.find((r) => !r.isDeleted && r.scopeURL === `${server.url}/`);
-    assert.ok(registration, `no registration for ${server.url}/: ${JSON.stringify(registrations)}`);
-    await cdp.send("ServiceWorker.dispatchSyncEvent", { origin: server.url, registrationId: registration.registrationId, tag: "idempotent-fetch", lastChance: false });
+    const registration = registrations.find((r) => !r.isDeleted && r.scopeURL === `${preview.url}/`);
+    assert.ok(registration, `no registration for ${preview.url}/: ${JSON.stringify(registrations)}`);
+    await cdp.send("ServiceWorker.dispatchSyncEvent", { origin: preview.url, registrationId: registration.registrationId, tag: "idempotent-fetch", lastChance: false });
     const deadline = Date.now() + 20_000 * timeoutScale;
     while ((await ordersOf(server, account)).length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
     const orders = await ordersOf(server, account);
@@ -592,9 +633,10 @@ test("Vite-built service worker (vanilla template, the README's recipe for idemp
     await new Promise((resolve) => setTimeout(resolve, 500));
     assert.equal((await ordersOf(server, account)).length, 1, "the reopened page sent again");
     assert.deepEqual(errors.filter((error) => !/503|Failed to load resource/.test(error)), [], "errors on the pages");
-    log(`sw-app: one order ${orders[0].id} with key ${key}, sent by the Vite-built worker on a sync event after the tab closed`);
+    log(`sw-app: one order ${orders[0].id} with key ${key}, sent by the Vite-built worker (vite preview) on a sync event after the tab closed`);
   } finally {
     await context.close().catch(() => {});
+    await preview.stop();
     await server.stop();
   }
 });
