@@ -27,7 +27,8 @@
 //                the same faults and reloads, and Pay clicked again after the answer.
 //   sw-app       tests/package/sw-app: Vite's vanilla template with a service worker built as the
 //                README's recipe says (a second entry kept at /sw.js, idempotent-fetch-client/sw), same
-//                install, `vite build`; Chromium only (the sync event is a DevTools command): the tab
+//                install; `vite dev` answers /sw.js with HTML (as the README says), so `vite build`
+//                and `vite preview` (the API proxied to the reference server); Chromium only (the sync event is a DevTools command): the tab
 //                closed while the server is down, a sync event, one order with the page's key.
 //   snippets     the npm page's shop.ts and its React, Vue, Svelte and TanStack Query snippets, taken
 //                from the packed README (and found verbatim in the repository README), each pasted
@@ -37,8 +38,6 @@
 //                idle, retrying (the countdown), paid, refused (a 400, a 401), and a reload that
 //                rebuilt the cart with each way out (replace, resume, discard); a screenshot of each
 //                state goes to IF_SCREENSHOT_DIR (default: a temporary folder, named in the log).
-//   mcp-orders   examples/mcp-orders: an MCP server on the official SDK using idempotent-fetch-client/agent
-//                and /file, driven by the SDK's client over stdio against the reference server.
 //   node         tests/package/node: `import` (pay.mjs) and `require` (pay.cjs) of the installed
 //                package in Node, against the same server.
 //
@@ -52,12 +51,12 @@
 // and the npm registry for the first `npm ci` of each bundler app.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
 
 import { capabilities, collectPageErrors, engine, engineName, launchBrowser, timeoutScale } from "../support/browsers.mjs";
 import { startInjectProxy } from "../support/inject-proxy.mjs";
@@ -542,7 +541,34 @@ async function driveCheckout(label, dist, account) {
   }
 }
 
-test("Vite-built service worker (vanilla template, the README's recipe for idempotent-fetch-client/sw): the tab is closed while the server is down, a sync event makes one order with the page's key, the reopened page reads it succeeded", { timeout: TEST_TIMEOUT_MS, skip: capabilities.cdp ? false : `needs CDP (ServiceWorker.dispatchSyncEvent), not in ${engineName}'s WebDriver` }, async () => {
+/** A free port on 127.0.0.1 (listened on, then released), for a server that must be told its port. */
+const freePort = () => new Promise((resolve, reject) => {
+  const probe = net.createServer().once("error", reject);
+  probe.listen(0, "127.0.0.1", () => { const { port } = probe.address(); probe.close(() => resolve(port)); });
+});
+
+/** `vite <args>` (dev, or `preview`) of `app` on a free port, once it answers: { url, stop }. */
+async function startVite(app, args, env = {}) {
+  const port = await freePort();
+  const child = spawn(path.join(app, "node_modules/.bin/vite"), [...args, "--host", "127.0.0.1", "--port", String(port), "--strictPort"], {
+    cwd: app, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (chunk) => { output += chunk; });
+  child.stderr.on("data", (chunk) => { output += chunk; });
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  const url = `http://127.0.0.1:${port}`;
+  const stop = async () => { child.kill("SIGTERM"); await exited; };
+  const deadline = Date.now() + 30_000 * timeoutScale;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`vite ${args.join(" ")} exited (${child.exitCode}):\n${output}`);
+    if (await fetch(url).then(() => true, () => false)) return { url, stop };
+    if (Date.now() > deadline) { await stop(); throw new Error(`vite ${args.join(" ")} did not answer on ${url}:\n${output}`); }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+test("Vite-built service worker (vanilla template, the README's recipe for idempotent-fetch-client/sw): vite dev answers /sw.js with HTML (the README's reason to preview); under vite build && vite preview the tab is closed while the server is down, a sync event makes one order with the page's key, the reopened page reads it succeeded", { timeout: TEST_TIMEOUT_MS, skip: capabilities.cdp ? false : `needs CDP (ServiceWorker.dispatchSyncEvent), not in ${engineName}'s WebDriver` }, async () => {
   const app = path.join(apps, "sw-app");
   prepareApp(app, "vite", { withQuickStart: false });
   const dist = path.join(tmpDir, "sw-dist");
@@ -552,8 +578,20 @@ test("Vite-built service worker (vanilla template, the README's recipe for idemp
   // An import statement of the package left in the worker (the source's are named imports); the
   // package's own messages may name the entry in a string.
   assert.ok(!/\bimport\s*\{[^}]*\}\s*from\s*["']idempotent-fetch/.test(worker), "the worker's bare imports were bundled");
+  // What the README says of `vite dev`: no second entry, so /sw.js is the SPA fallback, which a
+  // browser refuses to register (SecurityError: the MIME type text/html).
+  const dev = await startVite(app, []);
+  try {
+    const answer = await fetch(`${dev.url}/sw.js`);
+    assert.match(answer.headers.get("content-type") ?? "", /^text\/html/, "vite dev's /sw.js");
+    assert.match(await answer.text(), /<div id="app">/, "vite dev's /sw.js is the app's index.html");
+  } finally {
+    await dev.stop();
+  }
   const account = "acct_42"; // src/main.js and src/sw.js: the namespace; the session cookie's account
   const server = await startReferenceServer({ www: dist, label: "package-sw" });
+  // The README's way to try it: the built app under `vite preview`, the API proxied (vite.config.js).
+  const preview = await startVite(app, ["preview", "--outDir", dist], { API_ORIGIN: server.url });
   const context = await browser.newContext();
   try {
     await server.signIn(context, account);
@@ -561,7 +599,7 @@ test("Vite-built service worker (vanilla template, the README's recipe for idemp
     const open = async () => {
       const page = await context.newPage();
       collectPageErrors(page, errors);
-      await page.goto(`${server.url}/`);
+      await page.goto(`${preview.url}/`);
       await page.waitForFunction(() => document.body.dataset.ready === "true", null, { timeout: 30_000 * timeoutScale });
       return page;
     };
@@ -583,9 +621,9 @@ test("Vite-built service worker (vanilla template, the README's recipe for idemp
     await server.setFaults({});
     await new Promise((resolve) => setTimeout(resolve, 1000));
     assert.deepEqual(await ordersOf(server, account), [], "sent without a trigger");
-    const registration = registrations.find((r) => !r.isDeleted && r.scopeURL === `${server.url}/`);
-    assert.ok(registration, `no registration for ${server.url}/: ${JSON.stringify(registrations)}`);
-    await cdp.send("ServiceWorker.dispatchSyncEvent", { origin: server.url, registrationId: registration.registrationId, tag: "idempotent-fetch", lastChance: false });
+    const registration = registrations.find((r) => !r.isDeleted && r.scopeURL === `${preview.url}/`);
+    assert.ok(registration, `no registration for ${preview.url}/: ${JSON.stringify(registrations)}`);
+    await cdp.send("ServiceWorker.dispatchSyncEvent", { origin: preview.url, registrationId: registration.registrationId, tag: "idempotent-fetch", lastChance: false });
     const deadline = Date.now() + 20_000 * timeoutScale;
     while ((await ordersOf(server, account)).length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
     const orders = await ordersOf(server, account);
@@ -595,9 +633,10 @@ test("Vite-built service worker (vanilla template, the README's recipe for idemp
     await new Promise((resolve) => setTimeout(resolve, 500));
     assert.equal((await ordersOf(server, account)).length, 1, "the reopened page sent again");
     assert.deepEqual(errors.filter((error) => !/503|Failed to load resource/.test(error)), [], "errors on the pages");
-    log(`sw-app: one order ${orders[0].id} with key ${key}, sent by the Vite-built worker on a sync event after the tab closed`);
+    log(`sw-app: one order ${orders[0].id} with key ${key}, sent by the Vite-built worker (vite preview) on a sync event after the tab closed`);
   } finally {
     await context.close().catch(() => {});
+    await preview.stop();
     await server.stop();
   }
 });
@@ -689,64 +728,6 @@ test("TanStack Query app (react-ts template, @tanstack/react-query persisted, id
     log(`tanstack: one order ${orders[0].id} with key ${key} through TanStack's retry: 3, a double click, a reload mid-retry, a rebuilt cart, flaky faults and Pay again`);
   } finally {
     await context.close().catch(() => {});
-    await server.stop();
-  }
-});
-
-test("MCP example (examples/mcp-orders, the official MCP SDK): a retry after every answer was lost, a call that gave up re-planned after a restart without a key: one order per intent, the same answer", { timeout: TEST_TIMEOUT_MS }, async () => {
-  const app = path.join(root, "examples/mcp-orders");
-  prepareApp(app, "canonicalize", { withQuickStart: false });
-  const sdk = (file) => import(pathToFileURL(path.join(app, "node_modules/@modelcontextprotocol/sdk/dist/esm", file)).href);
-  const { Client } = await sdk("client/index.js");
-  const { StdioClientTransport } = await sdk("client/stdio.js");
-  const server = await startReferenceServer({ www: path.join(root, "www"), label: "package-mcp" });
-  const account = "acct_mcp";
-  const state = mkdtempSync(path.join(tmpDir, "mcp-state-"));
-  const connect = async (extra = {}) => {
-    const env = { ...process.env, IF_API: server.url, IF_TOKEN: await server.session(account), IF_STATE_DIR: state, IF_RUN_ID: "run_7f2c", ...extra };
-    const transport = new StdioClientTransport({ command: process.execPath, args: [path.join(app, "server.mjs")], cwd: app, env, stderr: "pipe" });
-    const client = new Client({ name: "test-agent", version: "1.0.0" });
-    await client.connect(transport);
-    return client;
-  };
-  const call = async (client, name, args) => (await client.callTool({ name, arguments: args })).structuredContent;
-  try {
-    const items = [{ sku: "mug", qty: 2 }];
-    const key = "agent_run7f2c_step3_charge";
-    // Every committed answer is lost: the client recovers the order the server made (the replay, or
-    // the key-status question) within the call.
-    await server.setFaults({ dropAfterCommit: 1 });
-    let agent = await connect();
-    const first = await call(agent, "place_order", { items, idempotencyKey: key });
-    assert.deepEqual([first.ok, first.replayed, first.key], [true, true, key], JSON.stringify(first));
-    await server.setFaults({});
-    // The agent never saw that answer (its turn timed out) and calls again: the same answer.
-    const retried = await call(agent, "place_order", { items, idempotencyKey: key });
-    assert.deepEqual([retried.ok, retried.replayed, retried.orderId], [true, true, first.orderId], JSON.stringify(retried));
-    const status = await call(agent, "order_status", { idempotencyKey: key });
-    assert.deepEqual([status.status, status.orderId], ["done", first.orderId]);
-    let orders = await ordersOf(server, account);
-    assert.equal(orders.length, 1, "one order for the key");
-    assert.equal(orders[0].idempotencyKey, key);
-    await agent.close();
-
-    // Without a key: derived from the run and the canonical arguments. The call gives up while the
-    // server refuses every request, the MCP server process is restarted (its folder kept) and the
-    // re-planned call lists the arguments in another order: the same key, one more order in all.
-    await server.setFaults({ failBeforeWork: 1 });
-    agent = await connect({ IF_MAX_ATTEMPTS: "1" });
-    const gaveUp = await call(agent, "place_order", { items: [{ qty: 1, sku: "mug" }] });
-    assert.equal(gaveUp.code, "RETRIES_EXHAUSTED", JSON.stringify(gaveUp));
-    await agent.close();
-    await server.setFaults({});
-    agent = await connect();
-    const replanned = await call(agent, "place_order", { items: [{ sku: "mug", qty: 1 }] });
-    assert.deepEqual([replanned.ok, replanned.key], [true, gaveUp.key], JSON.stringify(replanned));
-    await agent.close();
-    orders = await ordersOf(server, account);
-    assert.equal(orders.length, 2, "one order per intent");
-    log(`mcp: ${orders.map((o) => `${o.id} (${o.idempotencyKey})`).join(", ")}`);
-  } finally {
     await server.stop();
   }
 });
