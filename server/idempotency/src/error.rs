@@ -1,7 +1,9 @@
 //! Errors of the stores.
 
+#[cfg(feature = "runtime")]
 use axum::response::{IntoResponse, Response};
 
+#[cfg(feature = "runtime")]
 use crate::problem::Problem;
 
 /// What went wrong in the key store (not in the app's work).
@@ -51,6 +53,7 @@ pub enum RunError<E> {
     Work(E),
 }
 
+#[cfg(feature = "runtime")]
 impl<E: IntoResponse> IntoResponse for RunError<E> {
     /// The work's own error as it answers; a store failure as a 500 that says a retry with the same key is
     /// safe (the cause is logged, not sent).
@@ -65,8 +68,8 @@ impl<E: IntoResponse> IntoResponse for RunError<E> {
     }
 }
 
-/// A scope within the key columns' bound.
-pub(crate) fn check_scope(scope: &str) -> Result<(), StoreError> {
+/// A scope within the key columns' bound (at most 255 bytes), else [`StoreError::ScopeTooLong`].
+pub fn check_scope(scope: &str) -> Result<(), StoreError> {
     if scope.len() > 255 {
         return Err(StoreError::ScopeTooLong(scope.len()));
     }

@@ -1,6 +1,6 @@
 //! The idempotency key as a request carries it.
 
-use axum::http::HeaderMap;
+use http::HeaderMap;
 
 use crate::problem::Problem;
 
@@ -77,16 +77,23 @@ impl IdempotencyKey {
 
     /// Reads the key from the `Idempotency-Key` header.
     pub fn from_headers(headers: &HeaderMap) -> Result<Self, KeyError> {
-        let mut values = headers.get_all(IDEMPOTENCY_KEY_HEADER).iter();
+        IdempotencyKey::from_header_values(headers.get_all(IDEMPOTENCY_KEY_HEADER).iter().map(|v| v.to_str().ok()))
+    }
+
+    /// Reads the key from every value of the `Idempotency-Key` header a request carries, in order (`None` for
+    /// a value that is not visible ASCII text): none is [`KeyError::Missing`], more than one
+    /// [`KeyError::Repeated`].
+    pub fn from_header_values<'a>(values: impl IntoIterator<Item = Option<&'a str>>) -> Result<Self, KeyError> {
+        let mut values = values.into_iter();
         let Some(value) = values.next() else {
             return Err(KeyError::Missing);
         };
         if values.next().is_some() {
             return Err(KeyError::Repeated);
         }
-        match value.to_str() {
-            Ok(text) => IdempotencyKey::parse(text.trim()),
-            Err(_) => Err(KeyError::Malformed("the key must be printable ASCII")),
+        match value {
+            Some(text) => IdempotencyKey::parse(text.trim()),
+            None => Err(KeyError::Malformed("the key must be printable ASCII")),
         }
     }
 

@@ -80,7 +80,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | protocol (no I/O) | [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], `random` |
+//! | protocol (no I/O) | [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], [`postgres_sql`], `random` |
 //! | runtime | [`request`] (the axum extractor), [`periodic`] (the loop of every background task) |
 //! | store | `inflight`, [`outbox_table`], [`sqlite`], [`postgres`] |
 //! | work | [`outbox`], [`inbox`], [`phases`], `phases::sqlite`, [`phases::postgres`] |
@@ -90,19 +90,27 @@
 
 pub mod error;
 pub mod fingerprint;
+#[cfg(feature = "runtime")]
 pub mod inbox;
 #[cfg(feature = "sqlite")]
 mod inflight;
 pub mod key;
+#[cfg(feature = "runtime")]
 pub mod outbox;
+#[cfg(feature = "runtime")]
 pub mod outbox_table;
 pub mod outcome;
+#[cfg(feature = "runtime")]
 pub mod periodic;
+#[cfg(feature = "runtime")]
 pub mod phases;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod postgres_sql;
 pub mod problem;
+#[cfg(feature = "runtime")]
 mod random;
+#[cfg(feature = "runtime")]
 pub mod request;
 pub mod response;
 pub mod retention;
@@ -115,6 +123,7 @@ pub use fingerprint::fingerprint;
 pub use key::{IdempotencyKey, KeyError, IDEMPOTENCY_KEY_HEADER};
 pub use outcome::{Outcome, FENCED_FINGERPRINT, IN_FLIGHT_RETRY_AFTER_SECS};
 pub use problem::Problem;
+#[cfg(feature = "runtime")]
 pub use request::{BodyDeadline, BoundedBody, Idempotent, KeyedRequest};
 pub use response::{StoredResponse, MAX_STORED_BODY_BYTES, REPLAYED_HEADER};
 pub use retention::{expired_before, DEFAULT_RETENTION};

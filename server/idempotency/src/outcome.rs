@@ -1,10 +1,11 @@
 //! What the protocol decides for a keyed request, and how each decision is answered.
 
-use axum::http::StatusCode;
+#[cfg(feature = "runtime")]
 use axum::response::{IntoResponse, Response};
+use http::StatusCode;
 
 use crate::problem::Problem;
-use crate::response::StoredResponse;
+use crate::response::{StoredResponse, REPLAYED_HEADER};
 
 /// `Retry-After` seconds sent while a key's first request is still being processed.
 pub const IN_FLIGHT_RETRY_AFTER_SECS: u64 = 1;
@@ -42,6 +43,18 @@ impl Outcome {
         }
     }
 
+    /// The whole answer to the request: the fresh answer as stored, the replay with `Idempotent-Replayed:
+    /// true`, or the problem of a 422, 409 (with `Retry-After`) or 410.
+    pub fn answer(self) -> StoredResponse {
+        match self {
+            Outcome::Fresh(response) => response,
+            Outcome::Replay(response) => response.with_header(REPLAYED_HEADER, "true"),
+            Outcome::Mismatch => StoredResponse::from_problem(&Outcome::mismatch_problem()),
+            Outcome::InFlight => StoredResponse::from_problem(&Outcome::in_flight_problem()),
+            Outcome::Fenced => StoredResponse::from_problem(&Outcome::fenced_problem()),
+        }
+    }
+
     /// The 422 for a key reused for another request.
     pub fn mismatch_problem() -> Problem {
         Problem::new(
@@ -76,20 +89,15 @@ impl Outcome {
     }
 }
 
+#[cfg(feature = "runtime")]
 impl IntoResponse for Outcome {
-    /// The fresh answer as stored, the replay with `Idempotent-Replayed: true`, 422 or 409.
+    /// [`Outcome::answer`] as a response.
     fn into_response(self) -> Response {
-        match self {
-            Outcome::Fresh(response) => response.into_http(false),
-            Outcome::Replay(response) => response.into_http(true),
-            Outcome::Mismatch => Outcome::mismatch_problem().into_response(),
-            Outcome::InFlight => Outcome::in_flight_problem().into_response(),
-            Outcome::Fenced => Outcome::fenced_problem().into_response(),
-        }
+        self.answer().into_http(false)
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "runtime"))]
 mod tests {
     use super::*;
 

@@ -33,35 +33,18 @@ use tokio_postgres::{Client, Transaction};
 use crate::error::{check_scope, RunError, StoreError};
 use crate::key::IdempotencyKey;
 use crate::outcome::{Outcome, FENCED_FINGERPRINT};
+use crate::postgres_sql::{self as sql, lock_name};
 use crate::request::KeyedRequest;
 use crate::response::{StoredResponse, MAX_STORED_BODY_BYTES};
 use crate::retention::{expired_before, unix_now};
 use crate::status::KeyStatus;
 
 /// The key table (created by [`install`]).
-pub const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS idempotency_records (
-    scope            TEXT    NOT NULL,
-    key              TEXT    NOT NULL,
-    fingerprint      TEXT    NOT NULL,
-    status_code      INTEGER NULL,
-    response_headers TEXT    NULL,
-    response_body    TEXT    NULL,
-    created_at       BIGINT  NOT NULL,
-    recovery_point   TEXT    NOT NULL DEFAULT 'finished',
-    row_id           TEXT    NULL,
-    lock_token       TEXT    NULL,
-    locked_until     BIGINT  NOT NULL DEFAULT 0,
-    PRIMARY KEY (scope, key)
-);
-CREATE INDEX IF NOT EXISTS idempotency_records_unfinished ON idempotency_records (locked_until)
-    WHERE recovery_point <> 'finished';
-CREATE INDEX IF NOT EXISTS idempotency_records_created_at ON idempotency_records (created_at);
-";
+pub use crate::postgres_sql::SCHEMA;
 
 /// How long [`settle`] waits for another transaction that holds the key's row (one inserting it and not yet
 /// committed, or phased work deciding on it) before it answers `in_flight`.
-pub const SETTLE_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+pub const SETTLE_LOCK_TIMEOUT: Duration = Duration::from_millis(sql::SETTLE_LOCK_TIMEOUT_MS);
 
 /// The future of the app's work: `|tx| Box::pin(async move { ... })`.
 pub type WorkFuture<'a, E> = Pin<Box<dyn Future<Output = Result<StoredResponse, E>> + Send + 'a>>;
@@ -95,23 +78,10 @@ where
         return Ok(Outcome::InFlight);
     }
     forget_expired(&tx, scope, key, retention).await?;
-    let inserted = tx
-        .execute(
-            "INSERT INTO idempotency_records (scope, key, fingerprint, created_at) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (scope, key) DO NOTHING",
-            &[&scope, &key, &request.fingerprint, &now],
-        )
-        .await
-        .map_err(StoreError::from)?;
+    let inserted =
+        tx.execute(sql::INSERT_KEY, &[&scope, &key, &request.fingerprint, &now]).await.map_err(StoreError::from)?;
     if inserted == 0 {
-        let row = tx
-            .query_one(
-                "SELECT fingerprint, status_code, response_headers, response_body FROM idempotency_records
-                 WHERE scope = $1 AND key = $2",
-                &[&scope, &key],
-            )
-            .await
-            .map_err(StoreError::from)?;
+        let row = tx.query_one(sql::SELECT_ROW, &[&scope, &key]).await.map_err(StoreError::from)?;
         let stored_fingerprint: String = row.try_get(0).map_err(StoreError::from)?;
         let stored = decode(row.try_get(1), row.try_get(2), row.try_get(3))?;
         tx.commit().await.map_err(StoreError::from)?;
@@ -122,8 +92,7 @@ where
         return Err(StoreError::ResponseTooLarge(response.body.len()).into());
     }
     tx.execute(
-        "UPDATE idempotency_records SET status_code = $1, response_headers = $2, response_body = $3
-         WHERE scope = $4 AND key = $5",
+        sql::STORE_ANSWER,
         &[&i32::from(response.status), &response.encode_headers(), &response.body, &scope, &key],
     )
     .await
@@ -139,11 +108,7 @@ pub(crate) async fn forget_expired(
     key: &str,
     retention: Duration,
 ) -> Result<(), StoreError> {
-    tx.execute(
-        "DELETE FROM idempotency_records WHERE scope = $1 AND key = $2 AND created_at < $3",
-        &[&scope, &key, &expired_before(unix_now(), retention)],
-    )
-    .await?;
+    tx.execute(sql::FORGET_EXPIRED, &[&scope, &key, &expired_before(unix_now(), retention)]).await?;
     Ok(())
 }
 
@@ -174,28 +139,15 @@ pub async fn status(
     // has committed before the row's statement takes its snapshot. In one statement, the snapshot would
     // come first and a commit in between would read as `unknown`.
     // A bigint advisory lock shows in pg_locks as classid (high 32 bits), objid (low 32), objsubid 1.
-    let held: bool = client
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM pg_locks
-               WHERE locktype = 'advisory' AND objsubid = 1 AND granted
-                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                 AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0))",
-            &[&lock_name(scope, key.as_str())],
-        )
-        .await?
-        .try_get(0)?;
+    let held: bool = client.query_one(sql::LOCK_HELD, &[&lock_name(scope, key.as_str())]).await?.try_get(0)?;
     let row = client
-        .query_opt(
-            "SELECT fingerprint, status_code, response_headers, response_body FROM idempotency_records
-             WHERE scope = $1 AND key = $2 AND created_at >= $3",
-            &[&scope, &key.as_str(), &expired_before(unix_now(), retention)],
-        )
+        .query_opt(sql::SELECT_LIVE_ROW, &[&scope, &key.as_str(), &expired_before(unix_now(), retention)])
         .await?;
-    if let Some(row) = row {
-        let stored_fingerprint: String = row.try_get(0)?;
-        return Ok(KeyStatus::of_row(&stored_fingerprint, decode(row.try_get(1), row.try_get(2), row.try_get(3))?));
-    }
-    Ok(if held { KeyStatus::InFlight } else { KeyStatus::Unknown })
+    let row = match row {
+        Some(row) => Some((row.try_get::<_, String>(0)?, decode(row.try_get(1), row.try_get(2), row.try_get(3))?)),
+        None => None,
+    };
+    Ok(KeyStatus::looked_up(held, row.as_ref().map(|(f, stored)| (f.as_str(), stored.clone()))))
 }
 
 /// Settles `(scope, key)` in one transaction (the fence). A key whose advisory lock is held in any instance
@@ -221,40 +173,32 @@ pub async fn settle(
         tx.rollback().await?;
         return Ok(KeyStatus::InFlight);
     }
-    let timeout = format!("{}ms", SETTLE_LOCK_TIMEOUT.as_millis());
-    tx.execute("SELECT set_config('lock_timeout', $1, true)", &[&timeout]).await?;
+    let timeout = sql::settle_lock_timeout();
+    tx.execute(sql::SET_LOCK_TIMEOUT, &[&timeout]).await?;
     let fenced = async {
         forget_expired(&tx, scope, key.as_str(), retention).await?;
-        let inserted = tx
-            .execute(
-                "INSERT INTO idempotency_records (scope, key, fingerprint, created_at) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (scope, key) DO NOTHING",
-                &[&scope, &key.as_str(), &FENCED_FINGERPRINT, &unix_now()],
-            )
-            .await?;
-        if inserted == 1 {
-            return Ok(Some(KeyStatus::Fenced));
-        }
-        let row = tx
-            .query_opt(
-                "SELECT fingerprint, status_code, response_headers, response_body FROM idempotency_records
-                 WHERE scope = $1 AND key = $2",
-                &[&scope, &key.as_str()],
-            )
-            .await?;
-        // No row after a conflict: it was deleted (swept) in between; asking again settles it.
-        let Some(row) = row else { return Ok(None) };
-        let stored_fingerprint: String = row.try_get(0)?;
-        let stored = decode(row.try_get(1), row.try_get(2), row.try_get(3))?;
-        Ok::<_, StoreError>(Some(KeyStatus::of_row(&stored_fingerprint, stored)))
+        let inserted = tx.execute(sql::INSERT_KEY, &[&scope, &key.as_str(), &FENCED_FINGERPRINT, &unix_now()]).await?;
+        let row = match inserted {
+            1 => None,
+            _ => match tx.query_opt(sql::SELECT_ROW, &[&scope, &key.as_str()]).await? {
+                Some(row) => {
+                    Some((row.try_get::<_, String>(0)?, decode(row.try_get(1), row.try_get(2), row.try_get(3))?))
+                }
+                None => None,
+            },
+        };
+        let status = KeyStatus::settled(inserted == 1, row.as_ref().map(|(f, stored)| (f.as_str(), stored.clone())));
+        // A fence inserted, or an existing row read: commit. No row after a conflict (swept in between):
+        // nothing to keep, and asking again settles it.
+        Ok::<_, StoreError>((inserted == 1 || row.is_some(), status))
     }
     .await;
     match fenced {
-        Ok(Some(status)) => {
+        Ok((true, status)) => {
             tx.commit().await?;
             Ok(status)
         }
-        Ok(None) => Ok(KeyStatus::InFlight),
+        Ok((false, status)) => Ok(status),
         Err(StoreError::Postgres(e)) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Ok(KeyStatus::InFlight),
         Err(e) => Err(e),
     }
@@ -304,23 +248,13 @@ pub async fn settle_response(
     crate::status::respond(raw_key, |key| async move { settle(client, scope, &key, retention).await }).await
 }
 
-/// The name of the key's transaction-scoped advisory lock (hashed to a bigint by PostgreSQL).
-fn lock_name(scope: &str, key: &str) -> String {
-    format!("{scope}\n{key}")
-}
-
 /// Takes the key's advisory lock for the rest of `tx`, without waiting: `false` while another transaction
 /// holds it.
 async fn try_lock(tx: &Transaction<'_>, scope: &str, key: &str) -> Result<bool, StoreError> {
-    Ok(tx
-        .query_one("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))", &[&lock_name(scope, key)])
-        .await?
-        .try_get(0)?)
+    Ok(tx.query_one(sql::TRY_LOCK, &[&lock_name(scope, key)]).await?.try_get(0)?)
 }
 
 /// Deletes key rows older than `retention`; returns how many. Business rows are never touched.
 pub async fn sweep(client: &Client, retention: Duration) -> Result<u64, StoreError> {
-    Ok(client
-        .execute("DELETE FROM idempotency_records WHERE created_at < $1", &[&expired_before(unix_now(), retention)])
-        .await?)
+    Ok(client.execute(sql::SWEEP, &[&expired_before(unix_now(), retention)]).await?)
 }

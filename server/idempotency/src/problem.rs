@@ -3,8 +3,11 @@
 //! Every error the protocol answers with is a [`Problem`]: a small JSON object with a stable
 //! machine-readable `code`, a human `title` and `detail`, and the HTTP `status`.
 
-use axum::http::{header, HeaderValue, StatusCode};
+#[cfg(feature = "runtime")]
 use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+#[cfg(feature = "runtime")]
+use http::{header, HeaderValue};
 use serde::Serialize;
 
 /// The media type of every error body.
@@ -61,6 +64,36 @@ impl Problem {
         )
     }
 
+    /// The 413 for a request body larger than the server accepts.
+    pub fn body_too_large() -> Self {
+        Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body-too-large",
+            "Body too large",
+            "The request body is larger than the server accepts; nothing was done.",
+        )
+    }
+
+    /// The 400 for a request body that could not be read (cut off).
+    pub fn unreadable_body() -> Self {
+        Problem::bad_request("unreadable-body", "The request body could not be read; nothing was done.")
+    }
+
+    /// The 408 for a request body that did not arrive within the server's deadline.
+    pub fn body_timeout() -> Self {
+        Problem::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body-timeout",
+            "Request timeout",
+            "The request body did not arrive in time; nothing was done. Retry with the same Idempotency-Key.",
+        )
+    }
+
+    /// The 400 for a body that is not the JSON the endpoint expects; `detail` says why.
+    pub fn invalid_body(detail: impl Into<String>) -> Self {
+        Problem::bad_request("invalid-body", detail)
+    }
+
     /// Adds a `Retry-After` header (seconds) to the response.
     pub fn with_retry_after(mut self, secs: u64) -> Self {
         self.retry_after = Some(secs);
@@ -71,6 +104,15 @@ impl Problem {
     pub fn to_json(&self) -> String {
         // Serializing a struct of strings and integers cannot fail.
         serde_json::to_string(self).unwrap_or_else(|_| String::from("{}"))
+    }
+
+    /// The headers the problem is answered with: its media type, and `Retry-After` when set.
+    pub fn header_pairs(&self) -> Vec<(String, String)> {
+        let mut headers = vec![("content-type".to_owned(), PROBLEM_JSON.to_owned())];
+        if let Some(secs) = self.retry_after {
+            headers.push(("retry-after".to_owned(), secs.to_string()));
+        }
+        headers
     }
 
     /// The status as a [`StatusCode`] (500 if somehow invalid).
@@ -94,13 +136,15 @@ pub fn truncate(mut text: String, max: usize) -> String {
     text
 }
 
+#[cfg(feature = "runtime")]
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
-        let mut response =
-            (self.status_code(), [(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON))], self.to_json())
-                .into_response();
-        if let Some(secs) = self.retry_after {
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        let mut response = (self.status_code(), self.to_json()).into_response();
+        let headers = response.headers_mut();
+        for (name, value) in self.header_pairs() {
+            if let (Ok(name), Ok(value)) = (header::HeaderName::try_from(name), HeaderValue::try_from(value)) {
+                headers.insert(name, value);
+            }
         }
         response
     }

@@ -88,7 +88,7 @@ impl Idempotent {
     /// The body as JSON; a body that is not the expected JSON is a 400 problem (`invalid-body`), which the
     /// handler may store as the key's answer so that a retry of the same bad request gets the same one.
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, Problem> {
-        serde_json::from_slice(&self.body).map_err(|e| Problem::bad_request("invalid-body", e.to_string()))
+        serde_json::from_slice(&self.body).map_err(|e| Problem::invalid_body(e.to_string()))
     }
 }
 
@@ -119,28 +119,13 @@ impl<S: Send + Sync> FromRequest<S> for BoundedBody {
     async fn from_request(request: Request, state: &S) -> Result<Self, Problem> {
         let deadline = request.extensions().get::<BodyDeadline>().copied().unwrap_or_default();
         let read = tokio::time::timeout(deadline.0, Bytes::from_request(request, state));
-        let body = read.await.map_err(|_| body_timeout())?.map_err(|rejection| {
+        let body = read.await.map_err(|_| Problem::body_timeout())?.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                Problem::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body-too-large",
-                    "Body too large",
-                    "The request body is larger than the server accepts; nothing was done.",
-                )
+                Problem::body_too_large()
             } else {
-                Problem::bad_request("unreadable-body", "The request body could not be read; nothing was done.")
+                Problem::unreadable_body()
             }
         })?;
         Ok(BoundedBody(body))
     }
-}
-
-/// The answer when the body missed its [`BodyDeadline`].
-fn body_timeout() -> Problem {
-    Problem::new(
-        StatusCode::REQUEST_TIMEOUT,
-        "body-timeout",
-        "Request timeout",
-        "The request body did not arrive in time; nothing was done. Retry with the same Idempotency-Key.",
-    )
 }

@@ -1,8 +1,12 @@
 //! The answer stored on a key row and replayed byte for byte.
 
+#[cfg(feature = "runtime")]
 use axum::body::Body;
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+#[cfg(feature = "runtime")]
 use axum::response::Response;
+use http::StatusCode;
+#[cfg(feature = "runtime")]
+use http::{HeaderName, HeaderValue};
 
 use crate::problem::{Problem, PROBLEM_JSON};
 
@@ -73,6 +77,7 @@ impl StoredResponse {
     }
 
     /// The HTTP response; `replayed` adds `Idempotent-Replayed: true`.
+    #[cfg(feature = "runtime")]
     pub fn into_http(self, replayed: bool) -> Response {
         let mut response = Response::new(Body::from(self.body));
         *response.status_mut() = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

@@ -2,17 +2,20 @@
 //! (`GET .../idempotency-keys/{key}`), and the answer to settling a key (`POST` on the same URL: the
 //! fence). The contract is in server/README.md, "Key status".
 
+#[cfg(feature = "runtime")]
 use std::future::Future;
 
-use axum::http::{header, HeaderValue};
+#[cfg(feature = "runtime")]
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+#[cfg(feature = "runtime")]
 use crate::error::StoreError;
+#[cfg(feature = "runtime")]
 use crate::key::IdempotencyKey;
 use crate::outcome::{FENCED_FINGERPRINT, IN_FLIGHT_RETRY_AFTER_SECS};
+#[cfg(feature = "runtime")]
 use crate::problem::Problem;
 use crate::response::{StoredResponse, REPLAYED_HEADER};
 
@@ -48,6 +51,42 @@ impl KeyStatus {
             Some(stored) => KeyStatus::done(stored),
         }
     }
+
+    /// The status a lookup finds: the key's row within the retention (its fingerprint and answer) decides;
+    /// without one, `held` (a transaction holds the key's in-flight mark) is `in_flight`, else `unknown`.
+    pub fn looked_up(held: bool, row: Option<(&str, Option<StoredResponse>)>) -> Self {
+        match row {
+            Some((stored_fingerprint, stored)) => KeyStatus::of_row(stored_fingerprint, stored),
+            None if held => KeyStatus::InFlight,
+            None => KeyStatus::Unknown,
+        }
+    }
+
+    /// The status a settle finds after inserting a fence row if absent: `fenced` when it inserted one, else
+    /// the existing row's; no row after a conflict (swept in between) is `in_flight`: settling again
+    /// settles it.
+    pub fn settled(inserted: bool, row: Option<(&str, Option<StoredResponse>)>) -> Self {
+        match row {
+            _ if inserted => KeyStatus::Fenced,
+            Some((stored_fingerprint, stored)) => KeyStatus::of_row(stored_fingerprint, stored),
+            None => KeyStatus::InFlight,
+        }
+    }
+
+    /// The whole answer: 200 with the JSON body for every status (so any other answer means the question
+    /// went unanswered), never cached, with `Retry-After` when in flight.
+    pub fn answer(&self) -> StoredResponse {
+        let mut headers = vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("cache-control".to_owned(), "no-store".to_owned()),
+        ];
+        if *self == KeyStatus::InFlight {
+            headers.push(("retry-after".to_owned(), IN_FLIGHT_RETRY_AFTER_SECS.to_string()));
+        }
+        // Serializing an enum of strings, integers and string maps cannot fail.
+        let body = serde_json::to_string(self).unwrap_or_else(|_| String::from("{}"));
+        StoredResponse { status: 200, headers, body }
+    }
 }
 
 /// A stored answer as the key-status body carries it: what a replay of the key would send.
@@ -79,21 +118,15 @@ impl Replay {
     }
 }
 
+#[cfg(feature = "runtime")]
 impl IntoResponse for KeyStatus {
-    /// 200 with the JSON body for every status (so any other answer means the question went unanswered),
-    /// never cached, with `Retry-After` when in flight.
+    /// [`KeyStatus::answer`] as a response.
     fn into_response(self) -> Response {
-        let in_flight = self == KeyStatus::InFlight;
-        let mut response = Json(self).into_response();
-        let headers = response.headers_mut();
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        if in_flight {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from(IN_FLIGHT_RETRY_AFTER_SECS));
-        }
-        response
+        self.answer().into_http(false)
     }
 }
 
+#[cfg(feature = "runtime")]
 /// The whole answer to a key-status request (`GET`) or a settle request (`POST`) for a raw key from the URL:
 /// 400 `malformed-idempotency-key` for a malformed key (`ask` is not called), the [`KeyStatus`] that `ask`
 /// answers for the parsed key (200, `no-store`, `Retry-After` when in flight), or 500 when the store fails
@@ -117,9 +150,10 @@ where
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "runtime"))]
 mod tests {
     use super::*;
+    use axum::http::header;
 
     #[test]
     fn the_three_answers_have_the_documented_shape() {

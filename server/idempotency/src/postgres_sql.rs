@@ -1,0 +1,91 @@
+//! The PostgreSQL schema and statements of the key rows, once: the [`crate::postgres`] store runs them, and
+//! the Node half (server/node, through its wasm core) runs the very same text on the very same table, so a
+//! Rust and a Node service can share one database. Parameters are positional (`$1`...), as both
+//! tokio-postgres and node-postgres take them.
+
+/// The key table and its indexes (`CREATE ... IF NOT EXISTS`: safe to run at every start).
+pub const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS idempotency_records (
+    scope            TEXT    NOT NULL,
+    key              TEXT    NOT NULL,
+    fingerprint      TEXT    NOT NULL,
+    status_code      INTEGER NULL,
+    response_headers TEXT    NULL,
+    response_body    TEXT    NULL,
+    created_at       BIGINT  NOT NULL,
+    recovery_point   TEXT    NOT NULL DEFAULT 'finished',
+    row_id           TEXT    NULL,
+    lock_token       TEXT    NULL,
+    locked_until     BIGINT  NOT NULL DEFAULT 0,
+    PRIMARY KEY (scope, key)
+);
+CREATE INDEX IF NOT EXISTS idempotency_records_unfinished ON idempotency_records (locked_until)
+    WHERE recovery_point <> 'finished';
+CREATE INDEX IF NOT EXISTS idempotency_records_created_at ON idempotency_records (created_at);
+";
+
+/// Takes the key's in-flight mark, a transaction-scoped advisory lock, without waiting: one boolean, false
+/// while another transaction holds it. `$1`: [`lock_name`].
+pub const TRY_LOCK: &str = "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))";
+
+/// Whether any session of this database holds the key's in-flight mark, looked up without taking it: one
+/// boolean. A bigint advisory lock shows in `pg_locks` as classid (high 32 bits), objid (low 32), objsubid 1.
+/// `$1`: [`lock_name`].
+pub const LOCK_HELD: &str = "SELECT EXISTS (SELECT 1 FROM pg_locks
+   WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+     AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0))";
+
+/// Deletes the key's row if it expired (a request with an expired key is new again, even before a sweep).
+/// `$1` scope, `$2` key, `$3` the retention cutoff ([`crate::expired_before`]).
+pub const FORGET_EXPIRED: &str = "DELETE FROM idempotency_records WHERE scope = $1 AND key = $2 AND created_at < $3";
+
+/// Inserts the key row unless one exists (the primary key settles races): one row affected when inserted.
+/// `$1` scope, `$2` key, `$3` fingerprint (or [`crate::FENCED_FINGERPRINT`] for a fence), `$4` now (unix s).
+pub const INSERT_KEY: &str =
+    "INSERT INTO idempotency_records (scope, key, fingerprint, created_at) VALUES ($1, $2, $3, $4)
+ ON CONFLICT (scope, key) DO NOTHING";
+
+/// The key row's fingerprint and answer columns. `$1` scope, `$2` key.
+pub const SELECT_ROW: &str = "SELECT fingerprint, status_code, response_headers, response_body FROM idempotency_records
+ WHERE scope = $1 AND key = $2";
+
+/// [`SELECT_ROW`] within the retention. `$1` scope, `$2` key, `$3` the retention cutoff.
+pub const SELECT_LIVE_ROW: &str =
+    "SELECT fingerprint, status_code, response_headers, response_body FROM idempotency_records
+ WHERE scope = $1 AND key = $2 AND created_at >= $3";
+
+/// Stores the work's answer on the key row, in the work's transaction. `$1` status, `$2` headers
+/// ([`crate::StoredResponse::encode_headers`]), `$3` body, `$4` scope, `$5` key.
+pub const STORE_ANSWER: &str =
+    "UPDATE idempotency_records SET status_code = $1, response_headers = $2, response_body = $3
+ WHERE scope = $4 AND key = $5";
+
+/// How long the rest of the transaction waits for a row lock (settling waits for a transaction inserting
+/// the same key, then answers `in_flight`). `$1`: a duration such as `5000ms`.
+pub const SET_LOCK_TIMEOUT: &str = "SELECT set_config('lock_timeout', $1, true)";
+
+/// How long settling waits for a transaction that holds the key's row (one inserting it and not yet
+/// committed, or phased work deciding on it) before it answers `in_flight`, in milliseconds.
+pub const SETTLE_LOCK_TIMEOUT_MS: u64 = 5_000;
+
+/// [`SETTLE_LOCK_TIMEOUT_MS`] as [`SET_LOCK_TIMEOUT`] takes it.
+pub fn settle_lock_timeout() -> String {
+    format!("{SETTLE_LOCK_TIMEOUT_MS}ms")
+}
+
+/// The SQLSTATE of a statement that gave up waiting for [`SET_LOCK_TIMEOUT`] (`lock_not_available`).
+pub const LOCK_NOT_AVAILABLE: &str = "55P03";
+
+/// Deletes every key row created before the cutoff `$1`; business rows are never touched.
+pub const SWEEP: &str = "DELETE FROM idempotency_records WHERE created_at < $1";
+
+/// The name of the key's in-flight mark (hashed to a bigint by PostgreSQL in [`TRY_LOCK`] and [`LOCK_HELD`]):
+/// scope and key on two lines, so that no two (scope, key) pairs share a name.
+pub fn lock_name(scope: &str, key: &str) -> String {
+    let mut name = String::with_capacity(scope.len() + 1 + key.len());
+    name.push_str(scope);
+    name.push('\n');
+    name.push_str(key);
+    name
+}
