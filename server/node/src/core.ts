@@ -1,0 +1,129 @@
+// The one edge to the wasm core (server/node/core): every protocol decision is made there, by the Rust
+// library's code; this module calls it and reads each JSON answer back once, next to its type.
+import * as wasm from "./generated/core.js";
+
+/** An HTTP answer: what the endpoint sends (status, headers as `[name, value]` pairs, body text). */
+export interface Answer {
+  /** The HTTP status. */
+  status: number;
+  /** The headers, lowercase names, in order. */
+  headers: [string, string][];
+  /** The body, byte for byte. */
+  body: string;
+}
+
+/** The PostgreSQL statements (the Rust library's `postgres_sql`, the very same text) and the protocol's numbers. */
+export interface Constants {
+  /** Named statements, `$1`... parameters. */
+  sql: {
+    schema: string;
+    tryLock: string;
+    lockHeld: string;
+    forgetExpired: string;
+    insertKey: string;
+    selectRow: string;
+    selectLiveRow: string;
+    storeAnswer: string;
+    setLockTimeout: string;
+    sweep: string;
+  };
+  /** The `lock_timeout` a settle waits for a key row held by another transaction. */
+  settleLockTimeout: string;
+  /** The SQLSTATE of a statement that gave up waiting for a lock. */
+  lockNotAvailable: string;
+  /** The fingerprint stored on a fence row. */
+  fencedFingerprint: string;
+  /** The default retention of a key row, in seconds. */
+  defaultRetentionSecs: number;
+  /** The largest answer body a key row stores, in bytes. */
+  maxStoredBodyBytes: number;
+  /** The longest key, in characters. */
+  maxKeyChars: number;
+}
+
+/** A key row's columns as `selectRow` reads them. */
+export type KeyRow = Record<string, unknown>;
+
+/** The wasm core failed to read a value (a corrupt row, an answer it cannot store). */
+export class CoreError extends Error {
+  override name = "CoreError";
+}
+
+type Parsed<T> = T | { error: string };
+
+function read<T extends object>(text: string): T {
+  const value = JSON.parse(text) as Parsed<T>;
+  if ("error" in value && typeof value.error === "string") throw new CoreError(value.error);
+  return value as T;
+}
+
+/** The statements and numbers, read once. */
+export const constants: Constants = JSON.parse(wasm.constants()) as Constants;
+
+/** The key from every value of the `Idempotency-Key` header, or the 400 answer. */
+export function keyFromHeader(values: string[]): { key: string } | { answer: Answer } {
+  return read(wasm.keyFromHeader(values));
+}
+
+/** A key from a URL (key status), or the 400 answer. */
+export function parseKey(raw: string): { key: string } | { answer: Answer } {
+  return read(wasm.parseKey(raw));
+}
+
+/** The request's fingerprint (method, path, body). */
+export function fingerprint(method: string, path: string, body: Uint8Array): string {
+  return wasm.fingerprint(method, path, body);
+}
+
+/** The decision for a request whose key row exists: replay, 422, 409 or 410, with its answer. */
+export function decide(fingerprintOfRequest: string, row: KeyRow): { outcome: "replay" | "mismatch" | "in_flight" | "fenced"; answer: Answer } {
+  return read(wasm.decide(fingerprintOfRequest, JSON.stringify(row)));
+}
+
+/** The 409 with `Retry-After` for a key in flight. */
+export function inFlightAnswer(): Answer {
+  return read(wasm.inFlightAnswer());
+}
+
+/** The work's answer checked for the key row: the answer and its `response_headers` column. */
+export function freshAnswer(status: number, headers: [string, string][], body: string): { answer: Answer; headers: string } {
+  return read(wasm.freshAnswer(status, JSON.stringify(headers), body));
+}
+
+/** Input refused before any key row is written. */
+export type RefusalKind = "body-too-large" | "unreadable-body" | "body-timeout" | "invalid-body" | "internal";
+
+/** The problem answer of a refusal (`detail` for `invalid-body`). */
+export function problemAnswer(kind: RefusalKind, detail?: string): Answer {
+  return read(wasm.problemAnswer(kind, detail));
+}
+
+/** The key-status answer (GET) from the in-flight mark and the live row, if any. */
+export function statusAnswer(held: boolean, row: KeyRow | undefined): Answer {
+  return read(wasm.statusAnswer(held, row === undefined ? undefined : JSON.stringify(row)));
+}
+
+/** The settle answer (POST) after the fence insert, and whether to commit. */
+export function settleAnswer(inserted: boolean, row: KeyRow | undefined): { commit: boolean; answer: Answer } {
+  return read(wasm.settleAnswer(inserted, row === undefined ? undefined : JSON.stringify(row)));
+}
+
+/** The `in_flight` key-status answer. */
+export function inFlightStatusAnswer(): Answer {
+  return read(wasm.inFlightStatusAnswer());
+}
+
+/** The retention cutoff (unix seconds) at `nowSecs`. */
+export function expiredBefore(nowSecs: number, retentionSecs: number): number {
+  return wasm.expiredBefore(nowSecs, retentionSecs);
+}
+
+/** Why `scope` cannot own keys, or undefined. */
+export function scopeError(scope: string): string | undefined {
+  return wasm.scopeError(scope);
+}
+
+/** The name of the key's in-flight mark (the advisory lock). */
+export function lockName(scope: string, key: string): string {
+  return wasm.lockName(scope, key);
+}

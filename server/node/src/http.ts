@@ -1,0 +1,105 @@
+// Node's HTTP objects on the endpoint: read a keyed request (the key before the body, the body within a
+// size limit and a deadline, JSON checked), and send an answer. The framework integrations are thin
+// shells over these.
+import type { IncomingMessage, ServerResponse } from "node:http";
+
+import * as core from "./core.js";
+import type { Answer } from "./core.js";
+import type { HandlerAnswer, IdempotentEndpoint, RunResult } from "./endpoint.js";
+
+/** Limits on a keyed request's body. */
+export interface BodyLimits {
+  /** The largest body accepted, in bytes (larger: 413, nothing stored). @defaultValue 65536 */
+  maxBodyBytes?: number;
+  /** How long the whole body may take to arrive, in milliseconds (slower: 408, nothing stored). @defaultValue 10000 */
+  bodyTimeoutMs?: number;
+}
+
+/** What a protected handler gets: the parsed JSON body, the open transaction, the key and its scope. */
+export interface HandlerContext<Tx> {
+  /** The request body, parsed as JSON. */
+  json: unknown;
+  /** The open transaction: write the app's rows through it, so they commit with the key row. */
+  tx: Tx;
+  /** The idempotency key. */
+  key: string;
+}
+
+const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
+const DEFAULT_BODY_TIMEOUT_MS = 10_000;
+
+/** The body of `req` within the limits, or the refusal's answer. */
+export async function readBody(req: IncomingMessage, limits: BodyLimits = {}): Promise<Uint8Array | Answer> {
+  const max = limits.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const declared = Number(req.headers["content-length"] ?? "0");
+  if (declared > max) return core.problemAnswer("body-too-large");
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const finish = (result: Uint8Array | Answer): void => {
+      clearTimeout(timer);
+      req.removeAllListeners("data");
+      resolve(result);
+    };
+    const timer = setTimeout(() => finish(core.problemAnswer("body-timeout")), limits.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS);
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > max) finish(core.problemAnswer("body-too-large"));
+      else chunks.push(chunk);
+    });
+    req.on("end", () => finish(Buffer.concat(chunks)));
+    req.on("error", () => finish(core.problemAnswer("unreadable-body")));
+    req.on("aborted", () => finish(core.problemAnswer("unreadable-body")));
+  });
+}
+
+/** The body as JSON, or the 400 `invalid-body` answer (a body that is not JSON stores nothing). */
+export function parseJson(req: IncomingMessage, body: Uint8Array): { json: unknown } | { answer: Answer } {
+  const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+  if (type !== "application/json" && !type.endsWith("+json")) {
+    return { answer: core.problemAnswer("invalid-body", "The body must be JSON, sent with Content-Type: application/json.") };
+  }
+  try {
+    return { json: JSON.parse(Buffer.from(body).toString("utf8")) };
+  } catch (error) {
+    return { answer: core.problemAnswer("invalid-body", `The body is not valid JSON: ${error instanceof Error ? error.message : String(error)}`) };
+  }
+}
+
+/** Every value of the `Idempotency-Key` header of `req`. */
+export function keyHeader(req: IncomingMessage): string[] {
+  return req.headersDistinct["idempotency-key"] ?? [];
+}
+
+/**
+ * One protected request from Node's `req`: the key first (400 before the body is read), the body within
+ * `limits`, JSON checked, then {@link IdempotentEndpoint.run} with `handler`. Refused input stores nothing.
+ */
+export async function handleKeyed<Tx>(
+  endpoint: IdempotentEndpoint<Tx>,
+  req: IncomingMessage,
+  handler: (context: HandlerContext<Tx>) => Promise<HandlerAnswer>,
+  options: BodyLimits & { scope?: string } = {},
+): Promise<RunResult> {
+  const keyed = core.keyFromHeader(keyHeader(req));
+  if ("answer" in keyed) return { answer: keyed.answer, outcome: "refused" };
+  const body = await readBody(req, options);
+  if (!(body instanceof Uint8Array)) return { answer: body, outcome: "refused" };
+  const parsed = parseJson(req, body);
+  if ("answer" in parsed) return { answer: parsed.answer, outcome: "refused" };
+  const path = new URL(req.url ?? "/", "http://localhost").pathname;
+  const request = { method: req.method ?? "POST", path, keyHeader: keyHeader(req), body, ...(options.scope === undefined ? {} : { scope: options.scope }) };
+  return endpoint.run(request, (tx) => handler({ json: parsed.json, tx, key: keyed.key }));
+}
+
+/** The answer of a failure the endpoint could not attribute (the handler threw): 500, safe to retry. */
+export function internalAnswer(): Answer {
+  return core.problemAnswer("internal");
+}
+
+/** Sends `answer` on `res`. */
+export function sendAnswer(res: ServerResponse, answer: Answer): void {
+  res.statusCode = answer.status;
+  for (const [name, value] of answer.headers) res.appendHeader(name, value);
+  res.end(answer.body);
+}

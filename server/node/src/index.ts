@@ -1,0 +1,13 @@
+// idempotent-endpoint for Node: the server half of the Idempotency-Key protocol, its decisions made by the
+// Rust library's code (compiled to wasm), its key rows in the app's own PostgreSQL transaction.
+export { idempotentEndpoint, pgStore, pgliteStore } from "./endpoint.js";
+export type { EndpointOptions, HandlerAnswer, IdempotentEndpoint, KeyedRequest, RunResult, Store, Queryable } from "./endpoint.js";
+export type { Ending, Result } from "./store.js";
+export { CoreError, constants } from "./core.js";
+export type { Answer, Constants } from "./core.js";
+export { handleKeyed, keyHeader, parseJson, readBody, sendAnswer, internalAnswer } from "./http.js";
+export type { BodyLimits, HandlerContext } from "./http.js";
+export { idempotent, keyStatusRoutes } from "./express.js";
+export type { ExpressOptions } from "./express.js";
+export { startDevServer } from "./dev.js";
+export type { DevOptions, DevServer } from "./dev.js";

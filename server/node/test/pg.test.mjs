@@ -1,0 +1,84 @@
+// The endpoint over node-postgres on a real PostgreSQL (a throwaway cluster this test starts): the
+// protocol scenarios, the sweep, and 50 concurrent same-key requests over 3 Node processes → one effect.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+
+import pg from "pg";
+import { idempotentEndpoint } from "idempotent-endpoint";
+
+import { startCluster } from "../../../tests/fault/pg-cluster.mjs";
+import { ORDERS, scenarios } from "./support/scenarios.mjs";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+let cluster;
+let pool;
+let endpoint;
+let url;
+const count = async (text, params) => (await pool.query(text, params)).rows[0].n;
+
+before(async () => {
+  cluster = await startCluster();
+  cluster.createDatabase("node_half");
+  url = cluster.url("node_half");
+  pool = new pg.Pool({ connectionString: url, max: 20 });
+  endpoint = idempotentEndpoint({ database: pool });
+  await endpoint.install();
+  await pool.query(ORDERS);
+});
+
+after(async () => {
+  await pool?.end();
+  cluster?.stop();
+});
+
+describe("node-postgres on PostgreSQL", () => {
+  scenarios(() => ({ endpoint, count }));
+
+  it("the key table is the Rust library's: its schema runs again as a no-op", async () => {
+    await endpoint.install();
+    const columns = (await pool.query("SELECT column_name FROM information_schema.columns WHERE table_name = 'idempotency_records' ORDER BY ordinal_position")).rows.map((r) => r.column_name);
+    assert.deepEqual(columns.slice(0, 7), ["scope", "key", "fingerprint", "status_code", "response_headers", "response_body", "created_at"]);
+  });
+
+  it("the sweep deletes key rows past the retention, and only those", async () => {
+    const short = idempotentEndpoint({ database: pool, scope: `sweep-${randomUUID()}`, retentionSecs: 1 });
+    const key = randomUUID();
+    await short.run({ method: "POST", path: "/x", keyHeader: [key], body: new Uint8Array() }, async () => ({ status: 204 }));
+    await pool.query("UPDATE idempotency_records SET created_at = created_at - 10 WHERE key = $1", [key]);
+    const fresh = randomUUID();
+    await short.run({ method: "POST", path: "/x", keyHeader: [fresh], body: new Uint8Array() }, async () => ({ status: 204 }));
+    assert.ok((await short.sweep()) >= 1);
+    assert.equal(await count("SELECT count(*)::int AS n FROM idempotency_records WHERE key = $1", [key]), 0);
+    assert.equal(await count("SELECT count(*)::int AS n FROM idempotency_records WHERE key = $1", [fresh]), 1);
+  });
+
+  it("50 concurrent requests with one key over 3 Node processes: one effect, every other answer a 409 or the replay", async () => {
+    const key = randomUUID();
+    const per = [17, 17, 16];
+    const runs = per.map(
+      (n) =>
+        new Promise((resolve, reject) => {
+          const child = spawn(process.execPath, [path.join(HERE, "support/same-key-worker.mjs"), url, key, String(n)], { stdio: ["ignore", "pipe", "inherit"] });
+          let out = "";
+          child.stdout.on("data", (d) => (out += d));
+          child.on("error", reject);
+          child.on("exit", (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`worker exited ${code}: ${out}`))));
+        }),
+    );
+    const answers = (await Promise.all(runs)).flat();
+    assert.equal(answers.length, 50);
+    const fresh = answers.filter((a) => a.outcome === "fresh");
+    assert.equal(fresh.length, 1, JSON.stringify(answers.map((a) => a.outcome)));
+    for (const a of answers) {
+      assert.ok(["fresh", "in_flight", "replay"].includes(a.outcome), a.outcome);
+      if (a.outcome === "in_flight") assert.equal(a.status, 409);
+      if (a.outcome === "replay") assert.equal(a.body, fresh[0].body);
+    }
+    assert.ok(answers.some((a) => a.outcome === "in_flight"), "the requests overlapped the work");
+    assert.equal(await count("SELECT count(*)::int AS n FROM orders WHERE idempotency_key = $1", [key]), 1);
+  });
+});
