@@ -80,16 +80,21 @@ pub fn cargo_tool(krate: &str, bin: &str, version: Option<&str>) -> Result {
 /// and TypeDoc as tools/typedoc/package-lock.json says.
 fn npm_tools() -> Result {
     step("npm tools in tools/ (wasm-opt, tsc, playwright-core) and tools/typedoc/ (typedoc)");
-    let mtime = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
     for dir in [TOOLS_DIR, TYPEDOC_DIR] {
-        let tools = Path::new(dir);
-        // npm writes node_modules/.package-lock.json after every successful install.
-        let installed = mtime(&tools.join("node_modules/.package-lock.json"));
-        if installed.is_none() || installed < mtime(&tools.join("package-lock.json")) {
-            run(cmd("npm").current_dir(tools).args(["ci", "--no-audit", "--no-fund"]))?;
-        }
+        npm_ci_if_stale(Path::new(dir))?;
     }
     output(cmd("wasm-opt").arg("--version")).map(|_| ()).ok_or_else(|| "wasm-opt --version does not run".into())
+}
+
+/// `npm ci` in `dir` unless its node_modules is newer than its package-lock.json.
+pub fn npm_ci_if_stale(dir: &Path) -> Result {
+    let mtime = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
+    // npm writes node_modules/.package-lock.json after every successful install.
+    let installed = mtime(&dir.join("node_modules/.package-lock.json"));
+    if installed.is_none() || installed < mtime(&dir.join("package-lock.json")) {
+        run(cmd("npm").current_dir(dir).args(["ci", "--no-audit", "--no-fund"]))?;
+    }
+    Ok(())
 }
 
 /// `var` when it names an existing file, else the first of `names` on PATH.

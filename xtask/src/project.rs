@@ -25,13 +25,33 @@ pub const PACKAGE_DIR: &str = "pkg";
 pub const PACKAGE_INPUTS: &[&str] = &["src", "package", "Cargo.toml", "Cargo.lock"];
 /// Every TypeScript project; the `tsc` gate runs `tsc -p <it> --strict --noEmit` on each, and fails
 /// on a `.ts` file outside their directories.
-pub const TSCONFIGS: &[&str] =
-    &["src/js/tsconfig.json", "src/js/node/tsconfig.json", "src/js/check/tsconfig.json", "tests/ts/tsconfig.json"];
+pub const TSCONFIGS: &[&str] = &[
+    "src/js/tsconfig.json",
+    "src/js/node/tsconfig.json",
+    "src/js/check/tsconfig.json",
+    "tests/ts/tsconfig.json",
+    "server/node/tsconfig.json",
+];
 /// Apps with their own TypeScript dependencies (installed by the test that builds them), whose own
 /// type check (`tsc -b`, `vue-tsc -b`, `svelte-check`) runs there (tests/js/package.test.mjs), so
 /// the `tsc` gate leaves their files to it.
 pub const APP_TS_DIRS: &[&str] =
     &["tests/package/react-app", "tests/package/vue-app", "tests/package/svelte-app", "tests/package/tanstack-app"];
+/// The server library's Node half (npm package `idempotent-endpoint`): its own npm dependencies
+/// (package-lock.json), built by its build.mjs into dist/, tested by the `*.test.mjs` under test/.
+pub const NODE_SERVER_DIR: &str = "server/node";
+/// Everything the Node half's dist/ is built from: it is rebuilt when one of these is newer than it.
+pub const NODE_SERVER_INPUTS: &[&str] = &[
+    "server/node/src",
+    "server/node/core",
+    "server/node/build.mjs",
+    "server/node/package.json",
+    "server/node/tsconfig.json",
+    "server/idempotency/src",
+    "server/idempotency/Cargo.toml",
+];
+/// The Node half's TypeDoc options (every export documented; checked with `--emit none`).
+pub const NODE_SERVER_DOCS_CONFIG: &str = "tsconfig.docs.json";
 /// The demo page and its end-to-end tests.
 pub const WWW_DIR: &str = "www";
 /// The npm tools (wasm-opt, tsc, playwright-core), pinned in tools/package.json.
@@ -70,16 +90,34 @@ pub fn build_api_docs() -> Result<PathBuf> {
 
 /// Build the package unless every file of it is newer than every input (fast when nothing changed).
 pub fn ensure_package() -> Result {
-    // None when the output directory is missing or empty.
-    let built = mtimes(Path::new(PACKAGE_DIR)).into_iter().min();
-    let changed = PACKAGE_INPUTS.iter().flat_map(|p| mtimes(Path::new(p))).max();
-    match (built, changed) {
-        (Some(built), Some(changed)) if built > changed => {
+    match up_to_date(PACKAGE_DIR, PACKAGE_INPUTS) {
+        true => {
             println!("   the package is newer than {PACKAGE_INPUTS:?}: not rebuilt");
             Ok(())
         }
-        _ => build_package(),
+        false => build_package(),
     }
+}
+
+/// The Node half (server/node): its npm dependencies as its package-lock.json says (installed when missing
+/// or older than the lock), and dist/ built by its build.mjs unless newer than every input.
+pub fn ensure_node_server() -> Result {
+    crate::install::npm_ci_if_stale(Path::new(NODE_SERVER_DIR))?;
+    let dist = format!("{NODE_SERVER_DIR}/dist");
+    match up_to_date(&dist, NODE_SERVER_INPUTS) {
+        true => {
+            println!("   {dist} is newer than {NODE_SERVER_INPUTS:?}: not rebuilt");
+            Ok(())
+        }
+        false => run(cmd("node").arg(root().join(NODE_SERVER_DIR).join("build.mjs"))),
+    }
+}
+
+/// Whether every file under `out` is newer than every file of `inputs` (false when `out` is missing or empty).
+fn up_to_date(out: &str, inputs: &[&str]) -> bool {
+    let built = mtimes(Path::new(out)).into_iter().min();
+    let changed = inputs.iter().flat_map(|p| mtimes(Path::new(p))).max();
+    matches!((built, changed), (Some(built), Some(changed)) if built > changed)
 }
 
 /// Modification times of `p` and of every file under it.

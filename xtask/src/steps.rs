@@ -6,8 +6,8 @@ use crate::disk;
 use crate::install;
 use crate::process::{cargo, cmd, free_port, run, spawn_listening, Result};
 use crate::project::{
-    build_api_docs, ensure_package, root, server_binary, APP_TS_DIRS, LIBRARY_PACKAGE, PACKAGE_DIR, SERVER_PACKAGE,
-    TOOLS_DIR, TSCONFIGS, WWW_DIR,
+    build_api_docs, ensure_node_server, ensure_package, root, server_binary, APP_TS_DIRS, LIBRARY_PACKAGE,
+    NODE_SERVER_DIR, NODE_SERVER_DOCS_CONFIG, PACKAGE_DIR, SERVER_PACKAGE, TOOLS_DIR, TSCONFIGS, TYPEDOC_DIR, WWW_DIR,
 };
 use crate::size;
 use std::env;
@@ -33,6 +33,7 @@ const STEPS: &[Step] = &[
     Step("d", "size budget", LAYER, size::check),
     Step("e", "wasm-bindgen-test (headless chrome, node)", LAYER, wasm_tests),
     Step("f", "JS tests (tests/js)", LAYER, || node_tests("tests/js")),
+    Step("g", "Node server half (server/node)", LAYER, node_server_tests),
     Step("h", "browser end-to-end (www/tests)", LAYER, || node_tests("www/tests")),
     Step("i", "fault suite (tests/fault/run.mjs)", LAYER, fault_suite),
 ];
@@ -78,6 +79,8 @@ fn tsc() -> Result {
         return Err(format!("TypeScript outside every tsconfig in TSCONFIGS (xtask/src/project.rs): {outside:?}"));
     }
     ensure_package()?;
+    // The Node half's project imports its generated wasm glue and its npm dependencies' types.
+    ensure_node_server()?;
     let tsc = root().join(TOOLS_DIR).join("node_modules/.bin/tsc");
     TSCONFIGS.iter().try_for_each(|t| run(cmd(&tsc).args(["-p", t, "--strict", "--noEmit"])))
 }
@@ -164,6 +167,25 @@ fn node_tests(dir: &str) -> Result {
     }
     // Browser test files run once per engine (IF_BROWSER), the rest once.
     crate::engines::node_tests_per_engine(dir, &files)
+}
+
+/// The Node half: built (with its npm dependencies), every export documented (TypeDoc), then `node --test`
+/// over its `*.test.mjs` against a PostgreSQL of their own (IF_PG_BINDIR), PGlite, and the browser
+/// package's conformance check (IF_PKG) run against its dev server.
+fn node_server_tests() -> Result {
+    ensure_package()?;
+    ensure_node_server()?;
+    let typedoc = root().join(TYPEDOC_DIR).join("node_modules/.bin/typedoc");
+    let docs = ["--tsconfig", NODE_SERVER_DOCS_CONFIG, "--logLevel", "Warn", "--emit", "none"];
+    run(cmd(typedoc).current_dir(NODE_SERVER_DIR).args(docs))?;
+    let tests = format!("{NODE_SERVER_DIR}/test");
+    require(&tests)?;
+    let mut files = Vec::new();
+    walk(Path::new(&tests), &mut |p| files.extend(p.to_string_lossy().ends_with(".test.mjs").then(|| p.to_path_buf())));
+    if files.is_empty() {
+        return Err(format!("{tests} has no *.test.mjs file"));
+    }
+    run(cmd("node").arg("--test").args(files).env("IF_PKG", root().join(PACKAGE_DIR)))
 }
 
 fn fault_suite() -> Result {

@@ -12,19 +12,29 @@ export interface Answer {
   body: string;
 }
 
-/** The PostgreSQL statements (the Rust library's `postgres_sql`, the very same text) and the protocol's numbers. */
+/** The PostgreSQL statements (the Rust library's module `postgres_sql`, the very same text; each field names its constant) and the protocol's numbers. */
 export interface Constants {
   /** Named statements, `$1`... parameters. */
   sql: {
+    /** The key table and its indexes (`SCHEMA`). */
     schema: string;
+    /** Takes the key's in-flight mark without waiting (`TRY_LOCK`). */
     tryLock: string;
+    /** Whether any session holds the key's in-flight mark (`LOCK_HELD`). */
     lockHeld: string;
+    /** Deletes the key's row if it expired (`FORGET_EXPIRED`). */
     forgetExpired: string;
+    /** Inserts the key row unless one exists (`INSERT_KEY`). */
     insertKey: string;
+    /** The key row's fingerprint and answer (`SELECT_ROW`). */
     selectRow: string;
+    /** The key row within the retention (`SELECT_LIVE_ROW`). */
     selectLiveRow: string;
+    /** Stores the work's answer on the key row (`STORE_ANSWER`). */
     storeAnswer: string;
+    /** The lock timeout for the rest of the transaction (`SET_LOCK_TIMEOUT`). */
     setLockTimeout: string;
+    /** Deletes key rows past the retention (`SWEEP`). */
     sweep: string;
   };
   /** The `lock_timeout` a settle waits for a key row held by another transaction. */
@@ -46,6 +56,7 @@ export type KeyRow = Record<string, unknown>;
 
 /** The wasm core failed to read a value (a corrupt row, an answer it cannot store). */
 export class CoreError extends Error {
+  /** `CoreError`. */
   override name = "CoreError";
 }
 

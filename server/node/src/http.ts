@@ -53,8 +53,23 @@ export async function readBody(req: IncomingMessage, limits: BodyLimits = {}): P
   });
 }
 
+/** A body read as JSON: the value, or the answer refusing it. */
+export type ParsedJson = JsonBody | Refused;
+
+/** A body that is JSON. */
+export interface JsonBody {
+  /** The parsed body. */
+  json: unknown;
+}
+
+/** Input refused before any key row was written. */
+export interface Refused {
+  /** The problem answer. */
+  answer: Answer;
+}
+
 /** The body as JSON, or the 400 `invalid-body` answer (a body that is not JSON stores nothing). */
-export function parseJson(req: IncomingMessage, body: Uint8Array): { json: unknown } | { answer: Answer } {
+export function parseJson(req: IncomingMessage, body: Uint8Array): ParsedJson {
   const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
   if (type !== "application/json" && !type.endsWith("+json")) {
     return { answer: core.problemAnswer("invalid-body", "The body must be JSON, sent with Content-Type: application/json.") };

@@ -6,7 +6,7 @@ export type { Ending, Result } from "./store.js";
 export { CoreError, constants } from "./core.js";
 export type { Answer, Constants } from "./core.js";
 export { handleKeyed, keyHeader, parseJson, readBody, sendAnswer, internalAnswer } from "./http.js";
-export type { BodyLimits, HandlerContext } from "./http.js";
+export type { BodyLimits, HandlerContext, JsonBody, ParsedJson, Refused } from "./http.js";
 export { idempotent, keyStatusRoutes } from "./express.js";
 export type { ExpressOptions } from "./express.js";
 export { startDevServer } from "./dev.js";
