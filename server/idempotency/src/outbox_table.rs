@@ -3,6 +3,7 @@
 //! table, and the [`crate::outbox`] that reads and writes it stands above the backends (its worker reads
 //! through them), so the backends must not name the outbox.
 
+#[cfg(feature = "sqlite")]
 use crate::error::StoreError;
 
 /// The outbox table on SQLite (installed by [`crate::sqlite::install`], which also adds `ordering_key` to a
