@@ -2,8 +2,8 @@
 //   1. cargo build --release --target wasm32-unknown-unknown -p idempotent-endpoint-node-core
 //   2. wasm-bindgen --target nodejs: the glue (src/generated/core.js + .d.ts + core_bg.wasm, git-ignored)
 //   3. tsc -p server/node/tsconfig.json: CommonJS and declarations into dist/
-//   4. dist/generated/: the glue and the wasm; dist/index.mjs + index.d.mts: the ESM entry, re-exporting
-//      the CommonJS module's names (one module instance whichever way it is loaded)
+//   4. dist/generated/: the glue and the wasm; dist/<entry>.mjs + .d.mts for each entry: the ESM entry,
+//      re-exporting the CommonJS module's names (one module instance whichever way it is loaded)
 import { execFileSync } from "node:child_process";
 import { chmodSync, copyFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -15,6 +15,8 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, "../..");
 const CRATE = "idempotent-endpoint-node-core";
 const GENERATED = path.join(HERE, "src/generated");
+/** The package's entries (package.json "exports"): each gets an ESM wrapper over its CommonJS module. */
+const ENTRIES = ["index", "hono"];
 const DIST = path.join(HERE, "dist");
 const PATH = [path.join(ROOT, "tools/node_modules/.bin"), process.env.PATH, path.join(os.homedir(), ".cargo/bin")].join(path.delimiter);
 
@@ -32,8 +34,11 @@ rmSync(DIST, { recursive: true, force: true });
 run("tsc", ["-p", path.join(HERE, "tsconfig.json")]);
 mkdirSync(path.join(DIST, "generated"), { recursive: true });
 for (const file of ["core.js", "core.d.ts", "core_bg.wasm"]) copyFileSync(path.join(GENERATED, file), path.join(DIST, "generated", file));
-const names = Object.keys(createRequire(import.meta.url)(path.join(DIST, "index.js"))).filter((n) => n !== "__esModule").sort();
-writeFileSync(path.join(DIST, "index.mjs"), `// The ESM entry: the CommonJS module's exports (built by build.mjs).\nimport cjs from "./index.js";\nexport const { ${names.join(", ")} } = cjs;\n`);
-writeFileSync(path.join(DIST, "index.d.mts"), `export * from "./index.js";\n`);
+const names = {};
+for (const entry of ENTRIES) {
+  names[entry] = Object.keys(createRequire(import.meta.url)(path.join(DIST, `${entry}.js`))).filter((n) => n !== "__esModule").sort();
+  writeFileSync(path.join(DIST, `${entry}.mjs`), `// The ESM entry: the CommonJS module's exports (built by build.mjs).\nimport cjs from "./${entry}.js";\nexport const { ${names[entry].join(", ")} } = cjs;\n`);
+  writeFileSync(path.join(DIST, `${entry}.d.mts`), `export * from "./${entry}.js";\n`);
+}
 chmodSync(path.join(DIST, "cli.js"), 0o755);
-console.log(`built ${path.relative(ROOT, DIST)}/ (exports: ${names.join(", ")})`);
+console.log(`built ${path.relative(ROOT, DIST)}/ (exports: ${JSON.stringify(names)})`);

@@ -28,6 +28,38 @@ export interface HandlerContext<Tx> {
 const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
 const DEFAULT_BODY_TIMEOUT_MS = 10_000;
 
+/** A web `ReadableStream` body (Hono, fetch-style frameworks) within the limits, or the refusal's answer. */
+export async function readWebBody(stream: ReadableStream<Uint8Array> | null, declaredLength: string | null | undefined, limits: BodyLimits = {}): Promise<Uint8Array | Answer> {
+  const max = limits.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  if (Number(declaredLength ?? "0") > max) return core.problemAnswer("body-too-large");
+  if (stream === null) return new Uint8Array();
+  const reader = stream.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), limits.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS)));
+  try {
+    for (;;) {
+      const next = await Promise.race([reader.read(), late]);
+      if (next === "late") {
+        await reader.cancel().catch(() => undefined);
+        return core.problemAnswer("body-timeout");
+      }
+      if (next.done) return Buffer.concat(chunks);
+      size += next.value.length;
+      if (size > max) {
+        await reader.cancel().catch(() => undefined);
+        return core.problemAnswer("body-too-large");
+      }
+      chunks.push(next.value);
+    }
+  } catch {
+    return core.problemAnswer("unreadable-body");
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** The body of `req` within the limits, or the refusal's answer. */
 export async function readBody(req: IncomingMessage, limits: BodyLimits = {}): Promise<Uint8Array | Answer> {
   const max = limits.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
@@ -70,7 +102,12 @@ export interface Refused {
 
 /** The body as JSON, or the 400 `invalid-body` answer (a body that is not JSON stores nothing). */
 export function parseJson(req: IncomingMessage, body: Uint8Array): ParsedJson {
-  const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+  return parseJsonBody(req.headers["content-type"], body);
+}
+
+/** A body with its `Content-Type` as JSON, or the 400 `invalid-body` answer. */
+export function parseJsonBody(contentType: string | null | undefined, body: Uint8Array): ParsedJson {
+  const type = (contentType ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
   if (type !== "application/json" && !type.endsWith("+json")) {
     return { answer: core.problemAnswer("invalid-body", "The body must be JSON, sent with Content-Type: application/json.") };
   }

@@ -5,9 +5,10 @@ export type { EndpointOptions, HandlerAnswer, IdempotentEndpoint, KeyedRequest, 
 export type { Ending, Result } from "./store.js";
 export { CoreError, constants } from "./core.js";
 export type { Answer, Constants } from "./core.js";
-export { handleKeyed, keyHeader, parseJson, readBody, sendAnswer, internalAnswer } from "./http.js";
+export { handleKeyed, keyHeader, parseJson, parseJsonBody, readBody, readWebBody, sendAnswer, internalAnswer } from "./http.js";
 export type { BodyLimits, HandlerContext, JsonBody, ParsedJson, Refused } from "./http.js";
 export { idempotent, keyStatusRoutes } from "./express.js";
 export type { ExpressOptions } from "./express.js";
 export { startDevServer } from "./dev.js";
 export type { DevOptions, DevServer } from "./dev.js";
+// The Hono middleware is the entry `idempotent-endpoint/hono` (it loads `hono`, an optional peer).
