@@ -11,4 +11,5 @@ export { idempotent, keyStatusRoutes } from "./express.js";
 export type { ExpressOptions } from "./express.js";
 export { startDevServer } from "./dev.js";
 export type { DevOptions, DevServer } from "./dev.js";
-// The Hono middleware is the entry `idempotent-endpoint/hono` (it loads `hono`, an optional peer).
+// The Hono middleware is the entry `idempotent-endpoint/hono` and the Fastify plugin `idempotent-endpoint/fastify`
+// (each loads its framework, an optional peer).
