@@ -54,6 +54,7 @@ describe("Fastify 5 plugin", () => {
     const first = await post(key, JSON.stringify({ sku: "mug" }));
     assert.equal(first.status, 201);
     const body = await first.text();
+    assert.equal(JSON.parse(body).sku, "mug", "the handler's answer is sent");
     const again = await post(key, JSON.stringify({ sku: "mug" }));
     assert.equal(again.status, 201);
     assert.equal(again.headers.get("idempotent-replayed"), "true");

@@ -56,6 +56,7 @@ describe("Hono 4 middleware", () => {
     const first = await post(key, JSON.stringify({ sku: "mug" }));
     assert.equal(first.status, 201);
     const body = await first.text();
+    assert.equal(JSON.parse(body).sku, "mug", "the handler's answer is sent");
     const again = await post(key, JSON.stringify({ sku: "mug" }));
     assert.equal(again.status, 201);
     assert.equal(again.headers.get("idempotent-replayed"), "true");
