@@ -17,6 +17,8 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 let cluster;
 let pool;
 let endpoint;
+/** What the endpoint reported (a failure it answered 500 for). */
+const reported = [];
 let url;
 const count = async (text, params) => (await pool.query(text, params)).rows[0].n;
 
@@ -25,7 +27,7 @@ before(async () => {
   cluster.createDatabase("node_half");
   url = cluster.url("node_half");
   pool = new pg.Pool({ connectionString: url, max: 20 });
-  endpoint = idempotentEndpoint({ database: pool });
+  endpoint = idempotentEndpoint({ database: pool, onError: (e) => reported.push(e) });
   await endpoint.install();
   await pool.query(ORDERS);
 });
@@ -36,7 +38,7 @@ after(async () => {
 });
 
 describe("node-postgres on PostgreSQL", () => {
-  scenarios(() => ({ endpoint, count }));
+  scenarios(() => ({ endpoint, count, reported }));
 
   it("the key table is the Rust library's: its schema runs again as a no-op", async () => {
     await endpoint.install();

@@ -15,12 +15,14 @@ import { keyed, ORDERS, orderHandler, scenarios } from "./support/scenarios.mjs"
 let dir;
 let db;
 let endpoint;
+/** What the endpoint reported (a failure it answered 500 for). */
+const reported = [];
 const count = async (text, params) => (await db.query(text, params)).rows[0].n;
 
 before(async () => {
   dir = mkdtempSync(path.join(tmpdir(), "idempotent-endpoint-pglite-"));
   db = new PGlite(path.join(dir, "data"));
-  endpoint = idempotentEndpoint({ database: db });
+  endpoint = idempotentEndpoint({ database: db, onError: (e) => reported.push(e) });
   await endpoint.install();
   await db.exec(ORDERS);
 });
@@ -31,7 +33,7 @@ after(async () => {
 });
 
 describe("PGlite on disk", () => {
-  scenarios(() => ({ endpoint, count }));
+  scenarios(() => ({ endpoint, count, reported }));
 
   it("20 concurrent requests with one key: one effect, the others 409 or the replay", async () => {
     const key = randomUUID();

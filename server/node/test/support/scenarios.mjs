@@ -25,8 +25,8 @@ const header = (answer, name) => answer.headers.filter(([n]) => n === name).map(
 const statusOf = (answer) => JSON.parse(answer.body).status;
 
 /**
- * The scenarios over `env()`: `{ endpoint, count(sql, params) }` once the store is set up (the key table
- * and `orders` installed).
+ * The scenarios over `env()`: `{ endpoint, count(sql, params), reported }` once the store is set up (the
+ * key table and `orders` installed; `reported` collects what the endpoint's `onError` got).
  */
 export function scenarios(env) {
   const orders = async (key) => (await env().count("SELECT count(*)::int AS n FROM orders WHERE idempotency_key = $1", [key]));
@@ -154,6 +154,8 @@ export function scenarios(env) {
       return { status: 200, body: "x".repeat(16 * 1024 + 1) };
     });
     assert.equal(r.answer.status, 500);
+    assert.match(String(env().reported.at(-1)), /larger than the 16384 bytes a key row stores/, "the cause is reported, not sent");
+    assert.doesNotMatch(r.answer.body, /16384/);
     assert.equal(await orders(key), 0);
     assert.equal(await keyRows(key), 0);
   });
