@@ -54,6 +54,9 @@ export async function startDevServer(options: DevOptions = {}): Promise<DevServe
   await db.exec(ORDERS);
   const endpoint = idempotentEndpoint({ database: db });
   await endpoint.install();
+  // The retention sweep, hourly (the timer does not keep the process alive).
+  const sweeper = setInterval(() => void endpoint.sweep().catch((e: unknown) => console.error("idempotent-endpoint dev: sweep:", e)), 60 * 60 * 1000);
+  sweeper.unref();
   const workMs = options.workMs ?? 150;
   const failShare = options.failShare ?? 0;
   const loseShare = options.loseShare ?? 0;
@@ -116,6 +119,7 @@ export async function startDevServer(options: DevOptions = {}): Promise<DevServe
     url: `${base}/api/orders`,
     keyStatusUrl: `${base}/api/idempotency-keys/{key}`,
     async close() {
+      clearInterval(sweeper);
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await db.close();
