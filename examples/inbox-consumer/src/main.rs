@@ -20,10 +20,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
 use clap::Parser;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use idempotent_endpoint::inbox::SqliteInbox;
+use idempotent_endpoint::serve::{serve, shutdown_signal, ServeLimits};
 use idempotent_endpoint::sqlite::rusqlite::params;
 use idempotent_endpoint::{
     BodyDeadline, BoundedBody, Problem, RunError, StoreError, StoredResponse, DEFAULT_RETENTION,
@@ -66,12 +64,9 @@ struct Delivered {
 }
 
 /// The recipe for an endpoint on the open internet (idempotent-endpoint's README, "Serving"): the request
-/// head within this, the body within [`BODY_DEADLINE`] and at most [`MAX_BODY_BYTES`].
-const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a request body may take to arrive; past it the extractor answers 408.
+/// head within `ServeLimits::default()`'s header timeout, the body within this (past it the extractor
+/// answers 408) and at most [`MAX_BODY_BYTES`].
 const BODY_DEADLINE: BodyDeadline = BodyDeadline(Duration::from_secs(5));
-/// How long open requests may run after a shutdown was asked for.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// A message is one email: recipient, subject and text.
 const MAX_BODY_BYTES: usize = 64 * 1024;
 
@@ -151,56 +146,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .layer(Extension(BODY_DEADLINE));
     let listener = TcpListener::bind(cli.addr).await?;
     println!("listening on http://{}", listener.local_addr()?);
-    serve(listener, app, shutdown_signal()).await;
+    serve(listener, app, ServeLimits::default(), shutdown_signal()).await;
     let _ = stop.send(true);
     let _ = sweeper.await;
     Ok(())
-}
-
-/// Serves `app` until `shutdown` resolves, then lets open requests finish (at most `SHUTDOWN_GRACE`).
-///
-/// hyper directly rather than `axum::serve`, which has no header-read timeout: a client must send its
-/// whole request head within `HEADER_TIMEOUT` (the same bound holds an idle keep-alive connection), so a
-/// socket that sends nothing or dribbles headers is closed instead of holding a task.
-async fn serve(listener: TcpListener, app: Router, shutdown: impl std::future::Future<Output = ()>) {
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
-    let graceful = GracefulShutdown::new();
-    tokio::pin!(shutdown);
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    // Out of file descriptors and the like: wait a little instead of spinning.
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let connection = http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-    }
-    drop(listener);
-    let _ = tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await;
-}
-
-/// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(term) => term,
-            Err(_) => return interrupt.await.unwrap_or(()),
-        };
-        tokio::select! { _ = interrupt => {}, _ = term.recv() => {} }
-    }
-    #[cfg(not(unix))]
-    let _ = interrupt.await;
 }

@@ -26,7 +26,8 @@
 //!   another store) are the whole `GET` / `POST` answer of the contract in server/README.md, "Key status";
 //! - the retention sweep (fences expire with it like any key row);
 //! - axum: the [`Idempotent`] extractor (and [`BoundedBody`] for an endpoint without a key), each reading
-//!   the body within a [`BodyDeadline`], and [`Outcome`], [`Problem`] and [`RunError`] are responses.
+//!   the body within a [`BodyDeadline`], and [`Outcome`], [`Problem`] and [`RunError`] are responses;
+//!   [`serve::serve`] (feature `serve`, on by default) serves a router with a deadline on every request head.
 //!
 //! ```no_run
 //! use axum::{http::StatusCode, routing::post, Router};
@@ -81,7 +82,7 @@
 //! | layer | modules |
 //! |---|---|
 //! | protocol (no I/O) | [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], [`postgres_sql`], `random` |
-//! | runtime | [`request`] (the axum extractor), [`periodic`] (the loop of every background task) |
+//! | runtime | [`request`] (the axum extractor), [`periodic`] (the loop of every background task), [`serve`] (the HTTP server loop) |
 //! | store | `inflight`, [`outbox_table`], [`sqlite`], [`postgres`] |
 //! | work | [`outbox`], [`inbox`], [`phases`], `phases::sqlite`, [`phases::postgres`] |
 //!
@@ -114,6 +115,8 @@ mod random;
 pub mod request;
 pub mod response;
 pub mod retention;
+#[cfg(feature = "serve")]
+pub mod serve;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod status;
