@@ -10,7 +10,7 @@ import {
   F_STATE,
   F_TOTAL_ATTEMPTS,
   F_UPDATED_AT,
-  KEY_STATUS_IN_FLIGHT,
+  KEY_IN_FLIGHT,
   STATE_PENDING,
   type Machine,
   STATES,
@@ -217,7 +217,7 @@ export class IdempotentOperation {
     try {
       return { status: "done", result: await this.run(options, true) };
     } catch (thrown) {
-      if (thrown instanceof KeyStatusOpen) return { status: thrown.detail === KEY_STATUS_IN_FLIGHT ? "in_flight" : "unknown" };
+      if (thrown instanceof KeyStatusOpen) return { status: thrown.detail === KEY_IN_FLIGHT ? "in_flight" : "unknown" };
       throw thrown;
     }
   }

@@ -35,7 +35,7 @@ export interface SendContext {
   ask?: boolean | undefined;
 }
 
-/** @internal `reconcile()`'s answer when it is not "done": the machine's KEY_STATUS detail. */
+/** @internal `reconcile()`'s answer when it is not "done": the machine's E_KEY_STATUS detail (a KEY_*). */
 export class KeyStatusOpen {
   constructor(readonly detail: number) {}
 }
@@ -223,7 +223,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         const lastStatus = machine.get(M.F_LAST_STATUS);
         const context = { intentId, key, attempts: machine.get(M.F_ATTEMPT), lastStatus: lastStatus || null };
         const detail = machine.get(M.F_ERROR_DETAIL);
-        if (code === M.E_KEY_STATUS && detail !== M.KEY_STATUS_COULD_NOT_ASK) throw new KeyStatusOpen(detail);
+        if (code === M.E_KEY_STATUS && detail !== M.KEY_COULD_NOT_ASK) throw new KeyStatusOpen(detail);
         const hints: (string | undefined)[] = [];
         if (code === M.E_RETRIES_EXHAUSTED) {
           if (M.IN_FLIGHT_STATUSES.includes(lastStatus)) {
