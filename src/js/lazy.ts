@@ -18,7 +18,7 @@ function once<T>(load: () => Promise<T>): () => Promise<T> {
       throw inServiceWorker()
         ? new IdempotentFetchError(
             "INVALID_OPTIONS",
-            'a service worker cannot load the parts used on demand: import IdempotentClient from "idempotent-fetch-client/worker" there',
+            __DEV__ && 'a service worker cannot load the parts used on demand: import IdempotentClient from "idempotent-fetch-client/worker" there',
           )
         : error;
     }));
