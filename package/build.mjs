@@ -14,7 +14,8 @@
 //      wasm-metadce (dropUnusedExports: the exports package/glue.js never calls), then
 //      wasm-opt MINIFY_NAMES (short import/export names; the glue is renamed to match when bundled)
 //      -> pkg/idempotent_fetch_bg.wasm
-//   4. esbuild (with package/glue.js for the generated glue: `checkedGlue`): src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: minified ESM + source map that loads the wasm
+//   4. esbuild (with package/glue.js for the generated glue: `checkedGlue`), for each build (BUILDS: production, and
+//      development as *.development.js; DEFINES): src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: minified ESM + source map that loads the wasm
 //      with `new URL("./idempotent_fetch_bg.wasm", import.meta.url)`) and pkg/node.cjs (Node: reads the
 //      wasm from disk and instantiates it on load), plus pkg/node.js, the ESM face of node.cjs (one instance for import and require)
 //      and the side entries (SIDE_ENTRIES), each as .js + .cjs with source maps: watch.ts (the intent
