@@ -22,9 +22,9 @@ const DEVELOPMENT: &str = ".development.js";
 /// bytes says so in its commit (the figures are in BENCHMARKS.md "What ships"; their history is in
 /// git). A row without a budget, or a budget without a row, fails the step.
 pub const BUDGETS: &[(&str, u64)] = &[
-    (". production", 24_296),
+    (". production", 24_348),
     (". development", 26_300),
-    ("./worker production", 28_336),
+    ("./worker production", 28_384),
     ("./worker development", 30_900),
     ("lazy parts production", 7_120),
     ("lazy parts development", 7_960),
