@@ -2,9 +2,11 @@
 // What ships: what a browser downloads for idempotent-fetch when an app bundles it the way apps do
 // (esbuild --bundle --minify of `import { IdempotentClient } from "idempotent-fetch-client"`, resolved through
 // the package's `exports` like an installed package, plus the .wasm it loads), each file gzip -9 and
-// brotli q11, next to the package as shipped, the size before the lean core (issue 12), and the JS
-// retry libraries users pick today bundled the same way. Then where the bytes are: the driver's
-// minified JS by source file (esbuild's metafile) and the .wasm by function (twiggy, when installed).
+// brotli q11: the production build (what a bundler resolves by default) beside the development build
+// (the `development` condition), what a page that stays open fetches later, every entry of the
+// package, the size before the lean core, and the JS retry libraries users pick today bundled the
+// same way. Then where the bytes are: the driver's minified JS by source file (esbuild's metafile)
+// and the .wasm by function (twiggy, when installed).
 //
 //   node benches/size.mjs              build pkg/ (node package/build.mjs), then measure
 //   node benches/size.mjs --no-build   measure pkg/ as it is
@@ -21,7 +23,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { brotliCompressSync, constants, gzipSync } from "node:zlib";
 
-import { BROWSER_ENTRY, MINIFY_NAMES, PKG_DIR, WASM_FILE, checkedGlue, crateMetadata, dropUnusedExports } from "../package/build.mjs";
+import { BROWSER_ENTRY, BUILDS, DEFINES, LAZY_PARTS, MINIFY_NAMES, PKG_DIR, WASM_FILE, checkedGlue, crateMetadata, dropUnusedExports, fileOf } from "../package/build.mjs";
 
 const benches = dirname(fileURLToPath(import.meta.url));
 const root = dirname(benches);
@@ -29,8 +31,8 @@ const compareDir = join(benches, "size-compare");
 const env = { ...process.env, PATH: `${join(root, "tools/node_modules/.bin")}:${join(homedir(), ".cargo/bin")}:${process.env.PATH}` };
 const args = new Set(process.argv.slice(2));
 
-// Before the lean core: main at df381f9 (wasm-pack --target web, BENCHMARKS.md "What ships" and issue 12).
-const BEFORE = { label: "before issue 12 (pkg/web: async Rust layer, wasm 88.0 + glue 9.6)", gzipKiB: 97.5 };
+// Before the lean core: main at df381f9 (wasm-pack --target web: an async Rust layer in the wasm).
+const BEFORE = { label: "before the lean core (pkg/web: async Rust layer, wasm 88.0 + glue 9.6)", gzipKiB: 97.5 };
 
 function run(cmd, argv, options = {}) {
   console.error(`$ ${cmd} ${argv.join(" ")}`);
@@ -95,6 +97,33 @@ const work = mkdtempSync(join(tmpdir(), "if-size-"));
 try {
   mkdirSync(join(work, "node_modules"));
   symlinkSync(PKG_DIR, join(work, "node_modules", "idempotent-fetch-client"), "dir");
+  const wasm = measure(readFileSync(join(PKG_DIR, WASM_FILE)));
+  const none = { raw: 0, gzip: 0, brotli: 0 };
+  /** `source` bundled as an app bundles it, for one build (`conditions`): the app's entry and every
+   *  chunk it imports statically (what the page downloads first), each chunk it imports with import()
+   *  by the file of the package it came from, and all chunks. */
+  async function appBundle(source, flavour, options = {}) {
+    const out = await esbuild.build({
+      ...bundleOptions, splitting: true, outdir: join(work, `app-${flavour}`), metafile: true, conditions: flavour === "development" ? ["development"] : [],
+      stdin: { contents: source, resolveDir: work, loader: "js", sourcefile: "app.js" }, ...options,
+    });
+    const outputs = out.metafile.outputs;
+    // The metafile names outputs relative to the working directory.
+    const contents = (file) => Buffer.from(out.outputFiles.find((f) => f.path === resolve(file)).contents);
+    const sumOf = (files) => files.map((f) => measure(contents(f))).reduce(add, none);
+    const entryOut = Object.keys(outputs).find((o) => outputs[o].entryPoint?.endsWith("app.js"));
+    const first = new Set();
+    for (const pending = [entryOut]; pending.length; ) {
+      const file = pending.pop();
+      if (first.has(file)) continue;
+      first.add(file);
+      for (const i of outputs[file].imports) if (i.kind === "import-statement" && outputs[i.path]) pending.push(i.path);
+    }
+    const js = Object.keys(outputs).filter((o) => o.endsWith(".js"));
+    // A part loaded on demand is an entry point of its own: its chunk names the package file.
+    const parts = Object.fromEntries(js.filter((o) => !first.has(o) && outputs[o].entryPoint).map((o) => [relative(PKG_DIR, resolve(outputs[o].entryPoint)), sumOf([o])]));
+    return { first: sumOf([...first]), all: sumOf(js), parts, chunks: [first.size, js.length] };
+  }
   // The quick start as an app writes it (README "Quick start": begin + send, and the fetch-shaped
   // API), bundled with code splitting as Vite, webpack and Rollup do by default: the parts the
   // package loads on first use (LAZY_PARTS) become chunks of their own. What the quick start
@@ -109,45 +138,41 @@ export async function pay(cart) {
 }
 export const order = (cart) => client.fetch("/api/orders", { method: "POST", body: JSON.stringify(cart), intent: "order" });
 `;
-  const userBundle = await esbuild.build({
-    ...bundleOptions, splitting: true, outdir: join(work, "app"), metafile: true,
-    stdin: { contents: QUICK_START, resolveDir: work, loader: "js", sourcefile: "app.js" },
-  });
-  const outputs = userBundle.metafile.outputs;
-  // The app's own entry (a part loaded on demand is an entry point of its own too).
-  const entryOut = Object.keys(outputs).find((o) => outputs[o].entryPoint?.endsWith("app.js"));
-  const quickFiles = new Set();
-  for (const pending = [entryOut]; pending.length; ) {
-    const file = pending.pop();
-    if (quickFiles.has(file)) continue;
-    quickFiles.add(file);
-    for (const i of outputs[file].imports) if (i.kind === "import-statement" && outputs[i.path]) pending.push(i.path);
-  }
-  // The metafile names outputs relative to the working directory.
-  const contents = (file) => Buffer.from(userBundle.outputFiles.find((f) => f.path === resolve(file)).contents);
-  const sumOf = (files) => files.map((f) => measure(contents(f))).reduce(add, { raw: 0, gzip: 0, brotli: 0 });
-  const wasm = measure(readFileSync(join(PKG_DIR, WASM_FILE)));
-  const jsFiles = Object.keys(outputs).filter((o) => o.endsWith(".js"));
-  const bundled = { js: sumOf([...quickFiles]), wasm };
-  const everything = { js: sumOf(jsFiles), wasm };
-  const shipped = { js: measure(readFileSync(join(PKG_DIR, BROWSER_ENTRY))), wasm };
-  const userTotal = add(bundled.js, bundled.wasm);
-  const fullTotal = add(everything.js, everything.wasm);
+  const quick = {};
+  for (const flavour of BUILDS) quick[flavour] = await appBundle(QUICK_START, flavour);
+  // A page that stays open: once idle, the client warms up (src/js/client.ts `warm`). Under the quick
+  // start's options that fetches no file where the browser has Web Locks, and the localStorage lease
+  // (lease.ts) where it has none; every other part waits for the first use of its feature.
+  const LEASE = LAZY_PARTS.find((p) => p.source === "lease.ts").file;
+  const idle = (flavour) => quick[flavour].parts[fileOf(LEASE, flavour)] ?? none;
+  const shipped = (file) => add(measure(readFileSync(join(PKG_DIR, file))), wasm);
 
-  console.log("## What a browser downloads (KiB; gzip -9 and brotli q11 of each file, summed)\n");
-  console.log("| what | .wasm raw | .wasm gzip | .wasm brotli | JS raw | JS gzip | JS brotli | total raw | total gzip | total brotli |");
-  console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-  for (const [name, o] of [
-    [`the quick start, bundled by the app (esbuild --bundle --minify --splitting: ${quickFiles.size} of ${jsFiles.length} chunks) + .wasm`, bundled],
-    [`every feature (all ${jsFiles.length} chunks) + .wasm`, everything],
-    [`idempotent-fetch as shipped (pkg/${BROWSER_ENTRY}, minified by the package build) + .wasm`, shipped],
-  ]) {
-    const t = add(o.js, o.wasm);
-    console.log(`| ${name} | ${kb(o.wasm.raw)} | ${kb(o.wasm.gzip)} | ${kb(o.wasm.brotli)} | ${kb(o.js.raw)} | ${kb(o.js.gzip)} | ${kb(o.js.brotli)} | ${kb(t.raw)} | ${kb(t.gzip)} | ${kb(t.brotli)} |`);
+  const cell = (m) => (m ? `${m.gzip} | ${m.brotli}` : "– | –");
+  console.log("## What a browser downloads (B; gzip -9 and brotli q11 of each file, summed; the .wasm is in every core row)\n");
+  console.log("| what | production gzip | production brotli | development gzip | development brotli |");
+  console.log("|---|---:|---:|---:|---:|");
+  const row = (what, production, development) => console.log(`| ${what} | ${cell(production)} | ${cell(development)} |`);
+  const [firstChunks, allChunks] = quick.production.chunks;
+  row(`**the quick start**, bundled by the app (esbuild --bundle --minify --splitting: ${firstChunks} of ${allChunks} chunks) + .wasm`, add(quick.production.first, wasm), add(quick.development.first, wasm));
+  row("fetched later by a page that stays open (idle): with Web Locks", none, none);
+  row("fetched later by a page that stays open (idle): without Web Locks (the lease part)", idle("production"), idle("development"));
+  row(`every feature (all ${allChunks} chunks) + .wasm`, add(quick.production.all, wasm), add(quick.development.all, wasm));
+  row(`\`idempotent-fetch-client\` as shipped (pkg/${BROWSER_ENTRY} or its development twin) + .wasm`, shipped(BROWSER_ENTRY), shipped(fileOf(BROWSER_ENTRY, "development")));
+  const manifest = JSON.parse(readFileSync(join(PKG_DIR, "package.json"), "utf8"));
+  row("`idempotent-fetch-client/worker` (service workers: every part bundled in) + .wasm", shipped(manifest.exports["./worker"].default), shipped(manifest.exports["./worker"].development));
+  for (const { file } of LAZY_PARTS) {
+    row(`part loaded on demand: pkg/${file}`, measure(readFileSync(join(PKG_DIR, file))), measure(readFileSync(join(PKG_DIR, fileOf(file, "development")))));
   }
-  console.log(`| ${BEFORE.label} | | 88.0 | | | 9.6 | | | ${BEFORE.gzipKiB.toFixed(1)} | |`);
-  console.log(`\nThe quick start bundled by the app: **${kb(userTotal.gzip)} KiB gzip** (${userTotal.gzip} B; ${kb(userTotal.brotli)} KiB brotli), ` +
-    `${(BEFORE.gzipKiB / (userTotal.gzip / 1024)).toFixed(1)}× smaller than before (${BEFORE.gzipKiB} KiB); every feature: ${fullTotal.gzip} B gzip.`);
+  // The side entries are built once (package/build.mjs SIDE_ENTRIES); `./file` is for Node only.
+  for (const [subpath, conditions] of Object.entries(manifest.exports)) {
+    if (!conditions.import?.default || subpath === ".") continue;
+    const one = measure(readFileSync(join(PKG_DIR, conditions.import.default)));
+    row(`\`idempotent-fetch-client${subpath.slice(1)}\` (${conditions.import.default}; one build)`, one, one);
+  }
+  const userTotal = add(quick.production.first, wasm);
+  console.log(`| ${BEFORE.label} | ${Math.round(BEFORE.gzipKiB * 1024)} | | | |`);
+  console.log(`\nThe quick start bundled by the app, production build: **${userTotal.gzip} B gzip** (${kb(userTotal.gzip)} KiB; ${userTotal.brotli} B brotli); ` +
+    `development build: ${add(quick.development.first, wasm).gzip} B gzip; ${(BEFORE.gzipKiB / (userTotal.gzip / 1024)).toFixed(1)}× smaller than before (${BEFORE.gzipKiB} KiB).`);
 
   // ---- theirs ------------------------------------------------------------------------------------
   const LIBS = [
@@ -179,14 +204,14 @@ export const order = (cart) => client.fetch("/api/orders", { method: "POST", bod
     // The glue as the package bundles it (package/glue.js, checked against wasm-bindgen's), under the
     // generated glue's name.
     const shippedGlue = { name: "shipped-glue", setup: (build) => build.onLoad({ filter: /[\\/]generated[\\/]idempotent_fetch\.js$/ }, (a) => ({ contents: checkedGlue(a.path), loader: "js" })) };
-    const bySource = await esbuild.build({ ...bundleOptions, splitting: true, metafile: true, sourcemap: "external", outdir: join(work, "driver"), entryPoints: [driverEntry], plugins: [shippedGlue] });
+    const bySource = await esbuild.build({ ...bundleOptions, define: DEFINES.production, splitting: true, metafile: true, sourcemap: "external", outdir: join(work, "driver"), entryPoints: [driverEntry], plugins: [shippedGlue] });
     const entryFile = bySource.outputFiles.find((f) => f.path.endsWith(`${join("driver", "index.js")}`));
     const out = entryFile.text;
     const map = JSON.parse(bySource.outputFiles.find((f) => f.path === `${entryFile.path}.map`).text);
     const owners = sourceOfEachChar(out, map);
     const whole = gzip(Buffer.from(out));
     console.log(
-      "\n## The minified JS by source file (src/js/index.ts bundled and minified; bytes from esbuild's metafile; " +
+      "\n## The minified JS by source file (src/js/index.ts bundled and minified as the production build; bytes from esbuild's metafile; " +
         "gzip share = gzip -9 of the bundle minus gzip -9 of the bundle without that source's characters, by its source map)\n",
     );
     console.log(`| source | bytes | gzip share B |`);

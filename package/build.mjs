@@ -14,7 +14,8 @@
 //      wasm-metadce (dropUnusedExports: the exports package/glue.js never calls), then
 //      wasm-opt MINIFY_NAMES (short import/export names; the glue is renamed to match when bundled)
 //      -> pkg/idempotent_fetch_bg.wasm
-//   4. esbuild (with package/glue.js for the generated glue: `checkedGlue`): src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: minified ESM + source map that loads the wasm
+//   4. esbuild (with package/glue.js for the generated glue: `checkedGlue`), for each build (BUILDS: production, and
+//      development as *.development.js; DEFINES): src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: minified ESM + source map that loads the wasm
 //      with `new URL("./idempotent_fetch_bg.wasm", import.meta.url)`) and pkg/node.cjs (Node: reads the
 //      wasm from disk and instantiates it on load), plus pkg/node.js, the ESM face of node.cjs (one instance for import and require)
 //      and the side entries (SIDE_ENTRIES), each as .js + .cjs with source maps: watch.ts (the intent
@@ -237,6 +238,29 @@ const DRIVER_PRIVATE = [
   "database", "fallbackReason",
 ];
 
+/** The two builds of the core for browsers (src/js/mode.ts): the production build, what apps get by
+ *  default, defines `__DEV__` false, so every text written `__DEV__ && "..."` is dropped; the
+ *  development build (the bundlers' `development` condition) keeps them. Node (node.cjs) and the side
+ *  entries are built once, as the development build.
+ *  Each has its entry, its lazy parts and its worker entry; `.development.js` names the second. */
+export const BUILDS = ["production", "development"];
+/** A browser file of build `flavour`: `index.js` -> `index.development.js` for the development build. */
+export const fileOf = (file, flavour) => (flavour === "production" ? file : file.replace(/\.js$/, `.${flavour}.js`));
+/** The globals of src/js/mode.ts for each build, as esbuild `define`s: every esbuild build of the
+ *  driver's sources gives one of these (tests that bundle sources take the development build's). The
+ *  production build's docs page is the README's error table (Cargo.toml's repository). */
+export const DEFINES = {
+  production: { __DEV__: "false", __DOCS__: JSON.stringify(`${readRepository()}#errors`) },
+  development: { __DEV__: "true", __DOCS__: JSON.stringify("") },
+};
+
+/** Cargo.toml's `repository` (read directly: the defines are needed where `cargo metadata` is not run). */
+function readRepository() {
+  const found = readFileSync(path.join(root, "Cargo.toml"), "utf8").match(/^repository = "([^"]+)"$/m);
+  if (!found) throw new Error("Cargo.toml has no repository = \"...\"");
+  return found[1];
+}
+
 /** Step 4: the bundles. Returns the names the entry exports (for node.js, the ESM face of node.cjs). */
 async function bundles(entry, out, names) {
   const esbuild = createRequire(path.join(tools, "package.json"))("esbuild");
@@ -248,31 +272,37 @@ async function bundles(entry, out, names) {
     entryPoints: [entry], bundle: true, target: "es2020", legalComments: "none", logLevel: "warning", metafile: true,
     mangleProps: new RegExp(`^(${[...GLUE_PRIVATE, ...DRIVER_PRIVATE].join("|")})$`),
   };
-  // Minified (with a source map holding the TypeScript sources): a page without a bundler downloads
-  // this file as it is, and an app's bundler gets nothing more to remove.
-  const browser = await esbuild.build({
-    ...common, platform: "browser", format: "esm", minify: true, sourcemap: true, sourcesContent: true,
-    outfile: path.join(out, BROWSER_ENTRY), plugins: [wasmSourcePlugin("browser", names), lazyImportsPlugin()],
-    mangleCache: {},
-  });
-  await lazyParts(esbuild, out, { ...common, mangleCache: browser.mangleCache });
-  // Service workers may not `import()` (HTML forbids it there): their entry holds every part.
-  const worker = await esbuild.build({
-    ...common, platform: "browser", format: "esm", minify: true, sourcemap: true, sourcesContent: true,
-    outfile: path.join(out, WORKER_ENTRY), plugins: [wasmSourcePlugin("browser", names)], write: false,
-  });
-  for (const file of worker.outputFiles) {
-    if (file.path.endsWith(".js") && /\bimport\(/.test(file.text)) throw new Error(`${WORKER_ENTRY} has an import(): a service worker cannot run it`);
-    writeFileSync(file.path, file.contents);
+  let exports;
+  for (const flavour of BUILDS) {
+    const mode = { ...common, define: DEFINES[flavour] };
+    // Minified (with a source map holding the TypeScript sources): a page without a bundler downloads
+    // this file as it is, and an app's bundler gets nothing more to remove.
+    const browser = await esbuild.build({
+      ...mode, platform: "browser", format: "esm", minify: true, sourcemap: true, sourcesContent: true,
+      outfile: path.join(out, fileOf(BROWSER_ENTRY, flavour)), plugins: [wasmSourcePlugin("browser", names), lazyImportsPlugin(flavour)],
+      mangleCache: {},
+    });
+    await lazyParts(esbuild, out, { ...mode, mangleCache: browser.mangleCache }, flavour);
+    // Service workers may not `import()` (HTML forbids it there): their entry holds every part.
+    const worker = await esbuild.build({
+      ...mode, platform: "browser", format: "esm", minify: true, sourcemap: true, sourcesContent: true,
+      outfile: path.join(out, fileOf(WORKER_ENTRY, flavour)), plugins: [wasmSourcePlugin("browser", names)], write: false,
+    });
+    for (const file of worker.outputFiles) {
+      if (file.path.endsWith(".js") && /\bimport\(/.test(file.text)) throw new Error(`${fileOf(WORKER_ENTRY, flavour)} has an import(): a service worker cannot run it`);
+      writeFileSync(file.path, file.contents);
+    }
+    const pageInputs = Object.keys(browser.metafile.inputs).filter((input) => path.resolve(root, input).startsWith(CHECK_DIR));
+    if (pageInputs.length) throw new Error(`${BROWSER_ENTRY} bundles ${pageInputs.join(", ")}: the check command is never part of a page's bundle`);
+    exports = Object.values(browser.metafile.outputs).flatMap((o) => o.exports ?? []);
   }
+  // Node: the development build (full messages; a server downloads nothing, and Node resolves
+  // neither condition unless told).
   await esbuild.build({
-    ...common, platform: "node", target: "node18", format: "cjs", outfile: path.join(out, "node.cjs"), plugins: [wasmSourcePlugin("node", names)],
+    ...common, define: DEFINES.development, platform: "node", target: "node18", format: "cjs", outfile: path.join(out, "node.cjs"), plugins: [wasmSourcePlugin("node", names)],
   });
   await sideEntries(esbuild, out);
   await checkCommand(esbuild, out);
-  const pageInputs = Object.keys(browser.metafile.inputs).filter((input) => path.resolve(root, input).startsWith(CHECK_DIR));
-  if (pageInputs.length) throw new Error(`${BROWSER_ENTRY} bundles ${pageInputs.join(", ")}: the check command is never part of a page's bundle`);
-  const exports = Object.values(browser.metafile.outputs).flatMap((o) => o.exports ?? []);
   if (exports.includes("default")) throw new Error("the driver has a default export; the package API is named exports only");
   return exports.sort();
 }
@@ -301,7 +331,7 @@ export const LAZY_PARTS = [
   { source: "stored-request.ts", file: "lazy/stored-request.js" },
 ];
 /** What a lazy part may bundle besides its own source: modules without state. */
-const PURE_SOURCES = ["describe.ts", "hex.ts", "body-limits.ts", "machine.ts", "generated/contract.ts", "storage/backend.ts", "storage/idb.ts", "wait.ts"];
+const PURE_SOURCES = ["mode.ts", "describe.ts", "hex.ts", "body-limits.ts", "machine.ts", "generated/contract.ts", "storage/backend.ts", "storage/idb.ts", "wait.ts"];
 /** The one module of the driver that imports the lazy parts. */
 const LAZY_LOADER = "lazy.ts";
 /** The module whose class a lazy part takes from the entry (never a copy: `instanceof` must hold). */
@@ -309,7 +339,7 @@ const ERRORS_SOURCE = "errors.ts";
 
 /** Browser build: each dynamic import of a lazy part (from lazy.ts only) stays an `import()` of its
  *  own file next to the entry. */
-function lazyImportsPlugin() {
+function lazyImportsPlugin(flavour) {
   return {
     name: "idempotent-fetch-lazy-parts",
     setup(build) {
@@ -321,7 +351,7 @@ function lazyImportsPlugin() {
         if (!part || importer !== LAZY_LOADER) {
           return { errors: [{ text: `${importer} imports ${args.path} dynamically: only ${LAZY_LOADER} loads parts, and only those in LAZY_PARTS` }] };
         }
-        return { path: `./${part.file}`, external: true };
+        return { path: `./${fileOf(part.file, flavour)}`, external: true };
       });
     },
   };
@@ -329,9 +359,10 @@ function lazyImportsPlugin() {
 
 /** Step 4a: each lazy part as its own minified ES module (with the entry's property renames, so the
  *  objects it is handed read the same); the build fails if it bundled a stateful module. */
-async function lazyParts(esbuild, out, common) {
-  for (const { source, file } of LAZY_PARTS) {
-    const entryFromPart = path.posix.relative(path.posix.dirname(file), BROWSER_ENTRY);
+async function lazyParts(esbuild, out, common, flavour) {
+  for (const { source, file: name } of LAZY_PARTS) {
+    const file = fileOf(name, flavour);
+    const entryFromPart = path.posix.relative(path.posix.dirname(file), fileOf(BROWSER_ENTRY, flavour));
     const built = await esbuild.build({
       ...common, entryPoints: [path.join(DRIVER_DIR, source)], platform: "browser", format: "esm", minify: true, sourcemap: true,
       sourcesContent: true, outfile: path.join(out, file),
@@ -374,7 +405,7 @@ const SIDE_ENTRIES = [
   { subpath: "./agent", source: "agent.ts", files: ["agent.js", "agent.cjs"], shares: ["sha256.ts", "hex.ts"], build: { platform: "neutral", external: ["canonicalize"] } },
   // The service worker's background completion: the client is the app's (its own import of the core);
   // the entry bundles the error class (and the names it shares with the page, SHARED_SOURCES).
-  { subpath: "./sw", source: "sw.ts", files: ["sw.js", "sw.cjs"], shares: ["errors.ts", "describe.ts"], build: { platform: "neutral" } },
+  { subpath: "./sw", source: "sw.ts", files: ["sw.js", "sw.cjs"], shares: ["errors.ts", "describe.ts", "mode.ts"], build: { platform: "neutral" } },
   // Durable records for Node (its own file and tsconfig: browsers never load node:fs).
   { subpath: "./file", source: "node/file-storage.ts", files: ["file.js", "file.cjs"], build: { platform: "node", target: "node18" } },
 ];
@@ -391,7 +422,7 @@ async function sideEntries(esbuild, out) {
     for (const [file, format] of [[files[0], "esm"], [files[1], "cjs"]]) {
       const built = await esbuild.build({
         entryPoints: [path.join(DRIVER_DIR, source)], bundle: true, target: "es2020", legalComments: "none", logLevel: "warning", metafile: true,
-        format, minify: true, sourcemap: true, sourcesContent: true, outfile: path.join(out, file), ...options,
+        define: DEFINES.development, format, minify: true, sourcemap: true, sourcesContent: true, outfile: path.join(out, file), ...options,
       });
       const extra = Object.keys(built.metafile.inputs).map((input) => path.relative(DRIVER_DIR, path.resolve(root, input)))
         .filter((input) => input !== source && !SHARED_SOURCES.includes(input) && !shares.includes(input));
@@ -410,7 +441,7 @@ const CHECK_DIR = path.join(DRIVER_DIR, "check") + path.sep;
 async function checkCommand(esbuild, out) {
   const outfile = path.join(out, CHECK.file);
   await esbuild.build({
-    entryPoints: [path.join(DRIVER_DIR, CHECK.source)], bundle: true, platform: "node", target: "node18", format: "esm",
+    entryPoints: [path.join(DRIVER_DIR, CHECK.source)], bundle: true, platform: "node", target: "node18", format: "esm", define: DEFINES.development,
     legalComments: "none", logLevel: "warning", banner: { js: "#!/usr/bin/env node" }, outfile,
   });
   chmodSync(outfile, 0o755);
@@ -444,6 +475,9 @@ function types(entry, pkg) {
 
 /** Step 6: package.json. The conditions, most specific first (package/README.md explains each). */
 function manifest(crate, npmName, out) {
+  // The `development` condition first (conditions are tried in order), the production build as the default.
+  const byBuild = (file) => ({ development: `./${fileOf(file, "development")}`, default: `./${file}` });
+  const browserFiles = BUILDS.flatMap((flavour) => [BROWSER_ENTRY, ...LAZY_PARTS.map(({ file }) => file), WORKER_ENTRY].map((file) => fileOf(file, flavour)));
   const esmTypes = "./types/index.d.ts";
   const cjsTypes = `./${CJS_TYPES_DIR}/index.d.ts`;
   const pkg = {
@@ -463,16 +497,17 @@ function manifest(crate, npmName, out) {
     exports: {
       // `types` sits in each import/require branch (not first), so TypeScript gives `require` the
       // CommonJS declarations and `import` the ESM ones.
+      // Browsers and bundlers: the production build unless the bundler resolves `development`.
       ".": {
         node: { import: { types: esmTypes, default: "./node.js" }, require: { types: cjsTypes, default: "./node.cjs" } },
-        worker: `./${BROWSER_ENTRY}`,
-        browser: `./${BROWSER_ENTRY}`,
-        import: { types: esmTypes, default: `./${BROWSER_ENTRY}` },
+        worker: byBuild(BROWSER_ENTRY),
+        browser: byBuild(BROWSER_ENTRY),
+        import: { types: esmTypes, ...byBuild(BROWSER_ENTRY) },
         require: { types: cjsTypes, default: "./node.cjs" },
-        default: { types: esmTypes, default: `./${BROWSER_ENTRY}` },
+        default: { types: esmTypes, ...byBuild(BROWSER_ENTRY) },
       },
       // The core with every part bundled in, for service workers (they cannot import() a part).
-      "./worker": { types: esmTypes, default: `./${WORKER_ENTRY}` },
+      "./worker": { types: esmTypes, ...byBuild(WORKER_ENTRY) },
       // The store, the framework bindings (each framework is the app's) and the Node file storage.
       ...Object.fromEntries(SIDE_ENTRIES.map(({ subpath, source, files }) => [subpath, {
         import: { types: `./types/${typesOf(source)}`, default: `./${files[0]}` },
@@ -483,7 +518,7 @@ function manifest(crate, npmName, out) {
     peerDependencies: PEERS,
     peerDependenciesMeta: Object.fromEntries(Object.keys(PEERS).map((name) => [name, { optional: true }])),
     files: [
-      BROWSER_ENTRY, `${BROWSER_ENTRY}.map`, ...LAZY_PARTS.flatMap(({ file }) => [file, `${file}.map`]), WORKER_ENTRY, `${WORKER_ENTRY}.map`, "node.js", "node.cjs",
+      ...browserFiles.flatMap((file) => [file, `${file}.map`]), "node.js", "node.cjs",
       ...SIDE_ENTRIES.flatMap(({ files }) => files.flatMap((file) => [file, `${file}.map`])), WASM_FILE, CHECK.file, "types/", `${CJS_TYPES_DIR}/`, "README.md", "LICENSE-MIT", "LICENSE-APACHE"],
     engines: { node: ">=18" },
   };

@@ -408,7 +408,8 @@ enums! {
         Definite = 2,
     }
 
-    /// What the server said of the key (`onKeyStatus`).
+    /// What the server said of the key (`onKeyStatus`), and the detail of [`code::KEY_STATUS`] (never
+    /// `Done` there).
     enum KeyStatus: "KEY_" {
         /// No usable answer (a network error, a timeout, a 5xx, HTML, a body not of the protocol's
         /// shape): never taken for "unknown".
@@ -457,7 +458,7 @@ consts! {
         /// The intent is not in storage any more (decided by the driver).
         NOT_FOUND = 10 "NOT_FOUND",
         /// The server's key-status answer, when it is not "done" (the app's `reconcile()`): the detail
-        /// says which ([`super::key_status`]). Users see `RECONCILE_FAILED`.
+        /// is the [`super::KeyStatus`] it gave. Users see `RECONCILE_FAILED`.
         KEY_STATUS = 11 "RECONCILE_FAILED",
         /// The body is larger than `maxBodyBytes` (decided by the driver).
         BODY_TOO_LARGE = 12 "BODY_TOO_LARGE",
@@ -484,16 +485,6 @@ consts! {
     mod expired: "EXPIRED_" {
         /// The server, asked, has no record of the key: past its retention that proves nothing.
         UNKNOWN_TO_SERVER = 1,
-    }
-
-    /// Details of [`code::KEY_STATUS`].
-    mod key_status: "KEY_STATUS_" {
-        /// The server could not be asked (no usable answer).
-        COULD_NOT_ASK = 1,
-        /// A request with the key is in flight there.
-        IN_FLIGHT = 2,
-        /// The server has no record of the key.
-        UNKNOWN = 3,
     }
 
     /// Details of [`code::INTENT_MISMATCH`]: whose key the request does not match (`Engine.begin`).

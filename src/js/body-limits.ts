@@ -12,7 +12,7 @@ export function isA(value: unknown, name: string): boolean {
 
 /** The typed error of a body over the cap. */
 export const tooLarge = (max: number) =>
-  new IdempotentFetchError("BODY_TOO_LARGE", `the body is larger than maxBodyBytes (${max} bytes)`);
+  new IdempotentFetchError("BODY_TOO_LARGE", __DEV__ && `the body is larger than maxBodyBytes (${max} bytes)`);
 
 /** The typed error of a body that failed while being read. */
-export const unreadable = (thrown: unknown) => new IdempotentFetchError("INVALID_REQUEST", `body cannot be read: ${describe(thrown)}`);
+export const unreadable = (thrown: unknown) => new IdempotentFetchError("INVALID_REQUEST", __DEV__ && `body cannot be read: ${describe(thrown)}`);

@@ -34,14 +34,14 @@ export async function bufferObject(body: unknown, maxBodyBytes: number): Promise
  *  `maxBodyBytes` arrived, so an endless stream cannot exhaust memory. A locked stream is being read
  *  by someone else: what is left of it would not be the whole body. */
 async function readStream(stream: ReadableStream<unknown>, maxBodyBytes: number): Promise<Uint8Array<ArrayBuffer>> {
-  if (stream.locked) throw new IdempotentFetchError("BODY_NOT_REPLAYABLE", "the ReadableStream body is locked (being read elsewhere)");
+  if (stream.locked) throw new IdempotentFetchError("BODY_NOT_REPLAYABLE", __DEV__ && "the ReadableStream body is locked (being read elsewhere)");
   const reader = stream.getReader();
   const chunks: Uint8Array<ArrayBuffer>[] = [];
   let total = 0;
   try {
     for (let read; !(read = await reader.read()).done; ) {
       // fetch accepts Uint8Array chunks only; anything else would fail each attempt the same way.
-      if (!(read.value instanceof Uint8Array)) throw new IdempotentFetchError("INVALID_REQUEST", "a ReadableStream body must yield Uint8Array chunks");
+      if (!(read.value instanceof Uint8Array)) throw new IdempotentFetchError("INVALID_REQUEST", __DEV__ && "a ReadableStream body must yield Uint8Array chunks");
       if ((total += read.value.byteLength) > maxBodyBytes) throw tooLarge(maxBodyBytes);
       chunks.push(read.value as Uint8Array<ArrayBuffer>);
     }
@@ -79,7 +79,7 @@ export async function readRequestObject(request: Request, withBody = true) {
   const { url, method, headers, signal } = request;
   let body: ReadableStream | ArrayBuffer | null = null;
   if (withBody) {
-    if (request.bodyUsed) throw new IdempotentFetchError("BODY_NOT_REPLAYABLE", "the Request's body was already read");
+    if (request.bodyUsed) throw new IdempotentFetchError("BODY_NOT_REPLAYABLE", __DEV__ && "the Request's body was already read");
     body = request.body;
     if (body === undefined) {
       const bytes = await request.arrayBuffer().catch((thrown: unknown) => Promise.reject(unreadable(thrown)));

@@ -63,7 +63,7 @@ async function bufferUnchecked(body: unknown, maxBodyBytes: number): Promise<Buf
     }
   }
   if (!["Blob", "URLSearchParams", "FormData", "ReadableStream"].some((name) => isA(body, name))) {
-    throw invalidRequest(`body must be ${REPLAYABLE} (for an object, pass JSON.stringify(object))`);
+    throw invalidRequest(__DEV__ && `body must be ${REPLAYABLE} (for an object, pass JSON.stringify(object))`);
   }
   const part = await bodyObjectsPart().catch((thrown: unknown) => Promise.reject(unreadable(thrown)));
   return part.bufferObject(body, maxBodyBytes);

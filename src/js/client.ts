@@ -165,7 +165,7 @@ export class IdempotentClient {
     // The service worker reads the page's intents from the same IndexedDB database; localStorage,
     // sessionStorage and memory do not exist there.
     if (background && this.core.config.storage !== "indexeddb") {
-      throw invalidOptions('begin option background needs storage "indexeddb": a service worker cannot read the storage this client uses');
+      throw invalidOptions(__DEV__ && 'begin option background needs storage "indexeddb": a service worker cannot read the storage this client uses');
     }
     const operation = await this.beginPrepared(
       id,
@@ -195,7 +195,7 @@ export class IdempotentClient {
     try {
       if (!request) {
         throw invalidRequest(
-          `intent "${id}" was stored without its request (persistRequest is off); begin it again with the same request`,
+          __DEV__ && `intent "${id}" was stored without its request (persistRequest is off); begin it again with the same request`,
         );
       }
       // Storage is writable by any script of the origin: the stored request is re-read like a new one.
@@ -216,12 +216,12 @@ export class IdempotentClient {
       const page = href === undefined ? "null" : new URL(href).origin;
       if (page !== "null" && origin !== page && !config.resumeOrigins.includes(origin)) {
         throw invalidRequest(
-          `the persisted request of intent "${id}" goes to ${origin}, not this page's origin; list it in resumeOrigins to allow it`,
+          __DEV__ && `the persisted request of intent "${id}" goes to ${origin}, not this page's origin; list it in resumeOrigins to allow it`,
         );
       }
       const expected = await fingerprint(prepared, loaded.ids.plain ? undefined : await this.core.secret());
       if (expected !== loaded.ids.fingerprint) {
-        throw new IdempotentFetchError("STORAGE", `the persisted request of intent "${id}" does not match its fingerprint`);
+        throw new IdempotentFetchError("STORAGE", __DEV__ && `the persisted request of intent "${id}" does not match its fingerprint`);
       }
       // A stored intent: its key existed before.
       return IdempotentOperation.create(this.core, viewOf(machine, loaded.ids), true, prepared, undefined, undefined, pendingOnly);
@@ -323,7 +323,7 @@ export class IdempotentClient {
       this.core.forgetSecret();
       return removed;
     } catch (thrown) {
-      throw new IdempotentFetchError("STORAGE", `clearing the namespace failed: ${describe(thrown)}`);
+      throw new IdempotentFetchError("STORAGE", __DEV__ && `clearing the namespace failed: ${describe(thrown)}`);
     }
   }
 
@@ -470,7 +470,7 @@ export class IdempotentClient {
     try {
       return await this.core.store.all(shelf);
     } catch (thrown) {
-      throw new IdempotentFetchError("STORAGE", `listing intents failed: ${describe(thrown)}`);
+      throw new IdempotentFetchError("STORAGE", __DEV__ && `listing intents failed: ${describe(thrown)}`);
     }
   }
 
@@ -575,7 +575,7 @@ function resumeHeaders(options: unknown, withPendingOnly = false): [string, stri
   try {
     return init === undefined ? [] : [...new Headers(init as HeadersInit)];
   } catch (thrown) {
-    throw invalidRequest(`resume options.headers are invalid: ${describe(thrown)}`);
+    throw invalidRequest(__DEV__ && `resume options.headers are invalid: ${describe(thrown)}`);
   }
 }
 
@@ -736,7 +736,7 @@ function makeEngine(module: MachineModule, config: Config): Engine {
     return module.Engine.create(config.engine) ?? refused();
   } catch (thrown) {
     if (typeof thrown === "number" && thrown >> 8 === E_INVALID_OPTIONS) {
-      throw invalidOptions(`${OPTIONS[thrown & 255]?.[0] ?? "an option"} is out of range`);
+      throw invalidOptions(__DEV__ && `${OPTIONS[thrown & 255]?.[0] ?? "an option"} is out of range`);
     }
     throw thrown;
   }
@@ -746,7 +746,7 @@ function makeEngine(module: MachineModule, config: Config): Engine {
 function notDurable(reason: string | null): IdempotentFetchError {
   return new IdempotentFetchError(
     "NOT_DURABLE",
-    `storage fell back to memory (${reason ?? "unknown"}): a key begun now would not survive a reload, and requireDurable is set`,
+    __DEV__ && `storage fell back to memory (${reason ?? "unknown"}): a key begun now would not survive a reload, and requireDurable is set`,
   );
 }
 

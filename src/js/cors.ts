@@ -12,6 +12,7 @@
 // the same status did not show. An exhausted send that kept getting one blind answer says in its
 // message, as a condition, what the server's CORS answers would need; it warns no one.
 
+import { warn } from "./mode.js";
 import { IN_FLIGHT_STATUSES } from "./machine.js";
 
 /** The response headers every CORS answer shows (Fetch standard, "CORS-safelisted response-header name"). */
@@ -83,8 +84,10 @@ export function observeStored(
   if (!hidden.length || warned.has(origin)) return undefined;
   warned.add(origin);
   const fix = exposeLine(replayHeaders);
-  console.warn(
-    `idempotent-fetch: ${origin} hides ${hidden.map(spelled).join(", ")} from this page: its key status says its ${status} answer carries ${hidden.length > 1 ? "them" : "it"}, the answer this page got showed ${hidden.length > 1 ? "none" : "no such header"}; add "${fix}"`,
+  warn(
+    __DEV__ &&
+      `${origin} hides ${hidden.map(spelled).join(", ")} from this page: its key status says its ${status} answer carries ${hidden.length > 1 ? "them" : "it"}, the answer this page got showed ${hidden.length > 1 ? "none" : "no such header"}; add "${fix}"`,
+    "cors",
   );
   return fix;
 }
@@ -94,6 +97,7 @@ export function observeStored(
  *  simply carry nothing to expose). In-flight answers are left out: a hidden `Retry-After` costs
  *  them pacing, not the intent, and their message says what they mean. */
 export function corsHint(tally: CorsTally, origin: string, headerName: string, replayHeaders: readonly string[]): string | undefined {
+  if (!__DEV__) return undefined; // said in the development build's message only
   if (tally.attempts > 0 && tally.refused === tally.attempts) {
     return `${origin} refused every attempt at once: does its CORS preflight answer "${ALLOW_LINE(headerName)}"?`;
   }

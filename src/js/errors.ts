@@ -2,6 +2,7 @@
 // stable `code` (never match on messages), the intent's key and what the failed `send` got to.
 
 import type { ErrorCode, ExhaustedReason } from "./generated/contract.js";
+import { brief } from "./mode.js";
 
 export { describe, errorName } from "./describe.js";
 
@@ -35,9 +36,10 @@ export class IdempotentFetchError extends Error {
   /** For `RETRIES_EXHAUSTED`: which limit was reached. */
   readonly reason: ExhaustedReason | null;
 
-  /** @internal Made by the library only. */
-  constructor(code: ErrorCode, message: string, details: ErrorDetails = {}) {
-    super(message);
+  /** @internal Made by the library only. `message`: the development build's text (`__DEV__ && "..."`),
+   *  `false` in the production build, whose message is the code and its docs page. */
+  constructor(code: ErrorCode, message: string | false, details: ErrorDetails = {}) {
+    super(message || brief(code));
     this.code = code;
     this.key = details.key ?? null;
     this.attempts = details.attempts ?? 0;
@@ -56,7 +58,7 @@ export function isIdempotentFetchError(error: unknown): error is IdempotentFetch
 }
 
 /** Shorthands for the codes without details. */
-export const invalidOptions = (message: string): IdempotentFetchError =>
+export const invalidOptions = (message: string | false): IdempotentFetchError =>
   new IdempotentFetchError("INVALID_OPTIONS", message);
-export const invalidRequest = (message: string): IdempotentFetchError =>
+export const invalidRequest = (message: string | false): IdempotentFetchError =>
   new IdempotentFetchError("INVALID_REQUEST", message);

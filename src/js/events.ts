@@ -184,8 +184,8 @@ export class Listeners {
 
 function checked(type: unknown, listener: unknown): [string, Listener] {
   if (typeof type !== "string" || !(EVENT_TYPES as readonly string[]).includes(type)) {
-    throw invalidOptions(`event type must be one of ${EVENT_TYPES.join(", ")}`);
+    throw invalidOptions(__DEV__ && `event type must be one of ${EVENT_TYPES.join(", ")}`);
   }
-  if (typeof listener !== "function") throw invalidOptions("listener must be a function");
+  if (typeof listener !== "function") throw invalidOptions(__DEV__ && "listener must be a function");
   return [type, listener as Listener];
 }

@@ -43,7 +43,7 @@ function prop(value: object | undefined | null, name: string): unknown {
  *  method, headers, body and signal replace the Request's. A Request's body is taken (and later
  *  buffered within `maxBodyBytes`) only when `init.body` does not replace it. */
 export async function readFetchArgs(input: unknown, init: unknown): Promise<FetchArgs> {
-  if (init !== undefined && init !== null && typeof init !== "object") throw invalidRequest("init must be an object");
+  if (init !== undefined && init !== null && typeof init !== "object") throw invalidRequest(__DEV__ && "init must be an object");
   const options = (init ?? undefined) as object | undefined;
   let url: string;
   let method = "GET";
@@ -59,15 +59,15 @@ export async function readFetchArgs(input: unknown, init: unknown): Promise<Fetc
   }
   const m = prop(options, "method");
   if (m !== undefined) {
-    if (typeof m !== "string") throw invalidRequest("init.method must be a string");
+    if (typeof m !== "string") throw invalidRequest(__DEV__ && "init.method must be a string");
     method = m;
   }
   headers = prop(options, "headers") ?? headers;
   const signal = prop(options, "signal") ?? requestSignal;
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalidRequest("init.signal must be an AbortSignal");
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalidRequest(__DEV__ && "init.signal must be an AbortSignal");
   const intent = prop(options, "intent");
-  if (intent !== undefined && typeof intent !== "string") throw invalidRequest("init.intent must be a string");
+  if (intent !== undefined && typeof intent !== "string") throw invalidRequest(__DEV__ && "init.intent must be a string");
   const key = prop(options, "key");
-  if (key !== undefined && typeof key !== "string") throw invalidRequest("init.key must be a string");
+  if (key !== undefined && typeof key !== "string") throw invalidRequest(__DEV__ && "init.key must be a string");
   return { url, method, headers, body: prop(options, "body") ?? body, signal, intent, key };
 }

@@ -2,6 +2,7 @@
 // refused, and a wrong one is reported with the field's path ("retry.maxAttempts must be a number,
 // got string"). One reader for options, requests and stored records.
 
+
 /** `typeof value`, with `null` and arrays named as such. */
 export function typeName(value: unknown): string {
   return value === null ? "null" : Array.isArray(value) ? "array" : typeof value;
@@ -12,13 +13,13 @@ export class Fields {
   private constructor(
     private readonly object: Record<string, unknown>,
     private readonly path: string,
-    private readonly fail: (message: string) => Error,
+    private readonly fail: (message: string | false) => Error,
   ) {}
 
   /** Reads `value`, which must be an object (not null, not an array). */
-  static of(value: unknown, path: string, what: string, fail: (message: string) => Error): Fields {
+  static of(value: unknown, path: string, what: string, fail: (message: string | false) => Error): Fields {
     if (typeof value !== "object" || value === null || Array.isArray(value)) {
-      throw fail(`${what} must be an object, got ${typeName(value)}`);
+      throw fail(__DEV__ && `${what} must be an object, got ${typeName(value)}`);
     }
     return new Fields(value as Record<string, unknown>, path, fail);
   }
@@ -29,11 +30,11 @@ export class Fields {
     try {
       names = Object.keys(this.object);
     } catch {
-      throw this.fail(`${this.path || "the object"}'s fields cannot be listed`);
+      throw this.fail(__DEV__ && `${this.path || "the object"}'s fields cannot be listed`);
     }
     for (const name of names) {
       if (!allowed.includes(name)) {
-        throw this.fail(`unknown field ${this.path}${name} (expected one of: ${allowed.join(", ")})`);
+        throw this.fail(__DEV__ && `unknown field ${this.path}${name} (expected one of: ${allowed.join(", ")})`);
       }
     }
     return this;
@@ -44,7 +45,7 @@ export class Fields {
     try {
       return this.object[name];
     } catch {
-      throw this.fail(`${this.path}${name} cannot be read`);
+      throw this.fail(__DEV__ && `${this.path}${name} cannot be read`);
     }
   }
 
@@ -52,7 +53,7 @@ export class Fields {
   typed<T>(name: string, type: "string" | "boolean" | "function" | "number"): T | undefined {
     const value = this.value(name);
     if (value !== undefined && typeof value !== type) {
-      throw this.fail(`${this.path}${name} must be a ${type}, got ${typeName(value)}`);
+      throw this.fail(__DEV__ && `${this.path}${name} must be a ${type}, got ${typeName(value)}`);
     }
     return value as T | undefined;
   }
@@ -69,7 +70,7 @@ export class Fields {
   integer(name: string, fallback: number, min: number, max: number): number {
     const value = this.typed<number>(name, "number") ?? fallback;
     if (!Number.isInteger(value) || value < min || value > max) {
-      throw this.fail(`${this.path}${name} must be a whole number from ${min} to ${max}, got ${value}`);
+      throw this.fail(__DEV__ && `${this.path}${name} must be a whole number from ${min} to ${max}, got ${value}`);
     }
     return value;
   }
@@ -78,7 +79,7 @@ export class Fields {
   oneOf<T extends string>(name: string, names: readonly T[], fallback: T): T {
     const value = this.string(name) ?? fallback;
     if (!names.includes(value as T)) {
-      throw this.fail(`${this.path}${name} must be one of "${names.join('", "')}", got "${value}"`);
+      throw this.fail(__DEV__ && `${this.path}${name} must be one of "${names.join('", "')}", got "${value}"`);
     }
     return value as T;
   }

@@ -15,6 +15,8 @@ function once<T>(load: () => Promise<T>): () => Promise<T> {
   return () =>
     (loading ??= load().catch((error: unknown) => {
       loading = undefined;
+      // Said in both builds: a service worker is mostly met built for production (a dev server
+      // cannot serve one: README, "Background completion"), and this names the fix.
       throw inServiceWorker()
         ? new IdempotentFetchError(
             "INVALID_OPTIONS",

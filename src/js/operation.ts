@@ -10,7 +10,7 @@ import {
   F_STATE,
   F_TOTAL_ATTEMPTS,
   F_UPDATED_AT,
-  KEY_STATUS_IN_FLIGHT,
+  KEY_IN_FLIGHT,
   STATE_PENDING,
   type Machine,
   STATES,
@@ -213,11 +213,11 @@ export class IdempotentOperation {
    */
   async reconcile(options?: Pick<SendOptions, "signal">): Promise<ReconcileResult> {
     const { reconciler } = this.core.config;
-    if (!reconciler.statusUrl && !reconciler.reconcile) throw invalidOptions("reconcile() needs the statusUrl or reconcile option");
+    if (!reconciler.statusUrl && !reconciler.reconcile) throw invalidOptions(__DEV__ && "reconcile() needs the statusUrl or reconcile option");
     try {
       return { status: "done", result: await this.run(options, true) };
     } catch (thrown) {
-      if (thrown instanceof KeyStatusOpen) return { status: thrown.detail === KEY_STATUS_IN_FLIGHT ? "in_flight" : "unknown" };
+      if (thrown instanceof KeyStatusOpen) return { status: thrown.detail === KEY_IN_FLIGHT ? "in_flight" : "unknown" };
       throw thrown;
     }
   }
@@ -309,7 +309,7 @@ export class IdempotentOperation {
       machine = loaded.machine;
       // Read under the send lock: whoever held it before may have got the answer.
       if (this.pendingOnly && machine.get(F_STATE) !== STATE_PENDING) {
-        throw new IdempotentFetchError("NOT_FOUND", `intent "${intentId}" is no longer pending (${STATES[machine.get(F_STATE)]}): nothing sent`, {
+        throw new IdempotentFetchError("NOT_FOUND", __DEV__ && `intent "${intentId}" is no longer pending (${STATES[machine.get(F_STATE)]}): nothing sent`, {
           key: loaded.ids.key,
         });
       }
@@ -408,7 +408,7 @@ function parseSendOptions(options: unknown): SendOptions {
   if (options === undefined || options === null) return {};
   const fields = Fields.of(options, "", "send options", invalidOptions).only(["signal", "onAttempt", "onRetry"]);
   const signal = fields.value("signal");
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalidOptions("signal must be an AbortSignal");
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalidOptions(__DEV__ && "signal must be an AbortSignal");
   return {
     ...(signal ? { signal } : {}),
     onAttempt: fields.typed<NonNullable<SendOptions["onAttempt"]>>("onAttempt", "function"),

@@ -166,7 +166,7 @@ export function parseClientOptions(options: unknown): Config {
   const list = (name: string, max: number, valid: (item: unknown) => boolean, what: string): string[] | undefined => {
     const value = root.value(name);
     if (value !== undefined && !(Array.isArray(value) && value.length <= max && value.every(valid))) {
-      throw invalidOptions(`${name} must be an array of at most ${max} ${what}`);
+      throw invalidOptions(__DEV__ && `${name} must be an array of at most ${max} ${what}`);
     }
     return value as string[] | undefined;
   };
@@ -179,7 +179,7 @@ export function parseClientOptions(options: unknown): Config {
     const [fields, name] = path.startsWith("retry.") ? [retry, path.slice(6)] : [root, path];
     return names ? names.indexOf(fields.oneOf(name, names, names[fallback] as string)) : fields.integer(name, fallback, min, max);
   });
-  if (engine[OPT_MAX_DELAY_MS]! < engine[OPT_BASE_DELAY_MS]!) throw invalidOptions("retry.maxDelayMs must be at least retry.baseDelayMs");
+  if (engine[OPT_MAX_DELAY_MS]! < engine[OPT_BASE_DELAY_MS]!) throw invalidOptions(__DEV__ && "retry.maxDelayMs must be at least retry.baseDelayMs");
   const reconciler = parseReconciler(root);
   engine[OPT_RECONCILE] = reconciler.statusUrl !== undefined || reconciler.reconcile !== undefined ? 1 : 0;
   // A 2xx needs no marker, and a 3xx never reaches the page (fetch follows redirects).
@@ -188,15 +188,15 @@ export function parseClientOptions(options: unknown): Config {
   // No ':' so that `<namespace>:<intent id>` slots and lock names of two namespaces never collide.
   // eslint-disable-next-line no-control-regex
   if (namespace.length === 0 || namespace.length > 128 || /[\u0000-\u001f\u007f-\u009f:]/.test(namespace)) {
-    throw invalidOptions("namespace must be 1 to 128 characters, without ':' or control characters");
+    throw invalidOptions(__DEV__ && "namespace must be 1 to 128 characters, without ':' or control characters");
   }
   const given = root.value("storage");
   const storage = isAsyncStorage(given) ? given : root.oneOf("storage", STORAGE_KINDS, defaultStorage());
   const requireDurable = root.boolean("requireDurable") ?? false;
-  if (requireDurable && storage === "memory") throw invalidOptions('requireDurable cannot be met with storage "memory"');
+  if (requireDurable && storage === "memory") throw invalidOptions(__DEV__ && 'requireDurable cannot be met with storage "memory"');
   const headerName = root.string("headerName") ?? DEFAULT_HEADER_NAME;
   if (!isHeaderName(headerName)) {
-    throw invalidOptions("headerName must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)");
+    throw invalidOptions(__DEV__ && "headerName must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)");
   }
   return {
     namespace,
@@ -222,7 +222,7 @@ function parseKeyIn(value: unknown): Placement | undefined {
   const fields = typeof value === "object" && value !== null ? Object.keys(value) : [];
   const name = fields.length === 1 ? (value as Record<string, unknown>)[fields[0]!] : undefined;
   if ((fields[0] !== "json" && fields[0] !== "graphqlVariable") || typeof name !== "string" || name.length === 0 || name.length > 128) {
-    throw invalidOptions('keyIn must be "header", { json: "<field>" } or { graphqlVariable: "<name>" }');
+    throw invalidOptions(__DEV__ && 'keyIn must be "header", { json: "<field>" } or { graphqlVariable: "<name>" }');
   }
   return fields[0] === "json" ? { field: name } : { variable: name };
 }
@@ -233,10 +233,10 @@ function parseReconciler(root: Fields): Reconciler {
   const statusUrl =
     typeof template === "function" ? (template as (key: string) => string) : root.string("statusUrl");
   if (typeof statusUrl === "string" && (statusUrl.length > 2048 || !statusUrl.includes("{key}"))) {
-    throw invalidOptions('statusUrl must be a URL template with "{key}" (at most 2048 characters), or a function of the key');
+    throw invalidOptions(__DEV__ && 'statusUrl must be a URL template with "{key}" (at most 2048 characters), or a function of the key');
   }
   const reconcile = root.typed<Reconciler["reconcile"]>("reconcile", "function");
-  if (statusUrl !== undefined && reconcile !== undefined) throw invalidOptions("give statusUrl or reconcile, not both");
+  if (statusUrl !== undefined && reconcile !== undefined) throw invalidOptions(__DEV__ && "give statusUrl or reconcile, not both");
   return { statusUrl, reconcile };
 }
 

@@ -8,7 +8,7 @@ import { IdempotentFetchError } from "./errors.js";
 import type { PreparedRequest } from "./request.js";
 
 /** A body the placement cannot take. */
-const invalidRequest = (message: string) => new IdempotentFetchError("INVALID_REQUEST", message);
+const invalidRequest = (message: string | false) => new IdempotentFetchError("INVALID_REQUEST", message);
 
 /** `keyIn`: the key's place in the request. Default `"header"` (`headerName`). */
 export type KeyIn =
@@ -34,7 +34,7 @@ export interface Placement {
  *  INVALID_REQUEST when the body is not what the placement needs: a JSON object, and for GraphQL
  *  `variables` absent or an object. Called by `begin` with a stand-in key to check the body. */
 export function placeKey(request: PreparedRequest, key: string, placement: Placement): PreparedRequest {
-  const what = placement.field !== undefined ? `keyIn.json "${placement.field}"` : `keyIn.graphqlVariable "${placement.variable}"`;
+  const what = __DEV__ && (placement.field !== undefined ? `keyIn.json "${placement.field}"` : `keyIn.graphqlVariable "${placement.variable}"`);
   let body: unknown;
   try {
     body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(request.body?.bytes));
@@ -42,16 +42,16 @@ export function placeKey(request: PreparedRequest, key: string, placement: Place
     body = undefined;
   }
   const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
-  if (!isObject(body)) throw invalidRequest(`${what} needs a JSON object body`);
+  if (!isObject(body)) throw invalidRequest(__DEV__ && `${what} needs a JSON object body`);
   // Re-serialized, a number keeps its value unless it is an integer beyond 2^53 (an id or an amount
   // in minor units would change): refused rather than sent altered.
   const exact = (value: unknown): boolean =>
     typeof value === "number" ? !Number.isInteger(value) || Number.isSafeInteger(value) : typeof value !== "object" || value === null || Object.values(value).every(exact);
-  if (!exact(body)) throw invalidRequest(`${what}: the body holds an integer beyond 2^53, which JSON.parse cannot keep exactly; send it as a string`);
+  if (!exact(body)) throw invalidRequest(__DEV__ && `${what}: the body holds an integer beyond 2^53, which JSON.parse cannot keep exactly; send it as a string`);
   let target = body;
   if (placement.variable !== undefined) {
     const variables = body.variables ?? {};
-    if (!isObject(variables)) throw invalidRequest(`${what} needs the body's "variables" to be an object`);
+    if (!isObject(variables)) throw invalidRequest(__DEV__ && `${what} needs the body's "variables" to be an object`);
     target = body.variables = variables;
   }
   target[placement.field ?? (placement.variable as string)] = key;

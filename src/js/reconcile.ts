@@ -70,7 +70,8 @@ export interface KeyStatusRead {
   problem?: string;
 }
 
-const couldNotAsk = (problem: string): KeyStatusRead => ({ kind: KEY_COULD_NOT_ASK, problem });
+/** `problem` is said in the development build's message only. */
+const couldNotAsk = (problem: string | false): KeyStatusRead => ({ kind: KEY_COULD_NOT_ASK, problem: problem || undefined });
 
 /** Answers with no body (a Response cannot be built with one). */
 const NULL_BODY = [204, 205, 304];
@@ -97,13 +98,13 @@ function storedResponse(value: unknown): { response: Response; stored: string[] 
 
 /** @internal Reads a status body of the documented shape (`key`, when the server adds it, must be ours). */
 export function readStatusBody(value: unknown, key: string, retryAfter: string | undefined): KeyStatusRead {
-  if (typeof value !== "object" || value === null) return couldNotAsk("not a JSON object");
+  if (typeof value !== "object" || value === null) return couldNotAsk(__DEV__ && "not a JSON object");
   const body = value as Record<string, unknown>;
-  if (body.key !== undefined && body.key !== key) return couldNotAsk("about another key");
+  if (body.key !== undefined && body.key !== key) return couldNotAsk(__DEV__ && "about another key");
   switch (body.status) {
     case "done": {
       const read = storedResponse(body.response);
-      return read ? { kind: KEY_DONE, ...read } : couldNotAsk('"done" without a usable response');
+      return read ? { kind: KEY_DONE, ...read } : couldNotAsk(__DEV__ && '"done" without a usable response');
     }
     case "in_flight":
       return { kind: KEY_IN_FLIGHT, retryAfter };
@@ -114,23 +115,23 @@ export function readStatusBody(value: unknown, key: string, retryAfter: string |
     case "fenced":
       return { kind: KEY_UNKNOWN };
     default:
-      return couldNotAsk(`status ${show(body.status)}`);
+      return couldNotAsk(__DEV__ && `status ${show(body.status)}`);
   }
 }
 
 /** The app's callback's answer, checked like a server's. */
 function readCallbackAnswer(answer: unknown): KeyStatusRead {
-  if (typeof answer !== "object" || answer === null) return couldNotAsk("not an object");
+  if (typeof answer !== "object" || answer === null) return couldNotAsk(__DEV__ && "not an object");
   const { status, response, retryAfterMs } = answer as Record<string, unknown>;
   if (status === "done") {
-    return response instanceof Response ? { kind: KEY_DONE, response, stored: [...response.headers.keys()] } : couldNotAsk('"done" without a Response');
+    return response instanceof Response ? { kind: KEY_DONE, response, stored: [...response.headers.keys()] } : couldNotAsk(__DEV__ && '"done" without a Response');
   }
   if (status === "in_flight") {
     const ok = typeof retryAfterMs === "number" && Number.isFinite(retryAfterMs) && retryAfterMs >= 0;
     return { kind: KEY_IN_FLIGHT, retryAfter: ok ? String(Math.ceil(retryAfterMs / 1000)) : undefined };
   }
   if (status === "unknown") return { kind: KEY_UNKNOWN };
-  return couldNotAsk(`status ${show(status)}`);
+  return couldNotAsk(__DEV__ && `status ${show(status)}`);
 }
 
 /** The status URL of `key`: the template with `{key}` replaced (percent-encoded), or the app's
@@ -198,13 +199,13 @@ export async function askKeyStatus(
   const limit = deadline(timeoutMs, signal);
   try {
     if (how.reconcile) return readCallbackAnswer(await how.reconcile({ intentId, key, signal: limit.signal }));
-    if (!how.statusUrl) return couldNotAsk("no statusUrl");
+    if (!how.statusUrl) return couldNotAsk(__DEV__ && "no statusUrl");
     const answer = await askStatusUrl(how.statusUrl, "GET", request, key, limit.signal);
-    if (answer.status !== 200) return couldNotAsk(`HTTP ${answer.status}`);
-    if (answer.body === undefined) return couldNotAsk("not JSON");
+    if (answer.status !== 200) return couldNotAsk(__DEV__ && `HTTP ${answer.status}`);
+    if (answer.body === undefined) return couldNotAsk(__DEV__ && "not JSON");
     return readStatusBody(answer.body, key, answer.retryAfter);
   } catch (thrown) {
-    return couldNotAsk(limit.signal.aborted ? "timed out" : describe(thrown));
+    return couldNotAsk(__DEV__ && (limit.signal.aborted ? "timed out" : describe(thrown)));
   } finally {
     limit.done();
   }
@@ -231,7 +232,7 @@ export async function settleIntent<Done extends { status: string }>(
   ask: () => Promise<Done>,
 ): Promise<Done | { status: "fenced" | "in_flight" } | { status: "no_fence"; reason: string }> {
   if (!how.statusUrl) {
-    if (!how.reconcile) throw new IdempotentFetchError("INVALID_OPTIONS", "settle() needs the statusUrl option");
+    if (!how.reconcile) throw new IdempotentFetchError("INVALID_OPTIONS", __DEV__ && "settle() needs the statusUrl option");
     return { status: "no_fence", reason: "only a reconcile callback, which cannot settle a key" };
   }
   const limit = deadline(timeoutMs, signal);
@@ -257,6 +258,6 @@ export async function settleIntent<Done extends { status: string }>(
   } finally {
     limit.done();
   }
-  if (signal?.aborted) throw new IdempotentFetchError("ABORTED", "aborted by the caller; the key is kept", { key });
-  throw new IdempotentFetchError("RECONCILE_FAILED", `the server could not be asked to settle the key (${problem})`, { key });
+  if (signal?.aborted) throw new IdempotentFetchError("ABORTED", __DEV__ && "aborted by the caller; the key is kept", { key });
+  throw new IdempotentFetchError("RECONCILE_FAILED", __DEV__ && `the server could not be asked to settle the key (${problem})`, { key });
 }

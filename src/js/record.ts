@@ -68,7 +68,7 @@ const STORED_FIELDS = [...RECORD_FIELDS, "request"];
 const REQUEST_FIELDS = ["method", "url", "headers", "body"];
 
 class Malformed extends Error {}
-const malformed = (message: string) => new Malformed(message);
+const malformed = (message: string | false) => new Malformed(message || "");
 
 /** JSON text -> a validated record (a Machine made by the engine). Throws STORAGE naming the intent. */
 export function decodeRecord(engine: Engine, intentId: string, text: string): LoadedRecord {
@@ -77,12 +77,12 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
   const numbers = new Float64Array(RECORD_SLOTS);
   let request: PersistedRequest | undefined;
   try {
-    if (text.length > MAX_RECORD_CHARS) throw malformed("record larger than 1 MiB");
+    if (text.length > MAX_RECORD_CHARS) throw malformed(__DEV__ && "record larger than 1 MiB");
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
     } catch {
-      throw malformed("not JSON");
+      throw malformed(__DEV__ && "not JSON");
     }
     const fields = Fields.of(parsed, "", "a record", malformed).only(STORED_FIELDS);
     RECORD_FIELDS.forEach((name, i) => {
@@ -91,7 +91,7 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
       const slot = FIELD_VERSION + i;
       if ((value === undefined || value === null) && kind.endsWith("?")) numbers[slot] = kind === "number?" ? NO_STATUS : 0;
       else if (typeof value !== kind.replace("?", "")) {
-        throw malformed(value === undefined ? `missing field ${name}` : `${name} must be a ${kind.replace("?", "")}, got ${typeName(value)}`);
+        throw malformed(__DEV__ && (value === undefined ? `missing field ${name}` : `${name} must be a ${kind.replace("?", "")}, got ${typeName(value)}`));
       } else if (typeof value === "string") {
         strings[slot] = value;
         // The state crosses as its index (-1 for a name no build writes: the machine refuses it).
@@ -101,7 +101,7 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
     const requestValue = fields.value("request");
     request = requestValue === undefined ? undefined : decodeRequest(requestValue);
   } catch (thrown) {
-    if (thrown instanceof Malformed) throw corruptRecord(intentId, `malformed record: ${thrown.message}`);
+    if (thrown instanceof Malformed) throw corruptRecord(intentId, __DEV__ && `malformed record: ${thrown.message}`);
     throw thrown;
   }
   try {
@@ -121,10 +121,10 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
 function decodeRequest(value: unknown): PersistedRequest {
   const fields = Fields.of(value, "request.", "request", malformed).only(REQUEST_FIELDS);
   const headersValue = fields.value("headers") ?? [];
-  if (!Array.isArray(headersValue)) throw malformed("request.headers must be an array");
+  if (!Array.isArray(headersValue)) throw malformed(__DEV__ && "request.headers must be an array");
   const headers: [string, string][] = headersValue.map((pair: unknown) => {
     if (!Array.isArray(pair) || pair.length !== 2 || typeof pair[0] !== "string" || typeof pair[1] !== "string") {
-      throw malformed("request.headers must be [name, value] string pairs");
+      throw malformed(__DEV__ && "request.headers must be [name, value] string pairs");
     }
     return [pair[0], pair[1]];
   });
@@ -133,7 +133,7 @@ function decodeRequest(value: unknown): PersistedRequest {
   if (bodyValue !== undefined && bodyValue !== null) {
     // Bytes, or the length of a body stored out of line.
     if (Array.isArray(bodyValue) ? !bodyValue.every((n) => Number.isInteger(n) && n >= 0 && n <= 255) : !(Number.isSafeInteger(bodyValue) && (bodyValue as number) > INLINE_BODY_MAX)) {
-      throw malformed("request.body must be an array of bytes or a length");
+      throw malformed(__DEV__ && "request.body must be an array of bytes or a length");
     }
     body = bodyValue as number[] | number;
   }
@@ -146,7 +146,7 @@ function decodeRequest(value: unknown): PersistedRequest {
 }
 
 function required<T>(value: T | undefined, name: string): T {
-  if (value === undefined) throw malformed(`missing field ${name}`);
+  if (value === undefined) throw malformed(__DEV__ && `missing field ${name}`);
   return value;
 }
 

@@ -61,12 +61,12 @@ export async function prepareParts(
 ): Promise<PreparedRequest> {
   // CONNECT, TRACE and TRACK: refused by `Request` below, as fetch would.
   if (rawMethod.length > 32 || !TOKEN.test(rawMethod)) {
-    throw invalidRequest(`request.method "${rawMethod}" is not an HTTP method`);
+    throw invalidRequest(__DEV__ && `request.method "${rawMethod}" is not an HTTP method`);
   }
   const method = rawMethod.toUpperCase();
   const headers = readHeaders(headersInit, keyHeader);
   const body = await bufferBody(bodyValue, maxBodyBytes);
-  if (body && (method === "GET" || method === "HEAD")) throw invalidRequest(`a ${method} request cannot have a body`);
+  if (body && (method === "GET" || method === "HEAD")) throw invalidRequest(__DEV__ && `a ${method} request cannot have a body`);
   buildable(url, method, headers);
   // The content type fetch would have derived from the body object, unless the caller set one.
   if (body && headers.some(([name]) => name === "content-type")) body.contentType = null;
@@ -85,14 +85,14 @@ export function readUrl(value: unknown): string {
   }
   // eslint-disable-next-line no-control-regex
   if (typeof text !== "string" || text.length === 0 || text.length > 8192 || /[\u0000-\u001f\u007f-\u009f]/.test(text)) {
-    throw invalidRequest("request.url must be a string or URL of 1 to 8192 characters without control characters");
+    throw invalidRequest(__DEV__ && "request.url must be a string or URL of 1 to 8192 characters without control characters");
   }
   const base = pageLocation();
   try {
     return new URL(text, base).href;
   } catch {
     throw invalidRequest(
-      `request.url "${text}" is not ${base === undefined ? "an absolute URL (there is no page to resolve it against)" : "a URL"}`,
+      __DEV__ && `request.url "${text}" is not ${base === undefined ? "an absolute URL (there is no page to resolve it against)" : "a URL"}`,
     );
   }
 }
@@ -115,11 +115,11 @@ function readHeaders(init: unknown, keyHeader: string): [string, string][] {
   try {
     pairs = [...new Headers(init as HeadersInit)];
   } catch (thrown) {
-    throw invalidRequest(`request.headers are invalid: ${describe(thrown)}`);
+    throw invalidRequest(__DEV__ && `request.headers are invalid: ${describe(thrown)}`);
   }
   const reserved = keyHeader.toLowerCase();
   if (pairs.some(([name]) => name === reserved)) {
-    throw invalidRequest(`request.headers must not set ${keyHeader} (the library sets it)`);
+    throw invalidRequest(__DEV__ && `request.headers must not set ${keyHeader} (the library sets it)`);
   }
   return pairs;
 }
@@ -132,6 +132,6 @@ function buildable(url: string, method: string, headers: [string, string][]): vo
   try {
     new Request(url, { method, headers });
   } catch (thrown) {
-    throw invalidRequest(`the request cannot be built by fetch: ${describe(thrown)}`);
+    throw invalidRequest(__DEV__ && `the request cannot be built by fetch: ${describe(thrown)}`);
   }
 }

@@ -35,7 +35,7 @@ export interface SendContext {
   ask?: boolean | undefined;
 }
 
-/** @internal `reconcile()`'s answer when it is not "done": the machine's KEY_STATUS detail. */
+/** @internal `reconcile()`'s answer when it is not "done": the machine's E_KEY_STATUS detail (a KEY_*). */
 export class KeyStatusOpen {
   constructor(readonly detail: number) {}
 }
@@ -151,7 +151,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         const answer = await reconcilePart().then(
           (part) => part.askKeyStatus(config.reconciler, request, intentId, key, machine.get(M.F_TIMEOUT_MS), signal),
           // Not loaded (offline before the first question): the machine's "could not ask".
-          (thrown: unknown): KeyStatusRead => ({ kind: M.KEY_COULD_NOT_ASK, problem: `the reconcile part did not load: ${describe(thrown)}` }),
+          (thrown: unknown): KeyStatusRead => ({ kind: M.KEY_COULD_NOT_ASK, problem: __DEV__ ? `the reconcile part did not load: ${describe(thrown)}` : undefined }),
         );
         decidedAt = Date.now();
         askProblem = answer.problem;
@@ -159,7 +159,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         else {
           if (answer.kind === M.KEY_DONE) response = answer.response;
           action = machine.onKeyStatus(decidedAt, answer.kind, answer.response?.status ?? 0, answer.retryAfter);
-          if (action === M.SEND || action === M.WAIT) {
+          if (__DEV__ && (action === M.SEND || action === M.WAIT)) {
             oneMore = `the server ${answer.kind === M.KEY_UNKNOWN ? "had no record of the key" : "had it in flight"}, so it was sent once more`;
           }
           if (origin && answer.response && answer.stored) {
@@ -223,16 +223,17 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         const lastStatus = machine.get(M.F_LAST_STATUS);
         const context = { intentId, key, attempts: machine.get(M.F_ATTEMPT), lastStatus: lastStatus || null };
         const detail = machine.get(M.F_ERROR_DETAIL);
-        if (code === M.E_KEY_STATUS && detail !== M.KEY_STATUS_COULD_NOT_ASK) throw new KeyStatusOpen(detail);
+        if (code === M.E_KEY_STATUS && detail !== M.KEY_COULD_NOT_ASK) throw new KeyStatusOpen(detail);
+        // What the attempts showed, said in the development build's message only.
         const hints: (string | undefined)[] = [];
-        if (code === M.E_RETRIES_EXHAUSTED) {
+        if (__DEV__ && code === M.E_RETRIES_EXHAUSTED) {
           if (M.IN_FLIGHT_STATUSES.includes(lastStatus)) {
             hints.push(`the server kept answering ${lastStatus}: the request is still in progress there, or it holds the answer`);
           }
           if (origin) hints.push((await corsPart().catch(() => undefined))?.corsHint(tally, origin, config.headerName, config.replayHeaders));
         }
-        if (askProblem) hints.push(`the key's status is unknown (${askProblem})`);
-        if (oneMore) hints.push(`${oneMore} (${context.attempts} attempts in all)`);
+        if (__DEV__ && askProblem) hints.push(`the key's status is unknown (${askProblem})`);
+        if (__DEV__ && oneMore) hints.push(`${oneMore} (${context.attempts} attempts in all)`);
         throw errorFor(code, detail, context, hints.filter(Boolean).join("; ") || undefined);
       }
       default:

@@ -2,7 +2,7 @@
 //! number `code * 256 + detail`; the driver owns the messages (docs/WASM-BOUNDARY.md). The codes
 //! and details are in the contract table (`crate::contract`).
 
-pub use crate::contract::{code, exhausted, expired, field, key_status, mismatch, protocol, request};
+pub use crate::contract::{code, exhausted, expired, field, mismatch, protocol, request};
 
 /// A failure: a code from [`code`] and a detail whose meaning depends on the code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 //! [`KeyStatus`]; the rules of what follows are here, in [`Machine::on_key_status`].
 
 use super::classify::{Answer, RetryReason};
-use super::error::{code, expired, key_status, protocol};
+use super::error::{code, expired, protocol};
 use super::record::State;
 use super::retry_after::parse_retry_after;
 use super::send::{Action, Machine, Phase};
@@ -105,12 +105,12 @@ impl Machine {
                     self.outcome(now_ms);
                     self.give_up(now_ms, asked)
                 }
-                Asked::Explicit => self.fail(code::KEY_STATUS, key_status::UNKNOWN),
+                Asked::Explicit => self.fail(code::KEY_STATUS, KeyStatus::Unknown as u8),
                 // The replay already said the key is done: an answer that contradicts it adds nothing.
                 Asked::Replay => self.give_up(now_ms, asked),
             },
             KeyStatus::CouldNotAsk => match asked {
-                Asked::Explicit => self.fail(code::KEY_STATUS, key_status::COULD_NOT_ASK),
+                Asked::Explicit => self.fail(code::KEY_STATUS, KeyStatus::CouldNotAsk as u8),
                 _ => self.give_up(now_ms, asked),
             },
         }
@@ -125,7 +125,7 @@ impl Machine {
                 self.record.state = State::Failed;
                 self.done(false)
             }
-            Asked::Explicit => self.fail(code::KEY_STATUS, key_status::COULD_NOT_ASK),
+            Asked::Explicit => self.fail(code::KEY_STATUS, KeyStatus::CouldNotAsk as u8),
             Asked::Replay => {
                 self.replayed = true;
                 self.record.state = State::Succeeded;
@@ -158,7 +158,7 @@ impl Machine {
     /// send again with the same key, which the server answers once it is done; past it, ask again.
     fn in_flight(&mut self, now_ms: u64, asked: Asked, after_ms: u64) -> Action {
         match asked {
-            Asked::Explicit => self.fail(code::KEY_STATUS, key_status::IN_FLIGHT),
+            Asked::Explicit => self.fail(code::KEY_STATUS, KeyStatus::InFlight as u8),
             Asked::Replay => self.give_up(now_ms, asked),
             Asked::Expired => {
                 if now_ms.saturating_add(after_ms) >= self.deadline {

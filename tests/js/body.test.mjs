@@ -9,11 +9,13 @@ import { createRequire } from "node:module";
 import path from "node:path";
 
 import { root } from "../support/paths.mjs";
+import { DEFINES } from "../../package/build.mjs";
 
 const esbuild = createRequire(path.join(root, "tools/package.json"))("esbuild");
 /** The exports of the driver's `source`, bundled on the fly (its lazy parts inline). */
 async function load(source) {
   const { outputFiles } = await esbuild.build({
+    define: DEFINES.development, // src/js/mode.ts
     entryPoints: [path.join(root, "src/js", source)], bundle: true, format: "esm", write: false, logLevel: "warning",
   });
   return import(`data:text/javascript;base64,${Buffer.from(outputFiles[0].text).toString("base64")}`);

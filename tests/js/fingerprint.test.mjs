@@ -9,9 +9,11 @@ import { createRequire } from "node:module";
 import path from "node:path";
 
 import { root } from "../support/paths.mjs";
+import { DEFINES } from "../../package/build.mjs";
 
 const esbuild = createRequire(path.join(root, "tools/package.json"))("esbuild");
 const plain = await esbuild.build({
+  define: DEFINES.development, // src/js/mode.ts
   entryPoints: [path.join(root, "src/js/sha256.ts")], bundle: true, format: "esm", write: false, logLevel: "warning",
 });
 const { sha256 } = await import(`data:text/javascript;base64,${Buffer.from(plain.outputFiles[0].text).toString("base64")}`);
@@ -53,6 +55,7 @@ test("a view into a larger buffer hashes only the viewed bytes", () => {
 // The keyed fingerprint's HMAC fallback (src/js/fingerprint.ts `hmacSha256`, used where crypto.subtle
 // is absent) against RFC 4231 and Node's HMAC, keys shorter and longer than the 64-byte block.
 const { outputFiles } = await esbuild.build({
+  define: DEFINES.development, // src/js/mode.ts
   entryPoints: [path.join(root, "src/js/fingerprint.ts")], bundle: true, format: "esm", write: false, logLevel: "warning",
 });
 const keyed = await import(`data:text/javascript;base64,${Buffer.from(outputFiles[0].text).toString("base64")}`);

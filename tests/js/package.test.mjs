@@ -128,6 +128,10 @@ function checkBundle(dir, label) {
   // Parcel names it in the page's import map (the bundle has `import.meta.resolve` of the map's key).
   assert.ok((js + read(".html")).includes(path.basename(wasm[0])), `${label}: the bundle refers to the emitted wasm by its name`);
   assert.ok(!js.includes("node_modules"), `${label}: the bundle does not refer to node_modules`);
+  // A bundler's build resolves no `development` condition: the production build, without the messages
+  // in full (src/js/mode.ts; tests/js/builds.test.mjs compares the two builds' errors).
+  assert.ok(js.includes("the development build of idempotent-fetch-client says more"), `${label}: the bundle holds the production build`);
+  assert.ok(!js.includes("must be a whole number from"), `${label}: the bundle holds no development message`);
 }
 
 const ordersOf = async (server, account = ACCOUNT) => (await server.api("/api/orders", { account })).orders;

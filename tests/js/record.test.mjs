@@ -9,9 +9,11 @@ import { createRequire } from "node:module";
 import path from "node:path";
 
 import { root } from "../support/paths.mjs";
+import { DEFINES } from "../../package/build.mjs";
 
 const esbuild = createRequire(path.join(root, "tools/package.json"))("esbuild");
 const { outputFiles } = await esbuild.build({
+  define: DEFINES.development, // src/js/mode.ts
   stdin: {
     contents: 'export { encodeRecord, decodeRecord } from "./record.ts"; export * from "./generated/contract.ts";',
     resolveDir: path.join(root, "src/js"),

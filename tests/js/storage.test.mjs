@@ -10,9 +10,11 @@ import { createRequire } from "node:module";
 import path from "node:path";
 
 import { root } from "../support/paths.mjs";
+import { DEFINES } from "../../package/build.mjs";
 
 const esbuild = createRequire(path.join(root, "tools/package.json"))("esbuild");
 const { outputFiles } = await esbuild.build({
+  define: DEFINES.development, // src/js/mode.ts
   stdin: {
     contents:
       'export { Store } from "./storage/store.ts"; export { StorageFailure } from "./storage/backend.ts"; export { RetiredRecords } from "./storage/retired.ts";',

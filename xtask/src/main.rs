@@ -23,7 +23,7 @@ commands:
   docs                  the API reference (TypeDoc) into target/api/; fails on an undocumented public item
   demo [--port 8080]    build the package if stale and run the reference server on 127.0.0.1
   install               only install/check the tools
-  size                  gzip -9 size of what ships; fails past the budget
+  size                  gzip -9 size of each build and entry; fails past a budget
   bench                 run every benchmark (benches/run.sh)
   help                  this text";
 

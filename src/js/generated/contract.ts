@@ -137,7 +137,7 @@ export const OVERRIDE_RETRY = 1;
 /** A definite answer (`false`). */
 export const OVERRIDE_DEFINITE = 2;
 
-// KeyStatus: What the server said of the key (`onKeyStatus`).
+// KeyStatus: What the server said of the key (`onKeyStatus`), and the detail of `E_KEY_STATUS` (never `Done` there).
 /** No usable answer (a network error, a timeout, a 5xx, HTML, a body not of the protocol's shape): never taken for "unknown". */
 export const KEY_COULD_NOT_ASK = 0;
 /** The key's request was done; its stored answer comes with it. */
@@ -176,7 +176,7 @@ export const E_INVALID_REQUEST = 8;
 export const E_STORAGE = 9;
 /** The intent is not in storage any more (decided by the driver). */
 export const E_NOT_FOUND = 10;
-/** The server's key-status answer, when it is not "done" (the app's `reconcile()`): the detail says which (`key_status`). Users see `RECONCILE_FAILED`. */
+/** The server's key-status answer, when it is not "done" (the app's `reconcile()`): the detail is the `KeyStatus` it gave. Users see `RECONCILE_FAILED`. */
 export const E_KEY_STATUS = 11;
 /** The body is larger than `maxBodyBytes` (decided by the driver). */
 export const E_BODY_TOO_LARGE = 12;
@@ -235,14 +235,6 @@ export const EXHAUSTED_REASONS = ["maxAttempts", "deadline", "budget", "maxTotal
 // expired: Details of `E_EXPIRED`.
 /** The server, asked, has no record of the key: past its retention that proves nothing. */
 export const EXPIRED_UNKNOWN_TO_SERVER = 1;
-
-// key_status: Details of `E_KEY_STATUS`.
-/** The server could not be asked (no usable answer). */
-export const KEY_STATUS_COULD_NOT_ASK = 1;
-/** A request with the key is in flight there. */
-export const KEY_STATUS_IN_FLIGHT = 2;
-/** The server has no record of the key. */
-export const KEY_STATUS_UNKNOWN = 3;
 
 // mismatch: Details of `E_INTENT_MISMATCH`: whose key the request does not match (`Engine.begin`).
 /** The record this tab's storage holds. */

@@ -16,6 +16,7 @@
 // neither shelf. It lives only while its intent's pending record names it: a record written without
 // it drops it in the same write, and deleting a record deletes it.
 
+import { warn } from "../mode.js";
 import type { StorageKind } from "../options.js";
 import { describe } from "../describe.js";
 import { customStoragePart, indexedDbPart } from "../lazy.js";
@@ -83,7 +84,7 @@ export class Store {
     this.inMemory = true;
     this.reason = reason;
     // Loud, once per client: from now on no key survives a reload, and an event may have no listener.
-    console.warn(`idempotent-fetch: intents of namespace "${this.namespace}" are kept in memory from now on: ${reason}`);
+    warn(__DEV__ && `intents of namespace "${this.namespace}" are kept in memory from now on: ${reason}`, "storagefallback");
     queueMicrotask(() => this.onFallback?.(reason));
   }
 
