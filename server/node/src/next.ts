@@ -5,8 +5,25 @@ import type { Answer } from "./core.js";
 import type { IdempotentEndpoint } from "./endpoint.js";
 import { runWeb, toResponse, type WebContext, type WebOptions } from "./web.js";
 
-/** The endpoint, or a promise of it (a module that sets its database up with `await endpoint.install()`). */
-export type EndpointRef<Tx> = IdempotentEndpoint<Tx> | Promise<IdempotentEndpoint<Tx>>;
+/**
+ * The endpoint, a promise of it, or a function that makes it on the first request (a route module is
+ * loaded by `next build` too, where no database should be opened).
+ */
+export type EndpointRef<Tx> = IdempotentEndpoint<Tx> | Promise<IdempotentEndpoint<Tx>> | (() => Promise<IdempotentEndpoint<Tx>>);
+
+/** The endpoint `ref` names: a function's is made once, on the first call, and shared. */
+function resolver<Tx>(ref: EndpointRef<Tx>): () => Promise<IdempotentEndpoint<Tx>> {
+  if (typeof ref !== "function") return async () => ref;
+  let made: Promise<IdempotentEndpoint<Tx>> | undefined;
+  return () => {
+    // A failed setup is not kept: the next request tries again.
+    made ??= ref().catch((error: unknown) => {
+      made = undefined;
+      throw error;
+    });
+    return made;
+  };
+}
 
 /**
  * A protected App Router route handler.
@@ -28,7 +45,8 @@ export function idempotentRoute<Tx>(
   handler: (request: Request, context: WebContext<Tx>) => Promise<Response>,
   options: WebOptions = {},
 ): (request: Request) => Promise<Response> {
-  return async (request) => runWeb(await endpoint, request, (context) => handler(request, context), options);
+  const resolve = resolver(endpoint);
+  return async (request) => runWeb(await resolve(), request, (context) => handler(request, context), options);
 }
 
 /** The parameters of a key-status route. */
@@ -49,9 +67,10 @@ export interface KeyRouteContext {
  * contract in server/README.md, "Key status".
  */
 export function keyStatusRoute<Tx>(endpoint: EndpointRef<Tx>, options: { scope?: (headers: Headers) => string | undefined } = {}) {
+  const resolve = resolver(endpoint);
   const answer = async (request: Request, context: KeyRouteContext, of: (e: IdempotentEndpoint<Tx>, key: string, scope?: string) => Promise<Answer>) => {
     const { key } = await context.params;
-    return toResponse(await of(await endpoint, typeof key === "string" ? key : "", options.scope?.(request.headers)));
+    return toResponse(await of(await resolve(), typeof key === "string" ? key : "", options.scope?.(request.headers)));
   };
   return {
     /** GET: the key's status. */
