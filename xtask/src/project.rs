@@ -34,9 +34,15 @@ pub const TSCONFIGS: &[&str] = &[
 ];
 /// Apps with their own TypeScript dependencies (installed by the test that builds them), whose own
 /// type check (`tsc -b`, `vue-tsc -b`, `svelte-check`) runs there (tests/js/package.test.mjs), so
-/// the `tsc` gate leaves their files to it.
-pub const APP_TS_DIRS: &[&str] =
-    &["tests/package/react-app", "tests/package/vue-app", "tests/package/svelte-app", "tests/package/tanstack-app"];
+/// the `tsc` gate leaves their files to it (the Next.js example: `next build` in
+/// server/node/test/next.test.mjs).
+pub const APP_TS_DIRS: &[&str] = &[
+    "tests/package/react-app",
+    "tests/package/vue-app",
+    "tests/package/svelte-app",
+    "tests/package/tanstack-app",
+    "server/node/examples/next-checkout",
+];
 /// The server library's Node half (npm package `idempotent-endpoint`): its own npm dependencies
 /// (package-lock.json), built by its build.mjs into dist/, tested by the `*.test.mjs` under test/.
 pub const NODE_SERVER_DIR: &str = "server/node";

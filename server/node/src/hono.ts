@@ -4,22 +4,13 @@
 import type { MiddlewareHandler } from "hono";
 import { createMiddleware } from "hono/factory";
 
-import * as core from "./core.js";
-import type { Answer } from "./core.js";
 import type { IdempotentEndpoint } from "./endpoint.js";
-import { type BodyLimits, parseJsonBody, readWebBody } from "./http.js";
+import { runWeb, toResponse, type WebContext, type WebOptions } from "./web.js";
 
 /** What the protected handler finds at `c.get("idempotency")`. */
 export interface IdempotencyVariables<Tx> {
   /** The open transaction, the body as JSON and the key. */
-  idempotency: {
-    /** The open transaction: write the app's rows through it, so they commit with the key row. */
-    tx: Tx;
-    /** The request body, parsed as JSON. */
-    json: unknown;
-    /** The idempotency key. */
-    key: string;
-  };
+  idempotency: WebContext<Tx>;
 }
 
 /** The Hono environment of a protected route. */
@@ -29,16 +20,7 @@ export interface IdempotencyEnv<Tx> {
 }
 
 /** Options of {@link idempotency}. */
-export interface HonoOptions extends BodyLimits {
-  /** The scope of the request's key (its account), from the request's headers; the endpoint's scope when absent. */
-  scope?: (headers: Headers) => string | undefined;
-}
-
-function toResponse(answer: Answer): Response {
-  const headers = new Headers();
-  for (const [name, value] of answer.headers) headers.append(name, value);
-  return new Response(answer.body === "" ? null : answer.body, { status: answer.status, headers });
-}
+export type HonoOptions = WebOptions;
 
 /**
  * The middleware: the key (400 before the body is read), the body within the limits and as JSON (else a
@@ -56,35 +38,19 @@ function toResponse(answer: Answer): Response {
  */
 export function idempotency<Tx>(endpoint: IdempotentEndpoint<Tx>, options: HonoOptions = {}): MiddlewareHandler<IdempotencyEnv<Tx>> {
   return createMiddleware<IdempotencyEnv<Tx>>(async (c, next) => {
-    const keyHeader = c.req.raw.headers.get("idempotency-key");
-    // Headers joins a repeated field's values with ", ": split them back, as the key grammar has no comma-space.
-    const values = keyHeader === null ? [] : keyHeader.split(", ");
-    const keyed = core.keyFromHeader(values);
-    if ("answer" in keyed) {
-      c.res = toResponse(keyed.answer);
-      return;
-    }
-    const body = await readWebBody(c.req.raw.body, c.req.header("content-length"), options);
-    if (!(body instanceof Uint8Array)) {
-      c.res = toResponse(body);
-      return;
-    }
-    const parsed = parseJsonBody(c.req.header("content-type"), body);
-    if ("answer" in parsed) {
-      c.res = toResponse(parsed.answer);
-      return;
-    }
-    const scope = options.scope?.(c.req.raw.headers);
-    const request = { method: c.req.method, path: c.req.path, keyHeader: values, body, ...(scope === undefined ? {} : { scope }) };
-    const result = await endpoint.run(request, async (tx) => {
-      c.set("idempotency", { tx, json: parsed.json, key: keyed.key });
-      await next();
-      if (c.error !== undefined) throw c.error;
-      const headers = [...c.res.headers].filter(([name]) => name !== "content-length");
-      return { status: c.res.status, headers: Object.fromEntries(headers), body: await c.res.text() };
-    });
+    const response = await runWeb(
+      endpoint,
+      c.req.raw,
+      async (context) => {
+        c.set("idempotency", context);
+        await next();
+        if (c.error !== undefined) throw c.error;
+        return c.res;
+      },
+      options,
+    );
     c.res = undefined;
-    c.res = toResponse(result.answer);
+    c.res = response;
   });
 }
 

@@ -11,5 +11,6 @@ export { idempotent, keyStatusRoutes } from "./express.js";
 export type { ExpressOptions } from "./express.js";
 export { startDevServer } from "./dev.js";
 export type { DevOptions, DevServer } from "./dev.js";
-// The Hono middleware is the entry `idempotent-endpoint/hono` and the Fastify plugin `idempotent-endpoint/fastify`
-// (each loads its framework, an optional peer).
+// The Hono middleware is the entry `idempotent-endpoint/hono`, the Fastify plugin `idempotent-endpoint/fastify`,
+// the Next.js route wrapper `idempotent-endpoint/next`, and the query-builder adapters `idempotent-endpoint/drizzle`
+// and `idempotent-endpoint/kysely` (each loads its library, an optional peer).

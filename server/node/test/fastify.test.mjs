@@ -24,7 +24,7 @@ before(async () => {
   db = new PGlite(path.join(dir, "data"));
   await db.exec("CREATE TABLE orders (id SERIAL PRIMARY KEY, sku TEXT NOT NULL)");
 
-  // The README's example, as written there.
+  // The README's route (its Express, Fastify or Hono section), on PGlite.
   const endpoint = idempotentEndpoint({ database: db });
   await endpoint.install();
   app = Fastify();

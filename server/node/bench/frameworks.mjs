@@ -1,0 +1,206 @@
+// The cost of protection, per framework and database: requests/s and p50/p99 latency of a protected
+// endpoint (idempotent-endpoint: the key row in the order's transaction) against the same endpoint
+// unprotected (the same order insert in a transaction of its own, no key), in one run, alternating
+// protected and unprotected rounds so drift hits both. Each server runs in a child process (this file with
+// --serve); the load comes from this process: CONCURRENCY keep-alive connections, each request a fresh key.
+//
+//   node server/node/bench/frameworks.mjs [--seconds S] [--rounds R] [--concurrency C]
+//
+// Needs the built package (node server/node/build.mjs) and PostgreSQL binaries (IF_PG_BINDIR or PATH).
+// "next" is idempotent-endpoint/next's route handler served as Next calls it (a web Request in, a Response
+// out) on @hono/node-server, not a `next start` server.
+import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import http from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { fileURLToPath } from "node:url";
+
+const HERE = fileURLToPath(import.meta.url);
+const FRAMEWORKS = ["express", "fastify", "hono", "next"];
+const ORDERS = "CREATE TABLE IF NOT EXISTS orders (id SERIAL PRIMARY KEY, sku TEXT NOT NULL)";
+const BODY = JSON.stringify({ sku: "mug" });
+
+/** The child: `framework` serving POST /protected and POST /plain on the database `spec`; prints its port. */
+async function serve(framework, spec) {
+  const { idempotentEndpoint } = await import("idempotent-endpoint");
+  let database;
+  if (spec.startsWith("pglite:")) {
+    const { PGlite } = await import("@electric-sql/pglite");
+    database = new PGlite(spec.slice("pglite:".length));
+  } else {
+    const { default: pg } = await import("pg");
+    database = new pg.Pool({ connectionString: spec, max: 16 });
+  }
+  const endpoint = idempotentEndpoint({ database });
+  await endpoint.install();
+  await endpoint.store.exec(ORDERS);
+  /** The business write, the same in both routes. */
+  const order = async (q, json) => ({ status: 201, body: { id: (await q.query("INSERT INTO orders (sku) VALUES ($1) RETURNING id", [json.sku])).rows[0].id } });
+  /** The unprotected route's work: the order in a transaction of its own. */
+  const plain = (json) => endpoint.store.transaction(async (q) => ({ commit: true, value: await order(q, json) }));
+  let port;
+  if (framework === "express") {
+    const { default: express } = await import("express");
+    const { idempotent } = await import("idempotent-endpoint");
+    const app = express();
+    app.post("/protected", idempotent(endpoint, async ({ tx, json }) => order(tx, json)));
+    app.post("/plain", express.json(), async (req, res) => {
+      const { status, body } = await plain(req.body);
+      res.status(status).json(body);
+    });
+    port = await new Promise((resolve) => {
+      const s = app.listen(0, "127.0.0.1", () => resolve(s.address().port));
+    });
+  } else if (framework === "fastify") {
+    const { default: Fastify } = await import("fastify");
+    const { idempotentPlugin } = await import("idempotent-endpoint/fastify");
+    const app = Fastify();
+    await app.register(idempotentPlugin, { endpoint });
+    app.post("/protected", { config: { idempotent: true } }, async (request, reply) => {
+      const { status, body } = await order(request.idempotency.tx, request.idempotency.json);
+      return reply.code(status).send(body);
+    });
+    app.post("/plain", async (request, reply) => {
+      const { status, body } = await plain(request.body);
+      return reply.code(status).send(body);
+    });
+    port = new URL(await app.listen({ port: 0, host: "127.0.0.1" })).port;
+  } else {
+    const { serve: listen } = await import("@hono/node-server");
+    let fetch;
+    if (framework === "hono") {
+      const { Hono } = await import("hono");
+      const { idempotency } = await import("idempotent-endpoint/hono");
+      const app = new Hono();
+      app.post("/protected", idempotency(endpoint), async (c) => {
+        const { status, body } = await order(c.get("idempotency").tx, c.get("idempotency").json);
+        return c.json(body, status);
+      });
+      app.post("/plain", async (c) => {
+        const { status, body } = await plain(await c.req.json());
+        return c.json(body, status);
+      });
+      fetch = app.fetch;
+    } else {
+      const { idempotentRoute } = await import("idempotent-endpoint/next");
+      const protectedRoute = idempotentRoute(endpoint, async (_request, { tx, json }) => {
+        const { status, body } = await order(tx, json);
+        return Response.json(body, { status });
+      });
+      const plainRoute = async (request) => {
+        const { status, body } = await plain(await request.json());
+        return Response.json(body, { status });
+      };
+      fetch = (request) => (new URL(request.url).pathname === "/protected" ? protectedRoute(request) : plainRoute(request));
+    }
+    port = await new Promise((resolve) => {
+      const s = listen({ fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s.address().port));
+    });
+  }
+  process.stdout.write(`${JSON.stringify({ port })}\n`);
+}
+
+/** Starts a server child; resolves to its base URL and the child. */
+function startServer(framework, spec) {
+  const child = spawn(process.execPath, [HERE, "--serve", framework, spec], { stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.on("exit", (code) => reject(new Error(`${framework} server exited ${code}`)));
+    child.stdout.on("data", (d) => {
+      out += d;
+      if (out.includes("\n")) resolve({ child, base: `http://127.0.0.1:${JSON.parse(out).port}` });
+    });
+  });
+}
+
+/** One POST with a fresh key over `agent`; resolves to its latency in ms (rejects on a status other than 201). */
+function post(agent, url) {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: "POST", agent, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(BODY), "idempotency-key": randomUUID() } }, (res) => {
+      res.resume();
+      res.on("end", () => (res.statusCode === 201 ? resolve(performance.now() - started) : reject(new Error(`${url}: ${res.statusCode}`))));
+    });
+    req.on("error", reject);
+    req.end(BODY);
+  });
+}
+
+/** `concurrency` loops posting to `url` for `seconds`; the latencies of every request. */
+async function round(url, seconds, concurrency) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+  const until = performance.now() + seconds * 1000;
+  const latencies = [];
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < until) latencies.push(await post(agent, url));
+    }),
+  );
+  agent.destroy();
+  return latencies;
+}
+
+const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+
+function summary(latencies, seconds) {
+  const sorted = [...latencies].sort((a, b) => a - b);
+  return { rps: latencies.length / seconds, p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+}
+
+async function main() {
+  const { values } = parseArgs({ options: { seconds: { type: "string", default: "2" }, rounds: { type: "string", default: "3" }, concurrency: { type: "string", default: "8" } } });
+  const seconds = Number(values.seconds);
+  const rounds = Number(values.rounds);
+  const concurrency = Number(values.concurrency);
+  const { startCluster } = await import("../../../tests/fault/pg-cluster.mjs");
+  const cluster = await startCluster();
+  const dir = mkdtempSync(path.join(tmpdir(), "idempotent-endpoint-bench-"));
+  const rows = [];
+  try {
+    for (const db of ["postgres", "pglite"]) {
+      for (const framework of FRAMEWORKS) {
+        const name = `${framework}_${db}`.replace(/[^a-z_]/g, "");
+        let spec;
+        if (db === "postgres") {
+          cluster.createDatabase(name);
+          spec = cluster.url(name);
+        } else spec = `pglite:${path.join(dir, name)}`;
+        const { child, base } = await startServer(framework, spec);
+        try {
+          await round(`${base}/protected`, 0.5, concurrency); // warm-up, both routes
+          await round(`${base}/plain`, 0.5, concurrency);
+          const got = { protected: [], plain: [] };
+          for (let r = 0; r < rounds; r++) {
+            const order = r % 2 === 0 ? ["protected", "plain"] : ["plain", "protected"];
+            for (const route of order) got[route].push(...(await round(`${base}/${route}`, seconds, concurrency)));
+          }
+          const p = summary(got.protected, seconds * rounds);
+          const u = summary(got.plain, seconds * rounds);
+          rows.push({ framework, db, p, u });
+          console.error(`${framework} on ${db}: done`);
+        } finally {
+          child.kill("SIGTERM");
+        }
+      }
+    }
+  } finally {
+    cluster.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const f = (n) => n.toFixed(1);
+  console.log(`node ${process.version}, ${concurrency} connections, ${rounds} alternating rounds of ${seconds} s per route; each request a fresh key`);
+  console.log("| framework | database | protected req/s | p50 ms | p99 ms | unprotected req/s | p50 ms | p99 ms | p50 ratio | req/s ratio |");
+  console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+  for (const { framework, db, p, u } of rows) {
+    console.log(`| ${framework} | ${db} | ${p.rps.toFixed(0)} | ${f(p.p50)} | ${f(p.p99)} | ${u.rps.toFixed(0)} | ${f(u.p50)} | ${f(u.p99)} | ${(p.p50 / u.p50).toFixed(2)}x | ${(p.rps / u.rps).toFixed(2)}x |`);
+  }
+  const over = rows.filter((r) => r.db === "postgres" && r.p.p50 / r.u.p50 > 1.5);
+  console.log(over.length === 0 ? "bar met: protected p50 <= 1.5x unprotected p50 on PostgreSQL for every framework" : `bar missed on PostgreSQL: ${over.map((r) => r.framework).join(", ")}`);
+  process.exitCode = over.length === 0 ? 0 : 1;
+}
+
+if (process.argv[2] === "--serve") await serve(process.argv[3], process.argv[4]);
+else await main();

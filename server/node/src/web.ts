@@ -1,0 +1,64 @@
+// One keyed request in the web platform's own objects (`Request` in, `Response` out): the shape of Hono's
+// context and of Next.js route handlers. The key, the body within the limits and as JSON, then the
+// handler's `Response` inside the key row's transaction, stored on the key row and sent as committed.
+import * as core from "./core.js";
+import type { Answer } from "./core.js";
+import type { HandlerAnswer, IdempotentEndpoint } from "./endpoint.js";
+import { type BodyLimits, parseJsonBody, readWebBody } from "./http.js";
+
+/** What a protected web handler gets besides the request. */
+export interface WebContext<Tx> {
+  /** The open transaction: write the app's rows through it, so they commit with the key row. */
+  tx: Tx;
+  /** The request body, parsed as JSON. */
+  json: unknown;
+  /** The idempotency key. */
+  key: string;
+}
+
+/** Options of a protected web handler. */
+export interface WebOptions extends BodyLimits {
+  /** The scope of the request's key (its account), from the request's headers; the endpoint's scope when absent. */
+  scope?: (headers: Headers) => string | undefined;
+}
+
+/** An answer as a web `Response`. */
+export function toResponse(answer: Answer): Response {
+  const headers = new Headers();
+  for (const [name, value] of answer.headers) headers.append(name, value);
+  return new Response(answer.body === "" ? null : answer.body, { status: answer.status, headers });
+}
+
+/** The handler's `Response` as the answer stored on the key row (its body read as text). */
+async function fromResponse(response: Response): Promise<HandlerAnswer> {
+  const headers = [...response.headers].filter(([name]) => name !== "content-length");
+  return { status: response.status, headers: Object.fromEntries(headers), body: await response.text() };
+}
+
+/**
+ * One keyed web request: a missing or malformed key is 400 before the body is read; a body over the
+ * limits or not JSON gets its problem answer; nothing is stored for either. Then `handler` runs inside the
+ * key row's transaction and what it returns is stored and returned (or the replay, 409, 422, 410). A
+ * handler that throws rolls back and the error is rethrown.
+ */
+export async function runWeb<Tx>(
+  endpoint: IdempotentEndpoint<Tx>,
+  request: Request,
+  handler: (context: WebContext<Tx>) => Promise<Response>,
+  options: WebOptions = {},
+): Promise<Response> {
+  const keyHeader = request.headers.get("idempotency-key");
+  // Headers joins a repeated field's values with ", ": split them back, as the key grammar has no comma-space.
+  const values = keyHeader === null ? [] : keyHeader.split(", ");
+  const keyed = core.keyFromHeader(values);
+  if ("answer" in keyed) return toResponse(keyed.answer);
+  const body = await readWebBody(request.body, request.headers.get("content-length"), options);
+  if (!(body instanceof Uint8Array)) return toResponse(body);
+  const parsed = parseJsonBody(request.headers.get("content-type"), body);
+  if ("answer" in parsed) return toResponse(parsed.answer);
+  const scope = options.scope?.(request.headers);
+  const path = new URL(request.url).pathname;
+  const keyedRequest = { method: request.method, path, keyHeader: values, body, ...(scope === undefined ? {} : { scope }) };
+  const result = await endpoint.run(keyedRequest, async (tx) => fromResponse(await handler({ tx, json: parsed.json, key: keyed.key })));
+  return toResponse(result.answer);
+}
