@@ -23,7 +23,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { brotliCompressSync, constants, gzipSync } from "node:zlib";
 
-import { BROWSER_ENTRY, BUILDS, DEFINES, LAZY_PARTS, MINIFY_NAMES, PKG_DIR, WASM_FILE, checkedGlue, crateMetadata, dropUnusedExports, fileOf } from "../package/build.mjs";
+import { BROWSER_ENTRY, BUILDS, DEFINES, LAZY_PARTS, MINIFY_NAMES, PKG_DIR, WASM_FILE, crateMetadata, dropUnusedExports, fileOf } from "../package/build.mjs";
 
 const benches = dirname(fileURLToPath(import.meta.url));
 const root = dirname(benches);
@@ -201,10 +201,7 @@ export const order = (cart) => client.fetch("/api/orders", { method: "POST", bod
   // what: the entry's own chunk (the parts loaded on first use are chunks of their own, left out).
   const driverEntry = join(root, "src/js/index.ts");
   if (existsSync(driverEntry)) {
-    // The glue as the package bundles it (package/glue.js, checked against wasm-bindgen's), under the
-    // generated glue's name.
-    const shippedGlue = { name: "shipped-glue", setup: (build) => build.onLoad({ filter: /[\\/]generated[\\/]idempotent_fetch\.js$/ }, (a) => ({ contents: checkedGlue(a.path), loader: "js" })) };
-    const bySource = await esbuild.build({ ...bundleOptions, define: DEFINES.production, splitting: true, metafile: true, sourcemap: "external", outdir: join(work, "driver"), entryPoints: [driverEntry], plugins: [shippedGlue] });
+    const bySource = await esbuild.build({ ...bundleOptions, define: DEFINES.production, splitting: true, metafile: true, sourcemap: "external", outdir: join(work, "driver"), entryPoints: [driverEntry] });
     const entryFile = bySource.outputFiles.find((f) => f.path.endsWith(`${join("driver", "index.js")}`));
     const out = entryFile.text;
     const map = JSON.parse(bySource.outputFiles.find((f) => f.path === `${entryFile.path}.map`).text);
@@ -243,7 +240,7 @@ export const order = (cart) => client.fetch("/api/orders", { method: "POST", bod
   const minified = join(work, "shipped.wasm");
   run("wasm-opt", [...MINIFY_NAMES, plain, "-o", minified], { stdio: ["ignore", "ignore", "inherit"] });
   const same = readFileSync(minified).equals(readFileSync(join(PKG_DIR, WASM_FILE)));
-  console.log(`Rebuilt from ${relative(root, rawWasm)} with \`wasm-opt ${meta.wasmOpt.join(" ")}\`, then wasm-metadce (the exports package/glue.js calls), then \`wasm-opt ${MINIFY_NAMES.join(" ")}\`: ${kb(readFileSync(minified).length)} KiB ` +
+  console.log(`Rebuilt from ${relative(root, rawWasm)} with \`wasm-opt ${meta.wasmOpt.join(" ")}\`, then wasm-metadce (the exports the glue calls), then \`wasm-opt ${MINIFY_NAMES.join(" ")}\`: ${kb(readFileSync(minified).length)} KiB ` +
     `(${same ? "identical to" : "NOT identical to (another build ran in between?)"} pkg/${WASM_FILE}); with -g (names kept, for twiggy) ${kb(readFileSync(named).length)} KiB.\n`);
   if (which("twiggy")) {
     console.log("```");

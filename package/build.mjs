@@ -11,10 +11,10 @@
 //   2. wasm-bindgen --target web: the glue (src/js/generated/idempotent_fetch.js + .d.ts, generated, ignored
 //      by git) and the raw .wasm
 //   3. wasm-opt with the flags of Cargo.toml [package.metadata.wasm-pack.profile.release] wasm-opt, then
-//      wasm-metadce (dropUnusedExports: the exports package/glue.js never calls), then
+//      wasm-metadce (dropUnusedExports: the exports the glue never calls), then
 //      wasm-opt MINIFY_NAMES (short import/export names; the glue is renamed to match when bundled)
 //      -> pkg/idempotent_fetch_bg.wasm
-//   4. esbuild (with package/glue.js for the generated glue: `checkedGlue`), for each build (BUILDS: production, and
+//   4. esbuild (the generated glue with the wasm's source and names: `glueFor`), for each build (BUILDS: production, and
 //      development as *.development.js; DEFINES): src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: minified ESM + source map that loads the wasm
 //      with `new URL("./idempotent_fetch_bg.wasm", import.meta.url)`) and pkg/node.cjs (Node: reads the
 //      wasm from disk and instantiates it on load), plus pkg/node.js, the ESM face of node.cjs (one instance for import and require)
@@ -26,7 +26,6 @@
 //   6. package.json (fields from Cargo.toml), package/npm-README.md as README.md, LICENSE-* next to them
 import { spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { createHash } from "node:crypto";
 import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
@@ -79,7 +78,9 @@ function bindings(meta, features) {
   run("cargo", ["rustc", "--release", "--target", "wasm32-unknown-unknown", "--no-default-features", ...featureArgs, "-p", CRATE, "--lib", "--crate-type", "cdylib"]);
   const built = path.join(meta.targetDir, "wasm32-unknown-unknown/release", `${CRATE.replaceAll("-", "_")}.wasm`);
   const out = mkdtempSync(path.join(os.tmpdir(), "if-bindgen-"));
-  run("wasm-bindgen", ["--target", "web", "--out-dir", out, "--out-name", "idempotent_fetch", built]);
+  // `--encode-into always`: strings go in through `TextEncoder.encodeInto`, which every engine that
+  // can run the module has (no stand-in for engines without it in the glue).
+  run("wasm-bindgen", ["--target", "web", "--encode-into", "always", "--out-dir", out, "--out-name", "idempotent_fetch", built]);
   // Everything but the committed contract (contract.ts, generated from src/contract.rs by a test).
   for (const file of [GLUE, "idempotent_fetch.d.ts", "snippets", "README.md"]) rmSync(path.join(BINDINGS_DIR, file), { recursive: true, force: true });
   mkdirSync(BINDINGS_DIR, { recursive: true });
@@ -102,14 +103,13 @@ const WASM_FEATURES = [
 ];
 export const MINIFY_NAMES = [...WASM_FEATURES, "--minify-imports-and-exports-and-modules"];
 
-// Step 3a: the exports the shipped glue never calls removed, with all that only they reach:
-// wasm-bindgen exports its `realloc` (package/glue.js copies a string with one `malloc`), its
-// externref table (never read: the module holds no JavaScript value) and the two globals of its
-// abort handling whether a glue reads them or not. wasm-metadce keeps the memory and each export
-// glue.js names as `wasm.<export>`; one the module lacks fails the renaming below. `flags`: more
-// wasm-opt flags (benches/size.mjs keeps the names with -g).
+// Step 3a: the exports the glue never calls removed, with all that only they reach (the two
+// globals of wasm-bindgen's abort handling, which it exports whether a glue reads them or not).
+// wasm-metadce keeps the memory and each export the generated glue names as `wasm.<export>`
+// (its doc comments, which are src/wasm.rs's docs, left out); one the module lacks fails the
+// renaming below. `flags`: more wasm-opt flags (benches/size.mjs keeps the names with -g).
 export function dropUnusedExports(input, output, flags = []) {
-  const glue = withoutNotes(readFileSync(COMPACT_GLUE, "utf8"));
+  const glue = withoutDocs(readFileSync(path.join(BINDINGS_DIR, GLUE), "utf8"));
   const used = [...new Set(["memory", ...[...glue.matchAll(/\bwasm\.([A-Za-z_$][\w$]*)/g)].map((m) => m[1])])];
   const graph = [{ name: "glue", root: true, reaches: used }, ...used.map((name) => ({ name, export: name }))];
   const file = `${output}.graph.json`;
@@ -119,6 +119,12 @@ export function dropUnusedExports(input, output, flags = []) {
   } finally {
     rmSync(file, { force: true });
   }
+}
+
+/** The generated glue without its doc comments (they name files such as src/wasm.rs, which the
+ *  list of used exports and the renaming would read as an export). */
+function withoutDocs(text) {
+  return text.replace(/^[ \t]*\/\*\*[\s\S]*?\*\/\n/gm, "");
 }
 
 /** Shortens `input`'s import and export names into `output`; returns the renames for the glue. */
@@ -145,9 +151,9 @@ function renameInGlue(text, names, file) {
     return `wasm.${to}`;
   });
   for (const [from, to] of names.imports) {
-    const key = new RegExp(`^( +)${from}\\(`, "m");
+    const key = new RegExp(`^( +)${from}(: function)?\\(`, "m");
     if (!key.test(text)) throw new Error(`${file}: no import ${from} in the glue (wasm-bindgen's glue changed)`);
-    text = text.replace(key, (_, indent) => `${indent}${to}(`);
+    text = text.replace(key, (_, indent, fn = "") => `${indent}${to}${fn}(`);
   }
   const moduleKey = `"./idempotent_fetch_bg.js": import0`;
   if (text.split(moduleKey).length !== 2) throw new Error(`${file}: expected one ${moduleKey} (wasm-bindgen's glue changed)`);
@@ -157,7 +163,7 @@ function renameInGlue(text, names, file) {
 // The glue's request for the wasm, i.e. what `init()` with no argument loads. The driver calls it
 // so; each bundle puts its own source there (a Response for browsers, the bytes for Node). Checked,
 // so a glue without the line fails the build instead of shipping a package that cannot find its wasm.
-const GLUE_DEFAULT_WASM = /fetch\(new URL\('idempotent_fetch_bg\.wasm', import\.meta\.url\)\)/g;
+const GLUE_DEFAULT_WASM = /new URL\('idempotent_fetch_bg\.wasm', import\.meta\.url\)/g;
 const WASM_SOURCE = {
   // The request started by WASM_REQUEST below, taken once; a retry after a failure fetches anew.
   browser: "[wasmRequest || fetch(wasmUrl), wasmRequest = 0][0]",
@@ -178,45 +184,13 @@ const WASM_REQUEST = {
 // the driver's init() finds the instance already there. Browsers load asynchronously (`ready`).
 const LOAD_AT_IMPORT = { browser: "", node: `\ninitSync({ module: ${WASM_SOURCE.node} });\n` };
 
-// The glue that ships: package/glue.js, the calls wasm-bindgen's glue makes into the same exports,
-// written for what the driver reaches (its header says what it leaves out, and why the driver cannot
-// tell). It names the SHA-256 of the wasm-bindgen glue it was written against, doc comments removed
-// (they are src/wasm.rs's docs); any other glue (an export added or changed, another wasm-bindgen)
-// fails the build until glue.js follows it, so the two never drift apart unnoticed.
-const COMPACT_GLUE = path.join(root, "package/glue.js");
-const GLUE_HASH_LINE = /^\/\/ wasm-bindgen glue sha256 \(comments removed\): ([0-9a-f]{64})$/m;
-
-/** The SHA-256 of wasm-bindgen's glue without its doc comments: what package/glue.js pins. */
-export function glueHash(text) {
-  return createHash("sha256").update(text.replace(/^[ \t]*\/\*\*[\s\S]*?\*\/\n/gm, "")).digest("hex");
-}
-
-/** package/glue.js, checked against wasm-bindgen's glue (`file`): the one it was written against?
- *  Exported for benches/size.mjs (which source costs what). */
-export function checkedGlue(file) {
-  const text = readFileSync(COMPACT_GLUE, "utf8");
-  const pinned = text.match(GLUE_HASH_LINE)?.[1];
-  if (!pinned) throw new Error(`${path.relative(root, COMPACT_GLUE)}: no line "// wasm-bindgen glue sha256 (comments removed): <hex>"`);
-  const generated = glueHash(readFileSync(file, "utf8"));
-  if (generated !== pinned) {
-    throw new Error(`wasm-bindgen's glue (${path.relative(root, file)}) is not the one ${path.relative(root, COMPACT_GLUE)} was written against ` +
-      `(sha256 ${generated}, not ${pinned}): make glue.js call its exports as it does, then put that hash in glue.js`);
-  }
-  return withoutNotes(text);
-}
-
-/** glue.js's code without its line comments: they name files such as src/wasm.rs, which the
- *  renaming and the list of used exports would read as an export. */
-function withoutNotes(text) {
-  return text.replace(/^\/\/.*\n/gm, "");
-}
-
-/** The glue as bundled for `platform`: `checkedGlue` with the wasm's source and its minified names. */
+/** The glue as bundled for `platform`: wasm-bindgen's, with the wasm's source and its minified names
+ *  (the bundler's minifier does the rest). */
 function glueFor(file, platform, names) {
-  const text = checkedGlue(file);
+  const text = withoutDocs(readFileSync(file, "utf8"));
   const found = text.match(GLUE_DEFAULT_WASM)?.length ?? 0;
-  if (found !== 1) throw new Error(`${COMPACT_GLUE}: expected one \`fetch(new URL('${WASM_FILE}', import.meta.url))\`, found ${found}`);
-  return WASM_REQUEST[platform] + renameInGlue(text, names, COMPACT_GLUE).replace(GLUE_DEFAULT_WASM, WASM_SOURCE[platform]) + LOAD_AT_IMPORT[platform];
+  if (found !== 1) throw new Error(`${file}: expected one \`new URL('${WASM_FILE}', import.meta.url)\`, found ${found} (wasm-bindgen's glue changed)`);
+  return WASM_REQUEST[platform] + renameInGlue(text, names, file).replace(GLUE_DEFAULT_WASM, WASM_SOURCE[platform]) + LOAD_AT_IMPORT[platform];
 }
 
 function wasmSourcePlugin(platform, names) {
@@ -229,7 +203,7 @@ function wasmSourcePlugin(platform, names) {
 }
 
 /** Members of the glue's classes that only the glue reads. */
-const GLUE_PRIVATE = ["__wbg_ptr"];
+const GLUE_PRIVATE = ["__wbg_ptr", "__wrap", "__destroy_into_raw"];
 /** Private members of the driver (src/js) with names found nowhere else: renamed in the bundle. */
 const DRIVER_PRIVATE = [
   "engineReady", "engineMade", "beginPrepared", "sendLocked", "adoptLock", "offered", "inFlight",

@@ -1,4 +1,4 @@
-// How a page's bundle loads the .wasm (the glue the package bundles, package/glue.js, and src/js/wasm.ts): served
+// How a page's bundle loads the .wasm (wasm-bindgen's glue as the package bundles it, and src/js/wasm.ts): served
 // as application/wasm it compiles while streaming, with no warning; served with another Content-Type
 // it falls back to the bytes and warns once; a failed first request rejects `ready` with the status,
 // and the next `begin` requests the .wasm again and works. Each page is served by a server of this
@@ -103,7 +103,7 @@ test("served with another Content-Type: the bytes are compiled instead, with one
   assert.match(result.key, UUID_V4);
   assert.equal(result.wasmRequests, 1, "the fallback reads the same response, it does not fetch again");
   assert.equal(result.warnings.length, 1, result.warnings.join("\n"));
-  assert.match(result.warnings[0], /not served as application\/wasm/);
+  assert.match(result.warnings[0], /does not serve Wasm with `application\/wasm` MIME type\. Falling back/);
 });
 
 test("a failed first request rejects ready with its status; the next begin requests the .wasm again", { timeout: TEST_TIMEOUT_MS }, async () => {

@@ -22,10 +22,10 @@ const DEVELOPMENT: &str = ".development.js";
 /// bytes says so in its commit (the figures are in BENCHMARKS.md "What ships"; their history is in
 /// git). A row without a budget, or a budget without a row, fails the step.
 pub const BUDGETS: &[(&str, u64)] = &[
-    (". production", 24_348),
-    (". development", 26_300),
-    ("./worker production", 28_384),
-    ("./worker development", 30_900),
+    (". production", 25_466),
+    (". development", 27_426),
+    ("./worker production", 29_533),
+    ("./worker development", 32_063),
     ("lazy parts production", 7_120),
     ("lazy parts development", 7_960),
     ("./watch", 2_026),
