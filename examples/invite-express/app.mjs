@@ -3,18 +3,20 @@
 // the mail receiver (receiver.mjs) with the message id as its Idempotency-Key. Several processes may run it
 // on one database.
 //
-//   DATABASE_URL=postgres://... MAIL_URL=http://127.0.0.1:8788/messages PORT=8787 node app.mjs
+//   DATABASE_URL=postgres://... (or PGLITE_DIR=./data) MAIL_URL=http://127.0.0.1:8788/messages PORT=8787 node app.mjs
 import express from "express";
+import { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import {
   MESSAGE_ID_HEADER, backlog, enqueue, idempotent, idempotentEndpoint, installOutbox, keyStatusRoutes, newMessage, outboxWorker,
 } from "idempotent-endpoint";
 
-const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 10 });
-const endpoint = idempotentEndpoint({ database: pool });
+// PostgreSQL (DATABASE_URL), or PGlite in a folder (PGLITE_DIR): one process then owns the database.
+const db = process.env.PGLITE_DIR ? new PGlite(process.env.PGLITE_DIR) : new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 10 });
+const endpoint = idempotentEndpoint({ database: db });
 await endpoint.install();
-await installOutbox(pool);
-await pool.query("CREATE TABLE IF NOT EXISTS invites (id BIGSERIAL PRIMARY KEY, email TEXT NOT NULL)");
+await installOutbox(db);
+await db.query("CREATE TABLE IF NOT EXISTS invites (id BIGSERIAL PRIMARY KEY, email TEXT NOT NULL)");
 
 const app = express();
 app.post("/api/invites", idempotent(endpoint, async ({ json, tx }) => {
@@ -30,12 +32,12 @@ app.post("/api/invites", idempotent(endpoint, async ({ json, tx }) => {
 }));
 keyStatusRoutes(app, endpoint, { path: "/api/idempotency-keys/:key" });
 app.get("/api/invites", async (_req, res) => {
-  const { rows } = await pool.query("SELECT id, email FROM invites ORDER BY id");
+  const { rows } = await db.query("SELECT id, email FROM invites ORDER BY id");
   res.json({ invites: rows.map((r) => ({ id: Number(r.id), email: r.email })) });
 });
-app.get("/api/outbox", async (_req, res) => res.json(await backlog(pool)));
+app.get("/api/outbox", async (_req, res) => res.json(await backlog(db)));
 
-const worker = outboxWorker(pool, async (message) => {
+const worker = outboxWorker(db, async (message) => {
   const r = await fetch(process.env.MAIL_URL, {
     method: "POST",
     headers: { "content-type": "application/json", [MESSAGE_ID_HEADER]: message.id },
@@ -54,5 +56,5 @@ const server = app.listen(Number(process.env.PORT ?? 8787), "127.0.0.1", () => {
 process.on("SIGTERM", () => {
   stop.abort();
   server.close();
-  void working.then(() => pool.end());
+  void working.then(() => ("end" in db ? db.end() : db.close()));
 });

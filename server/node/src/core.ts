@@ -69,7 +69,7 @@ export interface Constants {
     /** The savepoint the record and the work run in (`SAVEPOINT`). */
     savepoint: string;
   };
-  /** How many random bytes {@link retryDelay} draws from at most. */
+  /** How many random bytes the outbox's retry delay draws from at most. */
   retryRandomBytes: number;
   /** The `lock_timeout` a settle waits for a key row held by another transaction. */
   settleLockTimeout: string;

@@ -13,7 +13,7 @@ export { MESSAGE_ID_HEADER, backlog, enqueue, installOutbox, newMessage, outboxW
 export type { Backlog, Deliver, Message, OutboxWorker, Pass, WorkerOptions } from "./outbox.js";
 export { installInbox, receive, receiveMessage, sweepInbox } from "./inbox.js";
 export type { InboxOptions, Received } from "./inbox.js";
-export type { TxLike } from "./tx.js";
+export type { TxLike, TxResult } from "./tx.js";
 export { startDevServer } from "./dev.js";
 export type { DevOptions, DevServer } from "./dev.js";
 // The Hono middleware is the entry `idempotent-endpoint/hono` and the Fastify plugin `idempotent-endpoint/fastify`

@@ -5,7 +5,17 @@ import type { Result } from "./store.js";
 /** A transaction that runs statements: a pg `PoolClient` inside `BEGIN`, or PGlite's transaction. */
 export interface TxLike {
   /** Runs `text` with positional parameters. */
-  query(text: string, params?: unknown[]): Promise<{ rows: unknown[]; rowCount?: number | null; affectedRows?: number }>;
+  query(text: string, params?: unknown[]): Promise<TxResult>;
+}
+
+/** What a statement in a transaction returned, as node-postgres and PGlite both answer. */
+export interface TxResult {
+  /** The rows. */
+  rows: unknown[];
+  /** Rows changed (node-postgres). */
+  rowCount?: number | null;
+  /** Rows changed (PGlite). */
+  affectedRows?: number;
 }
 
 /** One statement in `tx`, its result as the stores read it. */
