@@ -1,4 +1,4 @@
-//! The PostgreSQL table and statements of the inbox, and the bounds of its ids, once: [`crate::inbox`]
+//! The PostgreSQL table and statements of the inbox, and the bounds of its ids, once: `inbox`
 //! runs them, and the Node half (server/node, through its wasm core) runs the very same text on the very
 //! same table. Parameters are positional (`$1`...).
 

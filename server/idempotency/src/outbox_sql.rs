@@ -1,5 +1,5 @@
-//! The PostgreSQL table and statements of the outbox, once: the [`crate::outbox`] worker and
-//! [`crate::postgres::install`] run them, and the Node half (server/node, through its wasm core) runs the
+//! The PostgreSQL table and statements of the outbox, once: the `outbox` worker and
+//! `postgres::install` run them, and the Node half (server/node, through its wasm core) runs the
 //! very same text on the very same table, so a Rust and a Node service can share one outbox. Parameters are
 //! positional (`$1`...), as both tokio-postgres and node-postgres take them.
 

@@ -1,5 +1,5 @@
 //! The outbox's retry schedule: the client crate's capped exponential backoff with full jitter, the same
-//! code the browser package retries with. The [`crate::outbox`] worker draws its randomness from the OS;
+//! code the browser package retries with. The `outbox` worker draws its randomness from the OS;
 //! the Node half (server/node, through its wasm core) passes random bytes in.
 
 use std::time::Duration;
