@@ -12,24 +12,25 @@ extern crate alloc;
 
 pub mod contract;
 pub mod machine;
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", not(feature = "embedded")))]
 pub mod wasm;
 
 // The wasm is `no_std` (shipped and tested alike): lol_alloc's free list instead of dlmalloc, and a panic
 // handler that only traps (std's would pull in core::fmt). A panic is a bug: every input from JavaScript is validated.
-#[cfg(target_arch = "wasm32")]
+// Not with the feature `embedded`: the module the crate is linked into brings its own.
+#[cfg(all(target_arch = "wasm32", not(feature = "embedded")))]
 #[global_allocator]
 // SAFETY: wasm32-unknown-unknown without the atomics feature has one thread.
 static ALLOCATOR: Allocator =
     Allocator(unsafe { lol_alloc::AssumeSingleThreaded::new(lol_alloc::FreeListAllocator::new()) });
 
 /// The allocator, its two calls kept out of line.
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", not(feature = "embedded")))]
 struct Allocator(lol_alloc::AssumeSingleThreaded<lol_alloc::FreeListAllocator>);
 
 // SAFETY: forwards to the inner `GlobalAlloc`, whose contract is the same; `realloc` is the trait's
 // default, built on these two.
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", not(feature = "embedded")))]
 unsafe impl core::alloc::GlobalAlloc for Allocator {
     #[inline(never)]
     unsafe fn alloc(&self, layout: core::alloc::Layout) -> *mut u8 {
@@ -45,7 +46,7 @@ unsafe impl core::alloc::GlobalAlloc for Allocator {
 }
 
 // Not with the feature `harness`: the wasm-bindgen-test runtime brings its own, which reports the message.
-#[cfg(all(target_arch = "wasm32", not(feature = "harness")))]
+#[cfg(all(target_arch = "wasm32", not(feature = "harness"), not(feature = "embedded")))]
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     core::arch::wasm32::unreachable()

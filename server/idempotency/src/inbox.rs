@@ -36,6 +36,8 @@ use crate::response::StoredResponse;
 
 #[cfg(feature = "postgres")]
 use crate::error::RunError;
+#[cfg(feature = "postgres")]
+use crate::inbox_sql;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 use crate::response::MAX_STORED_BODY_BYTES;
 #[cfg(feature = "postgres")]
@@ -59,26 +61,13 @@ CREATE TABLE IF NOT EXISTS inbox_messages (
 CREATE INDEX IF NOT EXISTS inbox_messages_received_at ON inbox_messages (received_at);
 ";
 
-/// The inbox table on PostgreSQL (created by [`install_postgres`]).
-pub const POSTGRES_SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS inbox_messages (
-    source           TEXT    NOT NULL,
-    message_id       TEXT    NOT NULL,
-    status_code      INTEGER NULL,
-    response_headers TEXT    NULL,
-    response_body    TEXT    NULL,
-    received_at      BIGINT  NOT NULL,
-    PRIMARY KEY (source, message_id)
-);
-CREATE INDEX IF NOT EXISTS inbox_messages_received_at ON inbox_messages (received_at);
-";
+/// The inbox table on PostgreSQL (created by [`install_postgres`]): [`crate::inbox_sql::SCHEMA`].
+pub use crate::inbox_sql::SCHEMA as POSTGRES_SCHEMA;
 
-/// Longest source or message id, in bytes: an id is a token (the outbox's are 32 hex digits), not a document.
-pub const MAX_INBOX_ID_BYTES: usize = 255;
+pub use crate::inbox_sql::{check_ids, MAX_INBOX_ID_BYTES};
 
-/// The savepoint the record and the work run in, so a failure rolls back only them.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-const SAVEPOINT: &str = "idempotent_inbox";
+use crate::inbox_sql::SAVEPOINT;
 
 /// What one delivery of a message got.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,16 +101,6 @@ impl IntoResponse for Received {
             Received::Duplicate(answer) => answer.into_http(true),
         }
     }
-}
-
-/// A source and message id within their bounds: 1 to [`MAX_INBOX_ID_BYTES`] bytes each.
-pub fn check_ids(source: &str, message_id: &str) -> Result<(), StoreError> {
-    for (what, id) in [("source", source), ("message id", message_id)] {
-        if id.is_empty() || id.len() > MAX_INBOX_ID_BYTES {
-            return Err(StoreError::InboxId(what, id.len()));
-        }
-    }
-    Ok(())
 }
 
 /// A record's answer columns as read back; empty columns are a record whose transaction never finished,
@@ -375,28 +354,14 @@ where
 {
     let now = unix_now();
     // An expired record counts as absent even before a sweep deletes it.
-    tx.execute(
-        "DELETE FROM inbox_messages WHERE source = $1 AND message_id = $2 AND received_at < $3",
-        &[&source, &message_id, &expired_before(now, retention)],
-    )
-    .await
-    .map_err(StoreError::from)?;
-    // Waits here while another transaction holds an uncommitted insert of the same id.
-    let inserted = tx
-        .execute(
-            "INSERT INTO inbox_messages (source, message_id, received_at) VALUES ($1, $2, $3)
-             ON CONFLICT (source, message_id) DO NOTHING",
-            &[&source, &message_id, &now],
-        )
+    tx.execute(inbox_sql::FORGET_EXPIRED, &[&source, &message_id, &expired_before(now, retention)])
         .await
         .map_err(StoreError::from)?;
+    // Waits here while another transaction holds an uncommitted insert of the same id.
+    let inserted = tx.execute(inbox_sql::INSERT, &[&source, &message_id, &now]).await.map_err(StoreError::from)?;
     if inserted == 0 {
         let row = tx
-            .query_opt(
-                "SELECT status_code, response_headers, response_body FROM inbox_messages
-                 WHERE source = $1 AND message_id = $2",
-                &[&source, &message_id],
-            )
+            .query_opt(inbox_sql::SELECT_ANSWER, &[&source, &message_id])
             .await
             .map_err(StoreError::from)?
             .ok_or_else(|| StoreError::Corrupt("an inbox record vanished while it was read".to_owned()))?;
@@ -413,8 +378,7 @@ where
     }
     let answer = storable(work(tx).await.map_err(RunError::Work)?)?;
     tx.execute(
-        "UPDATE inbox_messages SET status_code = $1, response_headers = $2, response_body = $3
-         WHERE source = $4 AND message_id = $5",
+        inbox_sql::STORE_ANSWER,
         &[&i32::from(answer.status), &answer.encode_headers(), &answer.body, &source, &message_id],
     )
     .await
@@ -425,7 +389,5 @@ where
 /// Deletes inbox records older than `retention`; returns how many. The app's own rows are never touched.
 #[cfg(feature = "postgres")]
 pub async fn sweep_postgres(client: &tokio_postgres::Client, retention: Duration) -> Result<u64, StoreError> {
-    Ok(client
-        .execute("DELETE FROM inbox_messages WHERE received_at < $1", &[&expired_before(unix_now(), retention)])
-        .await?)
+    Ok(client.execute(inbox_sql::SWEEP, &[&expired_before(unix_now(), retention)]).await?)
 }

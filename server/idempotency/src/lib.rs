@@ -81,7 +81,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | protocol (no I/O) | [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], [`postgres_sql`], `random` |
+//! | protocol (no I/O) | [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], [`postgres_sql`], [`outbox_sql`], [`inbox_sql`], [`retry_schedule`], `random` |
 //! | runtime | [`request`] (the axum extractor), [`periodic`] (the loop of every background task), [`serve`] (the HTTP server loop) |
 //! | store | `inflight`, [`outbox_table`], [`sqlite`], [`postgres`] |
 //! | work | [`outbox`], [`inbox`], [`phases`], `phases::sqlite`, [`phases::postgres`] |
@@ -93,11 +93,13 @@ pub mod error;
 pub mod fingerprint;
 #[cfg(feature = "runtime")]
 pub mod inbox;
+pub mod inbox_sql;
 #[cfg(feature = "sqlite")]
 mod inflight;
 pub mod key;
 #[cfg(feature = "runtime")]
 pub mod outbox;
+pub mod outbox_sql;
 #[cfg(feature = "runtime")]
 pub mod outbox_table;
 pub mod outcome;
@@ -115,6 +117,7 @@ mod random;
 pub mod request;
 pub mod response;
 pub mod retention;
+pub mod retry_schedule;
 #[cfg(feature = "serve")]
 pub mod serve;
 #[cfg(feature = "sqlite")]

@@ -29,10 +29,12 @@ use std::future::Future;
 use std::time::Duration;
 
 use futures_util::stream::{self, StreamExt};
-use idempotent_fetch::machine::{Backoff, Jitter, OsRandom, Policy};
+use idempotent_fetch::machine::OsRandom;
 use tokio::sync::watch;
 
 use crate::error::StoreError;
+#[cfg(feature = "postgres")]
+use crate::outbox_sql;
 use crate::retention::{unix_now, unix_now_ms};
 
 pub use crate::outbox_table::{POSTGRES_SCHEMA, SQLITE_SCHEMA};
@@ -110,11 +112,7 @@ async fn insert_postgres(
     message: &Message,
     key: Option<&str>,
 ) -> Result<(), StoreError> {
-    tx.execute(
-        "INSERT INTO outbox_messages (id, topic, payload, created_at, ordering_key) VALUES ($1, $2, $3, $4, $5)",
-        &[&message.id, &message.topic, &message.payload, &unix_now(), &key],
-    )
-    .await?;
+    tx.execute(outbox_sql::ENQUEUE, &[&message.id, &message.topic, &message.payload, &unix_now(), &key]).await?;
     Ok(())
 }
 
@@ -183,9 +181,7 @@ pub fn backlog_sqlite(conn: &rusqlite::Connection) -> Result<Backlog, StoreError
 /// The backlog of the outbox on PostgreSQL.
 #[cfg(feature = "postgres")]
 pub async fn backlog_postgres(client: &tokio_postgres::Client) -> Result<Backlog, StoreError> {
-    let row = client
-        .query_one("SELECT count(*), min(created_at) FROM outbox_messages WHERE delivered_at IS NULL", &[])
-        .await?;
+    let row = client.query_one(outbox_sql::BACKLOG, &[]).await?;
     Ok(Backlog::of(row.try_get(0)?, row.try_get(1)?))
 }
 
@@ -296,22 +292,7 @@ impl OutboxStore for crate::sqlite::SqliteKeys {
 #[cfg(feature = "postgres")]
 impl OutboxStore for std::sync::Arc<tokio_postgres::Client> {
     async fn claim(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<Claimed>, StoreError> {
-        // Another instance's claim in progress holds its rows (skipped) but cannot make a later message of
-        // the same key eligible: the head stays undelivered until that instance marks it.
-        let rows = self
-            .query(
-                "UPDATE outbox_messages SET claimed_until = $1, attempts = attempts + 1
-                 WHERE id IN (SELECT m.id FROM outbox_messages m
-                              WHERE m.delivered_at IS NULL AND m.next_attempt_at <= $2 AND m.claimed_until <= $2
-                                AND (m.ordering_key IS NULL OR NOT EXISTS (
-                                      SELECT 1 FROM outbox_messages e
-                                      WHERE e.ordering_key = m.ordering_key AND e.delivered_at IS NULL
-                                        AND e.seq < m.seq))
-                              ORDER BY m.next_attempt_at, m.seq LIMIT $3 FOR UPDATE OF m SKIP LOCKED)
-                 RETURNING id, topic, payload, attempts",
-                &[&until_ms, &now_ms, &limit],
-            )
-            .await?;
+        let rows = self.query(outbox_sql::CLAIM, &[&until_ms, &now_ms, &limit]).await?;
         rows.iter()
             .map(|row| {
                 Ok(Claimed {
@@ -327,11 +308,7 @@ impl OutboxStore for std::sync::Arc<tokio_postgres::Client> {
     }
 
     async fn retry(&self, id: String, at_ms: i64) -> Result<(), StoreError> {
-        self.execute(
-            "UPDATE outbox_messages SET claimed_until = 0, next_attempt_at = $1 WHERE id = $2",
-            &[&at_ms, &id],
-        )
-        .await?;
+        self.execute(outbox_sql::RETRY, &[&at_ms, &id]).await?;
         Ok(())
     }
 
@@ -342,14 +319,7 @@ impl OutboxStore for std::sync::Arc<tokio_postgres::Client> {
         let (retry_ids, retry_at): (Vec<String>, Vec<i64>) = marks.retries.into_iter().unzip();
         // One statement, so one round trip and one commit for the pass.
         self.execute(
-            "WITH delivered AS (
-                 UPDATE outbox_messages SET delivered_at = $1
-                 WHERE id = ANY($2::text[]) AND delivered_at IS NULL RETURNING 1),
-             retried AS (
-                 UPDATE outbox_messages o SET claimed_until = 0, next_attempt_at = r.at
-                 FROM unnest($3::text[], $4::bigint[]) AS r(id, at)
-                 WHERE o.id = r.id AND o.claimed_until = $5 AND o.delivered_at IS NULL RETURNING 1)
-             SELECT (SELECT count(*) FROM delivered) + (SELECT count(*) FROM retried)",
+            outbox_sql::MARK,
             &[&marks.delivered_at, &marks.delivered, &retry_ids, &retry_at, &marks.claimed_until],
         )
         .await?;
@@ -402,24 +372,10 @@ pub struct Pass {
 
 impl Worker {
     /// The wait before the next attempt of a message that failed `attempts` times: the `attempts`-th delay of
-    /// the client crate's full-jitter schedule (uniform in `[0, min(max, base * 2^(attempts - 1))]`).
+    /// the client crate's full-jitter schedule (uniform in `[0, min(max, base * 2^(attempts - 1))]`;
+    /// [`crate::retry_schedule::retry_delay`]).
     pub fn retry_delay(&self, attempts: i64) -> Duration {
-        let max_ms = u64::try_from(self.max_delay.as_millis()).unwrap_or(u64::MAX);
-        let policy = Policy {
-            base_delay_ms: u64::try_from(self.base_delay.as_millis()).unwrap_or(u64::MAX),
-            max_delay_ms: max_ms,
-            jitter: Jitter::Full,
-            max_attempts: 64,
-            ..Policy::default()
-        };
-        let mut backoff = Backoff::new(&policy);
-        let mut delay = max_ms;
-        // Past 32 steps the cap has long been reached; the schedule stays the same.
-        for _ in 0..attempts.clamp(1, 32) {
-            // A failed random source waits the cap rather than retrying at once.
-            delay = backoff.next_delay(&OsRandom).unwrap_or(max_ms);
-        }
-        Duration::from_millis(delay)
+        crate::retry_schedule::retry_delay(self.base_delay, self.max_delay, attempts, &OsRandom)
     }
 
     /// One pass: claims up to [`Worker::batch`] due messages, delivers them with `deliver`, at most

@@ -28,24 +28,8 @@ CREATE INDEX IF NOT EXISTS outbox_messages_pending ON outbox_messages (next_atte
 const SQLITE_ORDERING_INDEX: &str = "CREATE INDEX IF NOT EXISTS outbox_messages_ordered
     ON outbox_messages (ordering_key) WHERE delivered_at IS NULL AND ordering_key IS NOT NULL;";
 
-/// The outbox table on PostgreSQL (installed by [`crate::postgres::install`]). Enqueue order is `seq`'s.
-pub const POSTGRES_SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS outbox_messages (
-    id              TEXT    PRIMARY KEY,
-    topic           TEXT    NOT NULL,
-    payload         TEXT    NOT NULL,
-    created_at      BIGINT  NOT NULL,
-    attempts        BIGINT  NOT NULL DEFAULT 0,
-    next_attempt_at BIGINT  NOT NULL DEFAULT 0,
-    claimed_until   BIGINT  NOT NULL DEFAULT 0,
-    delivered_at    BIGINT  NULL
-);
-ALTER TABLE outbox_messages ADD COLUMN IF NOT EXISTS ordering_key TEXT NULL;
-ALTER TABLE outbox_messages ADD COLUMN IF NOT EXISTS seq BIGSERIAL;
-CREATE INDEX IF NOT EXISTS outbox_messages_pending ON outbox_messages (next_attempt_at) WHERE delivered_at IS NULL;
-CREATE INDEX IF NOT EXISTS outbox_messages_ordered ON outbox_messages (ordering_key, seq)
-    WHERE delivered_at IS NULL AND ordering_key IS NOT NULL;
-";
+/// The outbox table on PostgreSQL (installed by [`crate::postgres::install`]): [`crate::outbox_sql::SCHEMA`].
+pub use crate::outbox_sql::SCHEMA as POSTGRES_SCHEMA;
 
 /// Creates the outbox table if missing, and adds `ordering_key` to one made without it.
 #[cfg(feature = "sqlite")]

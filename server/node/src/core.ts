@@ -37,6 +37,40 @@ export interface Constants {
     /** Deletes key rows past the retention (`SWEEP`). */
     sweep: string;
   };
+  /** The outbox's statements (the Rust library's module `outbox_sql`, the very same text). */
+  outbox: {
+    /** The outbox table (`SCHEMA`). */
+    schema: string;
+    /** Writes a message in the caller's transaction (`ENQUEUE`). */
+    enqueue: string;
+    /** Claims due messages with `FOR UPDATE SKIP LOCKED` (`CLAIM`). */
+    claim: string;
+    /** Schedules one message's next attempt (`RETRY`). */
+    retry: string;
+    /** A pass's marks in one statement (`MARK`). */
+    mark: string;
+    /** Undelivered messages and the oldest's enqueue time (`BACKLOG`). */
+    backlog: string;
+  };
+  /** The inbox's statements (the Rust library's module `inbox_sql`, the very same text). */
+  inbox: {
+    /** The inbox table (`SCHEMA`). */
+    schema: string;
+    /** Deletes the record if it expired (`FORGET_EXPIRED`). */
+    forgetExpired: string;
+    /** Inserts the record unless one exists (`INSERT`). */
+    insert: string;
+    /** The record's answer columns (`SELECT_ANSWER`). */
+    selectAnswer: string;
+    /** Stores the work's answer on the record (`STORE_ANSWER`). */
+    storeAnswer: string;
+    /** Deletes records past the retention (`SWEEP`). */
+    sweep: string;
+    /** The savepoint the record and the work run in (`SAVEPOINT`). */
+    savepoint: string;
+  };
+  /** How many random bytes the outbox's retry delay draws from at most. */
+  retryRandomBytes: number;
   /** The `lock_timeout` a settle waits for a key row held by another transaction. */
   settleLockTimeout: string;
   /** The SQLSTATE of a statement that gave up waiting for a lock. */
@@ -137,4 +171,19 @@ export function scopeError(scope: string): string | undefined {
 /** The name of the key's in-flight mark (the advisory lock). */
 export function lockName(scope: string, key: string): string {
   return wasm.lockName(scope, key);
+}
+
+/** The outbox's wait (ms) before the next attempt of a message that failed `attempts` times: the client crate's capped exponential backoff with full jitter, drawing from `random`. */
+export function retryDelay(baseMs: number, maxMs: number, attempts: number, random: Uint8Array): number {
+  return wasm.retryDelay(baseMs, maxMs, attempts, random);
+}
+
+/** Why an inbox source or message id cannot be recorded, or undefined. */
+export function inboxIdsError(source: string, messageId: string): string | undefined {
+  return wasm.inboxIdsError(source, messageId);
+}
+
+/** The answer stored on an inbox record (marked replayed for a re-delivery). */
+export function inboxAnswer(row: Record<string, unknown>, duplicate: boolean): Answer {
+  return read(wasm.inboxAnswer(JSON.stringify(row), duplicate));
 }

@@ -88,8 +88,13 @@ function isPGlite(database: Pool | PGlite): database is PGlite {
   return "exec" in database && "transaction" in database;
 }
 
+/** The store over `database`: a node-postgres `Pool`, a `PGlite`, or a store already. */
+export function storeOf(database: Pool | PGlite | Store<unknown>): Store<unknown> {
+  return (isStore(database) ? database : isPGlite(database) ? pgliteStore(database) : pgStore(database)) as Store<unknown>;
+}
+
 /** A handler's answer as the stored status, header pairs and body text. */
-function encode(answer: HandlerAnswer): { status: number; headers: [string, string][]; body: string } {
+export function encode(answer: HandlerAnswer): { status: number; headers: [string, string][]; body: string } {
   const headers = Object.entries(answer.headers ?? {}).map(([n, v]): [string, string] => [n.toLowerCase(), v]);
   if (typeof answer.body === "string" || answer.body === undefined) {
     return { status: answer.status, headers, body: answer.body ?? "" };
@@ -125,7 +130,7 @@ export function idempotentEndpoint(options: EndpointOptions<PGliteTransaction> &
 export function idempotentEndpoint<Tx>(options: EndpointOptions<Tx> & { database: Store<Tx> }): IdempotentEndpoint<Tx>;
 export function idempotentEndpoint(options: EndpointOptions<unknown>): IdempotentEndpoint<unknown> {
   const { database } = options;
-  const store = (isStore(database) ? database : isPGlite(database) ? pgliteStore(database) : pgStore(database)) as Store<unknown>;
+  const store = storeOf(database);
   const defaultScope = options.scope ?? "public";
   const retention = options.retentionSecs ?? core.constants.defaultRetentionSecs;
   const onError = options.onError ?? ((error: unknown) => console.error("idempotent-endpoint:", error));

@@ -9,6 +9,11 @@ export { handleKeyed, keyHeader, parseJson, parseJsonBody, readBody, readWebBody
 export type { BodyLimits, HandlerContext, JsonBody, ParsedJson, Refused } from "./http.js";
 export { idempotent, keyStatusRoutes } from "./express.js";
 export type { ExpressOptions } from "./express.js";
+export { MESSAGE_ID_HEADER, backlog, enqueue, installOutbox, newMessage, outboxWorker } from "./outbox.js";
+export type { Backlog, Deliver, Message, OutboxWorker, Pass, WorkerOptions } from "./outbox.js";
+export { installInbox, receive, receiveMessage, sweepInbox } from "./inbox.js";
+export type { InboxOptions, Received } from "./inbox.js";
+export type { TxLike, TxResult } from "./tx.js";
 export { startDevServer } from "./dev.js";
 export type { DevOptions, DevServer } from "./dev.js";
 // The Hono middleware is the entry `idempotent-endpoint/hono`, the Fastify plugin `idempotent-endpoint/fastify`,

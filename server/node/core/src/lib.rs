@@ -11,11 +11,12 @@
 #![deny(missing_docs)]
 
 mod answers;
+mod messages;
 mod rows;
 
 use idempotent_endpoint::{
-    expired_before, fingerprint as request_fingerprint, postgres_sql, IdempotencyKey, KeyStatus, Outcome, Problem,
-    StoredResponse, DEFAULT_RETENTION, FENCED_FINGERPRINT, MAX_STORED_BODY_BYTES,
+    expired_before, fingerprint as request_fingerprint, inbox_sql, outbox_sql, postgres_sql, IdempotencyKey, KeyStatus,
+    Outcome, Problem, StoredResponse, DEFAULT_RETENTION, FENCED_FINGERPRINT, MAX_STORED_BODY_BYTES, REPLAYED_HEADER,
 };
 use serde_json::{json, Value};
 use wasm_bindgen::prelude::wasm_bindgen;
@@ -163,6 +164,32 @@ pub fn lock_name(scope: &str, key: &str) -> String {
     postgres_sql::lock_name(scope, key)
 }
 
+/// The outbox's wait (milliseconds) before the next attempt of a message that failed `attempts` times:
+/// the client crate's capped exponential backoff with full jitter, from `base_ms` up to `max_ms`, drawing
+/// from `random` (`randomBytes` bytes from `crypto.getRandomValues`; too few waits the cap).
+#[wasm_bindgen(js_name = retryDelay)]
+pub fn retry_delay(base_ms: f64, max_ms: f64, attempts: f64, random: Vec<u8>) -> f64 {
+    messages::retry_delay_ms(base_ms, max_ms, attempts, random)
+}
+
+/// Why an inbox source or message id cannot be recorded (empty, or longer than the library takes), or none.
+#[wasm_bindgen(js_name = inboxIdsError)]
+pub fn inbox_ids_error(source: &str, message_id: &str) -> Option<String> {
+    inbox_sql::check_ids(source, message_id).err().map(|e| e.to_string())
+}
+
+/// The answer on an inbox record (`row_json`: the row of `inbox.selectAnswer` as JSON), with
+/// `Idempotent-Replayed: true` for a re-delivery (`duplicate`); `{"error": ...}` for a record without a
+/// readable answer.
+#[wasm_bindgen(js_name = inboxAnswer)]
+pub fn inbox_answer(row_json: &str, duplicate: bool) -> String {
+    match rows::inbox_answer(row_json) {
+        Ok(answer) if duplicate => answer_json(&answer.with_header(REPLAYED_HEADER, "true".to_owned())).to_string(),
+        Ok(answer) => answer_json(&answer).to_string(),
+        Err(error) => error_json(&error),
+    }
+}
+
 /// The PostgreSQL statements and the protocol's numbers, as one JSON object (see `Constants` in
 /// server/node/src/core.ts).
 #[wasm_bindgen]
@@ -179,8 +206,28 @@ pub fn constants() -> String {
         "setLockTimeout": postgres_sql::SET_LOCK_TIMEOUT,
         "sweep": postgres_sql::SWEEP,
     });
+    let outbox: Value = json!({
+        "schema": outbox_sql::SCHEMA,
+        "enqueue": outbox_sql::ENQUEUE,
+        "claim": outbox_sql::CLAIM,
+        "retry": outbox_sql::RETRY,
+        "mark": outbox_sql::MARK,
+        "backlog": outbox_sql::BACKLOG,
+    });
+    let inbox: Value = json!({
+        "schema": inbox_sql::SCHEMA,
+        "forgetExpired": inbox_sql::FORGET_EXPIRED,
+        "insert": inbox_sql::INSERT,
+        "selectAnswer": inbox_sql::SELECT_ANSWER,
+        "storeAnswer": inbox_sql::STORE_ANSWER,
+        "sweep": inbox_sql::SWEEP,
+        "savepoint": inbox_sql::SAVEPOINT,
+    });
     json!({
         "sql": sql,
+        "outbox": outbox,
+        "inbox": inbox,
+        "retryRandomBytes": messages::RANDOM_BYTES,
         "settleLockTimeout": postgres_sql::settle_lock_timeout(),
         "lockNotAvailable": postgres_sql::LOCK_NOT_AVAILABLE,
         "fencedFingerprint": FENCED_FINGERPRINT,
@@ -245,6 +292,30 @@ mod tests {
         assert_eq!(fenced["commit"], true);
         assert!(fenced["answer"]["body"].as_str().is_some_and(|b| b.contains("fenced")));
         assert_eq!(parsed(&settle_answer(false, None))["commit"], false);
+    }
+
+    #[test]
+    fn retry_delays_follow_the_full_jitter_schedule() {
+        let random = |byte: u8| vec![byte; messages::RANDOM_BYTES];
+        // Full jitter: uniform in [0, min(max, base * 2^(attempts - 1))]; all-ones bytes draw the top.
+        assert!(retry_delay(200.0, 10_000.0, 1.0, random(0xff)) <= 200.0);
+        assert!(retry_delay(200.0, 10_000.0, 3.0, random(0xff)) > 200.0);
+        assert!(retry_delay(200.0, 10_000.0, 3.0, random(0xff)) <= 800.0);
+        assert!(retry_delay(200.0, 10_000.0, 40.0, random(0xff)) <= 10_000.0);
+        assert_eq!(retry_delay(200.0, 10_000.0, 1.0, random(0)), 0.0);
+        // Too few random bytes: the cap, never zero.
+        assert_eq!(retry_delay(200.0, 10_000.0, 3.0, vec![]), 10_000.0);
+    }
+
+    #[test]
+    fn inbox_answers_and_ids() {
+        let row = json!({"status_code": 202, "response_headers": "[]", "response_body": "sent"}).to_string();
+        assert_eq!(parsed(&inbox_answer(&row, false))["status"], 202);
+        assert!(parsed(&inbox_answer(&row, true))["headers"].to_string().contains("idempotent-replayed"));
+        assert!(parsed(&inbox_answer("{\"status_code\": null}", false))["error"].is_string());
+        assert!(inbox_ids_error("mail", "m-1").is_none());
+        assert!(inbox_ids_error("", "m-1").is_some());
+        assert!(inbox_ids_error("mail", &"x".repeat(256)).is_some());
     }
 
     #[test]
