@@ -58,6 +58,21 @@ describe("node-postgres on PostgreSQL", () => {
     assert.equal(await count("SELECT count(*)::int AS n FROM idempotency_records WHERE key = $1", [fresh]), 1);
   });
 
+  it("a key past the retention is new again: its row is replaced, the handler runs, another body is no mismatch", async () => {
+    const short = idempotentEndpoint({ database: pool, scope: `expire-${randomUUID()}`, retentionSecs: 60 });
+    const key = randomUUID();
+    const request = (text) => ({ method: "POST", path: "/x", keyHeader: [key], body: new TextEncoder().encode(text) });
+    let ran = 0;
+    const handler = async () => ({ status: 201, body: { n: ++ran } });
+    assert.equal((await short.run(request("one"), handler)).outcome, "fresh");
+    assert.equal((await short.run(request("two"), handler)).outcome, "mismatch");
+    await pool.query("UPDATE idempotency_records SET created_at = created_at - 120 WHERE key = $1", [key]);
+    const again = await short.run(request("two"), handler);
+    assert.deepEqual([again.outcome, again.answer.body, ran], ["fresh", JSON.stringify({ n: 2 }), 2]);
+    assert.equal((await short.run(request("two"), handler)).outcome, "replay");
+    assert.equal(await count("SELECT count(*)::int AS n FROM idempotency_records WHERE key = $1", [key]), 1);
+  });
+
   it("50 concurrent requests with one key over 3 Node processes: one effect, every other answer a 409 or the replay", async () => {
     const key = randomUUID();
     const per = [17, 17, 16];
