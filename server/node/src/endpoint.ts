@@ -6,7 +6,7 @@ import type { Pool, PoolClient } from "pg";
 
 import * as core from "./core.js";
 import type { Answer } from "./core.js";
-import { pgliteStore, pgStore, type Queryable, type Store } from "./store.js";
+import { pgliteStore, pgStore, type PgStoreOptions, type Queryable, type Store } from "./store.js";
 
 /** What the app's handler answers: the status, a JSON body (or text), optional headers. */
 export interface HandlerAnswer {
@@ -258,4 +258,4 @@ export function idempotentEndpoint(options: EndpointOptions<unknown>): Idempoten
 }
 
 export { pgStore, pgliteStore };
-export type { Store, Queryable };
+export type { PgStoreOptions, Store, Queryable };
