@@ -1,9 +1,10 @@
 //! The key row in a tokio-postgres transaction.
 //!
-//! [`run`] does one keyed request in ONE transaction: it takes a transaction-scoped advisory lock on the key
-//! (held elsewhere: the first request is still in flight, 409 at once), deletes the key's row if it expired,
-//! inserts it, and if it was inserted hands the transaction to the app's work, stores the work's answer on
-//! the row and commits. The app's own rows commit with the key row or not at all; the advisory lock ends
+//! [`run`] does one keyed request in ONE transaction: in one statement it takes a transaction-scoped
+//! advisory lock on the key (held elsewhere: the first request is still in flight, 409 at once) and inserts
+//! the key row, replacing an expired one; if it was inserted it hands the transaction to the app's work,
+//! stores the work's answer on the row and commits (a fresh key: BEGIN, that statement, the work's, the
+//! answer, COMMIT). The app's own rows commit with the key row or not at all; the advisory lock ends
 //! with the transaction, so a crashed or cancelled request leaves nothing held. Several server instances
 //! may share the database. A key row that is a fence ([`settle`]) is answered [`Outcome::Fenced`] and no work
 //! is done.
@@ -73,14 +74,11 @@ where
     let now = unix_now();
     let tx = client.transaction().await.map_err(StoreError::from)?;
     let (scope, key) = (request.scope.as_str(), request.key.as_str());
-    if !try_lock(&tx, scope, key).await? {
+    let Some(claimed) = claim(&tx, scope, key, &request.fingerprint, now, retention).await? else {
         tx.rollback().await.map_err(StoreError::from)?;
         return Ok(Outcome::InFlight);
-    }
-    forget_expired(&tx, scope, key, retention).await?;
-    let inserted =
-        tx.execute(sql::INSERT_KEY, &[&scope, &key, &request.fingerprint, &now]).await.map_err(StoreError::from)?;
-    if inserted == 0 {
+    };
+    if !claimed {
         let row = tx.query_one(sql::SELECT_ROW, &[&scope, &key]).await.map_err(StoreError::from)?;
         let stored_fingerprint: String = row.try_get(0).map_err(StoreError::from)?;
         let stored = decode(row.try_get(1), row.try_get(2), row.try_get(3))?;
@@ -169,36 +167,36 @@ pub async fn settle(
 ) -> Result<KeyStatus, StoreError> {
     check_scope(scope)?;
     let tx = client.transaction().await?;
-    if !try_lock(&tx, scope, key.as_str()).await? {
-        tx.rollback().await?;
-        return Ok(KeyStatus::InFlight);
-    }
     let timeout = sql::settle_lock_timeout();
     tx.execute(sql::SET_LOCK_TIMEOUT, &[&timeout]).await?;
     let fenced = async {
-        forget_expired(&tx, scope, key.as_str(), retention).await?;
-        let inserted = tx.execute(sql::INSERT_KEY, &[&scope, &key.as_str(), &FENCED_FINGERPRINT, &unix_now()]).await?;
+        let Some(inserted) = claim(&tx, scope, key.as_str(), FENCED_FINGERPRINT, unix_now(), retention).await? else {
+            return Ok(None);
+        };
         let row = match inserted {
-            1 => None,
-            _ => match tx.query_opt(sql::SELECT_ROW, &[&scope, &key.as_str()]).await? {
+            true => None,
+            false => match tx.query_opt(sql::SELECT_ROW, &[&scope, &key.as_str()]).await? {
                 Some(row) => {
                     Some((row.try_get::<_, String>(0)?, decode(row.try_get(1), row.try_get(2), row.try_get(3))?))
                 }
                 None => None,
             },
         };
-        let status = KeyStatus::settled(inserted == 1, row.as_ref().map(|(f, stored)| (f.as_str(), stored.clone())));
-        // A fence inserted, or an existing row read: commit. No row after a conflict (swept in between):
-        // nothing to keep, and asking again settles it.
-        Ok::<_, StoreError>((inserted == 1 || row.is_some(), status))
+        let status = KeyStatus::settled(inserted, row.as_ref().map(|(f, stored)| (f.as_str(), stored.clone())));
+        // A fence inserted, or an existing row read: commit. No row after a conflict (the claim locks the
+        // row it conflicted with, so no sweep removes it; kept for safety): nothing to keep, and asking
+        // again settles it.
+        Ok::<_, StoreError>(Some((inserted || row.is_some(), status)))
     }
     .await;
     match fenced {
-        Ok((true, status)) => {
+        Ok(Some((true, status))) => {
             tx.commit().await?;
             Ok(status)
         }
-        Ok((false, status)) => Ok(status),
+        Ok(Some((false, status))) => Ok(status),
+        // Another transaction holds the key's lock: nothing was written, and dropping `tx` rolls it back.
+        Ok(None) => Ok(KeyStatus::InFlight),
         Err(StoreError::Postgres(e)) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Ok(KeyStatus::InFlight),
         Err(e) => Err(e),
     }
@@ -248,10 +246,24 @@ pub async fn settle_response(
     crate::status::respond(raw_key, |key| async move { settle(client, scope, &key, retention).await }).await
 }
 
-/// Takes the key's advisory lock for the rest of `tx`, without waiting: `false` while another transaction
-/// holds it.
-async fn try_lock(tx: &Transaction<'_>, scope: &str, key: &str) -> Result<bool, StoreError> {
-    Ok(tx.query_one(sql::TRY_LOCK, &[&lock_name(scope, key)]).await?.try_get(0)?)
+/// Takes the key's advisory lock for the rest of `tx` without waiting and, holding it, inserts the key row
+/// or replaces an expired one ([`sql::CLAIM_KEY`], one statement): `None` while another transaction holds
+/// the lock (nothing written), else whether the row was claimed (`false`: a live row is there).
+async fn claim(
+    tx: &Transaction<'_>,
+    scope: &str,
+    key: &str,
+    fingerprint: &str,
+    now: i64,
+    retention: Duration,
+) -> Result<Option<bool>, StoreError> {
+    let cutoff = expired_before(now, retention);
+    let row =
+        tx.query_one(sql::CLAIM_KEY, &[&lock_name(scope, key), &scope, &key, &fingerprint, &now, &cutoff]).await?;
+    if !row.try_get::<_, bool>(0)? {
+        return Ok(None);
+    }
+    Ok(Some(row.try_get(1)?))
 }
 
 /// Deletes key rows older than `retention`; returns how many. Business rows are never touched.

@@ -24,10 +24,6 @@ CREATE INDEX IF NOT EXISTS idempotency_records_unfinished ON idempotency_records
 CREATE INDEX IF NOT EXISTS idempotency_records_created_at ON idempotency_records (created_at);
 ";
 
-/// Takes the key's in-flight mark, a transaction-scoped advisory lock, without waiting: one boolean, false
-/// while another transaction holds it. `$1`: [`lock_name`].
-pub const TRY_LOCK: &str = "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))";
-
 /// Whether any session of this database holds the key's in-flight mark, looked up without taking it: one
 /// boolean. A bigint advisory lock shows in `pg_locks` as classid (high 32 bits), objid (low 32), objsubid 1.
 /// `$1`: [`lock_name`].
@@ -40,11 +36,35 @@ pub const LOCK_HELD: &str = "SELECT EXISTS (SELECT 1 FROM pg_locks
 /// `$1` scope, `$2` key, `$3` the retention cutoff ([`crate::expired_before`]).
 pub const FORGET_EXPIRED: &str = "DELETE FROM idempotency_records WHERE scope = $1 AND key = $2 AND created_at < $3";
 
-/// Inserts the key row unless one exists (the primary key settles races): one row affected when inserted.
-/// `$1` scope, `$2` key, `$3` fingerprint (or [`crate::FENCED_FINGERPRINT`] for a fence), `$4` now (unix s).
-pub const INSERT_KEY: &str =
-    "INSERT INTO idempotency_records (scope, key, fingerprint, created_at) VALUES ($1, $2, $3, $4)
- ON CONFLICT (scope, key) DO NOTHING";
+/// Takes the key's in-flight mark (a transaction-scoped advisory lock, without waiting) and, holding it,
+/// claims the key row, in one statement: inserts the row, or replaces an expired one in place (a request
+/// with an expired key is new again, even before a sweep). One row, `(held, claimed)`: `held` false while
+/// another transaction holds the mark (nothing was written); `claimed` false when a live row is there
+/// (read it with [`SELECT_ROW`], in a statement of its own).
+///
+/// Why it is correct in one statement:
+/// - The `mark` CTE is materialized (volatile, and said so) and is the insert's only source, so the lock is
+///   taken before the insert looks for a conflicting row; without the mark no row is inserted.
+/// - The conflict check and the `DO UPDATE ... WHERE` see the row's latest committed version, not the
+///   statement's snapshot (taken before the lock), so a row committed by the mark's previous holder just
+///   before the lock is found, and is replaced only if it expired. A live row (a fence too) is never
+///   replaced; it is locked until the transaction ends, so no sweep removes it before [`SELECT_ROW`].
+/// - The claimed row is read from `RETURNING`, never from the snapshot.
+///
+/// `$1` [`lock_name`], `$2` scope, `$3` key, `$4` fingerprint (or [`crate::FENCED_FINGERPRINT`] for a fence),
+/// `$5` now (unix s), `$6` the retention cutoff ([`crate::expired_before`]).
+pub const CLAIM_KEY: &str =
+    "WITH mark AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS held),
+claim AS (
+  INSERT INTO idempotency_records (scope, key, fingerprint, created_at)
+  SELECT $2::text, $3::text, $4::text, $5::bigint FROM mark WHERE held
+  ON CONFLICT (scope, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, created_at = EXCLUDED.created_at,
+    status_code = NULL, response_headers = NULL, response_body = NULL, recovery_point = DEFAULT,
+    row_id = NULL, lock_token = NULL, locked_until = DEFAULT
+  WHERE idempotency_records.created_at < $6::bigint
+  RETURNING 1
+)
+SELECT held, EXISTS (SELECT 1 FROM claim) AS claimed FROM mark";
 
 /// The key row's fingerprint and answer columns. `$1` scope, `$2` key.
 pub const SELECT_ROW: &str = "SELECT fingerprint, status_code, response_headers, response_body FROM idempotency_records
@@ -80,7 +100,7 @@ pub const LOCK_NOT_AVAILABLE: &str = "55P03";
 /// Deletes every key row created before the cutoff `$1`; business rows are never touched.
 pub const SWEEP: &str = "DELETE FROM idempotency_records WHERE created_at < $1";
 
-/// The name of the key's in-flight mark (hashed to a bigint by PostgreSQL in [`TRY_LOCK`] and [`LOCK_HELD`]):
+/// The name of the key's in-flight mark (hashed to a bigint by PostgreSQL in [`CLAIM_KEY`] and [`LOCK_HELD`]):
 /// scope and key on two lines, so that no two (scope, key) pairs share a name.
 pub fn lock_name(scope: &str, key: &str) -> String {
     let mut name = String::with_capacity(scope.len() + 1 + key.len());

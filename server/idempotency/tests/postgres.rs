@@ -377,3 +377,96 @@ async fn a_request_and_a_settle_racing_never_both_win() {
     eprintln!("50 races: the work won {worked}, the fence won {fenced}");
     assert_eq!(worked + fenced, 50);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL binaries: cargo test -p idempotent-endpoint --test postgres -- --ignored"]
+async fn an_expired_key_is_new_again_and_its_row_is_replaced_whole() {
+    let cluster = Cluster::start(bin_dir(), Cluster::FAST).expect("start a throwaway PostgreSQL cluster");
+    let url = cluster.url("postgres");
+    let mut a = connect(&url).await;
+    install(&a).await.expect("install");
+    a.batch_execute("CREATE TABLE notes (id BIGSERIAL PRIMARY KEY, text TEXT NOT NULL)").await.expect("schema");
+
+    let first = request("pg-expire-0000000001", "{\"text\":\"one\"}");
+    assert!(matches!(run(&mut a, &first, HOUR, |tx| note(tx, "one")).await, Ok(Outcome::Fresh(_))));
+    // Within the retention another body is a mismatch and the row stays as it is.
+    let second = request("pg-expire-0000000001", "{\"text\":\"two\"}");
+    assert!(matches!(run(&mut a, &second, HOUR, |tx| note(tx, "two")).await, Ok(Outcome::Mismatch)));
+
+    // Aged past the retention, with leftovers of phased work on it: the key is new again, the work runs,
+    // and the row is the new request's alone (no column of the old row survives).
+    a.batch_execute(
+        "UPDATE idempotency_records SET created_at = created_at - 7200, recovery_point = 'started',
+             row_id = 'r', lock_token = 't', locked_until = 1",
+    )
+    .await
+    .expect("age");
+    let outcome = run(&mut a, &second, HOUR, |tx| note(tx, "two")).await;
+    let Ok(Outcome::Fresh(answer)) = outcome else { panic!("an expired key is new again: {outcome:?}") };
+    assert_eq!(count(&a, "SELECT COUNT(*) FROM notes").await, 2);
+    let row = a
+        .query_one(
+            "SELECT fingerprint, recovery_point, row_id, lock_token, locked_until, created_at
+             FROM idempotency_records WHERE key = $1",
+            &[&second.key.as_str()],
+        )
+        .await
+        .expect("the row");
+    assert_eq!(row.get::<_, String>(0), second.fingerprint);
+    assert_eq!(row.get::<_, String>(1), "finished");
+    assert_eq!((row.get::<_, Option<String>>(2), row.get::<_, Option<String>>(3)), (None, None));
+    assert_eq!(row.get::<_, i64>(4), 0);
+    assert!(row.get::<_, i64>(5) > idempotent_endpoint::retention::unix_now() - 60, "created now");
+    assert_eq!(status(&a, "tests", &second.key, HOUR).await.expect("status"), KeyStatus::done(answer));
+    assert!(matches!(run(&mut a, &second, HOUR, |tx| note(tx, "two")).await, Ok(Outcome::Replay(_))));
+    assert!(matches!(run(&mut a, &first, HOUR, |tx| note(tx, "one")).await, Ok(Outcome::Mismatch)));
+    assert_eq!(count(&a, "SELECT COUNT(*) FROM idempotency_records").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL binaries: cargo test -p idempotent-endpoint --test postgres -- --ignored"]
+async fn racing_requests_with_one_key_do_the_work_once() {
+    let cluster = Cluster::start(bin_dir(), Cluster::FAST).expect("start a throwaway PostgreSQL cluster");
+    let url = cluster.url("postgres");
+    let observer = connect(&url).await;
+    install(&observer).await.expect("install");
+    observer.batch_execute("CREATE TABLE notes (id BIGSERIAL PRIMARY KEY, text TEXT NOT NULL)").await.expect("schema");
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        clients.push(Arc::new(tokio::sync::Mutex::new(connect(&url).await)));
+    }
+    let (mut in_flight, mut replayed) = (0, 0);
+    for round in 0..40u64 {
+        let req = request(&format!("pg-same-{round:04}-0000000000"), "{}");
+        let ran = Arc::new(AtomicUsize::new(0));
+        let mut racers = Vec::new();
+        for (i, client) in clients.iter().enumerate() {
+            // The later ones start while the first is in its work, or as it commits.
+            let lag = Duration::from_micros(i as u64 * (round % 8) * 500);
+            let (client, req, ran) = (Arc::clone(client).lock_owned().await, req.clone(), Arc::clone(&ran));
+            let name = req.key.as_str().to_owned();
+            racers.push(tokio::spawn(async move {
+                tokio::time::sleep(lag).await;
+                run_spawned(client, req, HOUR, move |tx| counted(tx, name, 3, ran)).await
+            }));
+        }
+        let mut outcomes = Vec::new();
+        for racer in racers {
+            outcomes.push(racer.await.expect("task").expect("run"));
+        }
+        let what = format!("round {round}: {outcomes:?}");
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "{what}");
+        assert_eq!(notes_named(&observer, req.key.as_str()).await, 1, "{what}");
+        assert_eq!(outcomes.iter().filter(|o| matches!(o, Outcome::Fresh(_))).count(), 1, "{what}");
+        for outcome in &outcomes {
+            match outcome {
+                Outcome::Fresh(_) => {}
+                Outcome::InFlight => in_flight += 1,
+                Outcome::Replay(_) => replayed += 1,
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+    }
+    eprintln!("40 rounds of 3: {in_flight} answered in flight, {replayed} replayed");
+    assert!(in_flight > 0, "some request arrived while another was in its work");
+}

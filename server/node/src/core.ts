@@ -18,14 +18,10 @@ export interface Constants {
   sql: {
     /** The key table and its indexes (`SCHEMA`). */
     schema: string;
-    /** Takes the key's in-flight mark without waiting (`TRY_LOCK`). */
-    tryLock: string;
+    /** Takes the key's in-flight mark without waiting and, holding it, inserts the key row or replaces an expired one; one row `{ held, claimed }` (`CLAIM_KEY`). */
+    claimKey: string;
     /** Whether any session holds the key's in-flight mark (`LOCK_HELD`). */
     lockHeld: string;
-    /** Deletes the key's row if it expired (`FORGET_EXPIRED`). */
-    forgetExpired: string;
-    /** Inserts the key row unless one exists (`INSERT_KEY`). */
-    insertKey: string;
     /** The key row's fingerprint and answer (`SELECT_ROW`). */
     selectRow: string;
     /** The key row within the retention (`SELECT_LIVE_ROW`). */

@@ -6,7 +6,7 @@ import type { Pool, PoolClient } from "pg";
 
 import * as core from "./core.js";
 import type { Answer } from "./core.js";
-import { pgliteStore, pgStore, type Queryable, type Store } from "./store.js";
+import { pgliteStore, pgStore, type PgStoreOptions, type Queryable, type Store } from "./store.js";
 
 /** What the app's handler answers: the status, a JSON body (or text), optional headers. */
 export interface HandlerAnswer {
@@ -64,7 +64,7 @@ export interface IdempotentEndpoint<Tx> {
   /** Creates the key table (`idempotency_records`, the Rust library's schema) if missing. */
   install(): Promise<void>;
   /**
-   * One keyed request: BEGIN; the key's in-flight mark; the key row; for a new key, `handler(tx)` with the
+   * One keyed request: BEGIN; the key's in-flight mark and the key row, in one statement; for a new key, `handler(tx)` with the
    * open transaction, its answer stored on the key row; COMMIT. A key seen before is answered without the
    * handler: the replay, 422, 409 with `Retry-After`, or 410. When the handler throws, its rows and the
    * key row roll back together and the error is rethrown (a retry with the same key does the work).
@@ -145,10 +145,16 @@ export function idempotentEndpoint(options: EndpointOptions<unknown>): Idempoten
     return s;
   };
 
-  /** Takes the key's in-flight mark in `q`'s transaction: false while another holds it. */
-  const tryLock = async (q: Queryable, scope: string, key: string): Promise<boolean> => {
-    const r = await q.query(sql.tryLock, [core.lockName(scope, key)]);
-    return Object.values(r.rows[0] ?? {})[0] === true;
+  /**
+   * Takes the key's in-flight mark in `q`'s transaction and, holding it, inserts the key row or replaces an
+   * expired one, in one statement: `held` false while another transaction holds the mark (nothing written);
+   * `claimed` false when a live row is there.
+   */
+  const claim = async (q: Queryable, scope: string, key: string, fp: string): Promise<{ held: boolean; claimed: boolean }> => {
+    const t = now();
+    const r = await q.query(sql.claimKey, [core.lockName(scope, key), scope, key, fp, t, core.expiredBefore(t, retention)]);
+    const row = r.rows[0];
+    return { held: row?.["held"] === true, claimed: row?.["claimed"] === true };
   };
 
   /** `work` with the key entered in the local set (PGlite), or at once (PostgreSQL): undefined when it is in already. */
@@ -183,11 +189,9 @@ export function idempotentEndpoint(options: EndpointOptions<unknown>): Idempoten
       const fp = core.fingerprint(request.method, request.path, request.body);
       const done = await entered(scope, key, () =>
         store.transaction<RunResult>(async (q, tx) => {
-          if (!(await tryLock(q, scope, key))) return { commit: false, value: { answer: core.inFlightAnswer(), outcome: "in_flight" } };
-          const t = now();
-          await q.query(sql.forgetExpired, [scope, key, core.expiredBefore(t, retention)]);
-          const inserted = await q.query(sql.insertKey, [scope, key, fp, t]);
-          if (inserted.affected === 0) {
+          const { held, claimed } = await claim(q, scope, key, fp);
+          if (!held) return { commit: false, value: { answer: core.inFlightAnswer(), outcome: "in_flight" } };
+          if (!claimed) {
             const row = (await q.query(sql.selectRow, [scope, key])).rows[0];
             if (row === undefined) throw new core.CoreError("the key row vanished after a conflict");
             const decided = core.decide(fp, row);
@@ -237,11 +241,9 @@ export function idempotentEndpoint(options: EndpointOptions<unknown>): Idempoten
       try {
         const settled = await entered(scope, key, () =>
           store.transaction<Answer>(async (q) => {
-            if (!(await tryLock(q, scope, key))) return { commit: false, value: core.inFlightStatusAnswer() };
             await q.query(sql.setLockTimeout, [core.constants.settleLockTimeout]);
-            const t = now();
-            await q.query(sql.forgetExpired, [scope, key, core.expiredBefore(t, retention)]);
-            const inserted = (await q.query(sql.insertKey, [scope, key, core.constants.fencedFingerprint, t])).affected === 1;
+            const { held, claimed: inserted } = await claim(q, scope, key, core.constants.fencedFingerprint);
+            if (!held) return { commit: false, value: core.inFlightStatusAnswer() };
             const row = inserted ? undefined : (await q.query(sql.selectRow, [scope, key])).rows[0];
             const { commit, answer } = core.settleAnswer(inserted, row);
             return { commit, value: answer };
@@ -261,4 +263,4 @@ export function idempotentEndpoint(options: EndpointOptions<unknown>): Idempoten
 }
 
 export { pgStore, pgliteStore };
-export type { Store, Queryable };
+export type { PgStoreOptions, Store, Queryable };

@@ -1,7 +1,7 @@
 // idempotent-endpoint for Node: the server half of the Idempotency-Key protocol, its decisions made by the
 // Rust library's code (compiled to wasm), its key rows in the app's own PostgreSQL transaction.
 export { idempotentEndpoint, pgStore, pgliteStore } from "./endpoint.js";
-export type { EndpointOptions, HandlerAnswer, IdempotentEndpoint, KeyedRequest, RunResult, Store, Queryable } from "./endpoint.js";
+export type { EndpointOptions, HandlerAnswer, IdempotentEndpoint, KeyedRequest, RunResult, PgStoreOptions, Store, Queryable } from "./endpoint.js";
 export type { Ending, Result } from "./store.js";
 export { CoreError, constants } from "./core.js";
 export type { Answer, Constants } from "./core.js";

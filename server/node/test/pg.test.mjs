@@ -8,7 +8,7 @@ import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import pg from "pg";
-import { idempotentEndpoint } from "idempotent-endpoint";
+import { idempotentEndpoint, pgStore } from "idempotent-endpoint";
 
 import { startCluster } from "../../../tests/fault/pg-cluster.mjs";
 import { ORDERS, scenarios } from "./support/scenarios.mjs";
@@ -56,6 +56,38 @@ describe("node-postgres on PostgreSQL", () => {
     assert.ok((await short.sweep()) >= 1);
     assert.equal(await count("SELECT count(*)::int AS n FROM idempotency_records WHERE key = $1", [key]), 0);
     assert.equal(await count("SELECT count(*)::int AS n FROM idempotency_records WHERE key = $1", [fresh]), 1);
+  });
+
+  it("a key past the retention is new again: its row is replaced, the handler runs, another body is no mismatch", async () => {
+    const short = idempotentEndpoint({ database: pool, scope: `expire-${randomUUID()}`, retentionSecs: 60 });
+    const key = randomUUID();
+    const request = (text) => ({ method: "POST", path: "/x", keyHeader: [key], body: new TextEncoder().encode(text) });
+    let ran = 0;
+    const handler = async () => ({ status: 201, body: { n: ++ran } });
+    assert.equal((await short.run(request("one"), handler)).outcome, "fresh");
+    assert.equal((await short.run(request("two"), handler)).outcome, "mismatch");
+    await pool.query("UPDATE idempotency_records SET created_at = created_at - 120 WHERE key = $1", [key]);
+    const again = await short.run(request("two"), handler);
+    assert.deepEqual([again.outcome, again.answer.body, ran], ["fresh", JSON.stringify({ n: 2 }), 2]);
+    assert.equal((await short.run(request("two"), handler)).outcome, "replay");
+    assert.equal(await count("SELECT count(*)::int AS n FROM idempotency_records WHERE key = $1", [key]), 1);
+  });
+
+  it("the endpoint's statements are prepared once per connection, and not at all with prepared: false", async () => {
+    for (const prepared of [true, false]) {
+      const one = new pg.Pool({ connectionString: url, max: 1 });
+      try {
+        const own = idempotentEndpoint({ database: pgStore(one, { prepared }), scope: `prepared-${randomUUID()}` });
+        for (const key of [randomUUID(), randomUUID()]) {
+          const done = await own.run({ method: "POST", path: "/x", keyHeader: [key], body: new Uint8Array() }, async () => ({ status: 204 }));
+          assert.equal(done.outcome, "fresh");
+        }
+        const names = (await one.query("SELECT name FROM pg_prepared_statements ORDER BY name")).rows.map((r) => r.name);
+        assert.deepEqual(names, prepared ? ["idempotent_endpoint_claimKey", "idempotent_endpoint_storeAnswer"] : [], `prepared: ${prepared}`);
+      } finally {
+        await one.end();
+      }
+    }
   });
 
   it("50 concurrent requests with one key over 3 Node processes: one effect, every other answer a 409 or the replay", async () => {

@@ -158,7 +158,7 @@ pub fn scope_error(scope: &str) -> Option<String> {
     idempotent_endpoint::error::check_scope(scope).err().map(|e| e.to_string())
 }
 
-/// The name of the key's in-flight mark, the parameter of `tryLock` and `lockHeld`.
+/// The name of the key's in-flight mark, the first parameter of `claimKey` and the parameter of `lockHeld`.
 #[wasm_bindgen(js_name = lockName)]
 pub fn lock_name(scope: &str, key: &str) -> String {
     postgres_sql::lock_name(scope, key)
@@ -196,10 +196,8 @@ pub fn inbox_answer(row_json: &str, duplicate: bool) -> String {
 pub fn constants() -> String {
     let sql: Value = json!({
         "schema": postgres_sql::SCHEMA,
-        "tryLock": postgres_sql::TRY_LOCK,
+        "claimKey": postgres_sql::CLAIM_KEY,
         "lockHeld": postgres_sql::LOCK_HELD,
-        "forgetExpired": postgres_sql::FORGET_EXPIRED,
-        "insertKey": postgres_sql::INSERT_KEY,
         "selectRow": postgres_sql::SELECT_ROW,
         "selectLiveRow": postgres_sql::SELECT_LIVE_ROW,
         "storeAnswer": postgres_sql::STORE_ANSWER,
