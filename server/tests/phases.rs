@@ -45,7 +45,7 @@ async fn an_order_is_charged_once_with_a_derived_key_and_confirmed_once() {
     // The provider's key is the row's own id, not the client's key.
     let row_id: String = rusqlite::Connection::open(&t.db)
         .expect("open")
-        .query_row("SELECT row_id FROM idempotency_keys WHERE key = 'k-1'", [], |r| r.get(0))
+        .query_row("SELECT row_id FROM idempotency_records WHERE key = 'k-1'", [], |r| r.get(0))
         .expect("row id");
     assert_eq!(charges[0]["idempotencyKey"], format!("order-charge-{row_id}").as_str());
     assert_eq!(row_id.len(), 32);

@@ -50,7 +50,7 @@ async fn orders(db: &tokio_postgres::Client, account: &str) -> i64 {
 }
 
 async fn keys(db: &tokio_postgres::Client, account: &str) -> i64 {
-    count(db, "SELECT COUNT(*) FROM idempotency_keys WHERE account_id = $1", account).await
+    count(db, "SELECT COUNT(*) FROM idempotency_records WHERE scope = $1", account).await
 }
 
 /// `POST /api/orders` to one instance; the request must get an answer.
@@ -153,7 +153,7 @@ async fn postgres_protocol_across_three_instances() {
     }
 
     // The sweep is safe from every instance at once and deletes only expired rows.
-    let total: i64 = db.query_one("SELECT COUNT(*) FROM idempotency_keys", &[]).await.expect("count").get(0);
+    let total: i64 = db.query_one("SELECT COUNT(*) FROM idempotency_records", &[]).await.expect("count").get(0);
     let now = idempotent_fetch_server::unix_now();
     assert_eq!(sweep_all(&servers, now).await, [0, 0, 0]);
     let later = now + 2 * 86_400;

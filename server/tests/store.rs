@@ -26,7 +26,7 @@ async fn a_crash_between_the_order_insert_and_commit_leaves_nothing() {
     let result = store.process(keyed_request("demo", "k1", MUGS, 1_000), crash, place_order).await;
     assert!(matches!(result, Err(StoreError::InjectedCrash)), "{result:?}");
     // Another connection sees neither the key row nor the order.
-    assert_eq!(count(&path, "SELECT COUNT(*) FROM idempotency_keys"), 0);
+    assert_eq!(count(&path, "SELECT COUNT(*) FROM idempotency_records"), 0);
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 0);
 
     // The retry with the same key does the work, once.
@@ -35,7 +35,7 @@ async fn a_crash_between_the_order_insert_and_commit_leaves_nothing() {
     assert_eq!(first.status, 201);
     let again = store.process(keyed_request("demo", "k1", MUGS, 1_002), ProcessOptions::default(), place_order).await;
     assert_eq!(again.ok(), Some(Outcome::Replay(first)));
-    assert_eq!(count(&path, "SELECT COUNT(*) FROM idempotency_keys"), 1);
+    assert_eq!(count(&path, "SELECT COUNT(*) FROM idempotency_records"), 1);
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 1);
 }
 
@@ -55,7 +55,7 @@ async fn the_sweep_deletes_only_rows_older_than_retention() {
     assert_eq!(sweep_once(&store, now, retention).await.ok(), Some(1));
     let keys: Vec<String> = {
         let conn = rusqlite::Connection::open(&path).expect("open");
-        let mut stmt = conn.prepare("SELECT key FROM idempotency_keys ORDER BY key").expect("prepare");
+        let mut stmt = conn.prepare("SELECT key FROM idempotency_records ORDER BY key").expect("prepare");
         let rows = stmt.query_map([], |row| row.get(0)).expect("query");
         rows.collect::<Result<_, _>>().expect("rows")
     };
@@ -148,7 +148,7 @@ async fn an_answer_too_large_to_store_is_refused_and_rolled_back() {
     };
     let result = store.process(keyed_request("demo", "big", MUGS, 1_000), ProcessOptions::default(), huge).await;
     assert!(matches!(result, Err(StoreError::ResponseTooLarge(_))), "{result:?}");
-    assert_eq!(count(&path, "SELECT COUNT(*) FROM idempotency_keys"), 0);
+    assert_eq!(count(&path, "SELECT COUNT(*) FROM idempotency_records"), 0);
     // The key stays usable.
     let retry = store.process(keyed_request("demo", "big", MUGS, 1_001), ProcessOptions::default(), place_order).await;
     assert!(matches!(retry, Ok(Outcome::Fresh(_))), "{retry:?}");

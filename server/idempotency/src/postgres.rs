@@ -28,7 +28,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, Transaction};
+use tokio_postgres::{Client, GenericClient, Transaction};
 
 use crate::error::{check_scope, RunError, StoreError};
 use crate::key::IdempotencyKey;
@@ -67,8 +67,8 @@ pub const SETTLE_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 pub type WorkFuture<'a, E> = Pin<Box<dyn Future<Output = Result<StoredResponse, E>> + Send + 'a>>;
 
 /// Creates the key table and the outbox's table if missing (a receiver installs the inbox's with
-/// `inbox::install_postgres`).
-pub async fn install(client: &Client) -> Result<(), StoreError> {
+/// `inbox::install_postgres`), over a client or inside a transaction (with the app's own migration).
+pub async fn install(client: &impl GenericClient) -> Result<(), StoreError> {
     client.batch_execute(SCHEMA).await?;
     client.batch_execute(crate::outbox_table::POSTGRES_SCHEMA).await?;
     Ok(())

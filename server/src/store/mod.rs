@@ -18,6 +18,7 @@ use crate::orders::Order;
 use crate::protocol::{KeyedRequest, Outcome, Work};
 
 mod error;
+mod legacy;
 pub mod phases;
 pub mod postgres;
 mod rows;

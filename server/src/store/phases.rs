@@ -15,7 +15,7 @@ use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::Order;
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse, MAX_STORED_BODY_BYTES};
 
-/// Where an unfinished key resumes. Stored in `idempotency_keys.recovery_point`.
+/// Where an unfinished key resumes. Stored in `idempotency_records.recovery_point`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecoveryPoint {
     /// The key row exists; nothing else was done (no order, no charge).
@@ -102,7 +102,6 @@ pub(crate) struct KeyRow {
     pub point: RecoveryPoint,
     pub row_id: Option<String>,
     pub locked_until_ms: i64,
-    pub order_id: Option<String>,
 }
 
 /// The SQL of the phases over one open transaction (on PostgreSQL every read of a key row locks it,
@@ -122,21 +121,15 @@ pub(crate) trait FlowSql: KeyTransaction {
     ) -> Result<bool, StoreError>;
     /// Gives the row to `token` until `until_ms` (the caller checked the old lease ran out).
     async fn lease(&mut self, account: &str, key: &str, token: &str, until_ms: i64) -> Result<(), StoreError>;
-    /// Moves a row held by `held.token` at `held.point` to `to`, setting `order_id` if given, and ending the
-    /// lease if `release`; false if the caller no longer holds the row there.
-    async fn advance(
-        &mut self,
-        held: &HeldKey,
-        to: RecoveryPoint,
-        order_id: Option<&str>,
-        release: bool,
-    ) -> Result<bool, StoreError>;
+    /// Moves a row held by `held.token` at `held.point` to `to`, ending the lease if `release`; false if the
+    /// caller no longer holds the row there.
+    async fn advance(&mut self, held: &HeldKey, to: RecoveryPoint, release: bool) -> Result<bool, StoreError>;
     /// Ends the lease of a row held by `token` (the next retry resumes at once); false if not held.
     async fn release(&mut self, account: &str, key: &str, token: &str) -> Result<bool, StoreError>;
     /// Deletes a `started` row held by `token`; false if not held.
     async fn delete_started(&mut self, account: &str, key: &str, token: &str) -> Result<bool, StoreError>;
-    /// An order by id.
-    async fn order(&mut self, id: &str) -> Result<Option<Order>, StoreError>;
+    /// The order the key row with `row_id` made (`orders.key_row_id`), if it made one yet.
+    async fn order_of_row(&mut self, row_id: &str) -> Result<Option<Order>, StoreError>;
     /// Records the provider's charge on an order.
     async fn set_charge(&mut self, order_id: &str, charge_id: &str) -> Result<(), StoreError>;
     /// Inserts a confirmation into the outbox (once per order: `order_id` is unique).
@@ -256,8 +249,8 @@ async fn op_in<T: FlowSql>(tx: &mut T, op: FlowOp) -> Result<FlowResult, StoreEr
             Ok(FlowResult::Decided(begin(tx, &request, token, until_ms, now_ms).await?))
         }
         FlowOp::StoreOrder { mut held, order } => {
-            tx.insert_order(&order).await?;
-            advance(tx, &held, RecoveryPoint::ChargeStarted, Some(&order.id), false).await?;
+            tx.insert_order(&order, Some(&held.row_id)).await?;
+            advance(tx, &held, RecoveryPoint::ChargeStarted, false).await?;
             held.point = RecoveryPoint::ChargeStarted;
             held.order = Some(Box::new(order));
             Ok(FlowResult::Held(held))
@@ -272,7 +265,7 @@ async fn op_in<T: FlowSql>(tx: &mut T, op: FlowOp) -> Result<FlowResult, StoreEr
             };
             tx.set_charge(&order.id, &charge_id).await?;
             order.charge_id = Some(charge_id);
-            advance(tx, &held, RecoveryPoint::Charged, None, false).await?;
+            advance(tx, &held, RecoveryPoint::Charged, false).await?;
             held.point = RecoveryPoint::Charged;
             Ok(FlowResult::Held(held))
         }
@@ -359,11 +352,9 @@ async fn held_from<T: FlowSql>(
     let Some(row_id) = row.row_id else {
         return Err(StoreError::Corrupt(format!("unfinished key row {} without row_id", key.as_str())));
     };
-    let order = match &row.order_id {
-        Some(id) => {
-            Some(Box::new(tx.order(id).await?.ok_or_else(|| StoreError::Corrupt(format!("order {id} missing")))?))
-        }
-        None => None,
+    let order = match row.point {
+        RecoveryPoint::Started => None,
+        _ => tx.order_of_row(&row_id).await?.map(Box::new),
     };
     if row.point != RecoveryPoint::Started && order.is_none() {
         return Err(StoreError::Corrupt(format!(
@@ -375,14 +366,8 @@ async fn held_from<T: FlowSql>(
     Ok(HeldKey { account, key, row_id, token, point: row.point, order })
 }
 
-async fn advance<T: FlowSql>(
-    tx: &mut T,
-    held: &HeldKey,
-    to: RecoveryPoint,
-    order_id: Option<&str>,
-    release: bool,
-) -> Result<(), StoreError> {
-    if tx.advance(held, to, order_id, release).await? {
+async fn advance<T: FlowSql>(tx: &mut T, held: &HeldKey, to: RecoveryPoint, release: bool) -> Result<(), StoreError> {
+    if tx.advance(held, to, release).await? {
         Ok(())
     } else {
         Err(StoreError::LeaseLost)
@@ -394,6 +379,6 @@ async fn finish<T: FlowSql>(tx: &mut T, held: &HeldKey, response: &StoredRespons
     if response.body.len() > MAX_STORED_BODY_BYTES {
         return Err(StoreError::ResponseTooLarge(response.body.len()));
     }
-    advance(tx, held, RecoveryPoint::Finished, None, true).await?;
+    advance(tx, held, RecoveryPoint::Finished, true).await?;
     tx.save_answer(held.account.as_str(), held.key.as_str(), response).await
 }

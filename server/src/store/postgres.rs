@@ -29,10 +29,9 @@ use tokio_postgres::{NoTls, Row};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::error::StoreError;
+use super::legacy;
 use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, OutboxMessage, RecoveryPoint};
-use super::rows::{
-    key_row, select_orders, stored_from_columns, KeyRecord, KeyRowColumns, OrderColumns, OutboxRow, ADDED_COLUMNS,
-};
+use super::rows::{key_row, select_orders, stored_from_columns, KeyRecord, KeyRowColumns, OrderColumns, OutboxRow};
 use super::step::{step, KeyInsert, KeyTransaction, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
@@ -85,25 +84,10 @@ impl Default for PgOptions {
     }
 }
 
-/// The same tables, columns and indexes as [`super::sqlite`]'s schema, in PostgreSQL's types
-/// (`BIGINT`, `BIGSERIAL`): keep the two in step.
+/// The shop's own tables: the same tables, columns and indexes as [`super::sqlite`]'s schema, in PostgreSQL's
+/// types (`BIGINT`, `BIGSERIAL`): keep the two in step. The key rows are the library's
+/// (`idempotent_endpoint::postgres::install`).
 const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS idempotency_keys (
-    account_id       TEXT    NOT NULL,
-    key              TEXT    NOT NULL,
-    request_hash     TEXT    NOT NULL,
-    status_code      INTEGER NULL,
-    response_headers TEXT    NULL,
-    response_body    TEXT    NULL,
-    created_at       BIGINT  NOT NULL,
-    recovery_point   TEXT    NOT NULL DEFAULT 'finished',
-    row_id           TEXT    NULL,
-    lock_token       TEXT    NULL,
-    locked_until     BIGINT  NOT NULL DEFAULT 0,
-    order_id         TEXT    NULL,
-    PRIMARY KEY (account_id, key)
-);
-CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON idempotency_keys (created_at);
 CREATE TABLE IF NOT EXISTS orders (
     seq             BIGSERIAL PRIMARY KEY,
     id              TEXT   NOT NULL UNIQUE,
@@ -113,12 +97,12 @@ CREATE TABLE IF NOT EXISTS orders (
     total_cents     BIGINT NOT NULL,
     currency        TEXT   NOT NULL,
     created_at      BIGINT NOT NULL,
-    charge_id       TEXT   NULL
+    charge_id       TEXT   NULL,
+    key_row_id      TEXT   NULL
 );
 CREATE INDEX IF NOT EXISTS orders_account_seq ON orders (account_id, seq);
 CREATE INDEX IF NOT EXISTS orders_account_key ON orders (account_id, idempotency_key);
-CREATE INDEX IF NOT EXISTS idempotency_keys_unfinished ON idempotency_keys (locked_until)
-    WHERE recovery_point <> 'finished';
+CREATE INDEX IF NOT EXISTS orders_key_row ON orders (key_row_id) WHERE key_row_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS outbox (
     seq             BIGSERIAL PRIMARY KEY,
     id              TEXT   NOT NULL UNIQUE,
@@ -184,11 +168,19 @@ impl PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
-        for (table, column, definition) in ADDED_COLUMNS {
+        for (table, column, definition) in legacy::ADDED_COLUMNS {
             tx.batch_execute(&format!("ALTER TABLE IF EXISTS {table} ADD COLUMN IF NOT EXISTS {column} {definition}"))
                 .await?;
         }
+        idempotent_endpoint::postgres::install(&*tx).await?;
         tx.batch_execute(SCHEMA).await?;
+        let old_keys: bool =
+            tx.query_one("SELECT to_regclass($1) IS NOT NULL", &[&legacy::OLD_KEY_TABLE]).await?.try_get(0)?;
+        if old_keys {
+            tx.batch_execute(legacy::COPY_KEYS).await?;
+            tx.batch_execute(legacy::LINK_ORDERS).await?;
+            tx.batch_execute(legacy::DROP_OLD_KEYS).await?;
+        }
         tx.commit().await?;
         Ok(())
     }
@@ -339,7 +331,7 @@ impl PostgresStore {
     /// See [`super::Store::sweep`]. Deleting by age is safe to run from every instance at once.
     pub async fn sweep(&self, cutoff: i64) -> Result<u64, StoreError> {
         let client = self.client().await?;
-        Ok(client.execute("DELETE FROM idempotency_keys WHERE created_at < $1", &[&cutoff]).await?)
+        Ok(client.execute("DELETE FROM idempotency_records WHERE created_at < $1", &[&cutoff]).await?)
     }
 
     /// See [`super::Store::health`].
@@ -354,8 +346,8 @@ impl PostgresStore {
 pub const SETTLE_LOCK_WAIT: &str = "1s";
 
 /// The key row's request hash and answer, if it was created at or after `$3`.
-const LIVE_ROW: &str = "SELECT request_hash, status_code, response_headers, response_body FROM idempotency_keys
-                        WHERE account_id = $1 AND key = $2 AND created_at >= $3";
+const LIVE_ROW: &str = "SELECT fingerprint, status_code, response_headers, response_body FROM idempotency_records
+                        WHERE scope = $1 AND key = $2 AND created_at >= $3";
 
 /// The newest order the account made with the key (an expired key may have been used again).
 const NEWEST_ORDER: &str =
@@ -385,7 +377,7 @@ async fn settle_in(
         .await
         .map_err(locked_or)?;
     tx.execute(
-        "DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND created_at < $3",
+        "DELETE FROM idempotency_records WHERE scope = $1 AND key = $2 AND created_at < $3",
         &[&account, &key, &expired_before],
     )
     .await
@@ -399,8 +391,8 @@ async fn settle_in(
     }
     let inserted = tx
         .execute(
-            "INSERT INTO idempotency_keys (account_id, key, request_hash, created_at, recovery_point)
-             VALUES ($1, $2, $3, $4, 'finished') ON CONFLICT (account_id, key) DO NOTHING",
+            "INSERT INTO idempotency_records (scope, key, fingerprint, created_at, recovery_point)
+             VALUES ($1, $2, $3, $4, 'finished') ON CONFLICT (scope, key) DO NOTHING",
             &[&account, &key, &FENCED_FINGERPRINT, &now],
         )
         .await
@@ -461,7 +453,7 @@ impl KeyTransaction for PgTransaction<'_> {
         }
         self.0
             .execute(
-                "DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND created_at < $3",
+                "DELETE FROM idempotency_records WHERE scope = $1 AND key = $2 AND created_at < $3",
                 &[&account, &key, &request.expired_before],
             )
             .await
@@ -469,8 +461,8 @@ impl KeyTransaction for PgTransaction<'_> {
         let inserted = self
             .0
             .execute(
-                "INSERT INTO idempotency_keys (account_id, key, request_hash, created_at)
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (account_id, key) DO NOTHING",
+                "INSERT INTO idempotency_records (scope, key, fingerprint, created_at)
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (scope, key) DO NOTHING",
                 &[&account, &key, &request.request_hash, &request.now],
             )
             .await
@@ -481,8 +473,8 @@ impl KeyTransaction for PgTransaction<'_> {
         let row = self
             .0
             .query_one(
-                "SELECT request_hash, status_code, response_headers, response_body
-                 FROM idempotency_keys WHERE account_id = $1 AND key = $2",
+                "SELECT fingerprint, status_code, response_headers, response_body
+                 FROM idempotency_records WHERE scope = $1 AND key = $2",
                 &[&account, &key],
             )
             .await?;
@@ -495,11 +487,11 @@ impl KeyTransaction for PgTransaction<'_> {
         Ok(KeyInsert::Existing { request_hash: row.try_get(0)?, stored })
     }
 
-    async fn insert_order(&mut self, order: &Order) -> Result<(), StoreError> {
+    async fn insert_order(&mut self, order: &Order, key_row_id: Option<&str>) -> Result<(), StoreError> {
         self.0
             .execute(
-                "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at, key_row_id)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                 &[
                     &order.id,
                     &order.account_id,
@@ -508,6 +500,7 @@ impl KeyTransaction for PgTransaction<'_> {
                     &order.total_cents,
                     &order.currency,
                     &order.created_at,
+                    &key_row_id,
                 ],
             )
             .await?;
@@ -517,8 +510,8 @@ impl KeyTransaction for PgTransaction<'_> {
     async fn save_response(&mut self, request: &KeyedRequest, response: &StoredResponse) -> Result<(), StoreError> {
         self.0
             .execute(
-                "UPDATE idempotency_keys SET status_code = $1, response_headers = $2, response_body = $3
-                 WHERE account_id = $4 AND key = $5",
+                "UPDATE idempotency_records SET status_code = $1, response_headers = $2, response_body = $3
+                 WHERE scope = $4 AND key = $5",
                 &[
                     &i32::from(response.status),
                     &response.encode_headers(),
@@ -545,9 +538,9 @@ impl FlowSql for PgTransaction<'_> {
         let row = self
             .0
             .query_opt(
-                "SELECT request_hash, status_code, response_headers, response_body, recovery_point, row_id,
-                        locked_until, order_id
-                 FROM idempotency_keys WHERE account_id = $1 AND key = $2 FOR UPDATE",
+                "SELECT fingerprint, status_code, response_headers, response_body, recovery_point, row_id,
+                        locked_until
+                 FROM idempotency_records WHERE scope = $1 AND key = $2 FOR UPDATE",
                 &[&account, &key],
             )
             .await
@@ -565,7 +558,6 @@ impl FlowSql for PgTransaction<'_> {
             row.try_get(4)?,
             row.try_get(5)?,
             row.try_get(6)?,
-            row.try_get(7)?,
         );
         key_row(columns).map(Some)
     }
@@ -573,7 +565,7 @@ impl FlowSql for PgTransaction<'_> {
     async fn delete_expired(&mut self, account: &str, key: &str, before: i64) -> Result<(), StoreError> {
         self.0
             .execute(
-                "DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND created_at < $3",
+                "DELETE FROM idempotency_records WHERE scope = $1 AND key = $2 AND created_at < $3",
                 &[&account, &key, &before],
             )
             .await
@@ -591,9 +583,9 @@ impl FlowSql for PgTransaction<'_> {
         let inserted = self
             .0
             .execute(
-                "INSERT INTO idempotency_keys
-                     (account_id, key, request_hash, created_at, recovery_point, row_id, lock_token, locked_until)
-                 VALUES ($1, $2, $3, $4, 'started', $5, $6, $7) ON CONFLICT (account_id, key) DO NOTHING",
+                "INSERT INTO idempotency_records
+                     (scope, key, fingerprint, created_at, recovery_point, row_id, lock_token, locked_until)
+                 VALUES ($1, $2, $3, $4, 'started', $5, $6, $7) ON CONFLICT (scope, key) DO NOTHING",
                 &[
                     &request.account.as_str(),
                     &request.key.as_str(),
@@ -612,30 +604,22 @@ impl FlowSql for PgTransaction<'_> {
     async fn lease(&mut self, account: &str, key: &str, token: &str, until_ms: i64) -> Result<(), StoreError> {
         self.0
             .execute(
-                "UPDATE idempotency_keys SET lock_token = $1, locked_until = $2 WHERE account_id = $3 AND key = $4",
+                "UPDATE idempotency_records SET lock_token = $1, locked_until = $2 WHERE scope = $3 AND key = $4",
                 &[&token, &until_ms, &account, &key],
             )
             .await?;
         Ok(())
     }
 
-    async fn advance(
-        &mut self,
-        held: &HeldKey,
-        to: RecoveryPoint,
-        order_id: Option<&str>,
-        release: bool,
-    ) -> Result<bool, StoreError> {
+    async fn advance(&mut self, held: &HeldKey, to: RecoveryPoint, release: bool) -> Result<bool, StoreError> {
         let updated = self
             .0
             .execute(
-                "UPDATE idempotency_keys
-                 SET recovery_point = $1, order_id = COALESCE($2, order_id),
-                     locked_until = CASE WHEN $3 THEN 0 ELSE locked_until END
-                 WHERE account_id = $4 AND key = $5 AND lock_token = $6 AND recovery_point = $7",
+                "UPDATE idempotency_records
+                 SET recovery_point = $1, locked_until = CASE WHEN $2 THEN 0 ELSE locked_until END
+                 WHERE scope = $3 AND key = $4 AND lock_token = $5 AND recovery_point = $6",
                 &[
                     &to.as_str(),
-                    &order_id,
                     &release,
                     &held.account.as_str(),
                     &held.key.as_str(),
@@ -652,7 +636,7 @@ impl FlowSql for PgTransaction<'_> {
         let updated = self
             .0
             .execute(
-                "UPDATE idempotency_keys SET locked_until = 0 WHERE account_id = $1 AND key = $2 AND lock_token = $3",
+                "UPDATE idempotency_records SET locked_until = 0 WHERE scope = $1 AND key = $2 AND lock_token = $3",
                 &[&account, &key, &token],
             )
             .await
@@ -664,8 +648,8 @@ impl FlowSql for PgTransaction<'_> {
         let deleted = self
             .0
             .execute(
-                "DELETE FROM idempotency_keys
-                 WHERE account_id = $1 AND key = $2 AND lock_token = $3 AND recovery_point = 'started'",
+                "DELETE FROM idempotency_records
+                 WHERE scope = $1 AND key = $2 AND lock_token = $3 AND recovery_point = 'started'",
                 &[&account, &key, &token],
             )
             .await
@@ -673,8 +657,8 @@ impl FlowSql for PgTransaction<'_> {
         Ok(deleted == 1)
     }
 
-    async fn order(&mut self, id: &str) -> Result<Option<Order>, StoreError> {
-        let row = self.0.query_opt(concat!(select_orders!(), "WHERE o.id = $1"), &[&id]).await?;
+    async fn order_of_row(&mut self, row_id: &str) -> Result<Option<Order>, StoreError> {
+        let row = self.0.query_opt(concat!(select_orders!(), "WHERE o.key_row_id = $1"), &[&row_id]).await?;
         row.as_ref().map(decode_order).transpose()
     }
 
@@ -699,7 +683,7 @@ impl FlowSql for PgTransaction<'_> {
         let rows = self
             .0
             .query(
-                "SELECT account_id, key FROM idempotency_keys
+                "SELECT scope, key FROM idempotency_records
                  WHERE recovery_point <> 'finished' AND locked_until <= $1
                  ORDER BY locked_until LIMIT $2 FOR UPDATE SKIP LOCKED",
                 &[&now_ms, &limit],
@@ -711,8 +695,8 @@ impl FlowSql for PgTransaction<'_> {
     async fn save_answer(&mut self, account: &str, key: &str, response: &StoredResponse) -> Result<(), StoreError> {
         self.0
             .execute(
-                "UPDATE idempotency_keys SET status_code = $1, response_headers = $2, response_body = $3
-                 WHERE account_id = $4 AND key = $5",
+                "UPDATE idempotency_records SET status_code = $1, response_headers = $2, response_body = $3
+                 WHERE scope = $4 AND key = $5",
                 &[&i32::from(response.status), &response.encode_headers(), &response.body, &account, &key],
             )
             .await?;

@@ -71,14 +71,13 @@ impl KeyRecord {
     }
 }
 
-/// The key row's columns the phases read, in the order both backends select them: `request_hash,
-/// status_code, response_headers, response_body, recovery_point, row_id, locked_until, order_id`.
-pub(crate) type KeyRowColumns =
-    (String, Option<u16>, Option<String>, Option<String>, String, Option<String>, i64, Option<String>);
+/// The key row's columns the phases read, in the order both backends select them: `fingerprint,
+/// status_code, response_headers, response_body, recovery_point, row_id, locked_until`.
+pub(crate) type KeyRowColumns = (String, Option<u16>, Option<String>, Option<String>, String, Option<String>, i64);
 
 /// A key row from its columns, validated.
 pub(crate) fn key_row(
-    (request_hash, status, headers, body, point, row_id, locked_until_ms, order_id): KeyRowColumns,
+    (request_hash, status, headers, body, point, row_id, locked_until_ms): KeyRowColumns,
 ) -> Result<super::phases::KeyRow, StoreError> {
     Ok(super::phases::KeyRow {
         request_hash,
@@ -86,21 +85,8 @@ pub(crate) fn key_row(
         point: super::phases::RecoveryPoint::parse(&point)?,
         row_id,
         locked_until_ms,
-        order_id,
     })
 }
-
-/// Columns added to tables that databases made before the order phases already have: each backend adds the
-/// missing ones before applying its schema (`ALTER TABLE ... ADD COLUMN`), so an existing demo or production
-/// database keeps its keys and orders. The types are valid in both SQLite and PostgreSQL.
-pub(crate) const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
-    ("idempotency_keys", "recovery_point", "TEXT NOT NULL DEFAULT 'finished'"),
-    ("idempotency_keys", "row_id", "TEXT NULL"),
-    ("idempotency_keys", "lock_token", "TEXT NULL"),
-    ("idempotency_keys", "locked_until", "BIGINT NOT NULL DEFAULT 0"),
-    ("idempotency_keys", "order_id", "TEXT NULL"),
-    ("orders", "charge_id", "TEXT NULL"),
-];
 
 /// A row of the server's `outbox` table, claimed for delivery (the worker turns it into the library's
 /// `idempotent_endpoint::outbox::Claimed`).

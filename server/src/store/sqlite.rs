@@ -11,10 +11,10 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::error::StoreError;
+use super::legacy;
 use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, OutboxMessage, RecoveryPoint};
 use super::rows::{
     decode_order, key_row, select_orders, stored_from_columns, KeyRecord, KeyRowColumns, OrderColumns, OutboxRow,
-    ADDED_COLUMNS,
 };
 use super::step::{step, KeyInsert, KeyTransaction, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
@@ -24,25 +24,10 @@ use crate::protocol::{KeyedRequest, Outcome, StoredResponse, FENCED_FINGERPRINT}
 /// How long a writer waits for another one before failing with "database is locked".
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The same tables, columns and indexes as [`super::postgres`]'s schema, in SQLite's types
-/// (`INTEGER`, `INTEGER PRIMARY KEY AUTOINCREMENT`): keep the two in step.
+/// The shop's own tables: the same tables, columns and indexes as [`super::postgres`]'s schema, in SQLite's
+/// types (`INTEGER`, `INTEGER PRIMARY KEY AUTOINCREMENT`): keep the two in step. The key rows are the
+/// library's (`idempotent_endpoint::sqlite::install`).
 const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS idempotency_keys (
-    account_id       TEXT    NOT NULL,
-    key              TEXT    NOT NULL,
-    request_hash     TEXT    NOT NULL,
-    status_code      INTEGER NULL,
-    response_headers TEXT    NULL,
-    response_body    TEXT    NULL,
-    created_at       INTEGER NOT NULL,
-    recovery_point   TEXT    NOT NULL DEFAULT 'finished',
-    row_id           TEXT    NULL,
-    lock_token       TEXT    NULL,
-    locked_until     INTEGER NOT NULL DEFAULT 0,
-    order_id         TEXT    NULL,
-    PRIMARY KEY (account_id, key)
-);
-CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON idempotency_keys (created_at);
 CREATE TABLE IF NOT EXISTS orders (
     seq             INTEGER PRIMARY KEY AUTOINCREMENT,
     id              TEXT    NOT NULL UNIQUE,
@@ -52,12 +37,12 @@ CREATE TABLE IF NOT EXISTS orders (
     total_cents     INTEGER NOT NULL,
     currency        TEXT    NOT NULL,
     created_at      INTEGER NOT NULL,
-    charge_id       TEXT   NULL
+    charge_id       TEXT   NULL,
+    key_row_id      TEXT   NULL
 );
 CREATE INDEX IF NOT EXISTS orders_account_seq ON orders (account_id, seq);
 CREATE INDEX IF NOT EXISTS orders_account_key ON orders (account_id, idempotency_key);
-CREATE INDEX IF NOT EXISTS idempotency_keys_unfinished ON idempotency_keys (locked_until)
-    WHERE recovery_point <> 'finished';
+CREATE INDEX IF NOT EXISTS orders_key_row ON orders (key_row_id) WHERE key_row_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS outbox (
     seq             INTEGER PRIMARY KEY AUTOINCREMENT,
     id              TEXT    NOT NULL UNIQUE,
@@ -105,8 +90,8 @@ impl SqliteStore {
             Synchronous::Full => "PRAGMA synchronous = FULL;",
             Synchronous::Normal => "PRAGMA synchronous = NORMAL;",
         })?;
-        add_missing_columns(&conn)?;
-        conn.execute_batch(SCHEMA)?;
+        let mut conn = conn;
+        migrate(&mut conn)?;
         Ok(SqliteStore { conn: Arc::new(Mutex::new(conn)) })
     }
 
@@ -260,7 +245,7 @@ impl SqliteStore {
         self.with_conn(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             tx.execute(
-                "DELETE FROM idempotency_keys WHERE account_id = ?1 AND key = ?2 AND created_at < ?3",
+                "DELETE FROM idempotency_records WHERE scope = ?1 AND key = ?2 AND created_at < ?3",
                 params![account, key, expired_before],
             )?;
             let record = match live_row(&tx, &account, &key, expired_before)? {
@@ -270,7 +255,7 @@ impl SqliteStore {
                     Some(order) => KeyRecord::Order(order),
                     None => {
                         tx.execute(
-                            "INSERT INTO idempotency_keys (account_id, key, request_hash, created_at, recovery_point)
+                            "INSERT INTO idempotency_records (scope, key, fingerprint, created_at, recovery_point)
                              VALUES (?1, ?2, ?3, ?4, 'finished')",
                             params![account, key, FENCED_FINGERPRINT, now],
                         )?;
@@ -287,7 +272,7 @@ impl SqliteStore {
     /// See [`super::Store::sweep`].
     pub async fn sweep(&self, cutoff: i64) -> Result<u64, StoreError> {
         self.with_conn(move |conn| {
-            let deleted = conn.execute("DELETE FROM idempotency_keys WHERE created_at < ?1", params![cutoff])?;
+            let deleted = conn.execute("DELETE FROM idempotency_records WHERE created_at < ?1", params![cutoff])?;
             Ok(deleted as u64)
         })
         .await
@@ -310,8 +295,8 @@ type RowColumns = (String, Option<u16>, Option<String>, Option<String>);
 fn live_row(conn: &Connection, account: &str, key: &str, expired_before: i64) -> Result<Option<KeyRecord>, StoreError> {
     let row: Option<RowColumns> = conn
         .query_row(
-            "SELECT request_hash, status_code, response_headers, response_body FROM idempotency_keys
-             WHERE account_id = ?1 AND key = ?2 AND created_at >= ?3",
+            "SELECT fingerprint, status_code, response_headers, response_body FROM idempotency_records
+             WHERE scope = ?1 AND key = ?2 AND created_at >= ?3",
             params![account, key, expired_before],
             |row| row.try_into(),
         )
@@ -336,9 +321,30 @@ fn newest_order(conn: &Connection, account: &str, key: &str) -> Result<Option<Or
     order.map(decode_order).transpose()
 }
 
-/// Adds the [`ADDED_COLUMNS`] an existing table lacks (SQLite has no `ADD COLUMN IF NOT EXISTS`).
+/// Brings the database up to date in one transaction: the library's tables, the shop's, and the key rows
+/// of an earlier version moved into the library's table ([`super::legacy`]).
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    add_missing_columns(&tx)?;
+    idempotent_endpoint::sqlite::install(&tx)?;
+    tx.execute_batch(SCHEMA)?;
+    let old_keys: bool = tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+        params![legacy::OLD_KEY_TABLE],
+        |row| row.get(0),
+    )?;
+    if old_keys {
+        tx.execute(legacy::COPY_KEYS, [])?;
+        tx.execute(legacy::LINK_ORDERS, [])?;
+        tx.execute(legacy::DROP_OLD_KEYS, [])?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Adds the [`legacy::ADDED_COLUMNS`] an existing table lacks (SQLite has no `ADD COLUMN IF NOT EXISTS`).
 fn add_missing_columns(conn: &Connection) -> Result<(), StoreError> {
-    for (table, column, definition) in ADDED_COLUMNS {
+    for (table, column, definition) in legacy::ADDED_COLUMNS {
         let mut stmt = conn.prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))?;
         let names = stmt.query_map([], |row| row.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
         if !names.is_empty() && !names.iter().any(|name| name == column) {
@@ -362,12 +368,12 @@ impl KeyTransaction for SqliteTransaction<'_> {
         let (account, key) = (request.account.as_str(), request.key.as_str());
         // An expired key behaves as new, even before the sweep deletes it.
         self.0.execute(
-            "DELETE FROM idempotency_keys WHERE account_id = ?1 AND key = ?2 AND created_at < ?3",
+            "DELETE FROM idempotency_records WHERE scope = ?1 AND key = ?2 AND created_at < ?3",
             params![account, key, request.expired_before],
         )?;
         let inserted = self.0.execute(
-            "INSERT INTO idempotency_keys (account_id, key, request_hash, created_at)
-             VALUES (?1, ?2, ?3, ?4) ON CONFLICT (account_id, key) DO NOTHING",
+            "INSERT INTO idempotency_records (scope, key, fingerprint, created_at)
+             VALUES (?1, ?2, ?3, ?4) ON CONFLICT (scope, key) DO NOTHING",
             params![account, key, request.request_hash, request.now],
         )?;
         if inserted == 1 {
@@ -375,18 +381,18 @@ impl KeyTransaction for SqliteTransaction<'_> {
         }
         let (request_hash, status, headers, body): (String, Option<u16>, Option<String>, Option<String>) =
             self.0.query_row(
-                "SELECT request_hash, status_code, response_headers, response_body
-                 FROM idempotency_keys WHERE account_id = ?1 AND key = ?2",
+                "SELECT fingerprint, status_code, response_headers, response_body
+                 FROM idempotency_records WHERE scope = ?1 AND key = ?2",
                 params![account, key],
                 |row| row.try_into(),
             )?;
         Ok(KeyInsert::Existing { request_hash, stored: stored_from_columns(status, headers.as_deref(), body)? })
     }
 
-    async fn insert_order(&mut self, order: &Order) -> Result<(), StoreError> {
+    async fn insert_order(&mut self, order: &Order, key_row_id: Option<&str>) -> Result<(), StoreError> {
         self.0.execute(
-            "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at, key_row_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
                 order.id,
                 order.account_id,
@@ -394,7 +400,8 @@ impl KeyTransaction for SqliteTransaction<'_> {
                 orders::encode_items(&order.items),
                 order.total_cents,
                 order.currency,
-                order.created_at
+                order.created_at,
+                key_row_id
             ],
         )?;
         Ok(())
@@ -402,8 +409,8 @@ impl KeyTransaction for SqliteTransaction<'_> {
 
     async fn save_response(&mut self, request: &KeyedRequest, response: &StoredResponse) -> Result<(), StoreError> {
         self.0.execute(
-            "UPDATE idempotency_keys SET status_code = ?1, response_headers = ?2, response_body = ?3
-             WHERE account_id = ?4 AND key = ?5",
+            "UPDATE idempotency_records SET status_code = ?1, response_headers = ?2, response_body = ?3
+             WHERE scope = ?4 AND key = ?5",
             params![
                 response.status,
                 response.encode_headers(),
@@ -424,17 +431,17 @@ impl KeyTransaction for SqliteTransaction<'_> {
     }
 }
 
-/// The order columns the phases read: `orders` without the outbox join (the phases need only the order).
-const ORDER_BY_ID: &str = concat!(select_orders!(), "WHERE o.id = ?1");
+/// The order a key row made, as the phases read it.
+const ORDER_OF_ROW: &str = concat!(select_orders!(), "WHERE o.key_row_id = ?1");
 
 impl FlowSql for SqliteTransaction<'_> {
     async fn key_row(&mut self, account: &str, key: &str) -> Result<Option<KeyRow>, StoreError> {
         let row: Option<KeyRowColumns> = self
             .0
             .query_row(
-                "SELECT request_hash, status_code, response_headers, response_body, recovery_point, row_id,
-                        locked_until, order_id
-                 FROM idempotency_keys WHERE account_id = ?1 AND key = ?2",
+                "SELECT fingerprint, status_code, response_headers, response_body, recovery_point, row_id,
+                        locked_until
+                 FROM idempotency_records WHERE scope = ?1 AND key = ?2",
                 params![account, key],
                 |row| row.try_into(),
             )
@@ -444,7 +451,7 @@ impl FlowSql for SqliteTransaction<'_> {
 
     async fn delete_expired(&mut self, account: &str, key: &str, before: i64) -> Result<(), StoreError> {
         self.0.execute(
-            "DELETE FROM idempotency_keys WHERE account_id = ?1 AND key = ?2 AND created_at < ?3",
+            "DELETE FROM idempotency_records WHERE scope = ?1 AND key = ?2 AND created_at < ?3",
             params![account, key, before],
         )?;
         Ok(())
@@ -458,9 +465,9 @@ impl FlowSql for SqliteTransaction<'_> {
         until_ms: i64,
     ) -> Result<bool, StoreError> {
         let inserted = self.0.execute(
-            "INSERT INTO idempotency_keys
-                 (account_id, key, request_hash, created_at, recovery_point, row_id, lock_token, locked_until)
-             VALUES (?1, ?2, ?3, ?4, 'started', ?5, ?6, ?7) ON CONFLICT (account_id, key) DO NOTHING",
+            "INSERT INTO idempotency_records
+                 (scope, key, fingerprint, created_at, recovery_point, row_id, lock_token, locked_until)
+             VALUES (?1, ?2, ?3, ?4, 'started', ?5, ?6, ?7) ON CONFLICT (scope, key) DO NOTHING",
             params![
                 request.account.as_str(),
                 request.key.as_str(),
@@ -476,40 +483,25 @@ impl FlowSql for SqliteTransaction<'_> {
 
     async fn lease(&mut self, account: &str, key: &str, token: &str, until_ms: i64) -> Result<(), StoreError> {
         self.0.execute(
-            "UPDATE idempotency_keys SET lock_token = ?1, locked_until = ?2 WHERE account_id = ?3 AND key = ?4",
+            "UPDATE idempotency_records SET lock_token = ?1, locked_until = ?2 WHERE scope = ?3 AND key = ?4",
             params![token, until_ms, account, key],
         )?;
         Ok(())
     }
 
-    async fn advance(
-        &mut self,
-        held: &HeldKey,
-        to: RecoveryPoint,
-        order_id: Option<&str>,
-        release: bool,
-    ) -> Result<bool, StoreError> {
+    async fn advance(&mut self, held: &HeldKey, to: RecoveryPoint, release: bool) -> Result<bool, StoreError> {
         let updated = self.0.execute(
-            "UPDATE idempotency_keys
-             SET recovery_point = ?1, order_id = COALESCE(?2, order_id),
-                 locked_until = CASE WHEN ?3 THEN 0 ELSE locked_until END
-             WHERE account_id = ?4 AND key = ?5 AND lock_token = ?6 AND recovery_point = ?7",
-            params![
-                to.as_str(),
-                order_id,
-                release,
-                held.account.as_str(),
-                held.key.as_str(),
-                held.token,
-                held.point.as_str()
-            ],
+            "UPDATE idempotency_records
+             SET recovery_point = ?1, locked_until = CASE WHEN ?2 THEN 0 ELSE locked_until END
+             WHERE scope = ?3 AND key = ?4 AND lock_token = ?5 AND recovery_point = ?6",
+            params![to.as_str(), release, held.account.as_str(), held.key.as_str(), held.token, held.point.as_str()],
         )?;
         Ok(updated == 1)
     }
 
     async fn release(&mut self, account: &str, key: &str, token: &str) -> Result<bool, StoreError> {
         let updated = self.0.execute(
-            "UPDATE idempotency_keys SET locked_until = 0 WHERE account_id = ?1 AND key = ?2 AND lock_token = ?3",
+            "UPDATE idempotency_records SET locked_until = 0 WHERE scope = ?1 AND key = ?2 AND lock_token = ?3",
             params![account, key, token],
         )?;
         Ok(updated == 1)
@@ -517,15 +509,15 @@ impl FlowSql for SqliteTransaction<'_> {
 
     async fn delete_started(&mut self, account: &str, key: &str, token: &str) -> Result<bool, StoreError> {
         let deleted = self.0.execute(
-            "DELETE FROM idempotency_keys
-             WHERE account_id = ?1 AND key = ?2 AND lock_token = ?3 AND recovery_point = 'started'",
+            "DELETE FROM idempotency_records
+             WHERE scope = ?1 AND key = ?2 AND lock_token = ?3 AND recovery_point = 'started'",
             params![account, key, token],
         )?;
         Ok(deleted == 1)
     }
 
-    async fn order(&mut self, id: &str) -> Result<Option<Order>, StoreError> {
-        let row = self.0.query_row(ORDER_BY_ID, params![id], |row| OrderColumns::try_from(row)).optional()?;
+    async fn order_of_row(&mut self, row_id: &str) -> Result<Option<Order>, StoreError> {
+        let row = self.0.query_row(ORDER_OF_ROW, params![row_id], |row| OrderColumns::try_from(row)).optional()?;
         row.map(decode_order).transpose()
     }
 
@@ -545,7 +537,7 @@ impl FlowSql for SqliteTransaction<'_> {
 
     async fn stale_keys(&mut self, now_ms: i64, limit: i64) -> Result<Vec<(String, String)>, StoreError> {
         let mut stmt = self.0.prepare_cached(
-            "SELECT account_id, key FROM idempotency_keys
+            "SELECT scope, key FROM idempotency_records
              WHERE recovery_point <> 'finished' AND locked_until <= ?1 ORDER BY locked_until LIMIT ?2",
         )?;
         let rows = stmt.query_map(params![now_ms, limit], |row| Ok((row.get(0)?, row.get(1)?)))?;
@@ -554,8 +546,8 @@ impl FlowSql for SqliteTransaction<'_> {
 
     async fn save_answer(&mut self, account: &str, key: &str, response: &StoredResponse) -> Result<(), StoreError> {
         self.0.execute(
-            "UPDATE idempotency_keys SET status_code = ?1, response_headers = ?2, response_body = ?3
-             WHERE account_id = ?4 AND key = ?5",
+            "UPDATE idempotency_records SET status_code = ?1, response_headers = ?2, response_body = ?3
+             WHERE scope = ?4 AND key = ?5",
             params![response.status, response.encode_headers(), response.body, account, key],
         )?;
         Ok(())

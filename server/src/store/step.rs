@@ -36,8 +36,8 @@ pub(crate) enum KeyInsert {
 pub(crate) trait KeyTransaction {
     /// Deletes the key's row if it expired, then inserts it without an answer unless it exists.
     async fn insert_key(&mut self, request: &KeyedRequest) -> Result<KeyInsert, StoreError>;
-    /// Inserts a new order.
-    async fn insert_order(&mut self, order: &Order) -> Result<(), StoreError>;
+    /// Inserts a new order, made by the key row with `key_row_id` (the order phases' rows have one).
+    async fn insert_order(&mut self, order: &Order, key_row_id: Option<&str>) -> Result<(), StoreError>;
     /// Stores the answer on the key row.
     async fn save_response(&mut self, request: &KeyedRequest, response: &StoredResponse) -> Result<(), StoreError>;
     /// Commits.
@@ -78,7 +78,7 @@ pub(crate) async fn step<T: KeyTransaction>(
         return Err(StoreError::ResponseTooLarge(response.body.len()));
     }
     if let Some(order) = &order {
-        tx.insert_order(order).await?;
+        tx.insert_order(order, None).await?;
     }
     tx.save_response(request, &response).await?;
     if options.fail_before_commit {
