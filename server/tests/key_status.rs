@@ -69,7 +69,8 @@ async fn an_existing_database_gains_the_index_and_its_orders_answer_for_their_ke
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("previous.sqlite");
     rusqlite::Connection::open(&path).expect("open").execute_batch(PREVIOUS_SCHEMA).expect("previous schema");
-    let store = SqliteStore::open(&path, Synchronous::Full).expect("open with the current schema");
+    let store =
+        SqliteStore::open(&path, Synchronous::Full, common::RETENTION).await.expect("open with the current schema");
     let conn = rusqlite::Connection::open(&path).expect("open");
     let plan: String = conn
         .query_row(

@@ -1,5 +1,5 @@
-//! A database written by the server before its key rows moved into the library's `idempotency_records`
-//! (SQLite and PostgreSQL), with a finished key, a fence, unfinished keys and an undelivered confirmation,
+//! A database written by the server before its key rows and its outbox moved into the library's tables
+//! (`idempotency_records`, `outbox_messages`; SQLite and PostgreSQL), with a finished key, a fence, unfinished keys and an undelivered confirmation,
 //! is migrated when a server starts on it and keeps working: the finished key replays its stored answer, the
 //! fence still refuses, the unfinished keys are completed or taken over, the confirmation is delivered.
 //!
@@ -206,6 +206,22 @@ async fn check_migrated(server: &RunningServer, downstream: &Downstream) {
         vec![format!("confirm-{CHARGED_ORDER}"), format!("confirm-{DONE_ORDER}"), format!("confirm-{started_order}")];
     expected.sort();
     assert_eq!(ids, expected);
+
+    // The order listing shows each order's confirmation, the old one included, delivered.
+    eventually("the listing shows every confirmation delivered", || async {
+        let list: Value = client
+            .get(format!("{base}/api/orders"))
+            .header("authorization", common::bearer(DEFAULT_ACCOUNT))
+            .send()
+            .await
+            .expect("list")
+            .json()
+            .await
+            .expect("json");
+        let orders = list["orders"].as_array().cloned().unwrap_or_default();
+        orders.len() == 3 && orders.iter().all(|o| o["confirmation"]["deliveredAt"].is_i64())
+    })
+    .await;
 }
 
 fn config(mut config: Config, downstream: &Downstream) -> Config {
@@ -226,10 +242,10 @@ async fn an_old_sqlite_database_is_migrated_and_keeps_working() {
     let downstream = Downstream::start();
     let server = serve(config(Config::sqlite(path.to_string_lossy().into_owned()), &downstream)).await.expect("starts");
     let db = rusqlite::Connection::open(&path).expect("open");
-    let old_table: i64 = db
-        .query_row("SELECT COUNT(*) FROM sqlite_master WHERE name = 'idempotency_keys'", [], |r| r.get(0))
+    let old_tables: i64 = db
+        .query_row("SELECT COUNT(*) FROM sqlite_master WHERE name IN ('idempotency_keys', 'outbox')", [], |r| r.get(0))
         .expect("count");
-    assert_eq!(old_table, 0, "the old key table is dropped");
+    assert_eq!(old_tables, 0, "the old key table and outbox are dropped");
     let moved: i64 = db.query_row("SELECT COUNT(*) FROM idempotency_records", [], |r| r.get(0)).expect("count");
     assert_eq!(moved, 4, "every old key row is in the library's table");
     check_migrated(&server, &downstream).await;
@@ -248,9 +264,12 @@ async fn an_old_postgres_database_is_migrated_and_keeps_working() {
 
     let downstream = Downstream::start();
     let server = serve(config(Config::postgres(url), &downstream)).await.expect("starts");
-    let old_table: bool =
-        db.query_one("SELECT to_regclass('idempotency_keys') IS NOT NULL", &[]).await.expect("query").get(0);
-    assert!(!old_table, "the old key table is dropped");
+    let old_tables: bool = db
+        .query_one("SELECT to_regclass('idempotency_keys') IS NOT NULL OR to_regclass('outbox') IS NOT NULL", &[])
+        .await
+        .expect("query")
+        .get(0);
+    assert!(!old_tables, "the old key table and outbox are dropped");
     let moved: i64 = db.query_one("SELECT COUNT(*) FROM idempotency_records", &[]).await.expect("count").get(0);
     assert_eq!(moved, 4, "every old key row is in the library's table");
     check_migrated(&server, &downstream).await;

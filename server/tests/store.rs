@@ -12,15 +12,15 @@ use idempotent_fetch_server::sweep::sweep_once;
 
 use common::{count, crash_before_commit, keyed_request, MUGS};
 
-fn open(dir: &tempfile::TempDir) -> (Store, std::path::PathBuf) {
+async fn open(dir: &tempfile::TempDir) -> (Store, std::path::PathBuf) {
     let path = dir.path().join("store.sqlite");
-    (Store::Sqlite(SqliteStore::open(&path, Synchronous::Full).expect("open")), path)
+    (Store::Sqlite(SqliteStore::open(&path, Synchronous::Full, common::RETENTION).await.expect("open")), path)
 }
 
 #[tokio::test]
 async fn a_crash_between_the_order_insert_and_commit_leaves_nothing() {
     let dir = tempfile::tempdir().expect("dir");
-    let (store, path) = open(&dir);
+    let (store, path) = open(&dir).await;
     let crash = crash_before_commit();
 
     let result = store.process(keyed_request("demo", "k1", MUGS, 1_000), crash, place_order).await;
@@ -42,7 +42,7 @@ async fn a_crash_between_the_order_insert_and_commit_leaves_nothing() {
 #[tokio::test]
 async fn the_sweep_deletes_only_rows_older_than_retention() {
     let dir = tempfile::tempdir().expect("dir");
-    let (store, path) = open(&dir);
+    let (store, path) = open(&dir).await;
     let day = 86_400;
     let retention = Duration::from_secs(day as u64);
     let options = ProcessOptions::default();
@@ -73,7 +73,7 @@ async fn the_sweep_deletes_only_rows_older_than_retention() {
 #[tokio::test]
 async fn an_expired_key_behaves_as_new_even_before_the_sweep() {
     let dir = tempfile::tempdir().expect("dir");
-    let (store, path) = open(&dir);
+    let (store, path) = open(&dir).await;
     let options = ProcessOptions::default();
     let first = store.process(keyed_request("demo", "k", MUGS, 1_000), options, place_order).await;
     assert!(matches!(first, Ok(Outcome::Fresh(_))), "{first:?}");
@@ -87,7 +87,7 @@ async fn an_expired_key_behaves_as_new_even_before_the_sweep() {
 #[tokio::test]
 async fn accounts_scope_keys_in_the_store() {
     let dir = tempfile::tempdir().expect("dir");
-    let (store, path) = open(&dir);
+    let (store, path) = open(&dir).await;
     let options = ProcessOptions::default();
     for account in ["a", "b"] {
         let outcome = store.process(keyed_request(account, "k", MUGS, 1_000), options, place_order).await;
@@ -108,8 +108,9 @@ async fn two_connections_racing_on_one_file_do_the_work_once() {
     // Two stores on one file behave like two server processes: no shared in-flight set, only
     // BEGIN IMMEDIATE, the busy timeout and the primary key.
     let dir = tempfile::tempdir().expect("dir");
-    let (first, path) = open(&dir);
-    let second = Store::Sqlite(SqliteStore::open(&path, Synchronous::Full).expect("second connection"));
+    let (first, path) = open(&dir).await;
+    let second =
+        Store::Sqlite(SqliteStore::open(&path, Synchronous::Full, common::RETENTION).await.expect("second connection"));
     let mut tasks = Vec::new();
     for i in 0..40 {
         let store = if i % 2 == 0 { first.clone() } else { second.clone() };
@@ -137,7 +138,7 @@ async fn two_connections_racing_on_one_file_do_the_work_once() {
 #[tokio::test]
 async fn an_answer_too_large_to_store_is_refused_and_rolled_back() {
     let dir = tempfile::tempdir().expect("dir");
-    let (store, path) = open(&dir);
+    let (store, path) = open(&dir).await;
     let huge = |_: &idempotent_fetch_server::protocol::KeyedRequest| idempotent_fetch_server::protocol::Work {
         order: None,
         response: idempotent_fetch_server::protocol::StoredResponse {

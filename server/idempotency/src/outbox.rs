@@ -189,9 +189,9 @@ pub async fn backlog_postgres(client: &tokio_postgres::Client) -> Result<Backlog
     Ok(Backlog::of(row.try_get(0)?, row.try_get(1)?))
 }
 
-/// Where the outbox table lives: implemented for [`crate::sqlite::SqliteKeys`] and for a shared
-/// `tokio_postgres::Client` (`Arc<Client>`); an app with its own outbox table implements it for its store
-/// (its errors as [`StoreError::Backend`]).
+/// Where the outbox table lives: implemented for [`crate::sqlite::SqliteKeys`] and for every
+/// [`crate::postgres::PgConnections`] (a shared `Arc<Client>`, or the app's pool); an app with its own
+/// outbox table implements it for its store (its errors as [`StoreError::Backend`]).
 pub trait OutboxStore: Clone + Send + Sync + 'static {
     /// Claims up to `limit` messages due by `now_ms` and not claimed by anyone until `until_ms`, counting
     /// the attempt (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so instances never claim one message together).
@@ -293,12 +293,16 @@ impl OutboxStore for crate::sqlite::SqliteKeys {
     }
 }
 
+/// The outbox on PostgreSQL, over a shared `Arc<Client>` or the app's pool
+/// ([`crate::postgres::PgConnections`]).
 #[cfg(feature = "postgres")]
-impl OutboxStore for std::sync::Arc<tokio_postgres::Client> {
+impl<P: crate::postgres::PgConnections> OutboxStore for P {
     async fn claim(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<Claimed>, StoreError> {
         // Another instance's claim in progress holds its rows (skipped) but cannot make a later message of
         // the same key eligible: the head stays undelivered until that instance marks it.
         let rows = self
+            .connection()
+            .await?
             .query(
                 "UPDATE outbox_messages SET claimed_until = $1, attempts = attempts + 1
                  WHERE id IN (SELECT m.id FROM outbox_messages m
@@ -327,11 +331,10 @@ impl OutboxStore for std::sync::Arc<tokio_postgres::Client> {
     }
 
     async fn retry(&self, id: String, at_ms: i64) -> Result<(), StoreError> {
-        self.execute(
-            "UPDATE outbox_messages SET claimed_until = 0, next_attempt_at = $1 WHERE id = $2",
-            &[&at_ms, &id],
-        )
-        .await?;
+        self.connection()
+            .await?
+            .execute("UPDATE outbox_messages SET claimed_until = 0, next_attempt_at = $1 WHERE id = $2", &[&at_ms, &id])
+            .await?;
         Ok(())
     }
 
@@ -341,8 +344,10 @@ impl OutboxStore for std::sync::Arc<tokio_postgres::Client> {
         }
         let (retry_ids, retry_at): (Vec<String>, Vec<i64>) = marks.retries.into_iter().unzip();
         // One statement, so one round trip and one commit for the pass.
-        self.execute(
-            "WITH delivered AS (
+        self.connection()
+            .await?
+            .execute(
+                "WITH delivered AS (
                  UPDATE outbox_messages SET delivered_at = $1
                  WHERE id = ANY($2::text[]) AND delivered_at IS NULL RETURNING 1),
              retried AS (
@@ -350,9 +355,9 @@ impl OutboxStore for std::sync::Arc<tokio_postgres::Client> {
                  FROM unnest($3::text[], $4::bigint[]) AS r(id, at)
                  WHERE o.id = r.id AND o.claimed_until = $5 AND o.delivered_at IS NULL RETURNING 1)
              SELECT (SELECT count(*) FROM delivered) + (SELECT count(*) FROM retried)",
-            &[&marks.delivered_at, &marks.delivered, &retry_ids, &retry_at, &marks.claimed_until],
-        )
-        .await?;
+                &[&marks.delivered_at, &marks.delivered, &retry_ids, &retry_at, &marks.claimed_until],
+            )
+            .await?;
         Ok(())
     }
 }

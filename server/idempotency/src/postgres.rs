@@ -304,6 +304,26 @@ pub async fn settle_response(
     crate::status::respond(raw_key, |key| async move { settle(client, scope, &key, retention).await }).await
 }
 
+/// Where work that runs outside a request (the [`crate::outbox::Worker`]) gets a connection for each
+/// statement: a shared `Arc<Client>`, or the app's pool. For a pool, implement it for the pool (or a
+/// wrapper of it) with a pooled connection that dereferences to the client and goes back to the pool when
+/// dropped; a pool's own failure is [`StoreError::Backend`].
+pub trait PgConnections: Clone + Send + Sync + 'static {
+    /// A connection, held for one statement.
+    type Connection: std::ops::Deref<Target = Client> + Send;
+    /// Takes a connection.
+    fn connection(&self) -> impl Future<Output = Result<Self::Connection, StoreError>> + Send;
+}
+
+/// One client shared by every statement (tokio-postgres pipelines concurrent statements on it).
+impl PgConnections for std::sync::Arc<Client> {
+    type Connection = std::sync::Arc<Client>;
+
+    async fn connection(&self) -> Result<Self::Connection, StoreError> {
+        Ok(std::sync::Arc::clone(self))
+    }
+}
+
 /// The name of the key's transaction-scoped advisory lock (hashed to a bigint by PostgreSQL).
 fn lock_name(scope: &str, key: &str) -> String {
     format!("{scope}\n{key}")

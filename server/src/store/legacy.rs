@@ -6,7 +6,8 @@
 //! order names the key row that made it in `orders.key_row_id`. On start, inside the schema transaction,
 //! every old row is copied over as it is (finished keys keep their stored answers, fences stay fences,
 //! unfinished keys keep their recovery point, row id and lease, so the next retry or the completer takes
-//! them over) and the old table is dropped. Stop every instance of the old version first: an old instance
+//! them over) and the old table is dropped. The same for the old outbox table, `outbox`: its messages move
+//! into the library's `outbox_messages`, so undelivered confirmations are still delivered. Stop every instance of the old version first: an old instance
 //! still writing `idempotency_keys` would find the table gone.
 
 /// Columns added to tables since their first version, which databases made before carry without: each
@@ -43,3 +44,24 @@ WHERE key_row_id IS NULL AND id IN (SELECT order_id FROM idempotency_keys WHERE 
 
 /// Drops the old key table once its rows are copied.
 pub(crate) const DROP_OLD_KEYS: &str = "DROP TABLE idempotency_keys";
+
+/// The earlier versions' outbox of order confirmations (`id` the confirmation's, `created_at` in unix
+/// milliseconds).
+pub(crate) const OLD_OUTBOX: &str = "outbox";
+
+/// Copies the old outbox's messages into the library's `outbox_messages` as they stand (delivered ones
+/// keep their `delivered_at`, which the order listing shows; undelivered ones are due at once, since no
+/// instance of the old version holds a claim any more), under the confirmation topic.
+pub(crate) fn copy_outbox() -> String {
+    format!(
+        "INSERT INTO outbox_messages (id, topic, payload, created_at, attempts, next_attempt_at, claimed_until,
+                                      delivered_at)
+         SELECT id, '{}', payload, created_at / 1000, attempts, next_attempt_at, 0, delivered_at FROM outbox
+         WHERE true
+         ON CONFLICT (id) DO NOTHING",
+        crate::orders::CONFIRMATION_TOPIC
+    )
+}
+
+/// Drops the old outbox once its messages are copied.
+pub(crate) const DROP_OLD_OUTBOX: &str = "DROP TABLE outbox";

@@ -29,7 +29,7 @@ pub use postgres::{PgOptions, PgTls, PostgresStore};
 pub use sqlite::{SqliteStore, Synchronous};
 
 pub use error::StoreError;
-pub use rows::{KeyRecord, OutboxRow};
+pub use rows::KeyRecord;
 pub use step::{ProcessOptions, WorkFn};
 
 /// The configured backend.
@@ -66,23 +66,6 @@ impl Store {
     /// One transaction of the order phases (see [`phases`]).
     pub async fn flow_op(&self, op: phases::FlowOp) -> Result<phases::FlowResult, StoreError> {
         backend!(self, store => store.flow_op(op).await)
-    }
-
-    /// Claims up to `limit` outbox messages due by `now_ms` and not claimed by anyone (on PostgreSQL
-    /// `FOR UPDATE SKIP LOCKED`, so instances never claim one message together) until `until_ms`, counting
-    /// the attempt.
-    pub async fn claim_outbox(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<OutboxRow>, StoreError> {
-        backend!(self, store => store.claim_outbox(now_ms, until_ms, limit).await)
-    }
-
-    /// Marks a message delivered (unix seconds).
-    pub async fn outbox_delivered(&self, id: &str, at: i64) -> Result<(), StoreError> {
-        backend!(self, store => store.outbox_delivered(id, at).await)
-    }
-
-    /// Ends a message's claim and schedules its next attempt (unix milliseconds).
-    pub async fn outbox_retry(&self, id: &str, at_ms: i64) -> Result<(), StoreError> {
-        backend!(self, store => store.outbox_retry(id, at_ms).await)
     }
 
     /// The account's orders, newest first, at most `limit`.

@@ -9,6 +9,8 @@
 //! lease run out; every later phase updates the row only `WHERE lock_token = <its token>`, so a caller
 //! whose lease was taken over can never advance the row again.
 
+use idempotent_endpoint::outbox::Message;
+
 use super::error::StoreError;
 use super::step::KeyTransaction;
 use crate::keys::{AccountId, IdempotencyKey};
@@ -69,21 +71,6 @@ pub struct HeldKey {
     pub order: Option<Box<Order>>,
 }
 
-/// A confirmation to deliver, written into the outbox by the `finished` transaction.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutboxMessage {
-    /// The message id the receiver deduplicates by.
-    pub id: String,
-    /// The order it confirms.
-    pub order_id: String,
-    /// The order's account.
-    pub account_id: String,
-    /// The message as sent (JSON).
-    pub payload: String,
-    /// Unix time (milliseconds).
-    pub created_at_ms: i64,
-}
-
 /// What [`FlowOp::Begin`] found: the order flow's decision on a key (the library's phased work has its
 /// own, `idempotent_endpoint::phases::Begun`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,8 +119,8 @@ pub(crate) trait FlowSql: KeyTransaction {
     async fn order_of_row(&mut self, row_id: &str) -> Result<Option<Order>, StoreError>;
     /// Records the provider's charge on an order.
     async fn set_charge(&mut self, order_id: &str, charge_id: &str) -> Result<(), StoreError>;
-    /// Inserts a confirmation into the outbox (once per order: `order_id` is unique).
-    async fn insert_outbox(&mut self, message: &OutboxMessage) -> Result<(), StoreError>;
+    /// Enqueues a confirmation in the library's outbox (once per order: its id is the order's).
+    async fn insert_outbox(&mut self, message: &Message) -> Result<(), StoreError>;
     /// Up to `limit` unfinished keys whose lease ran out by `now_ms`, skipping rows other transactions hold
     /// locked (PostgreSQL's `SKIP LOCKED`).
     async fn stale_keys(&mut self, now_ms: i64, limit: i64) -> Result<Vec<(String, String)>, StoreError>;
@@ -185,7 +172,7 @@ pub enum FlowOp {
         /// The answer to store and replay.
         response: StoredResponse,
         /// The confirmation, if the server sends them.
-        message: Option<OutboxMessage>,
+        message: Option<Message>,
     },
     /// End the caller's lease without moving the point (a downstream call failed; a retry resumes).
     Release {

@@ -21,6 +21,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Transaction};
+use idempotent_endpoint::outbox::{self, Message};
+use idempotent_endpoint::postgres::PgConnections;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 use tokio_postgres::config::SslMode;
@@ -30,8 +32,8 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::error::StoreError;
 use super::legacy;
-use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, OutboxMessage, RecoveryPoint};
-use super::rows::{key_row, select_orders, stored_from_columns, KeyRecord, KeyRowColumns, OrderColumns, OutboxRow};
+use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, RecoveryPoint};
+use super::rows::{key_row, select_orders, stored_from_columns, KeyRecord, KeyRowColumns, OrderColumns};
 use super::step::{step, KeyInsert, KeyTransaction, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
@@ -103,19 +105,6 @@ CREATE TABLE IF NOT EXISTS orders (
 CREATE INDEX IF NOT EXISTS orders_account_seq ON orders (account_id, seq);
 CREATE INDEX IF NOT EXISTS orders_account_key ON orders (account_id, idempotency_key);
 CREATE INDEX IF NOT EXISTS orders_key_row ON orders (key_row_id) WHERE key_row_id IS NOT NULL;
-CREATE TABLE IF NOT EXISTS outbox (
-    seq             BIGSERIAL PRIMARY KEY,
-    id              TEXT   NOT NULL UNIQUE,
-    order_id        TEXT   NOT NULL UNIQUE,
-    account_id      TEXT   NOT NULL,
-    payload         TEXT   NOT NULL,
-    created_at      BIGINT NOT NULL,
-    attempts        INTEGER NOT NULL DEFAULT 0,
-    next_attempt_at BIGINT NOT NULL DEFAULT 0,
-    claimed_until   BIGINT NOT NULL DEFAULT 0,
-    delivered_at    BIGINT NULL
-);
-CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (next_attempt_at) WHERE delivered_at IS NULL;
 ";
 
 /// The PostgreSQL store: a connection pool. Cloning shares the pool.
@@ -174,12 +163,14 @@ impl PostgresStore {
         }
         idempotent_endpoint::postgres::install(&*tx).await?;
         tx.batch_execute(SCHEMA).await?;
-        let old_keys: bool =
-            tx.query_one("SELECT to_regclass($1) IS NOT NULL", &[&legacy::OLD_KEY_TABLE]).await?.try_get(0)?;
-        if old_keys {
+        if exists(&tx, legacy::OLD_KEY_TABLE).await? {
             tx.batch_execute(legacy::COPY_KEYS).await?;
             tx.batch_execute(legacy::LINK_ORDERS).await?;
             tx.batch_execute(legacy::DROP_OLD_KEYS).await?;
+        }
+        if exists(&tx, legacy::OLD_OUTBOX).await? {
+            tx.batch_execute(&legacy::copy_outbox()).await?;
+            tx.batch_execute(legacy::DROP_OLD_OUTBOX).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -204,43 +195,6 @@ impl PostgresStore {
         let tx = client.transaction().await?;
         tx.execute("SELECT set_config('lock_timeout', '5s', true)", &[]).await?;
         super::phases::run(PgTransaction(tx), op).await
-    }
-
-    /// See [`super::Store::claim_outbox`].
-    pub async fn claim_outbox(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<OutboxRow>, StoreError> {
-        let client = self.client().await?;
-        let rows = client
-            .query(
-                "UPDATE outbox SET claimed_until = $1, attempts = attempts + 1
-                 WHERE id IN (SELECT id FROM outbox
-                              WHERE delivered_at IS NULL AND next_attempt_at <= $2 AND claimed_until <= $2
-                              ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED)
-                 RETURNING id, payload, attempts",
-                &[&until_ms, &now_ms, &limit],
-            )
-            .await?;
-        rows.iter()
-            .map(|row| {
-                let attempts: i32 = row.try_get(2)?;
-                Ok(OutboxRow { id: row.try_get(0)?, payload: row.try_get(1)?, attempts: i64::from(attempts) })
-            })
-            .collect()
-    }
-
-    /// See [`super::Store::outbox_delivered`].
-    pub async fn outbox_delivered(&self, id: &str, at: i64) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        client.execute("UPDATE outbox SET delivered_at = $1 WHERE id = $2", &[&at, &id]).await?;
-        Ok(())
-    }
-
-    /// See [`super::Store::outbox_retry`].
-    pub async fn outbox_retry(&self, id: &str, at_ms: i64) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        client
-            .execute("UPDATE outbox SET claimed_until = 0, next_attempt_at = $1 WHERE id = $2", &[&at_ms, &id])
-            .await?;
-        Ok(())
     }
 
     /// See [`super::Store::list_orders`].
@@ -340,6 +294,31 @@ impl PostgresStore {
         client.query_one("SELECT 1", &[]).await?;
         Ok(())
     }
+}
+
+/// The library's outbox worker takes a pooled connection for each statement.
+impl PgConnections for PostgresStore {
+    type Connection = Pooled;
+
+    async fn connection(&self) -> Result<Pooled, idempotent_endpoint::StoreError> {
+        self.client().await.map(Pooled).map_err(|e| idempotent_endpoint::StoreError::Backend(Box::new(e)))
+    }
+}
+
+/// A pooled connection, as the library's client (it goes back to the pool when dropped).
+pub struct Pooled(deadpool_postgres::Client);
+
+impl std::ops::Deref for Pooled {
+    type Target = tokio_postgres::Client;
+
+    fn deref(&self) -> &tokio_postgres::Client {
+        &self.0
+    }
+}
+
+/// Whether the database has the table `name`.
+async fn exists(tx: &Transaction<'_>, name: &str) -> Result<bool, StoreError> {
+    Ok(tx.query_one("SELECT to_regclass($1) IS NOT NULL", &[&name]).await?.try_get(0)?)
 }
 
 /// How long settling a key waits for a transaction that holds it before answering in flight.
@@ -667,15 +646,8 @@ impl FlowSql for PgTransaction<'_> {
         Ok(())
     }
 
-    async fn insert_outbox(&mut self, message: &OutboxMessage) -> Result<(), StoreError> {
-        self.0
-            .execute(
-                "INSERT INTO outbox (id, order_id, account_id, payload, created_at, next_attempt_at)
-                 VALUES ($1, $2, $3, $4, $5, $5)",
-                &[&message.id, &message.order_id, &message.account_id, &message.payload, &message.created_at_ms],
-            )
-            .await?;
-        Ok(())
+    async fn insert_outbox(&mut self, message: &Message) -> Result<(), StoreError> {
+        Ok(outbox::enqueue_postgres(&self.0, message).await?)
     }
 
     async fn stale_keys(&mut self, now_ms: i64, limit: i64) -> Result<Vec<(String, String)>, StoreError> {

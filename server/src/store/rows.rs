@@ -1,18 +1,22 @@
-//! The rows both backends read and write alike: an order with its confirmation, a key's record, the
-//! columns a newer version added, an outbox message claimed for delivery.
+//! The rows both backends read and write alike: an order with its confirmation, a key's record.
 
 use crate::orders::Order;
 use crate::protocol::{StoredResponse, FENCED_FINGERPRINT};
 
 use super::error::StoreError;
 
-/// `SELECT` of an order's columns (as [`OrderColumns`]) from `orders o` joined with its confirmation in
-/// `outbox m`; both backends append their `WHERE`.
+/// `SELECT` of an order's columns (as [`OrderColumns`]) from `orders o` joined with its confirmation in the
+/// library's outbox, `outbox_messages m` (its id is [`crate::orders::confirmation_id`]); both backends
+/// append their `WHERE`.
 macro_rules! select_orders {
     () => {
-        "SELECT o.id, o.account_id, o.idempotency_key, o.items, o.total_cents, o.currency, o.created_at,
-                o.charge_id, m.id, m.delivered_at
-         FROM orders o LEFT JOIN outbox m ON m.order_id = o.id "
+        concat!(
+            "SELECT o.id, o.account_id, o.idempotency_key, o.items, o.total_cents, o.currency, o.created_at,
+                    o.charge_id, m.id, m.delivered_at
+             FROM orders o LEFT JOIN outbox_messages m ON m.id = '",
+            crate::orders::confirmation_prefix!(),
+            "' || o.id "
+        )
     };
 }
 pub(crate) use select_orders;
@@ -86,16 +90,4 @@ pub(crate) fn key_row(
         row_id,
         locked_until_ms,
     })
-}
-
-/// A row of the server's `outbox` table, claimed for delivery (the worker turns it into the library's
-/// `idempotent_endpoint::outbox::Claimed`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutboxRow {
-    /// The message id.
-    pub id: String,
-    /// The message (JSON).
-    pub payload: String,
-    /// Attempts so far, this one included.
-    pub attempts: i64,
 }

@@ -4,25 +4,22 @@
 //! `BEGIN IMMEDIATE` transaction: SQLite takes the write lock at `BEGIN`, so concurrent writers
 //! (threads here, or other processes sharing the file) serialize, waiting up to the busy timeout.
 
-use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::path::PathBuf;
 use std::time::Duration;
+
+use idempotent_endpoint::outbox::{self, Message};
+use idempotent_endpoint::sqlite::SqliteKeys;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::error::StoreError;
 use super::legacy;
-use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, OutboxMessage, RecoveryPoint};
-use super::rows::{
-    decode_order, key_row, select_orders, stored_from_columns, KeyRecord, KeyRowColumns, OrderColumns, OutboxRow,
-};
+use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, RecoveryPoint};
+use super::rows::{decode_order, key_row, select_orders, stored_from_columns, KeyRecord, KeyRowColumns, OrderColumns};
 use super::step::{step, KeyInsert, KeyTransaction, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse, FENCED_FINGERPRINT};
-
-/// How long a writer waits for another one before failing with "database is locked".
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The shop's own tables: the same tables, columns and indexes as [`super::postgres`]'s schema, in SQLite's
 /// types (`INTEGER`, `INTEGER PRIMARY KEY AUTOINCREMENT`): keep the two in step. The key rows are the
@@ -43,56 +40,40 @@ CREATE TABLE IF NOT EXISTS orders (
 CREATE INDEX IF NOT EXISTS orders_account_seq ON orders (account_id, seq);
 CREATE INDEX IF NOT EXISTS orders_account_key ON orders (account_id, idempotency_key);
 CREATE INDEX IF NOT EXISTS orders_key_row ON orders (key_row_id) WHERE key_row_id IS NOT NULL;
-CREATE TABLE IF NOT EXISTS outbox (
-    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
-    id              TEXT    NOT NULL UNIQUE,
-    order_id        TEXT    NOT NULL UNIQUE,
-    account_id      TEXT    NOT NULL,
-    payload         TEXT    NOT NULL,
-    created_at      INTEGER NOT NULL,
-    attempts        INTEGER NOT NULL DEFAULT 0,
-    next_attempt_at INTEGER NOT NULL DEFAULT 0,
-    claimed_until   INTEGER NOT NULL DEFAULT 0,
-    delivered_at    INTEGER NULL
-);
-CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (next_attempt_at) WHERE delivered_at IS NULL;
 ";
 
-/// SQLite's `synchronous` setting (with WAL).
-///
-/// `Full` (the default) syncs the WAL at every commit: an order confirmed to the shopper survives a power
-/// loss. `Normal` syncs only at checkpoints: faster (see BENCHMARKS.md), but a power loss can undo the last
-/// commits, so a confirmed order could vanish while the client already retired its key.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Synchronous {
-    /// `PRAGMA synchronous = FULL`.
-    #[default]
-    Full,
-    /// `PRAGMA synchronous = NORMAL`.
-    Normal,
-}
+/// SQLite's `synchronous` setting: the library's (`--sqlite-synchronous`; see BENCHMARKS.md for the cost of
+/// `full`).
+pub use idempotent_endpoint::sqlite::Synchronous;
 
-/// The SQLite store. Cloning shares the connection.
+/// The SQLite store: the library's [`SqliteKeys`] (one connection, its key rows and its outbox) with the
+/// shop's tables beside them. Cloning shares the connection.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    conn: Arc<Mutex<Connection>>,
+    keys: SqliteKeys,
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database at `path` (`:memory:` for a private in-memory one)
-    /// and applies the schema.
-    pub fn open(path: impl AsRef<Path>, synchronous: Synchronous) -> Result<Self, StoreError> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        // WAL lets readers proceed while a writer commits; in-memory databases keep their own mode.
-        let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
-        conn.execute_batch(match synchronous {
-            Synchronous::Full => "PRAGMA synchronous = FULL;",
-            Synchronous::Normal => "PRAGMA synchronous = NORMAL;",
-        })?;
-        let mut conn = conn;
-        migrate(&mut conn)?;
-        Ok(SqliteStore { conn: Arc::new(Mutex::new(conn)) })
+    /// Opens (creating if needed) the database at `path` (`:memory:` for a private in-memory one), installs
+    /// the library's tables and the shop's, and migrates a database of an earlier version.
+    /// `retention` is how long the library's key rows are remembered.
+    pub async fn open(
+        path: impl Into<PathBuf>,
+        synchronous: Synchronous,
+        retention: Duration,
+    ) -> Result<Self, StoreError> {
+        let path = path.into();
+        let keys = tokio::task::spawn_blocking(move || SqliteKeys::open_with(path, retention, synchronous))
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))??;
+        let store = SqliteStore { keys };
+        store.with_conn(migrate).await?;
+        Ok(store)
+    }
+
+    /// The library's keys and outbox on this store's connection.
+    pub fn keys(&self) -> &SqliteKeys {
+        &self.keys
     }
 
     /// Runs `f` with the connection on the blocking pool.
@@ -101,8 +82,7 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let conn = Arc::clone(&self.conn);
-        tokio::task::spawn_blocking(move || f(&mut lock(&conn))).await.map_err(|e| StoreError::Task(e.to_string()))?
+        self.keys.with_conn(move |conn| Ok(f(conn))).await?
     }
 
     /// See [`super::Store::process`]. The `work_delay` is slept before the transaction, while the
@@ -133,47 +113,6 @@ impl SqliteStore {
         self.with_conn(move |conn| {
             let tx = SqliteTransaction(conn.transaction_with_behavior(TransactionBehavior::Immediate)?);
             runtime.block_on(super::phases::run(tx, op))
-        })
-        .await
-    }
-
-    /// See [`super::Store::claim_outbox`]. SQLite has one writer, so the `UPDATE` is the claim.
-    pub async fn claim_outbox(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<OutboxRow>, StoreError> {
-        self.with_conn(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "UPDATE outbox SET claimed_until = ?1, attempts = attempts + 1
-                 WHERE id IN (SELECT id FROM outbox
-                              WHERE delivered_at IS NULL AND next_attempt_at <= ?2 AND claimed_until <= ?2
-                              ORDER BY next_attempt_at LIMIT ?3)
-                 RETURNING id, payload, attempts",
-            )?;
-            let rows = stmt.query_map(params![until_ms, now_ms, limit], |row| {
-                Ok(OutboxRow { id: row.get(0)?, payload: row.get(1)?, attempts: row.get(2)? })
-            })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
-        .await
-    }
-
-    /// See [`super::Store::outbox_delivered`].
-    pub async fn outbox_delivered(&self, id: &str, at: i64) -> Result<(), StoreError> {
-        let id = id.to_owned();
-        self.with_conn(move |conn| {
-            conn.execute("UPDATE outbox SET delivered_at = ?1 WHERE id = ?2", params![at, id])?;
-            Ok(())
-        })
-        .await
-    }
-
-    /// See [`super::Store::outbox_retry`].
-    pub async fn outbox_retry(&self, id: &str, at_ms: i64) -> Result<(), StoreError> {
-        let id = id.to_owned();
-        self.with_conn(move |conn| {
-            conn.execute(
-                "UPDATE outbox SET claimed_until = 0, next_attempt_at = ?1 WHERE id = ?2",
-                params![at_ms, id],
-            )?;
-            Ok(())
         })
         .await
     }
@@ -321,25 +260,32 @@ fn newest_order(conn: &Connection, account: &str, key: &str) -> Result<Option<Or
     order.map(decode_order).transpose()
 }
 
-/// Brings the database up to date in one transaction: the library's tables, the shop's, and the key rows
-/// of an earlier version moved into the library's table ([`super::legacy`]).
+/// Brings the database up to date in one transaction (the library's tables are installed by then): the
+/// shop's tables, and the rows of an earlier version moved into the library's tables ([`super::legacy`]).
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     add_missing_columns(&tx)?;
-    idempotent_endpoint::sqlite::install(&tx)?;
     tx.execute_batch(SCHEMA)?;
-    let old_keys: bool = tx.query_row(
-        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
-        params![legacy::OLD_KEY_TABLE],
-        |row| row.get(0),
-    )?;
-    if old_keys {
+    if exists(&tx, legacy::OLD_KEY_TABLE)? {
         tx.execute(legacy::COPY_KEYS, [])?;
         tx.execute(legacy::LINK_ORDERS, [])?;
         tx.execute(legacy::DROP_OLD_KEYS, [])?;
     }
+    if exists(&tx, legacy::OLD_OUTBOX)? {
+        tx.execute(&legacy::copy_outbox(), [])?;
+        tx.execute(legacy::DROP_OLD_OUTBOX, [])?;
+    }
     tx.commit()?;
     Ok(())
+}
+
+/// Whether the database has the table `name`.
+fn exists(conn: &Connection, name: &str) -> Result<bool, StoreError> {
+    Ok(conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+        params![name],
+        |row| row.get(0),
+    )?)
 }
 
 /// Adds the [`legacy::ADDED_COLUMNS`] an existing table lacks (SQLite has no `ADD COLUMN IF NOT EXISTS`).
@@ -352,12 +298,6 @@ fn add_missing_columns(conn: &Connection) -> Result<(), StoreError> {
         }
     }
     Ok(())
-}
-
-/// The connection, even if a previous holder panicked: an unfinished transaction was rolled back when
-/// its `Transaction` was dropped during the unwind, so the connection is still sound.
-fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
-    conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// One `BEGIN IMMEDIATE` transaction: SQLite takes the write lock at `BEGIN`.
@@ -526,13 +466,8 @@ impl FlowSql for SqliteTransaction<'_> {
         Ok(())
     }
 
-    async fn insert_outbox(&mut self, message: &OutboxMessage) -> Result<(), StoreError> {
-        self.0.execute(
-            "INSERT INTO outbox (id, order_id, account_id, payload, created_at, next_attempt_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-            params![message.id, message.order_id, message.account_id, message.payload, message.created_at_ms],
-        )?;
-        Ok(())
+    async fn insert_outbox(&mut self, message: &Message) -> Result<(), StoreError> {
+        Ok(outbox::enqueue_sqlite(&self.0, message)?)
     }
 
     async fn stale_keys(&mut self, now_ms: i64, limit: i64) -> Result<Vec<(String, String)>, StoreError> {
@@ -562,7 +497,8 @@ mod tests {
     async fn synchronous_is_applied() {
         let dir = tempfile::tempdir().expect("dir");
         for (setting, expected) in [(Synchronous::Full, 2), (Synchronous::Normal, 1)] {
-            let store = SqliteStore::open(dir.path().join("s.sqlite"), setting).expect("open");
+            let store =
+                SqliteStore::open(dir.path().join("s.sqlite"), setting, Duration::from_secs(60)).await.expect("open");
             let value: i64 = store
                 .with_conn(|conn| Ok(conn.query_row("PRAGMA synchronous", [], |row| row.get(0))?))
                 .await
