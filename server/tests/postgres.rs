@@ -16,7 +16,7 @@ use std::time::Duration;
 use idempotent_fetch_server::idempotency::place_order;
 use idempotent_fetch_server::keys::{AccountId, IdempotencyKey};
 use idempotent_fetch_server::protocol::Outcome;
-use idempotent_fetch_server::store::{KeyRecord, PgOptions, PgTls, PostgresStore, ProcessOptions, Store, StoreError};
+use idempotent_fetch_server::store::{PgOptions, PgTls, PostgresStore, ProcessOptions, Store, StoreError};
 use idempotent_fetch_server::{serve, Config, RunningServer};
 use reqwest::{Client, Response};
 use tokio_postgres::NoTls;
@@ -245,8 +245,8 @@ async fn postgres_key_status_across_instances_and_after_the_sweep() {
     assert_eq!(indexed, 1);
     let account = AccountId::parse("old").expect("account");
     let key = IdempotencyKey::parse("old-key").expect("key");
-    match store.key_record(&account, &key, 0).await.expect("lookup") {
-        KeyRecord::Order(order) => assert_eq!((order.id.as_str(), order.total_cents), ("ord_00000000000000aa", 1200)),
+    match store.newest_order(&account, &key).await.expect("lookup") {
+        Some(order) => assert_eq!((order.id.as_str(), order.total_cents), ("ord_00000000000000aa", 1200)),
         other => panic!("expected the old order, got {other:?}"),
     }
     drop((db, store, admin));

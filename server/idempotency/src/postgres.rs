@@ -330,8 +330,10 @@ fn lock_name(scope: &str, key: &str) -> String {
 }
 
 /// Takes the key's advisory lock for the rest of `tx`, without waiting: `false` while another transaction
-/// holds it.
-async fn try_lock(tx: &Transaction<'_>, scope: &str, key: &str) -> Result<bool, StoreError> {
+/// holds it. This lock is how a key is in flight on PostgreSQL: [`run`] and [`settle`] take it, [`status`]
+/// looks it up in every instance. An app that writes its key rows with SQL of its own takes it first in the
+/// transaction that inserts the key row, so [`status`] and [`settle`] see that key in flight.
+pub async fn try_lock(tx: &Transaction<'_>, scope: &str, key: &str) -> Result<bool, StoreError> {
     Ok(tx
         .query_one("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))", &[&lock_name(scope, key)])
         .await?

@@ -2,15 +2,16 @@
 //!
 //! Same protocol step as SQLite, in one transaction per request:
 //!
-//! 1. `pg_try_advisory_xact_lock(hash(account/key))`: if another transaction (in any instance) holds the
-//!    key, answer [`Outcome::InFlight`] (409) at once instead of blocking on its uncommitted row. The lock is
-//!    released when that transaction commits or rolls back, so the retry sees the committed row.
-//! 2. `INSERT ... ON CONFLICT DO NOTHING`: the primary key `(account_id, key)` settles the race; no
-//!    second row can exist even if two keys ever shared a lock hash.
+//! 1. the library's `postgres::try_lock` on the key: if another transaction (in any instance) holds it,
+//!    answer [`Outcome::InFlight`] (409) at once instead of blocking on its uncommitted row. The lock is
+//!    released when that transaction commits or rolls back, so the retry sees the committed row; the
+//!    library's key status reads the same lock in `pg_locks`, so the key is in flight in every instance.
+//! 2. `INSERT ... ON CONFLICT DO NOTHING`: the primary key `(scope, key)` settles the race; no second row
+//!    can exist even if two keys ever shared a lock hash.
 //! 3. If inserted: the work (order), the stored response and the commit; else replay, 422 or 409.
 //!
-//! Settling a key ([`PostgresStore::settle`]) takes the same advisory lock, waiting for it a bounded time
-//! (a request still at work: in flight), then inserts a fence row if the key has no row and no order.
+//! Key status and settling are the library's (`postgres::status`, `postgres::settle`) on a pooled
+//! connection; the shop's part is the order that answers for a key whose row was swept.
 //!
 //! `lock_timeout` bounds any other lock wait (answered as 409 too). Migrations run at start under a
 //! transaction-scoped advisory lock, so instances starting together do not race on `CREATE TABLE`.
@@ -23,6 +24,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Transaction};
 use idempotent_endpoint::outbox::{self, Message};
 use idempotent_endpoint::postgres::PgConnections;
+use idempotent_endpoint::KeyStatus;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 use tokio_postgres::config::SslMode;
@@ -33,11 +35,11 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use super::error::StoreError;
 use super::legacy;
 use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, RecoveryPoint};
-use super::rows::{key_row, select_orders, stored_from_columns, KeyRecord, KeyRowColumns, OrderColumns};
+use super::rows::{key_row, select_orders, stored_from_columns, KeyRowColumns, OrderColumns};
 use super::step::{step, KeyInsert, KeyTransaction, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
-use crate::protocol::{KeyedRequest, Outcome, StoredResponse, FENCED_FINGERPRINT};
+use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
 
 /// How long a request waits for a pooled connection.
 pub const POOL_WAIT: Duration = Duration::from_secs(10);
@@ -218,68 +220,34 @@ impl PostgresStore {
         row.as_ref().map(decode_order).transpose()
     }
 
-    /// See [`super::Store::key_record`]. The row of a request in flight is uncommitted, so invisible; such a
-    /// request holds the key's advisory lock (in any instance), which is looked up in `pg_locks`, not taken,
-    /// so asking never makes a request for the key see it busy. The lock is read first and the rows after,
-    /// in two statements: a request that commits in between is then seen by the second. A committed row
-    /// (an answer, or a fence) wins over a held lock (a replaying request holds it too).
-    pub async fn key_record(
+    /// See [`super::Store::key_status`]: the library's `postgres::status` (the key's advisory lock in
+    /// `pg_locks`, then the key row).
+    pub async fn key_status(
         &self,
         account: &AccountId,
         key: &IdempotencyKey,
-        expired_before: i64,
-    ) -> Result<KeyRecord, StoreError> {
+        retention: Duration,
+    ) -> Result<KeyStatus, StoreError> {
         let client = self.client().await?;
-        let (account, key) = (account.as_str(), key.as_str());
-        // A bigint advisory lock shows in pg_locks as classid (high 32 bits), objid (low 32), objsubid 1.
-        let locked: bool = client
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM pg_locks
-                   WHERE locktype = 'advisory' AND objsubid = 1
-                     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                     AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1 || '/' || $2, 0))",
-                &[&account, &key],
-            )
-            .await?
-            .try_get(0)?;
-        if let Some(row) = client.query_opt(LIVE_ROW, &[&account, &key, &expired_before]).await? {
-            return record_of(&row);
-        }
-        if locked {
-            return Ok(KeyRecord::InFlight);
-        }
-        Ok(match client.query_opt(NEWEST_ORDER, &[&account, &key]).await? {
-            Some(row) => KeyRecord::Order(decode_order(&row)?),
-            None => KeyRecord::Absent,
-        })
+        Ok(idempotent_endpoint::postgres::status(&client, account.as_str(), key, retention).await?)
     }
 
-    /// See [`super::Store::settle`]. The transaction first takes the key's advisory lock, the one a request
-    /// holds for the whole of its transaction (in any instance), waiting at most [`SETTLE_LOCK_WAIT`]: once it
-    /// has it, no request for the key is at work, and one that comes later finds the fence. If the wait runs
-    /// out, the request is still at work: in flight. The order phases take no advisory lock; their key row
-    /// is committed before any work, and an insert of the fence waits for one being inserted (the primary
-    /// key), so the row is seen either way.
+    /// The library's `postgres::settle` (see [`super::Store::settle`]).
     pub async fn settle(
         &self,
         account: &AccountId,
         key: &IdempotencyKey,
-        now: i64,
-        expired_before: i64,
-    ) -> Result<KeyRecord, StoreError> {
+        retention: Duration,
+    ) -> Result<KeyStatus, StoreError> {
         let mut client = self.client().await?;
-        let tx = client.transaction().await?;
-        match settle_in(&tx, account.as_str(), key.as_str(), now, expired_before).await {
-            Ok(record) => {
-                tx.commit().await?;
-                Ok(record)
-            }
-            Err(StoreError::Locked) => {
-                tx.rollback().await?;
-                Ok(KeyRecord::InFlight)
-            }
-            Err(error) => Err(error),
-        }
+        Ok(idempotent_endpoint::postgres::settle(&mut client, account.as_str(), key, retention).await?)
+    }
+
+    /// The newest order the account made with the key (an expired key may have been used again).
+    pub async fn newest_order(&self, account: &AccountId, key: &IdempotencyKey) -> Result<Option<Order>, StoreError> {
+        let client = self.client().await?;
+        let row = client.query_opt(NEWEST_ORDER, &[&account.as_str(), &key.as_str()]).await?;
+        row.as_ref().map(decode_order).transpose()
     }
 
     /// See [`super::Store::sweep`]. Deleting by age is safe to run from every instance at once.
@@ -321,70 +289,9 @@ async fn exists(tx: &Transaction<'_>, name: &str) -> Result<bool, StoreError> {
     Ok(tx.query_one("SELECT to_regclass($1) IS NOT NULL", &[&name]).await?.try_get(0)?)
 }
 
-/// How long settling a key waits for a transaction that holds it before answering in flight.
-pub const SETTLE_LOCK_WAIT: &str = "1s";
-
-/// The key row's request hash and answer, if it was created at or after `$3`.
-const LIVE_ROW: &str = "SELECT fingerprint, status_code, response_headers, response_body FROM idempotency_records
-                        WHERE scope = $1 AND key = $2 AND created_at >= $3";
-
 /// The newest order the account made with the key (an expired key may have been used again).
 const NEWEST_ORDER: &str =
     concat!(select_orders!(), "WHERE o.account_id = $1 AND o.idempotency_key = $2 ORDER BY o.seq DESC LIMIT 1");
-
-/// The record of a [`LIVE_ROW`] row.
-fn record_of(row: &Row) -> Result<KeyRecord, StoreError> {
-    let request_hash: String = row.try_get(0)?;
-    let status: Option<i32> = row.try_get(1)?;
-    let status =
-        status.map(|s| u16::try_from(s).map_err(|_| StoreError::Corrupt(format!("status_code {s}")))).transpose()?;
-    let headers: Option<String> = row.try_get(2)?;
-    Ok(KeyRecord::of_row(&request_hash, stored_from_columns(status, headers.as_deref(), row.try_get(3)?)?))
-}
-
-/// The settling of a key inside `tx` (see [`PostgresStore::settle`]); [`StoreError::Locked`] when a lock
-/// wait ran out.
-async fn settle_in(
-    tx: &Transaction<'_>,
-    account: &str,
-    key: &str,
-    now: i64,
-    expired_before: i64,
-) -> Result<KeyRecord, StoreError> {
-    tx.execute("SELECT set_config('lock_timeout', $1, true)", &[&SETTLE_LOCK_WAIT]).await?;
-    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 0))", &[&account, &key])
-        .await
-        .map_err(locked_or)?;
-    tx.execute(
-        "DELETE FROM idempotency_records WHERE scope = $1 AND key = $2 AND created_at < $3",
-        &[&account, &key, &expired_before],
-    )
-    .await
-    .map_err(locked_or)?;
-    if let Some(row) = tx.query_opt(LIVE_ROW, &[&account, &key, &expired_before]).await? {
-        return record_of(&row);
-    }
-    if let Some(row) = tx.query_opt(NEWEST_ORDER, &[&account, &key]).await? {
-        // The order outlived its key row: the key was done, and a fence would deny it.
-        return Ok(KeyRecord::Order(decode_order(&row)?));
-    }
-    let inserted = tx
-        .execute(
-            "INSERT INTO idempotency_records (scope, key, fingerprint, created_at, recovery_point)
-             VALUES ($1, $2, $3, $4, 'finished') ON CONFLICT (scope, key) DO NOTHING",
-            &[&account, &key, &FENCED_FINGERPRINT, &now],
-        )
-        .await
-        .map_err(locked_or)?;
-    if inserted == 1 {
-        return Ok(KeyRecord::Fenced);
-    }
-    // The order phases committed the key's row meanwhile (this statement waited for it): it answers.
-    match tx.query_opt(LIVE_ROW, &[&account, &key, &expired_before]).await? {
-        Some(row) => record_of(&row),
-        None => Ok(KeyRecord::InFlight),
-    }
-}
 
 /// The rustls client configuration: the roots from `ca_file`, or the Mozilla roots.
 fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, StoreError> {
@@ -415,21 +322,13 @@ struct PgTransaction<'a>(Transaction<'a>);
 impl KeyTransaction for PgTransaction<'_> {
     async fn insert_key(&mut self, request: &KeyedRequest) -> Result<KeyInsert, StoreError> {
         let (account, key) = (request.account.as_str(), request.key.as_str());
-        // One round-trip: try the key's lock (never waits) and set this transaction's `lock_timeout`,
-        // which bounds every later lock wait. '/' cannot occur in an account id, so "account/key" is
-        // unambiguous.
-        let locked: bool = self
-            .0
-            .query_one(
-                "SELECT pg_try_advisory_xact_lock(hashtextextended($1 || '/' || $2, 0)),
-                        set_config('lock_timeout', '5s', true)",
-                &[&account, &key],
-            )
-            .await?
-            .try_get(0)?;
-        if !locked {
+        // The library's lock on the key (never waits): how every instance, and the library's key status and
+        // settle, tell that the key is in flight.
+        if !idempotent_endpoint::postgres::try_lock(&self.0, account, key).await? {
             return Ok(KeyInsert::Busy);
         }
+        // Bounds every later lock wait of this transaction.
+        self.0.execute("SELECT set_config('lock_timeout', '5s', true)", &[]).await?;
         self.0
             .execute(
                 "DELETE FROM idempotency_records WHERE scope = $1 AND key = $2 AND created_at < $3",

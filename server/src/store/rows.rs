@@ -1,7 +1,7 @@
-//! The rows both backends read and write alike: an order with its confirmation, a key's record.
+//! The rows both backends read and write alike: an order with its confirmation, a key row's phase.
 
 use crate::orders::Order;
-use crate::protocol::{StoredResponse, FENCED_FINGERPRINT};
+use crate::protocol::StoredResponse;
 
 use super::error::StoreError;
 
@@ -45,34 +45,6 @@ pub(crate) fn stored_from_columns(
 ) -> Result<Option<StoredResponse>, StoreError> {
     StoredResponse::from_columns(status, headers, body)
         .map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))
-}
-
-/// What the store holds for one `(account, key)`, for the key-status endpoint ([`crate::key_status`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyRecord {
-    /// A key row within the retention window, with its stored answer.
-    Answered(StoredResponse),
-    /// A key row without an answer yet, or (PostgreSQL) a transaction holding the key: in flight.
-    InFlight,
-    /// No key row within the retention window, but an order made with the key (the newest, should an
-    /// expired key have been used again): the business record outlives the key row.
-    Order(Order),
-    /// Nothing: the key was never used by this account, or only for an answer that has been swept.
-    Absent,
-    /// A fence: the key was settled before any request with it arrived, so none ever may do the work.
-    Fenced,
-}
-
-impl KeyRecord {
-    /// The record of a key row that exists, from its `request_hash` and stored answer: a fence (its hash is
-    /// [`FENCED_FINGERPRINT`], which no request's fingerprint equals), its answer, or in flight.
-    pub fn of_row(request_hash: &str, stored: Option<StoredResponse>) -> KeyRecord {
-        match stored {
-            _ if request_hash == FENCED_FINGERPRINT => KeyRecord::Fenced,
-            Some(stored) => KeyRecord::Answered(stored),
-            None => KeyRecord::InFlight,
-        }
-    }
 }
 
 /// The key row's columns the phases read, in the order both backends select them: `fingerprint,

@@ -8,18 +8,19 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use idempotent_endpoint::outbox::{self, Message};
-use idempotent_endpoint::sqlite::SqliteKeys;
+use idempotent_endpoint::sqlite::{self, SqliteKeys};
+use idempotent_endpoint::KeyStatus;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::error::StoreError;
 use super::legacy;
 use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, RecoveryPoint};
-use super::rows::{decode_order, key_row, select_orders, stored_from_columns, KeyRecord, KeyRowColumns, OrderColumns};
+use super::rows::{decode_order, key_row, select_orders, stored_from_columns, KeyRowColumns, OrderColumns};
 use super::step::{step, KeyInsert, KeyTransaction, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
-use crate::protocol::{KeyedRequest, Outcome, StoredResponse, FENCED_FINGERPRINT};
+use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
 
 /// The shop's own tables: the same tables, columns and indexes as [`super::postgres`]'s schema, in SQLite's
 /// types (`INTEGER`, `INTEGER PRIMARY KEY AUTOINCREMENT`): keep the two in step. The key rows are the
@@ -150,60 +151,43 @@ impl SqliteStore {
         .await
     }
 
-    /// See [`super::Store::key_record`]. The in-flight state of a key is this process's in-flight set, which the
-    /// caller checks: the row of a request in flight is uncommitted, so invisible here.
-    pub async fn key_record(
+    /// See [`super::Store::key_status`]: the library's `status_in`.
+    pub async fn key_status(
         &self,
         account: &AccountId,
         key: &IdempotencyKey,
-        expired_before: i64,
-    ) -> Result<KeyRecord, StoreError> {
-        let (account, key) = (account.as_str().to_owned(), key.as_str().to_owned());
-        self.with_conn(move |conn| {
-            if let Some(record) = live_row(conn, &account, &key, expired_before)? {
-                return Ok(record);
-            }
-            Ok(match newest_order(conn, &account, &key)? {
-                Some(order) => KeyRecord::Order(order),
-                None => KeyRecord::Absent,
-            })
-        })
-        .await
+        retention: Duration,
+    ) -> Result<KeyStatus, StoreError> {
+        let (scope, key) = (account.as_str().to_owned(), key.clone());
+        self.with_conn(move |conn| Ok(sqlite::status_in(conn, &scope, &key, retention)?)).await
     }
 
-    /// See [`super::Store::settle`]. `BEGIN IMMEDIATE` takes the one write lock, so a request's transaction
-    /// for the key has either committed (its row is read here) or not begun (it will find the fence).
+    /// The library's `settle_in` (see [`super::Store::settle`]).
     pub async fn settle(
         &self,
         account: &AccountId,
         key: &IdempotencyKey,
-        now: i64,
-        expired_before: i64,
-    ) -> Result<KeyRecord, StoreError> {
+        retention: Duration,
+    ) -> Result<KeyStatus, StoreError> {
+        let (scope, key) = (account.as_str().to_owned(), key.clone());
+        self.with_conn(move |conn| Ok(sqlite::settle_in(conn, &scope, &key, retention)?)).await
+    }
+
+    /// The newest order the account made with the key (an expired key may have been used again).
+    pub async fn newest_order(&self, account: &AccountId, key: &IdempotencyKey) -> Result<Option<Order>, StoreError> {
         let (account, key) = (account.as_str().to_owned(), key.as_str().to_owned());
         self.with_conn(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.execute(
-                "DELETE FROM idempotency_records WHERE scope = ?1 AND key = ?2 AND created_at < ?3",
-                params![account, key, expired_before],
-            )?;
-            let record = match live_row(&tx, &account, &key, expired_before)? {
-                Some(record) => record,
-                None => match newest_order(&tx, &account, &key)? {
-                    // The order outlived its key row: the key was done, and a fence would deny it.
-                    Some(order) => KeyRecord::Order(order),
-                    None => {
-                        tx.execute(
-                            "INSERT INTO idempotency_records (scope, key, fingerprint, created_at, recovery_point)
-                             VALUES (?1, ?2, ?3, ?4, 'finished')",
-                            params![account, key, FENCED_FINGERPRINT, now],
-                        )?;
-                        KeyRecord::Fenced
-                    }
-                },
-            };
-            tx.commit()?;
-            Ok(record)
+            let order = conn
+                .query_row(
+                    concat!(
+                        select_orders!(),
+                        "WHERE o.account_id = ?1 AND o.idempotency_key = ?2 ORDER BY o.seq DESC LIMIT 1"
+                    ),
+                    params![account, key],
+                    |row| OrderColumns::try_from(row),
+                )
+                .optional()?;
+            order.map(decode_order).transpose()
         })
         .await
     }
@@ -225,39 +209,6 @@ impl SqliteStore {
         })
         .await
     }
-}
-
-/// A key row's `request_hash, status_code, response_headers, response_body`.
-type RowColumns = (String, Option<u16>, Option<String>, Option<String>);
-
-/// The record of the key's row created at or after `expired_before`, if there is one.
-fn live_row(conn: &Connection, account: &str, key: &str, expired_before: i64) -> Result<Option<KeyRecord>, StoreError> {
-    let row: Option<RowColumns> = conn
-        .query_row(
-            "SELECT fingerprint, status_code, response_headers, response_body FROM idempotency_records
-             WHERE scope = ?1 AND key = ?2 AND created_at >= ?3",
-            params![account, key, expired_before],
-            |row| row.try_into(),
-        )
-        .optional()?;
-    match row {
-        Some((request_hash, status, headers, body)) => {
-            Ok(Some(KeyRecord::of_row(&request_hash, stored_from_columns(status, headers.as_deref(), body)?)))
-        }
-        None => Ok(None),
-    }
-}
-
-/// The newest order the account made with the key (an expired key may have been used again).
-fn newest_order(conn: &Connection, account: &str, key: &str) -> Result<Option<Order>, StoreError> {
-    let order = conn
-        .query_row(
-            concat!(select_orders!(), "WHERE o.account_id = ?1 AND o.idempotency_key = ?2 ORDER BY o.seq DESC LIMIT 1"),
-            params![account, key],
-            |row| OrderColumns::try_from(row),
-        )
-        .optional()?;
-    order.map(decode_order).transpose()
 }
 
 /// Brings the database up to date in one transaction (the library's tables are installed by then): the
