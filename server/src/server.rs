@@ -35,7 +35,9 @@ pub async fn open_store(database: &Database, retention: Duration) -> Result<Stor
         Database::Sqlite(path, synchronous) => {
             Ok(Store::Sqlite(store::SqliteStore::open(path.clone(), *synchronous, retention).await?))
         }
-        Database::Postgres(url, options) => Ok(Store::Postgres(store::PostgresStore::connect(url, options).await?)),
+        Database::Postgres(url, options) => {
+            Ok(Store::Postgres(store::PostgresStore::connect(url, options, retention).await?))
+        }
     }
 }
 

@@ -164,7 +164,8 @@ async fn postgres_protocol_across_three_instances() {
     assert_eq!(orders(&db, "pg-a").await, 2);
 
     // The transaction itself, store level: an error after the order insert leaves nothing behind.
-    let store = Store::Postgres(PostgresStore::connect(&url, &PgOptions::default()).await.expect("connect store"));
+    let store =
+        Store::Postgres(PostgresStore::connect(&url, &PgOptions::default(), RETENTION).await.expect("connect store"));
     let request = keyed_request("pg-store", "k", MUGS, now);
     let result = store.process(request.clone(), crash_before_commit(), place_order).await;
     assert!(matches!(result, Err(StoreError::InjectedCrash)), "{result:?}");
@@ -231,8 +232,9 @@ async fn postgres_key_status_across_instances_and_after_the_sweep() {
     // A database of the previous schema gains the index at start, and its orders answer for their keys.
     let previous = cluster.url("previous");
     sql(&previous).await.batch_execute(PREVIOUS_SCHEMA).await.expect("previous schema");
-    let store =
-        PostgresStore::connect(&previous, &PgOptions::default()).await.expect("connect with the current schema");
+    let store = PostgresStore::connect(&previous, &PgOptions::default(), RETENTION)
+        .await
+        .expect("connect with the current schema");
     let db = sql(&previous).await;
     let indexed: i64 = db
         .query_one(
@@ -287,11 +289,11 @@ async fn postgres_over_tls_verifies_the_certificate() {
     server.shutdown().await.expect("shutdown");
 
     // A certificate nobody vouches for (only the Mozilla roots): refused, no fallback to plain TCP.
-    let refused = PostgresStore::connect(&url, &tls(None)).await;
+    let refused = PostgresStore::connect(&url, &tls(None), RETENTION).await;
     assert!(refused.is_err(), "connected to a self-signed server without trusting it");
     // A CA file without certificates is a configuration error.
     let empty = tempfile::NamedTempFile::new().expect("temp file");
-    let bad = PostgresStore::connect(&url, &tls(Some(empty.path().to_path_buf()))).await;
+    let bad = PostgresStore::connect(&url, &tls(Some(empty.path().to_path_buf())), RETENTION).await;
     assert!(matches!(bad, Err(StoreError::Tls(_))), "{bad:?}");
     drop(admin);
     drop(cluster);

@@ -46,12 +46,14 @@ async fn the_sweep_deletes_only_rows_older_than_retention() {
     let day = 86_400;
     let retention = Duration::from_secs(day as u64);
     let options = ProcessOptions::default();
-    for (key, created) in [("old", 10_000), ("edge", 10_000 + day), ("new", 10_000 + day + 500)] {
+    let now = idempotent_fetch_server::unix_now();
+    // The key rows are the library's, created at the clock's time: they are aged here in the file.
+    for (key, created) in [("old", now - 2 * day), ("edge", now - day + 60), ("new", now)] {
         let outcome = store.process(keyed_request("demo", key, MUGS, created), options, place_order).await;
         assert!(matches!(outcome, Ok(Outcome::Fresh(_))), "{outcome:?}");
+        age(&path, key, created);
     }
-    // At now = 10_000 + 2 days, "old" is 2 days old, "edge" exactly 1 day (kept), "new" less.
-    let now = 10_000 + 2 * day;
+    // At `now`, "old" is 2 days old, "edge" a minute short of 1 day (kept), "new" less.
     assert_eq!(sweep_once(&store, now, retention).await.ok(), Some(1));
     let keys: Vec<String> = {
         let conn = rusqlite::Connection::open(&path).expect("open");
@@ -70,15 +72,26 @@ async fn the_sweep_deletes_only_rows_older_than_retention() {
     assert!(matches!(edge, Ok(Outcome::Replay(_))), "{edge:?}");
 }
 
+/// Sets the key row's `created_at` in the file, as if it had been made at `at` (unix seconds).
+fn age(path: &std::path::Path, key: &str, at: i64) {
+    let conn = rusqlite::Connection::open(path).expect("open");
+    let changed = conn
+        .execute("UPDATE idempotency_records SET created_at = ?1 WHERE key = ?2", rusqlite::params![at, key])
+        .expect("age");
+    assert_eq!(changed, 1, "{key}");
+}
+
 #[tokio::test]
 async fn an_expired_key_behaves_as_new_even_before_the_sweep() {
     let dir = tempfile::tempdir().expect("dir");
     let (store, path) = open(&dir).await;
     let options = ProcessOptions::default();
-    let first = store.process(keyed_request("demo", "k", MUGS, 1_000), options, place_order).await;
+    let now = idempotent_fetch_server::unix_now();
+    let first = store.process(keyed_request("demo", "k", MUGS, now), options, place_order).await;
     assert!(matches!(first, Ok(Outcome::Fresh(_))), "{first:?}");
-    let mut later = keyed_request("demo", "k", r#"{"items":[{"sku":"kettle","qty":1}]}"#, 200_000);
-    later.expired_before = 200_000 - 86_400;
+    // The store's retention is a day: a row two days old is expired, though not swept.
+    age(&path, "k", now - 2 * 86_400);
+    let later = keyed_request("demo", "k", r#"{"items":[{"sku":"kettle","qty":1}]}"#, now);
     let second = store.process(later, options, place_order).await;
     assert!(matches!(second, Ok(Outcome::Fresh(_))), "{second:?}");
     assert_eq!(count(&path, "SELECT COUNT(*) FROM orders"), 2);

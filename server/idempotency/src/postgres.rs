@@ -117,10 +117,19 @@ where
         tx.commit().await.map_err(StoreError::from)?;
         return Ok(Outcome::for_existing(&request.fingerprint, &stored_fingerprint, stored));
     }
-    let response = work(&tx).await.map_err(RunError::Work)?;
-    if response.body.len() > MAX_STORED_BODY_BYTES {
-        return Err(StoreError::ResponseTooLarge(response.body.len()).into());
-    }
+    // A refusal rolls back and waits for it: the key's lock ends only then, and a retry that arrives right
+    // after the answer must find the key free (dropping the transaction would roll back in the background).
+    let response = match work(&tx).await {
+        Ok(response) if response.body.len() <= MAX_STORED_BODY_BYTES => response,
+        Ok(response) => {
+            tx.rollback().await.map_err(StoreError::from)?;
+            return Err(StoreError::ResponseTooLarge(response.body.len()).into());
+        }
+        Err(error) => {
+            tx.rollback().await.map_err(StoreError::from)?;
+            return Err(RunError::Work(error));
+        }
+    };
     tx.execute(
         "UPDATE idempotency_records SET status_code = $1, response_headers = $2, response_body = $3
          WHERE scope = $4 AND key = $5",

@@ -1,17 +1,19 @@
 //! Persistence of idempotency keys and orders, and the protocol step that ties them together.
 //!
 //! [`Store`] is an enum over the backends (embedded SQLite by default; PostgreSQL for several server
-//! instances). The protocol step is written once, in `step`, over the small `KeyTransaction` trait
-//! that each backend implements with SQL only: in ONE transaction, insert the key row (the primary key
-//! `(account_id, key)` settles races), and if it was inserted do the work (passed in by the caller, so
-//! the store knows nothing of the business) and store its answer on the row, then commit. If the row
-//! already exists the stored answer is replayed, or the request is refused (422 for a different payload,
-//! 409 while in flight, 410 for a fence: see [`Store::settle`]). A crash anywhere before the commit leaves
-//! neither the key row nor the order behind, so a retry with the same key simply does the work once.
+//! instances). The key rows and the outbox are the library's (`idempotent_endpoint`); the shop's own
+//! table is `orders`. The protocol step is the library's `run` (`sqlite::run_in`, `postgres::run`): in
+//! ONE transaction it inserts the key row (the primary key `(scope, key)` settles races), and if it was
+//! inserted runs the work (the caller's, inserting the order, so the store knows nothing of the business)
+//! and stores its answer on the row, then commits. If the row already exists the stored answer is
+//! replayed, or the request is refused (422 for a different payload, 409 while in flight, 410 for a
+//! fence: see [`Store::settle`]). A crash anywhere before the commit leaves neither the key row nor the
+//! order behind, so a retry with the same key simply does the work once.
 //!
-//! This module is only the face over the backends: the step (`step`), the rows both backends read alike
-//! (`rows`) and the errors (`error`) are submodules the backends name directly, so no submodule names its
-//! parent and the store's modules form no cycle (`tests/layers.rs`).
+//! This module is only the face over the backends: the step's knobs (`step`), the rows both backends read
+//! alike (`rows`), the migration of older databases (`legacy`) and the errors (`error`) are submodules the
+//! backends name directly, so no submodule names its parent and the store's modules form no cycle
+//! (`tests/layers.rs`).
 
 use std::time::Duration;
 

@@ -12,7 +12,6 @@
 use idempotent_endpoint::outbox::Message;
 
 use super::error::StoreError;
-use super::step::KeyTransaction;
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::Order;
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse, MAX_STORED_BODY_BYTES};
@@ -93,7 +92,13 @@ pub(crate) struct KeyRow {
 
 /// The SQL of the phases over one open transaction (on PostgreSQL every read of a key row locks it,
 /// `FOR UPDATE`; SQLite's `BEGIN IMMEDIATE` transaction already excludes every other writer).
-pub(crate) trait FlowSql: KeyTransaction {
+pub(crate) trait FlowSql {
+    /// Inserts a new order, made by the key row with `key_row_id`.
+    async fn insert_order(&mut self, order: &Order, key_row_id: Option<&str>) -> Result<(), StoreError>;
+    /// Commits.
+    async fn commit(self) -> Result<(), StoreError>;
+    /// Rolls back and waits for it.
+    async fn rollback(self) -> Result<(), StoreError>;
     /// The key row, locked.
     async fn key_row(&mut self, account: &str, key: &str) -> Result<Option<KeyRow>, StoreError>;
     /// Deletes the key's row if it was created before `before` (unix seconds): expired keys are new.

@@ -35,11 +35,11 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use super::error::StoreError;
 use super::legacy;
 use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, RecoveryPoint};
-use super::rows::{key_row, select_orders, stored_from_columns, KeyRowColumns, OrderColumns};
-use super::step::{step, KeyInsert, KeyTransaction, ProcessOptions, WorkFn};
+use super::rows::{key_row, select_orders, KeyRowColumns, OrderColumns};
+use super::step::{outcome, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
-use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
+use crate::protocol::{KeyedRequest, Outcome, StoredResponse, Work};
 
 /// How long a request waits for a pooled connection.
 pub const POOL_WAIT: Duration = Duration::from_secs(10);
@@ -113,6 +113,8 @@ CREATE INDEX IF NOT EXISTS orders_key_row ON orders (key_row_id) WHERE key_row_i
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: Pool,
+    /// How long the library's key rows are remembered.
+    retention: Duration,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -123,7 +125,8 @@ impl std::fmt::Debug for PostgresStore {
 
 impl PostgresStore {
     /// Connects to `url` (`postgres://user[:password]@host:port/db`) and applies the schema.
-    pub async fn connect(url: &str, options: &PgOptions) -> Result<Self, StoreError> {
+    /// `retention` is how long the library's key rows are remembered.
+    pub async fn connect(url: &str, options: &PgOptions, retention: Duration) -> Result<Self, StoreError> {
         let mut config = tokio_postgres::Config::from_str(url)?;
         // Session settings sent at connect time, so every pooled connection has them.
         config.options(format!(
@@ -146,7 +149,7 @@ impl PostgresStore {
             .create_timeout(Some(POOL_WAIT))
             .build()
             .map_err(|e| StoreError::Pool(e.to_string()))?;
-        let store = PostgresStore { pool };
+        let store = PostgresStore { pool, retention };
         store.migrate().await?;
         Ok(store)
     }
@@ -178,7 +181,8 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// See [`super::Store::process`]. The `work_delay` is slept inside the transaction, with the key locked.
+    /// See [`super::Store::process`]: the library's `postgres::run` on a pooled connection. The `work_delay`
+    /// is slept inside the transaction, with the key locked.
     pub(crate) async fn process(
         &self,
         request: KeyedRequest,
@@ -186,8 +190,25 @@ impl PostgresStore {
         work: WorkFn,
     ) -> Result<Outcome, StoreError> {
         let mut client = self.client().await?;
-        let tx = PgTransaction(client.transaction().await?);
-        step(tx, &request, options, options.work_delay, work).await
+        let keyed = request.keyed();
+        let result = idempotent_endpoint::postgres::run(&mut client, &keyed, self.retention, move |tx| {
+            Box::pin(async move {
+                if let Some(delay) = options.work_delay {
+                    tokio::time::sleep(delay).await;
+                }
+                let Work { order, response } = work(&request);
+                if let Some(order) = &order {
+                    insert_order(tx, order, None).await?;
+                }
+                if options.fail_before_commit {
+                    // Neither the key row nor the order survives.
+                    return Err(StoreError::InjectedCrash);
+                }
+                Ok(response)
+            })
+        })
+        .await;
+        outcome(result)
     }
 
     /// See [`super::Store::flow_op`]. Every wait for a key row's lock is bounded by `lock_timeout` (answered
@@ -319,87 +340,33 @@ fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, StoreError
 /// One transaction on a pooled connection.
 struct PgTransaction<'a>(Transaction<'a>);
 
-impl KeyTransaction for PgTransaction<'_> {
-    async fn insert_key(&mut self, request: &KeyedRequest) -> Result<KeyInsert, StoreError> {
-        let (account, key) = (request.account.as_str(), request.key.as_str());
-        // The library's lock on the key (never waits): how every instance, and the library's key status and
-        // settle, tell that the key is in flight.
-        if !idempotent_endpoint::postgres::try_lock(&self.0, account, key).await? {
-            return Ok(KeyInsert::Busy);
-        }
-        // Bounds every later lock wait of this transaction.
-        self.0.execute("SELECT set_config('lock_timeout', '5s', true)", &[]).await?;
-        self.0
-            .execute(
-                "DELETE FROM idempotency_records WHERE scope = $1 AND key = $2 AND created_at < $3",
-                &[&account, &key, &request.expired_before],
-            )
-            .await
-            .map_err(locked_or)?;
-        let inserted = self
-            .0
-            .execute(
-                "INSERT INTO idempotency_records (scope, key, fingerprint, created_at)
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (scope, key) DO NOTHING",
-                &[&account, &key, &request.request_hash, &request.now],
-            )
-            .await
-            .map_err(locked_or)?;
-        if inserted == 1 {
-            return Ok(KeyInsert::Inserted);
-        }
-        let row = self
-            .0
-            .query_one(
-                "SELECT fingerprint, status_code, response_headers, response_body
-                 FROM idempotency_records WHERE scope = $1 AND key = $2",
-                &[&account, &key],
-            )
-            .await?;
-        let status: Option<i32> = row.try_get(1)?;
-        let status = status
-            .map(|status| u16::try_from(status).map_err(|_| StoreError::Corrupt(format!("status_code {status}"))))
-            .transpose()?;
-        let headers: Option<String> = row.try_get(2)?;
-        let stored = stored_from_columns(status, headers.as_deref(), row.try_get(3)?)?;
-        Ok(KeyInsert::Existing { request_hash: row.try_get(0)?, stored })
-    }
+/// Inserts a new order, made by the key row with `key_row_id` (the order phases' rows have one).
+async fn insert_order(
+    tx: &tokio_postgres::Transaction<'_>,
+    order: &Order,
+    key_row_id: Option<&str>,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at, key_row_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        &[
+            &order.id,
+            &order.account_id,
+            &order.idempotency_key,
+            &orders::encode_items(&order.items),
+            &order.total_cents,
+            &order.currency,
+            &order.created_at,
+            &key_row_id,
+        ],
+    )
+    .await?;
+    Ok(())
+}
 
+impl FlowSql for PgTransaction<'_> {
     async fn insert_order(&mut self, order: &Order, key_row_id: Option<&str>) -> Result<(), StoreError> {
-        self.0
-            .execute(
-                "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at, key_row_id)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                &[
-                    &order.id,
-                    &order.account_id,
-                    &order.idempotency_key,
-                    &orders::encode_items(&order.items),
-                    &order.total_cents,
-                    &order.currency,
-                    &order.created_at,
-                    &key_row_id,
-                ],
-            )
-            .await?;
-        Ok(())
-    }
-
-    async fn save_response(&mut self, request: &KeyedRequest, response: &StoredResponse) -> Result<(), StoreError> {
-        self.0
-            .execute(
-                "UPDATE idempotency_records SET status_code = $1, response_headers = $2, response_body = $3
-                 WHERE scope = $4 AND key = $5",
-                &[
-                    &i32::from(response.status),
-                    &response.encode_headers(),
-                    &response.body,
-                    &request.account.as_str(),
-                    &request.key.as_str(),
-                ],
-            )
-            .await?;
-        Ok(())
+        insert_order(&self.0, order, key_row_id).await
     }
 
     async fn commit(self) -> Result<(), StoreError> {
@@ -409,9 +376,7 @@ impl KeyTransaction for PgTransaction<'_> {
     async fn rollback(self) -> Result<(), StoreError> {
         Ok(self.0.rollback().await?)
     }
-}
 
-impl FlowSql for PgTransaction<'_> {
     async fn key_row(&mut self, account: &str, key: &str) -> Result<Option<KeyRow>, StoreError> {
         let row = self
             .0

@@ -16,11 +16,11 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBe
 use super::error::StoreError;
 use super::legacy;
 use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, RecoveryPoint};
-use super::rows::{decode_order, key_row, select_orders, stored_from_columns, KeyRowColumns, OrderColumns};
-use super::step::{step, KeyInsert, KeyTransaction, ProcessOptions, WorkFn};
+use super::rows::{decode_order, key_row, select_orders, KeyRowColumns, OrderColumns};
+use super::step::{outcome, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
-use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
+use crate::protocol::{KeyedRequest, Outcome, StoredResponse, Work};
 
 /// The shop's own tables: the same tables, columns and indexes as [`super::postgres`]'s schema, in SQLite's
 /// types (`INTEGER`, `INTEGER PRIMARY KEY AUTOINCREMENT`): keep the two in step. The key rows are the
@@ -86,7 +86,7 @@ impl SqliteStore {
         self.keys.with_conn(move |conn| Ok(f(conn))).await?
     }
 
-    /// See [`super::Store::process`]. The `work_delay` is slept before the transaction, while the
+    /// See [`super::Store::process`]: the library's `run_in` on this connection. The `work_delay` is slept before the transaction, while the
     /// caller holds the key's in-flight entry: sleeping inside would stall every other writer,
     /// since SQLite has one.
     pub(crate) async fn process(
@@ -98,12 +98,20 @@ impl SqliteStore {
         if let Some(delay) = options.work_delay {
             tokio::time::sleep(delay).await;
         }
-        let runtime = tokio::runtime::Handle::current();
+        let retention = self.keys.retention();
         self.with_conn(move |conn| {
-            let tx = SqliteTransaction(conn.transaction_with_behavior(TransactionBehavior::Immediate)?);
-            // The SQLite transaction never awaits anything: the step runs straight through on this
-            // blocking thread (`block_on` is allowed here, outside the async workers).
-            runtime.block_on(step(tx, &request, options, None, work))
+            let result = sqlite::run_in(conn, &request.keyed(), retention, |tx| {
+                let Work { order, response } = work(&request);
+                if let Some(order) = &order {
+                    insert_order(tx, order, None)?;
+                }
+                if options.fail_before_commit {
+                    // Neither the key row nor the order survives.
+                    return Err(StoreError::InjectedCrash);
+                }
+                Ok(response)
+            });
+            outcome(result)
         })
         .await
     }
@@ -254,63 +262,31 @@ fn add_missing_columns(conn: &Connection) -> Result<(), StoreError> {
 /// One `BEGIN IMMEDIATE` transaction: SQLite takes the write lock at `BEGIN`.
 struct SqliteTransaction<'c>(Transaction<'c>);
 
-impl KeyTransaction for SqliteTransaction<'_> {
-    async fn insert_key(&mut self, request: &KeyedRequest) -> Result<KeyInsert, StoreError> {
-        let (account, key) = (request.account.as_str(), request.key.as_str());
-        // An expired key behaves as new, even before the sweep deletes it.
-        self.0.execute(
-            "DELETE FROM idempotency_records WHERE scope = ?1 AND key = ?2 AND created_at < ?3",
-            params![account, key, request.expired_before],
-        )?;
-        let inserted = self.0.execute(
-            "INSERT INTO idempotency_records (scope, key, fingerprint, created_at)
-             VALUES (?1, ?2, ?3, ?4) ON CONFLICT (scope, key) DO NOTHING",
-            params![account, key, request.request_hash, request.now],
-        )?;
-        if inserted == 1 {
-            return Ok(KeyInsert::Inserted);
-        }
-        let (request_hash, status, headers, body): (String, Option<u16>, Option<String>, Option<String>) =
-            self.0.query_row(
-                "SELECT fingerprint, status_code, response_headers, response_body
-                 FROM idempotency_records WHERE scope = ?1 AND key = ?2",
-                params![account, key],
-                |row| row.try_into(),
-            )?;
-        Ok(KeyInsert::Existing { request_hash, stored: stored_from_columns(status, headers.as_deref(), body)? })
-    }
+/// Inserts a new order, made by the key row with `key_row_id` (the order phases' rows have one).
+fn insert_order(conn: &Connection, order: &Order, key_row_id: Option<&str>) -> Result<(), StoreError> {
+    conn.execute(
+        "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at, key_row_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            order.id,
+            order.account_id,
+            order.idempotency_key,
+            orders::encode_items(&order.items),
+            order.total_cents,
+            order.currency,
+            order.created_at,
+            key_row_id
+        ],
+    )?;
+    Ok(())
+}
 
+/// The order a key row made, as the phases read it.
+const ORDER_OF_ROW: &str = concat!(select_orders!(), "WHERE o.key_row_id = ?1");
+
+impl FlowSql for SqliteTransaction<'_> {
     async fn insert_order(&mut self, order: &Order, key_row_id: Option<&str>) -> Result<(), StoreError> {
-        self.0.execute(
-            "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at, key_row_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                order.id,
-                order.account_id,
-                order.idempotency_key,
-                orders::encode_items(&order.items),
-                order.total_cents,
-                order.currency,
-                order.created_at,
-                key_row_id
-            ],
-        )?;
-        Ok(())
-    }
-
-    async fn save_response(&mut self, request: &KeyedRequest, response: &StoredResponse) -> Result<(), StoreError> {
-        self.0.execute(
-            "UPDATE idempotency_records SET status_code = ?1, response_headers = ?2, response_body = ?3
-             WHERE scope = ?4 AND key = ?5",
-            params![
-                response.status,
-                response.encode_headers(),
-                response.body,
-                request.account.as_str(),
-                request.key.as_str()
-            ],
-        )?;
-        Ok(())
+        insert_order(&self.0, order, key_row_id)
     }
 
     async fn commit(self) -> Result<(), StoreError> {
@@ -320,12 +296,7 @@ impl KeyTransaction for SqliteTransaction<'_> {
     async fn rollback(self) -> Result<(), StoreError> {
         Ok(self.0.rollback()?)
     }
-}
 
-/// The order a key row made, as the phases read it.
-const ORDER_OF_ROW: &str = concat!(select_orders!(), "WHERE o.key_row_id = ?1");
-
-impl FlowSql for SqliteTransaction<'_> {
     async fn key_row(&mut self, account: &str, key: &str) -> Result<Option<KeyRow>, StoreError> {
         let row: Option<KeyRowColumns> = self
             .0
