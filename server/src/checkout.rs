@@ -11,17 +11,18 @@
 
 use std::time::Duration;
 
+use idempotent_endpoint::outbox;
 use serde::Deserialize;
 use tokio::sync::watch;
 
 use crate::clock::unix_now_ms;
 use crate::config::CheckoutConfig;
 use crate::faults::{crash, FaultPlan};
-use crate::orders::Order;
+use crate::orders::{confirmation_id, Order, CONFIRMATION_TOPIC};
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
 use crate::services::mailbox::{Message, MESSAGES_PATH};
 use crate::services::provider::{ChargeRequest, CHARGES_PATH};
-use crate::store::phases::{random_id, BeginDecision, FlowOp, FlowResult, HeldKey, OutboxMessage, RecoveryPoint};
+use crate::store::phases::{random_id, BeginDecision, FlowOp, FlowResult, HeldKey, RecoveryPoint};
 use crate::store::{Store, StoreError, WorkFn};
 
 /// The order flow's downstream side, shared by the handlers, the completer and the outbox worker.
@@ -106,10 +107,10 @@ impl Checkout {
     }
 
     /// The confirmation of a charged order, if the server sends them.
-    fn confirmation(&self, order: &Order) -> Option<OutboxMessage> {
+    fn confirmation(&self, order: &Order) -> Option<outbox::Message> {
         self.config.mail_url.as_ref()?;
         let message = Message {
-            id: confirmation_id(order),
+            id: confirmation_id(&order.id),
             to: format!("{}@customers.invalid", order.account_id),
             subject: format!("Order {} confirmed", order.id),
             text: format!(
@@ -121,13 +122,7 @@ impl Checkout {
             ),
         };
         let payload = serde_json::to_string(&message).ok()?;
-        Some(OutboxMessage {
-            id: message.id,
-            order_id: order.id.clone(),
-            account_id: order.account_id.clone(),
-            payload,
-            created_at_ms: unix_now_ms(),
-        })
+        Some(outbox::Message { id: message.id, topic: CONFIRMATION_TOPIC.to_owned(), payload })
     }
 
     /// `POST` of one outbox message to the mail receiver; `Ok` once it was stored (or refused as a duplicate,
@@ -160,11 +155,6 @@ impl Checkout {
 /// anywhere repeats the same provider call.
 pub fn provider_key(held: &HeldKey) -> String {
     format!("order-charge-{}", held.row_id)
-}
-
-/// The message id of an order's confirmation (the receiver deduplicates by it).
-pub fn confirmation_id(order: &Order) -> String {
-    format!("confirm-{}", order.id)
 }
 
 /// A request for a key: takes it (or finds it finished or held) and drives it to `finished` from wherever

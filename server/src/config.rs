@@ -24,7 +24,7 @@ pub struct Cli {
     pub db: String,
     /// SQLite durability: `full` syncs every commit (an order confirmed survives a power loss); `normal` is
     /// faster but a power loss can undo the last confirmed orders.
-    #[arg(long, value_enum, default_value_t = Synchronous::Full)]
+    #[arg(long, default_value = "full", value_parser = synchronous_parser())]
     pub sqlite_synchronous: Synchronous,
     /// PostgreSQL URL (`postgres://user@host:port/db`); when given, used instead of `--db`.
     #[arg(long)]
@@ -255,6 +255,15 @@ impl Config {
     pub fn postgres(url: impl Into<String>) -> Self {
         Config { database: Database::Postgres(url.into(), PgOptions::default()), ..Config::sqlite(":memory:") }
     }
+}
+
+/// `--sqlite-synchronous`: `full` or `normal`, into the library's setting.
+fn synchronous_parser() -> impl clap::builder::TypedValueParser<Value = Synchronous> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(["full", "normal"]).map(|name| match name.as_str() {
+        "normal" => Synchronous::Normal,
+        _ => Synchronous::Full,
+    })
 }
 
 impl From<Cli> for Config {

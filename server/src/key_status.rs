@@ -3,34 +3,20 @@
 //! URL: settle the key (the fence), so a client can turn "never arrived" into "can never happen" before it
 //! gives the intent a new key. The contract is in the README, "Key status".
 //!
-//! The answer comes from the key row while it exists (its stored answer, in flight, or a fence), then from
-//! the business record: an order keeps its key, so after the sweep the order still answers for it, rebuilt
-//! as the 201 that created it. Another account's key is simply not found in this account: "unknown" (and
+//! The answer comes from the library's key status while the key row exists (its stored answer, in flight, or
+//! a fence; on PostgreSQL also the key's advisory lock held in any instance), then from the business
+//! record: an order keeps its key, so after the sweep the order still answers for it, rebuilt as the 201
+//! that created it. Another account's key is simply not found in this account: "unknown" (and
 //! settling it fences it in this account only).
 
 use axum::extract::{Path, State};
 
 use crate::auth::Authenticated;
-use crate::clock::unix_now;
 use crate::keys::IdempotencyKey;
 use crate::problem::Problem;
-use crate::protocol::created_response;
 use crate::state::AppState;
-use crate::store::KeyRecord;
 
 pub use idempotent_endpoint::{KeyStatus, Replay};
-
-/// The status for what the store holds: the key row's answer, or the order rebuilt as the 201 that
-/// created it once the row was swept.
-pub fn status_of(record: KeyRecord) -> KeyStatus {
-    match record {
-        KeyRecord::Answered(stored) => KeyStatus::done(stored),
-        KeyRecord::Order(order) => KeyStatus::done(created_response(&order)),
-        KeyRecord::InFlight => KeyStatus::InFlight,
-        KeyRecord::Absent => KeyStatus::Unknown,
-        KeyRecord::Fenced => KeyStatus::Fenced,
-    }
-}
 
 /// The handler of `GET /api/idempotency-keys/{key}`: 401 without a session, 400 for a malformed key.
 pub async fn key_status(
@@ -43,11 +29,15 @@ pub async fn key_status(
     // by the time its in-flight entry is dropped, so the store sees it. A committed answer or fence wins over
     // an in-flight entry (a request replaying it, or being refused by the fence, holds one too).
     let working = app.in_flight.contains(&account, &key);
-    let expired_before = crate::sweep::expired_before(unix_now(), app.retention);
-    match app.store.key_record(&account, &key, expired_before).await {
-        Ok(record @ (KeyRecord::Answered(_) | KeyRecord::Fenced)) => Ok(status_of(record)),
+    let status = match app.store.key_status(&account, &key, app.retention).await {
+        Ok(status @ (KeyStatus::Done { .. } | KeyStatus::Fenced)) => Ok(status),
         Ok(_) if working => Ok(KeyStatus::InFlight),
-        Ok(record) => Ok(status_of(record)),
+        Ok(KeyStatus::Unknown) => app.store.order_status(&account, &key).await.map(|s| s.unwrap_or(KeyStatus::Unknown)),
+        Ok(status) => Ok(status),
+        Err(error) => Err(error),
+    };
+    match status {
+        Ok(status) => Ok(status),
         Err(error) => {
             tracing::error!(%error, "key status failed");
             Err(Problem::internal())
@@ -70,10 +60,8 @@ pub async fn settle_key(
     if app.in_flight.contains(&account, &key) {
         return Ok(KeyStatus::InFlight);
     }
-    let now = unix_now();
-    let expired_before = crate::sweep::expired_before(now, app.retention);
-    match app.store.settle(&account, &key, now, expired_before).await {
-        Ok(record) => Ok(status_of(record)),
+    match app.store.settle(&account, &key, app.retention).await {
+        Ok(status) => Ok(status),
         Err(error) => {
             tracing::error!(%error, "settling a key failed");
             Err(Problem::internal())

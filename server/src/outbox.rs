@@ -1,5 +1,5 @@
-//! The transactional outbox's delivery worker: the `finished` transaction writes an order's confirmation
-//! into the `outbox` table; this worker (one in every server instance) is the library's
+//! The transactional outbox's delivery worker: the `finished` transaction enqueues an order's confirmation
+//! in the library's outbox (`outbox_messages`); this worker (one in every server instance) is the library's
 //! [`idempotent_endpoint::outbox::Worker`] over that table: it claims due messages, sends each to the mail
 //! receiver with its message id, and marks it delivered. Delivery is at least once (a crash between the
 //! receiver's answer and the mark sends the message again) and the receiver stores a message once per id,
@@ -12,12 +12,12 @@
 
 use std::time::Duration;
 
-use idempotent_endpoint::outbox::{Claimed, Message, OutboxStore, Worker};
+use idempotent_endpoint::outbox::{Message, Worker};
 use tokio::sync::watch;
 
 use crate::checkout::Checkout;
 use crate::faults::{crash, Faults};
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
 /// How often the worker looks for due messages.
 pub const POLL: Duration = Duration::from_millis(200);
@@ -27,8 +27,6 @@ pub const BASE_DELAY_MS: u64 = 200;
 pub const MAX_DELAY_MS: u64 = 10_000;
 /// Messages claimed per pass.
 const BATCH: i64 = 16;
-/// The topic of every message here: the order's confirmation.
-const CONFIRMATION: &str = "confirmation";
 
 /// The worker's settings for a key lease of `lease`.
 fn worker(lease: Duration) -> Worker {
@@ -49,36 +47,6 @@ pub fn retry_delay_ms(attempts: i64) -> u64 {
     u64::try_from(delay.as_millis()).unwrap_or(MAX_DELAY_MS)
 }
 
-fn backend(error: StoreError) -> idempotent_endpoint::StoreError {
-    idempotent_endpoint::StoreError::Backend(Box::new(error))
-}
-
-impl OutboxStore for Store {
-    async fn claim(
-        &self,
-        now_ms: i64,
-        until_ms: i64,
-        limit: i64,
-    ) -> Result<Vec<Claimed>, idempotent_endpoint::StoreError> {
-        let claimed = self.claim_outbox(now_ms, until_ms, limit).await.map_err(backend)?;
-        Ok(claimed
-            .into_iter()
-            .map(|c| Claimed {
-                message: Message { id: c.id, topic: CONFIRMATION.to_owned(), payload: c.payload },
-                attempts: c.attempts,
-            })
-            .collect())
-    }
-
-    async fn delivered(&self, id: String, at: i64) -> Result<(), idempotent_endpoint::StoreError> {
-        self.outbox_delivered(&id, at).await.map_err(backend)
-    }
-
-    async fn retry(&self, id: String, at_ms: i64) -> Result<(), idempotent_endpoint::StoreError> {
-        self.outbox_retry(&id, at_ms).await.map_err(backend)
-    }
-}
-
 /// Delivers due messages every [`POLL`] until `shutdown` turns true.
 pub async fn run(store: Store, checkout: Checkout, faults: Option<Faults>, shutdown: watch::Receiver<bool>) {
     let lease = checkout.config().key_lease;
@@ -95,5 +63,8 @@ pub async fn run(store: Store, checkout: Checkout, faults: Option<Faults>, shutd
             Ok(())
         }
     };
-    worker(lease).run(store, deliver, shutdown).await;
+    match store {
+        Store::Sqlite(store) => worker(lease).run(store.keys().clone(), deliver, shutdown).await,
+        Store::Postgres(store) => worker(lease).run(store, deliver, shutdown).await,
+    }
 }

@@ -18,15 +18,28 @@ pub struct KeyedRequest {
     pub account: AccountId,
     /// The idempotency key.
     pub key: IdempotencyKey,
-    /// [`crate::keys::fingerprint`] of the request (the `request_hash` column).
+    /// [`crate::keys::fingerprint`] of the request (the key row's `fingerprint`).
     pub request_hash: String,
     /// The raw body (validated inside the transaction).
     pub body: Bytes,
-    /// Unix time (seconds) used as `created_at`.
+    /// Unix time (seconds): the new order's `created_at`, and the key row's in the order phases (the
+    /// one-transaction step's key row is the library's, which takes the clock's time).
     pub now: i64,
-    /// Key rows created before this unix time are expired: the request treats them as absent
-    /// (and replaces them), even if the sweep has not deleted them yet.
+    /// In the order phases, key rows created before this unix time are expired: the request treats them as
+    /// absent (and replaces them), even if the sweep has not deleted them yet. The one-transaction step
+    /// judges that by the library's retention.
     pub expired_before: i64,
+}
+
+impl KeyedRequest {
+    /// The library's keyed request: the account as the scope.
+    pub fn keyed(&self) -> idempotent_endpoint::KeyedRequest {
+        idempotent_endpoint::KeyedRequest {
+            scope: self.account.as_str().to_owned(),
+            key: self.key.clone(),
+            fingerprint: self.request_hash.clone(),
+        }
+    }
 }
 
 /// What the work did for a fresh key: the order to insert (none when the request was refused) and the

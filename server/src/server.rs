@@ -29,17 +29,15 @@ use crate::store::{self, Store};
 /// How long [`RunningServer::shutdown`] waits for open connections before cutting them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// Opens the configured database and applies the schema.
-pub async fn open_store(database: &Database) -> Result<Store, ServeError> {
+/// Opens the configured database and applies the schema; the library remembers key rows for `retention`.
+pub async fn open_store(database: &Database, retention: Duration) -> Result<Store, ServeError> {
     match database {
         Database::Sqlite(path, synchronous) => {
-            let (path, synchronous) = (path.clone(), *synchronous);
-            let store = tokio::task::spawn_blocking(move || store::SqliteStore::open(path, synchronous))
-                .await
-                .map_err(|e| store::StoreError::Task(e.to_string()))??;
-            Ok(Store::Sqlite(store))
+            Ok(Store::Sqlite(store::SqliteStore::open(path.clone(), *synchronous, retention).await?))
         }
-        Database::Postgres(url, options) => Ok(Store::Postgres(store::PostgresStore::connect(url, options).await?)),
+        Database::Postgres(url, options) => {
+            Ok(Store::Postgres(store::PostgresStore::connect(url, options, retention).await?))
+        }
     }
 }
 
@@ -108,7 +106,7 @@ impl RunningServer {
 
 /// Opens the database, binds `config.addr`, and serves in the background. Returns once listening.
 pub async fn serve(config: Config) -> Result<RunningServer, ServeError> {
-    let store = open_store(&config.database).await?;
+    let store = open_store(&config.database, config.retention).await?;
     serve_with_store(config, store).await
 }
 

@@ -8,7 +8,7 @@ mod common;
 use common::key_status::{check_hung_up_request_stays_in_flight, check_key_status, check_settle};
 use common::TestServer;
 use idempotent_fetch_server::keys::{AccountId, IdempotencyKey};
-use idempotent_fetch_server::store::{KeyRecord, SqliteStore, Synchronous};
+use idempotent_fetch_server::store::{SqliteStore, Synchronous};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_status_answers_from_the_key_row_then_from_the_order() {
@@ -69,7 +69,8 @@ async fn an_existing_database_gains_the_index_and_its_orders_answer_for_their_ke
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("previous.sqlite");
     rusqlite::Connection::open(&path).expect("open").execute_batch(PREVIOUS_SCHEMA).expect("previous schema");
-    let store = SqliteStore::open(&path, Synchronous::Full).expect("open with the current schema");
+    let store =
+        SqliteStore::open(&path, Synchronous::Full, common::RETENTION).await.expect("open with the current schema");
     let conn = rusqlite::Connection::open(&path).expect("open");
     let plan: String = conn
         .query_row(
@@ -81,8 +82,8 @@ async fn an_existing_database_gains_the_index_and_its_orders_answer_for_their_ke
     assert!(plan.contains("orders_account_key"), "the lookup uses the new index: {plan}");
     let account = AccountId::parse("old").expect("account");
     let key = IdempotencyKey::parse("old-key").expect("key");
-    match store.key_record(&account, &key, 0).await.expect("lookup") {
-        KeyRecord::Order(order) => assert_eq!((order.id.as_str(), order.total_cents), ("ord_00000000000000aa", 1200)),
+    match store.newest_order(&account, &key).await.expect("lookup") {
+        Some(order) => assert_eq!((order.id.as_str(), order.total_cents), ("ord_00000000000000aa", 1200)),
         other => panic!("expected the old order, got {other:?}"),
     }
 }

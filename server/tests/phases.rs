@@ -45,7 +45,7 @@ async fn an_order_is_charged_once_with_a_derived_key_and_confirmed_once() {
     // The provider's key is the row's own id, not the client's key.
     let row_id: String = rusqlite::Connection::open(&t.db)
         .expect("open")
-        .query_row("SELECT row_id FROM idempotency_keys WHERE key = 'k-1'", [], |r| r.get(0))
+        .query_row("SELECT row_id FROM idempotency_records WHERE key = 'k-1'", [], |r| r.get(0))
         .expect("row id");
     assert_eq!(charges[0]["idempotencyKey"], format!("order-charge-{row_id}").as_str());
     assert_eq!(row_id.len(), 32);
@@ -145,17 +145,17 @@ async fn the_outbox_survives_a_receiver_outage_and_delivers_once() {
     let db = t.db.clone();
     eventually("a few failed attempts", || {
         let db = db.clone();
-        async move { count(&db, "SELECT attempts FROM outbox") >= 2 }
+        async move { count(&db, "SELECT attempts FROM outbox_messages") >= 2 }
     })
     .await;
     assert!(downstream.messages().await.is_empty());
-    assert_eq!(count(&t.db, "SELECT COUNT(*) FROM outbox WHERE delivered_at IS NULL"), 1);
+    assert_eq!(count(&t.db, "SELECT COUNT(*) FROM outbox_messages WHERE delivered_at IS NULL"), 1);
     downstream.mailbox_faults("{}").await;
     eventually("delivered after the outage", || async { downstream.messages().await.len() == 1 }).await;
     let db = t.db.clone();
     eventually("marked delivered", || {
         let db = db.clone();
-        async move { count(&db, "SELECT COUNT(*) FROM outbox WHERE delivered_at IS NOT NULL") == 1 }
+        async move { count(&db, "SELECT COUNT(*) FROM outbox_messages WHERE delivered_at IS NOT NULL") == 1 }
     })
     .await;
     assert_one_charge_and_one_message_each(&downstream, &[order["id"].as_str().expect("id").to_owned()]).await;
@@ -167,7 +167,9 @@ async fn the_outbox_survives_a_receiver_outage_and_delivers_once() {
 #[tokio::test]
 async fn the_key_row_is_the_lock_and_a_lost_lease_cannot_advance() {
     let dir = tempfile::tempdir().expect("dir");
-    let store = Store::Sqlite(SqliteStore::open(dir.path().join("s.sqlite"), Synchronous::Full).expect("open"));
+    let store = Store::Sqlite(
+        SqliteStore::open(dir.path().join("s.sqlite"), Synchronous::Full, common::RETENTION).await.expect("open"),
+    );
     lease_rules(&store).await;
 }
 
@@ -241,14 +243,14 @@ async fn a_crash_after_delivery_sends_again_and_the_receiver_refuses_the_duplica
     let status = first.wait_exit(Duration::from_secs(10)).expect("the worker crashed the process");
     assert!(!status.success());
     assert_eq!(downstream.messages().await.len(), 1, "delivered before the crash");
-    assert_eq!(count(&db, "SELECT COUNT(*) FROM outbox WHERE delivered_at IS NULL"), 1, "not marked");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM outbox_messages WHERE delivered_at IS NULL"), 1, "not marked");
 
     // The restarted server (its faults start off) sends the message again; the receiver refuses it.
     let _restarted = sqlite_server(&db, &downstream);
     let db2 = db.clone();
     eventually("marked delivered after the restart", || {
         let db = db2.clone();
-        async move { count(&db, "SELECT COUNT(*) FROM outbox WHERE delivered_at IS NOT NULL") == 1 }
+        async move { count(&db, "SELECT COUNT(*) FROM outbox_messages WHERE delivered_at IS NOT NULL") == 1 }
     })
     .await;
     let messages = downstream.messages().await;
@@ -274,7 +276,7 @@ async fn a_database_from_before_the_phases_gains_their_columns_and_keeps_its_row
     )
     .expect("old schema");
     drop(old);
-    let store = SqliteStore::open(&path, Synchronous::Full).expect("migrates");
+    let store = SqliteStore::open(&path, Synchronous::Full, common::RETENTION).await.expect("migrates");
     let account = idempotent_fetch_server::keys::AccountId::parse("demo").expect("account");
     let orders = store.list_orders(&account, 10).await.expect("list");
     assert_eq!(orders.len(), 1);

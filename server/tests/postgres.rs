@@ -16,7 +16,7 @@ use std::time::Duration;
 use idempotent_fetch_server::idempotency::place_order;
 use idempotent_fetch_server::keys::{AccountId, IdempotencyKey};
 use idempotent_fetch_server::protocol::Outcome;
-use idempotent_fetch_server::store::{KeyRecord, PgOptions, PgTls, PostgresStore, ProcessOptions, Store, StoreError};
+use idempotent_fetch_server::store::{PgOptions, PgTls, PostgresStore, ProcessOptions, Store, StoreError};
 use idempotent_fetch_server::{serve, Config, RunningServer};
 use reqwest::{Client, Response};
 use tokio_postgres::NoTls;
@@ -50,7 +50,7 @@ async fn orders(db: &tokio_postgres::Client, account: &str) -> i64 {
 }
 
 async fn keys(db: &tokio_postgres::Client, account: &str) -> i64 {
-    count(db, "SELECT COUNT(*) FROM idempotency_keys WHERE account_id = $1", account).await
+    count(db, "SELECT COUNT(*) FROM idempotency_records WHERE scope = $1", account).await
 }
 
 /// `POST /api/orders` to one instance; the request must get an answer.
@@ -153,7 +153,7 @@ async fn postgres_protocol_across_three_instances() {
     }
 
     // The sweep is safe from every instance at once and deletes only expired rows.
-    let total: i64 = db.query_one("SELECT COUNT(*) FROM idempotency_keys", &[]).await.expect("count").get(0);
+    let total: i64 = db.query_one("SELECT COUNT(*) FROM idempotency_records", &[]).await.expect("count").get(0);
     let now = idempotent_fetch_server::unix_now();
     assert_eq!(sweep_all(&servers, now).await, [0, 0, 0]);
     let later = now + 2 * 86_400;
@@ -164,7 +164,8 @@ async fn postgres_protocol_across_three_instances() {
     assert_eq!(orders(&db, "pg-a").await, 2);
 
     // The transaction itself, store level: an error after the order insert leaves nothing behind.
-    let store = Store::Postgres(PostgresStore::connect(&url, &PgOptions::default()).await.expect("connect store"));
+    let store =
+        Store::Postgres(PostgresStore::connect(&url, &PgOptions::default(), RETENTION).await.expect("connect store"));
     let request = keyed_request("pg-store", "k", MUGS, now);
     let result = store.process(request.clone(), crash_before_commit(), place_order).await;
     assert!(matches!(result, Err(StoreError::InjectedCrash)), "{result:?}");
@@ -231,8 +232,9 @@ async fn postgres_key_status_across_instances_and_after_the_sweep() {
     // A database of the previous schema gains the index at start, and its orders answer for their keys.
     let previous = cluster.url("previous");
     sql(&previous).await.batch_execute(PREVIOUS_SCHEMA).await.expect("previous schema");
-    let store =
-        PostgresStore::connect(&previous, &PgOptions::default()).await.expect("connect with the current schema");
+    let store = PostgresStore::connect(&previous, &PgOptions::default(), RETENTION)
+        .await
+        .expect("connect with the current schema");
     let db = sql(&previous).await;
     let indexed: i64 = db
         .query_one(
@@ -245,8 +247,8 @@ async fn postgres_key_status_across_instances_and_after_the_sweep() {
     assert_eq!(indexed, 1);
     let account = AccountId::parse("old").expect("account");
     let key = IdempotencyKey::parse("old-key").expect("key");
-    match store.key_record(&account, &key, 0).await.expect("lookup") {
-        KeyRecord::Order(order) => assert_eq!((order.id.as_str(), order.total_cents), ("ord_00000000000000aa", 1200)),
+    match store.newest_order(&account, &key).await.expect("lookup") {
+        Some(order) => assert_eq!((order.id.as_str(), order.total_cents), ("ord_00000000000000aa", 1200)),
         other => panic!("expected the old order, got {other:?}"),
     }
     drop((db, store, admin));
@@ -287,11 +289,11 @@ async fn postgres_over_tls_verifies_the_certificate() {
     server.shutdown().await.expect("shutdown");
 
     // A certificate nobody vouches for (only the Mozilla roots): refused, no fallback to plain TCP.
-    let refused = PostgresStore::connect(&url, &tls(None)).await;
+    let refused = PostgresStore::connect(&url, &tls(None), RETENTION).await;
     assert!(refused.is_err(), "connected to a self-signed server without trusting it");
     // A CA file without certificates is a configuration error.
     let empty = tempfile::NamedTempFile::new().expect("temp file");
-    let bad = PostgresStore::connect(&url, &tls(Some(empty.path().to_path_buf()))).await;
+    let bad = PostgresStore::connect(&url, &tls(Some(empty.path().to_path_buf())), RETENTION).await;
     assert!(matches!(bad, Err(StoreError::Tls(_))), "{bad:?}");
     drop(admin);
     drop(cluster);

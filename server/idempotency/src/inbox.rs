@@ -240,7 +240,7 @@ mod sqlite_inbox {
         /// `synchronous = FULL`, the busy timeout) and installs the inbox table. The app creates its own
         /// tables with [`SqliteInbox::with_conn`].
         pub fn open(path: impl AsRef<Path>, retention: Duration) -> Result<Self, StoreError> {
-            let conn = crate::sqlite::open_connection(path)?;
+            let conn = crate::sqlite::open_connection(path, crate::sqlite::Synchronous::Full)?;
             install_sqlite(&conn)?;
             Ok(SqliteInbox { conn: Arc::new(Mutex::new(conn)), retention })
         }

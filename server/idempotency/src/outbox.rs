@@ -185,9 +185,9 @@ pub async fn backlog_postgres(client: &tokio_postgres::Client) -> Result<Backlog
     Ok(Backlog::of(row.try_get(0)?, row.try_get(1)?))
 }
 
-/// Where the outbox table lives: implemented for [`crate::sqlite::SqliteKeys`] and for a shared
-/// `tokio_postgres::Client` (`Arc<Client>`); an app with its own outbox table implements it for its store
-/// (its errors as [`StoreError::Backend`]).
+/// Where the outbox table lives: implemented for [`crate::sqlite::SqliteKeys`] and for every
+/// [`crate::postgres::PgConnections`] (a shared `Arc<Client>`, or the app's pool); an app with its own
+/// outbox table implements it for its store (its errors as [`StoreError::Backend`]).
 pub trait OutboxStore: Clone + Send + Sync + 'static {
     /// Claims up to `limit` messages due by `now_ms` and not claimed by anyone until `until_ms`, counting
     /// the attempt (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so instances never claim one message together).
@@ -289,10 +289,12 @@ impl OutboxStore for crate::sqlite::SqliteKeys {
     }
 }
 
+/// The outbox on PostgreSQL, over a shared `Arc<Client>` or the app's pool
+/// ([`crate::postgres::PgConnections`]).
 #[cfg(feature = "postgres")]
-impl OutboxStore for std::sync::Arc<tokio_postgres::Client> {
+impl<P: crate::postgres::PgConnections> OutboxStore for P {
     async fn claim(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<Claimed>, StoreError> {
-        let rows = self.query(outbox_sql::CLAIM, &[&until_ms, &now_ms, &limit]).await?;
+        let rows = self.connection().await?.query(outbox_sql::CLAIM, &[&until_ms, &now_ms, &limit]).await?;
         rows.iter()
             .map(|row| {
                 Ok(Claimed {
@@ -308,7 +310,7 @@ impl OutboxStore for std::sync::Arc<tokio_postgres::Client> {
     }
 
     async fn retry(&self, id: String, at_ms: i64) -> Result<(), StoreError> {
-        self.execute(outbox_sql::RETRY, &[&at_ms, &id]).await?;
+        self.connection().await?.execute(outbox_sql::RETRY, &[&at_ms, &id]).await?;
         Ok(())
     }
 
@@ -318,11 +320,13 @@ impl OutboxStore for std::sync::Arc<tokio_postgres::Client> {
         }
         let (retry_ids, retry_at): (Vec<String>, Vec<i64>) = marks.retries.into_iter().unzip();
         // One statement, so one round trip and one commit for the pass.
-        self.execute(
-            outbox_sql::MARK,
-            &[&marks.delivered_at, &marks.delivered, &retry_ids, &retry_at, &marks.claimed_until],
-        )
-        .await?;
+        self.connection()
+            .await?
+            .execute(
+                outbox_sql::MARK,
+                &[&marks.delivered_at, &marks.delivered, &retry_ids, &retry_at, &marks.claimed_until],
+            )
+            .await?;
         Ok(())
     }
 }

@@ -29,7 +29,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, Transaction};
+use tokio_postgres::{Client, GenericClient, Transaction};
 
 use crate::error::{check_scope, RunError, StoreError};
 use crate::key::IdempotencyKey;
@@ -51,8 +51,8 @@ pub const SETTLE_LOCK_TIMEOUT: Duration = Duration::from_millis(sql::SETTLE_LOCK
 pub type WorkFuture<'a, E> = Pin<Box<dyn Future<Output = Result<StoredResponse, E>> + Send + 'a>>;
 
 /// Creates the key table and the outbox's table if missing (a receiver installs the inbox's with
-/// `inbox::install_postgres`).
-pub async fn install(client: &Client) -> Result<(), StoreError> {
+/// `inbox::install_postgres`), over a client or inside a transaction (with the app's own migration).
+pub async fn install(client: &impl GenericClient) -> Result<(), StoreError> {
     client.batch_execute(SCHEMA).await?;
     client.batch_execute(crate::outbox_table::POSTGRES_SCHEMA).await?;
     Ok(())
@@ -85,10 +85,19 @@ where
         tx.commit().await.map_err(StoreError::from)?;
         return Ok(Outcome::for_existing(&request.fingerprint, &stored_fingerprint, stored));
     }
-    let response = work(&tx).await.map_err(RunError::Work)?;
-    if response.body.len() > MAX_STORED_BODY_BYTES {
-        return Err(StoreError::ResponseTooLarge(response.body.len()).into());
-    }
+    // A refusal rolls back and waits for it: the key's lock ends only then, and a retry that arrives right
+    // after the answer must find the key free (dropping the transaction would roll back in the background).
+    let response = match work(&tx).await {
+        Ok(response) if response.body.len() <= MAX_STORED_BODY_BYTES => response,
+        Ok(response) => {
+            tx.rollback().await.map_err(StoreError::from)?;
+            return Err(StoreError::ResponseTooLarge(response.body.len()).into());
+        }
+        Err(error) => {
+            tx.rollback().await.map_err(StoreError::from)?;
+            return Err(RunError::Work(error));
+        }
+    };
     tx.execute(
         sql::STORE_ANSWER,
         &[&i32::from(response.status), &response.encode_headers(), &response.body, &scope, &key],
@@ -244,6 +253,26 @@ pub async fn settle_response(
     retention: Duration,
 ) -> axum::response::Response {
     crate::status::respond(raw_key, |key| async move { settle(client, scope, &key, retention).await }).await
+}
+
+/// Where work that runs outside a request (the [`crate::outbox::Worker`]) gets a connection for each
+/// statement: a shared `Arc<Client>`, or the app's pool. For a pool, implement it for the pool (or a
+/// wrapper of it) with a pooled connection that dereferences to the client and goes back to the pool when
+/// dropped; a pool's own failure is [`StoreError::Backend`].
+pub trait PgConnections: Clone + Send + Sync + 'static {
+    /// A connection, held for one statement.
+    type Connection: std::ops::Deref<Target = Client> + Send;
+    /// Takes a connection.
+    fn connection(&self) -> impl Future<Output = Result<Self::Connection, StoreError>> + Send;
+}
+
+/// One client shared by every statement (tokio-postgres pipelines concurrent statements on it).
+impl PgConnections for std::sync::Arc<Client> {
+    type Connection = std::sync::Arc<Client>;
+
+    async fn connection(&self) -> Result<Self::Connection, StoreError> {
+        Ok(std::sync::Arc::clone(self))
+    }
 }
 
 /// Takes the key's advisory lock for the rest of `tx` without waiting and, holding it, inserts the key row

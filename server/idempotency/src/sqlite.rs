@@ -65,13 +65,36 @@ pub fn install(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Opens (creating if needed) the database at `path` in WAL mode with `synchronous = FULL` (a committed
-/// answer survives a power loss) and the busy timeout.
-pub(crate) fn open_connection(path: impl AsRef<Path>) -> Result<Connection, StoreError> {
+/// SQLite's `synchronous` setting (with WAL), for [`SqliteKeys::open_with`].
+///
+/// `Full` (the default) syncs the WAL at every commit: an answer committed and sent survives a power loss.
+/// `Normal` syncs only at checkpoints: faster, but a power loss can undo the last commits, so an answer the
+/// client already received (and retired its key on) could vanish, and a retry would do the work again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Synchronous {
+    /// `PRAGMA synchronous = FULL`.
+    #[default]
+    Full,
+    /// `PRAGMA synchronous = NORMAL`.
+    Normal,
+}
+
+impl Synchronous {
+    /// The setting's name in SQL (`"FULL"`, `"NORMAL"`).
+    pub fn as_sql(self) -> &'static str {
+        match self {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        }
+    }
+}
+
+/// Opens (creating if needed) the database at `path` in WAL mode with `synchronous` and the busy timeout.
+pub(crate) fn open_connection(path: impl AsRef<Path>, synchronous: Synchronous) -> Result<Connection, StoreError> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
-    conn.execute_batch("PRAGMA synchronous = FULL;")?;
+    conn.execute_batch(&format!("PRAGMA synchronous = {};", synchronous.as_sql()))?;
     Ok(conn)
 }
 
@@ -224,7 +247,16 @@ impl SqliteKeys {
     /// `synchronous = FULL` (a committed answer survives a power loss), and installs the tables. The app
     /// creates its own tables with [`SqliteKeys::with_conn`].
     pub fn open(path: impl AsRef<Path>, retention: Duration) -> Result<Self, StoreError> {
-        let conn = open_connection(path)?;
+        Self::open_with(path, retention, Synchronous::Full)
+    }
+
+    /// [`SqliteKeys::open`] with another [`Synchronous`] setting.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        retention: Duration,
+        synchronous: Synchronous,
+    ) -> Result<Self, StoreError> {
+        let conn = open_connection(path, synchronous)?;
         install(&conn)?;
         Ok(SqliteKeys { conn: Arc::new(Mutex::new(conn)), retention, working: InFlightKeys::default() })
     }

@@ -414,3 +414,17 @@ fn settle_in_fences_only_an_unseen_key() {
     );
     assert_eq!(notes(&conn), 1);
 }
+
+#[tokio::test]
+async fn open_with_applies_the_synchronous_setting() {
+    use idempotent_endpoint::sqlite::Synchronous;
+    let dir = tempfile::tempdir().expect("dir");
+    // `PRAGMA synchronous` reads 2 for FULL and 1 for NORMAL.
+    for (setting, expected) in [(Synchronous::Full, 2), (Synchronous::Normal, 1), (Synchronous::default(), 2)] {
+        let keys =
+            SqliteKeys::open_with(dir.path().join("sync.sqlite"), Duration::from_secs(60), setting).expect("open");
+        let value: i64 =
+            keys.with_conn(|conn| Ok(conn.query_row("PRAGMA synchronous", [], |row| row.get(0))?)).await.expect("read");
+        assert_eq!(value, expected, "{setting:?}");
+    }
+}

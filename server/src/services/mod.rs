@@ -25,7 +25,7 @@ impl Db {
     /// Opens (creating if needed) the database at `path` and applies `schema`.
     pub(crate) fn open(path: impl AsRef<Path>, schema: &str) -> Result<Self, StoreError> {
         let conn = Connection::open(path)?;
-        conn.busy_timeout(crate::store::sqlite::BUSY_TIMEOUT)?;
+        conn.busy_timeout(idempotent_endpoint::sqlite::BUSY_TIMEOUT)?;
         let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
         conn.execute_batch("PRAGMA synchronous = FULL;")?;
         conn.execute_batch(schema)?;

@@ -9,6 +9,9 @@ pub enum StoreError {
     /// PostgreSQL failed.
     #[error("postgres: {0}")]
     Postgres(#[from] tokio_postgres::Error),
+    /// The library's key rows failed (its schema, or a statement of its own).
+    #[error("idempotency records: {0}")]
+    Keys(#[from] idempotent_endpoint::StoreError),
     /// No pooled PostgreSQL connection could be had.
     #[error("postgres pool: {0}")]
     Pool(String),

@@ -1,23 +1,30 @@
 //! Persistence of idempotency keys and orders, and the protocol step that ties them together.
 //!
 //! [`Store`] is an enum over the backends (embedded SQLite by default; PostgreSQL for several server
-//! instances). The protocol step is written once, in `step`, over the small `KeyTransaction` trait
-//! that each backend implements with SQL only: in ONE transaction, insert the key row (the primary key
-//! `(account_id, key)` settles races), and if it was inserted do the work (passed in by the caller, so
-//! the store knows nothing of the business) and store its answer on the row, then commit. If the row
-//! already exists the stored answer is replayed, or the request is refused (422 for a different payload,
-//! 409 while in flight, 410 for a fence: see [`Store::settle`]). A crash anywhere before the commit leaves
-//! neither the key row nor the order behind, so a retry with the same key simply does the work once.
+//! instances). The key rows and the outbox are the library's (`idempotent_endpoint`); the shop's own
+//! table is `orders`. The protocol step is the library's `run` (`sqlite::run_in`, `postgres::run`): in
+//! ONE transaction it inserts the key row (the primary key `(scope, key)` settles races), and if it was
+//! inserted runs the work (the caller's, inserting the order, so the store knows nothing of the business)
+//! and stores its answer on the row, then commits. If the row already exists the stored answer is
+//! replayed, or the request is refused (422 for a different payload, 409 while in flight, 410 for a
+//! fence: see [`Store::settle`]). A crash anywhere before the commit leaves neither the key row nor the
+//! order behind, so a retry with the same key simply does the work once.
 //!
-//! This module is only the face over the backends: the step (`step`), the rows both backends read alike
-//! (`rows`) and the errors (`error`) are submodules the backends name directly, so no submodule names its
-//! parent and the store's modules form no cycle (`tests/layers.rs`).
+//! This module is only the face over the backends: the step's knobs (`step`), the rows both backends read
+//! alike (`rows`), the migration of older databases (`legacy`) and the errors (`error`) are submodules the
+//! backends name directly, so no submodule names its parent and the store's modules form no cycle
+//! (`tests/layers.rs`).
+
+use std::time::Duration;
+
+use idempotent_endpoint::KeyStatus;
 
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::Order;
-use crate::protocol::{KeyedRequest, Outcome, Work};
+use crate::protocol::{created_response, KeyedRequest, Outcome, Work};
 
 mod error;
+mod legacy;
 pub mod phases;
 pub mod postgres;
 mod rows;
@@ -28,7 +35,6 @@ pub use postgres::{PgOptions, PgTls, PostgresStore};
 pub use sqlite::{SqliteStore, Synchronous};
 
 pub use error::StoreError;
-pub use rows::{KeyRecord, OutboxRow};
 pub use step::{ProcessOptions, WorkFn};
 
 /// The configured backend.
@@ -67,23 +73,6 @@ impl Store {
         backend!(self, store => store.flow_op(op).await)
     }
 
-    /// Claims up to `limit` outbox messages due by `now_ms` and not claimed by anyone (on PostgreSQL
-    /// `FOR UPDATE SKIP LOCKED`, so instances never claim one message together) until `until_ms`, counting
-    /// the attempt.
-    pub async fn claim_outbox(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<OutboxRow>, StoreError> {
-        backend!(self, store => store.claim_outbox(now_ms, until_ms, limit).await)
-    }
-
-    /// Marks a message delivered (unix seconds).
-    pub async fn outbox_delivered(&self, id: &str, at: i64) -> Result<(), StoreError> {
-        backend!(self, store => store.outbox_delivered(id, at).await)
-    }
-
-    /// Ends a message's claim and schedules its next attempt (unix milliseconds).
-    pub async fn outbox_retry(&self, id: &str, at_ms: i64) -> Result<(), StoreError> {
-        backend!(self, store => store.outbox_retry(id, at_ms).await)
-    }
-
     /// The account's orders, newest first, at most `limit`.
     pub async fn list_orders(&self, account: &AccountId, limit: u32) -> Result<Vec<Order>, StoreError> {
         backend!(self, store => store.list_orders(account, limit).await)
@@ -94,31 +83,50 @@ impl Store {
         backend!(self, store => store.get_order(account, id).await)
     }
 
-    /// What is known of `(account, key)`, ignoring key rows created before `expired_before` (unix seconds).
-    pub async fn key_record(
+    /// The library's key status of `(account, key)` (the account is the scope): the key row within
+    /// `retention` (`done` with its answer, `in_flight` for unfinished phased work, `fenced`), on PostgreSQL
+    /// `in_flight` while the key's advisory lock is held in any instance, else `unknown`. On SQLite a request
+    /// still in its transaction is invisible here: the handler asks this process's in-flight set first.
+    pub async fn key_status(
         &self,
         account: &AccountId,
         key: &IdempotencyKey,
-        expired_before: i64,
-    ) -> Result<KeyRecord, StoreError> {
-        backend!(self, store => store.key_record(account, key, expired_before).await)
+        retention: Duration,
+    ) -> Result<KeyStatus, StoreError> {
+        backend!(self, store => store.key_status(account, key, retention).await)
     }
 
-    /// Settles `(account, key)` (the fence), in one transaction: an expired key row is deleted first (as a
-    /// request replaces it); a key row that exists answers for the key ([`KeyRecord::of_row`]); without one,
-    /// the newest order made with the key does; otherwise a fence row is inserted (`request_hash` =
-    /// [`crate::protocol::FENCED_FINGERPRINT`], no answer, `created_at` = `now`) and the key is [`KeyRecord::Fenced`], so a
-    /// request with it that arrives later is answered 410 and does nothing. A transaction inserting the key
-    /// is waited for, briefly: if it is still at work the key is [`KeyRecord::InFlight`], never fenced.
-    /// Never [`KeyRecord::Absent`].
+    /// The answer of the newest order the account made with the key, rebuilt as the 201 that created it: the
+    /// order outlives its key row, so it answers for the key once the row was swept.
+    pub async fn order_status(
+        &self,
+        account: &AccountId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<KeyStatus>, StoreError> {
+        let order = backend!(self, store => store.newest_order(account, key).await)?;
+        Ok(order.map(|order| KeyStatus::done(created_response(&order))))
+    }
+
+    /// Settles `(account, key)` (the fence): a key with a live row, or in flight, answers as
+    /// [`Store::key_status`]; without either, the newest order made with the key answers for it (`done`: a
+    /// fence would deny a key that was done); otherwise the library settles it
+    /// (`idempotent_endpoint::sqlite::settle_in`, `postgres::settle`): a fence row, so a request with the key
+    /// that arrives later is answered 410 and does nothing; or the row a request committed meanwhile. Never
+    /// `unknown`.
     pub async fn settle(
         &self,
         account: &AccountId,
         key: &IdempotencyKey,
-        now: i64,
-        expired_before: i64,
-    ) -> Result<KeyRecord, StoreError> {
-        backend!(self, store => store.settle(account, key, now, expired_before).await)
+        retention: Duration,
+    ) -> Result<KeyStatus, StoreError> {
+        match self.key_status(account, key, retention).await? {
+            KeyStatus::Unknown => {}
+            status => return Ok(status),
+        }
+        if let Some(status) = self.order_status(account, key).await? {
+            return Ok(status);
+        }
+        backend!(self, store => store.settle(account, key, retention).await)
     }
 
     /// Deletes key rows created before `cutoff` (unix seconds); returns how many.

@@ -9,13 +9,14 @@
 //! lease run out; every later phase updates the row only `WHERE lock_token = <its token>`, so a caller
 //! whose lease was taken over can never advance the row again.
 
+use idempotent_endpoint::outbox::Message;
+
 use super::error::StoreError;
-use super::step::KeyTransaction;
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::Order;
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse, MAX_STORED_BODY_BYTES};
 
-/// Where an unfinished key resumes. Stored in `idempotency_keys.recovery_point`.
+/// Where an unfinished key resumes. Stored in `idempotency_records.recovery_point`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecoveryPoint {
     /// The key row exists; nothing else was done (no order, no charge).
@@ -69,21 +70,6 @@ pub struct HeldKey {
     pub order: Option<Box<Order>>,
 }
 
-/// A confirmation to deliver, written into the outbox by the `finished` transaction.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutboxMessage {
-    /// The message id the receiver deduplicates by.
-    pub id: String,
-    /// The order it confirms.
-    pub order_id: String,
-    /// The order's account.
-    pub account_id: String,
-    /// The message as sent (JSON).
-    pub payload: String,
-    /// Unix time (milliseconds).
-    pub created_at_ms: i64,
-}
-
 /// What [`FlowOp::Begin`] found: the order flow's decision on a key (the library's phased work has its
 /// own, `idempotent_endpoint::phases::Begun`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,12 +88,17 @@ pub(crate) struct KeyRow {
     pub point: RecoveryPoint,
     pub row_id: Option<String>,
     pub locked_until_ms: i64,
-    pub order_id: Option<String>,
 }
 
 /// The SQL of the phases over one open transaction (on PostgreSQL every read of a key row locks it,
 /// `FOR UPDATE`; SQLite's `BEGIN IMMEDIATE` transaction already excludes every other writer).
-pub(crate) trait FlowSql: KeyTransaction {
+pub(crate) trait FlowSql {
+    /// Inserts a new order, made by the key row with `key_row_id`.
+    async fn insert_order(&mut self, order: &Order, key_row_id: Option<&str>) -> Result<(), StoreError>;
+    /// Commits.
+    async fn commit(self) -> Result<(), StoreError>;
+    /// Rolls back and waits for it.
+    async fn rollback(self) -> Result<(), StoreError>;
     /// The key row, locked.
     async fn key_row(&mut self, account: &str, key: &str) -> Result<Option<KeyRow>, StoreError>;
     /// Deletes the key's row if it was created before `before` (unix seconds): expired keys are new.
@@ -122,25 +113,19 @@ pub(crate) trait FlowSql: KeyTransaction {
     ) -> Result<bool, StoreError>;
     /// Gives the row to `token` until `until_ms` (the caller checked the old lease ran out).
     async fn lease(&mut self, account: &str, key: &str, token: &str, until_ms: i64) -> Result<(), StoreError>;
-    /// Moves a row held by `held.token` at `held.point` to `to`, setting `order_id` if given, and ending the
-    /// lease if `release`; false if the caller no longer holds the row there.
-    async fn advance(
-        &mut self,
-        held: &HeldKey,
-        to: RecoveryPoint,
-        order_id: Option<&str>,
-        release: bool,
-    ) -> Result<bool, StoreError>;
+    /// Moves a row held by `held.token` at `held.point` to `to`, ending the lease if `release`; false if the
+    /// caller no longer holds the row there.
+    async fn advance(&mut self, held: &HeldKey, to: RecoveryPoint, release: bool) -> Result<bool, StoreError>;
     /// Ends the lease of a row held by `token` (the next retry resumes at once); false if not held.
     async fn release(&mut self, account: &str, key: &str, token: &str) -> Result<bool, StoreError>;
     /// Deletes a `started` row held by `token`; false if not held.
     async fn delete_started(&mut self, account: &str, key: &str, token: &str) -> Result<bool, StoreError>;
-    /// An order by id.
-    async fn order(&mut self, id: &str) -> Result<Option<Order>, StoreError>;
+    /// The order the key row with `row_id` made (`orders.key_row_id`), if it made one yet.
+    async fn order_of_row(&mut self, row_id: &str) -> Result<Option<Order>, StoreError>;
     /// Records the provider's charge on an order.
     async fn set_charge(&mut self, order_id: &str, charge_id: &str) -> Result<(), StoreError>;
-    /// Inserts a confirmation into the outbox (once per order: `order_id` is unique).
-    async fn insert_outbox(&mut self, message: &OutboxMessage) -> Result<(), StoreError>;
+    /// Enqueues a confirmation in the library's outbox (once per order: its id is the order's).
+    async fn insert_outbox(&mut self, message: &Message) -> Result<(), StoreError>;
     /// Up to `limit` unfinished keys whose lease ran out by `now_ms`, skipping rows other transactions hold
     /// locked (PostgreSQL's `SKIP LOCKED`).
     async fn stale_keys(&mut self, now_ms: i64, limit: i64) -> Result<Vec<(String, String)>, StoreError>;
@@ -192,7 +177,7 @@ pub enum FlowOp {
         /// The answer to store and replay.
         response: StoredResponse,
         /// The confirmation, if the server sends them.
-        message: Option<OutboxMessage>,
+        message: Option<Message>,
     },
     /// End the caller's lease without moving the point (a downstream call failed; a retry resumes).
     Release {
@@ -256,8 +241,8 @@ async fn op_in<T: FlowSql>(tx: &mut T, op: FlowOp) -> Result<FlowResult, StoreEr
             Ok(FlowResult::Decided(begin(tx, &request, token, until_ms, now_ms).await?))
         }
         FlowOp::StoreOrder { mut held, order } => {
-            tx.insert_order(&order).await?;
-            advance(tx, &held, RecoveryPoint::ChargeStarted, Some(&order.id), false).await?;
+            tx.insert_order(&order, Some(&held.row_id)).await?;
+            advance(tx, &held, RecoveryPoint::ChargeStarted, false).await?;
             held.point = RecoveryPoint::ChargeStarted;
             held.order = Some(Box::new(order));
             Ok(FlowResult::Held(held))
@@ -272,7 +257,7 @@ async fn op_in<T: FlowSql>(tx: &mut T, op: FlowOp) -> Result<FlowResult, StoreEr
             };
             tx.set_charge(&order.id, &charge_id).await?;
             order.charge_id = Some(charge_id);
-            advance(tx, &held, RecoveryPoint::Charged, None, false).await?;
+            advance(tx, &held, RecoveryPoint::Charged, false).await?;
             held.point = RecoveryPoint::Charged;
             Ok(FlowResult::Held(held))
         }
@@ -359,11 +344,9 @@ async fn held_from<T: FlowSql>(
     let Some(row_id) = row.row_id else {
         return Err(StoreError::Corrupt(format!("unfinished key row {} without row_id", key.as_str())));
     };
-    let order = match &row.order_id {
-        Some(id) => {
-            Some(Box::new(tx.order(id).await?.ok_or_else(|| StoreError::Corrupt(format!("order {id} missing")))?))
-        }
-        None => None,
+    let order = match row.point {
+        RecoveryPoint::Started => None,
+        _ => tx.order_of_row(&row_id).await?.map(Box::new),
     };
     if row.point != RecoveryPoint::Started && order.is_none() {
         return Err(StoreError::Corrupt(format!(
@@ -375,14 +358,8 @@ async fn held_from<T: FlowSql>(
     Ok(HeldKey { account, key, row_id, token, point: row.point, order })
 }
 
-async fn advance<T: FlowSql>(
-    tx: &mut T,
-    held: &HeldKey,
-    to: RecoveryPoint,
-    order_id: Option<&str>,
-    release: bool,
-) -> Result<(), StoreError> {
-    if tx.advance(held, to, order_id, release).await? {
+async fn advance<T: FlowSql>(tx: &mut T, held: &HeldKey, to: RecoveryPoint, release: bool) -> Result<(), StoreError> {
+    if tx.advance(held, to, release).await? {
         Ok(())
     } else {
         Err(StoreError::LeaseLost)
@@ -394,6 +371,6 @@ async fn finish<T: FlowSql>(tx: &mut T, held: &HeldKey, response: &StoredRespons
     if response.body.len() > MAX_STORED_BODY_BYTES {
         return Err(StoreError::ResponseTooLarge(response.body.len()));
     }
-    advance(tx, held, RecoveryPoint::Finished, None, true).await?;
+    advance(tx, held, RecoveryPoint::Finished, true).await?;
     tx.save_answer(held.account.as_str(), held.key.as_str(), response).await
 }

@@ -1,16 +1,14 @@
 //! The PostgreSQL backend, for several server instances sharing one database.
 //!
-//! Same protocol step as SQLite, in one transaction per request:
+//! Same protocol step as SQLite, in one transaction per request: the library's `postgres::run`, whose one
+//! statement takes the key's transaction-scoped advisory lock (held in any instance: the first request is
+//! still in flight, 409 at once) and inserts the key row (replacing an expired one); then the work (the
+//! order), the stored response and the commit, or the replay, 422 or 409 for a row that is there. The
+//! lock ends with the transaction, so the retry sees the committed row; the library's key status reads the
+//! same lock in `pg_locks`, so the key is in flight in every instance.
 //!
-//! 1. `pg_try_advisory_xact_lock(hash(account/key))`: if another transaction (in any instance) holds the
-//!    key, answer [`Outcome::InFlight`] (409) at once instead of blocking on its uncommitted row. The lock is
-//!    released when that transaction commits or rolls back, so the retry sees the committed row.
-//! 2. `INSERT ... ON CONFLICT DO NOTHING`: the primary key `(account_id, key)` settles the race; no
-//!    second row can exist even if two keys ever shared a lock hash.
-//! 3. If inserted: the work (order), the stored response and the commit; else replay, 422 or 409.
-//!
-//! Settling a key ([`PostgresStore::settle`]) takes the same advisory lock, waiting for it a bounded time
-//! (a request still at work: in flight), then inserts a fence row if the key has no row and no order.
+//! Key status and settling are the library's (`postgres::status`, `postgres::settle`) on a pooled
+//! connection; the shop's part is the order that answers for a key whose row was swept.
 //!
 //! `lock_timeout` bounds any other lock wait (answered as 409 too). Migrations run at start under a
 //! transaction-scoped advisory lock, so instances starting together do not race on `CREATE TABLE`.
@@ -21,6 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Transaction};
+use idempotent_endpoint::outbox::{self, Message};
+use idempotent_endpoint::postgres::PgConnections;
+use idempotent_endpoint::KeyStatus;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 use tokio_postgres::config::SslMode;
@@ -29,14 +30,13 @@ use tokio_postgres::{NoTls, Row};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::error::StoreError;
-use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, OutboxMessage, RecoveryPoint};
-use super::rows::{
-    key_row, select_orders, stored_from_columns, KeyRecord, KeyRowColumns, OrderColumns, OutboxRow, ADDED_COLUMNS,
-};
-use super::step::{step, KeyInsert, KeyTransaction, ProcessOptions, WorkFn};
+use super::legacy;
+use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, RecoveryPoint};
+use super::rows::{key_row, select_orders, KeyRowColumns, OrderColumns};
+use super::step::{outcome, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
-use crate::protocol::{KeyedRequest, Outcome, StoredResponse, FENCED_FINGERPRINT};
+use crate::protocol::{KeyedRequest, Outcome, StoredResponse, Work};
 
 /// How long a request waits for a pooled connection.
 pub const POOL_WAIT: Duration = Duration::from_secs(10);
@@ -85,25 +85,10 @@ impl Default for PgOptions {
     }
 }
 
-/// The same tables, columns and indexes as [`super::sqlite`]'s schema, in PostgreSQL's types
-/// (`BIGINT`, `BIGSERIAL`): keep the two in step.
+/// The shop's own tables: the same tables, columns and indexes as [`super::sqlite`]'s schema, in PostgreSQL's
+/// types (`BIGINT`, `BIGSERIAL`): keep the two in step. The key rows are the library's
+/// (`idempotent_endpoint::postgres::install`).
 const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS idempotency_keys (
-    account_id       TEXT    NOT NULL,
-    key              TEXT    NOT NULL,
-    request_hash     TEXT    NOT NULL,
-    status_code      INTEGER NULL,
-    response_headers TEXT    NULL,
-    response_body    TEXT    NULL,
-    created_at       BIGINT  NOT NULL,
-    recovery_point   TEXT    NOT NULL DEFAULT 'finished',
-    row_id           TEXT    NULL,
-    lock_token       TEXT    NULL,
-    locked_until     BIGINT  NOT NULL DEFAULT 0,
-    order_id         TEXT    NULL,
-    PRIMARY KEY (account_id, key)
-);
-CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON idempotency_keys (created_at);
 CREATE TABLE IF NOT EXISTS orders (
     seq             BIGSERIAL PRIMARY KEY,
     id              TEXT   NOT NULL UNIQUE,
@@ -113,31 +98,20 @@ CREATE TABLE IF NOT EXISTS orders (
     total_cents     BIGINT NOT NULL,
     currency        TEXT   NOT NULL,
     created_at      BIGINT NOT NULL,
-    charge_id       TEXT   NULL
+    charge_id       TEXT   NULL,
+    key_row_id      TEXT   NULL
 );
 CREATE INDEX IF NOT EXISTS orders_account_seq ON orders (account_id, seq);
 CREATE INDEX IF NOT EXISTS orders_account_key ON orders (account_id, idempotency_key);
-CREATE INDEX IF NOT EXISTS idempotency_keys_unfinished ON idempotency_keys (locked_until)
-    WHERE recovery_point <> 'finished';
-CREATE TABLE IF NOT EXISTS outbox (
-    seq             BIGSERIAL PRIMARY KEY,
-    id              TEXT   NOT NULL UNIQUE,
-    order_id        TEXT   NOT NULL UNIQUE,
-    account_id      TEXT   NOT NULL,
-    payload         TEXT   NOT NULL,
-    created_at      BIGINT NOT NULL,
-    attempts        INTEGER NOT NULL DEFAULT 0,
-    next_attempt_at BIGINT NOT NULL DEFAULT 0,
-    claimed_until   BIGINT NOT NULL DEFAULT 0,
-    delivered_at    BIGINT NULL
-);
-CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (next_attempt_at) WHERE delivered_at IS NULL;
+CREATE INDEX IF NOT EXISTS orders_key_row ON orders (key_row_id) WHERE key_row_id IS NOT NULL;
 ";
 
 /// The PostgreSQL store: a connection pool. Cloning shares the pool.
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: Pool,
+    /// How long the library's key rows are remembered.
+    retention: Duration,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -148,7 +122,8 @@ impl std::fmt::Debug for PostgresStore {
 
 impl PostgresStore {
     /// Connects to `url` (`postgres://user[:password]@host:port/db`) and applies the schema.
-    pub async fn connect(url: &str, options: &PgOptions) -> Result<Self, StoreError> {
+    /// `retention` is how long the library's key rows are remembered.
+    pub async fn connect(url: &str, options: &PgOptions, retention: Duration) -> Result<Self, StoreError> {
         let mut config = tokio_postgres::Config::from_str(url)?;
         // Session settings sent at connect time, so every pooled connection has them.
         config.options(format!(
@@ -171,7 +146,7 @@ impl PostgresStore {
             .create_timeout(Some(POOL_WAIT))
             .build()
             .map_err(|e| StoreError::Pool(e.to_string()))?;
-        let store = PostgresStore { pool };
+        let store = PostgresStore { pool, retention };
         store.migrate().await?;
         Ok(store)
     }
@@ -184,16 +159,27 @@ impl PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
-        for (table, column, definition) in ADDED_COLUMNS {
+        for (table, column, definition) in legacy::ADDED_COLUMNS {
             tx.batch_execute(&format!("ALTER TABLE IF EXISTS {table} ADD COLUMN IF NOT EXISTS {column} {definition}"))
                 .await?;
         }
+        idempotent_endpoint::postgres::install(&*tx).await?;
         tx.batch_execute(SCHEMA).await?;
+        if exists(&tx, legacy::OLD_KEY_TABLE).await? {
+            tx.batch_execute(legacy::COPY_KEYS).await?;
+            tx.batch_execute(legacy::LINK_ORDERS).await?;
+            tx.batch_execute(legacy::DROP_OLD_KEYS).await?;
+        }
+        if exists(&tx, legacy::OLD_OUTBOX).await? {
+            tx.batch_execute(&legacy::copy_outbox()).await?;
+            tx.batch_execute(legacy::DROP_OLD_OUTBOX).await?;
+        }
         tx.commit().await?;
         Ok(())
     }
 
-    /// See [`super::Store::process`]. The `work_delay` is slept inside the transaction, with the key locked.
+    /// See [`super::Store::process`]: the library's `postgres::run` on a pooled connection. The `work_delay`
+    /// is slept inside the transaction, with the key locked.
     pub(crate) async fn process(
         &self,
         request: KeyedRequest,
@@ -201,8 +187,25 @@ impl PostgresStore {
         work: WorkFn,
     ) -> Result<Outcome, StoreError> {
         let mut client = self.client().await?;
-        let tx = PgTransaction(client.transaction().await?);
-        step(tx, &request, options, options.work_delay, work).await
+        let keyed = request.keyed();
+        let result = idempotent_endpoint::postgres::run(&mut client, &keyed, self.retention, move |tx| {
+            Box::pin(async move {
+                if let Some(delay) = options.work_delay {
+                    tokio::time::sleep(delay).await;
+                }
+                let Work { order, response } = work(&request);
+                if let Some(order) = &order {
+                    insert_order(tx, order, None).await?;
+                }
+                if options.fail_before_commit {
+                    // Neither the key row nor the order survives.
+                    return Err(StoreError::InjectedCrash);
+                }
+                Ok(response)
+            })
+        })
+        .await;
+        outcome(result)
     }
 
     /// See [`super::Store::flow_op`]. Every wait for a key row's lock is bounded by `lock_timeout` (answered
@@ -212,43 +215,6 @@ impl PostgresStore {
         let tx = client.transaction().await?;
         tx.execute("SELECT set_config('lock_timeout', '5s', true)", &[]).await?;
         super::phases::run(PgTransaction(tx), op).await
-    }
-
-    /// See [`super::Store::claim_outbox`].
-    pub async fn claim_outbox(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<OutboxRow>, StoreError> {
-        let client = self.client().await?;
-        let rows = client
-            .query(
-                "UPDATE outbox SET claimed_until = $1, attempts = attempts + 1
-                 WHERE id IN (SELECT id FROM outbox
-                              WHERE delivered_at IS NULL AND next_attempt_at <= $2 AND claimed_until <= $2
-                              ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED)
-                 RETURNING id, payload, attempts",
-                &[&until_ms, &now_ms, &limit],
-            )
-            .await?;
-        rows.iter()
-            .map(|row| {
-                let attempts: i32 = row.try_get(2)?;
-                Ok(OutboxRow { id: row.try_get(0)?, payload: row.try_get(1)?, attempts: i64::from(attempts) })
-            })
-            .collect()
-    }
-
-    /// See [`super::Store::outbox_delivered`].
-    pub async fn outbox_delivered(&self, id: &str, at: i64) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        client.execute("UPDATE outbox SET delivered_at = $1 WHERE id = $2", &[&at, &id]).await?;
-        Ok(())
-    }
-
-    /// See [`super::Store::outbox_retry`].
-    pub async fn outbox_retry(&self, id: &str, at_ms: i64) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        client
-            .execute("UPDATE outbox SET claimed_until = 0, next_attempt_at = $1 WHERE id = $2", &[&at_ms, &id])
-            .await?;
-        Ok(())
     }
 
     /// See [`super::Store::list_orders`].
@@ -272,74 +238,40 @@ impl PostgresStore {
         row.as_ref().map(decode_order).transpose()
     }
 
-    /// See [`super::Store::key_record`]. The row of a request in flight is uncommitted, so invisible; such a
-    /// request holds the key's advisory lock (in any instance), which is looked up in `pg_locks`, not taken,
-    /// so asking never makes a request for the key see it busy. The lock is read first and the rows after,
-    /// in two statements: a request that commits in between is then seen by the second. A committed row
-    /// (an answer, or a fence) wins over a held lock (a replaying request holds it too).
-    pub async fn key_record(
+    /// See [`super::Store::key_status`]: the library's `postgres::status` (the key's advisory lock in
+    /// `pg_locks`, then the key row).
+    pub async fn key_status(
         &self,
         account: &AccountId,
         key: &IdempotencyKey,
-        expired_before: i64,
-    ) -> Result<KeyRecord, StoreError> {
+        retention: Duration,
+    ) -> Result<KeyStatus, StoreError> {
         let client = self.client().await?;
-        let (account, key) = (account.as_str(), key.as_str());
-        // A bigint advisory lock shows in pg_locks as classid (high 32 bits), objid (low 32), objsubid 1.
-        let locked: bool = client
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM pg_locks
-                   WHERE locktype = 'advisory' AND objsubid = 1
-                     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                     AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1 || '/' || $2, 0))",
-                &[&account, &key],
-            )
-            .await?
-            .try_get(0)?;
-        if let Some(row) = client.query_opt(LIVE_ROW, &[&account, &key, &expired_before]).await? {
-            return record_of(&row);
-        }
-        if locked {
-            return Ok(KeyRecord::InFlight);
-        }
-        Ok(match client.query_opt(NEWEST_ORDER, &[&account, &key]).await? {
-            Some(row) => KeyRecord::Order(decode_order(&row)?),
-            None => KeyRecord::Absent,
-        })
+        Ok(idempotent_endpoint::postgres::status(&client, account.as_str(), key, retention).await?)
     }
 
-    /// See [`super::Store::settle`]. The transaction first takes the key's advisory lock, the one a request
-    /// holds for the whole of its transaction (in any instance), waiting at most [`SETTLE_LOCK_WAIT`]: once it
-    /// has it, no request for the key is at work, and one that comes later finds the fence. If the wait runs
-    /// out, the request is still at work: in flight. The order phases take no advisory lock; their key row
-    /// is committed before any work, and an insert of the fence waits for one being inserted (the primary
-    /// key), so the row is seen either way.
+    /// The library's `postgres::settle` (see [`super::Store::settle`]).
     pub async fn settle(
         &self,
         account: &AccountId,
         key: &IdempotencyKey,
-        now: i64,
-        expired_before: i64,
-    ) -> Result<KeyRecord, StoreError> {
+        retention: Duration,
+    ) -> Result<KeyStatus, StoreError> {
         let mut client = self.client().await?;
-        let tx = client.transaction().await?;
-        match settle_in(&tx, account.as_str(), key.as_str(), now, expired_before).await {
-            Ok(record) => {
-                tx.commit().await?;
-                Ok(record)
-            }
-            Err(StoreError::Locked) => {
-                tx.rollback().await?;
-                Ok(KeyRecord::InFlight)
-            }
-            Err(error) => Err(error),
-        }
+        Ok(idempotent_endpoint::postgres::settle(&mut client, account.as_str(), key, retention).await?)
+    }
+
+    /// The newest order the account made with the key (an expired key may have been used again).
+    pub async fn newest_order(&self, account: &AccountId, key: &IdempotencyKey) -> Result<Option<Order>, StoreError> {
+        let client = self.client().await?;
+        let row = client.query_opt(NEWEST_ORDER, &[&account.as_str(), &key.as_str()]).await?;
+        row.as_ref().map(decode_order).transpose()
     }
 
     /// See [`super::Store::sweep`]. Deleting by age is safe to run from every instance at once.
     pub async fn sweep(&self, cutoff: i64) -> Result<u64, StoreError> {
         let client = self.client().await?;
-        Ok(client.execute("DELETE FROM idempotency_keys WHERE created_at < $1", &[&cutoff]).await?)
+        Ok(client.execute("DELETE FROM idempotency_records WHERE created_at < $1", &[&cutoff]).await?)
     }
 
     /// See [`super::Store::health`].
@@ -350,70 +282,34 @@ impl PostgresStore {
     }
 }
 
-/// How long settling a key waits for a transaction that holds it before answering in flight.
-pub const SETTLE_LOCK_WAIT: &str = "1s";
+/// The library's outbox worker takes a pooled connection for each statement.
+impl PgConnections for PostgresStore {
+    type Connection = Pooled;
 
-/// The key row's request hash and answer, if it was created at or after `$3`.
-const LIVE_ROW: &str = "SELECT request_hash, status_code, response_headers, response_body FROM idempotency_keys
-                        WHERE account_id = $1 AND key = $2 AND created_at >= $3";
+    async fn connection(&self) -> Result<Pooled, idempotent_endpoint::StoreError> {
+        self.client().await.map(Pooled).map_err(|e| idempotent_endpoint::StoreError::Backend(Box::new(e)))
+    }
+}
+
+/// A pooled connection, as the library's client (it goes back to the pool when dropped).
+pub struct Pooled(deadpool_postgres::Client);
+
+impl std::ops::Deref for Pooled {
+    type Target = tokio_postgres::Client;
+
+    fn deref(&self) -> &tokio_postgres::Client {
+        &self.0
+    }
+}
+
+/// Whether the database has the table `name`.
+async fn exists(tx: &Transaction<'_>, name: &str) -> Result<bool, StoreError> {
+    Ok(tx.query_one("SELECT to_regclass($1) IS NOT NULL", &[&name]).await?.try_get(0)?)
+}
 
 /// The newest order the account made with the key (an expired key may have been used again).
 const NEWEST_ORDER: &str =
     concat!(select_orders!(), "WHERE o.account_id = $1 AND o.idempotency_key = $2 ORDER BY o.seq DESC LIMIT 1");
-
-/// The record of a [`LIVE_ROW`] row.
-fn record_of(row: &Row) -> Result<KeyRecord, StoreError> {
-    let request_hash: String = row.try_get(0)?;
-    let status: Option<i32> = row.try_get(1)?;
-    let status =
-        status.map(|s| u16::try_from(s).map_err(|_| StoreError::Corrupt(format!("status_code {s}")))).transpose()?;
-    let headers: Option<String> = row.try_get(2)?;
-    Ok(KeyRecord::of_row(&request_hash, stored_from_columns(status, headers.as_deref(), row.try_get(3)?)?))
-}
-
-/// The settling of a key inside `tx` (see [`PostgresStore::settle`]); [`StoreError::Locked`] when a lock
-/// wait ran out.
-async fn settle_in(
-    tx: &Transaction<'_>,
-    account: &str,
-    key: &str,
-    now: i64,
-    expired_before: i64,
-) -> Result<KeyRecord, StoreError> {
-    tx.execute("SELECT set_config('lock_timeout', $1, true)", &[&SETTLE_LOCK_WAIT]).await?;
-    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 0))", &[&account, &key])
-        .await
-        .map_err(locked_or)?;
-    tx.execute(
-        "DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND created_at < $3",
-        &[&account, &key, &expired_before],
-    )
-    .await
-    .map_err(locked_or)?;
-    if let Some(row) = tx.query_opt(LIVE_ROW, &[&account, &key, &expired_before]).await? {
-        return record_of(&row);
-    }
-    if let Some(row) = tx.query_opt(NEWEST_ORDER, &[&account, &key]).await? {
-        // The order outlived its key row: the key was done, and a fence would deny it.
-        return Ok(KeyRecord::Order(decode_order(&row)?));
-    }
-    let inserted = tx
-        .execute(
-            "INSERT INTO idempotency_keys (account_id, key, request_hash, created_at, recovery_point)
-             VALUES ($1, $2, $3, $4, 'finished') ON CONFLICT (account_id, key) DO NOTHING",
-            &[&account, &key, &FENCED_FINGERPRINT, &now],
-        )
-        .await
-        .map_err(locked_or)?;
-    if inserted == 1 {
-        return Ok(KeyRecord::Fenced);
-    }
-    // The order phases committed the key's row meanwhile (this statement waited for it): it answers.
-    match tx.query_opt(LIVE_ROW, &[&account, &key, &expired_before]).await? {
-        Some(row) => record_of(&row),
-        None => Ok(KeyRecord::InFlight),
-    }
-}
 
 /// The rustls client configuration: the roots from `ca_file`, or the Mozilla roots.
 fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, StoreError> {
@@ -441,94 +337,33 @@ fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, StoreError
 /// One transaction on a pooled connection.
 struct PgTransaction<'a>(Transaction<'a>);
 
-impl KeyTransaction for PgTransaction<'_> {
-    async fn insert_key(&mut self, request: &KeyedRequest) -> Result<KeyInsert, StoreError> {
-        let (account, key) = (request.account.as_str(), request.key.as_str());
-        // One round-trip: try the key's lock (never waits) and set this transaction's `lock_timeout`,
-        // which bounds every later lock wait. '/' cannot occur in an account id, so "account/key" is
-        // unambiguous.
-        let locked: bool = self
-            .0
-            .query_one(
-                "SELECT pg_try_advisory_xact_lock(hashtextextended($1 || '/' || $2, 0)),
-                        set_config('lock_timeout', '5s', true)",
-                &[&account, &key],
-            )
-            .await?
-            .try_get(0)?;
-        if !locked {
-            return Ok(KeyInsert::Busy);
-        }
-        self.0
-            .execute(
-                "DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND created_at < $3",
-                &[&account, &key, &request.expired_before],
-            )
-            .await
-            .map_err(locked_or)?;
-        let inserted = self
-            .0
-            .execute(
-                "INSERT INTO idempotency_keys (account_id, key, request_hash, created_at)
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (account_id, key) DO NOTHING",
-                &[&account, &key, &request.request_hash, &request.now],
-            )
-            .await
-            .map_err(locked_or)?;
-        if inserted == 1 {
-            return Ok(KeyInsert::Inserted);
-        }
-        let row = self
-            .0
-            .query_one(
-                "SELECT request_hash, status_code, response_headers, response_body
-                 FROM idempotency_keys WHERE account_id = $1 AND key = $2",
-                &[&account, &key],
-            )
-            .await?;
-        let status: Option<i32> = row.try_get(1)?;
-        let status = status
-            .map(|status| u16::try_from(status).map_err(|_| StoreError::Corrupt(format!("status_code {status}"))))
-            .transpose()?;
-        let headers: Option<String> = row.try_get(2)?;
-        let stored = stored_from_columns(status, headers.as_deref(), row.try_get(3)?)?;
-        Ok(KeyInsert::Existing { request_hash: row.try_get(0)?, stored })
-    }
+/// Inserts a new order, made by the key row with `key_row_id` (the order phases' rows have one).
+async fn insert_order(
+    tx: &tokio_postgres::Transaction<'_>,
+    order: &Order,
+    key_row_id: Option<&str>,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at, key_row_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        &[
+            &order.id,
+            &order.account_id,
+            &order.idempotency_key,
+            &orders::encode_items(&order.items),
+            &order.total_cents,
+            &order.currency,
+            &order.created_at,
+            &key_row_id,
+        ],
+    )
+    .await?;
+    Ok(())
+}
 
-    async fn insert_order(&mut self, order: &Order) -> Result<(), StoreError> {
-        self.0
-            .execute(
-                "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                &[
-                    &order.id,
-                    &order.account_id,
-                    &order.idempotency_key,
-                    &orders::encode_items(&order.items),
-                    &order.total_cents,
-                    &order.currency,
-                    &order.created_at,
-                ],
-            )
-            .await?;
-        Ok(())
-    }
-
-    async fn save_response(&mut self, request: &KeyedRequest, response: &StoredResponse) -> Result<(), StoreError> {
-        self.0
-            .execute(
-                "UPDATE idempotency_keys SET status_code = $1, response_headers = $2, response_body = $3
-                 WHERE account_id = $4 AND key = $5",
-                &[
-                    &i32::from(response.status),
-                    &response.encode_headers(),
-                    &response.body,
-                    &request.account.as_str(),
-                    &request.key.as_str(),
-                ],
-            )
-            .await?;
-        Ok(())
+impl FlowSql for PgTransaction<'_> {
+    async fn insert_order(&mut self, order: &Order, key_row_id: Option<&str>) -> Result<(), StoreError> {
+        insert_order(&self.0, order, key_row_id).await
     }
 
     async fn commit(self) -> Result<(), StoreError> {
@@ -538,16 +373,14 @@ impl KeyTransaction for PgTransaction<'_> {
     async fn rollback(self) -> Result<(), StoreError> {
         Ok(self.0.rollback().await?)
     }
-}
 
-impl FlowSql for PgTransaction<'_> {
     async fn key_row(&mut self, account: &str, key: &str) -> Result<Option<KeyRow>, StoreError> {
         let row = self
             .0
             .query_opt(
-                "SELECT request_hash, status_code, response_headers, response_body, recovery_point, row_id,
-                        locked_until, order_id
-                 FROM idempotency_keys WHERE account_id = $1 AND key = $2 FOR UPDATE",
+                "SELECT fingerprint, status_code, response_headers, response_body, recovery_point, row_id,
+                        locked_until
+                 FROM idempotency_records WHERE scope = $1 AND key = $2 FOR UPDATE",
                 &[&account, &key],
             )
             .await
@@ -565,7 +398,6 @@ impl FlowSql for PgTransaction<'_> {
             row.try_get(4)?,
             row.try_get(5)?,
             row.try_get(6)?,
-            row.try_get(7)?,
         );
         key_row(columns).map(Some)
     }
@@ -573,7 +405,7 @@ impl FlowSql for PgTransaction<'_> {
     async fn delete_expired(&mut self, account: &str, key: &str, before: i64) -> Result<(), StoreError> {
         self.0
             .execute(
-                "DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND created_at < $3",
+                "DELETE FROM idempotency_records WHERE scope = $1 AND key = $2 AND created_at < $3",
                 &[&account, &key, &before],
             )
             .await
@@ -591,9 +423,9 @@ impl FlowSql for PgTransaction<'_> {
         let inserted = self
             .0
             .execute(
-                "INSERT INTO idempotency_keys
-                     (account_id, key, request_hash, created_at, recovery_point, row_id, lock_token, locked_until)
-                 VALUES ($1, $2, $3, $4, 'started', $5, $6, $7) ON CONFLICT (account_id, key) DO NOTHING",
+                "INSERT INTO idempotency_records
+                     (scope, key, fingerprint, created_at, recovery_point, row_id, lock_token, locked_until)
+                 VALUES ($1, $2, $3, $4, 'started', $5, $6, $7) ON CONFLICT (scope, key) DO NOTHING",
                 &[
                     &request.account.as_str(),
                     &request.key.as_str(),
@@ -612,30 +444,22 @@ impl FlowSql for PgTransaction<'_> {
     async fn lease(&mut self, account: &str, key: &str, token: &str, until_ms: i64) -> Result<(), StoreError> {
         self.0
             .execute(
-                "UPDATE idempotency_keys SET lock_token = $1, locked_until = $2 WHERE account_id = $3 AND key = $4",
+                "UPDATE idempotency_records SET lock_token = $1, locked_until = $2 WHERE scope = $3 AND key = $4",
                 &[&token, &until_ms, &account, &key],
             )
             .await?;
         Ok(())
     }
 
-    async fn advance(
-        &mut self,
-        held: &HeldKey,
-        to: RecoveryPoint,
-        order_id: Option<&str>,
-        release: bool,
-    ) -> Result<bool, StoreError> {
+    async fn advance(&mut self, held: &HeldKey, to: RecoveryPoint, release: bool) -> Result<bool, StoreError> {
         let updated = self
             .0
             .execute(
-                "UPDATE idempotency_keys
-                 SET recovery_point = $1, order_id = COALESCE($2, order_id),
-                     locked_until = CASE WHEN $3 THEN 0 ELSE locked_until END
-                 WHERE account_id = $4 AND key = $5 AND lock_token = $6 AND recovery_point = $7",
+                "UPDATE idempotency_records
+                 SET recovery_point = $1, locked_until = CASE WHEN $2 THEN 0 ELSE locked_until END
+                 WHERE scope = $3 AND key = $4 AND lock_token = $5 AND recovery_point = $6",
                 &[
                     &to.as_str(),
-                    &order_id,
                     &release,
                     &held.account.as_str(),
                     &held.key.as_str(),
@@ -652,7 +476,7 @@ impl FlowSql for PgTransaction<'_> {
         let updated = self
             .0
             .execute(
-                "UPDATE idempotency_keys SET locked_until = 0 WHERE account_id = $1 AND key = $2 AND lock_token = $3",
+                "UPDATE idempotency_records SET locked_until = 0 WHERE scope = $1 AND key = $2 AND lock_token = $3",
                 &[&account, &key, &token],
             )
             .await
@@ -664,8 +488,8 @@ impl FlowSql for PgTransaction<'_> {
         let deleted = self
             .0
             .execute(
-                "DELETE FROM idempotency_keys
-                 WHERE account_id = $1 AND key = $2 AND lock_token = $3 AND recovery_point = 'started'",
+                "DELETE FROM idempotency_records
+                 WHERE scope = $1 AND key = $2 AND lock_token = $3 AND recovery_point = 'started'",
                 &[&account, &key, &token],
             )
             .await
@@ -673,8 +497,8 @@ impl FlowSql for PgTransaction<'_> {
         Ok(deleted == 1)
     }
 
-    async fn order(&mut self, id: &str) -> Result<Option<Order>, StoreError> {
-        let row = self.0.query_opt(concat!(select_orders!(), "WHERE o.id = $1"), &[&id]).await?;
+    async fn order_of_row(&mut self, row_id: &str) -> Result<Option<Order>, StoreError> {
+        let row = self.0.query_opt(concat!(select_orders!(), "WHERE o.key_row_id = $1"), &[&row_id]).await?;
         row.as_ref().map(decode_order).transpose()
     }
 
@@ -683,15 +507,8 @@ impl FlowSql for PgTransaction<'_> {
         Ok(())
     }
 
-    async fn insert_outbox(&mut self, message: &OutboxMessage) -> Result<(), StoreError> {
-        self.0
-            .execute(
-                "INSERT INTO outbox (id, order_id, account_id, payload, created_at, next_attempt_at)
-                 VALUES ($1, $2, $3, $4, $5, $5)",
-                &[&message.id, &message.order_id, &message.account_id, &message.payload, &message.created_at_ms],
-            )
-            .await?;
-        Ok(())
+    async fn insert_outbox(&mut self, message: &Message) -> Result<(), StoreError> {
+        Ok(outbox::enqueue_postgres(&self.0, message).await?)
     }
 
     async fn stale_keys(&mut self, now_ms: i64, limit: i64) -> Result<Vec<(String, String)>, StoreError> {
@@ -699,7 +516,7 @@ impl FlowSql for PgTransaction<'_> {
         let rows = self
             .0
             .query(
-                "SELECT account_id, key FROM idempotency_keys
+                "SELECT scope, key FROM idempotency_records
                  WHERE recovery_point <> 'finished' AND locked_until <= $1
                  ORDER BY locked_until LIMIT $2 FOR UPDATE SKIP LOCKED",
                 &[&now_ms, &limit],
@@ -711,8 +528,8 @@ impl FlowSql for PgTransaction<'_> {
     async fn save_answer(&mut self, account: &str, key: &str, response: &StoredResponse) -> Result<(), StoreError> {
         self.0
             .execute(
-                "UPDATE idempotency_keys SET status_code = $1, response_headers = $2, response_body = $3
-                 WHERE account_id = $4 AND key = $5",
+                "UPDATE idempotency_records SET status_code = $1, response_headers = $2, response_body = $3
+                 WHERE scope = $4 AND key = $5",
                 &[&i32::from(response.status), &response.encode_headers(), &response.body, &account, &key],
             )
             .await?;

@@ -1,18 +1,22 @@
-//! The rows both backends read and write alike: an order with its confirmation, a key's record, the
-//! columns a newer version added, an outbox message claimed for delivery.
+//! The rows both backends read and write alike: an order with its confirmation, a key row's phase.
 
 use crate::orders::Order;
-use crate::protocol::{StoredResponse, FENCED_FINGERPRINT};
+use crate::protocol::StoredResponse;
 
 use super::error::StoreError;
 
-/// `SELECT` of an order's columns (as [`OrderColumns`]) from `orders o` joined with its confirmation in
-/// `outbox m`; both backends append their `WHERE`.
+/// `SELECT` of an order's columns (as [`OrderColumns`]) from `orders o` joined with its confirmation in the
+/// library's outbox, `outbox_messages m` (its id is [`crate::orders::confirmation_id`]); both backends
+/// append their `WHERE`.
 macro_rules! select_orders {
     () => {
-        "SELECT o.id, o.account_id, o.idempotency_key, o.items, o.total_cents, o.currency, o.created_at,
-                o.charge_id, m.id, m.delivered_at
-         FROM orders o LEFT JOIN outbox m ON m.order_id = o.id "
+        concat!(
+            "SELECT o.id, o.account_id, o.idempotency_key, o.items, o.total_cents, o.currency, o.created_at,
+                    o.charge_id, m.id, m.delivered_at
+             FROM orders o LEFT JOIN outbox_messages m ON m.id = '",
+            crate::orders::confirmation_prefix!(),
+            "' || o.id "
+        )
     };
 }
 pub(crate) use select_orders;
@@ -43,42 +47,13 @@ pub(crate) fn stored_from_columns(
         .map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))
 }
 
-/// What the store holds for one `(account, key)`, for the key-status endpoint ([`crate::key_status`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyRecord {
-    /// A key row within the retention window, with its stored answer.
-    Answered(StoredResponse),
-    /// A key row without an answer yet, or (PostgreSQL) a transaction holding the key: in flight.
-    InFlight,
-    /// No key row within the retention window, but an order made with the key (the newest, should an
-    /// expired key have been used again): the business record outlives the key row.
-    Order(Order),
-    /// Nothing: the key was never used by this account, or only for an answer that has been swept.
-    Absent,
-    /// A fence: the key was settled before any request with it arrived, so none ever may do the work.
-    Fenced,
-}
-
-impl KeyRecord {
-    /// The record of a key row that exists, from its `request_hash` and stored answer: a fence (its hash is
-    /// [`FENCED_FINGERPRINT`], which no request's fingerprint equals), its answer, or in flight.
-    pub fn of_row(request_hash: &str, stored: Option<StoredResponse>) -> KeyRecord {
-        match stored {
-            _ if request_hash == FENCED_FINGERPRINT => KeyRecord::Fenced,
-            Some(stored) => KeyRecord::Answered(stored),
-            None => KeyRecord::InFlight,
-        }
-    }
-}
-
-/// The key row's columns the phases read, in the order both backends select them: `request_hash,
-/// status_code, response_headers, response_body, recovery_point, row_id, locked_until, order_id`.
-pub(crate) type KeyRowColumns =
-    (String, Option<u16>, Option<String>, Option<String>, String, Option<String>, i64, Option<String>);
+/// The key row's columns the phases read, in the order both backends select them: `fingerprint,
+/// status_code, response_headers, response_body, recovery_point, row_id, locked_until`.
+pub(crate) type KeyRowColumns = (String, Option<u16>, Option<String>, Option<String>, String, Option<String>, i64);
 
 /// A key row from its columns, validated.
 pub(crate) fn key_row(
-    (request_hash, status, headers, body, point, row_id, locked_until_ms, order_id): KeyRowColumns,
+    (request_hash, status, headers, body, point, row_id, locked_until_ms): KeyRowColumns,
 ) -> Result<super::phases::KeyRow, StoreError> {
     Ok(super::phases::KeyRow {
         request_hash,
@@ -86,30 +61,5 @@ pub(crate) fn key_row(
         point: super::phases::RecoveryPoint::parse(&point)?,
         row_id,
         locked_until_ms,
-        order_id,
     })
-}
-
-/// Columns added to tables that databases made before the order phases already have: each backend adds the
-/// missing ones before applying its schema (`ALTER TABLE ... ADD COLUMN`), so an existing demo or production
-/// database keeps its keys and orders. The types are valid in both SQLite and PostgreSQL.
-pub(crate) const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
-    ("idempotency_keys", "recovery_point", "TEXT NOT NULL DEFAULT 'finished'"),
-    ("idempotency_keys", "row_id", "TEXT NULL"),
-    ("idempotency_keys", "lock_token", "TEXT NULL"),
-    ("idempotency_keys", "locked_until", "BIGINT NOT NULL DEFAULT 0"),
-    ("idempotency_keys", "order_id", "TEXT NULL"),
-    ("orders", "charge_id", "TEXT NULL"),
-];
-
-/// A row of the server's `outbox` table, claimed for delivery (the worker turns it into the library's
-/// `idempotent_endpoint::outbox::Claimed`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutboxRow {
-    /// The message id.
-    pub id: String,
-    /// The message (JSON).
-    pub payload: String,
-    /// Attempts so far, this one included.
-    pub attempts: i64,
 }

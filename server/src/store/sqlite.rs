@@ -4,45 +4,28 @@
 //! `BEGIN IMMEDIATE` transaction: SQLite takes the write lock at `BEGIN`, so concurrent writers
 //! (threads here, or other processes sharing the file) serialize, waiting up to the busy timeout.
 
-use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::path::PathBuf;
 use std::time::Duration;
+
+use idempotent_endpoint::outbox::{self, Message};
+use idempotent_endpoint::sqlite::{self, SqliteKeys};
+use idempotent_endpoint::KeyStatus;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::error::StoreError;
-use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, OutboxMessage, RecoveryPoint};
-use super::rows::{
-    decode_order, key_row, select_orders, stored_from_columns, KeyRecord, KeyRowColumns, OrderColumns, OutboxRow,
-    ADDED_COLUMNS,
-};
-use super::step::{step, KeyInsert, KeyTransaction, ProcessOptions, WorkFn};
+use super::legacy;
+use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, RecoveryPoint};
+use super::rows::{decode_order, key_row, select_orders, KeyRowColumns, OrderColumns};
+use super::step::{outcome, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
-use crate::protocol::{KeyedRequest, Outcome, StoredResponse, FENCED_FINGERPRINT};
+use crate::protocol::{KeyedRequest, Outcome, StoredResponse, Work};
 
-/// How long a writer waits for another one before failing with "database is locked".
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The same tables, columns and indexes as [`super::postgres`]'s schema, in SQLite's types
-/// (`INTEGER`, `INTEGER PRIMARY KEY AUTOINCREMENT`): keep the two in step.
+/// The shop's own tables: the same tables, columns and indexes as [`super::postgres`]'s schema, in SQLite's
+/// types (`INTEGER`, `INTEGER PRIMARY KEY AUTOINCREMENT`): keep the two in step. The key rows are the
+/// library's (`idempotent_endpoint::sqlite::install`).
 const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS idempotency_keys (
-    account_id       TEXT    NOT NULL,
-    key              TEXT    NOT NULL,
-    request_hash     TEXT    NOT NULL,
-    status_code      INTEGER NULL,
-    response_headers TEXT    NULL,
-    response_body    TEXT    NULL,
-    created_at       INTEGER NOT NULL,
-    recovery_point   TEXT    NOT NULL DEFAULT 'finished',
-    row_id           TEXT    NULL,
-    lock_token       TEXT    NULL,
-    locked_until     INTEGER NOT NULL DEFAULT 0,
-    order_id         TEXT    NULL,
-    PRIMARY KEY (account_id, key)
-);
-CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON idempotency_keys (created_at);
 CREATE TABLE IF NOT EXISTS orders (
     seq             INTEGER PRIMARY KEY AUTOINCREMENT,
     id              TEXT    NOT NULL UNIQUE,
@@ -52,62 +35,46 @@ CREATE TABLE IF NOT EXISTS orders (
     total_cents     INTEGER NOT NULL,
     currency        TEXT    NOT NULL,
     created_at      INTEGER NOT NULL,
-    charge_id       TEXT   NULL
+    charge_id       TEXT   NULL,
+    key_row_id      TEXT   NULL
 );
 CREATE INDEX IF NOT EXISTS orders_account_seq ON orders (account_id, seq);
 CREATE INDEX IF NOT EXISTS orders_account_key ON orders (account_id, idempotency_key);
-CREATE INDEX IF NOT EXISTS idempotency_keys_unfinished ON idempotency_keys (locked_until)
-    WHERE recovery_point <> 'finished';
-CREATE TABLE IF NOT EXISTS outbox (
-    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
-    id              TEXT    NOT NULL UNIQUE,
-    order_id        TEXT    NOT NULL UNIQUE,
-    account_id      TEXT    NOT NULL,
-    payload         TEXT    NOT NULL,
-    created_at      INTEGER NOT NULL,
-    attempts        INTEGER NOT NULL DEFAULT 0,
-    next_attempt_at INTEGER NOT NULL DEFAULT 0,
-    claimed_until   INTEGER NOT NULL DEFAULT 0,
-    delivered_at    INTEGER NULL
-);
-CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (next_attempt_at) WHERE delivered_at IS NULL;
+CREATE INDEX IF NOT EXISTS orders_key_row ON orders (key_row_id) WHERE key_row_id IS NOT NULL;
 ";
 
-/// SQLite's `synchronous` setting (with WAL).
-///
-/// `Full` (the default) syncs the WAL at every commit: an order confirmed to the shopper survives a power
-/// loss. `Normal` syncs only at checkpoints: faster (see BENCHMARKS.md), but a power loss can undo the last
-/// commits, so a confirmed order could vanish while the client already retired its key.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Synchronous {
-    /// `PRAGMA synchronous = FULL`.
-    #[default]
-    Full,
-    /// `PRAGMA synchronous = NORMAL`.
-    Normal,
-}
+/// SQLite's `synchronous` setting: the library's (`--sqlite-synchronous`; see BENCHMARKS.md for the cost of
+/// `full`).
+pub use idempotent_endpoint::sqlite::Synchronous;
 
-/// The SQLite store. Cloning shares the connection.
+/// The SQLite store: the library's [`SqliteKeys`] (one connection, its key rows and its outbox) with the
+/// shop's tables beside them. Cloning shares the connection.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    conn: Arc<Mutex<Connection>>,
+    keys: SqliteKeys,
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database at `path` (`:memory:` for a private in-memory one)
-    /// and applies the schema.
-    pub fn open(path: impl AsRef<Path>, synchronous: Synchronous) -> Result<Self, StoreError> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        // WAL lets readers proceed while a writer commits; in-memory databases keep their own mode.
-        let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
-        conn.execute_batch(match synchronous {
-            Synchronous::Full => "PRAGMA synchronous = FULL;",
-            Synchronous::Normal => "PRAGMA synchronous = NORMAL;",
-        })?;
-        add_missing_columns(&conn)?;
-        conn.execute_batch(SCHEMA)?;
-        Ok(SqliteStore { conn: Arc::new(Mutex::new(conn)) })
+    /// Opens (creating if needed) the database at `path` (`:memory:` for a private in-memory one), installs
+    /// the library's tables and the shop's, and migrates a database of an earlier version.
+    /// `retention` is how long the library's key rows are remembered.
+    pub async fn open(
+        path: impl Into<PathBuf>,
+        synchronous: Synchronous,
+        retention: Duration,
+    ) -> Result<Self, StoreError> {
+        let path = path.into();
+        let keys = tokio::task::spawn_blocking(move || SqliteKeys::open_with(path, retention, synchronous))
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))??;
+        let store = SqliteStore { keys };
+        store.with_conn(migrate).await?;
+        Ok(store)
+    }
+
+    /// The library's keys and outbox on this store's connection.
+    pub fn keys(&self) -> &SqliteKeys {
+        &self.keys
     }
 
     /// Runs `f` with the connection on the blocking pool.
@@ -116,11 +83,10 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let conn = Arc::clone(&self.conn);
-        tokio::task::spawn_blocking(move || f(&mut lock(&conn))).await.map_err(|e| StoreError::Task(e.to_string()))?
+        self.keys.with_conn(move |conn| Ok(f(conn))).await?
     }
 
-    /// See [`super::Store::process`]. The `work_delay` is slept before the transaction, while the
+    /// See [`super::Store::process`]: the library's `run_in` on this connection. The `work_delay` is slept before the transaction, while the
     /// caller holds the key's in-flight entry: sleeping inside would stall every other writer,
     /// since SQLite has one.
     pub(crate) async fn process(
@@ -132,12 +98,20 @@ impl SqliteStore {
         if let Some(delay) = options.work_delay {
             tokio::time::sleep(delay).await;
         }
-        let runtime = tokio::runtime::Handle::current();
+        let retention = self.keys.retention();
         self.with_conn(move |conn| {
-            let tx = SqliteTransaction(conn.transaction_with_behavior(TransactionBehavior::Immediate)?);
-            // The SQLite transaction never awaits anything: the step runs straight through on this
-            // blocking thread (`block_on` is allowed here, outside the async workers).
-            runtime.block_on(step(tx, &request, options, None, work))
+            let result = sqlite::run_in(conn, &request.keyed(), retention, |tx| {
+                let Work { order, response } = work(&request);
+                if let Some(order) = &order {
+                    insert_order(tx, order, None)?;
+                }
+                if options.fail_before_commit {
+                    // Neither the key row nor the order survives.
+                    return Err(StoreError::InjectedCrash);
+                }
+                Ok(response)
+            });
+            outcome(result)
         })
         .await
     }
@@ -148,47 +122,6 @@ impl SqliteStore {
         self.with_conn(move |conn| {
             let tx = SqliteTransaction(conn.transaction_with_behavior(TransactionBehavior::Immediate)?);
             runtime.block_on(super::phases::run(tx, op))
-        })
-        .await
-    }
-
-    /// See [`super::Store::claim_outbox`]. SQLite has one writer, so the `UPDATE` is the claim.
-    pub async fn claim_outbox(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<OutboxRow>, StoreError> {
-        self.with_conn(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "UPDATE outbox SET claimed_until = ?1, attempts = attempts + 1
-                 WHERE id IN (SELECT id FROM outbox
-                              WHERE delivered_at IS NULL AND next_attempt_at <= ?2 AND claimed_until <= ?2
-                              ORDER BY next_attempt_at LIMIT ?3)
-                 RETURNING id, payload, attempts",
-            )?;
-            let rows = stmt.query_map(params![until_ms, now_ms, limit], |row| {
-                Ok(OutboxRow { id: row.get(0)?, payload: row.get(1)?, attempts: row.get(2)? })
-            })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
-        .await
-    }
-
-    /// See [`super::Store::outbox_delivered`].
-    pub async fn outbox_delivered(&self, id: &str, at: i64) -> Result<(), StoreError> {
-        let id = id.to_owned();
-        self.with_conn(move |conn| {
-            conn.execute("UPDATE outbox SET delivered_at = ?1 WHERE id = ?2", params![at, id])?;
-            Ok(())
-        })
-        .await
-    }
-
-    /// See [`super::Store::outbox_retry`].
-    pub async fn outbox_retry(&self, id: &str, at_ms: i64) -> Result<(), StoreError> {
-        let id = id.to_owned();
-        self.with_conn(move |conn| {
-            conn.execute(
-                "UPDATE outbox SET claimed_until = 0, next_attempt_at = ?1 WHERE id = ?2",
-                params![at_ms, id],
-            )?;
-            Ok(())
         })
         .await
     }
@@ -226,60 +159,43 @@ impl SqliteStore {
         .await
     }
 
-    /// See [`super::Store::key_record`]. The in-flight state of a key is this process's in-flight set, which the
-    /// caller checks: the row of a request in flight is uncommitted, so invisible here.
-    pub async fn key_record(
+    /// See [`super::Store::key_status`]: the library's `status_in`.
+    pub async fn key_status(
         &self,
         account: &AccountId,
         key: &IdempotencyKey,
-        expired_before: i64,
-    ) -> Result<KeyRecord, StoreError> {
-        let (account, key) = (account.as_str().to_owned(), key.as_str().to_owned());
-        self.with_conn(move |conn| {
-            if let Some(record) = live_row(conn, &account, &key, expired_before)? {
-                return Ok(record);
-            }
-            Ok(match newest_order(conn, &account, &key)? {
-                Some(order) => KeyRecord::Order(order),
-                None => KeyRecord::Absent,
-            })
-        })
-        .await
+        retention: Duration,
+    ) -> Result<KeyStatus, StoreError> {
+        let (scope, key) = (account.as_str().to_owned(), key.clone());
+        self.with_conn(move |conn| Ok(sqlite::status_in(conn, &scope, &key, retention)?)).await
     }
 
-    /// See [`super::Store::settle`]. `BEGIN IMMEDIATE` takes the one write lock, so a request's transaction
-    /// for the key has either committed (its row is read here) or not begun (it will find the fence).
+    /// The library's `settle_in` (see [`super::Store::settle`]).
     pub async fn settle(
         &self,
         account: &AccountId,
         key: &IdempotencyKey,
-        now: i64,
-        expired_before: i64,
-    ) -> Result<KeyRecord, StoreError> {
+        retention: Duration,
+    ) -> Result<KeyStatus, StoreError> {
+        let (scope, key) = (account.as_str().to_owned(), key.clone());
+        self.with_conn(move |conn| Ok(sqlite::settle_in(conn, &scope, &key, retention)?)).await
+    }
+
+    /// The newest order the account made with the key (an expired key may have been used again).
+    pub async fn newest_order(&self, account: &AccountId, key: &IdempotencyKey) -> Result<Option<Order>, StoreError> {
         let (account, key) = (account.as_str().to_owned(), key.as_str().to_owned());
         self.with_conn(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.execute(
-                "DELETE FROM idempotency_keys WHERE account_id = ?1 AND key = ?2 AND created_at < ?3",
-                params![account, key, expired_before],
-            )?;
-            let record = match live_row(&tx, &account, &key, expired_before)? {
-                Some(record) => record,
-                None => match newest_order(&tx, &account, &key)? {
-                    // The order outlived its key row: the key was done, and a fence would deny it.
-                    Some(order) => KeyRecord::Order(order),
-                    None => {
-                        tx.execute(
-                            "INSERT INTO idempotency_keys (account_id, key, request_hash, created_at, recovery_point)
-                             VALUES (?1, ?2, ?3, ?4, 'finished')",
-                            params![account, key, FENCED_FINGERPRINT, now],
-                        )?;
-                        KeyRecord::Fenced
-                    }
-                },
-            };
-            tx.commit()?;
-            Ok(record)
+            let order = conn
+                .query_row(
+                    concat!(
+                        select_orders!(),
+                        "WHERE o.account_id = ?1 AND o.idempotency_key = ?2 ORDER BY o.seq DESC LIMIT 1"
+                    ),
+                    params![account, key],
+                    |row| OrderColumns::try_from(row),
+                )
+                .optional()?;
+            order.map(decode_order).transpose()
         })
         .await
     }
@@ -287,7 +203,7 @@ impl SqliteStore {
     /// See [`super::Store::sweep`].
     pub async fn sweep(&self, cutoff: i64) -> Result<u64, StoreError> {
         self.with_conn(move |conn| {
-            let deleted = conn.execute("DELETE FROM idempotency_keys WHERE created_at < ?1", params![cutoff])?;
+            let deleted = conn.execute("DELETE FROM idempotency_records WHERE created_at < ?1", params![cutoff])?;
             Ok(deleted as u64)
         })
         .await
@@ -303,42 +219,37 @@ impl SqliteStore {
     }
 }
 
-/// A key row's `request_hash, status_code, response_headers, response_body`.
-type RowColumns = (String, Option<u16>, Option<String>, Option<String>);
-
-/// The record of the key's row created at or after `expired_before`, if there is one.
-fn live_row(conn: &Connection, account: &str, key: &str, expired_before: i64) -> Result<Option<KeyRecord>, StoreError> {
-    let row: Option<RowColumns> = conn
-        .query_row(
-            "SELECT request_hash, status_code, response_headers, response_body FROM idempotency_keys
-             WHERE account_id = ?1 AND key = ?2 AND created_at >= ?3",
-            params![account, key, expired_before],
-            |row| row.try_into(),
-        )
-        .optional()?;
-    match row {
-        Some((request_hash, status, headers, body)) => {
-            Ok(Some(KeyRecord::of_row(&request_hash, stored_from_columns(status, headers.as_deref(), body)?)))
-        }
-        None => Ok(None),
+/// Brings the database up to date in one transaction (the library's tables are installed by then): the
+/// shop's tables, and the rows of an earlier version moved into the library's tables ([`super::legacy`]).
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    add_missing_columns(&tx)?;
+    tx.execute_batch(SCHEMA)?;
+    if exists(&tx, legacy::OLD_KEY_TABLE)? {
+        tx.execute(legacy::COPY_KEYS, [])?;
+        tx.execute(legacy::LINK_ORDERS, [])?;
+        tx.execute(legacy::DROP_OLD_KEYS, [])?;
     }
+    if exists(&tx, legacy::OLD_OUTBOX)? {
+        tx.execute(&legacy::copy_outbox(), [])?;
+        tx.execute(legacy::DROP_OLD_OUTBOX, [])?;
+    }
+    tx.commit()?;
+    Ok(())
 }
 
-/// The newest order the account made with the key (an expired key may have been used again).
-fn newest_order(conn: &Connection, account: &str, key: &str) -> Result<Option<Order>, StoreError> {
-    let order = conn
-        .query_row(
-            concat!(select_orders!(), "WHERE o.account_id = ?1 AND o.idempotency_key = ?2 ORDER BY o.seq DESC LIMIT 1"),
-            params![account, key],
-            |row| OrderColumns::try_from(row),
-        )
-        .optional()?;
-    order.map(decode_order).transpose()
+/// Whether the database has the table `name`.
+fn exists(conn: &Connection, name: &str) -> Result<bool, StoreError> {
+    Ok(conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+        params![name],
+        |row| row.get(0),
+    )?)
 }
 
-/// Adds the [`ADDED_COLUMNS`] an existing table lacks (SQLite has no `ADD COLUMN IF NOT EXISTS`).
+/// Adds the [`legacy::ADDED_COLUMNS`] an existing table lacks (SQLite has no `ADD COLUMN IF NOT EXISTS`).
 fn add_missing_columns(conn: &Connection) -> Result<(), StoreError> {
-    for (table, column, definition) in ADDED_COLUMNS {
+    for (table, column, definition) in legacy::ADDED_COLUMNS {
         let mut stmt = conn.prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))?;
         let names = stmt.query_map([], |row| row.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
         if !names.is_empty() && !names.iter().any(|name| name == column) {
@@ -348,71 +259,34 @@ fn add_missing_columns(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The connection, even if a previous holder panicked: an unfinished transaction was rolled back when
-/// its `Transaction` was dropped during the unwind, so the connection is still sound.
-fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
-    conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// One `BEGIN IMMEDIATE` transaction: SQLite takes the write lock at `BEGIN`.
 struct SqliteTransaction<'c>(Transaction<'c>);
 
-impl KeyTransaction for SqliteTransaction<'_> {
-    async fn insert_key(&mut self, request: &KeyedRequest) -> Result<KeyInsert, StoreError> {
-        let (account, key) = (request.account.as_str(), request.key.as_str());
-        // An expired key behaves as new, even before the sweep deletes it.
-        self.0.execute(
-            "DELETE FROM idempotency_keys WHERE account_id = ?1 AND key = ?2 AND created_at < ?3",
-            params![account, key, request.expired_before],
-        )?;
-        let inserted = self.0.execute(
-            "INSERT INTO idempotency_keys (account_id, key, request_hash, created_at)
-             VALUES (?1, ?2, ?3, ?4) ON CONFLICT (account_id, key) DO NOTHING",
-            params![account, key, request.request_hash, request.now],
-        )?;
-        if inserted == 1 {
-            return Ok(KeyInsert::Inserted);
-        }
-        let (request_hash, status, headers, body): (String, Option<u16>, Option<String>, Option<String>) =
-            self.0.query_row(
-                "SELECT request_hash, status_code, response_headers, response_body
-                 FROM idempotency_keys WHERE account_id = ?1 AND key = ?2",
-                params![account, key],
-                |row| row.try_into(),
-            )?;
-        Ok(KeyInsert::Existing { request_hash, stored: stored_from_columns(status, headers.as_deref(), body)? })
-    }
+/// Inserts a new order, made by the key row with `key_row_id` (the order phases' rows have one).
+fn insert_order(conn: &Connection, order: &Order, key_row_id: Option<&str>) -> Result<(), StoreError> {
+    conn.execute(
+        "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at, key_row_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            order.id,
+            order.account_id,
+            order.idempotency_key,
+            orders::encode_items(&order.items),
+            order.total_cents,
+            order.currency,
+            order.created_at,
+            key_row_id
+        ],
+    )?;
+    Ok(())
+}
 
-    async fn insert_order(&mut self, order: &Order) -> Result<(), StoreError> {
-        self.0.execute(
-            "INSERT INTO orders (id, account_id, idempotency_key, items, total_cents, currency, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                order.id,
-                order.account_id,
-                order.idempotency_key,
-                orders::encode_items(&order.items),
-                order.total_cents,
-                order.currency,
-                order.created_at
-            ],
-        )?;
-        Ok(())
-    }
+/// The order a key row made, as the phases read it.
+const ORDER_OF_ROW: &str = concat!(select_orders!(), "WHERE o.key_row_id = ?1");
 
-    async fn save_response(&mut self, request: &KeyedRequest, response: &StoredResponse) -> Result<(), StoreError> {
-        self.0.execute(
-            "UPDATE idempotency_keys SET status_code = ?1, response_headers = ?2, response_body = ?3
-             WHERE account_id = ?4 AND key = ?5",
-            params![
-                response.status,
-                response.encode_headers(),
-                response.body,
-                request.account.as_str(),
-                request.key.as_str()
-            ],
-        )?;
-        Ok(())
+impl FlowSql for SqliteTransaction<'_> {
+    async fn insert_order(&mut self, order: &Order, key_row_id: Option<&str>) -> Result<(), StoreError> {
+        insert_order(&self.0, order, key_row_id)
     }
 
     async fn commit(self) -> Result<(), StoreError> {
@@ -422,19 +296,14 @@ impl KeyTransaction for SqliteTransaction<'_> {
     async fn rollback(self) -> Result<(), StoreError> {
         Ok(self.0.rollback()?)
     }
-}
 
-/// The order columns the phases read: `orders` without the outbox join (the phases need only the order).
-const ORDER_BY_ID: &str = concat!(select_orders!(), "WHERE o.id = ?1");
-
-impl FlowSql for SqliteTransaction<'_> {
     async fn key_row(&mut self, account: &str, key: &str) -> Result<Option<KeyRow>, StoreError> {
         let row: Option<KeyRowColumns> = self
             .0
             .query_row(
-                "SELECT request_hash, status_code, response_headers, response_body, recovery_point, row_id,
-                        locked_until, order_id
-                 FROM idempotency_keys WHERE account_id = ?1 AND key = ?2",
+                "SELECT fingerprint, status_code, response_headers, response_body, recovery_point, row_id,
+                        locked_until
+                 FROM idempotency_records WHERE scope = ?1 AND key = ?2",
                 params![account, key],
                 |row| row.try_into(),
             )
@@ -444,7 +313,7 @@ impl FlowSql for SqliteTransaction<'_> {
 
     async fn delete_expired(&mut self, account: &str, key: &str, before: i64) -> Result<(), StoreError> {
         self.0.execute(
-            "DELETE FROM idempotency_keys WHERE account_id = ?1 AND key = ?2 AND created_at < ?3",
+            "DELETE FROM idempotency_records WHERE scope = ?1 AND key = ?2 AND created_at < ?3",
             params![account, key, before],
         )?;
         Ok(())
@@ -458,9 +327,9 @@ impl FlowSql for SqliteTransaction<'_> {
         until_ms: i64,
     ) -> Result<bool, StoreError> {
         let inserted = self.0.execute(
-            "INSERT INTO idempotency_keys
-                 (account_id, key, request_hash, created_at, recovery_point, row_id, lock_token, locked_until)
-             VALUES (?1, ?2, ?3, ?4, 'started', ?5, ?6, ?7) ON CONFLICT (account_id, key) DO NOTHING",
+            "INSERT INTO idempotency_records
+                 (scope, key, fingerprint, created_at, recovery_point, row_id, lock_token, locked_until)
+             VALUES (?1, ?2, ?3, ?4, 'started', ?5, ?6, ?7) ON CONFLICT (scope, key) DO NOTHING",
             params![
                 request.account.as_str(),
                 request.key.as_str(),
@@ -476,40 +345,25 @@ impl FlowSql for SqliteTransaction<'_> {
 
     async fn lease(&mut self, account: &str, key: &str, token: &str, until_ms: i64) -> Result<(), StoreError> {
         self.0.execute(
-            "UPDATE idempotency_keys SET lock_token = ?1, locked_until = ?2 WHERE account_id = ?3 AND key = ?4",
+            "UPDATE idempotency_records SET lock_token = ?1, locked_until = ?2 WHERE scope = ?3 AND key = ?4",
             params![token, until_ms, account, key],
         )?;
         Ok(())
     }
 
-    async fn advance(
-        &mut self,
-        held: &HeldKey,
-        to: RecoveryPoint,
-        order_id: Option<&str>,
-        release: bool,
-    ) -> Result<bool, StoreError> {
+    async fn advance(&mut self, held: &HeldKey, to: RecoveryPoint, release: bool) -> Result<bool, StoreError> {
         let updated = self.0.execute(
-            "UPDATE idempotency_keys
-             SET recovery_point = ?1, order_id = COALESCE(?2, order_id),
-                 locked_until = CASE WHEN ?3 THEN 0 ELSE locked_until END
-             WHERE account_id = ?4 AND key = ?5 AND lock_token = ?6 AND recovery_point = ?7",
-            params![
-                to.as_str(),
-                order_id,
-                release,
-                held.account.as_str(),
-                held.key.as_str(),
-                held.token,
-                held.point.as_str()
-            ],
+            "UPDATE idempotency_records
+             SET recovery_point = ?1, locked_until = CASE WHEN ?2 THEN 0 ELSE locked_until END
+             WHERE scope = ?3 AND key = ?4 AND lock_token = ?5 AND recovery_point = ?6",
+            params![to.as_str(), release, held.account.as_str(), held.key.as_str(), held.token, held.point.as_str()],
         )?;
         Ok(updated == 1)
     }
 
     async fn release(&mut self, account: &str, key: &str, token: &str) -> Result<bool, StoreError> {
         let updated = self.0.execute(
-            "UPDATE idempotency_keys SET locked_until = 0 WHERE account_id = ?1 AND key = ?2 AND lock_token = ?3",
+            "UPDATE idempotency_records SET locked_until = 0 WHERE scope = ?1 AND key = ?2 AND lock_token = ?3",
             params![account, key, token],
         )?;
         Ok(updated == 1)
@@ -517,15 +371,15 @@ impl FlowSql for SqliteTransaction<'_> {
 
     async fn delete_started(&mut self, account: &str, key: &str, token: &str) -> Result<bool, StoreError> {
         let deleted = self.0.execute(
-            "DELETE FROM idempotency_keys
-             WHERE account_id = ?1 AND key = ?2 AND lock_token = ?3 AND recovery_point = 'started'",
+            "DELETE FROM idempotency_records
+             WHERE scope = ?1 AND key = ?2 AND lock_token = ?3 AND recovery_point = 'started'",
             params![account, key, token],
         )?;
         Ok(deleted == 1)
     }
 
-    async fn order(&mut self, id: &str) -> Result<Option<Order>, StoreError> {
-        let row = self.0.query_row(ORDER_BY_ID, params![id], |row| OrderColumns::try_from(row)).optional()?;
+    async fn order_of_row(&mut self, row_id: &str) -> Result<Option<Order>, StoreError> {
+        let row = self.0.query_row(ORDER_OF_ROW, params![row_id], |row| OrderColumns::try_from(row)).optional()?;
         row.map(decode_order).transpose()
     }
 
@@ -534,18 +388,13 @@ impl FlowSql for SqliteTransaction<'_> {
         Ok(())
     }
 
-    async fn insert_outbox(&mut self, message: &OutboxMessage) -> Result<(), StoreError> {
-        self.0.execute(
-            "INSERT INTO outbox (id, order_id, account_id, payload, created_at, next_attempt_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-            params![message.id, message.order_id, message.account_id, message.payload, message.created_at_ms],
-        )?;
-        Ok(())
+    async fn insert_outbox(&mut self, message: &Message) -> Result<(), StoreError> {
+        Ok(outbox::enqueue_sqlite(&self.0, message)?)
     }
 
     async fn stale_keys(&mut self, now_ms: i64, limit: i64) -> Result<Vec<(String, String)>, StoreError> {
         let mut stmt = self.0.prepare_cached(
-            "SELECT account_id, key FROM idempotency_keys
+            "SELECT scope, key FROM idempotency_records
              WHERE recovery_point <> 'finished' AND locked_until <= ?1 ORDER BY locked_until LIMIT ?2",
         )?;
         let rows = stmt.query_map(params![now_ms, limit], |row| Ok((row.get(0)?, row.get(1)?)))?;
@@ -554,8 +403,8 @@ impl FlowSql for SqliteTransaction<'_> {
 
     async fn save_answer(&mut self, account: &str, key: &str, response: &StoredResponse) -> Result<(), StoreError> {
         self.0.execute(
-            "UPDATE idempotency_keys SET status_code = ?1, response_headers = ?2, response_body = ?3
-             WHERE account_id = ?4 AND key = ?5",
+            "UPDATE idempotency_records SET status_code = ?1, response_headers = ?2, response_body = ?3
+             WHERE scope = ?4 AND key = ?5",
             params![response.status, response.encode_headers(), response.body, account, key],
         )?;
         Ok(())
@@ -570,7 +419,8 @@ mod tests {
     async fn synchronous_is_applied() {
         let dir = tempfile::tempdir().expect("dir");
         for (setting, expected) in [(Synchronous::Full, 2), (Synchronous::Normal, 1)] {
-            let store = SqliteStore::open(dir.path().join("s.sqlite"), setting).expect("open");
+            let store =
+                SqliteStore::open(dir.path().join("s.sqlite"), setting, Duration::from_secs(60)).await.expect("open");
             let value: i64 = store
                 .with_conn(|conn| Ok(conn.query_row("PRAGMA synchronous", [], |row| row.get(0))?))
                 .await

@@ -84,7 +84,7 @@ pub async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut c
 /// The recovery point of the default account's key, read straight from the file.
 pub fn point(db: &Path, key: &str) -> String {
     let conn = rusqlite::Connection::open(db).expect("open");
-    conn.query_row("SELECT recovery_point FROM idempotency_keys WHERE account_id = 'demo' AND key = ?1", [key], |row| {
+    conn.query_row("SELECT recovery_point FROM idempotency_records WHERE scope = 'demo' AND key = ?1", [key], |row| {
         row.get(0)
     })
     .expect("key row")

@@ -85,9 +85,9 @@ impl TestServer {
         count(&self.db, "SELECT COUNT(*) FROM orders")
     }
 
-    /// Rows in `idempotency_keys`, read straight from the SQLite file.
+    /// Rows in `idempotency_records`, read straight from the SQLite file.
     pub fn count_keys(&self) -> i64 {
-        count(&self.db, "SELECT COUNT(*) FROM idempotency_keys")
+        count(&self.db, "SELECT COUNT(*) FROM idempotency_records")
     }
 
     pub async fn stop(self) {
@@ -221,7 +221,7 @@ pub fn keyed_request(account: &str, key: &str, body: &str, now: i64) -> KeyedReq
 
 /// The body of the key-row rows' stored answers, in bytes, summed, read straight from the SQLite file.
 pub fn stored_bytes(db: &std::path::Path) -> i64 {
-    count(db, "SELECT COALESCE(SUM(LENGTH(response_body) + LENGTH(response_headers)), 0) FROM idempotency_keys")
+    count(db, "SELECT COALESCE(SUM(LENGTH(response_body) + LENGTH(response_headers)), 0) FROM idempotency_records")
 }
 
 /// Options that roll the transaction back after the work, as a crash before `COMMIT` would.
