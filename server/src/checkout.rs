@@ -1,8 +1,8 @@
 //! The order flow in atomic phases, when the server charges through a payment provider (`--provider-url`)
 //! and confirms through a mail receiver (`--mail-url`).
 //!
-//! Every arrow `started -> charge_started -> charged -> finished` is one transaction on the key row
-//! ([`crate::store::phases`]); the provider call sits between `charge_started` and `charged`, carrying an
+//! Every arrow `started -> charge_started -> charged -> finished` is one of the library's phase steps on
+//! the key row (`idempotent_endpoint::phases`, named in [`crate::store::phases`]); the provider call sits between `charge_started` and `charged`, carrying an
 //! Idempotency-Key derived from the key row ([`provider_key`]), so repeating it after a crash charges once.
 //! The `finished` transaction stores the answer and writes the confirmation into the outbox
 //! ([`crate::outbox`] delivers it). A retry of the key resumes at its recovery point; a key whose request
@@ -15,14 +15,13 @@ use idempotent_endpoint::outbox;
 use serde::Deserialize;
 use tokio::sync::watch;
 
-use crate::clock::unix_now_ms;
 use crate::config::CheckoutConfig;
 use crate::faults::{crash, FaultPlan};
 use crate::orders::{confirmation_id, Order, CONFIRMATION_TOPIC};
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse};
 use crate::services::mailbox::{Message, MESSAGES_PATH};
 use crate::services::provider::{ChargeRequest, CHARGES_PATH};
-use crate::store::phases::{random_id, BeginDecision, FlowOp, FlowResult, HeldKey, RecoveryPoint};
+use crate::store::phases::{BeginDecision, HeldKey, RecoveryPoint};
 use crate::store::{Store, StoreError, WorkFn};
 
 /// The order flow's downstream side, shared by the handlers, the completer and the outbox worker.
@@ -66,10 +65,6 @@ impl Checkout {
     /// The configuration.
     pub fn config(&self) -> &CheckoutConfig {
         &self.config
-    }
-
-    fn lease_from(&self, now_ms: i64) -> i64 {
-        now_ms.saturating_add(i64::try_from(self.config.key_lease.as_millis()).unwrap_or(i64::MAX))
     }
 
     /// Charges the held key's order at the provider; the charge id.
@@ -147,14 +142,16 @@ impl Checkout {
     }
 }
 
-/// The Idempotency-Key of a key row's provider call: derived from the row's own random id, never the
+/// The Idempotency-Key of a key row's provider call: derived from the row's own random id (in the format
+/// this server has always sent, so a key in flight across an upgrade calls the provider with the same key
+/// it used before, rather than the library's `Held::downstream_key`), never the
 /// client's key. Client keys are unique only within an account (two accounts may send the same one and
 /// must not share a charge), a client chooses its key (it must not be able to aim at another order's
 /// charge at the provider), and a key reused after its retention is a new intent that needs a new charge:
 /// a new row, a new id. The row id is the same in every instance and across restarts, so a retry
 /// anywhere repeats the same provider call.
 pub fn provider_key(held: &HeldKey) -> String {
-    format!("order-charge-{}", held.row_id)
+    format!("order-charge-{}", held.held.row_id)
 }
 
 /// A request for a key: takes it (or finds it finished or held) and drives it to `finished` from wherever
@@ -166,13 +163,9 @@ pub async fn place(
     plan: FaultPlan,
     work: WorkFn,
 ) -> Result<Outcome, FlowError> {
-    let now_ms = unix_now_ms();
-    let op =
-        FlowOp::Begin { request: request.clone(), token: random_id()?, until_ms: checkout.lease_from(now_ms), now_ms };
-    let held = match store.flow_op(op).await? {
-        FlowResult::Decided(BeginDecision::Held(held)) => held,
-        FlowResult::Decided(BeginDecision::Done(outcome)) => return Ok(outcome),
-        other => return Err(unexpected(&other)),
+    let held = match store.begin(&request, checkout.config.key_lease).await? {
+        BeginDecision::Held(held) => held,
+        BeginDecision::Done(outcome) => return Ok(outcome),
     };
     if let Some(latency) = plan.latency {
         tokio::time::sleep(latency).await;
@@ -184,8 +177,8 @@ pub async fn place(
 }
 
 /// Moves a held key from its recovery point to `finished`; the stored answer, or `None` if the key was at
-/// `started` and there is no request to go on with (the completer): it is deleted, nothing having been done.
-/// On a failure the lease is released so that the next retry resumes at once.
+/// `started` and there is no request to go on with (the completer): it is abandoned, nothing having been
+/// done. On a failure the lease is released so that the next retry resumes at once.
 async fn drive(
     store: &Store,
     checkout: &Checkout,
@@ -200,7 +193,7 @@ async fn drive(
             Ok(Step::Done(answer)) => return Ok(answer),
             Err(error) => {
                 if !matches!(error, FlowError::Store(StoreError::LeaseLost) | FlowError::InjectedCrash) {
-                    if let Err(release) = store.flow_op(FlowOp::Release { held }).await {
+                    if let Err(release) = store.release(held).await {
                         tracing::warn!(%release, "releasing a key after a failed phase failed");
                     }
                 }
@@ -222,23 +215,23 @@ async fn step(
     request: &mut Option<(&KeyedRequest, WorkFn)>,
     plan: FaultPlan,
 ) -> Result<Step, FlowError> {
+    let lease = checkout.config.key_lease;
     match held.point {
         RecoveryPoint::Started => {
             let Some((request, work)) = request.take() else {
-                store.flow_op(FlowOp::Abandon { held }).await?;
+                store.abandon(held).await?;
                 return Ok(Step::Done(None));
             };
             let work = work(request);
             let Some(order) = work.order else {
-                let result = store.flow_op(FlowOp::Refuse { held, response: work.response }).await?;
-                return finished(result).map(|r| Step::Done(Some(r)));
+                return Ok(Step::Done(Some(store.finish(held, work.response, None).await?)));
             };
             if plan.crash_before_commit {
                 // As if the order's transaction had been rolled back: nothing is left, not even the key.
-                store.flow_op(FlowOp::Abandon { held }).await?;
+                store.abandon(held).await?;
                 return Err(FlowError::InjectedCrash);
             }
-            held_after(store.flow_op(FlowOp::StoreOrder { held, order }).await?).map(Step::Next)
+            Ok(Step::Next(store.store_order(held, order, lease).await?))
         }
         RecoveryPoint::ChargeStarted => {
             let Some(order) = held.order.clone() else {
@@ -248,7 +241,7 @@ async fn step(
             if plan.crash_after_charge {
                 crash("after the provider charged, before `charged` commits");
             }
-            held_after(store.flow_op(FlowOp::RecordCharge { held, charge_id }).await?).map(Step::Next)
+            Ok(Step::Next(store.record_charge(held, charge_id, lease).await?))
         }
         RecoveryPoint::Charged => {
             let Some(order) = held.order.clone() else {
@@ -256,7 +249,7 @@ async fn step(
             };
             let response = crate::protocol::created_response(&order);
             let message = checkout.confirmation(&order);
-            let answer = finished(store.flow_op(FlowOp::Finish { held, response, message }).await?)?;
+            let answer = store.finish(held, response, message).await?;
             if plan.crash_after_finish {
                 crash("after `finished` committed, before the answer is written");
             }
@@ -266,24 +259,6 @@ async fn step(
             Err(FlowError::Store(StoreError::Corrupt("a finished key was driven again".to_owned())))
         }
     }
-}
-
-fn held_after(result: FlowResult) -> Result<HeldKey, FlowError> {
-    match result {
-        FlowResult::Held(held) => Ok(held),
-        other => Err(unexpected(&other)),
-    }
-}
-
-fn finished(result: FlowResult) -> Result<StoredResponse, FlowError> {
-    match result {
-        FlowResult::Finished(response) => Ok(response),
-        other => Err(unexpected(&other)),
-    }
-}
-
-fn unexpected(result: &FlowResult) -> FlowError {
-    FlowError::Store(StoreError::Corrupt(format!("unexpected flow result {result:?}")))
 }
 
 /// Takes over unfinished keys whose lease ran out (their request died, or its process did) and drives them
@@ -296,24 +271,18 @@ pub async fn run_completer(store: Store, checkout: Checkout, interval: Duration,
     .await;
 }
 
-/// One pass of the completer; how many keys it finished or abandoned.
+/// One pass of the completer over the library's `unfinished` keys; how many it finished or abandoned.
 pub async fn complete_once(store: &Store, checkout: &Checkout) -> usize {
-    let now_ms = unix_now_ms();
-    let op = FlowOp::TakeStale { now_ms, until_ms: checkout.lease_from(now_ms), limit: 16 };
-    let taken = match store.flow_op(op).await {
-        Ok(FlowResult::Taken(taken)) => taken,
-        Ok(other) => {
-            tracing::error!(?other, "completer: unexpected flow result");
-            return 0;
-        }
+    let taken = match store.unfinished(COMPLETER_BATCH, checkout.config.key_lease).await {
+        Ok(taken) => taken,
         Err(error) => {
-            tracing::warn!(%error, "completer: taking stale keys failed");
+            tracing::warn!(%error, "completer: taking unfinished keys failed");
             return 0;
         }
     };
     let mut done = 0;
     for held in taken {
-        let (point, key) = (held.point, held.key.as_str().to_owned());
+        let (point, key) = (held.point, held.held.key.as_str().to_owned());
         match drive(store, checkout, held, None, FaultPlan::default()).await {
             Ok(answer) => {
                 done += 1;
@@ -324,3 +293,6 @@ pub async fn complete_once(store: &Store, checkout: &Checkout) -> usize {
     }
     done
 }
+
+/// Keys the completer takes over in one pass.
+const COMPLETER_BATCH: i64 = 16;

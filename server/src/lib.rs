@@ -30,7 +30,7 @@
 //! |---|---|
 //! | util | [`clock`], [`problem`], [`address`] |
 //! | domain | [`keys`], [`orders`], [`protocol`], [`session`], [`inflight`], [`faults`] |
-//! | store | `store::error`, `store::rows`, `store::legacy` (old databases brought up to date), `store::step` (the protocol step's knobs and outcome, over the library's run), [`store::phases`] (the order phases), [`store::sqlite`], [`store::postgres`], [`store`] (the backend enum), [`sweep`] |
+//! | store | `store::error`, `store::rows`, `store::legacy` (old databases brought up to date), `store::step` (the protocol step's knobs and outcome, over the library's run), [`store::phases`] (the order flow's recovery points over the library's phases), [`store::sqlite`], [`store::postgres`], [`store`] (the backend enum), [`sweep`] |
 //! | flow | [`services`], [`services::provider`], [`services::mailbox`], [`config`], [`checkout`], [`outbox`], [`error`] |
 //! | http | [`limits`], [`state`], [`auth`], [`upload`], [`idempotency`], [`key_status`], [`static_files`], [`routes`] |
 //! | app | [`server`], [`binary`] |

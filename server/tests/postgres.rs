@@ -322,7 +322,10 @@ async fn postgres_phases_across_three_instances_charge_and_confirm_once() {
     let bases: Vec<String> = servers.iter().map(RunningServer::url).collect();
     let client = Client::new();
 
-    lease_rules(servers[0].store()).await;
+    // The lease rules in a database of their own: the instances' completers would take their key over.
+    admin.batch_execute("CREATE DATABASE leases").await.expect("create database");
+    let leases = PostgresStore::connect(&cluster.url("leases"), &PgOptions::default(), RETENTION).await;
+    lease_rules(&Store::Postgres(leases.expect("connect store"))).await;
 
     downstream.provider_faults(r#"{"latencyMs":150,"latencyProbability":1}"#).await;
     let mut placed = Vec::new();

@@ -99,3 +99,22 @@ async fn a_fenced_key_begins_no_phases() {
     assert_eq!(keys.begin(req.clone(), LEASE).await.expect("begin"), Begun::Answered(Outcome::Fenced));
     assert_eq!(keys.unfinished(10, LEASE).await.expect("unfinished"), vec![], "a fence is not unfinished work");
 }
+
+#[tokio::test]
+async fn abandon_deletes_only_a_row_still_held_at_started() {
+    let (keys, _dir) = keys().await;
+    let req = request("phase-key-0000000010", "{}");
+    let Ok(Begun::Held(first)) = keys.begin(req.clone(), LEASE).await else { panic!("held") };
+    keys.abandon(first.clone()).await.expect("abandon");
+    // Gone: the key is new again, a new row with a new id.
+    let Ok(Begun::Held(mut second)) = keys.begin(req.clone(), LEASE).await else { panic!("new again") };
+    assert_ne!(second.row_id, first.row_id);
+    // A holder whose lease is gone abandons nothing.
+    let stale = keys.abandon(first).await;
+    assert!(matches!(stale, Err(StoreError::LeaseLost)), "{stale:?}");
+    // Past `started` the external call may have happened: the row is kept.
+    keys.advance(&mut second, "charge_started", LEASE, |_| Ok::<_, String>(())).await.expect("advance");
+    let moved = keys.abandon(second.clone()).await;
+    assert!(matches!(moved, Err(StoreError::LeaseLost)), "{moved:?}");
+    assert_eq!(keys.begin(req, LEASE).await.expect("begin"), Begun::Answered(Outcome::InFlight));
+}

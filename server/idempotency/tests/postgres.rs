@@ -178,6 +178,20 @@ async fn phases_take_over_a_crashed_holder_across_connections() {
     let later = phases::unfinished(&mut b, 10, lease).await.expect("unfinished");
     assert!(later.iter().any(|h| h.key.as_str() == "pg-phase-0000000003"));
     assert_eq!(count(&a, "SELECT COUNT(*) FROM charges").await, 1, "the stale holder's step wrote nothing");
+
+    // Abandon: a row held at `started` is deleted (the key is new again); a stale holder's or a moved row's
+    // is kept.
+    let req = request("pg-phase-0000000004", "{}");
+    let Ok(Begun::Held(first)) = phases::begin(&mut a, &req, HOUR, lease).await else { panic!("held") };
+    phases::abandon(&a, first.clone()).await.expect("abandon");
+    let Ok(Begun::Held(mut again)) = phases::begin(&mut b, &req, HOUR, lease).await else { panic!("new again") };
+    assert_ne!(again.row_id, first.row_id);
+    assert!(matches!(phases::abandon(&a, first).await, Err(StoreError::LeaseLost)));
+    phases::advance(&mut b, &mut again, "charge_started", lease, |_| Box::pin(async { Ok::<(), String>(()) }))
+        .await
+        .expect("advance");
+    assert!(matches!(phases::abandon(&b, again).await, Err(StoreError::LeaseLost)));
+    assert_eq!(phases::begin(&mut a, &req, HOUR, lease).await.expect("begin"), Begun::Answered(Outcome::InFlight));
 }
 
 /// The app's work for the fence tests: sleeps `for_ms`, counts the run, writes a note named after the key.

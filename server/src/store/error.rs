@@ -27,7 +27,7 @@ pub enum StoreError {
     /// [`crate::store::ProcessOptions::fail_before_commit`] rolled the transaction back.
     #[error("injected crash before commit")]
     InjectedCrash,
-    /// Another transaction holds the key (PostgreSQL lock timeout): answered as 409.
+    /// The key's work is busy elsewhere (the provider is still making its charge): answered as 409.
     #[error("key is locked by another transaction")]
     Locked,
     /// The caller's lease on a key row was taken over (it ran out): the phase was rolled back.

@@ -17,11 +17,14 @@
 
 use std::time::Duration;
 
+use idempotent_endpoint::outbox::Message;
+use idempotent_endpoint::phases::Begun;
 use idempotent_endpoint::KeyStatus;
 
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::Order;
-use crate::protocol::{created_response, KeyedRequest, Outcome, Work};
+use crate::protocol::{created_response, KeyedRequest, Outcome, StoredResponse, Work};
+use phases::{BeginDecision, Held, HeldKey, PhaseWork, RecoveryPoint};
 
 mod error;
 mod legacy;
@@ -68,9 +71,72 @@ impl Store {
         backend!(self, store => store.process(request, options, work).await)
     }
 
-    /// One transaction of the order phases (see [`phases`]).
-    pub async fn flow_op(&self, op: phases::FlowOp) -> Result<phases::FlowResult, StoreError> {
-        backend!(self, store => store.flow_op(op).await)
+    /// Takes the key for the order phases (the library's `begin`): new (at `started`), or taken over at its
+    /// point from a holder whose lease ran out, held for `lease`; else the answer (replay, 422, 409, 410).
+    pub async fn begin(&self, request: &KeyedRequest, lease: Duration) -> Result<BeginDecision, StoreError> {
+        match backend!(self, store => store.begin(request, lease).await)? {
+            Begun::Held(held) => Ok(BeginDecision::Held(self.held_key(held).await?)),
+            Begun::Answered(outcome) => Ok(BeginDecision::Done(outcome)),
+        }
+    }
+
+    /// `started -> charge_started` (the library's `advance`): stores the order, made by the key's row.
+    pub async fn store_order(&self, mut key: HeldKey, order: Order, lease: Duration) -> Result<HeldKey, StoreError> {
+        let work = PhaseWork::InsertOrder(order.clone(), key.held.row_id.clone());
+        backend!(self, store => store.advance(&mut key.held, RecoveryPoint::ChargeStarted, lease, work).await)?;
+        Ok(HeldKey { point: RecoveryPoint::ChargeStarted, order: Some(Box::new(order)), ..key })
+    }
+
+    /// `charge_started -> charged` (the library's `advance`): records the provider's charge on the order.
+    pub async fn record_charge(
+        &self,
+        mut key: HeldKey,
+        charge_id: String,
+        lease: Duration,
+    ) -> Result<HeldKey, StoreError> {
+        let Some(order) = key.order.as_mut() else {
+            return Err(StoreError::Corrupt("a charge_started key without an order".to_owned()));
+        };
+        let work = PhaseWork::SetCharge { order_id: order.id.clone(), charge_id: charge_id.clone() };
+        order.charge_id = Some(charge_id);
+        backend!(self, store => store.advance(&mut key.held, RecoveryPoint::Charged, lease, work).await)?;
+        Ok(HeldKey { point: RecoveryPoint::Charged, ..key })
+    }
+
+    /// `-> finished` (the library's `finish`): stores `response`, replayed from then on, and enqueues the
+    /// confirmation `message` in the library's outbox in the same transaction.
+    pub async fn finish(
+        &self,
+        key: HeldKey,
+        response: StoredResponse,
+        message: Option<Message>,
+    ) -> Result<StoredResponse, StoreError> {
+        backend!(self, store => store.finish(key.held, response, message).await)
+    }
+
+    /// Ends the caller's lease without moving the point (the library's `release`): a retry resumes at once.
+    pub async fn release(&self, key: HeldKey) -> Result<(), StoreError> {
+        backend!(self, store => store.release(key.held).await)
+    }
+
+    /// Deletes a key still at `started` (the library's `abandon`): nothing was done, the key is new again.
+    pub async fn abandon(&self, key: HeldKey) -> Result<(), StoreError> {
+        backend!(self, store => store.abandon(key.held).await)
+    }
+
+    /// For the completer: takes over up to `limit` unfinished keys whose lease ran out (the library's
+    /// `unfinished`), each held for `lease`, with their orders.
+    pub async fn unfinished(&self, limit: i64, lease: Duration) -> Result<Vec<HeldKey>, StoreError> {
+        let taken = backend!(self, store => store.unfinished(limit, lease).await)?;
+        let mut keys = Vec::with_capacity(taken.len());
+        for held in taken {
+            keys.push(self.held_key(held).await?);
+        }
+        Ok(keys)
+    }
+
+    async fn held_key(&self, held: Held) -> Result<HeldKey, StoreError> {
+        phases::held_key(held, |row_id| async move { backend!(self, store => store.order_of_row(row_id).await) }).await
     }
 
     /// The account's orders, newest first, at most `limit`.

@@ -10,7 +10,8 @@
 //! Key status and settling are the library's (`postgres::status`, `postgres::settle`) on a pooled
 //! connection; the shop's part is the order that answers for a key whose row was swept.
 //!
-//! `lock_timeout` bounds any other lock wait (answered as 409 too). Migrations run at start under a
+//! The order phases are the library's (`idempotent_endpoint::phases::postgres`) on a pooled connection,
+//! with the shop's rows as each step's work. `statement_timeout` bounds every statement. Migrations run at start under a
 //! transaction-scoped advisory lock, so instances starting together do not race on `CREATE TABLE`.
 
 use std::path::{Path, PathBuf};
@@ -19,21 +20,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Transaction};
-use idempotent_endpoint::outbox::{self, Message};
+use idempotent_endpoint::outbox;
+use idempotent_endpoint::phases::{postgres as phases, Begun};
 use idempotent_endpoint::postgres::PgConnections;
 use idempotent_endpoint::KeyStatus;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 use tokio_postgres::config::SslMode;
-use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::error::StoreError;
 use super::legacy;
-use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, RecoveryPoint};
-use super::rows::{key_row, select_orders, KeyRowColumns, OrderColumns};
-use super::step::{outcome, ProcessOptions, WorkFn};
+use super::phases::{FinishWork, Held, PhaseWork, RecoveryPoint};
+use super::rows::{select_orders, OrderColumns};
+use super::step::{library_error, outcome, stored, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse, Work};
@@ -208,13 +209,79 @@ impl PostgresStore {
         outcome(result)
     }
 
-    /// See [`super::Store::flow_op`]. Every wait for a key row's lock is bounded by `lock_timeout` (answered
-    /// as 409).
-    pub(crate) async fn flow_op(&self, op: FlowOp) -> Result<FlowResult, StoreError> {
+    /// The library's `phases::postgres::begin` on a pooled connection (see [`super::Store::begin`]).
+    pub(crate) async fn begin(&self, request: &KeyedRequest, lease: Duration) -> Result<Begun, StoreError> {
         let mut client = self.client().await?;
-        let tx = client.transaction().await?;
-        tx.execute("SELECT set_config('lock_timeout', '5s', true)", &[]).await?;
-        super::phases::run(PgTransaction(tx), op).await
+        phases::begin(&mut client, &request.keyed(), self.retention, lease).await.map_err(library_error)
+    }
+
+    /// The library's `phases::postgres::advance` with `work` as the step's rows.
+    pub(crate) async fn advance(
+        &self,
+        held: &mut Held,
+        point: RecoveryPoint,
+        lease: Duration,
+        work: PhaseWork,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let result = phases::advance(&mut client, held, point.as_str(), lease, move |tx| {
+            Box::pin(async move {
+                match work {
+                    PhaseWork::InsertOrder(order, row_id) => insert_order(tx, &order, Some(&row_id)).await,
+                    PhaseWork::SetCharge { order_id, charge_id } => {
+                        tx.execute("UPDATE orders SET charge_id = $1 WHERE id = $2", &[&charge_id, &order_id]).await?;
+                        Ok(())
+                    }
+                }
+            })
+        })
+        .await;
+        outcome(result)
+    }
+
+    /// The library's `phases::postgres::finish`, enqueueing `message` in the same transaction.
+    pub(crate) async fn finish(
+        &self,
+        held: Held,
+        response: StoredResponse,
+        message: FinishWork,
+    ) -> Result<StoredResponse, StoreError> {
+        let mut client = self.client().await?;
+        let result = phases::finish(&mut client, held, move |tx| {
+            Box::pin(async move {
+                if let Some(message) = &message {
+                    outbox::enqueue_postgres(tx, message).await?;
+                }
+                Ok::<_, StoreError>(response)
+            })
+        })
+        .await;
+        stored(outcome(result)?)
+    }
+
+    /// The library's `phases::postgres::release`.
+    pub(crate) async fn release(&self, held: Held) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        phases::release(&client, held).await.map_err(library_error)
+    }
+
+    /// The library's `phases::postgres::abandon`.
+    pub(crate) async fn abandon(&self, held: Held) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        phases::abandon(&client, held).await.map_err(library_error)
+    }
+
+    /// The library's `phases::postgres::unfinished`.
+    pub(crate) async fn unfinished(&self, limit: i64, lease: Duration) -> Result<Vec<Held>, StoreError> {
+        let mut client = self.client().await?;
+        phases::unfinished(&mut client, limit, lease).await.map_err(library_error)
+    }
+
+    /// The order the key row with `row_id` made (`orders.key_row_id`), if it made one yet.
+    pub(crate) async fn order_of_row(&self, row_id: String) -> Result<Option<Order>, StoreError> {
+        let client = self.client().await?;
+        let row = client.query_opt(concat!(select_orders!(), "WHERE o.key_row_id = $1"), &[&row_id]).await?;
+        row.as_ref().map(decode_order).transpose()
     }
 
     /// See [`super::Store::list_orders`].
@@ -334,9 +401,6 @@ fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, StoreError
         .with_no_client_auth())
 }
 
-/// One transaction on a pooled connection.
-struct PgTransaction<'a>(Transaction<'a>);
-
 /// Inserts a new order, made by the key row with `key_row_id` (the order phases' rows have one).
 async fn insert_order(
     tx: &tokio_postgres::Transaction<'_>,
@@ -359,191 +423,6 @@ async fn insert_order(
     )
     .await?;
     Ok(())
-}
-
-impl FlowSql for PgTransaction<'_> {
-    async fn insert_order(&mut self, order: &Order, key_row_id: Option<&str>) -> Result<(), StoreError> {
-        insert_order(&self.0, order, key_row_id).await
-    }
-
-    async fn commit(self) -> Result<(), StoreError> {
-        Ok(self.0.commit().await?)
-    }
-
-    async fn rollback(self) -> Result<(), StoreError> {
-        Ok(self.0.rollback().await?)
-    }
-
-    async fn key_row(&mut self, account: &str, key: &str) -> Result<Option<KeyRow>, StoreError> {
-        let row = self
-            .0
-            .query_opt(
-                "SELECT fingerprint, status_code, response_headers, response_body, recovery_point, row_id,
-                        locked_until
-                 FROM idempotency_records WHERE scope = $1 AND key = $2 FOR UPDATE",
-                &[&account, &key],
-            )
-            .await
-            .map_err(locked_or)?;
-        let Some(row) = row else { return Ok(None) };
-        let status: Option<i32> = row.try_get(1)?;
-        let status = status
-            .map(|status| u16::try_from(status).map_err(|_| StoreError::Corrupt(format!("status_code {status}"))))
-            .transpose()?;
-        let columns: KeyRowColumns = (
-            row.try_get(0)?,
-            status,
-            row.try_get(2)?,
-            row.try_get(3)?,
-            row.try_get(4)?,
-            row.try_get(5)?,
-            row.try_get(6)?,
-        );
-        key_row(columns).map(Some)
-    }
-
-    async fn delete_expired(&mut self, account: &str, key: &str, before: i64) -> Result<(), StoreError> {
-        self.0
-            .execute(
-                "DELETE FROM idempotency_records WHERE scope = $1 AND key = $2 AND created_at < $3",
-                &[&account, &key, &before],
-            )
-            .await
-            .map_err(locked_or)?;
-        Ok(())
-    }
-
-    async fn insert_started(
-        &mut self,
-        request: &KeyedRequest,
-        row_id: &str,
-        token: &str,
-        until_ms: i64,
-    ) -> Result<bool, StoreError> {
-        let inserted = self
-            .0
-            .execute(
-                "INSERT INTO idempotency_records
-                     (scope, key, fingerprint, created_at, recovery_point, row_id, lock_token, locked_until)
-                 VALUES ($1, $2, $3, $4, 'started', $5, $6, $7) ON CONFLICT (scope, key) DO NOTHING",
-                &[
-                    &request.account.as_str(),
-                    &request.key.as_str(),
-                    &request.request_hash,
-                    &request.now,
-                    &row_id,
-                    &token,
-                    &until_ms,
-                ],
-            )
-            .await
-            .map_err(locked_or)?;
-        Ok(inserted == 1)
-    }
-
-    async fn lease(&mut self, account: &str, key: &str, token: &str, until_ms: i64) -> Result<(), StoreError> {
-        self.0
-            .execute(
-                "UPDATE idempotency_records SET lock_token = $1, locked_until = $2 WHERE scope = $3 AND key = $4",
-                &[&token, &until_ms, &account, &key],
-            )
-            .await?;
-        Ok(())
-    }
-
-    async fn advance(&mut self, held: &HeldKey, to: RecoveryPoint, release: bool) -> Result<bool, StoreError> {
-        let updated = self
-            .0
-            .execute(
-                "UPDATE idempotency_records
-                 SET recovery_point = $1, locked_until = CASE WHEN $2 THEN 0 ELSE locked_until END
-                 WHERE scope = $3 AND key = $4 AND lock_token = $5 AND recovery_point = $6",
-                &[
-                    &to.as_str(),
-                    &release,
-                    &held.account.as_str(),
-                    &held.key.as_str(),
-                    &held.token,
-                    &held.point.as_str(),
-                ],
-            )
-            .await
-            .map_err(locked_or)?;
-        Ok(updated == 1)
-    }
-
-    async fn release(&mut self, account: &str, key: &str, token: &str) -> Result<bool, StoreError> {
-        let updated = self
-            .0
-            .execute(
-                "UPDATE idempotency_records SET locked_until = 0 WHERE scope = $1 AND key = $2 AND lock_token = $3",
-                &[&account, &key, &token],
-            )
-            .await
-            .map_err(locked_or)?;
-        Ok(updated == 1)
-    }
-
-    async fn delete_started(&mut self, account: &str, key: &str, token: &str) -> Result<bool, StoreError> {
-        let deleted = self
-            .0
-            .execute(
-                "DELETE FROM idempotency_records
-                 WHERE scope = $1 AND key = $2 AND lock_token = $3 AND recovery_point = 'started'",
-                &[&account, &key, &token],
-            )
-            .await
-            .map_err(locked_or)?;
-        Ok(deleted == 1)
-    }
-
-    async fn order_of_row(&mut self, row_id: &str) -> Result<Option<Order>, StoreError> {
-        let row = self.0.query_opt(concat!(select_orders!(), "WHERE o.key_row_id = $1"), &[&row_id]).await?;
-        row.as_ref().map(decode_order).transpose()
-    }
-
-    async fn set_charge(&mut self, order_id: &str, charge_id: &str) -> Result<(), StoreError> {
-        self.0.execute("UPDATE orders SET charge_id = $1 WHERE id = $2", &[&charge_id, &order_id]).await?;
-        Ok(())
-    }
-
-    async fn insert_outbox(&mut self, message: &Message) -> Result<(), StoreError> {
-        Ok(outbox::enqueue_postgres(&self.0, message).await?)
-    }
-
-    async fn stale_keys(&mut self, now_ms: i64, limit: i64) -> Result<Vec<(String, String)>, StoreError> {
-        // SKIP LOCKED: a key another instance is taking over right now is left to it.
-        let rows = self
-            .0
-            .query(
-                "SELECT scope, key FROM idempotency_records
-                 WHERE recovery_point <> 'finished' AND locked_until <= $1
-                 ORDER BY locked_until LIMIT $2 FOR UPDATE SKIP LOCKED",
-                &[&now_ms, &limit],
-            )
-            .await?;
-        rows.iter().map(|row| Ok((row.try_get(0)?, row.try_get(1)?))).collect()
-    }
-
-    async fn save_answer(&mut self, account: &str, key: &str, response: &StoredResponse) -> Result<(), StoreError> {
-        self.0
-            .execute(
-                "UPDATE idempotency_records SET status_code = $1, response_headers = $2, response_body = $3
-                 WHERE scope = $4 AND key = $5",
-                &[&i32::from(response.status), &response.encode_headers(), &response.body, &account, &key],
-            )
-            .await?;
-        Ok(())
-    }
-}
-
-/// A lock wait that hit `lock_timeout` means another transaction holds the key: 409, not 500.
-fn locked_or(error: tokio_postgres::Error) -> StoreError {
-    if error.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) {
-        StoreError::Locked
-    } else {
-        StoreError::Postgres(error)
-    }
 }
 
 fn decode_order(row: &Row) -> Result<Order, StoreError> {

@@ -7,17 +7,18 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use idempotent_endpoint::outbox::{self, Message};
+use idempotent_endpoint::outbox;
+use idempotent_endpoint::phases::Begun;
 use idempotent_endpoint::sqlite::{self, SqliteKeys};
 use idempotent_endpoint::KeyStatus;
 
-use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::error::StoreError;
 use super::legacy;
-use super::phases::{FlowOp, FlowResult, FlowSql, HeldKey, KeyRow, RecoveryPoint};
-use super::rows::{decode_order, key_row, select_orders, KeyRowColumns, OrderColumns};
-use super::step::{outcome, ProcessOptions, WorkFn};
+use super::phases::{FinishWork, Held, PhaseWork, RecoveryPoint};
+use super::rows::{decode_order, select_orders, OrderColumns};
+use super::step::{library_error, outcome, stored, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
 use crate::protocol::{KeyedRequest, Outcome, StoredResponse, Work};
@@ -116,12 +117,75 @@ impl SqliteStore {
         .await
     }
 
-    /// See [`super::Store::flow_op`].
-    pub(crate) async fn flow_op(&self, op: FlowOp) -> Result<FlowResult, StoreError> {
-        let runtime = tokio::runtime::Handle::current();
+    /// The library's `begin` (see [`super::Store::begin`]).
+    pub(crate) async fn begin(&self, request: &KeyedRequest, lease: Duration) -> Result<Begun, StoreError> {
+        self.keys.begin(request.keyed(), lease).await.map_err(library_error)
+    }
+
+    /// The library's `advance` with `work` as the step's rows.
+    pub(crate) async fn advance(
+        &self,
+        held: &mut Held,
+        point: RecoveryPoint,
+        lease: Duration,
+        work: PhaseWork,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .keys
+            .advance(held, point.as_str(), lease, move |tx| match work {
+                PhaseWork::InsertOrder(order, row_id) => insert_order(tx, &order, Some(&row_id)),
+                PhaseWork::SetCharge { order_id, charge_id } => {
+                    tx.execute("UPDATE orders SET charge_id = ?1 WHERE id = ?2", params![charge_id, order_id])?;
+                    Ok(())
+                }
+            })
+            .await;
+        outcome(result)
+    }
+
+    /// The library's `finish`, enqueueing `message` in the same transaction.
+    pub(crate) async fn finish(
+        &self,
+        held: Held,
+        response: StoredResponse,
+        message: FinishWork,
+    ) -> Result<StoredResponse, StoreError> {
+        let result = self
+            .keys
+            .finish(held, move |tx| {
+                if let Some(message) = &message {
+                    outbox::enqueue_sqlite(tx, message)?;
+                }
+                Ok::<_, StoreError>(response)
+            })
+            .await;
+        stored(outcome(result)?)
+    }
+
+    /// The library's `release`.
+    pub(crate) async fn release(&self, held: Held) -> Result<(), StoreError> {
+        self.keys.release(held).await.map_err(library_error)
+    }
+
+    /// The library's `abandon`.
+    pub(crate) async fn abandon(&self, held: Held) -> Result<(), StoreError> {
+        self.keys.abandon(held).await.map_err(library_error)
+    }
+
+    /// The library's `unfinished`.
+    pub(crate) async fn unfinished(&self, limit: i64, lease: Duration) -> Result<Vec<Held>, StoreError> {
+        self.keys.unfinished(limit, lease).await.map_err(library_error)
+    }
+
+    /// The order the key row with `row_id` made (`orders.key_row_id`), if it made one yet.
+    pub(crate) async fn order_of_row(&self, row_id: String) -> Result<Option<Order>, StoreError> {
         self.with_conn(move |conn| {
-            let tx = SqliteTransaction(conn.transaction_with_behavior(TransactionBehavior::Immediate)?);
-            runtime.block_on(super::phases::run(tx, op))
+            let row = conn
+                .query_row(concat!(select_orders!(), "WHERE o.key_row_id = ?1"), params![row_id], |row| {
+                    OrderColumns::try_from(row)
+                })
+                .optional()?;
+            row.map(decode_order).transpose()
         })
         .await
     }
@@ -259,9 +323,6 @@ fn add_missing_columns(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// One `BEGIN IMMEDIATE` transaction: SQLite takes the write lock at `BEGIN`.
-struct SqliteTransaction<'c>(Transaction<'c>);
-
 /// Inserts a new order, made by the key row with `key_row_id` (the order phases' rows have one).
 fn insert_order(conn: &Connection, order: &Order, key_row_id: Option<&str>) -> Result<(), StoreError> {
     conn.execute(
@@ -279,136 +340,6 @@ fn insert_order(conn: &Connection, order: &Order, key_row_id: Option<&str>) -> R
         ],
     )?;
     Ok(())
-}
-
-/// The order a key row made, as the phases read it.
-const ORDER_OF_ROW: &str = concat!(select_orders!(), "WHERE o.key_row_id = ?1");
-
-impl FlowSql for SqliteTransaction<'_> {
-    async fn insert_order(&mut self, order: &Order, key_row_id: Option<&str>) -> Result<(), StoreError> {
-        insert_order(&self.0, order, key_row_id)
-    }
-
-    async fn commit(self) -> Result<(), StoreError> {
-        Ok(self.0.commit()?)
-    }
-
-    async fn rollback(self) -> Result<(), StoreError> {
-        Ok(self.0.rollback()?)
-    }
-
-    async fn key_row(&mut self, account: &str, key: &str) -> Result<Option<KeyRow>, StoreError> {
-        let row: Option<KeyRowColumns> = self
-            .0
-            .query_row(
-                "SELECT fingerprint, status_code, response_headers, response_body, recovery_point, row_id,
-                        locked_until
-                 FROM idempotency_records WHERE scope = ?1 AND key = ?2",
-                params![account, key],
-                |row| row.try_into(),
-            )
-            .optional()?;
-        row.map(key_row).transpose()
-    }
-
-    async fn delete_expired(&mut self, account: &str, key: &str, before: i64) -> Result<(), StoreError> {
-        self.0.execute(
-            "DELETE FROM idempotency_records WHERE scope = ?1 AND key = ?2 AND created_at < ?3",
-            params![account, key, before],
-        )?;
-        Ok(())
-    }
-
-    async fn insert_started(
-        &mut self,
-        request: &KeyedRequest,
-        row_id: &str,
-        token: &str,
-        until_ms: i64,
-    ) -> Result<bool, StoreError> {
-        let inserted = self.0.execute(
-            "INSERT INTO idempotency_records
-                 (scope, key, fingerprint, created_at, recovery_point, row_id, lock_token, locked_until)
-             VALUES (?1, ?2, ?3, ?4, 'started', ?5, ?6, ?7) ON CONFLICT (scope, key) DO NOTHING",
-            params![
-                request.account.as_str(),
-                request.key.as_str(),
-                request.request_hash,
-                request.now,
-                row_id,
-                token,
-                until_ms
-            ],
-        )?;
-        Ok(inserted == 1)
-    }
-
-    async fn lease(&mut self, account: &str, key: &str, token: &str, until_ms: i64) -> Result<(), StoreError> {
-        self.0.execute(
-            "UPDATE idempotency_records SET lock_token = ?1, locked_until = ?2 WHERE scope = ?3 AND key = ?4",
-            params![token, until_ms, account, key],
-        )?;
-        Ok(())
-    }
-
-    async fn advance(&mut self, held: &HeldKey, to: RecoveryPoint, release: bool) -> Result<bool, StoreError> {
-        let updated = self.0.execute(
-            "UPDATE idempotency_records
-             SET recovery_point = ?1, locked_until = CASE WHEN ?2 THEN 0 ELSE locked_until END
-             WHERE scope = ?3 AND key = ?4 AND lock_token = ?5 AND recovery_point = ?6",
-            params![to.as_str(), release, held.account.as_str(), held.key.as_str(), held.token, held.point.as_str()],
-        )?;
-        Ok(updated == 1)
-    }
-
-    async fn release(&mut self, account: &str, key: &str, token: &str) -> Result<bool, StoreError> {
-        let updated = self.0.execute(
-            "UPDATE idempotency_records SET locked_until = 0 WHERE scope = ?1 AND key = ?2 AND lock_token = ?3",
-            params![account, key, token],
-        )?;
-        Ok(updated == 1)
-    }
-
-    async fn delete_started(&mut self, account: &str, key: &str, token: &str) -> Result<bool, StoreError> {
-        let deleted = self.0.execute(
-            "DELETE FROM idempotency_records
-             WHERE scope = ?1 AND key = ?2 AND lock_token = ?3 AND recovery_point = 'started'",
-            params![account, key, token],
-        )?;
-        Ok(deleted == 1)
-    }
-
-    async fn order_of_row(&mut self, row_id: &str) -> Result<Option<Order>, StoreError> {
-        let row = self.0.query_row(ORDER_OF_ROW, params![row_id], |row| OrderColumns::try_from(row)).optional()?;
-        row.map(decode_order).transpose()
-    }
-
-    async fn set_charge(&mut self, order_id: &str, charge_id: &str) -> Result<(), StoreError> {
-        self.0.execute("UPDATE orders SET charge_id = ?1 WHERE id = ?2", params![charge_id, order_id])?;
-        Ok(())
-    }
-
-    async fn insert_outbox(&mut self, message: &Message) -> Result<(), StoreError> {
-        Ok(outbox::enqueue_sqlite(&self.0, message)?)
-    }
-
-    async fn stale_keys(&mut self, now_ms: i64, limit: i64) -> Result<Vec<(String, String)>, StoreError> {
-        let mut stmt = self.0.prepare_cached(
-            "SELECT scope, key FROM idempotency_records
-             WHERE recovery_point <> 'finished' AND locked_until <= ?1 ORDER BY locked_until LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(params![now_ms, limit], |row| Ok((row.get(0)?, row.get(1)?)))?;
-        Ok(rows.collect::<Result<Vec<_>, _>>()?)
-    }
-
-    async fn save_answer(&mut self, account: &str, key: &str, response: &StoredResponse) -> Result<(), StoreError> {
-        self.0.execute(
-            "UPDATE idempotency_records SET status_code = ?1, response_headers = ?2, response_body = ?3
-             WHERE scope = ?4 AND key = ?5",
-            params![response.status, response.encode_headers(), response.body, account, key],
-        )?;
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use idempotent_endpoint::RunError;
 
-use crate::protocol::{KeyedRequest, Outcome, Work};
+use crate::protocol::{KeyedRequest, Work};
 
 use super::error::StoreError;
 
@@ -24,15 +24,30 @@ pub struct ProcessOptions {
 /// The work of a fresh key: builds the order (or the refusal) from the request, inside the transaction.
 pub type WorkFn = Box<dyn FnOnce(&KeyedRequest) -> Work + Send>;
 
-/// The store's answer for the library's: the work's own error as it is, an answer too large to store as
-/// [`StoreError::ResponseTooLarge`], any other failure of the library's as [`StoreError::Keys`].
-pub(crate) fn outcome(result: Result<Outcome, RunError<StoreError>>) -> Result<Outcome, StoreError> {
-    match result {
-        Ok(outcome) => Ok(outcome),
-        Err(RunError::Work(error)) => Err(error),
-        Err(RunError::Store(idempotent_endpoint::StoreError::ResponseTooLarge(bytes))) => {
-            Err(StoreError::ResponseTooLarge(bytes))
-        }
-        Err(RunError::Store(error)) => Err(StoreError::Keys(error)),
+/// The store's answer for the library's: the work's own error as it is, any failure of the library's as
+/// [`library_error`] maps it.
+pub(crate) fn outcome<T>(result: Result<T, RunError<StoreError>>) -> Result<T, StoreError> {
+    result.map_err(|error| match error {
+        RunError::Work(error) => error,
+        RunError::Store(error) => library_error(error),
+    })
+}
+
+/// A failure of the library's as the store's: a lease taken over as [`StoreError::LeaseLost`] and an answer
+/// too large to store as [`StoreError::ResponseTooLarge`] (the handlers answer those), anything else as
+/// [`StoreError::Keys`].
+pub(crate) fn library_error(error: idempotent_endpoint::StoreError) -> StoreError {
+    match error {
+        idempotent_endpoint::StoreError::LeaseLost => StoreError::LeaseLost,
+        idempotent_endpoint::StoreError::ResponseTooLarge(bytes) => StoreError::ResponseTooLarge(bytes),
+        error => StoreError::Keys(error),
+    }
+}
+
+/// The answer a `finish` stored: the library's fresh outcome (a finished step never replays).
+pub(crate) fn stored(outcome: crate::protocol::Outcome) -> Result<crate::protocol::StoredResponse, StoreError> {
+    match outcome {
+        crate::protocol::Outcome::Fresh(response) => Ok(response),
+        other => Err(StoreError::Corrupt(format!("a finished step answered {other:?}"))),
     }
 }

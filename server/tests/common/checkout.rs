@@ -5,8 +5,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use idempotent_fetch_server::checkout::provider_key;
 use idempotent_fetch_server::config::CheckoutConfig;
-use idempotent_fetch_server::store::phases::{random_id, BeginDecision, FlowOp, FlowResult, RecoveryPoint};
+use idempotent_fetch_server::store::phases::{BeginDecision, RecoveryPoint};
 use idempotent_fetch_server::store::{Store, StoreError};
 use idempotent_fetch_server::unix_now;
 use reqwest::Client;
@@ -123,53 +124,47 @@ pub async fn assert_one_charge_and_one_message_each(downstream: &Downstream, ord
     assert_eq!(messages.len(), orders.len(), "no message without an order: {messages:?}");
 }
 
+/// The lease rules on the library's phases: a live lease answers 409, a run-out one is taken over at its
+/// point with the same row (so the same provider key), the old holder writes nothing more, the completer
+/// takes only keys whose lease ran out, and a taken-over key carries its order.
 pub async fn lease_rules(store: &Store) {
-    let now = unix_now();
-    let request = keyed_request("acct", "k-lease", MUGS, now);
-    let begin = |token: String, now_ms: i64| FlowOp::Begin {
-        request: request.clone(),
-        token,
-        until_ms: now_ms + 1_000,
-        now_ms,
-    };
-    let t0 = now * 1000;
-    let first = match store.flow_op(begin(random_id().expect("id"), t0)).await.expect("begin") {
-        FlowResult::Decided(BeginDecision::Held(held)) => held,
+    let request = keyed_request("acct", "k-lease", MUGS, unix_now());
+    let lease = Duration::from_millis(300);
+    let first = match store.begin(&request, lease).await.expect("begin") {
+        BeginDecision::Held(held) => held,
         other => panic!("{other:?}"),
     };
     assert_eq!(first.point, RecoveryPoint::Started);
-    match store.flow_op(begin(random_id().expect("id"), t0 + 500)).await.expect("begin") {
-        FlowResult::Decided(BeginDecision::Done(outcome)) => {
-            assert_eq!(outcome, idempotent_fetch_server::protocol::Outcome::InFlight)
-        }
+    match store.begin(&request, lease).await.expect("begin") {
+        BeginDecision::Done(outcome) => assert_eq!(outcome, idempotent_fetch_server::protocol::Outcome::InFlight),
         other => panic!("a live lease must answer in flight: {other:?}"),
     }
     // After the lease: the second caller takes the key over at its point.
-    let second = match store.flow_op(begin(random_id().expect("id"), t0 + 1_001)).await.expect("begin") {
-        FlowResult::Decided(BeginDecision::Held(held)) => held,
+    tokio::time::sleep(lease + Duration::from_millis(50)).await;
+    let second = match store.begin(&request, lease).await.expect("begin") {
+        BeginDecision::Held(held) => held,
         other => panic!("{other:?}"),
     };
-    assert_eq!(second.row_id, first.row_id, "the same row, so the same downstream keys");
-    assert_ne!(second.token, first.token);
+    assert_eq!(second.held.row_id, first.held.row_id, "the same row, so the same downstream keys");
+    assert_eq!(provider_key(&second), provider_key(&first));
     let order = match idempotent_fetch_server::idempotency::place_order(&request).order {
         Some(order) => order,
         None => panic!("valid order"),
     };
-    let stale = store.flow_op(FlowOp::StoreOrder { held: first, order: order.clone() }).await;
+    let stale = store.store_order(first, order.clone(), lease).await;
     assert!(matches!(stale, Err(StoreError::LeaseLost)), "{stale:?}");
-    let stored = store.flow_op(FlowOp::StoreOrder { held: second, order }).await.expect("store order");
-    let FlowResult::Held(held) = stored else { panic!("{stored:?}") };
+    let held = store.store_order(second, order, lease).await.expect("store order");
     assert_eq!(held.point, RecoveryPoint::ChargeStarted);
     // The completer takes only keys whose lease ran out.
-    let taken = store.flow_op(FlowOp::TakeStale { now_ms: t0 + 1_500, until_ms: t0 + 2_500, limit: 10 }).await;
-    assert!(matches!(taken, Ok(FlowResult::Taken(ref v)) if v.is_empty()), "{taken:?}");
-    let taken = store.flow_op(FlowOp::TakeStale { now_ms: t0 + 2_002, until_ms: t0 + 3_000, limit: 10 }).await;
-    let Ok(FlowResult::Taken(taken)) = taken else { panic!("{taken:?}") };
+    let taken = store.unfinished(10, lease).await.expect("unfinished");
+    assert!(taken.is_empty(), "{taken:?}");
+    tokio::time::sleep(lease + Duration::from_millis(50)).await;
+    let taken = store.unfinished(10, lease).await.expect("unfinished");
     assert_eq!(taken.len(), 1);
     assert_eq!(taken[0].point, RecoveryPoint::ChargeStarted);
     assert_eq!(taken[0].order.as_ref().map(|o| o.total_cents), Some(2400));
     // The holder it was taken from cannot record a charge any more.
-    let lost = store.flow_op(FlowOp::RecordCharge { held, charge_id: "ch_x".to_owned() }).await;
+    let lost = store.record_charge(held, "ch_x".to_owned(), lease).await;
     assert!(matches!(lost, Err(StoreError::LeaseLost)), "{lost:?}");
 }
 

@@ -8,8 +8,9 @@
 //! the same call to a service that honours idempotency keys, and a key reused after its row expired gets a
 //! new one. A request that finds an unfinished row whose lease ran out (its holder crashed) takes it over at
 //! its recovery point; `unfinished` lets a background completer do the same without waiting for the client's
-//! retry; `finish` stores the answer, replayed from then on. On SQLite these are methods of
-//! [`crate::sqlite::SqliteKeys`] (`begin`, `advance`, `finish`, `release`, `unfinished`); on PostgreSQL the
+//! retry; `finish` stores the answer, replayed from then on; `abandon` deletes a row still at [`STARTED`]
+//! (nothing done yet), so the key is new again. On SQLite these are methods of
+//! [`crate::sqlite::SqliteKeys`] (`begin`, `advance`, `finish`, `release`, `abandon`, `unfinished`); on PostgreSQL the
 //! functions of [`postgres`], over a `tokio_postgres::Client`.
 //!
 //! ```text

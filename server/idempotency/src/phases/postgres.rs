@@ -165,6 +165,25 @@ pub async fn release(client: &Client, held: Held) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Deletes a row this caller holds at [`STARTED`], as if its request had never come: for a holder that
+/// cannot start the work (a completer has no request body to build it from) or gave up before any step
+/// wrote anything. The next request with the key is new. A row another caller took over, or one that moved
+/// past [`STARTED`] (its external call may have happened), is kept: [`StoreError::LeaseLost`].
+pub async fn abandon(client: &Client, held: Held) -> Result<(), StoreError> {
+    let deleted = client
+        .execute(
+            "DELETE FROM idempotency_records
+             WHERE scope = $1 AND key = $2 AND lock_token = $3 AND recovery_point = $4",
+            &[&held.scope, &held.key.as_str(), &held.token, &STARTED],
+        )
+        .await?;
+    if deleted == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::LeaseLost)
+    }
+}
+
 /// For a background completer: takes over up to `limit` unfinished rows whose lease ran out, each for
 /// `lease` (`FOR UPDATE SKIP LOCKED`: instances running completers at once never take one row together).
 pub async fn unfinished(client: &mut Client, limit: i64, lease: Duration) -> Result<Vec<Held>, StoreError> {

@@ -163,6 +163,26 @@ impl SqliteKeys {
         .await
     }
 
+    /// Deletes a row this caller holds at [`STARTED`], as if its request had never come: for a holder that
+    /// cannot start the work (a completer has no request body to build it from) or gave up before any step
+    /// wrote anything. The next request with the key is new. A row another caller took over, or one that
+    /// moved past [`STARTED`] (its external call may have happened), is kept: [`StoreError::LeaseLost`].
+    pub async fn abandon(&self, held: Held) -> Result<(), StoreError> {
+        self.with_conn(move |conn| {
+            let deleted = conn.execute(
+                "DELETE FROM idempotency_records
+                 WHERE scope = ?1 AND key = ?2 AND lock_token = ?3 AND recovery_point = ?4",
+                params![held.scope, held.key.as_str(), held.token, STARTED],
+            )?;
+            if deleted == 1 {
+                Ok(())
+            } else {
+                Err(StoreError::LeaseLost)
+            }
+        })
+        .await
+    }
+
     /// For a background completer: takes over up to `limit` unfinished rows whose lease ran out, each for
     /// `lease`, so keys a crash left are finished without waiting for the client to come back.
     pub async fn unfinished(&self, limit: i64, lease: Duration) -> Result<Vec<Held>, StoreError> {
