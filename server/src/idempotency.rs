@@ -1,7 +1,7 @@
 //! `POST /api/orders`: the server half of the Idempotency-Key protocol over HTTP.
 //!
 //! The handler authenticates the account, parses the key, applies the account's rate and any injected fault, enters the
-//! key in this process's in-flight set ([`crate::inflight`]), and hands the store the work to do for a fresh key
+//! key in this process's in-flight set (the library's `inflight::InFlightKeys`), and hands the store the work to do for a fresh key
 //! ([`place_order`]) in a task of its own, which holds the in-flight entry until the work is done. The store runs the
 //! protocol step in one transaction ([`crate::store::Store::process`]), or, with a payment provider configured, the
 //! order phases run ([`crate::checkout::place`]); the handler turns the [`Outcome`] into the HTTP answer.
@@ -92,7 +92,7 @@ async fn handle(
         .with_retry_after(wait.as_secs() + 1));
     }
 
-    let Some(entry) = app.in_flight.enter(&account, &key) else {
+    let Some(entry) = app.in_flight.enter(account.as_str(), key.as_str()) else {
         return Err(in_flight());
     };
     if plan.panic {
@@ -108,7 +108,6 @@ async fn handle(
         key: key.clone(),
         body,
         now,
-        expired_before: crate::sweep::expired_before(now, app.retention),
     };
     let options = ProcessOptions { work_delay: plan.latency, fail_before_commit: plan.crash_before_commit };
     let store_failure = plan.store_500;

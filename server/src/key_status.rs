@@ -28,7 +28,7 @@ pub async fn key_status(
     // This process's in-flight set first, then the store: a request that finishes in between has committed
     // by the time its in-flight entry is dropped, so the store sees it. A committed answer or fence wins over
     // an in-flight entry (a request replaying it, or being refused by the fence, holds one too).
-    let working = app.in_flight.contains(&account, &key);
+    let working = app.in_flight.holds(account.as_str(), key.as_str());
     let status = match app.store.key_status(&account, &key, app.retention).await {
         Ok(status @ (KeyStatus::Done { .. } | KeyStatus::Fenced)) => Ok(status),
         Ok(_) if working => Ok(KeyStatus::InFlight),
@@ -57,7 +57,7 @@ pub async fn settle_key(
     Path(raw): Path<String>,
 ) -> Result<KeyStatus, Problem> {
     let key = IdempotencyKey::parse(&raw)?;
-    if app.in_flight.contains(&account, &key) {
+    if app.in_flight.holds(account.as_str(), key.as_str()) {
         return Ok(KeyStatus::InFlight);
     }
     match app.store.settle(&account, &key, app.retention).await {

@@ -29,7 +29,7 @@
 //! | layer | modules |
 //! |---|---|
 //! | util | [`clock`], [`problem`], [`address`] |
-//! | domain | [`keys`], [`orders`], [`protocol`], [`session`], [`inflight`], [`faults`] |
+//! | domain | [`keys`], [`orders`], [`protocol`], [`session`], [`faults`] |
 //! | store | `store::error`, `store::rows`, `store::legacy` (old databases brought up to date), `store::step` (the protocol step's knobs and outcome, over the library's run), [`store::phases`] (the order flow's recovery points over the library's phases), [`store::sqlite`], [`store::postgres`], [`store`] (the backend enum), [`sweep`] |
 //! | flow | [`services`], [`services::provider`], [`services::mailbox`], [`config`], [`checkout`], [`outbox`], [`error`] |
 //! | http | [`limits`], [`state`], [`auth`], [`upload`], [`idempotency`], [`key_status`], [`static_files`], [`routes`] |
@@ -47,7 +47,6 @@ pub mod config;
 pub mod error;
 pub mod faults;
 pub mod idempotency;
-pub mod inflight;
 pub mod key_status;
 pub mod keys;
 pub mod limits;

@@ -22,13 +22,9 @@ pub struct KeyedRequest {
     pub request_hash: String,
     /// The raw body (validated inside the transaction).
     pub body: Bytes,
-    /// Unix time (seconds): the new order's `created_at`, and the key row's in the order phases (the
-    /// one-transaction step's key row is the library's, which takes the clock's time).
+    /// Unix time (seconds): the new order's `created_at` (the key row is the library's, which takes the
+    /// clock's time and judges expiry by its retention).
     pub now: i64,
-    /// In the order phases, key rows created before this unix time are expired: the request treats them as
-    /// absent (and replaces them), even if the sweep has not deleted them yet. The one-transaction step
-    /// judges that by the library's retention.
-    pub expired_before: i64,
 }
 
 impl KeyedRequest {

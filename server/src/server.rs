@@ -21,10 +21,10 @@ use crate::address::AddressSlots;
 use crate::config::{Config, Database, MIN_HEADER_BYTES};
 use crate::error::ServeError;
 use crate::faults::Faults;
-use crate::inflight::InFlight;
 use crate::session::SessionKey;
 use crate::state::{account_limiter, AppState};
 use crate::store::{self, Store};
+use idempotent_endpoint::inflight::InFlightKeys;
 
 /// How long [`RunningServer::shutdown`] waits for open connections before cutting them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -136,7 +136,7 @@ pub async fn serve_with_store(config: Config, store: Store) -> Result<RunningSer
     let state = AppState {
         store: store.clone(),
         faults: faults.clone(),
-        in_flight: InFlight::default(),
+        in_flight: InFlightKeys::default(),
         retention: config.retention,
         sessions: sessions.clone(),
         secure_cookie: config.secure_cookie,

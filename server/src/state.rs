@@ -8,10 +8,10 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::config::Limits;
 use crate::faults::Faults;
-use crate::inflight::InFlight;
 use crate::limits::ApiSlots;
 use crate::session::SessionKey;
 use crate::store::Store;
+use idempotent_endpoint::inflight::InFlightKeys;
 
 /// Per-account rate of `POST /api/orders` (a keyed token bucket).
 pub type AccountLimiter = DefaultKeyedRateLimiter<String>;
@@ -23,8 +23,8 @@ pub struct AppState {
     pub store: Store,
     /// The fault switchboard; `None` unless the server runs with `--enable-faults`.
     pub faults: Option<Faults>,
-    /// Keys this process is working on.
-    pub in_flight: InFlight,
+    /// Keys this process is working on (the library's set, scoped by the account).
+    pub in_flight: InFlightKeys,
     /// Key retention.
     pub retention: Duration,
     /// Signs and verifies sessions.

@@ -58,9 +58,12 @@ async fn post(client: &Client, base: &str, key: &str, body: &str, headers: &[(&s
     post_to(client, base, Some(key), body, headers).await.expect("answer")
 }
 
-/// The sweep at unix time `at` from every instance at once; how many rows each deleted.
-async fn sweep_all(servers: &[RunningServer], at: i64) -> Vec<u64> {
-    let sweeps = servers.iter().map(|s| idempotent_fetch_server::sweep::sweep_once(s.store(), at, RETENTION));
+/// The sweep as at unix time `at` from every instance at once (every key row first aged by `at - now`: the
+/// library's sweep reads the clock); how many rows each deleted.
+async fn sweep_all(servers: &[RunningServer], db: &tokio_postgres::Client, at: i64) -> Vec<u64> {
+    let by = at - idempotent_fetch_server::unix_now();
+    db.execute("UPDATE idempotency_records SET created_at = created_at - $1", &[&by]).await.expect("age key rows");
+    let sweeps = servers.iter().map(|s| idempotent_fetch_server::sweep::sweep_once(s.store(), RETENTION));
     futures_util::future::join_all(sweeps).await.into_iter().map(|r| r.expect("sweep")).collect()
 }
 
@@ -155,9 +158,9 @@ async fn postgres_protocol_across_three_instances() {
     // The sweep is safe from every instance at once and deletes only expired rows.
     let total: i64 = db.query_one("SELECT COUNT(*) FROM idempotency_records", &[]).await.expect("count").get(0);
     let now = idempotent_fetch_server::unix_now();
-    assert_eq!(sweep_all(&servers, now).await, [0, 0, 0]);
+    assert_eq!(sweep_all(&servers, &db, now).await, [0, 0, 0]);
     let later = now + 2 * 86_400;
-    let swept = sweep_all(&servers, later).await;
+    let swept = sweep_all(&servers, &db, later).await;
     assert_eq!(swept.iter().sum::<u64>(), u64::try_from(total).expect("count"));
     let after = post(&client, &bases[0], "shared", MUGS, &[("authorization", &bearer("pg-a"))]).await;
     assert_fresh(&after);
@@ -217,13 +220,11 @@ async fn postgres_key_status_across_instances_and_after_the_sweep() {
     let config = Config { session_secret: Some(SECRET.to_owned()), ..Config::postgres(url.clone()) };
     let servers = vec![serve(config.clone()).await.expect("instance 1"), serve(config).await.expect("instance 2")];
     let bases: Vec<String> = servers.iter().map(RunningServer::url).collect();
-    let servers_ref = &servers;
-    check_key_status(
-        &Client::new(),
-        &bases,
-        "pg",
-        move |at| async move { sweep_all(servers_ref, at).await.iter().sum() },
-    )
+    let status_db = sql(&url).await;
+    let (servers_ref, db_ref) = (&servers, &status_db);
+    check_key_status(&Client::new(), &bases, "pg", move |at| async move {
+        sweep_all(servers_ref, db_ref, at).await.iter().sum()
+    })
     .await;
     for server in servers {
         server.shutdown().await.expect("shutdown");
@@ -399,8 +400,9 @@ async fn postgres_in_flight_is_held_by_the_work_and_settling_fences() {
 
     check_hung_up_request_stays_in_flight(&client, &bases[0], &bases[0], "pg-hung-same").await;
     check_hung_up_request_stays_in_flight(&client, &bases[0], &bases[1], "pg-hung-other").await;
-    let servers_ref = &servers;
-    check_settle(&client, &bases, "pg", move |at| async move { sweep_all(servers_ref, at).await.iter().sum() }).await;
+    let (servers_ref, db_ref) = (&servers, &db);
+    check_settle(&client, &bases, "pg", move |at| async move { sweep_all(servers_ref, db_ref, at).await.iter().sum() })
+        .await;
     assert_eq!(orders(&db, "pg-settle-a").await, 1, "K1 once; nothing for the fenced key");
     for server in servers {
         server.shutdown().await.expect("shutdown");

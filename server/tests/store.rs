@@ -54,7 +54,7 @@ async fn the_sweep_deletes_only_rows_older_than_retention() {
         age(&path, key, created);
     }
     // At `now`, "old" is 2 days old, "edge" a minute short of 1 day (kept), "new" less.
-    assert_eq!(sweep_once(&store, now, retention).await.ok(), Some(1));
+    assert_eq!(sweep_once(&store, retention).await.ok(), Some(1));
     let keys: Vec<String> = {
         let conn = rusqlite::Connection::open(&path).expect("open");
         let mut stmt = conn.prepare("SELECT key FROM idempotency_records ORDER BY key").expect("prepare");

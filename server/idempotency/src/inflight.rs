@@ -5,6 +5,11 @@
 //! key's request is being processed. This set can: a key is in it from the moment `run` (or `settle`)
 //! accepts it until its transaction has committed or rolled back.
 //!
+//! An app that runs its own transactions on the connection ([`crate::sqlite::run_in`] inside
+//! [`crate::sqlite::SqliteKeys::with_conn`]) keeps a set of its own the same way: it enters the key before its
+//! transaction, answers a second request with the key [`crate::Outcome::InFlight`] while it is in, and asks the
+//! set before [`crate::sqlite::status_in`], which cannot see an uncommitted row.
+//!
 //! A key's [`InFlightEntry`] (its place in the set, not a lock on the key row) is moved into the blocking task that
 //! owns the transaction, never kept by the handler's future: a client that hangs up drops the handler, not the work,
 //! and the key must read `in_flight` for as long as the work can still commit.
@@ -16,14 +21,14 @@ type Entry = (String, String);
 
 /// The `(scope, key)` pairs being processed. Cloning shares the set.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct InFlightKeys {
+pub struct InFlightKeys {
     keys: Arc<Mutex<HashSet<Entry>>>,
 }
 
 impl InFlightKeys {
     /// Enters `(scope, key)` in the set; `None` while it is in already. It leaves when the [`InFlightEntry`]
     /// drops.
-    pub(crate) fn enter(&self, scope: &str, key: &str) -> Option<InFlightEntry> {
+    pub fn enter(&self, scope: &str, key: &str) -> Option<InFlightEntry> {
         let entry = (scope.to_owned(), key.to_owned());
         if !lock(&self.keys).insert(entry.clone()) {
             return None;
@@ -32,7 +37,7 @@ impl InFlightKeys {
     }
 
     /// Whether `(scope, key)` is in the set now.
-    pub(crate) fn holds(&self, scope: &str, key: &str) -> bool {
+    pub fn holds(&self, scope: &str, key: &str) -> bool {
         lock(&self.keys).contains(&(scope.to_owned(), key.to_owned()))
     }
 }
@@ -40,7 +45,7 @@ impl InFlightKeys {
 /// One key's place in the [`InFlightKeys`]: the key reads in flight while this lives, and leaves the set on
 /// drop (also when the task holding it unwinds).
 #[derive(Debug)]
-pub(crate) struct InFlightEntry {
+pub struct InFlightEntry {
     keys: Arc<Mutex<HashSet<Entry>>>,
     entry: Entry,
 }

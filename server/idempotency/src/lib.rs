@@ -83,7 +83,7 @@
 //! |---|---|
 //! | protocol (no I/O) | [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], [`postgres_sql`], [`outbox_sql`], [`inbox_sql`], [`retry_schedule`], `random` |
 //! | runtime | [`request`] (the axum extractor), [`periodic`] (the loop of every background task), [`serve`] (the HTTP server loop) |
-//! | store | `inflight`, [`outbox_table`], [`sqlite`], [`postgres`] |
+//! | store | [`inflight`], [`outbox_table`], [`sqlite`], [`postgres`] |
 //! | work | [`outbox`], [`inbox`], [`phases`], `phases::sqlite`, [`phases::postgres`] |
 //!
 //! [idempotent-fetch]: https://github.com/idempotent-fetch/idempotent-fetch
@@ -95,7 +95,7 @@ pub mod fingerprint;
 pub mod inbox;
 pub mod inbox_sql;
 #[cfg(feature = "sqlite")]
-mod inflight;
+pub mod inflight;
 pub mod key;
 #[cfg(feature = "runtime")]
 pub mod outbox;

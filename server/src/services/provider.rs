@@ -22,11 +22,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{hit, probability, Db, RunningService};
 use crate::faults::{dropped_connection, MAX_LATENCY_MS};
-use crate::inflight::InFlight;
 use crate::keys::{fingerprint, AccountId, IdempotencyKey};
 use crate::problem::Problem;
 use crate::protocol::{Outcome, StoredResponse};
 use crate::store::StoreError;
+use idempotent_endpoint::inflight::InFlightKeys;
 
 /// The path of the charge endpoint.
 pub const CHARGES_PATH: &str = "/charges";
@@ -107,7 +107,7 @@ impl ProviderFaults {
 #[derive(Debug, Clone)]
 struct Provider {
     db: Db,
-    in_flight: InFlight,
+    in_flight: InFlightKeys,
     /// The one merchant every caller charges for (the in-flight set is keyed per account).
     merchant: AccountId,
     faults: Option<Arc<RwLock<ProviderFaults>>>,
@@ -121,7 +121,7 @@ pub async fn start(addr: SocketAddr, db: &str, enable_faults: bool) -> Result<Ru
         .map_err(|e| StoreError::Task(e.to_string()))??;
     let merchant = AccountId::parse("merchant").map_err(|p| crate::ServeError::Config(p.detail))?;
     let faults = enable_faults.then(|| Arc::new(RwLock::new(ProviderFaults::default())));
-    let state = Provider { db, in_flight: InFlight::default(), merchant, faults };
+    let state = Provider { db, in_flight: InFlightKeys::default(), merchant, faults };
     let mut app = Router::new()
         .route(CHARGES_PATH, get(list).post(charge))
         .route("/health", get(|| async { Json(serde_json::json!({ "status": "ok" })) }));
@@ -152,7 +152,7 @@ async fn charge_inner(provider: Provider, headers: HeaderMap, body: Bytes) -> Re
         )
         .with_retry_after(1));
     }
-    let Some(entry) = provider.in_flight.enter(&provider.merchant, &key) else {
+    let Some(entry) = provider.in_flight.enter(provider.merchant.as_str(), key.as_str()) else {
         return Err(Problem::new(
             StatusCode::CONFLICT,
             "request-in-flight",

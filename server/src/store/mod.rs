@@ -195,9 +195,9 @@ impl Store {
         backend!(self, store => store.settle(account, key, retention).await)
     }
 
-    /// Deletes key rows created before `cutoff` (unix seconds); returns how many.
-    pub async fn sweep(&self, cutoff: i64) -> Result<u64, StoreError> {
-        backend!(self, store => store.sweep(cutoff).await)
+    /// Deletes key rows created more than `retention` ago (the library's sweep); returns how many.
+    pub async fn sweep(&self, retention: Duration) -> Result<u64, StoreError> {
+        backend!(self, store => store.sweep(retention).await)
     }
 
     /// Checks the database answers.

@@ -335,10 +335,11 @@ impl PostgresStore {
         row.as_ref().map(decode_order).transpose()
     }
 
-    /// See [`super::Store::sweep`]. Deleting by age is safe to run from every instance at once.
-    pub async fn sweep(&self, cutoff: i64) -> Result<u64, StoreError> {
+    /// See [`super::Store::sweep`]: the library's `postgres::sweep`. Deleting by age is safe to run from
+    /// every instance at once.
+    pub async fn sweep(&self, retention: Duration) -> Result<u64, StoreError> {
         let client = self.client().await?;
-        Ok(client.execute("DELETE FROM idempotency_records WHERE created_at < $1", &[&cutoff]).await?)
+        Ok(idempotent_endpoint::postgres::sweep(&client, retention).await?)
     }
 
     /// See [`super::Store::health`].

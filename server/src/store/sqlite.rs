@@ -264,13 +264,9 @@ impl SqliteStore {
         .await
     }
 
-    /// See [`super::Store::sweep`].
-    pub async fn sweep(&self, cutoff: i64) -> Result<u64, StoreError> {
-        self.with_conn(move |conn| {
-            let deleted = conn.execute("DELETE FROM idempotency_records WHERE created_at < ?1", params![cutoff])?;
-            Ok(deleted as u64)
-        })
-        .await
+    /// See [`super::Store::sweep`]: the library's `sweep_in`.
+    pub async fn sweep(&self, retention: Duration) -> Result<u64, StoreError> {
+        self.with_conn(move |conn| Ok(sqlite::sweep_in(conn, retention)?)).await
     }
 
     /// See [`super::Store::health`].

@@ -75,9 +75,13 @@ impl TestServer {
         json(self.client.get(self.url(path)).header("authorization", bearer(DEFAULT_ACCOUNT))).await
     }
 
-    /// [`idempotent_fetch_server::sweep::sweep_once`] on this server's store at unix time `at`.
+    /// [`idempotent_fetch_server::sweep::sweep_once`] on this server's store as at unix time `at`: every key
+    /// row is first aged by `at - now` in the file (the library's sweep reads the clock).
     pub async fn sweep(&self, at: i64) -> Option<u64> {
-        idempotent_fetch_server::sweep::sweep_once(self.server.store(), at, RETENTION).await.ok()
+        let conn = rusqlite::Connection::open(&self.db).expect("open sqlite file");
+        let by = at - idempotent_fetch_server::unix_now();
+        conn.execute("UPDATE idempotency_records SET created_at = created_at - ?1", [by]).expect("age key rows");
+        idempotent_fetch_server::sweep::sweep_once(self.server.store(), RETENTION).await.ok()
     }
 
     /// Rows in `orders` (all accounts), read straight from the SQLite file.
@@ -215,7 +219,6 @@ pub fn keyed_request(account: &str, key: &str, body: &str, now: i64) -> KeyedReq
         request_hash: fingerprint("POST", "/api/orders", body.as_bytes()),
         body: Bytes::from(body.to_owned()),
         now,
-        expired_before: 0,
     }
 }
 
