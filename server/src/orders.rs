@@ -108,21 +108,12 @@ pub struct Order {
     pub confirmation: Option<Confirmation>,
 }
 
-/// The start of every confirmation's message id, before the order's id (a literal, so the store's SQL can
-/// join an order with its message on it).
-macro_rules! confirmation_prefix {
-    () => {
-        "confirm-"
-    };
-}
-pub(crate) use confirmation_prefix;
-
 /// The outbox topic of an order's confirmation.
 pub const CONFIRMATION_TOPIC: &str = "confirmation";
 
 /// The message id of an order's confirmation (the receiver deduplicates by it).
 pub fn confirmation_id(order_id: &str) -> String {
-    format!(concat!(confirmation_prefix!(), "{}"), order_id)
+    format!("confirm-{order_id}")
 }
 
 /// An order's confirmation message, as the outbox holds it.

@@ -185,6 +185,50 @@ pub async fn backlog_postgres(client: &tokio_postgres::Client) -> Result<Backlog
     Ok(Backlog::of(row.try_get(0)?, row.try_get(1)?))
 }
 
+/// Where one message stands, for an app that shows it (an order page: "confirmation sent").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Enqueued, not delivered yet (due, claimed, or waiting for a retry).
+    Waiting,
+    /// Delivered at this unix time (seconds).
+    Delivered(i64),
+}
+
+impl Delivery {
+    fn of(delivered_at: Option<i64>) -> Self {
+        delivered_at.map_or(Delivery::Waiting, Delivery::Delivered)
+    }
+}
+
+/// Where the messages with `ids` stand on SQLite, by id; an id no message has is absent. One indexed
+/// lookup per id, on the caller's connection (its transaction, if it is in one).
+#[cfg(feature = "sqlite")]
+pub fn deliveries_sqlite(
+    conn: &rusqlite::Connection,
+    ids: &[String],
+) -> Result<std::collections::HashMap<String, Delivery>, StoreError> {
+    use rusqlite::OptionalExtension;
+    let mut stmt = conn.prepare_cached("SELECT delivered_at FROM outbox_messages WHERE id = ?1")?;
+    let mut found = std::collections::HashMap::with_capacity(ids.len());
+    for id in ids {
+        if let Some(delivered_at) = stmt.query_row([id], |row| row.get(0)).optional()? {
+            found.insert(id.clone(), Delivery::of(delivered_at));
+        }
+    }
+    Ok(found)
+}
+
+/// Where the messages with `ids` stand on PostgreSQL, by id, in one statement; an id no message has is
+/// absent.
+#[cfg(feature = "postgres")]
+pub async fn deliveries_postgres(
+    client: &tokio_postgres::Client,
+    ids: &[String],
+) -> Result<std::collections::HashMap<String, Delivery>, StoreError> {
+    let rows = client.query(outbox_sql::DELIVERIES, &[&ids]).await?;
+    rows.iter().map(|row| Ok((row.try_get(0)?, Delivery::of(row.try_get(1)?)))).collect()
+}
+
 /// Where the outbox table lives: implemented for [`crate::sqlite::SqliteKeys`] and for every
 /// [`crate::postgres::PgConnections`] (a shared `Arc<Client>`, or the app's pool); an app with its own
 /// outbox table implements it for its store (its errors as [`StoreError::Backend`]).

@@ -57,5 +57,9 @@ pub const MARK: &str = "WITH delivered AS (
                  WHERE o.id = r.id AND o.claimed_until = $5 AND o.delivered_at IS NULL RETURNING 1)
              SELECT (SELECT count(*) FROM delivered) + (SELECT count(*) FROM retried)";
 
+/// The messages with the ids in `$1` (a text array) and when each was delivered: `id, delivered_at` (NULL
+/// while undelivered).
+pub const DELIVERIES: &str = "SELECT id, delivered_at FROM outbox_messages WHERE id = ANY($1)";
+
 /// How many messages are undelivered and when the oldest was enqueued (unix seconds, NULL when none).
 pub const BACKLOG: &str = "SELECT count(*), min(created_at) FROM outbox_messages WHERE delivered_at IS NULL";

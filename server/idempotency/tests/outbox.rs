@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use idempotent_endpoint::outbox::{self, Backlog, Message, OutboxStore, Worker};
+use idempotent_endpoint::outbox::{self, Backlog, Delivery, Message, OutboxStore, Worker};
 use idempotent_endpoint::sqlite::SqliteKeys;
 use tokio_postgres::{Client, NoTls};
 
@@ -99,6 +99,35 @@ impl Db {
         match self {
             Db::Sqlite(keys, _) => keys.with_conn(move |c| Ok(c.execute_batch(sql)?)).await.expect(sql),
             Db::Postgres { store, .. } => store.batch_execute(sql).await.expect(sql),
+        }
+    }
+
+    /// Every message's id by its name (the payload).
+    async fn ids_by_name(&self) -> HashMap<String, String> {
+        const SQL: &str = "SELECT id, payload FROM outbox_messages";
+        let rows: Vec<(String, String)> = match self {
+            Db::Sqlite(keys, _) => keys
+                .with_conn(|c| {
+                    let mut stmt = c.prepare(SQL)?;
+                    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+                })
+                .await
+                .expect("ids"),
+            Db::Postgres { store, .. } => {
+                store.query(SQL, &[]).await.expect("ids").iter().map(|r| (r.get(0), r.get(1))).collect()
+            }
+        };
+        rows.into_iter().map(|(id, payload)| (serde_json::from_str(&payload).expect("payload"), id)).collect()
+    }
+
+    async fn deliveries(&self, ids: &[&str]) -> HashMap<String, Delivery> {
+        let ids: Vec<String> = ids.iter().map(|id| (*id).to_owned()).collect();
+        match self {
+            Db::Sqlite(keys, _) => {
+                keys.with_conn(move |c| outbox::deliveries_sqlite(c, &ids)).await.expect("deliveries")
+            }
+            Db::Postgres { store, .. } => outbox::deliveries_postgres(store, &ids).await.expect("deliveries"),
         }
     }
 
@@ -370,6 +399,13 @@ async fn the_backlog_counts_undelivered_messages_and_the_oldest_age<S: OutboxSto
     let backlog = db.backlog().await;
     assert_eq!(backlog.undelivered, 1);
     assert!(backlog.oldest_age.expect("an age") < Duration::from_secs(10), "{backlog:?}");
+    // Each message's own delivery, by id: the refused one waits, an unknown id is absent.
+    let ids: HashMap<String, String> = db.ids_by_name().await;
+    let (id0, id2) = (&ids["u-0"], &ids["u-2"]);
+    let deliveries = db.deliveries(&[id0, id2, "no-such-message"]).await;
+    assert_eq!(deliveries.len(), 2, "{deliveries:?}");
+    assert!(matches!(deliveries[id0], Delivery::Delivered(at) if at > 0), "{deliveries:?}");
+    assert_eq!(deliveries[id2], Delivery::Waiting);
 }
 on_both!(
     the_backlog_counts_undelivered_messages_and_the_oldest_age,

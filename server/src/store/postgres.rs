@@ -33,7 +33,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use super::error::StoreError;
 use super::legacy;
 use super::phases::{FinishWork, Held, PhaseWork, RecoveryPoint};
-use super::rows::{select_orders, OrderColumns};
+use super::rows::{confirm, confirmation_ids, select_orders, OrderColumns};
 use super::step::{library_error, outcome, stored, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
@@ -281,7 +281,7 @@ impl PostgresStore {
     pub(crate) async fn order_of_row(&self, row_id: String) -> Result<Option<Order>, StoreError> {
         let client = self.client().await?;
         let row = client.query_opt(concat!(select_orders!(), "WHERE o.key_row_id = $1"), &[&row_id]).await?;
-        row.as_ref().map(decode_order).transpose()
+        confirmed_one(&client, row.as_ref().map(decode_order).transpose()?).await
     }
 
     /// See [`super::Store::list_orders`].
@@ -293,7 +293,7 @@ impl PostgresStore {
                 &[&account.as_str(), &i64::from(limit)],
             )
             .await?;
-        rows.iter().map(decode_order).collect()
+        confirmed(&client, rows.iter().map(decode_order).collect::<Result<_, _>>()?).await
     }
 
     /// See [`super::Store::get_order`].
@@ -302,7 +302,7 @@ impl PostgresStore {
         let row = client
             .query_opt(concat!(select_orders!(), "WHERE o.account_id = $1 AND o.id = $2"), &[&account.as_str(), &id])
             .await?;
-        row.as_ref().map(decode_order).transpose()
+        confirmed_one(&client, row.as_ref().map(decode_order).transpose()?).await
     }
 
     /// See [`super::Store::key_status`]: the library's `postgres::status` (the key's advisory lock in
@@ -332,7 +332,7 @@ impl PostgresStore {
     pub async fn newest_order(&self, account: &AccountId, key: &IdempotencyKey) -> Result<Option<Order>, StoreError> {
         let client = self.client().await?;
         let row = client.query_opt(NEWEST_ORDER, &[&account.as_str(), &key.as_str()]).await?;
-        row.as_ref().map(decode_order).transpose()
+        confirmed_one(&client, row.as_ref().map(decode_order).transpose()?).await
     }
 
     /// See [`super::Store::sweep`]: the library's `postgres::sweep`. Deleting by age is safe to run from
@@ -426,6 +426,18 @@ async fn insert_order(
     Ok(())
 }
 
+/// `orders` with their confirmations, read from the library's outbox.
+async fn confirmed(client: &tokio_postgres::Client, mut orders: Vec<Order>) -> Result<Vec<Order>, StoreError> {
+    let deliveries = outbox::deliveries_postgres(client, &confirmation_ids(&orders)).await?;
+    confirm(&mut orders, &deliveries);
+    Ok(orders)
+}
+
+/// [`confirmed`] for at most one order.
+async fn confirmed_one(client: &tokio_postgres::Client, order: Option<Order>) -> Result<Option<Order>, StoreError> {
+    Ok(confirmed(client, order.into_iter().collect()).await?.pop())
+}
+
 fn decode_order(row: &Row) -> Result<Order, StoreError> {
     let columns: OrderColumns = (
         row.try_get(0)?,
@@ -436,8 +448,6 @@ fn decode_order(row: &Row) -> Result<Order, StoreError> {
         row.try_get(5)?,
         row.try_get(6)?,
         row.try_get(7)?,
-        row.try_get(8)?,
-        row.try_get(9)?,
     );
     super::rows::decode_order(columns)
 }

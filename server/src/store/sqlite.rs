@@ -17,7 +17,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use super::error::StoreError;
 use super::legacy;
 use super::phases::{FinishWork, Held, PhaseWork, RecoveryPoint};
-use super::rows::{decode_order, select_orders, OrderColumns};
+use super::rows::{confirm, confirmation_ids, decode_order, select_orders, OrderColumns};
 use super::step::{library_error, outcome, stored, ProcessOptions, WorkFn};
 use crate::keys::{AccountId, IdempotencyKey};
 use crate::orders::{self, Order};
@@ -185,7 +185,7 @@ impl SqliteStore {
                     OrderColumns::try_from(row)
                 })
                 .optional()?;
-            row.map(decode_order).transpose()
+            confirmed_one(conn, row.map(decode_order).transpose()?)
         })
         .await
     }
@@ -201,7 +201,7 @@ impl SqliteStore {
             for row in rows {
                 out.push(decode_order(row?)?);
             }
-            Ok(out)
+            confirmed(conn, out)
         })
         .await
     }
@@ -218,7 +218,7 @@ impl SqliteStore {
                     |row| OrderColumns::try_from(row),
                 )
                 .optional()?;
-            row.map(decode_order).transpose()
+            confirmed_one(conn, row.map(decode_order).transpose()?)
         })
         .await
     }
@@ -259,7 +259,7 @@ impl SqliteStore {
                     |row| OrderColumns::try_from(row),
                 )
                 .optional()?;
-            order.map(decode_order).transpose()
+            confirmed_one(conn, order.map(decode_order).transpose()?)
         })
         .await
     }
@@ -317,6 +317,18 @@ fn add_missing_columns(conn: &Connection) -> Result<(), StoreError> {
         }
     }
     Ok(())
+}
+
+/// `orders` with their confirmations, read from the library's outbox on `conn`.
+fn confirmed(conn: &Connection, mut orders: Vec<Order>) -> Result<Vec<Order>, StoreError> {
+    let deliveries = outbox::deliveries_sqlite(conn, &confirmation_ids(&orders))?;
+    confirm(&mut orders, &deliveries);
+    Ok(orders)
+}
+
+/// [`confirmed`] for at most one order.
+fn confirmed_one(conn: &Connection, order: Option<Order>) -> Result<Option<Order>, StoreError> {
+    Ok(confirmed(conn, order.into_iter().collect())?.pop())
 }
 
 /// Inserts a new order, made by the key row with `key_row_id` (the order phases' rows have one).
