@@ -9,6 +9,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::processes::Process;
+use idempotent_fetch_server::checkout::{complete_once, Checkout};
+use idempotent_fetch_server::config::CheckoutConfig;
+use idempotent_fetch_server::store::phases::{BeginDecision, RecoveryPoint};
 use idempotent_fetch_server::store::{SqliteStore, Store, Synchronous};
 use reqwest::Client;
 use serde_json::Value;
@@ -282,4 +285,26 @@ async fn a_database_from_before_the_phases_gains_their_columns_and_keeps_its_row
     assert_eq!(orders.len(), 1);
     assert_eq!(orders[0].charge_id, None);
     assert_eq!(point(&path, "k-old"), "finished", "an old key row is a finished one");
+}
+
+/// A key left at `started` (its request died before storing an order) has nothing the completer could go
+/// on with: once its lease ran out the completer abandons it through the library, so the key is new again.
+#[tokio::test]
+async fn the_completer_abandons_a_key_left_at_started() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = Store::Sqlite(
+        SqliteStore::open(dir.path().join("s.sqlite"), Synchronous::Full, common::RETENTION).await.expect("open"),
+    );
+    let lease = Duration::from_millis(200);
+    // No provider call is made for a key at `started`: the URL is never dialled.
+    let config = CheckoutConfig { provider_url: "http://127.0.0.1:9".to_owned(), mail_url: None, key_lease: lease };
+    let checkout = Checkout::new(config).expect("checkout");
+    let request = common::keyed_request("acct", "k-started", MUGS, idempotent_fetch_server::unix_now());
+    let BeginDecision::Held(left) = store.begin(&request, lease).await.expect("begin") else { panic!("held") };
+    assert_eq!(complete_once(&store, &checkout).await, 0, "a live lease is left alone");
+    tokio::time::sleep(lease + Duration::from_millis(50)).await;
+    assert_eq!(complete_once(&store, &checkout).await, 1);
+    let BeginDecision::Held(again) = store.begin(&request, lease).await.expect("begin") else { panic!("new again") };
+    assert_eq!(again.point, RecoveryPoint::Started);
+    assert_ne!(again.held.row_id, left.held.row_id, "a new row: the abandoned one is gone");
 }
