@@ -3,7 +3,7 @@
 //! The key row, its lease, the take-over of a row whose holder is gone and the completer's query are the
 //! library's (`SqliteKeys::begin`/`advance`/`finish`/`release`/`abandon`/`unfinished`, and the functions of
 //! `idempotent_endpoint::phases::postgres`); every arrow `started -> charge_started -> charged -> finished`
-//! is one of its steps, whose work is the shop's rows for that step ([`PhaseWork`]). What happens between
+//! is one of its steps, whose work is the shop's rows for that step (`PhaseWork`). What happens between
 //! two phases (the provider call) is the driver's ([`crate::checkout`]). The order a key row made is the
 //! shop's: it is read from `orders.key_row_id` whenever a key is taken, so a holder carries it from
 //! `charge_started` on.
