@@ -1,4 +1,5 @@
-//! Persistence of idempotency keys and orders, and the protocol step that ties them together.
+//! Persistence of idempotency keys and orders, and the protocol step and the order phases that tie them
+//! together.
 //!
 //! [`Store`] is an enum over the backends (embedded SQLite by default; PostgreSQL for several server
 //! instances). The key rows and the outbox are the library's (`idempotent_endpoint`); the shop's own
@@ -9,6 +10,11 @@
 //! replayed, or the request is refused (422 for a different payload, 409 while in flight, 410 for a
 //! fence: see [`Store::settle`]). A crash anywhere before the commit leaves neither the key row nor the
 //! order behind, so a retry with the same key simply does the work once.
+//!
+//! The order phases ([`Store::begin`] to [`Store::finish`], and [`Store::unfinished`] for the completer)
+//! are the library's atomic phases with the shop's rows as each step's work ([`phases`]); the sweep is the
+//! library's too. The store's own SQL reads and writes `orders`, and moves an earlier version's tables into
+//! the library's (`legacy`).
 //!
 //! This module is only the face over the backends: the step's knobs (`step`), the rows both backends read
 //! alike (`rows`), the migration of older databases (`legacy`) and the errors (`error`) are submodules the
