@@ -1,5 +1,5 @@
 // The bad-input matrix: one row per hostile or malformed input through the JavaScript API.
-// Run by bad-input.test.mjs in Node (the package by `require`, memory storage) and in headless Chromium (pkg/index.js,
+// Run by bad-input.test.mjs in Node (the package by `require`, memory storage) and in headless Chromium (pkg/index.development.js,
 // real localStorage) through bad-input.html. Imports only tests/js/cases.mjs (no Node modules), so
 // it loads unchanged in a page.
 //

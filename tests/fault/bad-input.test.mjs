@@ -1,5 +1,5 @@
 // The bad-input matrix (rows in bad-input-cases.mjs), one node:test test per row and environment:
-// Node against the package (memory storage) and a real browser against pkg/index.js (real localStorage, page
+// Node against the package (memory storage) and a real browser against pkg/index.development.js (real localStorage, page
 // bad-input.html): the engine IF_BROWSER names (chromium, firefox, webkit; tests/support/browsers.mjs). After every row runCase (tests/js/cases.mjs) does a sanity begin+send
 // against a 201 endpoint, so a row that trapped the wasm instance fails itself or the next one.
 //
