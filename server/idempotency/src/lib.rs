@@ -75,6 +75,11 @@
 //! }
 //! ```
 //!
+//! Feature `runtime` (on by default, and implied by `sqlite` and `postgres`) is everything with I/O: axum, tokio,
+//! the stores, the outbox, inbox and phases. Without it the crate is the protocol layer alone, which compiles to
+//! `wasm32-unknown-unknown`: the Node half (server/node) runs these very decisions, and the PostgreSQL
+//! statements of [`postgres_sql`], from that build.
+//!
 //! The modules form layers, lowest first; a module names only modules of its own layer or a lower one, and
 //! no modules name each other in a cycle (`tests/layers.rs` reads every path in the source and checks it
 //! against this table):
