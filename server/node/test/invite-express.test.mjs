@@ -12,6 +12,7 @@ import pg from "pg";
 
 import { startCluster } from "../../../tests/fault/pg-cluster.mjs";
 import { importPackage } from "../../../tests/support/paths.mjs";
+import { waitFor } from "../../../tests/support/timing.mjs";
 import { installExample, startFaultyProxy, startNode } from "./support/invite-app.mjs";
 
 const { IdempotentClient } = await importPackage();
@@ -56,16 +57,6 @@ const invite = (c, email) =>
   c.fetch(`${proxy.url}/api/invites`, { method: "POST", intent: `invite:${email}`, headers: { "content-type": "application/json" }, body: JSON.stringify({ email }) });
 const mailsTo = async (email) => (await (await fetch(`${receiver.url}/messages`)).json()).messages.filter((m) => m.to === email);
 
-async function until(what, check, ms = 20_000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 describe("the invite app in Express over pg (examples/invite-express)", () => {
   it("a 503, two lost answers and the receiver down half the time: one invite, one email, one key", async () => {
     await fetch(`${receiver.url}/faults`, { method: "PUT", headers: { "content-type": "application/json" }, body: '{"fail":0.5}' });
@@ -81,12 +72,12 @@ describe("the invite app in Express over pg (examples/invite-express)", () => {
     const { rows } = await pool.query("SELECT id FROM invites WHERE email = 'ann@example.com'");
     assert.deepEqual(rows.map((r) => Number(r.id)), [created.id]);
 
-    const mails = await until("the email", async () => {
+    const mails = await waitFor(async () => {
       const m = await mailsTo("ann@example.com");
       return m.length > 0 && m;
-    });
+    }, "the email", 20_000, 100);
     await fetch(`${receiver.url}/faults`, { method: "PUT", headers: { "content-type": "application/json" }, body: '{"fail":0}' });
-    await until("the outbox drained", async () => (await (await fetch(`${app.url}/api/outbox`)).json()).undelivered === 0);
+    await waitFor(async () => (await (await fetch(`${app.url}/api/outbox`)).json()).undelivered === 0, "the outbox drained", 20_000, 100);
     const again = await mailsTo("ann@example.com");
     assert.equal(mails.length, 1);
     assert.equal(again.length, 1, "still one email after the worker's further passes");
@@ -101,10 +92,10 @@ describe("the invite app in Express over pg (examples/invite-express)", () => {
     const c = client();
     const response = await invite(c, "bob@example.com");
     assert.equal(response.status, 201);
-    const [mail] = await until("bob's email", async () => {
+    const [mail] = await waitFor(async () => {
       const m = await mailsTo("bob@example.com");
       return m.length > 0 && m;
-    });
+    }, "bob's email", 20_000, 100);
     // The worker's delivery again, as after a crash between the receiver's answer and the mark.
     const redelivered = await fetch(`${receiver.url}/messages`, {
       method: "POST",
