@@ -1,6 +1,11 @@
 // The one edge to the wasm core (server/node/core): every protocol decision is made there, by the Rust
-// library's code; this module calls it and reads each JSON answer back once, next to its type.
+// library's code; this module calls it and reads each JSON answer back once, next to its type. The
+// statements, numbers and names are the Rust library's too, generated into ./facts.ts.
+import type { Decision, RefusalKind } from "./facts.js";
 import * as wasm from "./generated/core.js";
+
+export { constants, IDEMPOTENCY_KEY_HEADER, REPLAYED_HEADER } from "./facts.js";
+export type { Constants, Decision, RefusalKind } from "./facts.js";
 
 /** An HTTP answer: what the endpoint sends (status, headers as `[name, value]` pairs, body text). */
 export interface Answer {
@@ -10,75 +15,6 @@ export interface Answer {
   headers: [string, string][];
   /** The body, byte for byte. */
   body: string;
-}
-
-/** The PostgreSQL statements (the Rust library's module `postgres_sql`, the very same text; each field names its constant) and the protocol's numbers. */
-export interface Constants {
-  /** Named statements, `$1`... parameters. */
-  sql: {
-    /** The key table and its indexes (`SCHEMA`). */
-    schema: string;
-    /** Takes the key's in-flight mark without waiting and, holding it, inserts the key row or replaces an expired one; one row `{ held, claimed }` (`CLAIM_KEY`). */
-    claimKey: string;
-    /** Whether any session holds the key's in-flight mark (`LOCK_HELD`). */
-    lockHeld: string;
-    /** The key row's fingerprint and answer (`SELECT_ROW`). */
-    selectRow: string;
-    /** The key row within the retention (`SELECT_LIVE_ROW`). */
-    selectLiveRow: string;
-    /** Stores the work's answer on the key row (`STORE_ANSWER`). */
-    storeAnswer: string;
-    /** The lock timeout for the rest of the transaction (`SET_LOCK_TIMEOUT`). */
-    setLockTimeout: string;
-    /** Deletes key rows past the retention (`SWEEP`). */
-    sweep: string;
-  };
-  /** The outbox's statements (the Rust library's module `outbox_sql`, the very same text). */
-  outbox: {
-    /** The outbox table (`SCHEMA`). */
-    schema: string;
-    /** Writes a message in the caller's transaction (`ENQUEUE`). */
-    enqueue: string;
-    /** Claims due messages with `FOR UPDATE SKIP LOCKED` (`CLAIM`). */
-    claim: string;
-    /** Schedules one message's next attempt (`RETRY`). */
-    retry: string;
-    /** A pass's marks in one statement (`MARK`). */
-    mark: string;
-    /** Undelivered messages and the oldest's enqueue time (`BACKLOG`). */
-    backlog: string;
-  };
-  /** The inbox's statements (the Rust library's module `inbox_sql`, the very same text). */
-  inbox: {
-    /** The inbox table (`SCHEMA`). */
-    schema: string;
-    /** Deletes the record if it expired (`FORGET_EXPIRED`). */
-    forgetExpired: string;
-    /** Inserts the record unless one exists (`INSERT`). */
-    insert: string;
-    /** The record's answer columns (`SELECT_ANSWER`). */
-    selectAnswer: string;
-    /** Stores the work's answer on the record (`STORE_ANSWER`). */
-    storeAnswer: string;
-    /** Deletes records past the retention (`SWEEP`). */
-    sweep: string;
-    /** The savepoint the record and the work run in (`SAVEPOINT`). */
-    savepoint: string;
-  };
-  /** How many random bytes the outbox's retry delay draws from at most. */
-  retryRandomBytes: number;
-  /** The `lock_timeout` a settle waits for a key row held by another transaction. */
-  settleLockTimeout: string;
-  /** The SQLSTATE of a statement that gave up waiting for a lock. */
-  lockNotAvailable: string;
-  /** The fingerprint stored on a fence row. */
-  fencedFingerprint: string;
-  /** The default retention of a key row, in seconds. */
-  defaultRetentionSecs: number;
-  /** The largest answer body a key row stores, in bytes. */
-  maxStoredBodyBytes: number;
-  /** The longest key, in characters. */
-  maxKeyChars: number;
 }
 
 /** A key row's columns as `selectRow` reads them. */
@@ -98,9 +34,6 @@ function read<T extends object>(text: string): T {
   return value as T;
 }
 
-/** The statements and numbers, read once. */
-export const constants: Constants = JSON.parse(wasm.constants()) as Constants;
-
 /** The key from every value of the `Idempotency-Key` header, or the 400 answer. */
 export function keyFromHeader(values: string[]): { key: string } | { answer: Answer } {
   return read(wasm.keyFromHeader(values));
@@ -117,7 +50,7 @@ export function fingerprint(method: string, path: string, body: Uint8Array): str
 }
 
 /** The decision for a request whose key row exists: replay, 422, 409 or 410, with its answer. */
-export function decide(fingerprintOfRequest: string, row: KeyRow): { outcome: "replay" | "mismatch" | "in_flight" | "fenced"; answer: Answer } {
+export function decide(fingerprintOfRequest: string, row: KeyRow): { outcome: Decision; answer: Answer } {
   return read(wasm.decide(fingerprintOfRequest, JSON.stringify(row)));
 }
 
@@ -131,12 +64,14 @@ export function freshAnswer(status: number, headers: [string, string][], body: s
   return read(wasm.freshAnswer(status, JSON.stringify(headers), body));
 }
 
-/** Input refused before any key row is written. */
-export type RefusalKind = "body-too-large" | "unreadable-body" | "body-timeout" | "invalid-body" | "internal";
-
 /** The problem answer of a refusal (`detail` for `invalid-body`). */
 export function problemAnswer(kind: RefusalKind, detail?: string): Answer {
   return read(wasm.problemAnswer(kind, detail));
+}
+
+/** An answer with a problem of the app's own (RFC 9457, the library's layout: `type` from `code`, `Retry-After` when `retryAfterSecs` is given); `status` is 400 to 599. */
+export function customProblem(status: number, code: string, title: string, detail: string, retryAfterSecs?: number): Answer {
+  return read(wasm.customProblem(status, code, title, detail, retryAfterSecs));
 }
 
 /** The key-status answer (GET) from the in-flight mark and the live row, if any. */

@@ -6,6 +6,7 @@ import type { AddressInfo } from "node:net";
 
 import { PGlite, type Transaction } from "@electric-sql/pglite";
 
+import * as core from "./core.js";
 import { idempotentEndpoint } from "./endpoint.js";
 import { handleKeyed, internalAnswer, sendAnswer } from "./http.js";
 
@@ -44,8 +45,8 @@ function cors(req: IncomingMessage, res: ServerResponse): void {
   res.setHeader("access-control-allow-origin", origin);
   res.setHeader("vary", "origin");
   res.setHeader("access-control-allow-methods", "GET, POST");
-  res.setHeader("access-control-allow-headers", "content-type, idempotency-key");
-  res.setHeader("access-control-expose-headers", "idempotent-replayed, retry-after");
+  res.setHeader("access-control-allow-headers", `content-type, ${core.IDEMPOTENCY_KEY_HEADER}`);
+  res.setHeader("access-control-expose-headers", `${core.REPLAYED_HEADER}, retry-after`);
 }
 
 /** Starts the dev server; resolves once it listens. */
@@ -63,7 +64,8 @@ export async function startDevServer(options: DevOptions = {}): Promise<DevServe
 
   const order = async ({ json, tx, key }: { json: unknown; tx: Transaction; key: string }) => {
     if (json === null || typeof json !== "object" || Array.isArray(json)) {
-      return { status: 400, headers: { "content-type": "application/problem+json" }, body: { type: "https://idempotent-fetch.dev/problems/invalid-order", title: "Invalid order", status: 400, detail: "An order is a JSON object.", code: "invalid-order" } };
+      const { status, headers, body } = core.customProblem(400, "invalid-order", "Invalid order", "An order is a JSON object.");
+      return { status, headers: Object.fromEntries(headers), body };
     }
     const id = `ord_${randomUUID().replaceAll("-", "").slice(0, 16)}`;
     const createdAt = Math.floor(Date.now() / 1000);
@@ -82,8 +84,7 @@ export async function startDevServer(options: DevOptions = {}): Promise<DevServe
         res.end();
       } else if (path === "/api/orders" && req.method === "POST") {
         if (Math.random() < failShare) {
-          res.writeHead(503, { "content-type": "application/problem+json", "retry-after": "1" });
-          res.end(JSON.stringify({ type: "https://idempotent-fetch.dev/problems/fault", title: "Injected fault", status: 503, detail: "A fault the dev server injected (--faults); nothing was done.", code: "fault" }));
+          sendAnswer(res, core.customProblem(503, "fault", "Injected fault", "A fault the dev server injected (--faults); nothing was done.", 1));
           return;
         }
         const result = await handleKeyed(endpoint, req, order);
@@ -100,8 +101,7 @@ export async function startDevServer(options: DevOptions = {}): Promise<DevServe
         const raw = decodeURIComponent(status[1]);
         sendAnswer(res, req.method === "GET" ? await endpoint.status(raw) : await endpoint.settle(raw));
       } else {
-        res.writeHead(404, { "content-type": "application/problem+json" });
-        res.end(JSON.stringify({ type: "https://idempotent-fetch.dev/problems/not-found", title: "Not found", status: 404, detail: `No route ${req.method} ${path}.`, code: "not-found" }));
+        sendAnswer(res, core.customProblem(404, "not-found", "Not found", `No route ${req.method} ${path}.`));
       }
     };
     route().catch((error: unknown) => {

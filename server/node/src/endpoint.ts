@@ -54,7 +54,7 @@ export interface RunResult {
   /** What to send. */
   answer: Answer;
   /** `fresh` (the handler ran and committed), `replay`, `mismatch` (422), `in_flight` (409), `fenced` (410) or `refused` (bad input or a failure: nothing stored). */
-  outcome: "fresh" | "replay" | "mismatch" | "in_flight" | "fenced" | "refused";
+  outcome: "fresh" | core.Decision | "refused";
 }
 
 /** The endpoint: the key row of each request in the handler's transaction. */

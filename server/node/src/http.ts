@@ -120,7 +120,7 @@ export function parseJsonBody(contentType: string | null | undefined, body: Uint
 
 /** Every value of the `Idempotency-Key` header of `req`. */
 export function keyHeader(req: IncomingMessage): string[] {
-  return req.headersDistinct["idempotency-key"] ?? [];
+  return req.headersDistinct[core.IDEMPOTENCY_KEY_HEADER] ?? [];
 }
 
 /**

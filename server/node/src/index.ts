@@ -3,8 +3,8 @@
 export { idempotentEndpoint, pgStore, pgliteStore } from "./endpoint.js";
 export type { EndpointOptions, HandlerAnswer, IdempotentEndpoint, KeyedRequest, RunResult, PgStoreOptions, Store, Queryable } from "./endpoint.js";
 export type { Ending, Result } from "./store.js";
-export { CoreError, constants } from "./core.js";
-export type { Answer, Constants } from "./core.js";
+export { CoreError, IDEMPOTENCY_KEY_HEADER, REPLAYED_HEADER, constants } from "./core.js";
+export type { Answer, Constants, Decision } from "./core.js";
 export { handleKeyed, keyHeader, parseJson, parseJsonBody, readBody, readWebBody, sendAnswer, internalAnswer } from "./http.js";
 export type { BodyLimits, HandlerContext, JsonBody, ParsedJson, Refused } from "./http.js";
 export { idempotent, keyStatusRoutes } from "./express.js";

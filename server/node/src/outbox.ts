@@ -13,7 +13,7 @@ import type { Store } from "./store.js";
 import { runIn, type TxLike } from "./tx.js";
 
 /** The header a delivery carries the message id in, so the receiver deduplicates (see {@link receive}). */
-export const MESSAGE_ID_HEADER = "idempotency-key";
+export const MESSAGE_ID_HEADER = core.IDEMPOTENCY_KEY_HEADER;
 
 /** A message to deliver after the commit. */
 export interface Message {

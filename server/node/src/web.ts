@@ -47,7 +47,7 @@ export async function runWeb<Tx>(
   handler: (context: WebContext<Tx>) => Promise<Response>,
   options: WebOptions = {},
 ): Promise<Response> {
-  const keyHeader = request.headers.get("idempotency-key");
+  const keyHeader = request.headers.get(core.IDEMPOTENCY_KEY_HEADER);
   // Headers joins a repeated field's values with ", ": split them back, as the key grammar has no comma-space.
   const values = keyHeader === null ? [] : keyHeader.split(", ");
   const keyed = core.keyFromHeader(values);

@@ -55,6 +55,24 @@ describe("idempotent-endpoint dev", () => {
     assert.match(report, /8 passed, 0 failed, 0 skipped/, report);
   });
 
+  it("answers its own refusals as the library's problems: an order that is not an object (stored, replayed), an unknown route", async () => {
+    const { url } = await startDev("--work-ms", "0");
+    const key = randomUUID();
+    const post = () => fetch(url, { method: "POST", headers: { "content-type": "application/json", "idempotency-key": key }, body: "[1]" });
+    const first = await post();
+    assert.equal(first.status, 400);
+    assert.equal(first.headers.get("content-type"), "application/problem+json");
+    const problem = await first.json();
+    assert.deepEqual([problem.type, problem.code, problem.status], ["https://idempotent-fetch.dev/problems/invalid-order", "invalid-order", 400]);
+    const again = await post();
+    assert.equal(again.headers.get("idempotent-replayed"), "true");
+    assert.deepEqual(await again.json(), problem);
+    const missing = await fetch(new URL("/nowhere", url));
+    assert.equal(missing.status, 404);
+    assert.equal(missing.headers.get("content-type"), "application/problem+json");
+    assert.equal((await missing.json()).code, "not-found");
+  });
+
   it("--faults: 503s and lost answers, retried with the same keys: every order exactly once", async () => {
     const { url } = await startDev("--faults", "--work-ms", "0");
     const keys = Array.from({ length: 40 }, () => randomUUID());
@@ -71,6 +89,8 @@ describe("idempotent-endpoint dev", () => {
           continue;
         }
         if (answer.status === 503) {
+          assert.equal(answer.headers.get("retry-after"), "1");
+          assert.equal((await answer.json()).type, "https://idempotent-fetch.dev/problems/fault");
           failed++;
           continue;
         }

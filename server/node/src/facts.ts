@@ -1,0 +1,122 @@
+// Generated from server/node/core/src/facts.rs by
+// `IF_BLESS=1 cargo test -p idempotent-endpoint-node-core --test facts`: do not edit.
+// The Rust library's statements, numbers and names, as the Node half reads them.
+
+/** The PostgreSQL statements (the Rust library's, the very same text; each member names its constant) and the protocol's numbers. */
+export interface Constants {
+  /** The key rows' statements (the Rust library's module `postgres_sql`, the very same text), `$1`... parameters. */
+  readonly sql: {
+    /** The key table and its indexes (`SCHEMA`). */
+    readonly schema: string;
+    /** Takes the key's in-flight mark without waiting and, holding it, inserts the key row or replaces an expired one; one row `{ held, claimed }` (`CLAIM_KEY`). */
+    readonly claimKey: string;
+    /** Whether any session holds the key's in-flight mark (`LOCK_HELD`). */
+    readonly lockHeld: string;
+    /** The key row's fingerprint and answer (`SELECT_ROW`). */
+    readonly selectRow: string;
+    /** The key row within the retention (`SELECT_LIVE_ROW`). */
+    readonly selectLiveRow: string;
+    /** Stores the work's answer on the key row (`STORE_ANSWER`). */
+    readonly storeAnswer: string;
+    /** The lock timeout for the rest of the transaction (`SET_LOCK_TIMEOUT`). */
+    readonly setLockTimeout: string;
+    /** Deletes key rows past the retention (`SWEEP`). */
+    readonly sweep: string;
+  };
+  /** The outbox's statements (the Rust library's module `outbox_sql`, the very same text). */
+  readonly outbox: {
+    /** The outbox table (`SCHEMA`). */
+    readonly schema: string;
+    /** Writes a message in the caller's transaction (`ENQUEUE`). */
+    readonly enqueue: string;
+    /** Claims due messages with `FOR UPDATE SKIP LOCKED` (`CLAIM`). */
+    readonly claim: string;
+    /** Schedules one message's next attempt (`RETRY`). */
+    readonly retry: string;
+    /** A pass's marks in one statement (`MARK`). */
+    readonly mark: string;
+    /** Undelivered messages and the oldest's enqueue time (`BACKLOG`). */
+    readonly backlog: string;
+  };
+  /** The inbox's statements (the Rust library's module `inbox_sql`, the very same text). */
+  readonly inbox: {
+    /** The inbox table (`SCHEMA`). */
+    readonly schema: string;
+    /** Deletes the record if it expired (`FORGET_EXPIRED`). */
+    readonly forgetExpired: string;
+    /** Inserts the record unless one exists (`INSERT`). */
+    readonly insert: string;
+    /** The record's answer columns (`SELECT_ANSWER`). */
+    readonly selectAnswer: string;
+    /** Stores the work's answer on the record (`STORE_ANSWER`). */
+    readonly storeAnswer: string;
+    /** Deletes records past the retention (`SWEEP`). */
+    readonly sweep: string;
+    /** The savepoint the record and the work run in (`SAVEPOINT`). */
+    readonly savepoint: string;
+  };
+  /** How many random bytes the outbox's retry delay draws from at most. */
+  readonly retryRandomBytes: number;
+  /** The `lock_timeout` a settle waits for a key row held by another transaction (`postgres_sql::settle_lock_timeout`). */
+  readonly settleLockTimeout: string;
+  /** The SQLSTATE of a statement that gave up waiting for a lock (`postgres_sql::LOCK_NOT_AVAILABLE`). */
+  readonly lockNotAvailable: string;
+  /** The fingerprint stored on a fence row (`FENCED_FINGERPRINT`). */
+  readonly fencedFingerprint: string;
+  /** The default retention of a key row, in seconds (`DEFAULT_RETENTION`). */
+  readonly defaultRetentionSecs: number;
+  /** The largest answer body a key row stores, in bytes (`MAX_STORED_BODY_BYTES`). */
+  readonly maxStoredBodyBytes: number;
+  /** The longest key, in characters (`key::MAX_KEY_CHARS`). */
+  readonly maxKeyChars: number;
+}
+
+/** The statements and numbers. */
+export const constants: Constants = {
+  sql: {
+    schema: "\nCREATE TABLE IF NOT EXISTS idempotency_records (\n    scope            TEXT    NOT NULL,\n    key              TEXT    NOT NULL,\n    fingerprint      TEXT    NOT NULL,\n    status_code      INTEGER NULL,\n    response_headers TEXT    NULL,\n    response_body    TEXT    NULL,\n    created_at       BIGINT  NOT NULL,\n    recovery_point   TEXT    NOT NULL DEFAULT 'finished',\n    row_id           TEXT    NULL,\n    lock_token       TEXT    NULL,\n    locked_until     BIGINT  NOT NULL DEFAULT 0,\n    PRIMARY KEY (scope, key)\n);\nCREATE INDEX IF NOT EXISTS idempotency_records_unfinished ON idempotency_records (locked_until)\n    WHERE recovery_point <> 'finished';\nCREATE INDEX IF NOT EXISTS idempotency_records_created_at ON idempotency_records (created_at);\n",
+    claimKey: "WITH mark AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS held),\nclaim AS (\n  INSERT INTO idempotency_records (scope, key, fingerprint, created_at)\n  SELECT $2::text, $3::text, $4::text, $5::bigint FROM mark WHERE held\n  ON CONFLICT (scope, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, created_at = EXCLUDED.created_at,\n    status_code = NULL, response_headers = NULL, response_body = NULL, recovery_point = DEFAULT,\n    row_id = NULL, lock_token = NULL, locked_until = DEFAULT\n  WHERE idempotency_records.created_at < $6::bigint\n  RETURNING 1\n)\nSELECT held, EXISTS (SELECT 1 FROM claim) AS claimed FROM mark",
+    lockHeld: "SELECT EXISTS (SELECT 1 FROM pg_locks\n   WHERE locktype = 'advisory' AND objsubid = 1 AND granted\n     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())\n     AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0))",
+    selectRow: "SELECT fingerprint, status_code, response_headers, response_body FROM idempotency_records\n WHERE scope = $1 AND key = $2",
+    selectLiveRow: "SELECT fingerprint, status_code, response_headers, response_body FROM idempotency_records\n WHERE scope = $1 AND key = $2 AND created_at >= $3",
+    storeAnswer: "UPDATE idempotency_records SET status_code = $1, response_headers = $2, response_body = $3\n WHERE scope = $4 AND key = $5",
+    setLockTimeout: "SELECT set_config('lock_timeout', $1, true)",
+    sweep: "DELETE FROM idempotency_records WHERE created_at < $1",
+  },
+  outbox: {
+    schema: "\nCREATE TABLE IF NOT EXISTS outbox_messages (\n    id              TEXT    PRIMARY KEY,\n    topic           TEXT    NOT NULL,\n    payload         TEXT    NOT NULL,\n    created_at      BIGINT  NOT NULL,\n    attempts        BIGINT  NOT NULL DEFAULT 0,\n    next_attempt_at BIGINT  NOT NULL DEFAULT 0,\n    claimed_until   BIGINT  NOT NULL DEFAULT 0,\n    delivered_at    BIGINT  NULL\n);\nALTER TABLE outbox_messages ADD COLUMN IF NOT EXISTS ordering_key TEXT NULL;\nALTER TABLE outbox_messages ADD COLUMN IF NOT EXISTS seq BIGSERIAL;\nCREATE INDEX IF NOT EXISTS outbox_messages_pending ON outbox_messages (next_attempt_at) WHERE delivered_at IS NULL;\nCREATE INDEX IF NOT EXISTS outbox_messages_ordered ON outbox_messages (ordering_key, seq)\n    WHERE delivered_at IS NULL AND ordering_key IS NOT NULL;\n",
+    enqueue: "INSERT INTO outbox_messages (id, topic, payload, created_at, ordering_key) VALUES ($1, $2, $3, $4, $5)",
+    claim: "UPDATE outbox_messages SET claimed_until = $1, attempts = attempts + 1\n                 WHERE id IN (SELECT m.id FROM outbox_messages m\n                              WHERE m.delivered_at IS NULL AND m.next_attempt_at <= $2 AND m.claimed_until <= $2\n                                AND (m.ordering_key IS NULL OR NOT EXISTS (\n                                      SELECT 1 FROM outbox_messages e\n                                      WHERE e.ordering_key = m.ordering_key AND e.delivered_at IS NULL\n                                        AND e.seq < m.seq))\n                              ORDER BY m.next_attempt_at, m.seq LIMIT $3 FOR UPDATE OF m SKIP LOCKED)\n                 RETURNING id, topic, payload, attempts",
+    retry: "UPDATE outbox_messages SET claimed_until = 0, next_attempt_at = $1 WHERE id = $2",
+    mark: "WITH delivered AS (\n                 UPDATE outbox_messages SET delivered_at = $1\n                 WHERE id = ANY($2::text[]) AND delivered_at IS NULL RETURNING 1),\n             retried AS (\n                 UPDATE outbox_messages o SET claimed_until = 0, next_attempt_at = r.at\n                 FROM unnest($3::text[], $4::bigint[]) AS r(id, at)\n                 WHERE o.id = r.id AND o.claimed_until = $5 AND o.delivered_at IS NULL RETURNING 1)\n             SELECT (SELECT count(*) FROM delivered) + (SELECT count(*) FROM retried)",
+    backlog: "SELECT count(*), min(created_at) FROM outbox_messages WHERE delivered_at IS NULL",
+  },
+  inbox: {
+    schema: "\nCREATE TABLE IF NOT EXISTS inbox_messages (\n    source           TEXT    NOT NULL,\n    message_id       TEXT    NOT NULL,\n    status_code      INTEGER NULL,\n    response_headers TEXT    NULL,\n    response_body    TEXT    NULL,\n    received_at      BIGINT  NOT NULL,\n    PRIMARY KEY (source, message_id)\n);\nCREATE INDEX IF NOT EXISTS inbox_messages_received_at ON inbox_messages (received_at);\n",
+    forgetExpired: "DELETE FROM inbox_messages WHERE source = $1 AND message_id = $2 AND received_at < $3",
+    insert: "INSERT INTO inbox_messages (source, message_id, received_at) VALUES ($1, $2, $3)\n             ON CONFLICT (source, message_id) DO NOTHING",
+    selectAnswer: "SELECT status_code, response_headers, response_body FROM inbox_messages\n                 WHERE source = $1 AND message_id = $2",
+    storeAnswer: "UPDATE inbox_messages SET status_code = $1, response_headers = $2, response_body = $3\n         WHERE source = $4 AND message_id = $5",
+    sweep: "DELETE FROM inbox_messages WHERE received_at < $1",
+    savepoint: "idempotent_inbox",
+  },
+  retryRandomBytes: 256,
+  settleLockTimeout: "5000ms",
+  lockNotAvailable: "55P03",
+  fencedFingerprint: "fenced",
+  defaultRetentionSecs: 86400,
+  maxStoredBodyBytes: 16384,
+  maxKeyChars: 255,
+};
+
+/** The request header that carries the key, lowercase (`IDEMPOTENCY_KEY_HEADER`); the outbox sends a message's id in it too. */
+export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
+
+/** The header marking a replayed answer, lowercase (`REPLAYED_HEADER`). */
+export const REPLAYED_HEADER = "idempotent-replayed";
+
+/** The decision for a request whose key row exists (`decide`): replay the stored answer, 422 for another request, 409 while in flight, 410 for a fence. */
+export type Decision = "replay" | "mismatch" | "in_flight" | "fenced";
+
+/** Input refused before any key row is written (`problemAnswer`). */
+export type RefusalKind = "body-too-large" | "unreadable-body" | "body-timeout" | "invalid-body" | "internal";
