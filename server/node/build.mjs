@@ -16,7 +16,7 @@ const ROOT = path.resolve(HERE, "../..");
 const CRATE = "idempotent-endpoint-node-core";
 const GENERATED = path.join(HERE, "src/generated");
 /** The package's entries (package.json "exports"): each gets an ESM wrapper over its CommonJS module. */
-const ENTRIES = ["index", "hono", "fastify", "next", "drizzle", "kysely"];
+const ENTRIES = ["index", "hono", "fastify", "next", "drizzle", "kysely", "prisma"];
 const DIST = path.join(HERE, "dist");
 const PATH = [path.join(ROOT, "tools/node_modules/.bin"), process.env.PATH, path.join(os.homedir(), ".cargo/bin")].join(path.delimiter);
 

@@ -17,5 +17,6 @@ export type { TxLike, TxResult } from "./tx.js";
 export { startDevServer } from "./dev.js";
 export type { DevOptions, DevServer } from "./dev.js";
 // The Hono middleware is the entry `idempotent-endpoint/hono`, the Fastify plugin `idempotent-endpoint/fastify`,
-// the Next.js route wrapper `idempotent-endpoint/next`, and the query-builder adapters `idempotent-endpoint/drizzle`
-// and `idempotent-endpoint/kysely` (each loads its library, an optional peer).
+// the Next.js route wrapper `idempotent-endpoint/next`, the query-builder adapters `idempotent-endpoint/drizzle`
+// and `idempotent-endpoint/kysely`, and Prisma's store `idempotent-endpoint/prisma` (each with its library, an
+// optional peer).
