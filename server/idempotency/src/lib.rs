@@ -86,7 +86,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | protocol (no I/O) | [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], [`postgres_sql`], [`outbox_sql`], [`inbox_sql`], [`retry_schedule`], `random` |
+//! | protocol (no I/O) | [`defaults`], [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], [`postgres_sql`], [`outbox_sql`], [`inbox_sql`], [`retry_schedule`], `random` |
 //! | runtime | [`request`] (the axum extractor), [`periodic`] (the loop of every background task), [`serve`] (the HTTP server loop) |
 //! | store | [`inflight`], [`outbox_table`], [`sqlite`], [`postgres`] |
 //! | work | [`outbox`], [`inbox`], [`phases`], `phases::sqlite`, [`phases::postgres`] |
@@ -94,6 +94,7 @@
 //! [idempotent-fetch]: https://github.com/idempotent-fetch/idempotent-fetch
 #![deny(missing_docs)]
 
+pub mod defaults;
 pub mod error;
 pub mod fingerprint;
 #[cfg(feature = "runtime")]

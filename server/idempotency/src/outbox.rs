@@ -32,6 +32,7 @@ use futures_util::stream::{self, StreamExt};
 use idempotent_fetch::machine::OsRandom;
 use tokio::sync::watch;
 
+use crate::defaults;
 use crate::error::StoreError;
 #[cfg(feature = "postgres")]
 use crate::outbox_sql;
@@ -397,12 +398,12 @@ impl Default for Worker {
     /// 16 deliveries at once.
     fn default() -> Self {
         Worker {
-            lease: Duration::from_secs(30),
-            poll: Duration::from_millis(200),
-            base_delay: Duration::from_millis(200),
-            max_delay: Duration::from_secs(10),
-            batch: 64,
-            concurrency: 16,
+            lease: defaults::OUTBOX_LEASE,
+            poll: defaults::OUTBOX_POLL,
+            base_delay: defaults::OUTBOX_BASE_DELAY,
+            max_delay: defaults::OUTBOX_MAX_DELAY,
+            batch: defaults::OUTBOX_BATCH,
+            concurrency: defaults::OUTBOX_CONCURRENCY,
         }
     }
 }

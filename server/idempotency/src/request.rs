@@ -54,7 +54,7 @@ pub struct BodyDeadline(pub Duration);
 
 impl BodyDeadline {
     /// The deadline when none is configured.
-    pub const DEFAULT: BodyDeadline = BodyDeadline(Duration::from_secs(10));
+    pub const DEFAULT: BodyDeadline = BodyDeadline(crate::defaults::BODY_DEADLINE);
 }
 
 impl Default for BodyDeadline {

@@ -67,6 +67,23 @@ export interface Constants {
   readonly defaultRetentionSecs: number;
   /** The largest answer body a key row stores, in bytes (`MAX_STORED_BODY_BYTES`). */
   readonly maxStoredBodyBytes: number;
+  /** How long a request's whole body may take to arrive by default, in milliseconds (`defaults::BODY_DEADLINE`). */
+  readonly bodyTimeoutMs: number;
+  /** The outbox worker's defaults (the Rust library's module `defaults`, as its `outbox::Worker` has them). */
+  readonly outboxWorker: {
+    /** The claim on a message, in ms (`OUTBOX_LEASE`). */
+    readonly leaseMs: number;
+    /** How often an idle worker looks, in ms (`OUTBOX_POLL`). */
+    readonly pollMs: number;
+    /** The first retry's backoff step, in ms (`OUTBOX_BASE_DELAY`). */
+    readonly baseDelayMs: number;
+    /** The longest retry wait, in ms (`OUTBOX_MAX_DELAY`). */
+    readonly maxDelayMs: number;
+    /** Messages per pass (`OUTBOX_BATCH`). */
+    readonly batch: number;
+    /** Deliveries at once, at most (`OUTBOX_CONCURRENCY`). */
+    readonly concurrency: number;
+  };
   /** The longest key, in characters (`key::MAX_KEY_CHARS`). */
   readonly maxKeyChars: number;
 }
@@ -106,6 +123,15 @@ export const constants: Constants = {
   fencedFingerprint: "fenced",
   defaultRetentionSecs: 86400,
   maxStoredBodyBytes: 16384,
+  bodyTimeoutMs: 10000,
+  outboxWorker: {
+    leaseMs: 30000,
+    pollMs: 200,
+    baseDelayMs: 200,
+    maxDelayMs: 10000,
+    batch: 64,
+    concurrency: 16,
+  },
   maxKeyChars: 255,
 };
 

@@ -26,7 +26,7 @@ export interface HandlerContext<Tx> {
 }
 
 const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
-const DEFAULT_BODY_TIMEOUT_MS = 10_000;
+const DEFAULT_BODY_TIMEOUT_MS = core.constants.bodyTimeoutMs;
 
 /** A web `ReadableStream` body (Hono, fetch-style frameworks) within the limits, or the refusal's answer. */
 export async function readWebBody(stream: ReadableStream<Uint8Array> | null, declaredLength: string | null | undefined, limits: BodyLimits = {}): Promise<Uint8Array | Answer> {

@@ -157,13 +157,14 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
  */
 export function outboxWorker(database: Pool | PGlite | Store<unknown>, deliver: Deliver, options: WorkerOptions = {}): OutboxWorker {
   const store = storeOf(database);
+  const defaults = core.constants.outboxWorker;
   const settings = {
-    leaseMs: options.leaseMs ?? 30_000,
-    pollMs: options.pollMs ?? 200,
-    baseDelayMs: options.baseDelayMs ?? 200,
-    maxDelayMs: options.maxDelayMs ?? 10_000,
-    batch: options.batch ?? 64,
-    concurrency: Math.max(1, options.concurrency ?? 16),
+    leaseMs: options.leaseMs ?? defaults.leaseMs,
+    pollMs: options.pollMs ?? defaults.pollMs,
+    baseDelayMs: options.baseDelayMs ?? defaults.baseDelayMs,
+    maxDelayMs: options.maxDelayMs ?? defaults.maxDelayMs,
+    batch: options.batch ?? defaults.batch,
+    concurrency: Math.max(1, options.concurrency ?? defaults.concurrency),
   };
   const onError = options.onError ?? (() => undefined);
   const { outbox } = core.constants;

@@ -10,7 +10,7 @@
 use std::fmt::Write;
 
 use idempotent_endpoint::{
-    inbox_sql, outbox_sql, postgres_sql, DEFAULT_RETENTION, FENCED_FINGERPRINT, IDEMPOTENCY_KEY_HEADER,
+    defaults, inbox_sql, outbox_sql, postgres_sql, DEFAULT_RETENTION, FENCED_FINGERPRINT, IDEMPOTENCY_KEY_HEADER,
     MAX_STORED_BODY_BYTES, REPLAYED_HEADER,
 };
 
@@ -46,6 +46,11 @@ fn number(name: &'static str, doc: &'static str, value: u64) -> Fact {
 
 fn group(name: &'static str, doc: &'static str, facts: Vec<Fact>) -> Fact {
     Fact { name, doc, value: FactValue::Group(facts) }
+}
+
+/// A duration in whole milliseconds, as the TypeScript's options take it.
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Lossless for every count the table holds (they are far below 2^53, JavaScript's exact integers).
@@ -129,6 +134,23 @@ pub fn constants() -> Vec<Fact> {
             "maxStoredBodyBytes",
             "The largest answer body a key row stores, in bytes (`MAX_STORED_BODY_BYTES`).",
             count(MAX_STORED_BODY_BYTES),
+        ),
+        number(
+            "bodyTimeoutMs",
+            "How long a request's whole body may take to arrive by default, in milliseconds (`defaults::BODY_DEADLINE`).",
+            millis(defaults::BODY_DEADLINE),
+        ),
+        group(
+            "outboxWorker",
+            "The outbox worker's defaults (the Rust library's module `defaults`, as its `outbox::Worker` has them).",
+            vec![
+                number("leaseMs", "The claim on a message, in ms (`OUTBOX_LEASE`).", millis(defaults::OUTBOX_LEASE)),
+                number("pollMs", "How often an idle worker looks, in ms (`OUTBOX_POLL`).", millis(defaults::OUTBOX_POLL)),
+                number("baseDelayMs", "The first retry's backoff step, in ms (`OUTBOX_BASE_DELAY`).", millis(defaults::OUTBOX_BASE_DELAY)),
+                number("maxDelayMs", "The longest retry wait, in ms (`OUTBOX_MAX_DELAY`).", millis(defaults::OUTBOX_MAX_DELAY)),
+                number("batch", "Messages per pass (`OUTBOX_BATCH`).", u64::try_from(defaults::OUTBOX_BATCH).unwrap_or(0)),
+                number("concurrency", "Deliveries at once, at most (`OUTBOX_CONCURRENCY`).", count(defaults::OUTBOX_CONCURRENCY)),
+            ],
         ),
         number(
             "maxKeyChars",
