@@ -3,7 +3,8 @@
 //!
 //! `server/node/src/facts.ts` is generated from this file (a plain `const` per fact, the statements and
 //! numbers as one `constants` object with its `Constants` interface, the answer names as union types).
-//! The file is committed; `tests/facts.rs` fails when it differs from [`typescript`], and
+//! The file is committed; `tests/facts.rs` fails when it differs from [`typescript`] or when another
+//! source in server/node/src spells one of the table's strings in quotes, and
 //! `IF_BLESS=1 cargo test -p idempotent-endpoint-node-core --test facts` rewrites it. To give the
 //! TypeScript a new fact, add its row here and bless: nothing is copied by hand.
 
