@@ -266,8 +266,18 @@ pub fn typescript() -> String {
     for fact in names() {
         out.push('\n');
         doc(&mut out, "", fact.doc);
-        if let FactValue::Text(value) = &fact.value {
-            let _ = writeln!(out, "export const {} = {};", fact.name, literal(value));
+        match &fact.value {
+            FactValue::Text(value) => {
+                let _ = writeln!(out, "export const {} = {};", fact.name, literal(value));
+            }
+            FactValue::Number(value) => {
+                let _ = writeln!(out, "export const {} = {value};", fact.name);
+            }
+            FactValue::Group(members) => {
+                let _ = writeln!(out, "export const {} = {{", fact.name);
+                object(&mut out, members, "  ");
+                out.push_str("} as const;\n");
+            }
         }
     }
     for union in UNIONS {
