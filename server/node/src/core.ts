@@ -65,6 +65,33 @@ export interface Constants {
     /** The savepoint the record and the work run in (`SAVEPOINT`). */
     savepoint: string;
   };
+  /** The atomic phases' statements (the Rust library's module `phases_sql`, the very same text) and the points at either end. */
+  phases: {
+    /** The recovery point of a new row (`phases::STARTED`). */
+    started: string;
+    /** The recovery point of a row with its answer (`phases::FINISHED`). */
+    finished: string;
+    /** Deletes the key's row if it expired (`postgres_sql::FORGET_EXPIRED`). */
+    forgetExpired: string;
+    /** Inserts a new row at the first point, held (`INSERT_STARTED`). */
+    insertStarted: string;
+    /** The existing row, locked for the decision (`SELECT_FOR_BEGIN`). */
+    selectForBegin: string;
+    /** Takes a row over with a new lease (`TAKE_OVER`). */
+    takeOver: string;
+    /** The lease token of an unfinished row, locked (`CHECK_LEASE`). */
+    checkLease: string;
+    /** Moves the row to a point, renewing the lease (`ADVANCE`). */
+    advance: string;
+    /** Stores the answer and ends the lease (`FINISH`). */
+    finish: string;
+    /** Ends a lease at once (`RELEASE`). */
+    release: string;
+    /** Deletes a held row still at the first point (`ABANDON`). */
+    abandon: string;
+    /** The completer's query (`UNFINISHED`). */
+    unfinished: string;
+  };
   /** How many random bytes the outbox's retry delay draws from at most. */
   retryRandomBytes: number;
   /** The `lock_timeout` a settle waits for a key row held by another transaction. */
@@ -182,4 +209,24 @@ export function inboxIdsError(source: string, messageId: string): string | undef
 /** The answer stored on an inbox record (marked replayed for a re-delivery). */
 export function inboxAnswer(row: Record<string, unknown>, duplicate: boolean): Answer {
   return read(wasm.inboxAnswer(JSON.stringify(row), duplicate));
+}
+
+/** The idempotency key of the external call made at `step` by the key row `rowId` (the Rust library's `Held::downstream_key`). */
+export function downstreamKey(rowId: string, step: string): string {
+  return wasm.downstreamKey(rowId, step);
+}
+
+/** Why a phase may not advance to `point` (only finishing reaches the finished point), or undefined. */
+export function advancePointError(point: string): string | undefined {
+  return wasm.advancePointError(point);
+}
+
+/** The decision of a phased begin for an existing key row: take it over (its lease ran out), or the answer. */
+export function beginDecision(
+  fingerprintOfRequest: string,
+  row: KeyRow,
+  lockedUntilMs: number,
+  nowMs: number,
+): { take_over: true } | { outcome: "replay" | "mismatch" | "in_flight" | "fenced"; answer: Answer } {
+  return read(wasm.beginDecision(fingerprintOfRequest, JSON.stringify(row), lockedUntilMs, nowMs));
 }

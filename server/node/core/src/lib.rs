@@ -2,8 +2,8 @@
 //!
 //! Every decision the Node package makes about a keyed request is made here, by the Rust library's own
 //! code: the key grammar, the fingerprint, the decision for a stored key row, the RFC 9457 problems, the
-//! key-status answers, the retention cutoff, and the PostgreSQL statements it runs. The TypeScript side
-//! does the I/O (HTTP, the database) and nothing else.
+//! key-status answers, the retention cutoff, the atomic phases' decisions, and the PostgreSQL statements it
+//! runs. The TypeScript side does the I/O (HTTP, the database) and nothing else.
 //!
 //! Values cross the boundary as strings and numbers; every structured answer is one JSON text, read back
 //! by exactly one function in server/node/src/core.ts, next to its TypeScript type. Nothing here panics
@@ -12,6 +12,7 @@
 
 mod answers;
 mod messages;
+mod phases;
 mod rows;
 
 use idempotent_endpoint::{
@@ -225,6 +226,7 @@ pub fn constants() -> String {
         "sql": sql,
         "outbox": outbox,
         "inbox": inbox,
+        "phases": phases::constants(),
         "retryRandomBytes": messages::RANDOM_BYTES,
         "settleLockTimeout": postgres_sql::settle_lock_timeout(),
         "lockNotAvailable": postgres_sql::LOCK_NOT_AVAILABLE,
