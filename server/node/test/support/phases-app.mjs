@@ -24,8 +24,7 @@ export async function startPhasesApp({ database, providerUrl, leaseMs, completer
 
   async function drive(held, order) {
     if (held.point === STARTED) {
-      if (order === undefined) return phases.abandon(held); // the completer has no request to start from
-      await phases.advance(held, "charge_started", (tx) => tx.query("INSERT INTO payments (key_row_id, amount) VALUES ($1, $2)", [held.rowId, order.amount]));
+      await phases.advance(held, "charge_started", (tx) => tx.query("INSERT INTO payments (key_row_id, amount) VALUES ($1, $2)", [held.rowId, order?.amount]));
     }
     if (held.point === "charge_started") {
       const { rows } = await phases.store.query("SELECT amount FROM payments WHERE key_row_id = $1", [held.rowId]);
@@ -42,7 +41,7 @@ export async function startPhasesApp({ database, providerUrl, leaseMs, completer
   app.post("/api/payments", phasedHandler(phases, ({ held, json }) => drive(held, json)));
 
   const stop = new AbortController();
-  const completing = completer ? phasesCompleter(phases, (held) => drive(held), { pollMs: 100, onError: (e) => console.error("completer:", e) }).run(stop.signal) : Promise.resolve();
+  const completing = completer ? phasesCompleter(phases, (held) => (held.point === STARTED ? phases.abandon(held) : drive(held)), { pollMs: 100, onError: (e) => console.error("completer:", e) }).run(stop.signal) : Promise.resolve();
   const server = await new Promise((resolve) => {
     const s = app.listen(0, "127.0.0.1", () => resolve(s));
   });
