@@ -1,4 +1,4 @@
-//! The PostgreSQL statements of the atomic phases, once: [`crate::phases::postgres`] runs them, and the Node
+//! The PostgreSQL statements of the atomic phases, once: `phases::postgres` runs them, and the Node
 //! half (server/node, through its wasm core) runs the very same text on the very same table
 //! ([`crate::postgres_sql::SCHEMA`]), so a Rust and a Node service can share one database's phased key rows.
 //! Parameters are positional (`$1`...), as both tokio-postgres and node-postgres take them. Times are unix
