@@ -50,6 +50,27 @@ export function phasesScenarios(env) {
     }
   });
 
+  it("a provider outage answers 500 and releases the key: the retry resumes at charge_started at once and charges once", async () => {
+    const { database, rows, provider } = env();
+    const app = await startPhasesApp({ database, providerUrl: provider.url, leaseMs: 60_000 });
+    try {
+      const key = `outage-${randomUUID()}`;
+      provider.outages = 1;
+      const failed = await pay(app.url, key, { amount: 40 });
+      assert.equal(failed.status, 500);
+      const [row] = await rows("SELECT recovery_point, locked_until FROM idempotency_records WHERE key = $1", [key]);
+      assert.deepEqual([row.recovery_point, Number(row.locked_until)], ["charge_started", 0], "kept at its point, released");
+      const retry = await pay(app.url, key, { amount: 40 });
+      assert.equal(retry.status, 201, "taken over at once, not after the minute's lease");
+      const downstream = new Held("public", key, FINISHED, (await rows("SELECT row_id FROM idempotency_records WHERE key = $1", [key]))[0].row_id).downstreamKey("charge");
+      assert.deepEqual(await retry.json(), { amount: 40, charge: provider.charges.get(downstream)?.id });
+      assert.equal(provider.charges.get(downstream).calls, 1);
+    } finally {
+      provider.outages = 0;
+      await app.close();
+    }
+  });
+
   it("a holder whose lease ran out is taken over at its point with the same downstream key; its steps write nothing", async () => {
     const { database, rows } = env();
     const phases = atomicPhases({ database, leaseMs: 150 });

@@ -2,12 +2,13 @@
 // key is made, each later call with that key gets the same charge back. It counts the calls per key, so a
 // test sees how many charges were made (one per key) and how often each was asked for. `onCharge(key)`, when
 // set, runs after a new charge is made and before it is answered (a test kills its caller there); `delayMs`
-// holds every new charge's answer.
+// holds every new charge's answer; while `outages` is above 0, a call is answered 503 (nothing charged) and
+// counts it down.
 import http from "node:http";
 
 export async function startProvider() {
   const charges = new Map();
-  const provider = { charges, onCharge: undefined, delayMs: 0, url: "", close: () => new Promise((r) => server.close(r)) };
+  const provider = { charges, onCharge: undefined, delayMs: 0, outages: 0, url: "", close: () => new Promise((r) => server.close(r)) };
   const server = http.createServer((req, res) => {
     let body = "";
     req.setEncoding("utf8").on("data", (c) => (body += c));
@@ -15,6 +16,11 @@ export async function startProvider() {
       const key = req.headers["idempotency-key"];
       if (req.method !== "POST" || req.url !== "/charges" || typeof key !== "string") {
         res.writeHead(400).end();
+        return;
+      }
+      if (provider.outages > 0) {
+        provider.outages -= 1;
+        res.writeHead(503).end();
         return;
       }
       const seen = charges.get(key);
