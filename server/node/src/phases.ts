@@ -105,10 +105,10 @@ export interface AtomicPhases<Tx> {
   begin(request: KeyedRequest): Promise<Begun>;
   /**
    * One step, in one transaction: checks the lease, runs `work` (the app's rows for this step, through the
-   * transaction it gets) and moves the row to `point`, renewing the lease. Throws {@link LeaseLostError}
+   * transaction it gets; what it resolves to is not used) and moves the row to `point`, renewing the lease. Throws {@link LeaseLostError}
    * (nothing written) when another caller took the row over; `work` throwing rolls the step back.
    */
-  advance(held: Held, point: string, work?: (tx: Tx) => Promise<void>): Promise<void>;
+  advance(held: Held, point: string, work?: (tx: Tx) => Promise<unknown>): Promise<void>;
   /** The last step: checks the lease, runs `work` and stores its answer (replayed from then on), in one transaction. */
   finish(held: Held, work: (tx: Tx) => Promise<HandlerAnswer>): Promise<Answer>;
   /** Gives the row up unfinished: the next request with the key, or the completer, takes it over at once, at its point. */
