@@ -76,7 +76,8 @@
 //! ```
 //!
 //! Feature `runtime` (on by default, and implied by `sqlite` and `postgres`) is everything with I/O: axum, tokio,
-//! the stores, the outbox, inbox and phases. Without it the crate is the protocol layer alone, which compiles to
+//! the stores, the outbox, inbox and phases. Without it the crate is the protocol layer alone (with the phases'
+//! decisions: the downstream key, the take-over of a row, the points `advance` may reach), which compiles to
 //! `wasm32-unknown-unknown`: the Node half (server/node) runs these very decisions, and the PostgreSQL
 //! statements of [`postgres_sql`], from that build.
 //!
@@ -86,7 +87,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | protocol (no I/O) | [`defaults`], [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], [`postgres_sql`], [`outbox_sql`], [`inbox_sql`], [`retry_schedule`], `random` |
+//! | protocol (no I/O) | [`defaults`], [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], [`postgres_sql`], [`outbox_sql`], [`inbox_sql`], [`phases_sql`], [`retry_schedule`], `random` |
 //! | runtime | [`request`] (the axum extractor), [`periodic`] (the loop of every background task), [`serve`] (the HTTP server loop) |
 //! | store | [`inflight`], [`outbox_table`], [`sqlite`], [`postgres`] |
 //! | work | [`outbox`], [`inbox`], [`phases`], `phases::sqlite`, [`phases::postgres`] |
@@ -111,8 +112,8 @@ pub mod outbox_table;
 pub mod outcome;
 #[cfg(feature = "runtime")]
 pub mod periodic;
-#[cfg(feature = "runtime")]
 pub mod phases;
+pub mod phases_sql;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod postgres_sql;

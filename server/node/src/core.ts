@@ -118,3 +118,23 @@ export function inboxIdsError(source: string, messageId: string): string | undef
 export function inboxAnswer(row: Record<string, unknown>, duplicate: boolean): Answer {
   return read(wasm.inboxAnswer(JSON.stringify(row), duplicate));
 }
+
+/** The idempotency key of the external call made at `step` by the key row `rowId` (the Rust library's `Held::downstream_key`). */
+export function downstreamKey(rowId: string, step: string): string {
+  return wasm.downstreamKey(rowId, step);
+}
+
+/** Why a phase may not advance to `point` (only finishing reaches the finished point), or undefined. */
+export function advancePointError(point: string): string | undefined {
+  return wasm.advancePointError(point);
+}
+
+/** The decision of a phased begin for an existing key row: take it over (its lease ran out), or the answer. */
+export function beginDecision(
+  fingerprintOfRequest: string,
+  row: KeyRow,
+  lockedUntilMs: number,
+  nowMs: number,
+): { take_over: true } | { outcome: Decision; answer: Answer } {
+  return read(wasm.beginDecision(fingerprintOfRequest, JSON.stringify(row), lockedUntilMs, nowMs));
+}

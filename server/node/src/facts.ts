@@ -55,6 +55,33 @@ export interface Constants {
     /** The savepoint the record and the work run in (`SAVEPOINT`). */
     readonly savepoint: string;
   };
+  /** The atomic phases' statements (the Rust library's module `phases_sql`, the very same text) and the points at either end. */
+  readonly phases: {
+    /** The recovery point of a new row (`phases::STARTED`). */
+    readonly started: string;
+    /** The recovery point of a row with its answer (`phases::FINISHED`). */
+    readonly finished: string;
+    /** Deletes the key's row if it expired (`postgres_sql::FORGET_EXPIRED`). */
+    readonly forgetExpired: string;
+    /** Inserts a new row at the first point, held (`INSERT_STARTED`). */
+    readonly insertStarted: string;
+    /** The existing row, locked for the decision (`SELECT_FOR_BEGIN`). */
+    readonly selectForBegin: string;
+    /** Takes a row over with a new lease (`TAKE_OVER`). */
+    readonly takeOver: string;
+    /** The lease token of an unfinished row, locked (`CHECK_LEASE`). */
+    readonly checkLease: string;
+    /** Moves the row to a point, renewing the lease (`ADVANCE`). */
+    readonly advance: string;
+    /** Stores the answer and ends the lease (`FINISH`). */
+    readonly finish: string;
+    /** Ends a lease at once (`RELEASE`). */
+    readonly release: string;
+    /** Deletes a held row still at the first point (`ABANDON`). */
+    readonly abandon: string;
+    /** The completer's query (`UNFINISHED`). */
+    readonly unfinished: string;
+  };
   /** How many random bytes the outbox's retry delay draws from at most. */
   readonly retryRandomBytes: number;
   /** The `lock_timeout` a settle waits for a key row held by another transaction (`postgres_sql::settle_lock_timeout`). */
@@ -116,6 +143,20 @@ export const constants: Constants = {
     storeAnswer: "UPDATE inbox_messages SET status_code = $1, response_headers = $2, response_body = $3\n         WHERE source = $4 AND message_id = $5",
     sweep: "DELETE FROM inbox_messages WHERE received_at < $1",
     savepoint: "idempotent_inbox",
+  },
+  phases: {
+    started: "started",
+    finished: "finished",
+    forgetExpired: "DELETE FROM idempotency_records WHERE scope = $1 AND key = $2 AND created_at < $3",
+    insertStarted: "INSERT INTO idempotency_records\n                 (scope, key, fingerprint, created_at, recovery_point, row_id, lock_token, locked_until)\n             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (scope, key) DO NOTHING",
+    selectForBegin: "SELECT fingerprint, status_code, response_headers, response_body, recovery_point, row_id, locked_until\n             FROM idempotency_records WHERE scope = $1 AND key = $2 FOR UPDATE",
+    takeOver: "UPDATE idempotency_records SET lock_token = $1, locked_until = $2 WHERE scope = $3 AND key = $4",
+    checkLease: "SELECT lock_token FROM idempotency_records WHERE scope = $1 AND key = $2 AND recovery_point <> $3\n             FOR UPDATE",
+    advance: "UPDATE idempotency_records SET recovery_point = $1, locked_until = $2 WHERE scope = $3 AND key = $4",
+    finish: "UPDATE idempotency_records SET status_code = $1, response_headers = $2, response_body = $3,\n             recovery_point = $4, lock_token = NULL, locked_until = 0\n         WHERE scope = $5 AND key = $6",
+    release: "UPDATE idempotency_records SET locked_until = 0 WHERE scope = $1 AND key = $2 AND lock_token = $3",
+    abandon: "DELETE FROM idempotency_records\n             WHERE scope = $1 AND key = $2 AND lock_token = $3 AND recovery_point = $4",
+    unfinished: "SELECT scope, key, recovery_point, row_id FROM idempotency_records\n             WHERE recovery_point <> $1 AND locked_until <= $2 ORDER BY locked_until LIMIT $3\n             FOR UPDATE SKIP LOCKED",
   },
   retryRandomBytes: 256,
   settleLockTimeout: "5000ms",

@@ -14,6 +14,12 @@ export type { Backlog, Deliver, Message, OutboxWorker, Pass, WorkerOptions } fro
 export { installInbox, receive, receiveMessage, sweepInbox } from "./inbox.js";
 export type { InboxOptions, Received } from "./inbox.js";
 export type { TxLike, TxResult } from "./tx.js";
+export { FINISHED, Held, LeaseLostError, STARTED, atomicPhases } from "./phases.js";
+export type { AtomicPhases, Begun, PhasesOptions } from "./phases.js";
+export { phasesCompleter } from "./phases-completer.js";
+export type { CompleterOptions, PhasesCompleter } from "./phases-completer.js";
+export { phasedHandler } from "./phases-http.js";
+export type { PhasedOptions } from "./phases-http.js";
 export { startDevServer } from "./dev.js";
 export type { DevOptions, DevServer } from "./dev.js";
 // The Hono middleware is the entry `idempotent-endpoint/hono`, the Fastify plugin `idempotent-endpoint/fastify`,

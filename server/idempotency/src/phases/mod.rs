@@ -11,12 +11,16 @@
 //! retry; `finish` stores the answer, replayed from then on; `abandon` deletes a row still at [`STARTED`]
 //! (nothing done yet), so the key is new again. On SQLite these are methods of
 //! [`crate::sqlite::SqliteKeys`] (`begin`, `advance`, `finish`, `release`, `abandon`, `unfinished`); on PostgreSQL the
-//! functions of [`postgres`], over a `tokio_postgres::Client`.
+//! functions of [`postgres`], over a `tokio_postgres::Client`, running the statements of [`crate::phases_sql`].
+//!
+//! The decisions ([`downstream_key`], [`existing_row`], [`check_point`]) need no I/O: without feature
+//! `runtime` this module is those alone, which the Node half's wasm core runs.
 //!
 //! ```text
 //! begin ──► Held { point: "started" } ──advance──► "charge_started" ── call(downstream_key) ──► advance ──► "charged" ──finish──► answer
 //! ```
 
+#[cfg(feature = "runtime")]
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -24,7 +28,9 @@ use sha2::{Digest, Sha256};
 use crate::error::StoreError;
 use crate::key::IdempotencyKey;
 use crate::outcome::Outcome;
+#[cfg(feature = "runtime")]
 pub(crate) use crate::random::random_hex;
+#[cfg(feature = "runtime")]
 use crate::retention::unix_now_ms;
 
 #[cfg(feature = "postgres")]
@@ -56,12 +62,27 @@ impl Held {
     /// the step. The same step of the same row always gets the same key (a repeat after a crash is a replay
     /// at the other service); never the client's key, which another service must not see.
     pub fn downstream_key(&self, step: &str) -> String {
-        let mut hasher = Sha256::new();
-        hasher.update(self.row_id.as_bytes());
-        hasher.update(b"\n");
-        hasher.update(step.as_bytes());
-        format!("{:x}", hasher.finalize())
+        downstream_key(&self.row_id, step)
     }
+}
+
+/// The idempotency key for the external call made at `step` by the key row with id `row_id`: lowercase hex
+/// SHA-256 of the row id, a newline and the step ([`Held::downstream_key`]).
+pub fn downstream_key(row_id: &str, step: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(row_id.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(step.as_bytes());
+    format!("{:x}", hasher.finalize())
+}
+
+/// Whether an `advance` may move a row to `point`: any name but [`FINISHED`], which only `finish` reaches
+/// (with the answer stored).
+pub fn check_point(point: &str) -> Result<(), StoreError> {
+    if point == FINISHED {
+        return Err(StoreError::Corrupt(format!("{FINISHED:?} is reached with finish, not advance")));
+    }
+    Ok(())
 }
 
 /// What `begin` found.
@@ -74,27 +95,31 @@ pub enum Begun {
     Answered(Outcome),
 }
 
+#[cfg(feature = "runtime")]
 pub(crate) fn lease_end(lease: Duration) -> i64 {
     unix_now_ms().saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// The decision for an existing row in `begin`: `None` when the caller may take it over (unfinished, same
-/// request, its lease ran out), else the answer. A fence is [`Outcome::Fenced`] whatever the request.
-pub(crate) fn existing_row(
+/// The decision for an existing row in `begin` at `now_ms` (unix ms): `None` when the caller may take it
+/// over (unfinished, same request, its lease ran out), else the answer. A fence is [`Outcome::Fenced`]
+/// whatever the request.
+pub fn existing_row(
     fingerprint: &str,
     stored_fingerprint: &str,
     stored: Option<crate::StoredResponse>,
     locked_until_ms: i64,
+    now_ms: i64,
 ) -> Option<Outcome> {
     match Outcome::for_existing(fingerprint, stored_fingerprint, stored) {
         Outcome::Fenced => Some(Outcome::Fenced),
         _ if stored_fingerprint != fingerprint => Some(Outcome::Mismatch),
-        Outcome::InFlight if locked_until_ms <= unix_now_ms() => None,
+        Outcome::InFlight if locked_until_ms <= now_ms => None,
         outcome => Some(outcome),
     }
 }
 
 /// The row id of an unfinished row, which every phased row has.
+#[cfg(feature = "runtime")]
 pub(crate) fn require_row_id(row_id: Option<String>, key: &str) -> Result<String, StoreError> {
     row_id.ok_or_else(|| StoreError::Corrupt(format!("unfinished key {key} has no row_id")))
 }

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use tokio_postgres::{Client, Transaction};
 
-use super::{existing_row, lease_end, random_hex, require_row_id, Begun, Held, FINISHED, STARTED};
+use super::{check_point, existing_row, lease_end, random_hex, require_row_id, Begun, Held, FINISHED, STARTED};
 use crate::error::{check_scope, RunError, StoreError};
 use crate::key::IdempotencyKey;
 use crate::outcome::Outcome;
+use crate::phases_sql as sql;
 use crate::postgres::{decode, forget_expired, WorkFuture};
 use crate::request::KeyedRequest;
 use crate::response::MAX_STORED_BODY_BYTES;
@@ -32,9 +33,7 @@ pub async fn begin(
     let (row_id, token) = (random_hex()?, random_hex()?);
     let inserted = tx
         .execute(
-            "INSERT INTO idempotency_records
-                 (scope, key, fingerprint, created_at, recovery_point, row_id, lock_token, locked_until)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (scope, key) DO NOTHING",
+            sql::INSERT_STARTED,
             &[&scope, &key, &request.fingerprint, &unix_now(), &STARTED, &row_id, &token, &lease_end(lease)],
         )
         .await?;
@@ -49,38 +48,22 @@ pub async fn begin(
         tx.commit().await?;
         return Ok(Begun::Held(held(STARTED.to_owned(), row_id, token)));
     }
-    let row = tx
-        .query_one(
-            "SELECT fingerprint, status_code, response_headers, response_body, recovery_point, row_id, locked_until
-             FROM idempotency_records WHERE scope = $1 AND key = $2 FOR UPDATE",
-            &[&scope, &key],
-        )
-        .await?;
+    let row = tx.query_one(sql::SELECT_FOR_BEGIN, &[&scope, &key]).await?;
     let fingerprint: String = row.try_get(0)?;
     let stored = decode(row.try_get(1), row.try_get(2), row.try_get(3))?;
-    if let Some(outcome) = existing_row(&request.fingerprint, &fingerprint, stored, row.try_get(6)?) {
+    if let Some(outcome) = existing_row(&request.fingerprint, &fingerprint, stored, row.try_get(6)?, unix_now_ms()) {
         tx.commit().await?;
         return Ok(Begun::Answered(outcome));
     }
     let row_id = require_row_id(row.try_get(5)?, key)?;
-    tx.execute(
-        "UPDATE idempotency_records SET lock_token = $1, locked_until = $2 WHERE scope = $3 AND key = $4",
-        &[&token, &lease_end(lease), &scope, &key],
-    )
-    .await?;
+    tx.execute(sql::TAKE_OVER, &[&token, &lease_end(lease), &scope, &key]).await?;
     tx.commit().await?;
     Ok(Begun::Held(held(row.try_get(4)?, row_id, token)))
 }
 
 /// Locks the row and checks `held` still holds it (else [`StoreError::LeaseLost`]).
 async fn check_lease(tx: &Transaction<'_>, held: &Held) -> Result<(), StoreError> {
-    let row = tx
-        .query_opt(
-            "SELECT lock_token FROM idempotency_records WHERE scope = $1 AND key = $2 AND recovery_point <> $3
-             FOR UPDATE",
-            &[&held.scope, &held.key.as_str(), &FINISHED],
-        )
-        .await?;
+    let row = tx.query_opt(sql::CHECK_LEASE, &[&held.scope, &held.key.as_str(), &FINISHED]).await?;
     let token: Option<String> = match row {
         Some(row) => row.try_get(0)?,
         None => None,
@@ -105,18 +88,13 @@ pub async fn advance<E, F>(
 where
     F: for<'t> FnOnce(&'t Transaction<'t>) -> StepFuture<'t, E>,
 {
-    if point == FINISHED {
-        return Err(StoreError::Corrupt(format!("{FINISHED:?} is reached with finish, not advance")).into());
-    }
+    check_point(point)?;
     let tx = client.transaction().await.map_err(StoreError::from)?;
     check_lease(&tx, held).await?;
     work(&tx).await.map_err(RunError::Work)?;
-    tx.execute(
-        "UPDATE idempotency_records SET recovery_point = $1, locked_until = $2 WHERE scope = $3 AND key = $4",
-        &[&point, &lease_end(lease), &held.scope, &held.key.as_str()],
-    )
-    .await
-    .map_err(StoreError::from)?;
+    tx.execute(sql::ADVANCE, &[&point, &lease_end(lease), &held.scope, &held.key.as_str()])
+        .await
+        .map_err(StoreError::from)?;
     tx.commit().await.map_err(StoreError::from)?;
     held.point = point.to_owned();
     Ok(())
@@ -135,9 +113,7 @@ where
         return Err(StoreError::ResponseTooLarge(response.body.len()).into());
     }
     tx.execute(
-        "UPDATE idempotency_records SET status_code = $1, response_headers = $2, response_body = $3,
-             recovery_point = $4, lock_token = NULL, locked_until = 0
-         WHERE scope = $5 AND key = $6",
+        sql::FINISH,
         &[
             &i32::from(response.status),
             &response.encode_headers(),
@@ -156,12 +132,7 @@ where
 /// Gives the row up without finishing it: the next request with the key, or the completer, takes it over
 /// at once, at the point it reached.
 pub async fn release(client: &Client, held: Held) -> Result<(), StoreError> {
-    client
-        .execute(
-            "UPDATE idempotency_records SET locked_until = 0 WHERE scope = $1 AND key = $2 AND lock_token = $3",
-            &[&held.scope, &held.key.as_str(), &held.token],
-        )
-        .await?;
+    client.execute(sql::RELEASE, &[&held.scope, &held.key.as_str(), &held.token]).await?;
     Ok(())
 }
 
@@ -170,13 +141,7 @@ pub async fn release(client: &Client, held: Held) -> Result<(), StoreError> {
 /// wrote anything. The next request with the key is new. A row another caller took over, or one that moved
 /// past [`STARTED`] (its external call may have happened), is kept: [`StoreError::LeaseLost`].
 pub async fn abandon(client: &Client, held: Held) -> Result<(), StoreError> {
-    let deleted = client
-        .execute(
-            "DELETE FROM idempotency_records
-             WHERE scope = $1 AND key = $2 AND lock_token = $3 AND recovery_point = $4",
-            &[&held.scope, &held.key.as_str(), &held.token, &STARTED],
-        )
-        .await?;
+    let deleted = client.execute(sql::ABANDON, &[&held.scope, &held.key.as_str(), &held.token, &STARTED]).await?;
     if deleted == 1 {
         Ok(())
     } else {
@@ -188,24 +153,13 @@ pub async fn abandon(client: &Client, held: Held) -> Result<(), StoreError> {
 /// `lease` (`FOR UPDATE SKIP LOCKED`: instances running completers at once never take one row together).
 pub async fn unfinished(client: &mut Client, limit: i64, lease: Duration) -> Result<Vec<Held>, StoreError> {
     let tx = client.transaction().await?;
-    let rows = tx
-        .query(
-            "SELECT scope, key, recovery_point, row_id FROM idempotency_records
-             WHERE recovery_point <> $1 AND locked_until <= $2 ORDER BY locked_until LIMIT $3
-             FOR UPDATE SKIP LOCKED",
-            &[&FINISHED, &unix_now_ms(), &limit],
-        )
-        .await?;
+    let rows = tx.query(sql::UNFINISHED, &[&FINISHED, &unix_now_ms(), &limit]).await?;
     let mut held = Vec::with_capacity(rows.len());
     for row in rows {
         let (scope, key, point): (String, String, String) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
         let row_id = require_row_id(row.try_get(3)?, &key)?;
         let token = random_hex()?;
-        tx.execute(
-            "UPDATE idempotency_records SET lock_token = $1, locked_until = $2 WHERE scope = $3 AND key = $4",
-            &[&token, &lease_end(lease), &scope, &key],
-        )
-        .await?;
+        tx.execute(sql::TAKE_OVER, &[&token, &lease_end(lease), &scope, &key]).await?;
         let key = IdempotencyKey::parse(&key).map_err(|e| StoreError::Corrupt(format!("stored key: {e}")))?;
         held.push(Held { scope, key, point, row_id, token });
     }

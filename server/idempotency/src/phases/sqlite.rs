@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
-use super::{existing_row, lease_end, random_hex, require_row_id, Begun, Held, FINISHED, STARTED};
+use super::{check_point, existing_row, lease_end, random_hex, require_row_id, Begun, Held, FINISHED, STARTED};
 use crate::error::{check_scope, RunError, StoreError};
 use crate::key::IdempotencyKey;
 use crate::outcome::Outcome;
@@ -50,7 +50,7 @@ fn begin_in(
     )?;
     let stored = StoredResponse::from_columns(status, headers.as_deref(), body)
         .map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))?;
-    if let Some(outcome) = existing_row(&request.fingerprint, &fingerprint, stored, locked_until) {
+    if let Some(outcome) = existing_row(&request.fingerprint, &fingerprint, stored, locked_until, unix_now_ms()) {
         tx.commit()?;
         return Ok(Begun::Answered(outcome));
     }
@@ -94,9 +94,7 @@ impl SqliteKeys {
         E: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> Result<(), E> + Send + 'static,
     {
-        if point == FINISHED {
-            return Err(StoreError::Corrupt(format!("{FINISHED:?} is reached with finish, not advance")).into());
-        }
+        check_point(point)?;
         let (moved, point) = (held.clone(), point.to_owned());
         let next = point.clone();
         self.with_conn_run(move |conn| {

@@ -11,8 +11,8 @@
 use std::fmt::Write;
 
 use idempotent_endpoint::{
-    defaults, inbox_sql, outbox_sql, postgres_sql, DEFAULT_RETENTION, FENCED_FINGERPRINT, IDEMPOTENCY_KEY_HEADER,
-    MAX_STORED_BODY_BYTES, REPLAYED_HEADER,
+    defaults, inbox_sql, outbox_sql, phases, phases_sql, postgres_sql, DEFAULT_RETENTION, FENCED_FINGERPRINT,
+    IDEMPOTENCY_KEY_HEADER, MAX_STORED_BODY_BYTES, REPLAYED_HEADER,
 };
 
 use crate::{messages, DECISIONS, REFUSALS};
@@ -108,6 +108,24 @@ pub fn constants() -> Vec<Fact> {
                 text("storeAnswer", "Stores the work's answer on the record (`STORE_ANSWER`).", inbox_sql::STORE_ANSWER),
                 text("sweep", "Deletes records past the retention (`SWEEP`).", inbox_sql::SWEEP),
                 text("savepoint", "The savepoint the record and the work run in (`SAVEPOINT`).", inbox_sql::SAVEPOINT),
+            ],
+        ),
+        group(
+            "phases",
+            "The atomic phases' statements (the Rust library's module `phases_sql`, the very same text) and the points at either end.",
+            vec![
+                text("started", "The recovery point of a new row (`phases::STARTED`).", phases::STARTED),
+                text("finished", "The recovery point of a row with its answer (`phases::FINISHED`).", phases::FINISHED),
+                text("forgetExpired", "Deletes the key's row if it expired (`postgres_sql::FORGET_EXPIRED`).", postgres_sql::FORGET_EXPIRED),
+                text("insertStarted", "Inserts a new row at the first point, held (`INSERT_STARTED`).", phases_sql::INSERT_STARTED),
+                text("selectForBegin", "The existing row, locked for the decision (`SELECT_FOR_BEGIN`).", phases_sql::SELECT_FOR_BEGIN),
+                text("takeOver", "Takes a row over with a new lease (`TAKE_OVER`).", phases_sql::TAKE_OVER),
+                text("checkLease", "The lease token of an unfinished row, locked (`CHECK_LEASE`).", phases_sql::CHECK_LEASE),
+                text("advance", "Moves the row to a point, renewing the lease (`ADVANCE`).", phases_sql::ADVANCE),
+                text("finish", "Stores the answer and ends the lease (`FINISH`).", phases_sql::FINISH),
+                text("release", "Ends a lease at once (`RELEASE`).", phases_sql::RELEASE),
+                text("abandon", "Deletes a held row still at the first point (`ABANDON`).", phases_sql::ABANDON),
+                text("unfinished", "The completer's query (`UNFINISHED`).", phases_sql::UNFINISHED),
             ],
         ),
         number(

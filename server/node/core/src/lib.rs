@@ -2,8 +2,8 @@
 //!
 //! Every decision the Node package makes about a keyed request is made here, by the Rust library's own
 //! code: the key grammar, the fingerprint, the decision for a stored key row, the RFC 9457 problems, the
-//! key-status answers, the retention cutoff, and the PostgreSQL statements it runs. The TypeScript side
-//! does the I/O (HTTP, the database) and nothing else.
+//! key-status answers, the retention cutoff, the atomic phases' decisions, and the PostgreSQL statements it
+//! runs. The TypeScript side does the I/O (HTTP, the database) and nothing else.
 //!
 //! Values cross the boundary as strings and numbers; every structured answer is one JSON text, read back
 //! by exactly one function in server/node/src/core.ts, next to its TypeScript type. Nothing here panics
@@ -17,6 +17,7 @@
 mod answers;
 pub mod facts;
 mod messages;
+mod phases;
 mod rows;
 
 use idempotent_endpoint::{

@@ -1,0 +1,68 @@
+// Phased work behind Node's HTTP objects (Express 5 takes the handler as it is): the key and the body read
+// as the endpoint reads them, then begin, the app's flow, and the answer sent.
+import type { IncomingMessage, ServerResponse } from "node:http";
+
+import * as core from "./core.js";
+import type { Answer } from "./core.js";
+import { type BodyLimits, keyHeader, parseJson, readBody, sendAnswer } from "./http.js";
+import { type AtomicPhases, type Held, LeaseLostError } from "./phases.js";
+
+/** Options of {@link phasedHandler}. */
+export interface PhasedOptions extends BodyLimits {
+  /** The scope of the request's key (its account); the phases' scope when absent or undefined. */
+  scope?: (req: IncomingMessage) => string | undefined;
+  /** Where a flow's failure is reported (the client gets 500, its row is released). @defaultValue `console.error` */
+  onError?: (error: unknown) => void;
+}
+
+/**
+ * A request handler (`(req, res)`, for `http.createServer` or an Express 5 route) running phased work: the
+ * key first (400), the body within the limits and as JSON (413, 408, 400), then
+ * {@link AtomicPhases.begin}; a key that needs no work gets its answer (replay, 409, 422, 410), a held one
+ * runs `flow`, which resumes at `held.point` and returns {@link AtomicPhases.finish}'s answer. A flow that
+ * throws has its row released (the retry or the completer takes it over at its point) and answers 500; one
+ * whose lease was taken over answers 409.
+ *
+ * ```ts
+ * app.post("/api/payments", phasedHandler(phases, ({ held, json }) => drive(held, json)));
+ * ```
+ */
+export function phasedHandler<Tx>(
+  phases: AtomicPhases<Tx>,
+  flow: (context: { held: Held; json: unknown; req: IncomingMessage }) => Promise<Answer>,
+  options: PhasedOptions = {},
+): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+  const onError = options.onError ?? ((error: unknown) => console.error("idempotent-endpoint:", error));
+  return async (req, res) => {
+    sendAnswer(res, await answerPhased(phases, req, flow, options, onError));
+  };
+}
+
+async function answerPhased<Tx>(
+  phases: AtomicPhases<Tx>,
+  req: IncomingMessage,
+  flow: (context: { held: Held; json: unknown; req: IncomingMessage }) => Promise<Answer>,
+  options: PhasedOptions,
+  onError: (error: unknown) => void,
+): Promise<Answer> {
+  const keyed = core.keyFromHeader(keyHeader(req));
+  if ("answer" in keyed) return keyed.answer;
+  const body = await readBody(req, options);
+  if (!(body instanceof Uint8Array)) return body;
+  const parsed = parseJson(req, body);
+  if ("answer" in parsed) return parsed.answer;
+  const path = new URL(req.url ?? "/", "http://localhost").pathname;
+  const scope = options.scope?.(req);
+  let held: Held | undefined;
+  try {
+    const begun = await phases.begin({ method: req.method ?? "POST", path, keyHeader: keyHeader(req), body, ...(scope === undefined ? {} : { scope }) });
+    if (begun.held === undefined) return begun.answer;
+    held = begun.held;
+    return await flow({ held, json: parsed.json, req });
+  } catch (error) {
+    if (error instanceof LeaseLostError) return core.inFlightAnswer();
+    onError(error);
+    if (held !== undefined) await phases.release(held).catch(onError);
+    return core.problemAnswer("internal");
+  }
+}
