@@ -58,6 +58,8 @@ fn whole_ms(ms: f64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use idempotent_endpoint::phases::FINISHED;
+    use serde_json::Value;
 
     fn parsed(text: &str) -> Value {
         serde_json::from_str(text).unwrap_or(Value::Null)
