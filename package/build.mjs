@@ -210,6 +210,9 @@ const DRIVER_PRIVATE = [
   "inMemory", "fallBack", "onFallback", "byType", "forgetSecret", "core", "view", "listeners", "config",
   "sentNow", "unsaved", "retire", "persisted", "waiting", "records", "prefix", "area", "backend", "requested",
   "database", "fallbackReason",
+  // The functions the entry hands the resume part (resume.ts `ResumeKit`).
+  "loadRecord", "viewOf", "intentIdArg", "notFound", "corruptRecord", "storageUnavailable", "prepareParts", "pageLocation",
+  "hashOf", "operationOf", "fieldsOf", "storedBody",
 ];
 
 /** The two builds of the core for browsers (src/js/mode.ts): the production build, what apps get by
@@ -290,6 +293,8 @@ async function bundles(entry, out, names) {
 export const LAZY_PARTS = [
   // Asking the server about a key (statusUrl / reconcile): preloaded when the option is set.
   { source: "reconcile.ts", file: "lazy/reconcile.js" },
+  // A stored intent taken up again by id (resume, reconcile and settle by id).
+  { source: "resume.ts", file: "lazy/resume.js" },
   // The cross-origin diagnosis: only a retried answer from another origin needs it.
   { source: "cors.ts", file: "lazy/cors.js" },
   // The key written into the body (keyIn): preloaded when the option is set.

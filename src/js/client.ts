@@ -13,13 +13,14 @@ import {
   recordText,
   saveRecord,
 } from "./core.js";
-import { describe, IdempotentFetchError, invalidOptions, invalidRequest } from "./errors.js";
+import { describe, IdempotentFetchError, invalidOptions } from "./errors.js";
 import { type IdempotentRequestInit, readFetchArgs } from "./fetch-args.js";
 import { Listeners, type ClientEventMap } from "./events.js";
 import { Fields } from "./fields.js";
 import { fingerprint } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
-import { leasePart, placementPart, reconcilePart, storedRequestPart } from "./lazy.js";
+import type { ResumeKit } from "./resume.js";
+import { leasePart, placementPart, reconcilePart, resumePart, storedRequestPart } from "./lazy.js";
 import { needsLease } from "./lock.js";
 import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, F_UPDATED_AT, type Machine, MISMATCH_CLAIMED, MISMATCH_KEY_CLAIMED, MISMATCH_KEY_STORED, OPT_RETRY_BUDGET, OPTIONS, RESUMED_CLAIMED, RESUMED_NEW, RESUMED_STORED, SWEEP_EXPIRED, SWEEP_KEEP, SWEEP_REMOVE } from "./machine.js";
 import { corruptRecord, fromThrown, intentMismatch, notFound, storageUnavailable } from "./messages.js";
@@ -41,7 +42,7 @@ import {
   type RecordView,
   viewOf,
 } from "./operation.js";
-import { decodeRecord, encodeRecord, INLINE_BODY_MAX, type LoadedRecord, outOfLine, type PersistedRequest, type RecordIds, retiredStamp } from "./record.js";
+import { decodeRecord, encodeRecord, INLINE_BODY_MAX, type LoadedRecord, type PersistedRequest, type RecordIds, retiredStamp } from "./record.js";
 import { type IntentRequest, pageLocation, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
 import { claim, claimNew, claimsDb, claimSlot, lostClaims } from "./storage/claims.js";
@@ -119,6 +120,8 @@ export class IdempotentClient {
     // A client that stores requests (persistRequest, or `background`, which needs IndexedDB) loads
     // their part now, while the page is surely online: a begin made offline must not need it then.
     if (config.persistRequest || config.storage === "indexeddb") storedRequestPart().catch(() => {});
+    // `resume` needs persisted requests: its part comes with them, so a page resumes offline too.
+    if (config.persistRequest) resumePart().catch(() => {});
     // Bound, so `client.fetch` can be handed to an HTTP client as its fetch (`ky.create({ fetch })`).
     this.fetch = this.fetch.bind(this);
     // No storage is touched here: the warm-up runs when the page is idle, the sweep after the first
@@ -138,7 +141,10 @@ export class IdempotentClient {
     // Neither of these rejects: a claims database that cannot open is `undefined`, a refused lock too.
     if (claimsInUse(core)) void claimsDb();
     // A part the options will use is loaded now, not when the click needs it.
-    if (core.config.reconciler.statusUrl || core.config.reconciler.reconcile) reconcilePart().catch(() => {});
+    if (core.config.reconciler.statusUrl || core.config.reconciler.reconcile) {
+      reconcilePart().catch(() => {});
+      resumePart().catch(() => {}); // `reconcile(id)`, `settle(id)`
+    }
     if (core.config.keyIn) placementPart().catch(() => {});
     if (core.config.storage !== "memory" && needsLease()) leasePart().catch(() => {});
     // A lock no intent can have (ids hold no control character), given back at once.
@@ -186,48 +192,7 @@ export class IdempotentClient {
    * `STORAGE` if it was altered.
    */
   async resume(intentId: string, options?: ResumeOptions): Promise<IdempotentOperation> {
-    const id = intentIdArg(intentId);
-    const given = resumeHeaders(options, true);
-    const pendingOnly = (options as ResumeOptions | undefined)?.pendingOnly === true;
-    const loaded = await loadRecord(this.core, await this.core.engine(), id);
-    if (!loaded) throw notFound(id);
-    const { machine, request } = loaded;
-    try {
-      if (!request) {
-        throw invalidRequest(
-          __DEV__ && `intent "${id}" was stored without its request (persistRequest is off); begin it again with the same request`,
-        );
-      }
-      // Storage is writable by any script of the origin: the stored request is re-read like a new one.
-      const config = this.core.config;
-      const names = new Set(given.map(([name]) => name));
-      const { body } = request;
-      const prepared = await prepareParts(
-        request.url,
-        request.method,
-        [...request.headers.filter(([name]) => !names.has(name)), ...given],
-        outOfLine(body) ? await readStoredBody(this.core.store, id, body) : body && new Uint8Array(body),
-        config.headerName,
-        config.maxBodyBytes,
-      );
-      const origin = new URL(prepared.url).origin;
-      const href = pageLocation();
-      // An opaque origin ("null": data: or sandboxed pages) has no origin to compare with.
-      const page = href === undefined ? "null" : new URL(href).origin;
-      if (page !== "null" && origin !== page && !config.resumeOrigins.includes(origin)) {
-        throw invalidRequest(
-          __DEV__ && `the persisted request of intent "${id}" goes to ${origin}, not this page's origin; list it in resumeOrigins to allow it`,
-        );
-      }
-      const expected = await fingerprint(prepared, loaded.ids.plain ? undefined : await this.core.secret());
-      if (expected !== loaded.ids.fingerprint) {
-        throw new IdempotentFetchError("STORAGE", __DEV__ && `the persisted request of intent "${id}" does not match its fingerprint`);
-      }
-      // A stored intent: its key existed before.
-      return IdempotentOperation.create(this.core, viewOf(machine, loaded.ids), true, prepared, undefined, undefined, pendingOnly);
-    } finally {
-      machine.free();
-    }
+    return (await resumePart()).resumeIntent(KIT, this.core, intentId, options);
   }
 
   /**
@@ -251,16 +216,7 @@ export class IdempotentClient {
 
   /** A stored intent's operation for a question about its key, with `options.headers` (credentials). */
   private async stored(intentId: string, options: ResumeOptions & { signal?: AbortSignal } | undefined): Promise<IdempotentOperation> {
-    const id = intentIdArg(intentId);
-    const { signal: _, ...rest } = options ?? {};
-    const headers = resumeHeaders(rest);
-    const loaded = await loadRecord(this.core, await this.core.engine(), id);
-    if (!loaded) throw notFound(id);
-    const view = viewOf(loaded.machine, loaded.ids);
-    loaded.machine.free();
-    const request = { method: "GET", url: pageLocation() ?? "http://localhost/", headers, body: null };
-    // A stored intent: its key existed before.
-    return IdempotentOperation.create(this.core, view, true, request);
+    return (await resumePart()).storedOperation(KIT, this.core, intentId, options);
   }
 
   /** Intents not yet definitely answered (`pending` and `expired`), e.g. to offer "resume" after a
@@ -305,6 +261,7 @@ export class IdempotentClient {
     loaded.machine.free();
     return { ...view, resumable: loaded.request !== undefined };
   }
+
 
   /** Forgets an intent and its key (after the app settled it with its server, or to start over).
    *  Resolves to whether there was one. */
@@ -528,18 +485,22 @@ export class IdempotentClient {
   }
 }
 
-/** The out-of-line body of a resumed request (stored-request.ts): STORAGE when it cannot be read or is
- *  not the bytes its record names. */
-async function readStoredBody(store: Store, intentId: string, length: number): Promise<Uint8Array<ArrayBuffer>> {
-  let bytes: Uint8Array<ArrayBuffer> | undefined;
-  try {
-    bytes = await (await storedRequestPart()).readBody(store, intentId, length);
-  } catch (thrown) {
-    throw storageUnavailable(intentId, thrown);
-  }
-  if (!bytes) throw corruptRecord(intentId, `its request's body is not the ${length} bytes stored`);
-  return bytes;
-}
+/** The entry's functions the resume part (resume.ts) works with: a part shares no module
+ *  state with the entry. */
+const KIT: ResumeKit = {
+  loadRecord,
+  viewOf,
+  intentIdArg,
+  notFound,
+  corruptRecord,
+  storageUnavailable,
+  prepareParts,
+  pageLocation,
+  hashOf: fingerprint,
+  operationOf: IdempotentOperation.create,
+  fieldsOf: Fields.of,
+  storedBody: async (store, intentId, length) => (await storedRequestPart()).readBody(store, intentId, length),
+};
 
 /** Records the background sweep decodes between two yields to the page: a few ms of work. */
 const SWEEP_SLICE = 64;
@@ -563,20 +524,6 @@ export interface ResumeOptions {
    *  send lock (another page or the service worker got its answer meanwhile) sends nothing and
    *  rejects `NOT_FOUND`. Default false (the server is asked again and replays its answer). */
   pendingOnly?: boolean;
-}
-
-/** `options.headers` of `resume` (`withPendingOnly`: `pendingOnly` allowed too, checked) or
- *  `reconcile` as lowercase pairs; INVALID_OPTIONS / INVALID_REQUEST when bad. */
-function resumeHeaders(options: unknown, withPendingOnly = false): [string, string][] {
-  if (options === undefined || options === null) return [];
-  const fields = Fields.of(options, "", "resume options", invalidOptions).only(withPendingOnly ? ["headers", "pendingOnly"] : ["headers"]);
-  if (withPendingOnly) fields.boolean("pendingOnly");
-  const init = fields.value("headers");
-  try {
-    return init === undefined ? [] : [...new Headers(init as HeadersInit)];
-  } catch (thrown) {
-    throw invalidRequest(__DEV__ && `resume options.headers are invalid: ${describe(thrown)}`);
-  }
 }
 
 /** How one create-or-resume is asked for. */

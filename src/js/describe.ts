@@ -7,6 +7,12 @@ export function describe(thrown: unknown): string {
   return typeof thrown === "string" ? thrown : "unknown JavaScript error";
 }
 
+/** What `thrown` says, in parentheses, for a reason to fall back to memory: the development build
+ *  only (src/js/mode.ts); the production build's reason names the error and what failed. */
+export function saying(thrown: unknown): string {
+  return __DEV__ ? ` (${describe(thrown)})` : "";
+}
+
 /** The `name` of a thrown `DOMException`/`Error` (`"QuotaExceededError"`, `"SecurityError"`, ...), or "". */
 export function errorName(thrown: unknown): string {
   try {

@@ -29,6 +29,10 @@ function once<T>(load: () => Promise<T>): () => Promise<T> {
 /** Asking the server about a key (`statusUrl` / `reconcile`). */
 export const reconcilePart = once(() => import("./reconcile.js"));
 
+/** A stored intent taken up again by id (`resume`, `reconcile` and `settle` by id): loaded with a
+ *  client that persists requests, or when the page is idle with `statusUrl` / `reconcile`. */
+export const resumePart = once(() => import("./resume.js"));
+
 /** The cross-origin diagnosis of retried answers. */
 export const corsPart = once(() => import("./cors.js"));
 

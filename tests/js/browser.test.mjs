@@ -170,7 +170,7 @@ test("two tabs sending the same intent: same key, one at a time", async () => {
 const pkgFilesFetched = (page) =>
   page.evaluate(() => performance.getEntriesByType("resource").map((e) => new URL(e.name).pathname).filter((p) => p.startsWith("/pkg/")));
 
-test("the quick start (begin + send, fetch, an idle page after them) requests no lazy part; a Request body loads its part on use", async () => {
+test("the quick start (begin + send, fetch, an idle page after them) requests no lazy part; a Request body and resuming a stored intent load their parts on use", async () => {
   const context = await browser.newContext();
   try {
     const fresh = await context.newPage();
@@ -206,6 +206,11 @@ test("the quick start (begin + send, fetch, an idle page after them) requests no
     const after = (await pkgFilesFetched(fresh)).filter((p) => p.startsWith("/pkg/lazy/"));
     // The page runs the development build (tests/browser/cases.html), whose parts are its own.
     if (after.join() !== "/pkg/lazy/body-objects.development.js") throw new Error(`a Request object fetched ${after.join(", ") || "no part"}, not /pkg/lazy/body-objects.development.js`);
+    // Resuming a stored intent by id: its part is fetched then, and reads what the quick start stored (no request: not persisted).
+    const code = await fresh.evaluate((namespace) => new window.__lib.IdempotentClient({ namespace }).resume("checkout").then(() => "resumed", (e) => e.code), namespace);
+    if (code !== "INVALID_REQUEST") throw new Error(`resume("checkout") gave ${code}, not INVALID_REQUEST`);
+    const parts = (await pkgFilesFetched(fresh)).filter((p) => p.startsWith("/pkg/lazy/"));
+    if (parts.join() !== "/pkg/lazy/body-objects.development.js,/pkg/lazy/resume.development.js") throw new Error(`resuming an intent fetched ${parts.join(", ")}`);
   } finally {
     await context.close();
   }

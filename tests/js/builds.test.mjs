@@ -125,8 +125,9 @@ for (const [what, run, full] of CASES) {
   });
 }
 
-test("a storage fallback warns in full in development, with its event name and docs page in production", async () => {
+test("a storage fallback warns in full in development, with its event name and docs page in production; its reason names what failed in both", async () => {
   const warned = {};
+  const reasons = {};
   const warn = console.warn;
   try {
     for (const name of Object.keys(BUILDS)) {
@@ -135,18 +136,22 @@ test("a storage fallback warns in full in development, with its event name and d
       const client = new libs[name].IdempotentClient({ storage: "local", namespace: `fallback-${name}` });
       await client.begin("fallback", post(`${base}/busy`));
       assert.equal(client.storage, "memory");
+      reasons[name] = client.storageFallback;
     }
   } finally {
     console.warn = warn;
   }
   assert.match(warned.development, /^idempotent-fetch: intents of namespace "fallback-development" are kept in memory from now on: /);
   assert.equal(warned.production, `idempotent-fetch: storagefallback (${DOCS}; the development build of idempotent-fetch-client says more)`);
+  assert.equal(reasons.development, "localStorage is not available here; intents are kept in memory");
+  assert.equal(reasons.production, "localStorage is not available here");
 });
 
 test("the production build holds none of the development build's texts", () => {
   const production = readFileSync(path.join(pkgDir, BUILDS.production), "utf8");
   const development = readFileSync(path.join(pkgDir, BUILDS.development), "utf8");
-  for (const text of ["must be a whole number from", "was begun", "no definite answer after", "discard the intent", "are kept in memory from now on"]) {
+  for (const text of ["must be a whole number from", "was begun", "no definite answer after", "discard the intent", "are kept in memory from now on",
+    "intents are kept in memory", "reading storage failed", "removing from storage failed"]) {
     assert.ok(development.includes(text), `development: ${text}`);
     assert.ok(!production.includes(text), `production: ${text}`);
   }

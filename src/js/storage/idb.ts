@@ -5,7 +5,7 @@
 // An open that fails, or hangs (an old Safari bug) for OPEN_TIMEOUT_MS, is an unusable StorageFailure:
 // the store falls back to memory.
 
-import { describe, errorName } from "../describe.js";
+import { errorName, saying } from "../describe.js";
 import { StorageFailure } from "./backend.js";
 
 /** The schema version: bump it (and migrate in `upgradeneeded`) if the layout changes. */
@@ -13,8 +13,8 @@ const VERSION = 1;
 /** How long the first operation waits for the database to open before falling back to memory. */
 export const OPEN_TIMEOUT_MS = 5_000;
 
-/** How every reason to fall back ends. */
-export const KEPT_IN_MEMORY = "intents are kept in memory";
+/** How every reason to fall back ends (the development build's words: src/js/mode.ts). */
+export const KEPT_IN_MEMORY = __DEV__ ? "; intents are kept in memory" : "";
 
 /** `request`'s result once it succeeds, or its error. */
 export function settled<T>(request: IDBRequest<T>): Promise<T> {
@@ -59,7 +59,7 @@ export function openDatabase(factory: IDBFactory, name: string, store: string): 
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(
-      () => reject(new StorageFailure(`IndexedDB did not open within ${OPEN_TIMEOUT_MS} ms; ${KEPT_IN_MEMORY}`, true)),
+      () => reject(new StorageFailure(`IndexedDB did not open within ${OPEN_TIMEOUT_MS} ms${KEPT_IN_MEMORY}`, true)),
       OPEN_TIMEOUT_MS,
     );
   });
@@ -70,7 +70,7 @@ export function openDatabase(factory: IDBFactory, name: string, store: string): 
       return database;
     },
     (thrown: unknown) => {
-      throw new StorageFailure(`${errorName(thrown)}: IndexedDB cannot be opened (${describe(thrown)}); ${KEPT_IN_MEMORY}`, true);
+      throw new StorageFailure(`${errorName(thrown)}: IndexedDB cannot be opened${saying(thrown)}${KEPT_IN_MEMORY}`, true);
     },
   );
   const result = Promise.race([opened, timeout]).finally(() => clearTimeout(timer));
@@ -83,8 +83,8 @@ export function openDatabase(factory: IDBFactory, name: string, store: string): 
  *  `indexedDB` throws SecurityError where storage is blocked). */
 export function idbFactory(): IDBFactory | string {
   try {
-    return (globalThis as { indexedDB?: IDBFactory }).indexedDB ?? `indexedDB is not available here; ${KEPT_IN_MEMORY}`;
+    return (globalThis as { indexedDB?: IDBFactory }).indexedDB ?? `indexedDB is not available here${KEPT_IN_MEMORY}`;
   } catch (thrown) {
-    return `${errorName(thrown)}: indexedDB is blocked (${describe(thrown)}); ${KEPT_IN_MEMORY}`;
+    return `${errorName(thrown)}: indexedDB is blocked${saying(thrown)}${KEPT_IN_MEMORY}`;
   }
 }

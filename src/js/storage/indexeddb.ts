@@ -9,7 +9,7 @@
 // an open that fails, or hangs (an old Safari bug) for OPEN_TIMEOUT_MS (idb.ts), makes the backend
 // unusable: the store falls back to memory.
 
-import { describe, errorName } from "../describe.js";
+import { describe, errorName, saying } from "../describe.js";
 import { type Backend, RETIRED, type Shelf, StorageFailure } from "./backend.js";
 import { KEPT_IN_MEMORY, openDatabase, settled } from "./idb.js";
 
@@ -28,9 +28,9 @@ function committed(transaction: IDBTransaction): Promise<void> {
 }
 
 const unusable = (doing: string) => (thrown: unknown) =>
-  new StorageFailure(`${errorName(thrown)}: ${doing} IndexedDB failed (${describe(thrown)}); ${KEPT_IN_MEMORY}`, true);
+  new StorageFailure(`${errorName(thrown)}: ${doing} IndexedDB failed${saying(thrown)}${KEPT_IN_MEMORY}`, true);
 const failed = (doing: string) => (thrown: unknown) =>
-  new StorageFailure(`${doing} IndexedDB failed: ${describe(thrown)}`, false);
+  new StorageFailure(__DEV__ ? `${doing} IndexedDB failed: ${describe(thrown)}` : "", false);
 
 /** The intent records in the shared IndexedDB database. */
 export class IndexedDbBackend implements Backend {
@@ -52,7 +52,7 @@ export class IndexedDbBackend implements Backend {
       // `open` throws SecurityError in opaque origins (sandboxed frames, data: workers).
       return new IndexedDbBackend(openDatabase(factory, DATABASE, STORE), namespace);
     } catch (thrown) {
-      return `${errorName(thrown)}: IndexedDB cannot be opened (${describe(thrown)}); ${KEPT_IN_MEMORY}`;
+      return `${errorName(thrown)}: IndexedDB cannot be opened${saying(thrown)}${KEPT_IN_MEMORY}`;
     }
   }
 
@@ -62,7 +62,7 @@ export class IndexedDbBackend implements Backend {
       throw failed("reading")(e);
     });
     if (value === undefined) return undefined;
-    if (typeof value !== "string") throw new StorageFailure("reading IndexedDB failed: the value is not text", false);
+    if (typeof value !== "string") throw new StorageFailure(__DEV__ ? "reading IndexedDB failed: the value is not text" : "", false);
     return value;
   }
 

@@ -217,7 +217,8 @@ function deferred(shelves: boolean, loading: Promise<Backend | string>): Backend
       return backend;
     },
     (thrown: unknown) => {
-      throw isStorageFailure(thrown) ? thrown : new StorageFailure(`the storage's part did not load (${describe(thrown)}); ${KEPT_IN_MEMORY}`, true);
+      // What the load threw, in both builds: in a service worker it names the entry to use (lazy.ts).
+      throw isStorageFailure(thrown) ? thrown : new StorageFailure(`the storage's part did not load (${describe(thrown)})${KEPT_IN_MEMORY}`, true);
     },
   );
   ready.catch(() => {}); // observed by the first operation; never an unhandled rejection

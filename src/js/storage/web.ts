@@ -4,8 +4,9 @@
 // Unlike gloo's `LocalStorage::raw()` (which throws when storage is blocked), opening reports why it
 // cannot be used, and the store falls back to memory.
 
-import { describe, errorName } from "../errors.js";
+import { describe, errorName, saying } from "../describe.js";
 import { type Backend, onShelf, type Shelf, StorageFailure, WEB_STORAGE_PREFIX } from "./backend.js";
+import { KEPT_IN_MEMORY } from "./idb.js";
 
 /** What a backend needs of `Storage` (a real one, or a twin in tests). */
 export type StorageArea = Pick<Storage, "getItem" | "setItem" | "removeItem" | "key" | "length">;
@@ -29,16 +30,16 @@ export class WebStorageBackend implements Backend {
       // Reading `localStorage` itself throws SecurityError when storage is blocked.
       area = (globalThis as Record<string, unknown>)[which];
     } catch (thrown) {
-      return `${errorName(thrown)}: ${which} is blocked (${describe(thrown)})`;
+      return `${errorName(thrown)}: ${which} is blocked${saying(thrown)}`;
     }
-    if (area === undefined || area === null) return `${which} is not available here; intents are kept in memory`;
+    if (area === undefined || area === null) return `${which} is not available here${KEPT_IN_MEMORY}`;
     const storage = area as StorageArea;
     const probe = `${WEB_STORAGE_PREFIX}probe`;
     try {
       storage.setItem(probe, "1");
       storage.removeItem(probe);
     } catch (thrown) {
-      return `${errorName(thrown)}: ${which} cannot be written (${describe(thrown)})`;
+      return `${errorName(thrown)}: ${which} cannot be written${saying(thrown)}`;
     }
     return new WebStorageBackend(storage, namespace);
   }
@@ -48,10 +49,10 @@ export class WebStorageBackend implements Backend {
     try {
       text = this.area.getItem(this.prefix + id);
     } catch (thrown) {
-      throw new StorageFailure(`reading storage failed: ${describe(thrown)}`, false);
+      throw new StorageFailure(__DEV__ ? `reading storage failed: ${describe(thrown)}` : "", false);
     }
     if (text === null || text === undefined) return undefined;
-    if (typeof text !== "string") throw new StorageFailure("reading storage failed: the value is not text", false);
+    if (typeof text !== "string") throw new StorageFailure(__DEV__ ? "reading storage failed: the value is not text" : "", false);
     return text;
   }
 
@@ -60,7 +61,7 @@ export class WebStorageBackend implements Backend {
       this.area.setItem(this.prefix + id, text);
     } catch (thrown) {
       throw new StorageFailure(
-        `${errorName(thrown)}: writing to storage failed (${describe(thrown)}); intents are kept in memory for this page`,
+        `${errorName(thrown)}: writing to storage failed${saying(thrown)}${__DEV__ ? "; intents are kept in memory for this page" : ""}`,
         true,
       );
     }
@@ -73,7 +74,7 @@ export class WebStorageBackend implements Backend {
     try {
       for (const id of ids) this.area.removeItem(this.prefix + id);
     } catch (thrown) {
-      throw new StorageFailure(`removing from storage failed: ${describe(thrown)}`, false);
+      throw new StorageFailure(__DEV__ ? `removing from storage failed: ${describe(thrown)}` : "", false);
     }
   }
 
@@ -87,7 +88,7 @@ export class WebStorageBackend implements Backend {
       this.area.removeItem(this.prefix + id);
       return true;
     } catch (thrown) {
-      throw new StorageFailure(`removing from storage failed: ${describe(thrown)}`, false);
+      throw new StorageFailure(__DEV__ ? `removing from storage failed: ${describe(thrown)}` : "", false);
     }
   }
 
