@@ -212,3 +212,22 @@ test("a replayed answer: replayed on the answering attempt and on the intent spa
   assert.equal(failed.attributes["error.type"], "network");
   assert.equal(failed.attributes["http.response.status_code"], undefined);
 });
+
+test("a begin that rewrites a stored record (an intent found expired) keeps its trace", async () => {
+  const { url } = scenario("503");
+  const storage = sharedStorage();
+  const first = new IdempotentClient({ namespace: "otel-h", storage, retry: { ...FAST, maxAttempts: 1 }, observer: otelObserver(tracer) });
+  const op = await first.begin("pay", { url, body: "{}" });
+  assert.equal((await op.send().catch((e) => e)).code, "RETRIES_EXHAUSTED");
+  const record = JSON.parse(storage.map.get("otel-h:pay"));
+  assert.match(record.trace, TRACEPARENT);
+  // Two days old: past the default keyTtlMs, so the next begin marks it expired and writes it.
+  const old = Date.now() - 2 * 86_400_000;
+  storage.map.set("otel-h:pay", JSON.stringify({ ...record, createdAt: old, updatedAt: old }));
+  const later = new IdempotentClient({ namespace: "otel-h", storage });
+  const again = await later.begin("pay", { url, body: "{}" });
+  assert.equal(again.state, "expired");
+  const rewritten = JSON.parse(storage.map.get("otel-h:pay"));
+  assert.equal(rewritten.state, "expired", "begin wrote the record");
+  assert.equal(rewritten.trace, record.trace);
+});
