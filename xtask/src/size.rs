@@ -22,10 +22,10 @@ const DEVELOPMENT: &str = ".development.js";
 /// bytes says so in its commit (the figures are in BENCHMARKS.md "What ships"; their history is in
 /// git). A row without a budget, or a budget without a row, fails the step.
 pub const BUDGETS: &[(&str, u64)] = &[
-    (". production", 25_466),
-    (". development", 27_426),
-    ("./worker production", 29_533),
-    ("./worker development", 32_063),
+    (". production", 25_676),
+    (". development", 27_652),
+    ("./worker production", 29_775),
+    ("./worker development", 32_289),
     ("lazy parts production", 7_120),
     ("lazy parts development", 7_960),
     ("./watch", 2_026),
@@ -34,7 +34,7 @@ pub const BUDGETS: &[(&str, u64)] = &[
     ("./svelte", 2_070),
     ("./tanstack", 1_268),
     ("./agent", 1_006),
-    ("./otel", 1_800),
+    ("./otel", 2_045),
     ("./sw", 1_398),
     ("./file", 1_372),
 ];
