@@ -47,12 +47,17 @@ export const ATTR = {
   outcome: "idempotent_fetch.outcome",
 } as const;
 
-/** The span events: a retry scheduled (`reason`, `delay_ms`, `status`), a question about the key,
- *  a wait for the network, a send that gave up (`code`, `message`). */
+/** The names of the span events. */
 export const EVENT = {
+  /** On the attempt that got no definite answer: `reason` (the `retry` event's), `delay_ms`, and
+   *  `status` when there was an answer. */
   retry: "idempotent_fetch.retry",
+  /** The client asks the server what became of the key (on the last attempt span, else the intent span). */
   reconcile: "idempotent_fetch.reconcile",
+  /** The send waits for the network (on the last attempt span, else the intent span). */
   offline: "idempotent_fetch.offline",
+  /** The send gave up: `code` (the error's) and `message`; on the intent span, or on the last attempt
+   *  span of a send that continues another page's trace. */
   giveUp: "idempotent_fetch.give_up",
 } as const;
 
