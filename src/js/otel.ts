@@ -137,10 +137,12 @@ function endOnPagehide(): void {
 }
 
 /** An attempt span awaiting its end: kept open until the send's next step, so a retry's event lands
- *  on the attempt that caused it; ended at the time its outcome was known. */
+ *  on the attempt that caused it; ended at the time its outcome was known. `at` is a `performance.now()`
+ *  time, the clock the SDK measures a span started without a start time by (a wall-clock end could
+ *  come before its start when the two clocks drift apart). */
 interface PendingAttempt {
   span: Span;
-  at: Date | undefined;
+  at: number | undefined;
 }
 
 function watchSend(tracer: Tracer, send: ObservedSend): SendWatcher {
@@ -178,7 +180,7 @@ function watchSend(tracer: Tracer, send: ObservedSend): SendWatcher {
     },
     attempted(outcome: number | AttemptFailure) {
       if (!last) return;
-      last.at = new Date();
+      last.at = performance.now();
       if (typeof outcome === "number") {
         last.span.setAttribute("http.response.status_code", outcome);
         // The conventions: a client span is an error from status 400 on, its type the status code.
