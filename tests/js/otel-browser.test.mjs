@@ -9,21 +9,17 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 
 import { collectPageErrors, engineName, launchBrowser, openLibPage, waitForLibPage } from "../support/browsers.mjs";
-import { pkgDir, pkgMissing, root } from "../support/paths.mjs";
+import { bundleOtelHarness, INTENT_SPAN_NAME, SPAN_KIND_CLIENT, TRACEPARENT } from "../support/otel.mjs";
+import { pkgMissing } from "../support/paths.mjs";
 import { startStaticServer } from "../support/static-server.mjs";
 import { startTestServer } from "../support/test-server.mjs";
 import { waitFor } from "../support/timing.mjs";
 
-const TOOLS = process.env.IF_TOOLS_DIR ?? path.join(root, "tools");
 const PAGE = "/otel.html";
-const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-01$/;
-const INTENT_SPAN_NAME = "idempotent-fetch intent";
-const SPAN_KIND_CLIENT = 2;
 
 let browser;
 let server;
@@ -32,16 +28,11 @@ let page;
 let dir;
 const pageErrors = [];
 
-/** The test page and its harness bundle (tests/browser/otel-harness.mjs with the package's otel entry
- *  and the SDK), in a directory of their own; /pkg/ is the built package (static-server.mjs). */
+/** The test page and its harness bundle (tests/support/otel.mjs), in a directory of their own; /pkg/
+ *  is the built package (static-server.mjs). */
 async function writePage() {
   dir = mkdtempSync(path.join(os.tmpdir(), "if-otel-page-"));
-  const esbuild = createRequire(path.join(TOOLS, "package.json"))("esbuild");
-  await esbuild.build({
-    entryPoints: [path.join(root, "tests/browser/otel-harness.mjs")], bundle: true, format: "esm", platform: "browser", target: "es2020",
-    outfile: path.join(dir, "otel-harness.js"), logLevel: "warning", nodePaths: [path.join(TOOLS, "node_modules")],
-    alias: { "idempotent-fetch-client/otel": path.join(pkgDir, "otel.js") },
-  });
+  await bundleOtelHarness(path.join(dir, "otel-harness.js"));
   writeFileSync(path.join(dir, "otel.html"), `<!doctype html>
 <meta charset="utf-8">
 <title>idempotent-fetch-client/otel</title>
