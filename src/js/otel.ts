@@ -8,7 +8,7 @@
 // kept in the intent's record (`SendWatcher.trace`), so a send after a reload, in another tab or in
 // the service worker makes its attempt spans children of the same intent span, in the same trace.
 // A span cannot outlive the page that started it: when the page goes away (`pagehide`) before the
-// answer, the intent span ends then, marked `idempotent_fetch.outcome: "page_left"`.
+// answer, the intent span and an attempt in flight end then, marked `idempotent_fetch.outcome: "page_left"`.
 /**
  * `idempotent-fetch-client/otel`: {@link otelObserver}, which traces a client's intents with an
  * OpenTelemetry tracer (one span per intent, one child span per attempt) and sends the W3C
@@ -43,7 +43,7 @@ export const ATTR = {
   keyHash: "idempotent_fetch.key_hash",
   /** The definite answer was a replay of a stored one. */
   replayed: "idempotent_fetch.replayed",
-  /** Why an intent span ended without the intent's answer: `"page_left"`. */
+  /** Why an intent span, or an attempt span, ended without an answer: `"page_left"` (the page went first). */
   outcome: "idempotent_fetch.outcome",
 } as const;
 
@@ -117,22 +117,20 @@ function urlAttributes(url: string): Attributes {
   return { "url.full": parsed.href, "server.address": parsed.hostname, ...(port === undefined ? {} : { "server.port": port }) };
 }
 
-/** Intent spans this page holds open, ended when the page goes away. */
-const openIntents = new Set<Span>();
+/** How each send under way ends the spans it holds open (its intent span, an attempt in flight)
+ *  when the page goes away. */
+const leaving = new Set<() => void>();
 let pagehideListening = false;
 
-/** Ends the open intent spans on `pagehide` (a page, not a worker): a span the page never ends is
- *  never exported, and the attempts of later page loads are its children. */
+/** Ends the open spans on `pagehide` (a page, not a worker): a span the page never ends is never
+ *  exported, and the attempts of later page loads are the intent span's children. */
 function endOnPagehide(): void {
   const scope = globalThis as { addEventListener?: (type: string, listener: () => void) => void; onpagehide?: unknown };
   if (pagehideListening || typeof scope.addEventListener !== "function" || !("onpagehide" in scope)) return;
   pagehideListening = true;
   scope.addEventListener("pagehide", () => {
-    for (const span of openIntents) {
-      span.setAttribute(ATTR.outcome, "page_left");
-      span.end();
-    }
-    openIntents.clear();
+    for (const leave of leaving) leave();
+    leaving.clear();
   });
 }
 
@@ -155,17 +153,26 @@ function watchSend(tracer: Tracer, send: ObservedSend): SendWatcher {
   else {
     intent = tracer.startSpan(INTENT_SPAN_NAME, { kind: SpanKind.INTERNAL, startTime: new Date(send.createdAt), attributes: { ...common, ...request } }, context.active());
     parent = trace.setSpan(context.active(), intent);
-    openIntents.add(intent);
-    endOnPagehide();
   }
+  const kept = intent ? traceparent(intent.spanContext()) : undefined;
   let last: PendingAttempt | undefined;
   const finishLast = () => {
     last?.span.end(last.at);
     last = undefined;
   };
   const eventTarget = () => last?.span ?? intent;
+  // The page goes before the send ends: an attempt in flight and the intent span end now, saying so.
+  const leave = () => {
+    if (last && last.at === undefined) last.span.setAttribute(ATTR.outcome, "page_left");
+    finishLast();
+    intent?.setAttribute(ATTR.outcome, "page_left");
+    intent?.end();
+    intent = undefined;
+  };
+  leaving.add(leave);
+  endOnPagehide();
   return {
-    trace: intent ? traceparent(intent.spanContext()) : undefined,
+    trace: kept,
     attempt(event: AttemptEvent) {
       finishLast();
       const resends = event.totalAttempts - 1;
@@ -201,7 +208,8 @@ function watchSend(tracer: Tracer, send: ObservedSend): SendWatcher {
       // Without the intent span (a later page's send), the give-up is told on its last attempt.
       if (gaveUp && !intent) last?.span.addEvent(EVENT.giveUp, giveUpAttributes(code, error));
       finishLast();
-      if (!intent || !openIntents.delete(intent)) return;
+      leaving.delete(leave);
+      if (!intent) return;
       if (result) {
         intent.setAttributes({ "http.response.status_code": result.status, [ATTR.replayed]: result.replayed });
         if (!result.ok) failed(intent, String(result.status));

@@ -1,6 +1,6 @@
 // idempotent-fetch-client/otel with background completion, in a real browser (IF_BROWSER; once per
 // engine) with a real service worker against the REAL reference server: the page begins an intent
-// with `background: true` and its tracer while the server answers 503, the tab is closed mid-retry, and
+// with `background: true` and its tracer while the server answers 503, the page is left mid-retry, and
 // the service worker (with an `otelObserver` of its own) finishes it on the next page load: its attempt
 // spans are in the page's trace, children of the page's intent span, re-sends counted on. The app is
 // tests/background's (the same page, token store and worker options, served from a directory of its
@@ -83,7 +83,7 @@ function storedRecord(page) {
   }, `${NAMESPACE}:${INTENT}`);
 }
 
-test("the page begins a traced intent while the server answers 503 and is closed mid-retry; the service worker finishes it in the same trace, its attempts children of the page's intent span", { timeout: TEST_TIMEOUT_MS }, async () => {
+test("the page begins a traced intent while the server answers 503 and is left mid-retry; the service worker finishes it in the same trace, its attempts children of the page's intent span", { timeout: TEST_TIMEOUT_MS }, async () => {
   const account = `otelbg_${process.pid}_${Date.now().toString(36)}`;
   const token = await server.session(account);
   const context = await browser.newContext();
@@ -106,7 +106,10 @@ test("the page begins a traced intent while the server answers 503 and is closed
     const stored = (await storedRecord(payer))?.trace;
     assert.match(stored ?? "", TRACEPARENT, "the record keeps the trace");
     const [, traceId, intentSpanId] = TRACEPARENT.exec(stored);
-    await payer.close();
+    // The page goes mid-retry (its pagehide ends its spans). Navigated away rather than closed: a
+    // window Firefox closes may drop the localStorage write of the test's span sink made in pagehide.
+    // The navigation wakes the worker, which gets 503s too and leaves the intent pending.
+    await payer.goto(`${server.url}/token.js`);
     await server.setFaults({});
     const reopened = await openTab(context); // its navigation wakes the worker
     const intentOf = () =>

@@ -152,12 +152,15 @@ test("a second tab continues the trace of the intent the first tab began", async
   await openLibPage(first, `${statics.url}${PAGE}`);
   const key = await beginAndSend(first, namespace, url);
   await waitFor(async () => (await storedRecord(page, namespace))?.lastStatus === 503, "the first tab's 503 to be recorded");
-  // Closed mid-retry: the send lock goes with it, and the intent is the other tab's to finish.
-  await first.close();
+  // Left mid-retry (navigated away rather than closed: a window Firefox closes may drop the
+  // localStorage write of the test's span sink made in pagehide): the send lock goes with the page,
+  // and the intent is the other tab's to finish.
+  await first.goto(`${statics.url}/otel-harness.js`);
   const second = await resumeAndSend(page, namespace, url);
   assert.deepEqual(second, { key, resumed: true, status: 201 });
   const { traceId, log } = await traceSeenByServer(scenario, 2);
   assertOneIntent(await page.evaluate(() => window.__otel.spans()), traceId, log, 2);
+  await first.close();
 });
 
 test("no uncaught errors in the pages", () => {
