@@ -142,6 +142,31 @@ test("503, a reload mid-retry, 503, 201: one trace, one intent span, an attempt 
   assert.equal(TRACEPARENT.exec(stored)[2], intent.spanId, "the stored context is the intent span's");
 });
 
+test("a reload while an attempt is in flight: that attempt's span ends with the page, without an answer; the next page load's attempt is the re-send", async () => {
+  const namespace = `otelflight${Date.now().toString(36)}`;
+  const scenario = `${namespace}-pay`;
+  const url = `${server.url}/s/${scenario}?script=${encodeURIComponent("delay5000,201")}`;
+  await page.evaluate(() => localStorage.removeItem("otel-test-spans"));
+  await beginAndSend(page, namespace, url);
+  await waitFor(async () => (await server.log(scenario)).length === 1, "the first attempt to reach the server");
+  await page.reload();
+  await waitForLibPage(page);
+  assert.equal((await resumeAndSend(page, namespace, url)).status, 201);
+  const { traceId } = await traceSeenByServer(scenario, 2);
+  const inTrace = (await page.evaluate(() => window.__otel.spans())).filter((s) => s.traceId === traceId);
+  const [intent, ...more] = inTrace.filter((s) => s.name === INTENT_SPAN_NAME);
+  assert.equal(more.length, 0, "one intent span");
+  const sent = inTrace.filter((s) => s.kind === SPAN_KIND_CLIENT).sort((a, b) => (a.attributes["http.request.resend_count"] ?? 0) - (b.attributes["http.request.resend_count"] ?? 0));
+  assert.deepEqual(
+    sent.map((s) => [s.attributes["http.request.resend_count"], s.attributes["http.response.status_code"], s.parentSpanId]),
+    [[undefined, undefined, intent.spanId], [1, 201, intent.spanId]],
+  );
+  // Chromium runs pagehide with the fetch still pending; Firefox and WebKit fail the fetch first
+  // (a network error, as the client saw it): either way the attempt is told without an answer.
+  const [left] = sent;
+  assert.ok(left.attributes["idempotent_fetch.outcome"] === "page_left" || left.attributes["error.type"] === "network", JSON.stringify(left.attributes));
+});
+
 test("a second tab continues the trace of the intent the first tab began", async () => {
   const namespace = `oteltab${Date.now().toString(36)}`;
   const scenario = `${namespace}-pay`;
