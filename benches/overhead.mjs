@@ -19,14 +19,17 @@
 //    named intent's begin claims its key across tabs (the exact floor's IndexedDB transaction); a call
 //    without intent is named by its request (its fingerprint first, then a claim like a named one). All in one page, in one run,
 //    interleaved round-robin (the start variant rotates each round) so that load from other processes
-//    on the machine falls on every variant alike. Each request reads the response body.
+//    on the machine falls on every variant alike. Each request reads the response body. Begin + send
+//    on localStorage once more with tracing (`idempotent-fetch-client/otel` and the OpenTelemetry SDK's
+//    tracer: a SimpleSpanProcessor into an InMemorySpanExporter, no export over the network): the
+//    traced path's cost, printed as its ratio to the same variant untraced.
 // 2. Intents: N sequential intents on localStorage, each `begin` (fingerprint, new key, record
 //    saved) then `send` (record updated, POST with the key, 201, record marked succeeded: the key is
 //    retired; the record itself stays until the keyTtl sweep).
 // Start-up is benches/startup.mjs.
 //
 // Needs the package (pkg/, built here when missing), benches/size-compare/node_modules (ky, esbuild;
-// `npm ci` is run there when missing), and Chromium at CHROMIUM_PATH (`cargo xtask bench` sets it;
+// `npm ci` is run there when missing), tools/node_modules (the OpenTelemetry SDK), and Chromium at CHROMIUM_PATH (`cargo xtask bench` sets it;
 // --cdp also needs tools/node_modules' playwright-core). Prints figures; never fails on them.
 
 import { spawnSync } from "node:child_process";
@@ -71,12 +74,34 @@ const kyBundle = (
   })
 ).outputFiles[0].text;
 
+// The traced variant's tracer: the package's otel entry with the OpenTelemetry API and SDK (tools/).
+const TRACED = "idempotent-fetch begin + send, localStorage, traced (otel)";
+const UNTRACED = "idempotent-fetch begin + send, localStorage";
+const otelBundle = (
+  await esbuild.build({
+    stdin: {
+      contents:
+        `import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";\n` +
+        `import { otelObserver } from ${JSON.stringify(join(pkgDir, "otel.js"))};\n` +
+        `const exporter = new InMemorySpanExporter();\n` +
+        `const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });\n` +
+        `export const observer = otelObserver(provider.getTracer("bench"));\n` +
+        `export const finishedSpans = () => exporter.getFinishedSpans().length;\n`,
+      resolveDir: root, loader: "js",
+    },
+    bundle: true, minify: true, format: "esm", platform: "browser", target: "es2020", write: false, logLevel: "silent",
+    nodePaths: [join(root, "tools", "node_modules")],
+  })
+).outputFiles[0].text;
+
 // ---- in the page ------------------------------------------------------------------------------------
-async function perRequest({ requests, warmup, FLOOR, FLOOR_EXACT }) {
+async function perRequest({ requests, warmup, FLOOR, FLOOR_EXACT, TRACED }) {
   localStorage.clear();
   const { IdempotentClient, ready } = await import("/pkg/index.js");
   await ready;
   const { default: ky } = await import("/ky.js");
+  const otel = await import("/otel.js");
+  const traced = new IdempotentClient({ namespace: "bench-traced", storage: "local", observer: otel.observer });
   const url = "/api/orders";
   const bodyOf = (i) => JSON.stringify({ cart: "cart-42", amount: 4200, currency: "eur", i });
   const memory = new IdempotentClient({ namespace: "bench-memory", storage: "memory" });
@@ -160,6 +185,11 @@ async function perRequest({ requests, warmup, FLOOR, FLOOR_EXACT }) {
       const result = await op.send();
       await result.response.text();
     },
+    [TRACED]: async (i, round) => {
+      const op = await traced.begin(`t-op-${round}-${i}`, { url, method: "POST", headers: json, body: bodyOf(i) });
+      const result = await op.send();
+      await result.response.text();
+    },
   };
   const names = Object.keys(variants);
   const samples = Object.fromEntries(names.map((n) => [n, []]));
@@ -172,7 +202,7 @@ async function perRequest({ requests, warmup, FLOOR, FLOOR_EXACT }) {
       samples[n].push(performance.now() - t0);
     }
   }
-  return { samples, fallback, isolated: crossOriginIsolated, storedKeys: localStorage.length };
+  return { samples, fallback, isolated: crossOriginIsolated, storedKeys: localStorage.length, spans: otel.finishedSpans() };
 }
 
 async function intents({ count }) {
@@ -225,7 +255,7 @@ async function intents({ count }) {
 // ---- the pages and the loopback server -----------------------------------------------------------
 // /run/0 measures per request, /run/1 the intents; each reports, then goes on to the next.
 const steps = [
-  ["perRequest", perRequest, { requests: REQUESTS, warmup: WARMUP, FLOOR, FLOOR_EXACT }],
+  ["perRequest", perRequest, { requests: REQUESTS, warmup: WARMUP, FLOOR, FLOOR_EXACT, TRACED }],
   ...(INTENTS > 0 ? [["intents", intents, { count: INTENTS }]] : []),
 ];
 const stepPage = (i) =>
@@ -256,6 +286,7 @@ const server = createServer((req, res) => {
   let m;
   if ((m = url.pathname.match(/^\/run\/(\d+)$/))) return send("text/html", stepPage(+m[1]));
   if (url.pathname === "/ky.js") return send("text/javascript", kyBundle);
+  if (url.pathname === "/otel.js") return send("text/javascript", otelBundle);
   const file = url.pathname.startsWith("/pkg/") && normalize(join(pkgDir, url.pathname.slice("/pkg/".length)));
   if (!file || !file.startsWith(pkgDir + "/") || !existsSync(file)) return res.writeHead(404).end();
   send(TYPES[extname(file)] ?? "application/octet-stream", readFileSync(file));
@@ -324,6 +355,13 @@ for (const name of Object.keys(req.samples).filter((n) => n.startsWith("idempote
     `\n${name}: ${(m / median(floor)).toFixed(3)}× the floor's median (${ms(m - median(floor))} ms over it), ` +
       `${(m / median(exact)).toFixed(3)}× the exact floor's (${ms(m - median(exact))} ms over it); ` +
       `${(m / median(req.samples[kyName])).toFixed(3)}× ky's median (${ms(m)} vs ${ms(median(req.samples[kyName]))} ms).`,
+  );
+}
+{
+  const [t, u] = [median(req.samples[TRACED]), median(req.samples[UNTRACED])];
+  console.log(
+    `\nTraced ÷ untraced (begin + send, localStorage, same run): ${(t / u).toFixed(3)}× the median (${ms(t)} vs ${ms(u)} ms, ` +
+      `${ms(t - u)} ms more); p99 ${ms(p99(req.samples[TRACED]))} vs ${ms(p99(req.samples[UNTRACED]))} ms; ${req.spans} spans finished.`,
   );
 }
 if (req.fallback) console.log(`\nlocalStorage fell back to memory: ${req.fallback}`);

@@ -382,6 +382,9 @@ const SIDE_ENTRIES = [
   // RFC 8785 is the `canonicalize` package's (the app's, an optional peer dependency); the hash is the
   // driver's plain SHA-256.
   { subpath: "./agent", source: "agent.ts", files: ["agent.js", "agent.cjs"], shares: ["sha256.ts", "hex.ts"], build: { platform: "neutral", external: ["canonicalize"] } },
+  // Tracing with the app's OpenTelemetry tracer (`@opentelemetry/api`, an optional peer dependency);
+  // the key's hash is the driver's plain SHA-256.
+  { subpath: "./otel", source: "otel.ts", files: ["otel.js", "otel.cjs"], shares: ["sha256.ts", "hex.ts"], build: { platform: "neutral", external: ["@opentelemetry/api"] } },
   // The service worker's background completion: the client is the app's (its own import of the core);
   // the entry bundles the error class (and the names it shares with the page, SHARED_SOURCES).
   { subpath: "./sw", source: "sw.ts", files: ["sw.js", "sw.cjs"], shares: ["errors.ts", "describe.ts", "mode.ts"], build: { platform: "neutral" } },
@@ -391,8 +394,9 @@ const SIDE_ENTRIES = [
 /** What every side entry may bundle besides itself: the intent store, and the names of background
  *  completion it shares with the core and the service worker. An entry's `shares` names more. */
 const SHARED_SOURCES = ["watch.ts", "background.ts"];
-/** What the entries leave to the app (optional peer dependencies): the frameworks, and RFC 8785. */
-const PEERS = { react: ">=18", vue: ">=3.3", canonicalize: ">=2" };
+/** What the entries leave to the app (optional peer dependencies): the frameworks, RFC 8785, and the
+ *  OpenTelemetry API. */
+const PEERS = { react: ">=18", vue: ">=3.3", canonicalize: ">=2", "@opentelemetry/api": ">=1.3 <2" };
 
 /** Step 4b: the side entries, each as ESM and CommonJS with a source map; the build fails if one
  *  bundled a source of the driver other than the store (it may import only types from it). */

@@ -615,7 +615,9 @@ async function beginOnce(
       const resumed = from !== RESUMED_NEW;
       const chosen = from === RESUMED_STORED ? stored : from === RESUMED_CLAIMED ? claimed : undefined;
       const plain = chosen === stored ? plainFp : undefined;
-      const ids = plain !== undefined ? { intentId, key, fingerprint: plain, plain: true } : { intentId, key, fingerprint: fp };
+      const ids: RecordIds = plain !== undefined ? { intentId, key, fingerprint: plain, plain: true } : { intentId, key, fingerprint: fp };
+      // The resumed record's trace context goes on with its key.
+      if (chosen?.ids.trace) ids.trace = chosen.ids.trace;
       const begun = {
         machine,
         // A claim holds no request (nor does a retired record): a resumed one takes the request just

@@ -16,6 +16,7 @@ import {
   STATES,
 } from "./machine.js";
 import { ABORTED_MESSAGE, INTENT_ID_MESSAGE, notFound, storageUnavailable } from "./messages.js";
+import type { SendWatcher } from "./observer.js";
 import { decodeRecord, type PersistedRequest, type RecordIds } from "./record.js";
 import type { PreparedRequest } from "./request.js";
 import type { SendOptions, SendResult } from "./results.js";
@@ -300,6 +301,7 @@ export class IdempotentOperation {
     const unsaved = sentNow?.unsaved;
     this.sentNow = undefined;
     let machine: Machine | undefined;
+    let watch: SendWatcher | undefined;
     try {
       const engine = await core.engine();
       // Storage's record (another tab's send may have moved it on), else the one `begin` did not write.
@@ -314,10 +316,15 @@ export class IdempotentOperation {
         });
       }
       const persisted: PersistedRequest | undefined = loaded.request;
+      const { ids } = loaded;
+      const { method, url } = this.request;
+      watch = core.config.observer?.({ intentId, key: ids.key, method, url, createdAt: machine.get(F_CREATED_AT), trace: ids.trace });
+      // Written with the record before the first attempt (the machine saves before each one).
+      if (watch?.trace) ids.trace = watch.trace;
       const result = await runSend({
         core,
         machine,
-        ids: loaded.ids,
+        ids,
         persisted,
         request: this.request,
         signal,
@@ -325,7 +332,9 @@ export class IdempotentOperation {
         onRetry,
         deleteWhenAnswered: sentNow?.deleteWhenAnswered,
         ask,
+        watch,
       });
+      watch?.end(result);
       core.listeners.emit(
         result.ok
           ? { type: "success", intentId, key: result.key, status: result.status, attempts: result.attempts, replayed: result.replayed }
@@ -340,6 +349,7 @@ export class IdempotentOperation {
       );
       return result;
     } catch (error) {
+      watch?.end(undefined, error);
       // Not a failure when an unnamed `client.fetch` finds its record gone (answered by another
       // tab): it begins the request again as a new intent (client.ts `fetch`).
       if (error instanceof IdempotentFetchError && !(sentNow?.deleteWhenAnswered && error.code === "NOT_FOUND")) {

@@ -9,6 +9,7 @@ import { invalidOptions } from "./errors.js";
 import { Fields } from "./fields.js";
 import type { HeaderForm, Jitter, RetryOptions } from "./generated/contract.js";
 import { OPT_BASE_DELAY_MS, OPT_MAX_DELAY_MS, OPT_RECONCILE, OPT_REPLAY_STATUS, OPTIONS } from "./machine.js";
+import type { IntentObserver } from "./observer.js";
 import { type AsyncStorage, isAsyncStorage } from "./storage/async-storage.js";
 
 /** Where intents are kept ("custom": an `AsyncStorage` of the app's own). */
@@ -84,6 +85,9 @@ export interface ClientOptions {
   /** Retired (succeeded, failed) records kept per namespace; past it the oldest are deleted, and
    *  the oldest half when storage is full. Pending intents are never deleted. Default 1000, 0..100000. */
   maxRetiredRecords?: number;
+  /** Watches each send: `otelObserver(tracer)` from `idempotent-fetch-client/otel` traces intents
+   *  with OpenTelemetry. Default none (nothing is watched, no trace context is sent or stored). */
+  observer?: IntentObserver;
 }
 
 /** The parsed, validated, defaulted options of one client. */
@@ -108,6 +112,7 @@ export interface Config {
   maxBodyBytes: number;
   requireDurable: boolean;
   maxRetiredRecords: number;
+  observer: IntentObserver | undefined;
 }
 
 /** Default cap of retired records per namespace: a retired record (about 250 bytes) serves a second
@@ -150,6 +155,7 @@ const ROOT_FIELDS = [
   "maxBodyBytes",
   "requireDurable",
   "maxRetiredRecords",
+  "observer",
 ];
 
 /** RFC 9110 `token` (header names, methods). */
@@ -213,6 +219,7 @@ export function parseClientOptions(options: unknown): Config {
     maxBodyBytes: root.integer("maxBodyBytes", DEFAULT_MAX_BODY_BYTES, 0, MAX_BODY_BYTES_LIMIT),
     requireDurable,
     maxRetiredRecords: root.integer("maxRetiredRecords", DEFAULT_MAX_RETIRED_RECORDS, 0, MAX_RETIRED_RECORDS_LIMIT),
+    observer: root.typed<IntentObserver>("observer", "function"),
   };
 }
 

@@ -54,6 +54,9 @@ export interface RecordIds {
   fingerprint: string;
   /** A version-1 record: its fingerprint is the unkeyed SHA-256. */
   plain?: boolean;
+  /** The W3C `traceparent` an observer keeps with the intent (observer.ts), once set: as stored,
+   *  unchecked (the observer checks it). */
+  trace?: string;
 }
 
 /** A stored intent: the machine's record, its ids, and the driver-only persisted request. */
@@ -63,8 +66,8 @@ export interface LoadedRecord {
   request: PersistedRequest | undefined;
 }
 
-/** Every field of a stored record: the machine's, and the driver's own `request`. */
-const STORED_FIELDS = [...RECORD_FIELDS, "request"];
+/** Every field of a stored record: the machine's, and the driver's own `request` and `trace`. */
+const STORED_FIELDS = [...RECORD_FIELDS, "request", "trace"];
 const REQUEST_FIELDS = ["method", "url", "headers", "body"];
 
 class Malformed extends Error {}
@@ -76,6 +79,7 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
   const strings: string[] = [];
   const numbers = new Float64Array(RECORD_SLOTS);
   let request: PersistedRequest | undefined;
+  let trace: unknown;
   try {
     if (text.length > MAX_RECORD_CHARS) throw malformed(__DEV__ && "record larger than 1 MiB");
     let parsed: unknown;
@@ -100,6 +104,7 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
     });
     const requestValue = fields.value("request");
     request = requestValue === undefined ? undefined : decodeRequest(requestValue);
+    trace = fields.value("trace");
   } catch (thrown) {
     if (thrown instanceof Malformed) throw corruptRecord(intentId, __DEV__ && `malformed record: ${thrown.message}`);
     throw thrown;
@@ -112,6 +117,9 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
     // The machine accepted these values as they are: they are the record's ids.
     const plain = numbers[FIELD_VERSION] === 1;
     const ids: RecordIds = { intentId, key, fingerprint, ...(plain ? { plain } : {}) };
+    // Handed to the observer, which checks its form (observer.ts `ObservedSend.trace`): a value that is
+    // not a string is dropped here, the intent stays sendable.
+    if (typeof trace === "string") ids.trace = trace;
     return { machine, ids, request };
   } catch (thrown) {
     throw fromThrown(thrown, { intentId });
@@ -173,6 +181,7 @@ export function encodeRecord(machine: Machine, ids: RecordIds, request: Persiste
       record[name] = read < 0 ? n : kind === "string" ? STATES[n as number] : kind.startsWith("boolean") ? n === 1 : n;
     }
   });
+  if (ids.trace) record.trace = ids.trace;
   return JSON.stringify(request ? { ...record, request } : record);
 }
 

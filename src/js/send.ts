@@ -6,11 +6,12 @@ import { sendAttempt } from "./attempt.js";
 import type { CorsTally } from "./cors.js";
 import { type ClientCore, dropClaim, saveRecord } from "./core.js";
 import { describe, IdempotentFetchError } from "./errors.js";
-import { call, type AttemptEvent, type RetryEvent } from "./events.js";
+import { call, type AttemptEvent, type OfflineEvent, type ReconcileEvent, type RetryEvent } from "./events.js";
 import * as M from "./machine.js";
 import { errorFor, retryReasonText } from "./messages.js";
 import { isOnline, waitOnline } from "./online.js";
 import { corsPart, placementPart, reconcilePart } from "./lazy.js";
+import type { SendWatcher } from "./observer.js";
 import type { KeyStatusRead } from "./reconcile.js";
 import type { PersistedRequest, RecordIds } from "./record.js";
 import type { PreparedRequest } from "./request.js";
@@ -33,6 +34,8 @@ export interface SendContext {
   deleteWhenAnswered?: boolean | undefined;
   /** Ask the server about the key instead of sending (`reconcile()`). */
   ask?: boolean | undefined;
+  /** The observer's watcher of this send (`ClientOptions.observer`). */
+  watch?: SendWatcher | undefined;
 }
 
 /** @internal `reconcile()`'s answer when it is not "done": the machine's E_KEY_STATUS detail (a KEY_*). */
@@ -65,9 +68,14 @@ function foreignOrigin(url: string): string | undefined {
 
 /** @internal Drives the intent to DONE (resolves) or FAIL (rejects with IdempotentFetchError). */
 export async function runSend(ctx: SendContext): Promise<SendResult> {
-  const { core, machine, signal, ids } = ctx;
+  const { core, machine, signal, ids, watch } = ctx;
   const { config, listeners } = core;
   const { intentId, key } = ids;
+  /** Emits a client event of this send, told to its watcher first. */
+  const tell = (event: RetryEvent | ReconcileEvent | OfflineEvent) => {
+    watch?.event(event);
+    listeners.emit(event);
+  };
   const header = machine.key(true);
   // The key in the body instead of a header: written once, every attempt sends these bytes.
   const request = config.keyIn ? (await placementPart()).placeKey(ctx.request, key, config.keyIn) : ctx.request;
@@ -118,8 +126,9 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         listeners.emit(event);
         const endsAt = decidedAt + machine.get(M.F_TIMEOUT_MS);
         const sentAt = Date.now();
-        const outcome = await sendAttempt(request, config.keyIn ? undefined : config.headerName, header, endsAt - sentAt, signal);
+        const outcome = await sendAttempt(request, config.keyIn ? undefined : config.headerName, header, endsAt - sentAt, signal, watch?.attempt(event));
         const now = (decidedAt = Date.now());
+        watch?.attempted(typeof outcome !== "number" ? outcome.status : outcome === M.EV_TIMEOUT ? "timeout" : outcome === M.EV_ABORT ? "abort" : "network");
         tally.attempts += 1;
         if (typeof outcome === "number") {
           if (origin && outcome === M.EV_NETWORK_ERROR && now - sentAt < REFUSED_WITHIN_MS) tally.refused += 1;
@@ -147,7 +156,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         break;
       }
       case M.RECONCILE: {
-        listeners.emit({ type: "reconcile", intentId, key });
+        tell({ type: "reconcile", intentId, key });
         const answer = await reconcilePart().then(
           (part) => part.askKeyStatus(config.reconciler, request, intentId, key, machine.get(M.F_TIMEOUT_MS), signal),
           // Not loaded (offline before the first question): the machine's "could not ask".
@@ -184,7 +193,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
           status: status || null,
         };
         call(ctx.onRetry, event);
-        listeners.emit(event);
+        tell(event);
         try {
           await sleep(event.delayMs, signal);
           action = machine.on(M.EV_WAKE, (decidedAt = Date.now()), isOnline());
@@ -195,7 +204,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         break;
       }
       case M.WAIT_ONLINE: {
-        listeners.emit({ type: "offline", intentId, key });
+        tell({ type: "offline", intentId, key });
         try {
           const online = await waitOnline(machine.get(M.F_TIMEOUT_MS), signal);
           action = machine.on(online ? M.EV_ONLINE : M.EV_ONLINE_TIMEOUT, (decidedAt = Date.now()), false);

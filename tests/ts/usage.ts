@@ -39,6 +39,9 @@ import {
   type BackgroundSyncOptions,
 } from "idempotent-fetch-client/sw";
 import { watchIntent, type IntentSnapshot } from "idempotent-fetch-client/watch";
+import { otelObserver } from "idempotent-fetch-client/otel";
+import type { IntentObserver } from "idempotent-fetch-client";
+import type { Tracer } from "@opentelemetry/api";
 
 const retry: RetryOptions = {
   maxAttempts: 8,
@@ -294,3 +297,19 @@ void wrongJitter;
 void typo;
 void checkout({ id: "cart-42", amount: 1000 }, new AbortController().signal);
 void afterReload();
+
+/** Tracing: the otel entry's observer over the app's tracer, or an observer of one's own. */
+function traced(tracer: Tracer): IdempotentClient[] {
+  const own: IntentObserver = (send) => ({
+    trace: send.trace,
+    attempt: (event) => ({ "x-attempt": String(event.totalAttempts) }),
+    attempted: (outcome) => void (typeof outcome === "number" ? outcome : outcome.toUpperCase()),
+    event: (event) => void (event.type === "retry" ? event.delayMs : event.key),
+    end: (result, error) => void (result?.status ?? error),
+  });
+  // @ts-expect-error an observer is a function of the send, not an object
+  const wrong: IntentObserver = { attempt: () => undefined };
+  void wrong;
+  return [new IdempotentClient({ observer: otelObserver(tracer) }), new IdempotentClient({ observer: own })];
+}
+void traced;
