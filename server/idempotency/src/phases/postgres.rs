@@ -1,6 +1,11 @@
 //! The phases on PostgreSQL, over a `tokio_postgres::Client`: each function is one transaction. Rows are
 //! locked with `FOR UPDATE` while a transaction decides on them, so instances sharing the database never
-//! hold one key together, and the completer's query skips rows another instance is deciding on.
+//! hold one key together, and the completer's query skips rows another instance is deciding on. A
+//! transaction that waits for a row another one holds (`begin`, `advance`, `finish`) waits at most
+//! [`crate::postgres::KEY_LOCK_TIMEOUT`] (or the session's own `lock_timeout`), then gives up with
+//! [`StoreError::KeyBusy`]: nothing was done, and the caller answers it as a key in flight (409).
+//! `release` and `abandon` are one statement each, outside a transaction: only the session's
+//! `statement_timeout` bounds their wait, and giving up is [`StoreError::KeyBusy`] too.
 
 use std::time::Duration;
 
@@ -10,7 +15,7 @@ use super::{existing_row, lease_end, random_hex, require_row_id, Begun, Held, FI
 use crate::error::{check_scope, RunError, StoreError};
 use crate::key::IdempotencyKey;
 use crate::outcome::Outcome;
-use crate::postgres::{decode, forget_expired, WorkFuture};
+use crate::postgres::{bound_key_waits, decode, forget_expired, key_wait, WorkFuture};
 use crate::request::KeyedRequest;
 use crate::response::MAX_STORED_BODY_BYTES;
 use crate::retention::{unix_now, unix_now_ms};
@@ -27,6 +32,7 @@ pub async fn begin(
 ) -> Result<Begun, StoreError> {
     check_scope(&request.scope)?;
     let tx = client.transaction().await?;
+    bound_key_waits(&tx).await?;
     let (scope, key) = (request.scope.as_str(), request.key.as_str());
     forget_expired(&tx, scope, key, retention).await?;
     let (row_id, token) = (random_hex()?, random_hex()?);
@@ -37,7 +43,8 @@ pub async fn begin(
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (scope, key) DO NOTHING",
             &[&scope, &key, &request.fingerprint, &unix_now(), &STARTED, &row_id, &token, &lease_end(lease)],
         )
-        .await?;
+        .await
+        .map_err(key_wait)?;
     let held = |point: String, row_id: String, token: String| Held {
         scope: scope.to_owned(),
         key: request.key.clone(),
@@ -55,7 +62,8 @@ pub async fn begin(
              FROM idempotency_records WHERE scope = $1 AND key = $2 FOR UPDATE",
             &[&scope, &key],
         )
-        .await?;
+        .await
+        .map_err(key_wait)?;
     let fingerprint: String = row.try_get(0)?;
     let stored = decode(row.try_get(1), row.try_get(2), row.try_get(3))?;
     if let Some(outcome) = existing_row(&request.fingerprint, &fingerprint, stored, row.try_get(6)?) {
@@ -72,15 +80,18 @@ pub async fn begin(
     Ok(Begun::Held(held(row.try_get(4)?, row_id, token)))
 }
 
-/// Locks the row and checks `held` still holds it (else [`StoreError::LeaseLost`]).
+/// Locks the row, waiting for it at most [`crate::postgres::KEY_LOCK_TIMEOUT`] (else
+/// [`StoreError::KeyBusy`]), and checks `held` still holds it (else [`StoreError::LeaseLost`]).
 async fn check_lease(tx: &Transaction<'_>, held: &Held) -> Result<(), StoreError> {
+    bound_key_waits(tx).await?;
     let row = tx
         .query_opt(
             "SELECT lock_token FROM idempotency_records WHERE scope = $1 AND key = $2 AND recovery_point <> $3
              FOR UPDATE",
             &[&held.scope, &held.key.as_str(), &FINISHED],
         )
-        .await?;
+        .await
+        .map_err(key_wait)?;
     let token: Option<String> = match row {
         Some(row) => row.try_get(0)?,
         None => None,
@@ -161,7 +172,8 @@ pub async fn release(client: &Client, held: Held) -> Result<(), StoreError> {
             "UPDATE idempotency_records SET locked_until = 0 WHERE scope = $1 AND key = $2 AND lock_token = $3",
             &[&held.scope, &held.key.as_str(), &held.token],
         )
-        .await?;
+        .await
+        .map_err(key_wait)?;
     Ok(())
 }
 
@@ -176,7 +188,8 @@ pub async fn abandon(client: &Client, held: Held) -> Result<(), StoreError> {
              WHERE scope = $1 AND key = $2 AND lock_token = $3 AND recovery_point = $4",
             &[&held.scope, &held.key.as_str(), &held.token, &STARTED],
         )
-        .await?;
+        .await
+        .map_err(key_wait)?;
     if deleted == 1 {
         Ok(())
     } else {
