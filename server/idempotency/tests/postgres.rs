@@ -523,10 +523,11 @@ fn done<'t>(_: &'t Transaction<'t>) -> WorkFuture<'t, String> {
     Box::pin(async { Ok(StoredResponse::json(StatusCode::CREATED, &"done")) })
 }
 
-/// Runs `phase` and returns its result and how long it took.
+/// Runs `phase` and returns its result and how long it took; a phase still waiting after 30 s fails the test.
 async fn timed<T>(phase: impl std::future::Future<Output = T>) -> (T, Duration) {
     let start = Instant::now();
-    let result = phase.await;
+    let result =
+        tokio::time::timeout(Duration::from_secs(30), phase).await.expect("the phase was still waiting after 30 s");
     (result, start.elapsed())
 }
 
