@@ -138,7 +138,7 @@ async fn handle(
                 Ok(outcome) => Ok(outcome),
                 Err(FlowError::Store(error)) => Err(error),
                 Err(FlowError::InjectedCrash) => Err(StoreError::InjectedCrash),
-                Err(FlowError::ProviderBusy) => Err(StoreError::Locked),
+                Err(FlowError::ProviderBusy) => Err(StoreError::KeyBusy),
                 Err(error @ (FlowError::ProviderUnavailable(_) | FlowError::ProviderRefused(_))) => {
                     tracing::warn!(%error, key = %key.as_str(), "POST /api/orders: the charge did not go through");
                     return Err(payment_unavailable());
@@ -155,7 +155,7 @@ async fn handle(
         Ok(Outcome::Replay(response)) => (format!("{} replayed", response.status), Ok(response.into_http(true))),
         Ok(Outcome::Mismatch) => ("422 key reused".to_owned(), Err(Outcome::mismatch_problem())),
         Ok(Outcome::Fenced) => ("410 key fenced".to_owned(), Err(Outcome::fenced_problem())),
-        Ok(Outcome::InFlight) | Err(StoreError::Locked | StoreError::LeaseLost) => {
+        Ok(Outcome::InFlight) | Err(StoreError::KeyBusy | StoreError::LeaseLost) => {
             ("409 in flight".to_owned(), Err(in_flight()))
         }
         Err(error @ StoreError::InjectedCrash) => (

@@ -489,3 +489,42 @@ async fn postgres_settling_races_a_request_across_two_instances() {
         server.shutdown().await.expect("shutdown");
     }
 }
+
+/// The order phases on PostgreSQL: while another transaction holds a key's row, a request with the key waits
+/// the library's `KEY_LOCK_TIMEOUT` and is answered 409 with `Retry-After` (the library's `KeyBusy`), and
+/// nothing is written; once the row is free the retry is answered as before (a replay).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run with --ignored"]
+async fn postgres_a_key_row_held_elsewhere_is_answered_409_after_the_library_wait() {
+    use idempotent_endpoint::postgres::KEY_LOCK_TIMEOUT;
+
+    let cluster = Cluster::start(bin_dir(), Cluster::FAST).expect("start a throwaway PostgreSQL cluster");
+    let admin = sql(&cluster.url("postgres")).await;
+    admin.batch_execute("CREATE DATABASE busy").await.expect("create database");
+    let url = cluster.url("busy");
+    let downstream = Downstream::start();
+    let config = Config {
+        session_secret: Some(SECRET.to_owned()),
+        checkout: Some(downstream.config()),
+        ..Config::postgres(url.clone())
+    };
+    let server = serve(config).await.expect("instance starts");
+    let client = Client::new();
+    let key = "pg-busy-row-0001";
+    post_until_created(&server.url(), key).await;
+
+    let mut holder = sql(&url).await;
+    let tx = holder.transaction().await.expect("begin");
+    tx.query_one("SELECT 1 FROM idempotency_records WHERE key = $1 FOR UPDATE", &[&key]).await.expect("hold the row");
+    let start = std::time::Instant::now();
+    let answer = post(&client, &server.url(), key, MUGS, &[]).await;
+    let waited = start.elapsed();
+    assert!(header(&answer, "retry-after").is_some(), "{:?}", answer.headers());
+    assert_problem(answer, 409, "request-in-flight").await;
+    assert!(waited >= KEY_LOCK_TIMEOUT && waited < KEY_LOCK_TIMEOUT * 2, "answered after {waited:?}");
+    tx.rollback().await.expect("release the row");
+
+    assert_replayed(&post(&client, &server.url(), key, MUGS, &[]).await);
+    assert_eq!(orders(&sql(&url).await, "demo").await, 1);
+    server.shutdown().await.expect("shutdown");
+}

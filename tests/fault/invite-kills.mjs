@@ -4,11 +4,11 @@
 // outbox drains to the mail receiver and each key must have exactly one invitation row and one email.
 // On SQLite (one instance, its file) and on PostgreSQL (PG_INSTANCES instances on one database of a
 // throwaway cluster, requests spread round-robin, so one key's retries land on different instances).
-import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { killable, restart } from "./killable.mjs";
 import { startCluster } from "./pg-cluster.mjs";
 import { serviceBinary, startService } from "../support/reference-server.mjs";
 import { INVITES, PG_INSTANCES, between, sleep } from "./options.mjs";
@@ -24,46 +24,6 @@ const KILL_EVERY_MS = [250, 900];
 const DRAIN_TIMEOUT_MS = Math.max(90_000, INVITES * 20); // the outbox delivers well over 50 emails a second
 /** After the drain: how long the counts must stay the same (late re-deliveries would show up here). */
 const SETTLE_MS = 1500;
-
-/** One instance of invite-example: `start()` (again on the same port after a kill), `kill()` (SIGKILL). */
-function instance(storeArgs, mailUrl, label) {
-  const state = { child: null, url: null, addr: "127.0.0.1:0" };
-  async function start() {
-    const child = spawn(serviceBinary("invite-example"), [...storeArgs, "--addr", state.addr, "--mail-url", mailUrl], { stdio: ["ignore", "pipe", "pipe"] });
-    const killAtExit = () => child.kill("SIGKILL");
-    process.on("exit", killAtExit);
-    const exited = new Promise((resolve) => child.once("exit", () => { process.removeListener("exit", killAtExit); resolve(); }));
-    let stderr = "";
-    child.stderr.on("data", (c) => { stderr = (stderr + c).slice(-4000); });
-    const url = await new Promise((resolve, reject) => {
-      let stdout = "";
-      const timer = setTimeout(() => { child.kill("SIGKILL"); reject(new Error(`${label} did not start in 15 s\n${stderr}`)); }, 15_000);
-      child.once("exit", (code) => { clearTimeout(timer); reject(new Error(`${label} exited (${code}) before listening\n${stderr}`)); });
-      child.stdout.on("data", (chunk) => {
-        stdout += chunk;
-        const match = /listening on (http:\/\/127\.0\.0\.1:(\d+))/.exec(stdout);
-        if (match) { clearTimeout(timer); resolve(match[1]); }
-      });
-    });
-    Object.assign(state, { child, exited, url, addr: new URL(url).host });
-  }
-  return {
-    start,
-    url: () => state.url,
-    kill: async () => { state.child.kill("SIGKILL"); await state.exited; },
-    stop: async () => { if (state.child.exitCode === null && state.child.signalCode === null) { state.child.kill("SIGTERM"); await state.exited; } },
-  };
-}
-
-/** Starts an instance, retrying while its port is still held by the killed process. */
-async function restart(app) {
-  for (let attempt = 1; ; attempt++) {
-    try { return await app.start(); } catch (error) {
-      if (attempt >= 20) throw error;
-      await sleep(100);
-    }
-  }
-}
 
 /** One key until a definite answer: 201 (done), another 4xx (refused, a problem); everything else is retried. */
 async function send(key, apps, figures) {
@@ -130,7 +90,7 @@ export async function runInviteKills({ pg }) {
       cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
       storeArgs = ["--db", path.join(dir, "invites.sqlite")];
     }
-    const apps = Array.from({ length: pg ? PG_INSTANCES : 1 }, (_, i) => instance(storeArgs, mail.url, `invite-example ${i + 1}`));
+    const apps = Array.from({ length: pg ? PG_INSTANCES : 1 }, (_, i) => killable(serviceBinary("invite-example"), [...storeArgs, "--mail-url", mail.url], `invite-example ${i + 1}`));
     for (const app of apps) { await app.start(); cleanups.push(() => app.stop()); }
 
     const run = randomUUID().slice(0, 8);

@@ -34,10 +34,13 @@ export const PG_CI_INTENTS = 90; // the --pg pass that --ci adds when IF_PG_TEST
 export const CHECKOUT = !flag("--no-checkout");
 export const INVITE_ONLY = flag("--invite-only"); // only the examples/invite kill runs (invite-kills.mjs)
 export const INVITES = Number(value("--invites", 2000)); // keys per examples/invite kill run
+export const INBOX_ONLY = flag("--inbox-only"); // only the inbox kill run (inbox-kills.mjs)
+export const MESSAGES = Number(value("--messages", FULL ? 10_000 : 1000)); // messages per inbox kill run, each delivered 3 times
 // Longer than the latency fault (a held key is not taken over while its request sleeps), short enough that a
 // key left by a crash is taken over well within a client's total timeout.
 export const KEY_LEASE_MS = 3000;
 if (!Number.isInteger(INVITES) || INVITES < 1) throw new Error(`--invites must be a whole number >= 1, got ${value("--invites")}`);
+if (!Number.isInteger(MESSAGES) || MESSAGES < 1) throw new Error(`--messages must be a whole number >= 1, got ${value("--messages")}`);
 if (!Number.isInteger(PG_INSTANCES) || PG_INSTANCES < 1) throw new Error(`--instances must be a whole number >= 1, got ${value("--instances")}`);
 
 // A small seeded PRNG (mulberry32) for the harness's own choices, so a failing run can be replayed

@@ -8,6 +8,7 @@
 //                            [--at-deadline P]
 //                            [--no-checkout]
 //   node tests/fault/run.mjs --invite-only [--invites N] [--pg [--instances 3]]
+//   node tests/fault/run.mjs --inbox-only [--messages N]
 //
 // By default the server runs the order flow in atomic phases through a payment provider and a mail
 // receiver (both real processes, with their own faults), with crash faults that end the server process
@@ -43,6 +44,10 @@
 // sharing a PostgreSQL database. `--ci` without --pg runs it after the order-flow passes on SQLite, and
 // on PostgreSQL (3 instances) when IF_PG_TESTS=1.
 //
+// --inbox-only: only the library's inbox under external kill -9 (inbox-kills.mjs): --messages messages
+// (default 1,000; 10,000 with --full) each delivered 3 times to mail-receiver (SQLite; it has no PostgreSQL store) while it is
+// killed and restarted. `--ci` without --pg runs it after the examples/invite runs.
+//
 // Pieces (see FAULTS.md for what each fault proves):
 //   provider/receiver payment-provider and mail-receiver next to the server binary: 503 before charging,
 //                     charge then drop, latency; mail outages (503)
@@ -62,23 +67,27 @@
 // Files, one concept each: options.mjs (flags, PRNG, fault settings), backend.mjs (the servers, the
 // PostgreSQL cluster's instances), proxy.mjs (the network faults), intents.mjs, node-clients.mjs,
 // browser.mjs, checks.mjs (orders and effects against the intents), campaign.mjs (one run), report.mjs
-// (figures and the printed table), invite-kills.mjs (examples/invite under external kill -9).
+// (figures and the printed table), killable.mjs (a service process a kill run restarts), invite-kills.mjs
+// (examples/invite under external kill -9), inbox-kills.mjs (the inbox under external kill -9).
 import { spawnSync } from "node:child_process";
 import { readdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
 import { root } from "../support/paths.mjs";
 import { runCampaign } from "./campaign.mjs";
+import { runInboxKills } from "./inbox-kills.mjs";
 import { runInviteKills } from "./invite-kills.mjs";
-import { BROWSER_ONLY, CHECKOUT, INVITE_ONLY, NO_BROWSER, PG, PG_CI_INTENTS, RUN_MATRIX, SEED, flag, here } from "./options.mjs";
+import { BROWSER_ONLY, CHECKOUT, INBOX_ONLY, INVITE_ONLY, NO_BROWSER, PG, PG_CI_INTENTS, RUN_MATRIX, SEED, flag, here } from "./options.mjs";
 
 async function main() {
   if (INVITE_ONLY) return runInviteKills({ pg: PG });
+  if (INBOX_ONLY) return runInboxKills();
   const mainPass = flag("--ci") && !PG && !BROWSER_ONLY;
   let exitCode = await runCampaign();
   if (exitCode === 0 && mainPass) exitCode = runPgPass();
   if (exitCode === 0 && mainPass) exitCode = await runInviteKills({ pg: false });
   if (exitCode === 0 && mainPass && pgTests()) exitCode = await runInviteKills({ pg: true });
+  if (exitCode === 0 && mainPass) exitCode = await runInboxKills();
   if (exitCode === 0 && RUN_MATRIX) exitCode = runMatrix();
   return exitCode;
 }

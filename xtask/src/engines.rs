@@ -191,7 +191,8 @@ pub fn print_summary() {
 }
 
 /// The fault harness (`tests/fault/run.mjs --ci`): in Chromium the whole CI pass (Node and browser
-/// intents, the PostgreSQL pass, the bad-input matrix); in the other engines its browser share
+/// intents, the PostgreSQL pass, the `kill -9` runs of examples/invite and of the inbox, the bad-input
+/// matrix); in the other engines its browser share
 /// (`--browser-only`: browser intents and the matrix's browser rows).
 pub fn fault_suite_per_engine() -> Result {
     for engine in selected()? {

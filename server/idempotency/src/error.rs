@@ -29,6 +29,13 @@ pub enum StoreError {
     /// An inbox source or message id is empty or longer than [`crate::inbox::MAX_INBOX_ID_BYTES`].
     #[error("inbox {0} of {1} bytes: it must be 1 to 255 bytes")]
     InboxId(&'static str, usize),
+    /// The key could not be decided now: another transaction holds its row (PostgreSQL: the statement gave
+    /// up after `lock_timeout` or the session's `statement_timeout`, see
+    /// [`crate::postgres::KEY_LOCK_TIMEOUT`]) or the database's write lock (SQLite: busy after
+    /// [`crate::sqlite::BUSY_TIMEOUT`]). Nothing was done: answer it as a key in flight (409 with
+    /// `Retry-After`), and a retry with the same key decides it.
+    #[error("the key is busy: another transaction holds its row and the wait for it ran out")]
+    KeyBusy,
     /// The caller's lease on a key row was taken over (it ran out): nothing was written.
     #[error("the key's lease was taken over by another request")]
     LeaseLost,
@@ -55,11 +62,13 @@ pub enum RunError<E> {
 
 #[cfg(feature = "runtime")]
 impl<E: IntoResponse> IntoResponse for RunError<E> {
-    /// The work's own error as it answers; a store failure as a 500 that says a retry with the same key is
-    /// safe (the cause is logged, not sent).
+    /// The work's own error as it answers; a busy key ([`StoreError::KeyBusy`]) as a key in flight (409 with
+    /// `Retry-After`); any other store failure as a 500 that says a retry with the same key is safe (the
+    /// cause is logged, not sent).
     fn into_response(self) -> Response {
         match self {
             RunError::Work(error) => error.into_response(),
+            RunError::Store(StoreError::KeyBusy) => crate::outcome::Outcome::in_flight_problem().into_response(),
             RunError::Store(error) => {
                 tracing::error!(%error, "idempotency store failed");
                 Problem::internal().into_response()

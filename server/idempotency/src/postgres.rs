@@ -47,6 +47,12 @@ pub use crate::postgres_sql::SCHEMA;
 /// committed, or phased work deciding on it) before it answers `in_flight`.
 pub const SETTLE_LOCK_TIMEOUT: Duration = Duration::from_millis(sql::SETTLE_LOCK_TIMEOUT_MS);
 
+/// How long a phase ([`crate::phases::postgres`]) waits for a key row another transaction holds before it
+/// gives up with [`StoreError::KeyBusy`]: a phase's step makes no call outside the database, so a longer
+/// wait means the holder is stuck. A connection whose session sets its own `lock_timeout` (opened with
+/// `options=-c lock_timeout=...`) keeps that one instead.
+pub const KEY_LOCK_TIMEOUT: Duration = Duration::from_millis(sql::KEY_LOCK_TIMEOUT_MS);
+
 /// The future of the app's work: `|tx| Box::pin(async move { ... })`.
 pub type WorkFuture<'a, E> = Pin<Box<dyn Future<Output = Result<StoredResponse, E>> + Send + 'a>>;
 
@@ -61,6 +67,8 @@ pub async fn install(client: &impl GenericClient) -> Result<(), StoreError> {
 /// One keyed request in one transaction (see the module docs). `work` runs only for a fresh key, with the
 /// open transaction; its `Err` rolls everything back and is returned as [`RunError::Work`]. Dropping the
 /// returned future rolls the transaction back (the key reads `unknown` again); [`run_spawned`] does not.
+/// Its claim waits for a key row only while phased work ([`crate::phases::postgres`]) holds the same key;
+/// if the session's `statement_timeout` ends that wait, nothing was done: [`StoreError::KeyBusy`].
 pub async fn run<E, F>(
     client: &mut Client,
     request: &KeyedRequest,
@@ -108,6 +116,22 @@ where
     Ok(Outcome::Fresh(response))
 }
 
+/// Bounds the rest of `tx`'s waits for a key row ([`KEY_LOCK_TIMEOUT`], or the session's own `lock_timeout`).
+pub(crate) async fn bound_key_waits(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute(sql::SET_KEY_LOCK_TIMEOUT, &[&sql::key_lock_timeout()]).await?;
+    Ok(())
+}
+
+/// The error of a statement that may wait for a key row: one that gave up waiting (`lock_timeout`:
+/// `lock_not_available`; the session's `statement_timeout` or a cancel: `query_canceled`) did nothing and is
+/// [`StoreError::KeyBusy`]; anything else is [`StoreError::Postgres`].
+pub(crate) fn key_wait(error: tokio_postgres::Error) -> StoreError {
+    match error.code() {
+        Some(code) if *code == SqlState::LOCK_NOT_AVAILABLE || *code == SqlState::QUERY_CANCELED => StoreError::KeyBusy,
+        _ => StoreError::Postgres(error),
+    }
+}
+
 /// Deletes the key's row if it expired: a request with an expired key is new again, even before a sweep.
 pub(crate) async fn forget_expired(
     tx: &Transaction<'_>,
@@ -115,7 +139,7 @@ pub(crate) async fn forget_expired(
     key: &str,
     retention: Duration,
 ) -> Result<(), StoreError> {
-    tx.execute(sql::FORGET_EXPIRED, &[&scope, &key, &expired_before(unix_now(), retention)]).await?;
+    tx.execute(sql::FORGET_EXPIRED, &[&scope, &key, &expired_before(unix_now(), retention)]).await.map_err(key_wait)?;
     Ok(())
 }
 
@@ -206,7 +230,7 @@ pub async fn settle(
         Ok(Some((false, status))) => Ok(status),
         // Another transaction holds the key's lock: nothing was written, and dropping `tx` rolls it back.
         Ok(None) => Ok(KeyStatus::InFlight),
-        Err(StoreError::Postgres(e)) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Ok(KeyStatus::InFlight),
+        Err(StoreError::KeyBusy) => Ok(KeyStatus::InFlight),
         Err(e) => Err(e),
     }
 }
@@ -287,8 +311,10 @@ async fn claim(
     retention: Duration,
 ) -> Result<Option<bool>, StoreError> {
     let cutoff = expired_before(now, retention);
-    let row =
-        tx.query_one(sql::CLAIM_KEY, &[&lock_name(scope, key), &scope, &key, &fingerprint, &now, &cutoff]).await?;
+    let row = tx
+        .query_one(sql::CLAIM_KEY, &[&lock_name(scope, key), &scope, &key, &fingerprint, &now, &cutoff])
+        .await
+        .map_err(key_wait)?;
     if !row.try_get::<_, bool>(0)? {
         return Ok(None);
     }

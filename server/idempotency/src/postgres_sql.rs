@@ -97,6 +97,22 @@ pub fn settle_lock_timeout() -> String {
 /// The SQLSTATE of a statement that gave up waiting for [`SET_LOCK_TIMEOUT`] (`lock_not_available`).
 pub const LOCK_NOT_AVAILABLE: &str = "55P03";
 
+/// How long a phase's statement waits for a key row another transaction holds (another phase's step, which
+/// makes no call outside the database, or a request inserting the key) before it gives up, in
+/// milliseconds: the default of [`SET_KEY_LOCK_TIMEOUT`].
+pub const KEY_LOCK_TIMEOUT_MS: u64 = 2_000;
+
+/// Bounds the rest of the transaction's waits for a row lock, keeping the session's own `lock_timeout` if it
+/// has one (a connection opened with `options=-c lock_timeout=...`), else `$1` (a duration such as `2000ms`,
+/// [`key_lock_timeout`]).
+pub const SET_KEY_LOCK_TIMEOUT: &str = "SELECT set_config('lock_timeout',
+  CASE current_setting('lock_timeout') WHEN '0' THEN $1 ELSE current_setting('lock_timeout') END, true)";
+
+/// [`KEY_LOCK_TIMEOUT_MS`] as [`SET_KEY_LOCK_TIMEOUT`] takes it.
+pub fn key_lock_timeout() -> String {
+    format!("{KEY_LOCK_TIMEOUT_MS}ms")
+}
+
 /// Deletes every key row created before the cutoff `$1`; business rows are never touched.
 pub const SWEEP: &str = "DELETE FROM idempotency_records WHERE created_at < $1";
 

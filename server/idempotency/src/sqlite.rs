@@ -98,6 +98,16 @@ pub(crate) fn open_connection(path: impl AsRef<Path>, synchronous: Synchronous) 
     Ok(conn)
 }
 
+/// Opens the write transaction that decides a key (`BEGIN IMMEDIATE`). A database whose write lock another
+/// connection (another process, or the app's own second connection) holds past [`BUSY_TIMEOUT`] is
+/// [`StoreError::KeyBusy`]: nothing was done. Every later statement of the transaction holds the lock.
+pub(crate) fn begin_key_tx(conn: &mut Connection) -> Result<Transaction<'_>, StoreError> {
+    conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|error| match error.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy) => StoreError::KeyBusy,
+        _ => StoreError::Sqlite(error),
+    })
+}
+
 /// One keyed request in one transaction (see the module docs). `work` runs only for a fresh key, with the
 /// open transaction; its `Err` rolls everything back and is returned as [`RunError::Work`].
 pub fn run_in<E>(
@@ -108,7 +118,7 @@ pub fn run_in<E>(
 ) -> Result<Outcome, RunError<E>> {
     check_scope(&request.scope)?;
     let now = unix_now();
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(StoreError::from)?;
+    let tx = begin_key_tx(conn)?;
     let (scope, key) = (request.scope.as_str(), request.key.as_str());
     forget_expired(&tx, scope, key, retention)?;
     let inserted = tx

@@ -484,3 +484,106 @@ async fn racing_requests_with_one_key_do_the_work_once() {
     eprintln!("40 rounds of 3: {in_flight} answered in flight, {replayed} replayed");
     assert!(in_flight > 0, "some request arrived while another was in its work");
 }
+
+/// A connection whose session runs with `settings` (`-c name=value ...`).
+async fn connect_with(url: &str, settings: &str) -> Client {
+    let mut config: tokio_postgres::Config = url.parse().expect("test cluster url");
+    config.options(settings);
+    let (client, connection) = config.connect(NoTls).await.expect("connect to test cluster");
+    tokio::spawn(connection);
+    client
+}
+
+/// Holds `key`'s row locked (`FOR UPDATE`) in an open transaction of `holder` until the returned sender
+/// fires or is dropped; resolves once the lock is held.
+async fn hold_key_row(holder: Client, key: &'static str) -> tokio::sync::oneshot::Sender<()> {
+    let (locked, is_locked) = tokio::sync::oneshot::channel();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let mut holder = holder;
+        let tx = holder.transaction().await.expect("begin");
+        tx.query_one("SELECT 1 FROM idempotency_records WHERE scope = 'tests' AND key = $1 FOR UPDATE", &[&key])
+            .await
+            .expect("lock the key row");
+        let _ = locked.send(());
+        let _ = released.await;
+        tx.rollback().await.expect("rollback");
+    });
+    is_locked.await.expect("the holder locked the row");
+    release
+}
+
+/// A step that writes no rows of its own.
+fn no_rows<'t>(_: &'t Transaction<'t>) -> idempotent_endpoint::phases::postgres::StepFuture<'t, String> {
+    Box::pin(async { Ok(()) })
+}
+
+/// A last step that answers 201.
+fn done<'t>(_: &'t Transaction<'t>) -> WorkFuture<'t, String> {
+    Box::pin(async { Ok(StoredResponse::json(StatusCode::CREATED, &"done")) })
+}
+
+/// Runs `phase` and returns its result and how long it took; a phase still waiting after 30 s fails the test.
+async fn timed<T>(phase: impl std::future::Future<Output = T>) -> (T, Duration) {
+    let start = Instant::now();
+    let result =
+        tokio::time::timeout(Duration::from_secs(30), phase).await.expect("the phase was still waiting after 30 s");
+    (result, start.elapsed())
+}
+
+/// A phase that waits for a key row another transaction holds gives up after the library's
+/// `KEY_LOCK_TIMEOUT` (or the session's own `lock_timeout`, or its `statement_timeout`, whichever ends the
+/// wait first) with the typed `KeyBusy`, writes nothing, and goes through once the row is free again;
+/// `RunError`'s answer for it is the 409 of a key in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL binaries: cargo test -p idempotent-endpoint --test postgres -- --ignored"]
+async fn a_phase_waiting_for_a_held_key_row_gives_up_as_key_busy() {
+    use axum::response::IntoResponse;
+    use idempotent_endpoint::phases::{postgres as phases, Begun};
+    use idempotent_endpoint::postgres::KEY_LOCK_TIMEOUT;
+    use idempotent_endpoint::StoreError;
+
+    let cluster = Cluster::start(bin_dir(), Cluster::FAST).expect("start a throwaway PostgreSQL cluster");
+    let url = cluster.url("postgres");
+    let mut a = connect(&url).await;
+    install(&a).await.expect("install");
+    let lease = Duration::from_secs(60);
+    const KEY: &str = "pg-busy-0000000001";
+    let req = request(KEY, "{}");
+    let Ok(Begun::Held(mut held)) = phases::begin(&mut a, &req, HOUR, lease).await else { panic!("held") };
+    let release = hold_key_row(connect(&url).await, KEY).await;
+
+    // The default wait: `KEY_LOCK_TIMEOUT`, on a connection without a `lock_timeout` of its own.
+    let (begun, waited) = timed(phases::begin(&mut a, &req, HOUR, lease)).await;
+    assert!(matches!(begun, Err(StoreError::KeyBusy)), "{begun:?}");
+    assert!(waited >= KEY_LOCK_TIMEOUT && waited < KEY_LOCK_TIMEOUT * 2, "begin gave up after {waited:?}");
+    let (advanced, waited) = timed(phases::advance(&mut a, &mut held, "charge_started", lease, no_rows)).await;
+    assert!(matches!(advanced, Err(RunError::Store(StoreError::KeyBusy))), "{advanced:?}");
+    assert!(waited >= KEY_LOCK_TIMEOUT && waited < KEY_LOCK_TIMEOUT * 2, "advance gave up after {waited:?}");
+
+    // A session's own `lock_timeout` is kept: `finish` gives up after it.
+    let mut short = connect_with(&url, "-c lock_timeout=300ms").await;
+    let (finished, waited) = timed(phases::finish(&mut short, held.clone(), done)).await;
+    assert!(matches!(finished, Err(RunError::Store(StoreError::KeyBusy))), "{finished:?}");
+    assert!(waited >= Duration::from_millis(300) && waited < KEY_LOCK_TIMEOUT, "finish gave up after {waited:?}");
+
+    // The session's `statement_timeout`, shorter than the library's wait, ends it the same way (`release` is
+    // one statement outside a transaction: only that bounds it).
+    let mut bounded = connect_with(&url, "-c statement_timeout=300ms").await;
+    let (begun, waited) = timed(phases::begin(&mut bounded, &req, HOUR, lease)).await;
+    assert!(matches!(begun, Err(StoreError::KeyBusy)), "{begun:?}");
+    assert!(waited < KEY_LOCK_TIMEOUT, "begin gave up after {waited:?}");
+    let (released, waited) = timed(phases::release(&bounded, held.clone())).await;
+    assert!(matches!(released, Err(StoreError::KeyBusy)), "{released:?}");
+    assert!(waited < KEY_LOCK_TIMEOUT, "release gave up after {waited:?}");
+
+    let busy = RunError::<String>::Store(StoreError::KeyBusy).into_response();
+    assert_eq!(busy.status(), StatusCode::CONFLICT);
+    assert!(busy.headers().contains_key("retry-after"), "{:?}", busy.headers());
+
+    // Nothing was written; with the row free the same holder goes on.
+    assert_eq!(count(&a, "SELECT COUNT(*) FROM idempotency_records WHERE recovery_point = 'started'").await, 1);
+    let _ = release.send(());
+    phases::advance(&mut a, &mut held, "charge_started", lease, no_rows).await.expect("advance once the row is free");
+    let Outcome::Fresh(_) = phases::finish(&mut a, held, done).await.expect("finish") else { panic!("fresh") };
+}

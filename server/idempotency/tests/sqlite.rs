@@ -428,3 +428,33 @@ async fn open_with_applies_the_synchronous_setting() {
         assert_eq!(value, expected, "{setting:?}");
     }
 }
+
+/// Another connection holding the database's write lock past the busy timeout (here shortened to 300 ms on
+/// the shared connection) makes a request and a phase give up with the typed `KeyBusy`, answered over HTTP
+/// as the 409 of a key in flight with `Retry-After`; nothing was written, and once the lock is free the
+/// same request does the work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_database_held_by_another_connection_makes_the_key_busy() {
+    use idempotent_endpoint::StoreError;
+
+    let app = app().await;
+    let busy_for = Duration::from_millis(300);
+    app.keys.with_conn(move |c| Ok(c.busy_timeout(busy_for)?)).await.expect("busy timeout");
+    let path = app._dir.path().join("app.sqlite");
+    let other = Connection::open(&path).expect("open a second connection");
+    other.execute_batch("BEGIN IMMEDIATE").expect("take the write lock");
+
+    let key = "5d2c9a1e-0b7f-4c3d-8e6a-1f2b3c4d5e6f";
+    let start = Instant::now();
+    let answer = post_note(&app.base, key, "busy").await;
+    assert!(start.elapsed() >= busy_for, "answered after {:?}", start.elapsed());
+    assert_eq!(answer.status(), StatusCode::CONFLICT);
+    assert!(answer.headers().contains_key("retry-after"), "{:?}", answer.headers());
+    let begun = app.keys.begin(request("sqlite-busy-0000000001", "{}"), Duration::from_secs(60)).await;
+    assert!(matches!(begun, Err(StoreError::KeyBusy)), "{begun:?}");
+
+    other.execute_batch("ROLLBACK").expect("release the write lock");
+    assert_eq!(count(&app.keys, "SELECT COUNT(*) FROM idempotency_records").await, 0, "nothing was written");
+    assert_eq!(post_note(&app.base, key, "busy").await.status(), StatusCode::CREATED);
+    assert_eq!(count(&app.keys, "SELECT COUNT(*) FROM notes").await, 1);
+}

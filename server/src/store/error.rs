@@ -27,9 +27,11 @@ pub enum StoreError {
     /// [`crate::store::ProcessOptions::fail_before_commit`] rolled the transaction back.
     #[error("injected crash before commit")]
     InjectedCrash,
-    /// The key's work is busy elsewhere (the provider is still making its charge): answered as 409.
-    #[error("key is locked by another transaction")]
-    Locked,
+    /// The key is busy elsewhere and nothing was done: another transaction held its row past the library's
+    /// wait (`idempotent_endpoint::StoreError::KeyBusy`), or the provider is still making its charge.
+    /// Answered as 409, like a key in flight.
+    #[error("the key is busy elsewhere")]
+    KeyBusy,
     /// The caller's lease on a key row was taken over (it ran out): the phase was rolled back.
     #[error("the key's lease was taken over by another request")]
     LeaseLost,

@@ -33,21 +33,14 @@ pub(crate) fn outcome<T>(result: Result<T, RunError<StoreError>>) -> Result<T, S
     })
 }
 
-/// A failure of the library's as the store's: a lease taken over as [`StoreError::LeaseLost`], a PostgreSQL
-/// statement that gave up waiting (`lock_timeout` or `statement_timeout`: another transaction holds the key's
-/// row, so the key is busy and nothing was done) as [`StoreError::Locked`], and an answer too large to store
-/// as [`StoreError::ResponseTooLarge`] (the handlers answer those), anything else as [`StoreError::Keys`].
+/// A failure of the library's as the store's: a busy key (another transaction held its row past the
+/// library's wait) as [`StoreError::KeyBusy`], a lease taken over as [`StoreError::LeaseLost`] and an answer
+/// too large to store as [`StoreError::ResponseTooLarge`] (the handlers answer those), anything else as
+/// [`StoreError::Keys`].
 pub(crate) fn library_error(error: idempotent_endpoint::StoreError) -> StoreError {
-    use tokio_postgres::error::SqlState;
     match error {
+        idempotent_endpoint::StoreError::KeyBusy => StoreError::KeyBusy,
         idempotent_endpoint::StoreError::LeaseLost => StoreError::LeaseLost,
-        idempotent_endpoint::StoreError::Postgres(error)
-            if error
-                .code()
-                .is_some_and(|code| *code == SqlState::LOCK_NOT_AVAILABLE || *code == SqlState::QUERY_CANCELED) =>
-        {
-            StoreError::Locked
-        }
         idempotent_endpoint::StoreError::ResponseTooLarge(bytes) => StoreError::ResponseTooLarge(bytes),
         error => StoreError::Keys(error),
     }

@@ -1,6 +1,11 @@
 //! The phases on PostgreSQL, over a `tokio_postgres::Client`: each function is one transaction. Rows are
 //! locked with `FOR UPDATE` while a transaction decides on them, so instances sharing the database never
-//! hold one key together, and the completer's query skips rows another instance is deciding on.
+//! hold one key together, and the completer's query skips rows another instance is deciding on. A
+//! transaction that waits for a row another one holds (`begin`, `advance`, `finish`) waits at most
+//! [`crate::postgres::KEY_LOCK_TIMEOUT`] (or the session's own `lock_timeout`), then gives up with
+//! [`StoreError::KeyBusy`]: nothing was done, and the caller answers it as a key in flight (409).
+//! `release` and `abandon` are one statement each, outside a transaction: only the session's
+//! `statement_timeout` bounds their wait, and giving up is [`StoreError::KeyBusy`] too.
 
 use std::time::Duration;
 
@@ -11,7 +16,7 @@ use crate::error::{check_scope, RunError, StoreError};
 use crate::key::IdempotencyKey;
 use crate::outcome::Outcome;
 use crate::phases_sql as sql;
-use crate::postgres::{decode, forget_expired, WorkFuture};
+use crate::postgres::{bound_key_waits, decode, forget_expired, key_wait, WorkFuture};
 use crate::request::KeyedRequest;
 use crate::response::MAX_STORED_BODY_BYTES;
 use crate::retention::{unix_now, unix_now_ms};
@@ -28,6 +33,7 @@ pub async fn begin(
 ) -> Result<Begun, StoreError> {
     check_scope(&request.scope)?;
     let tx = client.transaction().await?;
+    bound_key_waits(&tx).await?;
     let (scope, key) = (request.scope.as_str(), request.key.as_str());
     forget_expired(&tx, scope, key, retention).await?;
     let (row_id, token) = (random_hex()?, random_hex()?);
@@ -36,7 +42,8 @@ pub async fn begin(
             sql::INSERT_STARTED,
             &[&scope, &key, &request.fingerprint, &unix_now(), &STARTED, &row_id, &token, &lease_end(lease)],
         )
-        .await?;
+        .await
+        .map_err(key_wait)?;
     let held = |point: String, row_id: String, token: String| Held {
         scope: scope.to_owned(),
         key: request.key.clone(),
@@ -48,7 +55,7 @@ pub async fn begin(
         tx.commit().await?;
         return Ok(Begun::Held(held(STARTED.to_owned(), row_id, token)));
     }
-    let row = tx.query_one(sql::SELECT_FOR_BEGIN, &[&scope, &key]).await?;
+    let row = tx.query_one(sql::SELECT_FOR_BEGIN, &[&scope, &key]).await.map_err(key_wait)?;
     let fingerprint: String = row.try_get(0)?;
     let stored = decode(row.try_get(1), row.try_get(2), row.try_get(3))?;
     if let Some(outcome) = existing_row(&request.fingerprint, &fingerprint, stored, row.try_get(6)?, unix_now_ms()) {
@@ -61,9 +68,11 @@ pub async fn begin(
     Ok(Begun::Held(held(row.try_get(4)?, row_id, token)))
 }
 
-/// Locks the row and checks `held` still holds it (else [`StoreError::LeaseLost`]).
+/// Locks the row, waiting for it at most [`crate::postgres::KEY_LOCK_TIMEOUT`] (else
+/// [`StoreError::KeyBusy`]), and checks `held` still holds it (else [`StoreError::LeaseLost`]).
 async fn check_lease(tx: &Transaction<'_>, held: &Held) -> Result<(), StoreError> {
-    let row = tx.query_opt(sql::CHECK_LEASE, &[&held.scope, &held.key.as_str(), &FINISHED]).await?;
+    bound_key_waits(tx).await?;
+    let row = tx.query_opt(sql::CHECK_LEASE, &[&held.scope, &held.key.as_str(), &FINISHED]).await.map_err(key_wait)?;
     let token: Option<String> = match row {
         Some(row) => row.try_get(0)?,
         None => None,
@@ -132,7 +141,7 @@ where
 /// Gives the row up without finishing it: the next request with the key, or the completer, takes it over
 /// at once, at the point it reached.
 pub async fn release(client: &Client, held: Held) -> Result<(), StoreError> {
-    client.execute(sql::RELEASE, &[&held.scope, &held.key.as_str(), &held.token]).await?;
+    client.execute(sql::RELEASE, &[&held.scope, &held.key.as_str(), &held.token]).await.map_err(key_wait)?;
     Ok(())
 }
 
@@ -141,7 +150,10 @@ pub async fn release(client: &Client, held: Held) -> Result<(), StoreError> {
 /// wrote anything. The next request with the key is new. A row another caller took over, or one that moved
 /// past [`STARTED`] (its external call may have happened), is kept: [`StoreError::LeaseLost`].
 pub async fn abandon(client: &Client, held: Held) -> Result<(), StoreError> {
-    let deleted = client.execute(sql::ABANDON, &[&held.scope, &held.key.as_str(), &held.token, &STARTED]).await?;
+    let deleted = client
+        .execute(sql::ABANDON, &[&held.scope, &held.key.as_str(), &held.token, &STARTED])
+        .await
+        .map_err(key_wait)?;
     if deleted == 1 {
         Ok(())
     } else {

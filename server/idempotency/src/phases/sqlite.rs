@@ -11,7 +11,7 @@ use crate::outcome::Outcome;
 use crate::request::KeyedRequest;
 use crate::response::{StoredResponse, MAX_STORED_BODY_BYTES};
 use crate::retention::{unix_now, unix_now_ms};
-use crate::sqlite::{forget_expired, SqliteKeys};
+use crate::sqlite::{begin_key_tx, forget_expired, SqliteKeys};
 
 type PhaseRow = (String, Option<u16>, Option<String>, Option<String>, String, Option<String>, i64);
 
@@ -22,7 +22,7 @@ fn begin_in(
     lease: Duration,
 ) -> Result<Begun, StoreError> {
     check_scope(&request.scope)?;
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = begin_key_tx(conn)?;
     let (scope, key) = (request.scope.as_str(), request.key.as_str());
     forget_expired(&tx, scope, key, retention)?;
     let (row_id, token) = (random_hex()?, random_hex()?);
@@ -98,7 +98,7 @@ impl SqliteKeys {
         let (moved, point) = (held.clone(), point.to_owned());
         let next = point.clone();
         self.with_conn_run(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(StoreError::from)?;
+            let tx = begin_key_tx(conn)?;
             check_lease(&tx, &moved)?;
             work(&tx).map_err(RunError::Work)?;
             tx.execute(
@@ -122,7 +122,7 @@ impl SqliteKeys {
         F: FnOnce(&Transaction<'_>) -> Result<StoredResponse, E> + Send + 'static,
     {
         self.with_conn_run(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(StoreError::from)?;
+            let tx = begin_key_tx(conn)?;
             check_lease(&tx, &held)?;
             let response = work(&tx).map_err(RunError::Work)?;
             if response.body.len() > MAX_STORED_BODY_BYTES {
