@@ -61,6 +61,11 @@ pub async fn install(client: &impl GenericClient) -> Result<(), StoreError> {
 /// One keyed request in one transaction (see the module docs). `work` runs only for a fresh key, with the
 /// open transaction; its `Err` rolls everything back and is returned as [`RunError::Work`]. Dropping the
 /// returned future rolls the transaction back (the key reads `unknown` again); [`run_spawned`] does not.
+#[tracing::instrument(
+    name = "idempotency.transaction",
+    skip_all,
+    fields(db.system.name = "postgresql", idempotency.key_hash = %crate::key_hash(request.key.as_str())),
+)]
 pub async fn run<E, F>(
     client: &mut Client,
     request: &KeyedRequest,
