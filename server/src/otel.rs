@@ -23,8 +23,8 @@ pub const SERVICE_NAME: &str = "idempotent-fetch-server";
 /// The longest an export request may take.
 pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The running export: flush it before the process ends ([`Export::shutdown`]).
-#[derive(Debug)]
+/// The running export: flush it before the process ends ([`Export::shutdown`]). Clones share it.
+#[derive(Debug, Clone)]
 pub struct Export {
     provider: SdkTracerProvider,
 }
