@@ -6,6 +6,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::checkout::{eventually, post_until_created, Downstream};
 use common::{bearer, spawn_post, TestServer, DEFAULT_ACCOUNT, GRINDER, MUGS};
 
 /// The metrics text of `t`'s metrics listener.
@@ -80,6 +81,34 @@ async fn the_counters_match_a_scripted_run() {
     for secret in [replayed, slow, "metrics-never-sent", DEFAULT_ACCOUNT] {
         assert!(!text.contains(secret), "the text names {secret:?}: {text}");
     }
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_outbox_backlog_and_delivery_attempts_follow_a_receiver_outage() {
+    let downstream = Downstream::start();
+    let t = TestServer::start_with(|config| {
+        config.checkout = Some(downstream.config());
+        config.metrics_addr = Some("127.0.0.1:0".parse().expect("address"));
+    })
+    .await;
+    downstream.mailbox_faults(r#"{"fail":1}"#).await;
+    post_until_created(&t.server.url(), "metrics-outbox-key").await;
+    eventually("a failed delivery counted, the message waiting", || async {
+        let text = scrape(&t).await;
+        sample(&text, "outbox_delivery_attempts_total{result=\"failed\"}").is_some_and(|n| n >= 1.0)
+            && sample(&text, "outbox_backlog_messages") == Some(1.0)
+    })
+    .await;
+    downstream.mailbox_faults("{}").await;
+    eventually("delivered once, nothing waiting", || async {
+        let text = scrape(&t).await;
+        sample(&text, "outbox_delivery_attempts_total{result=\"delivered\"}") == Some(1.0)
+            && sample(&text, "outbox_backlog_messages") == Some(0.0)
+            && sample(&text, "outbox_oldest_message_age_seconds") == Some(0.0)
+    })
+    .await;
+    assert_eq!(downstream.messages().await.len(), 1);
     t.stop().await;
 }
 
