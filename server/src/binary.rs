@@ -18,7 +18,8 @@ pub fn init_tracing() {
 }
 
 /// [`init_tracing`], and with `otlp_endpoint` the spans exported there too (a build with the `otel`
-/// feature); flush the returned export before exiting. Call it inside the tokio runtime.
+/// feature); flush the returned export before exiting. Call it inside the tokio runtime. `RUST_LOG`
+/// filters the log only: every span at `info` and above is exported whatever it says.
 #[cfg(feature = "otel")]
 pub fn init_tracing_exporting(otlp_endpoint: Option<&str>) -> Result<Option<crate::otel::Export>, crate::ServeError> {
     use tracing_subscriber::layer::SubscriberExt;
@@ -27,11 +28,15 @@ pub fn init_tracing_exporting(otlp_endpoint: Option<&str>) -> Result<Option<crat
         init_tracing();
         return Ok(None);
     };
+    use tracing_subscriber::Layer;
     let (otlp, export) = crate::otel::layer(endpoint)?;
+    let log = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")));
     tracing_subscriber::registry()
-        .with(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal()))
-        .with(otlp)
+        .with(log)
+        .with(otlp.with_filter(tracing_subscriber::filter::LevelFilter::INFO))
         .init();
     Ok(Some(export))
 }

@@ -298,13 +298,14 @@ pub async fn complete_once(store: &Store, checkout: &Checkout) -> usize {
     };
     let mut done = 0;
     for held in taken {
-        let (point, key) = (held.point, held.held.key.as_str().to_owned());
+        // The key's hash, not the key: these events are exported with the spans (see `telemetry`).
+        let (point, key_hash) = (held.point, idempotent_endpoint::key_hash(held.held.key.as_str()));
         match drive(store, checkout, held, None, FaultPlan::default()).await {
             Ok(answer) => {
                 done += 1;
-                tracing::info!(key, from = point.as_str(), finished = answer.is_some(), "completer resumed a key");
+                tracing::info!(key_hash, from = point.as_str(), finished = answer.is_some(), "completer resumed a key");
             }
-            Err(error) => tracing::warn!(key, from = point.as_str(), %error, "completer could not finish a key"),
+            Err(error) => tracing::warn!(key_hash, from = point.as_str(), %error, "completer could not finish a key"),
         }
     }
     done

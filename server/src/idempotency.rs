@@ -155,7 +155,7 @@ async fn handle(
                 Err(FlowError::InjectedCrash) => Err(StoreError::InjectedCrash),
                 Err(FlowError::ProviderBusy) => Err(StoreError::Locked),
                 Err(error @ (FlowError::ProviderUnavailable(_) | FlowError::ProviderRefused(_))) => {
-                    tracing::warn!(%error, key = %key.as_str(), "POST /api/orders: the charge did not go through");
+                    tracing::warn!(%error, "POST /api/orders: the charge did not go through");
                     return Err(payment_unavailable());
                 }
             }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use axum::routing::post;
 use axum::Router;
 use common::checkout::Downstream;
+use common::processes::Process;
 use common::{post_to, MUGS, SECRET};
 use idempotent_fetch_server::{serve, Config};
 use serde_json::Value;
@@ -77,6 +78,7 @@ fn attribute(span: &Value, key: &str) -> Option<String> {
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT_ID: &str = "00f067aa0ba902b7";
 const REPLAY_TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
+const BINARY_TRACE_ID: &str = "5b8aa5a2d2c872e8321cf37308d69df2";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_requests_spans_continue_its_traceparent_through_the_otlp_exporter() {
@@ -152,4 +154,33 @@ async fn a_requests_spans_continue_its_traceparent_through_the_otlp_exporter() {
     assert!(!everything.contains(&derived), "a derived key in the export");
     server.shutdown().await.expect("shutdown");
     tokio::task::spawn_blocking(move || export.shutdown()).await.expect("join").expect("exporter shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_exports_to_its_otlp_endpoint_and_sends_the_last_spans_when_stopped() {
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("binary.sqlite").to_string_lossy().into_owned();
+    let args = ["--db", db.as_str(), "--session-secret", SECRET, "--otlp-endpoint", collector.url.as_str()];
+    let mut server = Process::start(env!("CARGO_BIN_EXE_idempotent-fetch-server"), &args);
+    let traceparent = format!("00-{BINARY_TRACE_ID}-{PARENT_ID}-01");
+    let client = reqwest::Client::new();
+    let created = post_to(&client, &server.url, Some("otel-binary-key"), MUGS, &[("traceparent", &traceparent)]).await;
+    assert_eq!(created.expect("post").status(), 201);
+
+    // Stopped well before the batch exporter's own schedule would send: the shutdown must flush.
+    let stopped = std::process::Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(stopped.success());
+    let exit = server.wait_exit(Duration::from_secs(15)).expect("the server exits");
+    assert!(exit.success(), "{exit:?}");
+    let spans = collector.spans();
+    let request = spans
+        .iter()
+        .find(|s| s["traceId"] == BINARY_TRACE_ID && s["name"] == "POST /api/orders")
+        .unwrap_or_else(|| panic!("the server span, exported by the exiting binary: {spans:?}"));
+    assert_eq!(request["parentSpanId"], PARENT_ID);
+    assert!(spans.iter().any(|s| s["traceId"] == BINARY_TRACE_ID && s["name"] == "idempotency.transaction"));
 }
