@@ -18,6 +18,9 @@ use prometheus_client::registry::Registry;
 
 use crate::clock::unix_now;
 
+/// The content type of the OpenMetrics text format.
+pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
 /// What the protocol decided for one `POST /api/orders` with a well-formed key (the `decision` label of
 /// `idempotency_decisions_total`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,6 +189,22 @@ impl Metrics {
         encode(&mut text, &inner.registry)?;
         Ok(text)
     }
+}
+
+/// The mail receiver's `GET /metrics` text: `inbox_redeliveries_refused_total`, the re-deliveries its
+/// inbox refused as duplicates (read from its table at scrape time, so it survives restarts).
+pub fn inbox_text(redeliveries_refused: u64) -> Result<String, std::fmt::Error> {
+    let mut registry = Registry::default();
+    let refused = Counter::<u64>::default();
+    refused.inc_by(redeliveries_refused);
+    registry.register(
+        "inbox_redeliveries_refused",
+        "Deliveries of a message id already received, refused (answered as duplicates, nothing stored)",
+        refused,
+    );
+    let mut text = String::new();
+    encode(&mut text, &registry)?;
+    Ok(text)
 }
 
 #[cfg(test)]

@@ -23,11 +23,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::error::ServeError;
-use crate::metrics::{Metrics, Snapshot};
+use crate::metrics::{Metrics, Snapshot, OPENMETRICS_CONTENT_TYPE};
 use crate::store::Store;
-
-/// The content type of the OpenMetrics text format.
-pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// What a scrape reads.
 #[derive(Debug, Clone)]

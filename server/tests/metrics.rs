@@ -113,6 +113,27 @@ async fn the_outbox_backlog_and_delivery_attempts_follow_a_receiver_outage() {
 }
 
 #[tokio::test]
+async fn the_mail_receiver_counts_the_re_deliveries_it_refused() {
+    let downstream = Downstream::start();
+    let client = reqwest::Client::new();
+    let refused = || async {
+        let url = format!("{}/metrics", downstream.mailbox.url);
+        let text = client.get(url).send().await.expect("scrape").text().await.expect("text");
+        sample(&text, "inbox_redeliveries_refused_total")
+    };
+    assert_eq!(refused().await, Some(0.0));
+    let message = r#"{"id":"metrics-message-1","to":"a@customers.invalid","subject":"s","text":"t"}"#;
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        let url = format!("{}/messages", downstream.mailbox.url);
+        let sent = client.post(url).header("content-type", "application/json").body(message).send().await;
+        statuses.push(sent.expect("deliver").status().as_u16());
+    }
+    assert_eq!(statuses, [201, 200, 200], "stored once, then refused as a duplicate twice");
+    assert_eq!(refused().await, Some(2.0));
+}
+
+#[tokio::test]
 async fn there_is_no_metrics_endpoint_unless_asked_for() {
     let t = TestServer::start().await;
     assert_eq!(t.server.metrics_addr(), None);
