@@ -17,6 +17,42 @@ pub fn init_tracing() {
         .init();
 }
 
+/// [`init_tracing`], and with `otlp_endpoint` the spans exported there too (a build with the `otel`
+/// feature); flush the returned export before exiting. Call it inside the tokio runtime. `RUST_LOG`
+/// filters the log only: every span at `info` and above is exported whatever it says.
+#[cfg(feature = "otel")]
+pub fn init_tracing_exporting(otlp_endpoint: Option<&str>) -> Result<Option<crate::otel::Export>, crate::ServeError> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let Some(endpoint) = otlp_endpoint else {
+        init_tracing();
+        return Ok(None);
+    };
+    use tracing_subscriber::Layer;
+    let (otlp, export) = crate::otel::layer(endpoint)?;
+    let log = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")));
+    tracing_subscriber::registry()
+        .with(log)
+        .with(otlp.with_filter(tracing_subscriber::filter::LevelFilter::INFO))
+        .init();
+    Ok(Some(export))
+}
+
+/// [`init_tracing`]; a build without the `otel` feature exports nothing, and says so if asked to.
+#[cfg(not(feature = "otel"))]
+pub fn init_tracing_exporting(
+    otlp_endpoint: Option<&str>,
+) -> Result<Option<std::convert::Infallible>, crate::ServeError> {
+    init_tracing();
+    if otlp_endpoint.is_some() {
+        tracing::warn!("--otlp-endpoint ignored: this build has no `otel` feature");
+    }
+    Ok(None)
+}
+
 /// Prints exactly one `listening on URL` line on stdout, flushed, so harnesses can read the real port.
 pub fn print_listening(url: &str) {
     let mut stdout = std::io::stdout().lock();

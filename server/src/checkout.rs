@@ -67,22 +67,38 @@ impl Checkout {
         &self.config
     }
 
-    /// Charges the held key's order at the provider; the charge id.
+    /// Charges the held key's order at the provider; the charge id. The call is an HTTP client span
+    /// (OpenTelemetry's conventions) with the derived key's hash, and carries the trace to the provider.
     async fn charge(&self, held: &HeldKey, order: &Order) -> Result<String, FlowError> {
+        let derived_key = provider_key(held);
+        let span = tracing::info_span!(
+            "http.client",
+            otel.name = "POST",
+            otel.kind = "client",
+            http.request.method = "POST",
+            url.full = %format_args!("{}{CHARGES_PATH}", self.config.provider_url),
+            http.response.status_code = tracing::field::Empty,
+            idempotency.derived_key_hash = %idempotent_endpoint::key_hash(&derived_key),
+        );
+        tracing::Instrument::instrument(self.charge_with(&derived_key, order), span).await
+    }
+
+    async fn charge_with(&self, derived_key: &str, order: &Order) -> Result<String, FlowError> {
         let body = ChargeRequest {
             amount_cents: order.total_cents,
             currency: order.currency.clone(),
             reference: order.id.clone(),
         };
-        let response = self
+        let mut request = self
             .http
             .post(format!("{}{CHARGES_PATH}", self.config.provider_url))
-            .header(crate::keys::IDEMPOTENCY_KEY_HEADER, provider_key(held))
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| FlowError::ProviderUnavailable(e.to_string()))?;
+            .header(crate::keys::IDEMPOTENCY_KEY_HEADER, derived_key);
+        for (name, value) in crate::telemetry::trace_headers() {
+            request = request.header(name, value);
+        }
+        let response = request.json(&body).send().await.map_err(|e| FlowError::ProviderUnavailable(e.to_string()))?;
         let status = response.status();
+        tracing::Span::current().record("http.response.status_code", status.as_u16());
         if status.is_success() {
             #[derive(Deserialize)]
             struct Charged {
@@ -282,13 +298,14 @@ pub async fn complete_once(store: &Store, checkout: &Checkout) -> usize {
     };
     let mut done = 0;
     for held in taken {
-        let (point, key) = (held.point, held.held.key.as_str().to_owned());
+        // The key's hash, not the key: these events are exported with the spans (see `telemetry`).
+        let (point, key_hash) = (held.point, idempotent_endpoint::key_hash(held.held.key.as_str()));
         match drive(store, checkout, held, None, FaultPlan::default()).await {
             Ok(answer) => {
                 done += 1;
-                tracing::info!(key, from = point.as_str(), finished = answer.is_some(), "completer resumed a key");
+                tracing::info!(key_hash, from = point.as_str(), finished = answer.is_some(), "completer resumed a key");
             }
-            Err(error) => tracing::warn!(key, from = point.as_str(), %error, "completer could not finish a key"),
+            Err(error) => tracing::warn!(key_hash, from = point.as_str(), %error, "completer could not finish a key"),
         }
     }
     done

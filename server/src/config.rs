@@ -116,6 +116,14 @@ pub struct Cli {
     /// `POST /api/orders` an account may send at once before the rate applies.
     #[arg(long, default_value_t = Limits::default().account_burst, value_parser = clap::value_parser!(u32).range(1..))]
     pub account_burst: u32,
+    /// Serve `GET /metrics` (Prometheus/OpenMetrics text) on this address, apart from the API: bind it
+    /// to 127.0.0.1 or a private network the scraper is on. Without it there is no metrics endpoint.
+    #[arg(long)]
+    pub metrics_addr: Option<SocketAddr>,
+    /// The OTLP/HTTP collector spans are exported to (e.g. `http://127.0.0.1:4318`; `/v1/traces` is
+    /// appended). Only in a build with the `otel` feature; without the flag nothing is exported.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
     /// The payment provider and the mail receiver the order flow talks to.
     #[command(flatten)]
     pub checkout: CheckoutArgs,
@@ -229,6 +237,8 @@ pub struct Config {
     pub limits: Limits,
     /// The order flow in phases through a payment provider (and a mail receiver); `None`: one transaction.
     pub checkout: Option<CheckoutConfig>,
+    /// Where `GET /metrics` is served; `None`: nowhere.
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 impl Config {
@@ -248,6 +258,7 @@ impl Config {
             secure_cookie: false,
             limits: Limits::default(),
             checkout: None,
+            metrics_addr: None,
         }
     }
 
@@ -309,6 +320,7 @@ impl From<Cli> for Config {
                 account_burst: cli.account_burst,
             },
             checkout: cli.checkout.into_config(),
+            metrics_addr: cli.metrics_addr,
         }
     }
 }

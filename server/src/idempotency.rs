@@ -11,12 +11,14 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use tracing::Instrument;
 
 use crate::auth::Authenticated;
 use crate::checkout::{self, FlowError};
 use crate::clock::unix_now;
 use crate::faults::{dropped_connection, FaultPlan};
 use crate::keys::{fingerprint, AccountId, IdempotencyKey};
+use crate::metrics::Decision;
 use crate::orders;
 use crate::problem::Problem;
 use crate::protocol::{created_response, KeyedRequest, Outcome, StoredResponse, Work};
@@ -74,6 +76,12 @@ async fn handle(
 ) -> Result<Response, Problem> {
     let body = body.map_err(body_problem)?;
     let key = IdempotencyKey::from_headers(&headers)?;
+    let span = tracing::Span::current();
+    span.record("idempotency.key_hash", idempotent_endpoint::key_hash(key.as_str()));
+    let decided = |decision: Decision| {
+        app.metrics.decided(decision);
+        span.record("idempotency.decision", decision.as_str());
+    };
     let plan = match &app.faults {
         Some(faults) => faults.plan(&headers)?,
         None => FaultPlan::default(),
@@ -93,6 +101,7 @@ async fn handle(
     }
 
     let Some(entry) = app.in_flight.enter(account.as_str(), key.as_str()) else {
+        decided(Decision::InFlight);
         return Err(in_flight());
     };
     if plan.panic {
@@ -117,20 +126,26 @@ async fn handle(
     // committed or rolled back, not merely until the client stops waiting for it.
     let store = app.store.clone();
     let outcome = match app.checkout.clone() {
-        None => tokio::spawn(async move {
-            let outcome = store.process(request, options, work).await;
-            drop(entry);
-            outcome
-        })
+        None => tokio::spawn(
+            async move {
+                let outcome = store.process(request, options, work).await;
+                drop(entry);
+                outcome
+            }
+            .in_current_span(),
+        )
         .await
         .map_err(|e| StoreError::Task(e.to_string()))
         .and_then(|r| r),
         Some(checkout) => {
-            let placed = tokio::spawn(async move {
-                let placed = checkout::place(&store, &checkout, request, plan, Box::new(work)).await;
-                drop(entry);
-                placed
-            })
+            let placed = tokio::spawn(
+                async move {
+                    let placed = checkout::place(&store, &checkout, request, plan, Box::new(work)).await;
+                    drop(entry);
+                    placed
+                }
+                .in_current_span(),
+            )
             .await
             .map_err(|e| FlowError::Store(StoreError::Task(e.to_string())))
             .and_then(|r| r);
@@ -140,13 +155,21 @@ async fn handle(
                 Err(FlowError::InjectedCrash) => Err(StoreError::InjectedCrash),
                 Err(FlowError::ProviderBusy) => Err(StoreError::KeyBusy),
                 Err(error @ (FlowError::ProviderUnavailable(_) | FlowError::ProviderRefused(_))) => {
-                    tracing::warn!(%error, key = %key.as_str(), "POST /api/orders: the charge did not go through");
+                    tracing::warn!(%error, "POST /api/orders: the charge did not go through");
                     return Err(payment_unavailable());
                 }
             }
         }
     };
 
+    match &outcome {
+        Ok(Outcome::Fresh(_)) => decided(Decision::Fresh),
+        Ok(Outcome::Replay(_)) => decided(Decision::Replay),
+        Ok(Outcome::Mismatch) => decided(Decision::Mismatch),
+        Ok(Outcome::Fenced) => decided(Decision::Fenced),
+        Ok(Outcome::InFlight) | Err(StoreError::KeyBusy | StoreError::LeaseLost) => decided(Decision::InFlight),
+        Err(_) => {}
+    }
     let (summary, answer) = match outcome {
         Ok(Outcome::Fresh(response)) if plan.drop_after_commit => {
             (format!("{} committed, connection dropped", response.status), Ok(dropped_connection()))
@@ -172,7 +195,7 @@ async fn handle(
             (format!("500 {error}"), Err(Problem::internal()))
         }
     };
-    tracing::debug!(account = %account.as_str(), key = %key.as_str(), "POST /api/orders: {summary}");
+    tracing::debug!(account = %account.as_str(), "POST /api/orders: {summary}");
     answer
 }
 

@@ -61,7 +61,12 @@ pub async fn settle_key(
         return Ok(KeyStatus::InFlight);
     }
     match app.store.settle(&account, &key, app.retention).await {
-        Ok(status) => Ok(status),
+        Ok(status) => {
+            if matches!(status, KeyStatus::Fenced) {
+                app.metrics.fenced();
+            }
+            Ok(status)
+        }
         Err(error) => {
             tracing::error!(%error, "settling a key failed");
             Err(Problem::internal())

@@ -28,12 +28,12 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | util | [`clock`], [`problem`], [`address`] |
-//! | domain | [`keys`], [`orders`], [`protocol`], [`session`], [`faults`] |
+//! | util | [`clock`], [`problem`], [`address`], [`telemetry`] (the request's server span) |
+//! | domain | [`keys`], [`orders`], [`protocol`], [`session`], [`faults`], [`metrics`] (the counters of GET /metrics) |
 //! | store | `store::error`, `store::rows`, `store::legacy` (old databases brought up to date), `store::step` (the protocol step's knobs and outcome, over the library's run), [`store::phases`] (the order flow's recovery points over the library's phases), [`store::sqlite`], [`store::postgres`], [`store`] (the backend enum), [`sweep`] |
 //! | flow | [`services`], [`services::provider`], [`services::mailbox`], [`config`], [`checkout`], [`outbox`], [`error`] |
-//! | http | [`limits`], [`state`], [`auth`], [`upload`], [`idempotency`], [`key_status`], [`static_files`], [`routes`] |
-//! | app | [`server`], [`binary`] |
+//! | http | [`limits`], [`state`], [`auth`], [`upload`], [`idempotency`], [`key_status`], [`static_files`], [`routes`], [`scrape`] (GET /metrics on its own address) |
+//! | app | [`server`], [`binary`], `otel` (feature `otel`: the OTLP export) |
 //!
 //! [idempotent-fetch]: https://github.com/idempotent-fetch/idempotent-fetch
 #![deny(missing_docs)]
@@ -50,11 +50,15 @@ pub mod idempotency;
 pub mod key_status;
 pub mod keys;
 pub mod limits;
+pub mod metrics;
 pub mod orders;
+#[cfg(feature = "otel")]
+pub mod otel;
 pub mod outbox;
 pub mod problem;
 pub mod protocol;
 pub mod routes;
+pub mod scrape;
 pub mod server;
 pub mod services;
 pub mod session;
@@ -62,6 +66,7 @@ pub mod state;
 pub mod static_files;
 pub mod store;
 pub mod sweep;
+pub mod telemetry;
 pub mod upload;
 
 pub use clock::unix_now;

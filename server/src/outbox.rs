@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use crate::checkout::Checkout;
 use crate::faults::{crash, Faults};
+use crate::metrics::Metrics;
 use crate::store::Store;
 
 /// How often the worker looks for due messages.
@@ -47,13 +48,21 @@ pub fn retry_delay_ms(attempts: i64) -> u64 {
     u64::try_from(delay.as_millis()).unwrap_or(MAX_DELAY_MS)
 }
 
-/// Delivers due messages every [`POLL`] until `shutdown` turns true.
-pub async fn run(store: Store, checkout: Checkout, faults: Option<Faults>, shutdown: watch::Receiver<bool>) {
+/// Delivers due messages every [`POLL`] until `shutdown` turns true; each attempt is counted in `metrics`.
+pub async fn run(
+    store: Store,
+    checkout: Checkout,
+    faults: Option<Faults>,
+    metrics: Metrics,
+    shutdown: watch::Receiver<bool>,
+) {
     let lease = checkout.config().key_lease;
     let deliver = move |message: Message| {
-        let (checkout, faults) = (checkout.clone(), faults.clone());
+        let (checkout, faults, metrics) = (checkout.clone(), faults.clone(), metrics.clone());
         async move {
-            checkout.deliver(&message.payload).await?;
+            let sent = checkout.deliver(&message.payload).await;
+            metrics.delivery_attempted(sent.is_ok());
+            sent?;
             if faults.is_some_and(|f| {
                 let p = f.get().crash_after_delivery;
                 p > 0.0 && fastrand::f64() < p

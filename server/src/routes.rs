@@ -49,6 +49,8 @@ pub fn router(state: AppState, config: &Config) -> Result<Router, ServeError> {
     let requests_per_address = AddressSlots::new(config.limits.max_requests_per_ip);
     let api = guarded(api, &state, &requests_per_address, BodyBudget::api(&config.limits))
         .merge(guarded(session, &state, &requests_per_address, BodyBudget::session(&config.limits)))
+        // Outermost, so a request refused by a limit has its span too.
+        .route_layer(middleware::from_fn(crate::telemetry::http_span))
         // Not counted against the limits, so they keep answering while the API is saturated.
         .route("/api/health", get(health))
         .route("/api/ready", get(ready))

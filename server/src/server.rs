@@ -51,6 +51,7 @@ pub struct RunningServer {
     shutdown: watch::Sender<bool>,
     server: JoinHandle<()>,
     background: Vec<JoinHandle<()>>,
+    metrics_addr: Option<SocketAddr>,
 }
 
 impl RunningServer {
@@ -62,6 +63,11 @@ impl RunningServer {
     /// `http://ADDR`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Where `GET /metrics` is served (with the real port), if it is (`--metrics-addr`).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// The store (tests use it to sweep or inspect).
@@ -143,6 +149,14 @@ pub async fn serve_with_store(config: Config, store: Store) -> Result<RunningSer
         limiter: Arc::clone(&limiter),
         api_slots: crate::limits::ApiSlots::new(&config.limits),
         checkout: checkout.clone(),
+        metrics: crate::metrics::Metrics::new(),
+    };
+    let metrics = state.metrics.clone();
+    let scrape = crate::scrape::Scrape {
+        metrics: metrics.clone(),
+        in_flight: state.in_flight.clone(),
+        store: store.clone(),
+        outbox: checkout.as_ref().is_some_and(|c| c.config().mail_url.is_some()),
     };
     let app = crate::routes::router(state, &config)?;
     let listener = TcpListener::bind(config.addr).await?;
@@ -150,7 +164,12 @@ pub async fn serve_with_store(config: Config, store: Store) -> Result<RunningSer
 
     let (shutdown, rx) = watch::channel(false);
     let server = tokio::spawn(accept_loop(listener, app, config.clone(), rx.clone()));
-    let sweeper = tokio::spawn(crate::sweep::run(store.clone(), config.retention, config.sweep_interval, rx));
+    let metrics_listener = match config.metrics_addr {
+        Some(addr) => Some(crate::scrape::serve(addr, scrape, rx.clone()).await?),
+        None => None,
+    };
+    let sweeper =
+        tokio::spawn(crate::sweep::run(store.clone(), config.retention, config.sweep_interval, metrics.clone(), rx));
     // The limiter keeps a bucket per account seen; forget the idle ones now and then.
     let forget = tokio::spawn(async move {
         let mut ticker = tokio::time::interval(Duration::from_secs(60));
@@ -161,10 +180,14 @@ pub async fn serve_with_store(config: Config, store: Store) -> Result<RunningSer
         }
     });
     let mut background = vec![sweeper, forget];
+    let metrics_addr = metrics_listener.map(|(addr, task)| {
+        background.push(task);
+        addr
+    });
     if let Some(checkout) = checkout {
-        background.extend(spawn_workers(&store, &checkout, faults.as_ref(), &shutdown));
+        background.extend(spawn_workers(&store, &checkout, faults.as_ref(), &metrics, &shutdown));
     }
-    Ok(RunningServer { addr, store, faults, sessions, shutdown, server, background })
+    Ok(RunningServer { addr, store, faults, sessions, shutdown, server, background, metrics_addr })
 }
 
 /// Accepts connections until `stop` turns true, then lets open connections finish (at most
@@ -242,6 +265,7 @@ fn spawn_workers(
     store: &Store,
     checkout: &crate::checkout::Checkout,
     faults: Option<&crate::faults::Faults>,
+    metrics: &crate::metrics::Metrics,
     shutdown: &watch::Sender<bool>,
 ) -> Vec<JoinHandle<()>> {
     // A quarter of the lease: a key left by a crash waits at most about 1.25 leases for its completion.
@@ -257,6 +281,7 @@ fn spawn_workers(
             store.clone(),
             checkout.clone(),
             faults.cloned(),
+            metrics.clone(),
             shutdown.subscribe(),
         )));
     }

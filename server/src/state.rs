@@ -37,6 +37,8 @@ pub struct AppState {
     pub api_slots: ApiSlots,
     /// The order flow through a payment provider and a mail receiver; `None`: one transaction per order.
     pub checkout: Option<crate::checkout::Checkout>,
+    /// The counters of `GET /metrics`.
+    pub metrics: crate::metrics::Metrics,
 }
 
 /// The per-account limiter for `limits`.

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::metrics::Metrics;
 use crate::store::{Store, StoreError};
 
 /// Deletes key rows created more than `retention` ago; returns how many.
@@ -17,10 +18,20 @@ pub async fn sweep_once(store: &Store, retention: Duration) -> Result<u64, Store
     store.sweep(retention).await
 }
 
-/// Sweeps every `interval` until `shutdown` turns true.
-pub async fn run(store: Store, retention: Duration, interval: Duration, shutdown: watch::Receiver<bool>) {
+/// Sweeps every `interval` until `shutdown` turns true; each success is noted in `metrics`.
+pub async fn run(
+    store: Store,
+    retention: Duration,
+    interval: Duration,
+    metrics: Metrics,
+    shutdown: watch::Receiver<bool>,
+) {
     idempotent_endpoint::periodic::every(interval, shutdown, || async {
-        match sweep_once(&store, retention).await {
+        let swept = sweep_once(&store, retention).await;
+        if swept.is_ok() {
+            metrics.swept();
+        }
+        match swept {
             Ok(0) => {}
             Ok(n) => tracing::info!(deleted = n, "swept expired idempotency keys"),
             Err(error) => tracing::warn!(%error, "sweep failed"),

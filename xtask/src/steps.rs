@@ -51,14 +51,14 @@ const WASM_CRATE: [&str; 4] = ["-p", "idempotent-fetch", "--target", "wasm32-unk
 
 fn clippy() -> Result {
     let lint = |args: &[&str]| run(cargo().arg("clippy").args(args).args(["--all-targets", "--", "-D", "warnings"]));
-    lint(&["--workspace"])?;
+    lint(&["--workspace", "--features", &format!("{SERVER_PACKAGE}/otel")])?;
     lint(&WASM_CRATE)?;
     OTHER_WORKSPACES.iter().try_for_each(|m| lint(&["--manifest-path", m]))
 }
 
 fn doc() -> Result {
     let rustdoc = |args: &[&str]| run(cargo().args(["doc", "--no-deps"]).args(args).env("RUSTDOCFLAGS", "-D warnings"));
-    rustdoc(&["--workspace"])?;
+    rustdoc(&["--workspace", "--features", &format!("{SERVER_PACKAGE}/otel")])?;
     rustdoc(&WASM_CRATE)
 }
 
@@ -101,9 +101,11 @@ fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
 }
 
 fn native_tests() -> Result {
-    run(cargo().args(["test", "--workspace", "--exclude", "xtask"]))?;
+    // The server with its `otel` feature in both runs, so it is built once and its OTLP test runs.
+    let otel = format!("{SERVER_PACKAGE}/otel");
+    run(cargo().args(["test", "--workspace", "--exclude", "xtask", "--features", &otel]))?;
     // The server's #[ignore]d tests need PostgreSQL, which the installers provide.
-    run(cargo().args(["test", "-p", SERVER_PACKAGE, "-p", LIBRARY_PACKAGE, "--", "--ignored"]))
+    run(cargo().args(["test", "-p", SERVER_PACKAGE, "-p", LIBRARY_PACKAGE, "--features", &otel, "--", "--ignored"]))
 }
 
 /// The module as the package links it: Cargo.toml lists only `rlib` (the wasm-bindgen-test suites link

@@ -14,15 +14,18 @@
 //! owns the transaction, never kept by the handler's future: a client that hangs up drops the handler, not the work,
 //! and the key must read `in_flight` for as long as the work can still commit.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 type Entry = (String, String);
+/// Each pair with the moment it entered, for [`InFlightKeys::oldest_age`].
+type Set = HashMap<Entry, Instant>;
 
 /// The `(scope, key)` pairs being processed. Cloning shares the set.
 #[derive(Debug, Clone, Default)]
 pub struct InFlightKeys {
-    keys: Arc<Mutex<HashSet<Entry>>>,
+    keys: Arc<Mutex<Set>>,
 }
 
 impl InFlightKeys {
@@ -30,15 +33,32 @@ impl InFlightKeys {
     /// drops.
     pub fn enter(&self, scope: &str, key: &str) -> Option<InFlightEntry> {
         let entry = (scope.to_owned(), key.to_owned());
-        if !lock(&self.keys).insert(entry.clone()) {
-            return None;
-        }
+        match lock(&self.keys).entry(entry.clone()) {
+            std::collections::hash_map::Entry::Occupied(_) => return None,
+            std::collections::hash_map::Entry::Vacant(vacant) => vacant.insert(Instant::now()),
+        };
         Some(InFlightEntry { keys: Arc::clone(&self.keys), entry })
     }
 
     /// Whether `(scope, key)` is in the set now.
     pub fn holds(&self, scope: &str, key: &str) -> bool {
-        lock(&self.keys).contains(&(scope.to_owned(), key.to_owned()))
+        lock(&self.keys).contains_key(&(scope.to_owned(), key.to_owned()))
+    }
+
+    /// How many keys are in the set now (a gauge for metrics).
+    pub fn len(&self) -> usize {
+        lock(&self.keys).len()
+    }
+
+    /// Whether the set is empty now.
+    pub fn is_empty(&self) -> bool {
+        lock(&self.keys).is_empty()
+    }
+
+    /// How long the key that entered first of those in the set now has been in it; `None` when it is empty.
+    /// One pass over the set: meant for a metrics scrape, not for every request.
+    pub fn oldest_age(&self) -> Option<Duration> {
+        lock(&self.keys).values().min().map(Instant::elapsed)
     }
 }
 
@@ -46,7 +66,7 @@ impl InFlightKeys {
 /// drop (also when the task holding it unwinds).
 #[derive(Debug)]
 pub struct InFlightEntry {
-    keys: Arc<Mutex<HashSet<Entry>>>,
+    keys: Arc<Mutex<Set>>,
     entry: Entry,
 }
 
@@ -58,7 +78,7 @@ impl Drop for InFlightEntry {
 
 /// The set, even if a thread panicked while holding its mutex: every operation on it is a single insert,
 /// lookup or removal, so it is never left half changed.
-fn lock(keys: &Mutex<HashSet<Entry>>) -> MutexGuard<'_, HashSet<Entry>> {
+fn lock(keys: &Mutex<Set>) -> MutexGuard<'_, Set> {
     keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
@@ -77,5 +97,20 @@ mod tests {
         drop(first);
         assert!(!keys.holds("s", "k"));
         assert!(keys.enter("s", "k").is_some());
+    }
+
+    #[test]
+    fn counts_its_keys_and_ages_the_oldest() {
+        let keys = InFlightKeys::default();
+        assert_eq!((keys.len(), keys.oldest_age()), (0, None));
+        let first = keys.enter("s", "a");
+        std::thread::sleep(Duration::from_millis(20));
+        let second = keys.enter("s", "b");
+        assert_eq!(keys.len(), 2);
+        assert!(keys.oldest_age().is_some_and(|age| age >= Duration::from_millis(20)), "the first key's age");
+        drop(first);
+        assert!(keys.oldest_age().is_some_and(|age| age < Duration::from_millis(20)), "now the second's");
+        drop(second);
+        assert!(keys.is_empty());
     }
 }

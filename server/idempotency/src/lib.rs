@@ -132,7 +132,7 @@ pub mod sqlite;
 pub mod status;
 
 pub use error::{RunError, StoreError};
-pub use fingerprint::fingerprint;
+pub use fingerprint::{fingerprint, key_hash};
 pub use key::{IdempotencyKey, KeyError, IDEMPOTENCY_KEY_HEADER};
 pub use outcome::{Outcome, FENCED_FINGERPRINT, IN_FLIGHT_RETRY_AFTER_SECS};
 pub use problem::Problem;

@@ -450,7 +450,16 @@ impl Worker {
         }
         let results: Vec<(Claimed, Result<(), String>)> = stream::iter(claimed)
             .map(|claimed| {
-                let delivery = deliver(claimed.message.clone());
+                // One span per delivery attempt (OpenTelemetry's messaging conventions), under the worker's span.
+                let span = tracing::info_span!(
+                    "outbox.deliver",
+                    otel.kind = "producer",
+                    messaging.operation.type = "send",
+                    messaging.message.id = %claimed.message.id,
+                    messaging.destination.name = %claimed.message.topic,
+                    outbox.attempt = claimed.attempts,
+                );
+                let delivery = tracing::Instrument::instrument(deliver(claimed.message.clone()), span);
                 async move {
                     let sent = match tokio::time::timeout_at(deadline, delivery).await {
                         Ok(sent) => sent,

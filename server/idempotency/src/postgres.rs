@@ -69,6 +69,11 @@ pub async fn install(client: &impl GenericClient) -> Result<(), StoreError> {
 /// returned future rolls the transaction back (the key reads `unknown` again); [`run_spawned`] does not.
 /// Its claim waits for a key row only while phased work ([`crate::phases::postgres`]) holds the same key;
 /// if the session's `statement_timeout` ends that wait, nothing was done: [`StoreError::KeyBusy`].
+#[tracing::instrument(
+    name = "idempotency.transaction",
+    skip_all,
+    fields(db.system.name = "postgresql", idempotency.key_hash = %crate::key_hash(request.key.as_str())),
+)]
 pub async fn run<E, F>(
     client: &mut Client,
     request: &KeyedRequest,

@@ -116,6 +116,12 @@ pub fn run_in<E>(
     retention: Duration,
     work: impl FnOnce(&Transaction<'_>) -> Result<StoredResponse, E>,
 ) -> Result<Outcome, RunError<E>> {
+    let _span = tracing::info_span!(
+        "idempotency.transaction",
+        db.system.name = "sqlite",
+        idempotency.key_hash = %crate::key_hash(request.key.as_str()),
+    )
+    .entered();
     check_scope(&request.scope)?;
     let now = unix_now();
     let tx = begin_key_tx(conn)?;
@@ -283,7 +289,11 @@ impl SqliteKeys {
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let conn = Arc::clone(&self.conn);
-        tokio::task::spawn_blocking(move || f(&mut lock(&conn))).await.map_err(|e| StoreError::Task(e.to_string()))?
+        // The blocking thread has no current span: the caller's goes along, so the work's spans nest under it.
+        let span = tracing::Span::current();
+        tokio::task::spawn_blocking(move || span.in_scope(|| f(&mut lock(&conn))))
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))?
     }
 
     /// [`run_in`] on the shared connection. The work runs on a blocking thread inside the transaction: it
@@ -303,7 +313,9 @@ impl SqliteKeys {
         let conn = Arc::clone(&self.conn);
         let retention = self.retention;
         // The in-flight entry moves into the task that owns the transaction, and drops after its commit or rollback.
+        let span = tracing::Span::current();
         tokio::task::spawn_blocking(move || {
+            let _caller = span.enter();
             let outcome = run_in(&mut lock(&conn), &request, retention, work);
             drop(entry);
             outcome

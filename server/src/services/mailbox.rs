@@ -107,7 +107,8 @@ pub async fn start(addr: SocketAddr, db: &str, enable_faults: bool) -> Result<Ru
     let state = Mailbox { inbox, faults, _sweeping: Arc::new(sweeping) };
     let mut app = Router::new()
         .route(MESSAGES_PATH, get(list).post(receive))
-        .route("/health", get(|| async { Json(serde_json::json!({ "status": "ok" })) }));
+        .route("/health", get(|| async { Json(serde_json::json!({ "status": "ok" })) }))
+        .route("/metrics", get(metrics));
     if state.faults.is_some() {
         app = app.route("/faults", get(get_faults).put(put_faults));
     }
@@ -178,6 +179,22 @@ async fn receive(State(mailbox): State<Mailbox>, body: Bytes) -> Result<Response
         return Ok((StatusCode::OK, Json(serde_json::json!({ "id": id, "duplicate": true }))).into_response());
     }
     Ok(received.into_response())
+}
+
+/// `GET /metrics`: the re-deliveries refused in all (the `duplicates_refused` of every message).
+async fn metrics(State(mailbox): State<Mailbox>) -> Result<Response, Problem> {
+    let refused: i64 = mailbox
+        .inbox
+        .with_conn(|conn| {
+            Ok(conn.query_row("SELECT coalesce(sum(duplicates_refused), 0) FROM messages", [], |row| row.get(0))?)
+        })
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, "reading the refused re-deliveries failed");
+            Problem::internal()
+        })?;
+    let text = crate::metrics::inbox_text(u64::try_from(refused).unwrap_or(0)).map_err(|_| Problem::internal())?;
+    Ok(([(axum::http::header::CONTENT_TYPE, crate::metrics::OPENMETRICS_CONTENT_TYPE)], text).into_response())
 }
 
 /// The library's store error as the server's (opening the receiver's database).

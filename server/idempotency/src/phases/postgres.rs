@@ -25,6 +25,7 @@ use crate::retention::{unix_now, unix_now_ms};
 pub type StepFuture<'a, E> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), E>> + Send + 'a>>;
 
 /// Starts (or takes over) the phased work of a keyed request, holding the row for `lease`.
+#[tracing::instrument(name = "idempotency.phase", skip_all, fields(idempotency.phase = "begin"))]
 pub async fn begin(
     client: &mut Client,
     request: &KeyedRequest,
@@ -87,6 +88,7 @@ async fn check_lease(tx: &Transaction<'_>, held: &Held) -> Result<(), StoreError
 /// One step: checks the lease, runs `work` (the app's rows for this step) and moves the row to `point`,
 /// renewing the lease, in one transaction. A lease taken over by another caller is
 /// [`StoreError::LeaseLost`] and nothing is written.
+#[tracing::instrument(name = "idempotency.phase", skip_all, fields(idempotency.phase = point))]
 pub async fn advance<E, F>(
     client: &mut Client,
     held: &mut Held,
@@ -111,6 +113,7 @@ where
 
 /// The last step: checks the lease, runs `work` and stores its answer (replayed from then on), in one
 /// transaction.
+#[tracing::instrument(name = "idempotency.phase", skip_all, fields(idempotency.phase = FINISHED))]
 pub async fn finish<E, F>(client: &mut Client, held: Held, work: F) -> Result<Outcome, RunError<E>>
 where
     F: for<'t> FnOnce(&'t Transaction<'t>) -> WorkFuture<'t, E>,

@@ -81,6 +81,7 @@ fn check_lease(tx: &Transaction<'_>, held: &Held) -> Result<(), StoreError> {
 
 impl SqliteKeys {
     /// Starts (or takes over) the phased work of a keyed request, holding the row for `lease`.
+    #[tracing::instrument(name = "idempotency.phase", skip_all, fields(idempotency.phase = "begin"))]
     pub async fn begin(&self, request: KeyedRequest, lease: Duration) -> Result<Begun, StoreError> {
         let retention = self.retention();
         self.with_conn(move |conn| begin_in(conn, &request, retention, lease)).await
@@ -89,6 +90,7 @@ impl SqliteKeys {
     /// One step: in one transaction, checks the lease, runs `work` (the app's rows for this step) and moves
     /// the row to `point`, renewing the lease for `lease`. A lease taken over by another caller is
     /// [`StoreError::LeaseLost`] and nothing is written.
+    #[tracing::instrument(name = "idempotency.phase", skip_all, fields(idempotency.phase = point))]
     pub async fn advance<E, F>(&self, held: &mut Held, point: &str, lease: Duration, work: F) -> Result<(), RunError<E>>
     where
         E: Send + 'static,
@@ -116,6 +118,7 @@ impl SqliteKeys {
 
     /// The last step: in one transaction, checks the lease, runs `work` and stores its answer, which every
     /// later request with the key replays.
+    #[tracing::instrument(name = "idempotency.phase", skip_all, fields(idempotency.phase = FINISHED))]
     pub async fn finish<E, F>(&self, held: Held, work: F) -> Result<Outcome, RunError<E>>
     where
         E: Send + 'static,
