@@ -121,6 +121,21 @@ describe("node-postgres on PostgreSQL", () => {
     }
   });
 
+  it("a pool in node-postgres's pipeline mode (which takes no batch) runs the statements one by one", async () => {
+    const piped = new pg.Pool({ connectionString: url, max: 1, pipeline: true });
+    try {
+      const own = idempotentEndpoint({ database: piped, scope: `pipeline-${randomUUID()}` });
+      for (let i = 0; i < 2; i++) {
+        const key = randomUUID();
+        assert.equal((await own.run(keyed(key), orderHandler(key))).outcome, "fresh");
+        assert.equal((await own.run(keyed(key), orderHandler(key))).outcome, "replay");
+        assert.equal(await count("SELECT count(*)::int AS n FROM orders WHERE idempotency_key = $1", [key]), 1);
+      }
+    } finally {
+      await piped.end();
+    }
+  });
+
   it("an answer that fails to store rolls back the handler's rows and the key row; the connection serves the next request", async () => {
     const scope = `answer-fails-${randomUUID()}`;
     const one = new pg.Pool({ connectionString: url, max: 1 });
