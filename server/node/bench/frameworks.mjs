@@ -10,10 +10,17 @@
 // "next" is idempotent-endpoint/next's route handler served as Next calls it (a web Request in, a Response
 // out) on @hono/node-server, not a `next start` server. The "no HTTP" row is `endpoint.run` against the
 // same order in a transaction of its own, called in this process on PostgreSQL: the key row's own cost.
-import { spawn } from "node:child_process";
+// The reference row, "express-idempotency" on PostgreSQL, is the same order behind the registry's
+// express-idempotency with its Redis adapter (the key in Redis, outside the order's transaction); it runs
+// when redis-server is on PATH and both packages are installed, else the bench says why it skipped it:
+//   apt-get install redis-server
+//   (cd server/node && npm install --no-save express-idempotency@1.0.6 express-idempotency-redis-adapter@1.0.8)
+import { spawn, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
 import http from "node:http";
+import net from "node:net";
 import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -25,7 +32,7 @@ const ORDERS = "CREATE TABLE IF NOT EXISTS orders (id SERIAL PRIMARY KEY, sku TE
 const BODY = JSON.stringify({ sku: "mug" });
 
 /** The child: `framework` serving POST /protected and POST /plain on the database `spec`; prints its port. */
-async function serve(framework, spec) {
+async function serve(framework, spec, redisUrl) {
   const { idempotentEndpoint } = await import("idempotent-endpoint");
   let database;
   if (spec.startsWith("pglite:")) {
@@ -43,7 +50,29 @@ async function serve(framework, spec) {
   /** The unprotected route's work: the order in a transaction of its own. */
   const plain = (json) => endpoint.store.transaction(async (q) => ({ commit: true, value: await order(q, json) }));
   let port;
-  if (framework === "express") {
+  if (framework === "express-idempotency") {
+    const { default: express } = await import("express");
+    const lib = await import("express-idempotency");
+    const { idempotency, getSharedIdempotencyService } = lib.default ?? lib;
+    const adapter = await import("express-idempotency-redis-adapter");
+    const RedisAdapter = adapter.default?.default ?? adapter.default;
+    const dataAdapter = new RedisAdapter({ connectionConfig: { url: redisUrl } });
+    await dataAdapter.connect();
+    const app = express();
+    // Its intent check compares the parsed body, so the body parser goes first, as its README shows.
+    app.post("/protected", express.json(), idempotency({ dataAdapter }), async (req, res) => {
+      if (getSharedIdempotencyService().isHit(req)) return;
+      const { status, body } = await plain(req.body);
+      res.status(status).json(body);
+    });
+    app.post("/plain", express.json(), async (req, res) => {
+      const { status, body } = await plain(req.body);
+      res.status(status).json(body);
+    });
+    port = await new Promise((resolve) => {
+      const s = app.listen(0, "127.0.0.1", () => resolve(s.address().port));
+    });
+  } else if (framework === "express") {
     const { default: express } = await import("express");
     const { idempotent } = await import("idempotent-endpoint");
     const app = express();
@@ -105,8 +134,8 @@ async function serve(framework, spec) {
 }
 
 /** Starts a server child; resolves to its base URL and the child. */
-function startServer(framework, spec) {
-  const child = spawn(process.execPath, [HERE, "--serve", framework, spec], { stdio: ["ignore", "pipe", "inherit"] });
+function startServer(framework, spec, redisUrl = "") {
+  const child = spawn(process.execPath, [HERE, "--serve", framework, spec, redisUrl], { stdio: ["ignore", "pipe", "inherit"] });
   return new Promise((resolve, reject) => {
     let out = "";
     child.on("exit", (code) => reject(new Error(`${framework} server exited ${code}`)));
@@ -197,6 +226,53 @@ function summary(latencies, seconds) {
   return { rps: latencies.length / seconds, p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
 }
 
+/** Why the reference row cannot run here, or null when redis-server and both packages are there. */
+function referenceMissing() {
+  if (spawnSync("redis-server", ["--version"]).status !== 0) return "redis-server is not on PATH (apt-get install redis-server)";
+  const require = createRequire(import.meta.url);
+  for (const name of ["express-idempotency", "express-idempotency-redis-adapter"]) {
+    try {
+      require.resolve(name);
+    } catch {
+      return `${name} is not installed (cd server/node && npm install --no-save express-idempotency@1.0.6 express-idempotency-redis-adapter@1.0.8)`;
+    }
+  }
+  return null;
+}
+
+/** A throwaway redis-server on a free port, keeping nothing on disk; resolves once it accepts connections. */
+async function startRedis() {
+  const port = await new Promise((resolve) => {
+    const s = net.createServer().listen(0, "127.0.0.1", () => {
+      const { port: free } = s.address();
+      s.close(() => resolve(free));
+    });
+  });
+  const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdio: "ignore" });
+  for (let i = 0; i < 100; i++) {
+    const up = await new Promise((resolve) => {
+      const socket = net.connect(port, "127.0.0.1", () => (socket.end(), resolve(true)));
+      socket.on("error", () => resolve(false));
+    });
+    if (up) return { child, url: `redis://127.0.0.1:${port}` };
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  child.kill("SIGTERM");
+  throw new Error("redis-server did not start");
+}
+
+/** `framework`'s server on `spec`, both routes measured: a row. */
+async function measure(framework, db, spec, seconds, rounds, concurrency, redisUrl) {
+  const { child, base } = await startServer(framework, spec, redisUrl);
+  try {
+    const got = await alternate((route, s) => round(`${base}/${route}`, s, concurrency), seconds, rounds);
+    console.error(`${framework} on ${db}: done`);
+    return { framework, db, p: summary(got.protected, seconds * rounds), u: summary(got.plain, seconds * rounds) };
+  } finally {
+    child.kill("SIGTERM");
+  }
+}
+
 async function main() {
   const { values } = parseArgs({ options: { seconds: { type: "string", default: "2" }, rounds: { type: "string", default: "3" }, concurrency: { type: "string", default: "8" } } });
   const seconds = Number(values.seconds);
@@ -206,6 +282,7 @@ async function main() {
   const cluster = await startCluster();
   const dir = mkdtempSync(path.join(tmpdir(), "idempotent-endpoint-bench-"));
   const rows = [];
+  const notes = [];
   const load = [loadavg()[0]];
   try {
     cluster.createDatabase("no_http");
@@ -220,18 +297,19 @@ async function main() {
           cluster.createDatabase(name);
           spec = cluster.url(name);
         } else spec = `pglite:${path.join(dir, name)}`;
-        const { child, base } = await startServer(framework, spec);
-        try {
-          const got = await alternate((route, s) => round(`${base}/${route}`, s, concurrency), seconds, rounds);
-          const p = summary(got.protected, seconds * rounds);
-          const u = summary(got.plain, seconds * rounds);
-          rows.push({ framework, db, p, u });
-          console.error(`${framework} on ${db}: done`);
-        } finally {
-          child.kill("SIGTERM");
-        }
+        rows.push(await measure(framework, db, spec, seconds, rounds, concurrency));
       }
     }
+    const missing = referenceMissing();
+    if (missing === null) {
+      const redis = await startRedis();
+      try {
+        cluster.createDatabase("reference");
+        rows.push(await measure("express-idempotency", "postgres", cluster.url("reference"), seconds, rounds, concurrency, redis.url));
+      } finally {
+        redis.child.kill("SIGTERM");
+      }
+    } else notes.push(`reference row (express-idempotency + Redis) skipped: ${missing}`);
     load.push(loadavg()[0]);
   } finally {
     cluster.stop();
@@ -244,10 +322,11 @@ async function main() {
   for (const { framework, db, p, u } of rows) {
     console.log(`| ${framework} | ${db} | ${p.rps.toFixed(0)} | ${f(p.p50)} | ${f(p.p99)} | ${u.rps.toFixed(0)} | ${f(u.p50)} | ${f(u.p99)} | ${(p.p50 / u.p50).toFixed(2)}x | ${(p.p50 - u.p50).toFixed(2)} | ${(p.rps / u.rps).toFixed(2)}x |`);
   }
+  for (const note of notes) console.log(note);
   const over = rows.filter((r) => r.db === "postgres" && FRAMEWORKS.includes(r.framework) && r.p.p50 / r.u.p50 > 1.5);
   console.log(over.length === 0 ? "bar met: protected p50 <= 1.5x unprotected p50 on PostgreSQL for every framework" : `bar missed on PostgreSQL: ${over.map((r) => r.framework).join(", ")}`);
   process.exitCode = over.length === 0 ? 0 : 1;
 }
 
-if (process.argv[2] === "--serve") await serve(process.argv[3], process.argv[4]);
+if (process.argv[2] === "--serve") await serve(process.argv[3], process.argv[4], process.argv[5]);
 else await main();
