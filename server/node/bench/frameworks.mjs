@@ -8,12 +8,20 @@
 //
 // Needs the built package (node server/node/build.mjs) and PostgreSQL binaries (IF_PG_BINDIR or PATH).
 // "next" is idempotent-endpoint/next's route handler served as Next calls it (a web Request in, a Response
-// out) on @hono/node-server, not a `next start` server.
-import { spawn } from "node:child_process";
+// out) on @hono/node-server, not a `next start` server. The "no HTTP" row is `endpoint.run` against the
+// same order in a transaction of its own, called in this process on PostgreSQL: the key row's own cost.
+// The reference row, "express-idempotency" on PostgreSQL, is the same order behind the registry's
+// express-idempotency with its Redis adapter (the key in Redis, outside the order's transaction); it runs
+// when redis-server is on PATH and both packages are installed, else the bench says why it skipped it:
+//   apt-get install redis-server
+//   (cd server/node && npm install --no-save express-idempotency@1.0.6 express-idempotency-redis-adapter@1.0.8)
+import { spawn, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
 import http from "node:http";
-import { tmpdir } from "node:os";
+import net from "node:net";
+import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
@@ -24,7 +32,7 @@ const ORDERS = "CREATE TABLE IF NOT EXISTS orders (id SERIAL PRIMARY KEY, sku TE
 const BODY = JSON.stringify({ sku: "mug" });
 
 /** The child: `framework` serving POST /protected and POST /plain on the database `spec`; prints its port. */
-async function serve(framework, spec) {
+async function serve(framework, spec, redisUrl) {
   const { idempotentEndpoint } = await import("idempotent-endpoint");
   let database;
   if (spec.startsWith("pglite:")) {
@@ -42,7 +50,29 @@ async function serve(framework, spec) {
   /** The unprotected route's work: the order in a transaction of its own. */
   const plain = (json) => endpoint.store.transaction(async (q) => ({ commit: true, value: await order(q, json) }));
   let port;
-  if (framework === "express") {
+  if (framework === "express-idempotency") {
+    const { default: express } = await import("express");
+    const lib = await import("express-idempotency");
+    const { idempotency, getSharedIdempotencyService } = lib.default ?? lib;
+    const adapter = await import("express-idempotency-redis-adapter");
+    const RedisAdapter = adapter.default?.default ?? adapter.default;
+    const dataAdapter = new RedisAdapter({ connectionConfig: { url: redisUrl } });
+    await dataAdapter.connect();
+    const app = express();
+    // Its intent check compares the parsed body, so the body parser goes first, as its README shows.
+    app.post("/protected", express.json(), idempotency({ dataAdapter }), async (req, res) => {
+      if (getSharedIdempotencyService().isHit(req)) return;
+      const { status, body } = await plain(req.body);
+      res.status(status).json(body);
+    });
+    app.post("/plain", express.json(), async (req, res) => {
+      const { status, body } = await plain(req.body);
+      res.status(status).json(body);
+    });
+    port = await new Promise((resolve) => {
+      const s = app.listen(0, "127.0.0.1", () => resolve(s.address().port));
+    });
+  } else if (framework === "express") {
     const { default: express } = await import("express");
     const { idempotent } = await import("idempotent-endpoint");
     const app = express();
@@ -104,8 +134,8 @@ async function serve(framework, spec) {
 }
 
 /** Starts a server child; resolves to its base URL and the child. */
-function startServer(framework, spec) {
-  const child = spawn(process.execPath, [HERE, "--serve", framework, spec], { stdio: ["ignore", "pipe", "inherit"] });
+function startServer(framework, spec, redisUrl = "") {
+  const child = spawn(process.execPath, [HERE, "--serve", framework, spec, redisUrl], { stdio: ["ignore", "pipe", "inherit"] });
   return new Promise((resolve, reject) => {
     let out = "";
     child.on("exit", (code) => reject(new Error(`${framework} server exited ${code}`)));
@@ -129,18 +159,64 @@ function post(agent, url) {
   });
 }
 
-/** `concurrency` loops posting to `url` for `seconds`; the latencies of every request. */
-async function round(url, seconds, concurrency) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+/** `concurrency` loops calling `one()` for `seconds`; the latencies of every call. */
+async function loops(one, seconds, concurrency) {
   const until = performance.now() + seconds * 1000;
   const latencies = [];
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
-      while (performance.now() < until) latencies.push(await post(agent, url));
+      while (performance.now() < until) {
+        const started = performance.now();
+        await one();
+        latencies.push(performance.now() - started);
+      }
     }),
   );
+  return latencies;
+}
+
+/** `concurrency` loops posting to `url` for `seconds`; the latencies of every request. */
+async function round(url, seconds, concurrency) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+  const latencies = await loops(() => post(agent, url), seconds, concurrency);
   agent.destroy();
   return latencies;
+}
+
+/** `endpoint.run` (a fresh key, the order in the key row's transaction) against the order in a transaction of its own, without HTTP. */
+async function noHttp(url, seconds, rounds, concurrency) {
+  const { default: pg } = await import("pg");
+  const { idempotentEndpoint } = await import("idempotent-endpoint");
+  const pool = new pg.Pool({ connectionString: url, max: 16 });
+  try {
+    const endpoint = idempotentEndpoint({ database: pool });
+    await endpoint.install();
+    await pool.query(ORDERS);
+    const order = async (q) => ({ status: 201, body: { id: (await q.query("INSERT INTO orders (sku) VALUES ($1) RETURNING id", ["mug"])).rows[0].id } });
+    const body = new TextEncoder().encode(BODY);
+    const routes = {
+      protected: async () => {
+        const { outcome } = await endpoint.run({ method: "POST", path: "/protected", keyHeader: [randomUUID()], body }, order);
+        if (outcome !== "fresh") throw new Error(`endpoint.run: ${outcome}`);
+      },
+      plain: () => endpoint.store.transaction(async (q) => ({ commit: true, value: await order(q) })),
+    };
+    return await alternate((route, s) => loops(routes[route], s, concurrency), seconds, rounds);
+  } finally {
+    await pool.end();
+  }
+}
+
+/** A warm-up of each route, then `rounds` alternating rounds of `seconds` each: the latencies per route. */
+async function alternate(measure, seconds, rounds) {
+  await measure("protected", 0.5);
+  await measure("plain", 0.5);
+  const got = { protected: [], plain: [] };
+  for (let r = 0; r < rounds; r++) {
+    const order = r % 2 === 0 ? ["protected", "plain"] : ["plain", "protected"];
+    for (const route of order) got[route].push(...(await measure(route, seconds)));
+  }
+  return got;
 }
 
 const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
@@ -148,6 +224,53 @@ const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(
 function summary(latencies, seconds) {
   const sorted = [...latencies].sort((a, b) => a - b);
   return { rps: latencies.length / seconds, p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+}
+
+/** Why the reference row cannot run here, or null when redis-server and both packages are there. */
+function referenceMissing() {
+  if (spawnSync("redis-server", ["--version"]).status !== 0) return "redis-server is not on PATH (apt-get install redis-server)";
+  const require = createRequire(import.meta.url);
+  for (const name of ["express-idempotency", "express-idempotency-redis-adapter"]) {
+    try {
+      require.resolve(name);
+    } catch {
+      return `${name} is not installed (cd server/node && npm install --no-save express-idempotency@1.0.6 express-idempotency-redis-adapter@1.0.8)`;
+    }
+  }
+  return null;
+}
+
+/** A throwaway redis-server on a free port, keeping nothing on disk; resolves once it accepts connections. */
+async function startRedis() {
+  const port = await new Promise((resolve) => {
+    const s = net.createServer().listen(0, "127.0.0.1", () => {
+      const { port: free } = s.address();
+      s.close(() => resolve(free));
+    });
+  });
+  const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdio: "ignore" });
+  for (let i = 0; i < 100; i++) {
+    const up = await new Promise((resolve) => {
+      const socket = net.connect(port, "127.0.0.1", () => (socket.end(), resolve(true)));
+      socket.on("error", () => resolve(false));
+    });
+    if (up) return { child, url: `redis://127.0.0.1:${port}` };
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  child.kill("SIGTERM");
+  throw new Error("redis-server did not start");
+}
+
+/** `framework`'s server on `spec`, both routes measured: a row. */
+async function measure(framework, db, spec, seconds, rounds, concurrency, redisUrl) {
+  const { child, base } = await startServer(framework, spec, redisUrl);
+  try {
+    const got = await alternate((route, s) => round(`${base}/${route}`, s, concurrency), seconds, rounds);
+    console.error(`${framework} on ${db}: done`);
+    return { framework, db, p: summary(got.protected, seconds * rounds), u: summary(got.plain, seconds * rounds) };
+  } finally {
+    child.kill("SIGTERM");
+  }
 }
 
 async function main() {
@@ -159,7 +282,13 @@ async function main() {
   const cluster = await startCluster();
   const dir = mkdtempSync(path.join(tmpdir(), "idempotent-endpoint-bench-"));
   const rows = [];
+  const notes = [];
+  const load = [loadavg()[0]];
   try {
+    cluster.createDatabase("no_http");
+    const got = await noHttp(cluster.url("no_http"), seconds, rounds, concurrency);
+    rows.push({ framework: "(no HTTP)", db: "postgres", p: summary(got.protected, seconds * rounds), u: summary(got.plain, seconds * rounds) });
+    console.error("endpoint.run without HTTP: done");
     for (const db of ["postgres", "pglite"]) {
       for (const framework of FRAMEWORKS) {
         const name = `${framework}_${db}`.replace(/[^a-z_]/g, "");
@@ -168,39 +297,36 @@ async function main() {
           cluster.createDatabase(name);
           spec = cluster.url(name);
         } else spec = `pglite:${path.join(dir, name)}`;
-        const { child, base } = await startServer(framework, spec);
-        try {
-          await round(`${base}/protected`, 0.5, concurrency); // warm-up, both routes
-          await round(`${base}/plain`, 0.5, concurrency);
-          const got = { protected: [], plain: [] };
-          for (let r = 0; r < rounds; r++) {
-            const order = r % 2 === 0 ? ["protected", "plain"] : ["plain", "protected"];
-            for (const route of order) got[route].push(...(await round(`${base}/${route}`, seconds, concurrency)));
-          }
-          const p = summary(got.protected, seconds * rounds);
-          const u = summary(got.plain, seconds * rounds);
-          rows.push({ framework, db, p, u });
-          console.error(`${framework} on ${db}: done`);
-        } finally {
-          child.kill("SIGTERM");
-        }
+        rows.push(await measure(framework, db, spec, seconds, rounds, concurrency));
       }
     }
+    const missing = referenceMissing();
+    if (missing === null) {
+      const redis = await startRedis();
+      try {
+        cluster.createDatabase("reference");
+        rows.push(await measure("express-idempotency", "postgres", cluster.url("reference"), seconds, rounds, concurrency, redis.url));
+      } finally {
+        redis.child.kill("SIGTERM");
+      }
+    } else notes.push(`reference row (express-idempotency + Redis) skipped: ${missing}`);
+    load.push(loadavg()[0]);
   } finally {
     cluster.stop();
     rmSync(dir, { recursive: true, force: true });
   }
-  const f = (n) => n.toFixed(1);
-  console.log(`node ${process.version}, ${concurrency} connections, ${rounds} alternating rounds of ${seconds} s per route; each request a fresh key`);
-  console.log("| framework | database | protected req/s | p50 ms | p99 ms | unprotected req/s | p50 ms | p99 ms | p50 ratio | req/s ratio |");
-  console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+  const f = (n) => n.toFixed(2);
+  console.log(`node ${process.version}, ${concurrency} connections, ${rounds} alternating rounds of ${seconds} s per route; each request a fresh key; load average ${load.map((l) => l.toFixed(1)).join(" -> ")}`);
+  console.log("| framework | database | protected req/s | p50 ms | p99 ms | unprotected req/s | p50 ms | p99 ms | p50 ratio | p50 added ms | req/s ratio |");
+  console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const { framework, db, p, u } of rows) {
-    console.log(`| ${framework} | ${db} | ${p.rps.toFixed(0)} | ${f(p.p50)} | ${f(p.p99)} | ${u.rps.toFixed(0)} | ${f(u.p50)} | ${f(u.p99)} | ${(p.p50 / u.p50).toFixed(2)}x | ${(p.rps / u.rps).toFixed(2)}x |`);
+    console.log(`| ${framework} | ${db} | ${p.rps.toFixed(0)} | ${f(p.p50)} | ${f(p.p99)} | ${u.rps.toFixed(0)} | ${f(u.p50)} | ${f(u.p99)} | ${(p.p50 / u.p50).toFixed(2)}x | ${(p.p50 - u.p50).toFixed(2)} | ${(p.rps / u.rps).toFixed(2)}x |`);
   }
-  const over = rows.filter((r) => r.db === "postgres" && r.p.p50 / r.u.p50 > 1.5);
+  for (const note of notes) console.log(note);
+  const over = rows.filter((r) => r.db === "postgres" && FRAMEWORKS.includes(r.framework) && r.p.p50 / r.u.p50 > 1.5);
   console.log(over.length === 0 ? "bar met: protected p50 <= 1.5x unprotected p50 on PostgreSQL for every framework" : `bar missed on PostgreSQL: ${over.map((r) => r.framework).join(", ")}`);
   process.exitCode = over.length === 0 ? 0 : 1;
 }
 
-if (process.argv[2] === "--serve") await serve(process.argv[3], process.argv[4]);
+if (process.argv[2] === "--serve") await serve(process.argv[3], process.argv[4], process.argv[5]);
 else await main();

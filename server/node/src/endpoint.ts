@@ -6,7 +6,7 @@ import type { Pool, PoolClient } from "pg";
 
 import * as core from "./core.js";
 import type { Answer } from "./core.js";
-import { pgliteStore, pgStore, type PgStoreOptions, type Queryable, type Store } from "./store.js";
+import { pgliteStore, pgStore, type PgStoreOptions, type Queryable, type Result, type Statement, type Store } from "./store.js";
 
 /** What the app's handler answers: the status, a JSON body (or text), optional headers. */
 export interface HandlerAnswer {
@@ -64,8 +64,9 @@ export interface IdempotentEndpoint<Tx> {
   /** Creates the key table (`idempotency_records`, the Rust library's schema) if missing. */
   install(): Promise<void>;
   /**
-   * One keyed request: BEGIN; the key's in-flight mark and the key row, in one statement; for a new key, `handler(tx)` with the
-   * open transaction, its answer stored on the key row; COMMIT. A key seen before is answered without the
+   * One keyed request: BEGIN with the key's in-flight mark and the key row (one statement); for a new key,
+   * `handler(tx)` with the open transaction, then its answer stored on the key row with COMMIT (on
+   * PostgreSQL each pair in one round trip). A key seen before is answered without the
    * handler: the replay, 422, 409 with `Retry-After`, or 410. When the handler throws, its rows and the
    * key row roll back together and the error is rethrown (a retry with the same key does the work).
    */
@@ -146,13 +147,15 @@ export function idempotentEndpoint(options: EndpointOptions<unknown>): Idempoten
   };
 
   /**
-   * Takes the key's in-flight mark in `q`'s transaction and, holding it, inserts the key row or replaces an
-   * expired one, in one statement: `held` false while another transaction holds the mark (nothing written);
-   * `claimed` false when a live row is there.
+   * The statement that takes the key's in-flight mark in its transaction and, holding it, inserts the key
+   * row or replaces an expired one: `held` false while another transaction holds the mark (nothing
+   * written); `claimed` false when a live row is there.
    */
-  const claim = async (q: Queryable, scope: string, key: string, fp: string): Promise<{ held: boolean; claimed: boolean }> => {
+  const claim = (scope: string, key: string, fp: string): Statement => {
     const t = now();
-    const r = await q.query(sql.claimKey, [core.lockName(scope, key), scope, key, fp, t, core.expiredBefore(t, retention)]);
+    return { text: sql.claimKey, params: [core.lockName(scope, key), scope, key, fp, t, core.expiredBefore(t, retention)] };
+  };
+  const claimed = (r: Result): { held: boolean; claimed: boolean } => {
     const row = r.rows[0];
     return { held: row?.["held"] === true, claimed: row?.["claimed"] === true };
   };
@@ -187,11 +190,12 @@ export function idempotentEndpoint(options: EndpointOptions<unknown>): Idempoten
       const { key } = parsed;
       const scope = scopeOf(request.scope);
       const fp = core.fingerprint(request.method, request.path, request.body);
+      const claiming = claim(scope, key, fp);
       const done = await entered(scope, key, () =>
-        store.transaction<RunResult>(async (q, tx) => {
-          const { held, claimed } = await claim(q, scope, key, fp);
+        store.transaction<RunResult>(async (q, tx, opened) => {
+          const { held, claimed: inserted } = claimed(opened ?? (await q.query(claiming.text, claiming.params)));
           if (!held) return { commit: false, value: { answer: core.inFlightAnswer(), outcome: "in_flight" } };
-          if (!claimed) {
+          if (!inserted) {
             const row = (await q.query(sql.selectRow, [scope, key])).rows[0];
             if (row === undefined) throw new core.CoreError("the key row vanished after a conflict");
             const decided = core.decide(fp, row);
@@ -204,9 +208,10 @@ export function idempotentEndpoint(options: EndpointOptions<unknown>): Idempoten
           } catch (error) {
             throw new Unstorable(error instanceof Error ? error.message : String(error));
           }
-          await q.query(sql.storeAnswer, [fresh.answer.status, fresh.headers, fresh.answer.body, scope, key]);
-          return { commit: true, value: { answer: fresh.answer, outcome: "fresh" } };
-        }),
+          // The answer goes with COMMIT: one round trip for both on PostgreSQL.
+          const last = { text: sql.storeAnswer, params: [fresh.answer.status, fresh.headers, fresh.answer.body, scope, key] };
+          return { commit: true, value: { answer: fresh.answer, outcome: "fresh" }, last };
+        }, claiming),
       ).catch((error: unknown) => {
         if (error instanceof Unstorable || error instanceof core.CoreError) return refused(error);
         throw error;
@@ -242,7 +247,8 @@ export function idempotentEndpoint(options: EndpointOptions<unknown>): Idempoten
         const settled = await entered(scope, key, () =>
           store.transaction<Answer>(async (q) => {
             await q.query(sql.setLockTimeout, [core.constants.settleLockTimeout]);
-            const { held, claimed: inserted } = await claim(q, scope, key, core.constants.fencedFingerprint);
+            const fence = claim(scope, key, core.constants.fencedFingerprint);
+            const { held, claimed: inserted } = claimed(await q.query(fence.text, fence.params));
             if (!held) return { commit: false, value: core.inFlightStatusAnswer() };
             const row = inserted ? undefined : (await q.query(sql.selectRow, [scope, key])).rows[0];
             const { commit, answer } = core.settleAnswer(inserted, row);

@@ -52,7 +52,9 @@ interface InFlight {
 }
 
 const STATE = Symbol("idempotent-endpoint");
-type WithState = FastifyRequest & { [STATE]?: InFlight };
+/** The key as `onRequest` parsed it, for `preParsing`. */
+const KEY = Symbol("idempotent-endpoint-key");
+type WithState = FastifyRequest & { [STATE]?: InFlight; [KEY]?: string };
 
 function send(reply: FastifyReply, answer: Answer): FastifyReply {
   reply.code(answer.status);
@@ -71,6 +73,7 @@ const plugin: FastifyPluginAsync<FastifyOptions<unknown>> = async (fastify, opti
     if (!protectedRoute(request)) return;
     const keyed = core.keyFromHeader(keyHeader(request.raw));
     if ("answer" in keyed) return send(reply, keyed.answer);
+    (request as WithState)[KEY] = keyed.key;
   });
 
   // The raw body within the limits and as JSON (the fingerprint is over its bytes); Fastify then parses
@@ -81,9 +84,8 @@ const plugin: FastifyPluginAsync<FastifyOptions<unknown>> = async (fastify, opti
     if (!(body instanceof Uint8Array)) return send(reply, body);
     const parsed = parseJson(request.raw, body);
     if ("answer" in parsed) return send(reply, parsed.answer);
-    const keyed = core.keyFromHeader(keyHeader(request.raw));
-    (request as WithState)[STATE] = { body, json: parsed.json, key: "key" in keyed ? keyed.key : "" };
-    return Readable.from([Buffer.from(body)]);
+    (request as WithState)[STATE] = { body, json: parsed.json, key: (request as WithState)[KEY] ?? "" };
+    return Readable.from([Buffer.isBuffer(body) ? body : Buffer.from(body)]);
   });
 
   // The transaction: a replay (409, 422, 410) is answered here; a new key hands the handler the open one.

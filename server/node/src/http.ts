@@ -25,8 +25,10 @@ export interface HandlerContext<Tx> {
   key: string;
 }
 
-const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
-const DEFAULT_BODY_TIMEOUT_MS = core.constants.bodyTimeoutMs;
+/** The largest body accepted when `maxBodyBytes` is not given. */
+export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
+/** How long a body may take when `bodyTimeoutMs` is not given (the Rust library's `BodyDeadline::DEFAULT`). */
+export const DEFAULT_BODY_TIMEOUT_MS: number = core.constants.bodyTimeoutMs;
 
 /** A web `ReadableStream` body (Hono, fetch-style frameworks) within the limits, or the refusal's answer. */
 export async function readWebBody(stream: ReadableStream<Uint8Array> | null, declaredLength: string | null | undefined, limits: BodyLimits = {}): Promise<Uint8Array | Answer> {

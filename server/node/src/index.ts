@@ -2,7 +2,7 @@
 // Rust library's code (compiled to wasm), its key rows in the app's own PostgreSQL transaction.
 export { idempotentEndpoint, pgStore, pgliteStore } from "./endpoint.js";
 export type { EndpointOptions, HandlerAnswer, IdempotentEndpoint, KeyedRequest, RunResult, PgStoreOptions, Store, Queryable } from "./endpoint.js";
-export type { Ending, Result } from "./store.js";
+export type { Ending, Result, Statement } from "./store.js";
 export { CoreError, IDEMPOTENCY_KEY_HEADER, REPLAYED_HEADER, constants } from "./core.js";
 export type { Answer, Constants, Decision } from "./core.js";
 export { handleKeyed, keyHeader, parseJson, parseJsonBody, readBody, readWebBody, sendAnswer, internalAnswer } from "./http.js";

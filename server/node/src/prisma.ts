@@ -1,7 +1,7 @@
 // Prisma's interactive transactions as a store: the key row's statements run through the transaction
 // client Prisma hands `$transaction(async (tx) => ...)`, and the handler gets that same client, so its rows
 // written through Prisma commit with the key row and roll back with it.
-import type { Ending, Queryable, Result, Store } from "./store.js";
+import type { Ending, Queryable, Result, Statement, Store } from "./store.js";
 
 /** What the store needs of a Prisma client or of its transaction client: raw statements with positional parameters. */
 export interface PrismaRaw {
@@ -114,11 +114,16 @@ export function prismaStore<Tx extends PrismaRaw>(prisma: PrismaClientLike<Tx>, 
     async query(text, params = []) {
       return run(prisma, text, params);
     },
-    async transaction<T>(fn: (q: Queryable, tx: Tx) => Promise<Ending<T>>): Promise<T> {
+    // Prisma sends each statement on its own, so `first` and `last` are simply the first and last
+    // statements of the interactive transaction.
+    async transaction<T>(fn: (q: Queryable, tx: Tx, opened: Result | undefined) => Promise<Ending<T>>, first?: Statement): Promise<T> {
       try {
         return await prisma.$transaction(async (tx) => {
-          const ending = await fn({ query: (text, params = []) => run(tx, text, params) }, tx);
+          const q: Queryable = { query: (text, params = []) => run(tx, text, params) };
+          const opened = first === undefined ? undefined : await q.query(first.text, first.params);
+          const ending = await fn(q, tx, opened);
           if (!ending.commit) throw new RollBack(ending.value);
+          if (ending.last !== undefined) await q.query(ending.last.text, ending.last.params);
           return ending.value;
         }, options);
       } catch (error) {

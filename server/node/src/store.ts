@@ -3,6 +3,7 @@
 import type { PGlite, Transaction as PGliteTransaction } from "@electric-sql/pglite";
 import type { Pool, PoolClient, QueryConfig } from "pg";
 
+import { type BatchStatement, canBatch, runBatch } from "./batch.js";
 import * as core from "./core.js";
 
 /** What a statement returned: its rows and how many rows it changed. */
@@ -19,12 +20,25 @@ export interface Queryable {
   query(text: string, params?: unknown[]): Promise<Result>;
 }
 
+/** A statement with its positional parameters. */
+export interface Statement {
+  /** The SQL, `$1`... parameters. */
+  text: string;
+  /** The parameters. */
+  params: unknown[];
+}
+
 /** How a transaction ends when its function returns: commit, or roll back and still return. */
 export interface Ending<T> {
   /** Commit (true) or roll back (false). */
   commit: boolean;
   /** What the transaction function returns. */
   value: T;
+  /**
+   * With `commit`: a statement the store runs last in the transaction, just before COMMIT (node-postgres
+   * sends the two in one round trip). Its error rolls the transaction back and is thrown.
+   */
+  last?: Statement;
 }
 
 /**
@@ -44,8 +58,12 @@ export interface Store<Tx> {
   exec(text: string): Promise<void>;
   /** One statement outside a transaction. */
   query(text: string, params?: unknown[]): Promise<Result>;
-  /** One transaction: BEGIN, `fn`, then COMMIT or ROLLBACK as it says; ROLLBACK and rethrow when it throws. */
-  transaction<T>(fn: (q: Queryable, tx: Tx) => Promise<Ending<T>>): Promise<T>;
+  /**
+   * One transaction: BEGIN, `fn`, then COMMIT or ROLLBACK as it says; ROLLBACK and rethrow when it throws.
+   * `first`, when given, is the transaction's first statement (node-postgres sends it with BEGIN, in one
+   * round trip): `fn` gets its result as `opened`.
+   */
+  transaction<T>(fn: (q: Queryable, tx: Tx, opened: Result | undefined) => Promise<Ending<T>>, first?: Statement): Promise<T>;
 }
 
 function pgResult(r: { rows: Record<string, unknown>[]; rowCount: number | null }): Result {
@@ -70,10 +88,21 @@ const PREPARED_NAMES = new Map(Object.entries(core.constants.sql).map(([name, te
 /** A node-postgres pool as a store: each transaction takes one client for its whole life. */
 export function pgStore(pool: Pool, options: PgStoreOptions = {}): Store<PoolClient> {
   const prepared = options.prepared ?? true;
-  /** The query `text` is sent as: under its prepared name when it is one of the endpoint's statements. */
-  const config = (text: string, values: unknown[]): QueryConfig => {
+  /** `text` as it is sent: under its prepared name when it is one of the endpoint's statements. */
+  const wire = (text: string, values: unknown[]): BatchStatement => {
     const name = prepared ? PREPARED_NAMES.get(text) : undefined;
     return name === undefined ? { text, values } : { name, text, values };
+  };
+  const config = (s: BatchStatement): QueryConfig => (s.name === undefined ? { text: s.text, values: s.values } : { name: s.name, text: s.text, values: s.values });
+  const BEGIN = wire("BEGIN", []);
+  const COMMIT = wire("COMMIT", []);
+  const ROLLBACK = wire("ROLLBACK", []);
+  /** `statements` on `client` in one round trip when it can batch them, else one after the other. */
+  const together = async (client: PoolClient, statements: BatchStatement[]): Promise<Result[]> => {
+    if (canBatch(client, statements)) return runBatch(client, statements);
+    const results: Result[] = [];
+    for (const s of statements) results.push(pgResult(await client.query(config(s))));
+    return results;
   };
   return {
     kind: "postgres",
@@ -82,32 +111,24 @@ export function pgStore(pool: Pool, options: PgStoreOptions = {}): Store<PoolCli
       await pool.query(text);
     },
     async query(text, params = []) {
-      return pgResult(await pool.query(config(text, params)));
+      return pgResult(await pool.query(config(wire(text, params))));
     },
-    async transaction(fn) {
+    async transaction(fn, first) {
       const client = await pool.connect();
-      // A client whose BEGIN, COMMIT or ROLLBACK failed is destroyed, not given back to the pool.
+      // A client whose ROLLBACK after a failure fails too is destroyed, not given back to the pool.
       let damaged: Error | undefined;
-      const end = async (text: string): Promise<void> => {
-        try {
-          await client.query(text);
-        } catch (error) {
-          damaged = error instanceof Error ? error : new Error(String(error));
-          throw error;
-        }
-      };
       try {
-        await end("BEGIN");
-        const q: Queryable = { query: async (text, params = []) => pgResult(await client.query(config(text, params))) };
-        let ending;
-        try {
-          ending = await fn(q, client);
-        } catch (error) {
-          await end("ROLLBACK").catch(() => undefined);
-          throw error;
-        }
-        await end(ending.commit ? "COMMIT" : "ROLLBACK");
+        const opening = await together(client, first === undefined ? [BEGIN] : [BEGIN, wire(first.text, first.params)]);
+        const q: Queryable = { query: async (text, params = []) => pgResult(await client.query(config(wire(text, params)))) };
+        const ending = await fn(q, client, opening[1]);
+        const last = ending.commit && ending.last !== undefined ? [wire(ending.last.text, ending.last.params)] : [];
+        await together(client, [...last, ending.commit ? COMMIT : ROLLBACK]);
         return ending.value;
+      } catch (error) {
+        await client.query("ROLLBACK").catch((failed: unknown) => {
+          damaged = failed instanceof Error ? failed : new Error(String(failed));
+        });
+        throw error;
       } finally {
         client.release(damaged);
       }
@@ -135,11 +156,12 @@ export function pgliteStore(db: PGlite): Store<PGliteTransaction> {
     async query(text, params = []) {
       return pgliteResult(await db.query(text, params));
     },
-    async transaction(fn) {
+    async transaction(fn, first) {
       return db.transaction(async (tx) => {
         const q: Queryable = { query: async (text, params = []) => pgliteResult(await tx.query(text, params)) };
-        const ending = await fn(q, tx);
+        const ending = await fn(q, tx, first === undefined ? undefined : await q.query(first.text, first.params));
         if (!ending.commit) await tx.rollback();
+        else if (ending.last !== undefined) await q.query(ending.last.text, ending.last.params);
         return ending.value;
       });
     },

@@ -4,7 +4,7 @@
 import * as core from "./core.js";
 import type { Answer } from "./core.js";
 import type { HandlerAnswer, IdempotentEndpoint } from "./endpoint.js";
-import { type BodyLimits, parseJsonBody, readWebBody } from "./http.js";
+import { type BodyLimits, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, parseJsonBody, readWebBody } from "./http.js";
 
 /** What a protected web handler gets besides the request. */
 export interface WebContext<Tx> {
@@ -24,9 +24,40 @@ export interface WebOptions extends BodyLimits {
 
 /** An answer as a web `Response`. */
 export function toResponse(answer: Answer): Response {
+  const body = answer.body === "" ? null : answer.body;
+  // A plain record when every name is once (the common case, which @hono/node-server writes without
+  // building a Headers); a repeated name (set-cookie) needs the Headers.
+  if (new Set(answer.headers.map(([name]) => name)).size === answer.headers.length) {
+    return new Response(body, { status: answer.status, headers: Object.fromEntries(answer.headers) });
+  }
   const headers = new Headers();
   for (const [name, value] of answer.headers) headers.append(name, value);
-  return new Response(answer.body === "" ? null : answer.body, { status: answer.status, headers });
+  return new Response(body, { status: answer.status, headers });
+}
+
+/**
+ * The body of `request` within the limits, or the refusal's answer. A body of a declared length within the
+ * limit is read whole by the platform (`arrayBuffer()`, which @hono/node-server serves from Node's request
+ * without building a stream) against the deadline; a body of unknown length is read chunk by chunk, so
+ * that one over the limit is refused as soon as it is.
+ */
+async function readRequestBody(request: Request, limits: BodyLimits): Promise<Uint8Array | Answer> {
+  const declared = request.headers.get("content-length");
+  const max = limits.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  if (declared === null || !/^\d+$/.test(declared) || Number(declared) > max) return readWebBody(request.body, declared, limits);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), limits.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS)));
+  const read = request.arrayBuffer();
+  read.catch(() => undefined);
+  try {
+    const got = await Promise.race([read, late]);
+    if (got === "late") return core.problemAnswer("body-timeout");
+    return got.byteLength > max ? core.problemAnswer("body-too-large") : new Uint8Array(got);
+  } catch {
+    return core.problemAnswer("unreadable-body");
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The handler's `Response` as the answer stored on the key row (its body read as text). */
@@ -52,7 +83,7 @@ export async function runWeb<Tx>(
   const values = keyHeader === null ? [] : keyHeader.split(", ");
   const keyed = core.keyFromHeader(values);
   if ("answer" in keyed) return toResponse(keyed.answer);
-  const body = await readWebBody(request.body, request.headers.get("content-length"), options);
+  const body = await readRequestBody(request, options);
   if (!(body instanceof Uint8Array)) return toResponse(body);
   const parsed = parseJsonBody(request.headers.get("content-type"), body);
   if ("answer" in parsed) return toResponse(parsed.answer);

@@ -1,7 +1,14 @@
 // Hono 4 on @hono/node-server: the middleware protects the route after it, and the key-status handlers,
-// pass the HTTP suite (support/http-suite.mjs).
+// pass the HTTP suite (support/http-suite.mjs); the body limits on both ways a body is read.
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import http from "node:http";
+import { after, before, describe, it } from "node:test";
+
+import { PGlite } from "@electric-sql/pglite";
 import { serve } from "@hono/node-server";
 import { Hono } from "hono";
+import { idempotentEndpoint } from "idempotent-endpoint";
 import { idempotency, keyStatusHandlers } from "idempotent-endpoint/hono";
 
 import { httpSuite } from "./support/http-suite.mjs";
@@ -25,4 +32,68 @@ httpSuite("Hono 4 middleware", async (endpoint) => {
       await new Promise((r) => server.close(r));
     },
   };
+});
+
+// The body as the web integrations read it (Hono here; Next's wrapper shares the code): a declared length
+// is read whole against the deadline, a body of unknown length chunk by chunk against the limit.
+describe("Hono 4 middleware: body limits", () => {
+  let db;
+  let server;
+  let port;
+  const limits = { maxBodyBytes: 1024, bodyTimeoutMs: 300 };
+
+  before(async () => {
+    db = new PGlite();
+    await db.exec("CREATE TABLE orders (id SERIAL PRIMARY KEY, sku TEXT NOT NULL)");
+    const endpoint = idempotentEndpoint({ database: db });
+    await endpoint.install();
+    const app = new Hono();
+    app.post("/api/orders", idempotency(endpoint, limits), async (c) => {
+      const { tx, json } = c.get("idempotency");
+      const { rows } = await tx.query("INSERT INTO orders (sku) VALUES ($1) RETURNING id", [json.sku]);
+      return c.json({ id: rows[0].id }, 201);
+    });
+    await new Promise((resolve) => (server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, resolve)));
+    port = server.address().port;
+  });
+
+  after(async () => {
+    server?.closeAllConnections?.();
+    await new Promise((r) => server?.close(r));
+    await db?.close();
+  });
+
+  /** A POST whose body is written by `write(req)`; resolves to the status and the problem code, if any. */
+  const send = (headers, write) =>
+    new Promise((resolve, reject) => {
+      const req = http.request({ host: "127.0.0.1", port, path: "/api/orders", method: "POST", headers: { "content-type": "application/json", "idempotency-key": randomUUID(), ...headers } }, (res) => {
+        let text = "";
+        res.on("data", (d) => (text += d));
+        res.on("end", () => resolve({ status: res.statusCode, code: res.statusCode >= 400 ? JSON.parse(text).code : undefined }));
+      });
+      req.on("error", reject);
+      write(req);
+    });
+  const count = async () => (await db.query("SELECT count(*)::int AS n FROM orders")).rows[0].n;
+
+  it("a declared body that arrives whole is the order; one that stops halfway is 408 after the deadline", async () => {
+    const body = JSON.stringify({ sku: "mug" });
+    assert.deepEqual(await send({ "content-length": body.length }, (req) => req.end(body)), { status: 201, code: undefined });
+    const started = Date.now();
+    const slow = await send({ "content-length": body.length }, (req) => req.write(body.slice(0, 5)));
+    assert.deepEqual(slow, { status: 408, code: "body-timeout" });
+    assert.ok(Date.now() - started >= limits.bodyTimeoutMs, "answered at the deadline, not before");
+    assert.equal(await count(), 1);
+  });
+
+  it("a body of unknown length (chunked) is the order within the limit, 413 over it", async () => {
+    const before = await count();
+    const chunked = (text) => (req) => {
+      req.write(text.slice(0, 10));
+      req.end(text.slice(10));
+    };
+    assert.equal((await send({ "transfer-encoding": "chunked" }, chunked(JSON.stringify({ sku: "cup" })))).status, 201);
+    assert.deepEqual(await send({ "transfer-encoding": "chunked" }, chunked(JSON.stringify({ sku: "x".repeat(2048) }))), { status: 413, code: "body-too-large" });
+    assert.equal(await count(), before + 1);
+  });
 });

@@ -11,7 +11,7 @@ import pg from "pg";
 import { idempotentEndpoint, pgStore } from "idempotent-endpoint";
 
 import { startCluster } from "../../../tests/fault/pg-cluster.mjs";
-import { ORDERS, scenarios } from "./support/scenarios.mjs";
+import { keyed, ORDERS, orderHandler, scenarios } from "./support/scenarios.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 let cluster;
@@ -87,6 +87,76 @@ describe("node-postgres on PostgreSQL", () => {
       } finally {
         await one.end();
       }
+    }
+  });
+
+  it("a new key takes three round trips: BEGIN with the claim, the handler's statement, the answer with COMMIT", async () => {
+    for (const prepared of [true, false]) {
+      const one = new pg.Pool({ connectionString: url, max: 1 });
+      // Each client.query call is one round trip (one Sync), a batch included.
+      let trips = 0;
+      one.on("connect", (client) => {
+        const query = client.query.bind(client);
+        client.query = (...args) => {
+          trips += 1;
+          return query(...args);
+        };
+      });
+      try {
+        const own = idempotentEndpoint({ database: pgStore(one, { prepared }), scope: `trips-${randomUUID()}` });
+        const counted = [];
+        for (let i = 0; i < 3; i++) {
+          const key = randomUUID();
+          trips = 0;
+          const done = await own.run(keyed(key), orderHandler(key));
+          assert.equal(done.outcome, "fresh");
+          assert.equal(await count("SELECT count(*)::int AS n FROM orders WHERE idempotency_key = $1", [key]), 1);
+          counted.push(trips);
+        }
+        // The first request on a connection prepares the endpoint's statements, one at a time.
+        assert.deepEqual(counted.slice(1), [3, 3], `prepared: ${prepared}, round trips per request: ${counted}`);
+      } finally {
+        await one.end();
+      }
+    }
+  });
+
+  it("a pool in node-postgres's pipeline mode (which takes no batch) runs the statements one by one", async () => {
+    const piped = new pg.Pool({ connectionString: url, max: 1, pipeline: true });
+    try {
+      const own = idempotentEndpoint({ database: piped, scope: `pipeline-${randomUUID()}` });
+      for (let i = 0; i < 2; i++) {
+        const key = randomUUID();
+        assert.equal((await own.run(keyed(key), orderHandler(key))).outcome, "fresh");
+        assert.equal((await own.run(keyed(key), orderHandler(key))).outcome, "replay");
+        assert.equal(await count("SELECT count(*)::int AS n FROM orders WHERE idempotency_key = $1", [key]), 1);
+      }
+    } finally {
+      await piped.end();
+    }
+  });
+
+  it("an answer that fails to store rolls back the handler's rows and the key row; the connection serves the next request", async () => {
+    const scope = `answer-fails-${randomUUID()}`;
+    const one = new pg.Pool({ connectionString: url, max: 1 });
+    await pool.query(`CREATE OR REPLACE FUNCTION refuse_answer() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'answer refused'; END $$`);
+    await pool.query(`CREATE TRIGGER refuse_answer BEFORE UPDATE ON idempotency_records FOR EACH ROW WHEN (NEW.scope = '${scope}' AND NEW.status_code = 299) EXECUTE FUNCTION refuse_answer()`);
+    try {
+      const own = idempotentEndpoint({ database: one, scope });
+      for (let i = 0; i < 2; i++) {
+        // Twice: the first request prepares the statements one at a time, the second batches the answer with COMMIT.
+        const key = randomUUID();
+        const handler = async (tx) => ({ ...(await orderHandler(key)(tx)), status: 299 });
+        await assert.rejects(own.run(keyed(key), handler), /answer refused/);
+        assert.equal(await count("SELECT count(*)::int AS n FROM orders WHERE idempotency_key = $1", [key]), 0);
+        assert.equal(await count("SELECT count(*)::int AS n FROM idempotency_records WHERE key = $1", [key]), 0);
+        const next = randomUUID();
+        assert.equal((await own.run(keyed(next), orderHandler(next))).outcome, "fresh");
+        assert.equal(await count("SELECT count(*)::int AS n FROM orders WHERE idempotency_key = $1", [next]), 1);
+      }
+    } finally {
+      await pool.query("DROP TRIGGER refuse_answer ON idempotency_records");
+      await one.end();
     }
   });
 
