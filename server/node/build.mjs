@@ -3,7 +3,8 @@
 //   2. wasm-bindgen --target nodejs: the glue (src/generated/core.js + .d.ts + core_bg.wasm, git-ignored)
 //   3. tsc -p server/node/tsconfig.json: CommonJS and declarations into dist/
 //   4. dist/generated/: the glue and the wasm; dist/<entry>.mjs + .d.mts for each entry: the ESM entry,
-//      re-exporting the CommonJS module's names (one module instance whichever way it is loaded)
+//      re-exporting the CommonJS module's names (one module instance whichever way it is loaded), and
+//      its declarations
 import { execFileSync } from "node:child_process";
 import { chmodSync, copyFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -38,7 +39,9 @@ const names = {};
 for (const entry of ENTRIES) {
   names[entry] = Object.keys(createRequire(import.meta.url)(path.join(DIST, `${entry}.js`))).filter((n) => n !== "__esModule").sort();
   writeFileSync(path.join(DIST, `${entry}.mjs`), `// The ESM entry: the CommonJS module's exports (built by build.mjs).\nimport cjs from "./${entry}.js";\nexport const { ${names[entry].join(", ")} } = cjs;\n`);
-  writeFileSync(path.join(DIST, `${entry}.d.mts`), `export * from "./${entry}.js";\n`);
+  // The entry's declarations as they are, not a re-export of them: a peer's types imported from here then
+  // resolve as ESM (drizzle-orm ships separate .d.ts and .d.cts, and a table from one is not one of the other).
+  copyFileSync(path.join(DIST, `${entry}.d.ts`), path.join(DIST, `${entry}.d.mts`));
 }
 chmodSync(path.join(DIST, "cli.js"), 0o755);
 console.log(`built ${path.relative(ROOT, DIST)}/ (exports: ${JSON.stringify(names)})`);

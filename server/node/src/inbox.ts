@@ -1,8 +1,8 @@
 // The inbox: the receiving half of the outbox, so a message delivered at least once is applied once. The
 // table and statements are the Rust library's (`inbox_sql`), the answer encoding and id bounds its code,
 // through the wasm core.
-import type { PGlite } from "@electric-sql/pglite";
-import type { Pool } from "pg";
+import type { PGlite, Transaction as PGliteTransaction } from "@electric-sql/pglite";
+import type { Pool, PoolClient } from "pg";
 
 import * as core from "./core.js";
 import type { Answer } from "./core.js";
@@ -92,6 +92,27 @@ async function apply<Tx extends TxLike>(
  * One delivery in a transaction of its own on `database`: BEGIN, {@link receive}, COMMIT (ROLLBACK and
  * rethrow when the work throws). The work gets the transaction (a pg `PoolClient` or PGlite's).
  */
+export function receiveMessage(
+  database: Pool,
+  source: string,
+  messageId: string,
+  work: (tx: PoolClient) => Promise<HandlerAnswer>,
+  options?: InboxOptions,
+): Promise<Received>;
+export function receiveMessage(
+  database: PGlite,
+  source: string,
+  messageId: string,
+  work: (tx: PGliteTransaction) => Promise<HandlerAnswer>,
+  options?: InboxOptions,
+): Promise<Received>;
+export function receiveMessage<Tx>(
+  database: Store<Tx>,
+  source: string,
+  messageId: string,
+  work: (tx: Tx) => Promise<HandlerAnswer>,
+  options?: InboxOptions,
+): Promise<Received>;
 export async function receiveMessage<Tx>(
   database: Pool | PGlite | Store<Tx>,
   source: string,

@@ -3,8 +3,9 @@
 // process, until it gets a definite answer (201). The mail receiver fails a share of deliveries, so the
 // outbox retries too, and holds each answer 150 ms after its commit, so a kill often lands between an email
 // taken and its outbox mark: that email is sent again, and the inbox must refuse it. Then: one invite row
-// and one email per key, none lost, none twice. The counts are printed. Two runs: three processes on one
-// real PostgreSQL, and one process on PGlite (a folder it owns; the receiver on another).
+// and one email per key, none lost, none twice. Each run prints one line of counts. Two runs: three
+// processes on one real PostgreSQL (400 keys), and one process on PGlite (a folder it owns, the receiver on
+// another; 60 keys, as its one process serves a few requests a second). IF_KILL_KEYS=N runs N keys on each.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -17,6 +18,9 @@ import { installExample, startNode } from "./support/invite-app.mjs";
 
 const SENDERS = 8;
 const MIN_KILLS = 5;
+/** A bigger run's keys (each store), from IF_KILL_KEYS; unset: the sizes below, which fit CI. */
+const KEYS = process.env.IF_KILL_KEYS ? Number(process.env.IF_KILL_KEYS) : undefined;
+if (KEYS !== undefined && !(Number.isInteger(KEYS) && KEYS > 0)) throw new Error(`IF_KILL_KEYS must be a whole number above 0, not ${process.env.IF_KILL_KEYS}`);
 
 let tmpDir;
 let dir;
@@ -38,10 +42,15 @@ const json = async (url, init) => (await fetch(url, init)).json();
 const setFaults = (receiver, faults) =>
   fetch(`${receiver.url}/faults`, { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify(faults) });
 
-/** Sends the invite with `key` to a random live process until it answers 201; resolves to the attempts. */
-async function untilDefinite(apps, key, email, deadline) {
-  for (let attempt = 1; ; attempt += 1) {
+/**
+ * Sends the invite with `key` to a random live process until it answers 201, counting into `tally` its
+ * attempts, the 409s, the 5xx answers and the attempts with no answer (connection refused or reset, or
+ * none in 3 s).
+ */
+async function untilDefinite(apps, key, email, deadline, tally) {
+  for (;;) {
     if (Date.now() > deadline) throw new Error(`no definite answer for ${email} in time`);
+    tally.attempts += 1;
     const app = apps[Math.floor(Math.random() * apps.length)];
     try {
       const r = await fetch(`${app.url}/api/invites`, {
@@ -53,13 +62,16 @@ async function untilDefinite(apps, key, email, deadline) {
       const body = await r.text();
       if (r.status === 201) {
         assert.equal(JSON.parse(body).email, email);
-        return attempt;
+        return;
       }
       // 409 (in flight: a process holds the key) or a 5xx: try again.
       assert.ok(r.status === 409 || r.status >= 500, `an answer that is neither definite nor retryable: ${r.status} ${body}`);
+      if (r.status === 409) tally.inFlight += 1;
+      else tally.serverErrors += 1;
     } catch (error) {
       if (error instanceof assert.AssertionError) throw error;
       // The process died under the request (or was dead already): try again.
+      tally.connectionErrors += 1;
     }
     await sleep(20 + Math.random() * 80);
   }
@@ -81,12 +93,12 @@ async function killRun({ label, processes, keys: keyCount, loadMs, paceMs, killE
     const deadline = Date.now() + loadMs;
     const keys = Array.from({ length: keyCount }, (_, i) => ({ key: randomUUID(), email: `u${i}@example.com` }));
     let next = 0;
-    let requests = 0;
+    const tally = { attempts: 0, inFlight: 0, serverErrors: 0, connectionErrors: 0 };
     let done = false;
+    const started = Date.now();
     const senders = Array.from({ length: SENDERS }, async () => {
       for (let i = next++; i < keys.length; i = next++) {
-        const tries = await untilDefinite(apps, keys[i].key, keys[i].email, deadline);
-        requests += tries;
+        await untilDefinite(apps, keys[i].key, keys[i].email, deadline, tally);
         // Paced, so the load spans many kills.
         await sleep(paceMs[0] + Math.random() * (paceMs[1] - paceMs[0]));
       }
@@ -124,8 +136,11 @@ async function killRun({ label, processes, keys: keyCount, loadMs, paceMs, killE
     const mailed = new Set(messages.map((m) => m.to));
     const counts = {
       keys: keyCount,
-      requests,
       kills,
+      attempts: tally.attempts,
+      connectionErrors: tally.connectionErrors,
+      answered409: tally.inFlight,
+      answered5xx: tally.serverErrors,
       inviteRows: invites.length,
       emails: messages.length,
       redeliveriesRefused: duplicates,
@@ -134,7 +149,8 @@ async function killRun({ label, processes, keys: keyCount, loadMs, paceMs, killE
       lostInvites: keys.filter((k) => !invited.has(k.email)).length,
       lostEmails: keys.filter((k) => !mailed.has(k.email)).length,
     };
-    console.log(`kill -9 (${label}): ${Object.entries(counts).map(([k, v]) => `${k} ${v}`).join(", ")}`);
+    const seconds = ((Date.now() - started) / 1000).toFixed(1);
+    console.log(`kill -9 (${label}): ${Object.entries(counts).map(([k, v]) => `${k} ${v}`).join(", ")}, ${seconds} s`);
     assert.equal(counts.duplicateInvites, 0);
     assert.equal(counts.duplicateEmails, 0);
     assert.equal(counts.lostInvites, 0);
@@ -147,19 +163,26 @@ async function killRun({ label, processes, keys: keyCount, loadMs, paceMs, killE
   }
 }
 
+// A load's deadline: `perKeyMs` a key, at least `leastMs` (a deadline, not a pace: runs end well before it).
+const budget = (keys, perKeyMs, leastMs) => Math.max(leastMs, keys * perKeyMs);
+const PG_KEYS = KEYS ?? 400;
+const PG_LOAD_MS = budget(PG_KEYS, 100, 40_000);
+const PGLITE_KEYS = KEYS ?? 60;
+const PGLITE_LOAD_MS = budget(PGLITE_KEYS, 1000, 60_000);
+
 describe("kill -9 of the invite app's processes under a keyed load", () => {
-  it("PostgreSQL, 3 processes: 0 duplicate invites or emails, 0 lost", { timeout: 120_000 }, async () => {
+  it("PostgreSQL, 3 processes: 0 duplicate invites or emails, 0 lost", { timeout: PG_LOAD_MS + 80_000 }, async () => {
     cluster.createDatabase("invites");
     const DATABASE_URL = cluster.url("invites");
-    await killRun({ label: "PostgreSQL, 3 processes", processes: 3, keys: 400, loadMs: 40_000, paceMs: [100, 200], killEveryMs: [150, 650], appEnv: { DATABASE_URL }, receiverEnv: { DATABASE_URL } });
+    await killRun({ label: "PostgreSQL, 3 processes", processes: 3, keys: PG_KEYS, loadMs: PG_LOAD_MS, paceMs: [100, 200], killEveryMs: [150, 650], appEnv: { DATABASE_URL }, receiverEnv: { DATABASE_URL } });
   });
 
-  it("PGlite, 1 process: 0 duplicate invites or emails, 0 lost", { timeout: 120_000 }, async () => {
+  it("PGlite, 1 process: 0 duplicate invites or emails, 0 lost", { timeout: PGLITE_LOAD_MS + 60_000 }, async () => {
     await killRun({
       label: "PGlite, 1 process",
       processes: 1,
-      keys: 60,
-      loadMs: 60_000,
+      keys: PGLITE_KEYS,
+      loadMs: PGLITE_LOAD_MS,
       paceMs: [1000, 2000],
       // Its one process takes seconds to open (and recover) PGlite and serves a few requests a second: it
       // must be up for a while between kills.
