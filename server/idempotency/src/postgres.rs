@@ -28,7 +28,6 @@ use std::ops::DerefMut;
 use std::pin::Pin;
 use std::time::Duration;
 
-use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, GenericClient, Transaction};
 
 use crate::error::{check_scope, RunError, StoreError};
@@ -132,7 +131,7 @@ pub(crate) async fn bound_key_waits(tx: &Transaction<'_>) -> Result<(), StoreErr
 /// [`StoreError::KeyBusy`]; anything else is [`StoreError::Postgres`].
 pub(crate) fn key_wait(error: tokio_postgres::Error) -> StoreError {
     match error.code() {
-        Some(code) if *code == SqlState::LOCK_NOT_AVAILABLE || *code == SqlState::QUERY_CANCELED => StoreError::KeyBusy,
+        Some(code) if [sql::LOCK_NOT_AVAILABLE, sql::QUERY_CANCELED].contains(&code.code()) => StoreError::KeyBusy,
         _ => StoreError::Postgres(error),
     }
 }

@@ -97,6 +97,10 @@ pub fn settle_lock_timeout() -> String {
 /// The SQLSTATE of a statement that gave up waiting for [`SET_LOCK_TIMEOUT`] (`lock_not_available`).
 pub const LOCK_NOT_AVAILABLE: &str = "55P03";
 
+/// The SQLSTATE of a statement the session's `statement_timeout` (or a cancel) ended (`query_canceled`): a
+/// wait for a key row that ends this way did nothing either.
+pub const QUERY_CANCELED: &str = "57014";
+
 /// How long a phase's statement waits for a key row another transaction holds (another phase's step, which
 /// makes no call outside the database, or a request inserting the key) before it gives up, in
 /// milliseconds: the default of [`SET_KEY_LOCK_TIMEOUT`].

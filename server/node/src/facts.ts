@@ -81,6 +81,8 @@ export interface Constants {
     readonly abandon: string;
     /** The completer's query (`UNFINISHED`). */
     readonly unfinished: string;
+    /** Bounds the transaction's waits for a key row, keeping the session's own `lock_timeout` (`postgres_sql::SET_KEY_LOCK_TIMEOUT`). */
+    readonly setKeyLockTimeout: string;
   };
   /** How many random bytes the outbox's retry delay draws from at most. */
   readonly retryRandomBytes: number;
@@ -88,6 +90,10 @@ export interface Constants {
   readonly settleLockTimeout: string;
   /** The SQLSTATE of a statement that gave up waiting for a lock (`postgres_sql::LOCK_NOT_AVAILABLE`). */
   readonly lockNotAvailable: string;
+  /** The SQLSTATE of a statement the session's `statement_timeout` ended (`postgres_sql::QUERY_CANCELED`). */
+  readonly queryCanceled: string;
+  /** How long a phase's statement waits for a key row another transaction holds (`postgres_sql::key_lock_timeout`). */
+  readonly keyLockTimeout: string;
   /** The fingerprint stored on a fence row (`FENCED_FINGERPRINT`). */
   readonly fencedFingerprint: string;
   /** The default retention of a key row, in seconds (`DEFAULT_RETENTION`). */
@@ -157,10 +163,13 @@ export const constants: Constants = {
     release: "UPDATE idempotency_records SET locked_until = 0 WHERE scope = $1 AND key = $2 AND lock_token = $3",
     abandon: "DELETE FROM idempotency_records\n             WHERE scope = $1 AND key = $2 AND lock_token = $3 AND recovery_point = $4",
     unfinished: "SELECT scope, key, recovery_point, row_id FROM idempotency_records\n             WHERE recovery_point <> $1 AND locked_until <= $2 ORDER BY locked_until LIMIT $3\n             FOR UPDATE SKIP LOCKED",
+    setKeyLockTimeout: "SELECT set_config('lock_timeout',\n  CASE current_setting('lock_timeout') WHEN '0' THEN $1 ELSE current_setting('lock_timeout') END, true)",
   },
   retryRandomBytes: 256,
   settleLockTimeout: "5000ms",
   lockNotAvailable: "55P03",
+  queryCanceled: "57014",
+  keyLockTimeout: "2000ms",
   fencedFingerprint: "fenced",
   defaultRetentionSecs: 86400,
   maxStoredBodyBytes: 16384,

@@ -14,7 +14,7 @@ export type { Backlog, Deliver, Message, OutboxWorker, Pass, WorkerOptions } fro
 export { installInbox, receive, receiveMessage, sweepInbox } from "./inbox.js";
 export type { InboxOptions, Received } from "./inbox.js";
 export type { TxLike, TxResult } from "./tx.js";
-export { FINISHED, Held, LeaseLostError, STARTED, atomicPhases } from "./phases.js";
+export { FINISHED, Held, KeyBusyError, LeaseLostError, STARTED, atomicPhases } from "./phases.js";
 export type { AtomicPhases, Begun, PhasesOptions } from "./phases.js";
 export { phasesCompleter } from "./phases-completer.js";
 export type { CompleterOptions, PhasesCompleter } from "./phases-completer.js";

@@ -5,7 +5,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import * as core from "./core.js";
 import type { Answer } from "./core.js";
 import { type BodyLimits, keyHeader, parseJson, readBody, sendAnswer } from "./http.js";
-import { type AtomicPhases, type Held, LeaseLostError } from "./phases.js";
+import { type AtomicPhases, type Held, KeyBusyError, LeaseLostError } from "./phases.js";
 
 /** Options of {@link phasedHandler}. */
 export interface PhasedOptions extends BodyLimits {
@@ -61,6 +61,11 @@ async function answerPhased<Tx>(
     return await flow({ held, json: parsed.json, req });
   } catch (error) {
     if (error instanceof LeaseLostError) return core.inFlightAnswer();
+    if (error instanceof KeyBusyError) {
+      // The step wrote nothing; the key is free for the retry this 409 asks for.
+      if (held !== undefined) await phases.release(held).catch(onError);
+      return core.inFlightAnswer();
+    }
     onError(error);
     if (held !== undefined) await phases.release(held).catch(onError);
     return core.problemAnswer("internal");

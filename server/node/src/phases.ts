@@ -26,6 +26,35 @@ export class LeaseLostError extends Error {
   }
 }
 
+/**
+ * Another transaction held the key row longer than the phases wait for it (`keyLockTimeout`, or the
+ * session's own `lock_timeout` or `statement_timeout`): the step wrote nothing; answer 409 and let the
+ * client retry (the Rust library's `StoreError::KeyBusy`).
+ */
+export class KeyBusyError extends Error {
+  /** `KeyBusyError`. */
+  override name = "KeyBusyError";
+  constructor(options?: { cause?: unknown }) {
+    super("the key row is held by another transaction", options);
+  }
+}
+
+/** The error a statement waiting for a key row ended with, as {@link KeyBusyError} when it gave up waiting. */
+function keyWait(error: unknown): unknown {
+  const code = error instanceof Error && "code" in error ? error.code : undefined;
+  const { lockNotAvailable, queryCanceled } = core.constants;
+  return code === lockNotAvailable || code === queryCanceled ? new KeyBusyError({ cause: error }) : error;
+}
+
+/** Runs `step`, turning a wait for a key row that gave up into {@link KeyBusyError}. */
+async function waitingForKey<T>(step: () => Promise<T>): Promise<T> {
+  try {
+    return await step();
+  } catch (error) {
+    throw keyWait(error);
+  }
+}
+
 /** The lease tokens of the holds this process made, out of the app's sight (a token is the proof of the hold). */
 const tokens = new WeakMap<Held, string>();
 
@@ -89,7 +118,11 @@ export interface PhasesOptions<Tx> {
   leaseMs?: number;
 }
 
-/** The phases over one database (the functions of the Rust library's `phases::postgres`). */
+/**
+ * The phases over one database (the functions of the Rust library's `phases::postgres`). `begin`, `advance`,
+ * `finish`, `release` and `abandon` throw {@link KeyBusyError} (nothing written) when another transaction
+ * holds the key row longer than `constants.keyLockTimeout`.
+ */
 export interface AtomicPhases<Tx> {
   /** The store the key rows are in. */
   readonly store: Store<Tx>;
@@ -151,6 +184,8 @@ export function atomicPhases(options: PhasesOptions<unknown>): AtomicPhases<unkn
   const leaseMs = options.leaseMs ?? 30_000;
   const { phases: sql } = core.constants;
   const leaseEnd = (): number => Date.now() + leaseMs;
+  // The first statement of every phase transaction: its waits for a key row are bounded (sent with BEGIN).
+  const boundWaits = { text: sql.setKeyLockTimeout, params: [core.constants.keyLockTimeout] };
 
   const tokenOf = (held: Held): string => {
     const token = tokens.get(held);
@@ -186,7 +221,7 @@ export function atomicPhases(options: PhasesOptions<unknown>): AtomicPhases<unkn
       const scopeError = core.scopeError(scope);
       if (scopeError !== undefined) throw new core.CoreError(scopeError);
       const fp = core.fingerprint(request.method, request.path, request.body);
-      return store.transaction<Begun>(async (q) => {
+      return waitingForKey(() => store.transaction<Begun>(async (q) => {
         const t = nowSecs();
         await q.query(sql.forgetExpired, [scope, key, core.expiredBefore(t, retention)]);
         const [rowId, token] = [newToken(), newToken()];
@@ -198,41 +233,41 @@ export function atomicPhases(options: PhasesOptions<unknown>): AtomicPhases<unkn
         if (!("take_over" in decided)) return { commit: true, value: decided };
         await q.query(sql.takeOver, [token, leaseEnd(), scope, key]);
         return { commit: true, value: { held: hold(scope, key, String(row["recovery_point"]), row["row_id"], token) } };
-      });
+      }, boundWaits));
     },
 
     async advance(held, point, work) {
       const refused = core.advancePointError(point);
       if (refused !== undefined) throw new core.CoreError(refused);
-      await store.transaction(async (q, tx) => {
+      await waitingForKey(() => store.transaction(async (q, tx) => {
         await checkLease(q, held);
         await work?.(tx);
         await q.query(sql.advance, [point, leaseEnd(), held.scope, held.key]);
         return { commit: true, value: undefined };
-      });
+      }, boundWaits));
       held.point = point;
     },
 
     async finish(held, work) {
-      const answer = await store.transaction<Answer>(async (q, tx) => {
+      const answer = await waitingForKey(() => store.transaction<Answer>(async (q, tx) => {
         await checkLease(q, held);
         const given = encode(await work(tx));
         const fresh = core.freshAnswer(given.status, given.headers, given.body);
         await q.query(sql.finish, [fresh.answer.status, fresh.headers, fresh.answer.body, FINISHED, held.scope, held.key]);
         return { commit: true, value: fresh.answer };
-      });
+      }, boundWaits));
       held.point = FINISHED;
       tokens.delete(held);
       return answer;
     },
 
     async release(held) {
-      await store.query(sql.release, [held.scope, held.key, tokenOf(held)]);
+      await waitingForKey(() => store.query(sql.release, [held.scope, held.key, tokenOf(held)]));
       tokens.delete(held);
     },
 
     async abandon(held) {
-      const deleted = await store.query(sql.abandon, [held.scope, held.key, tokenOf(held), STARTED]);
+      const deleted = await waitingForKey(() => store.query(sql.abandon, [held.scope, held.key, tokenOf(held), STARTED]));
       if (deleted.affected !== 1) throw new LeaseLostError();
       tokens.delete(held);
     },

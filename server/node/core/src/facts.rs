@@ -126,6 +126,11 @@ pub fn constants() -> Vec<Fact> {
                 text("release", "Ends a lease at once (`RELEASE`).", phases_sql::RELEASE),
                 text("abandon", "Deletes a held row still at the first point (`ABANDON`).", phases_sql::ABANDON),
                 text("unfinished", "The completer's query (`UNFINISHED`).", phases_sql::UNFINISHED),
+                text(
+                    "setKeyLockTimeout",
+                    "Bounds the transaction's waits for a key row, keeping the session's own `lock_timeout` (`postgres_sql::SET_KEY_LOCK_TIMEOUT`).",
+                    postgres_sql::SET_KEY_LOCK_TIMEOUT,
+                ),
             ],
         ),
         number(
@@ -142,6 +147,16 @@ pub fn constants() -> Vec<Fact> {
             "lockNotAvailable",
             "The SQLSTATE of a statement that gave up waiting for a lock (`postgres_sql::LOCK_NOT_AVAILABLE`).",
             postgres_sql::LOCK_NOT_AVAILABLE,
+        ),
+        text(
+            "queryCanceled",
+            "The SQLSTATE of a statement the session's `statement_timeout` ended (`postgres_sql::QUERY_CANCELED`).",
+            postgres_sql::QUERY_CANCELED,
+        ),
+        text(
+            "keyLockTimeout",
+            "How long a phase's statement waits for a key row another transaction holds (`postgres_sql::key_lock_timeout`).",
+            postgres_sql::key_lock_timeout(),
         ),
         text("fencedFingerprint", "The fingerprint stored on a fence row (`FENCED_FINGERPRINT`).", FENCED_FINGERPRINT),
         number(
