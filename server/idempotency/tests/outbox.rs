@@ -262,7 +262,7 @@ async fn run_delivers_past_a_slow_delivery_without_polling<S: OutboxStore>(db: &
             let probe = Arc::clone(&probe);
             async move {
                 let name = name_of(&m);
-                let hold = if name == "slow-0" { Duration::from_millis(1500) } else { Duration::from_millis(5) };
+                let hold = if name == "slow-0" { Duration::from_secs(5) } else { Duration::from_millis(5) };
                 probe.deliver(name, hold, false).await
             }
         }
@@ -271,9 +271,9 @@ async fn run_delivers_past_a_slow_delivery_without_polling<S: OutboxStore>(db: &
     let worker = Worker { poll: Duration::from_secs(30), ..quick(4, 4) };
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let running = tokio::spawn(worker.run(store, deliver, stopped));
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(15);
     while db.scalar("SELECT count(*) FROM outbox_messages WHERE delivered_at IS NOT NULL").await < 31 {
-        assert!(Instant::now() < deadline, "not all delivered and marked in 10 s");
+        assert!(Instant::now() < deadline, "not all delivered and marked in 15 s");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let order = probe.delivered.lock().expect("lock").clone();
