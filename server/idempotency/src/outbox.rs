@@ -131,7 +131,7 @@ pub struct Claimed {
     pub attempts: i64,
 }
 
-/// What one pass learned, written back in one call ([`OutboxStore::mark`]).
+/// What the deliveries of one claim learned, written back in one call ([`OutboxStore::mark`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Marks {
     /// The claim the messages were taken under (its `until_ms`): a retry is written only for a message
@@ -257,7 +257,7 @@ pub trait OutboxStore: Clone + Send + Sync + 'static {
     fn delivered(&self, id: String, at: i64) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Ends a message's claim and schedules its next attempt at `at_ms` (unix milliseconds).
     fn retry(&self, id: String, at_ms: i64) -> impl Future<Output = Result<(), StoreError>> + Send;
-    /// Writes a pass's marks. The stores here do it in one transaction (SQLite) or one statement
+    /// Writes one claim's marks. The stores here do it in one transaction (SQLite) or one statement
     /// (PostgreSQL); this default calls [`OutboxStore::delivered`] and [`OutboxStore::retry`] per message.
     fn mark(&self, marks: Marks) -> impl Future<Output = Result<(), StoreError>> + Send {
         async move {
@@ -282,8 +282,8 @@ pub trait OutboxStore: Clone + Send + Sync + 'static {
         limit: i64,
     ) -> impl Future<Output = Result<Vec<Claimed>, StoreError>> + Send {
         async move {
-            for pass in marks {
-                self.mark(pass).await?;
+            for claim_marks in marks {
+                self.mark(claim_marks).await?;
             }
             if limit <= 0 {
                 return Ok(Vec::new());
@@ -331,7 +331,7 @@ impl OutboxStore for crate::sqlite::SqliteKeys {
             return Ok(());
         }
         self.with_conn(move |conn| {
-            // One commit for the pass: with `synchronous = FULL` each commit is a sync to disk.
+            // One commit for the marks: with `synchronous = FULL` each commit is a sync to disk.
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             mark_sqlite(&tx, &marks)?;
             tx.commit()?;
@@ -353,8 +353,8 @@ impl OutboxStore for crate::sqlite::SqliteKeys {
         self.with_conn(move |conn| {
             // The marks and the claim in one commit: with `synchronous = FULL` each commit is a sync to disk.
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            for pass in &marks {
-                mark_sqlite(&tx, pass)?;
+            for claim_marks in &marks {
+                mark_sqlite(&tx, claim_marks)?;
             }
             let claimed = if limit > 0 { claim_sqlite(&tx, now_ms, until_ms, limit)? } else { Vec::new() };
             tx.commit()?;
@@ -430,7 +430,7 @@ impl<P: crate::postgres::PgConnections> OutboxStore for P {
             return Ok(());
         }
         let (retry_ids, retry_at): (Vec<String>, Vec<i64>) = marks.retries.into_iter().unzip();
-        // One statement, so one round trip and one commit for the pass.
+        // One statement, so one round trip and one commit for the marks.
         self.connection()
             .await?
             .execute(
@@ -445,7 +445,7 @@ impl<P: crate::postgres::PgConnections> OutboxStore for P {
 /// The delivery worker's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Worker {
-    /// How long a claim lasts; every delivery of a pass ends within a third of it.
+    /// How long a claim lasts; every delivery of its messages ends within a third of it.
     pub lease: Duration,
     /// How long [`Worker::run`] sleeps after a claim that found nothing, and how long a finished
     /// delivery's mark waits at most to be written with others.
