@@ -26,7 +26,7 @@ pub const POLL: Duration = Duration::from_millis(200);
 pub const BASE_DELAY_MS: u64 = 200;
 /// No retry waits longer than this, in milliseconds.
 pub const MAX_DELAY_MS: u64 = 10_000;
-/// Messages claimed per pass.
+/// Messages claimed at once.
 const BATCH: i64 = 16;
 
 /// The worker's settings for a key lease of `lease`.

@@ -1,6 +1,6 @@
 //! The payment provider and the mail receiver, as the separate processes the order flow talks to: a charge
 //! is made once per key and replayed after, even when its first answer was dropped; a message is stored
-//! once per id and a duplicate is refused and counted.
+//! once per id and a duplicate is refused and counted, also when copies arrive together.
 
 mod common;
 
@@ -104,6 +104,28 @@ async fn the_mail_receiver_stores_a_message_once_and_counts_refused_duplicates()
     assert_eq!(list["count"], 1, "{list}");
     assert_eq!(list["duplicatesRefused"], 2);
     assert_eq!(list["messages"][0]["duplicatesRefused"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_deliveries_committed_together_store_each_message_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mailbox = Process::mailbox(&dir.path().join("mail.sqlite"));
+    let client = Client::new();
+    // Three copies of each of 40 ids at once: the receiver commits them in groups, copies side by side.
+    let posts = (0..120).map(|n| {
+        let (client, url) = (client.clone(), format!("{}/messages", mailbox.url));
+        let message = json!({ "id": format!("msg_{}", n % 40), "to": "demo", "subject": "s", "text": "t" });
+        tokio::spawn(async move { client.post(url).json(&message).send().await.expect("post").status().as_u16() })
+    });
+    let mut statuses = Vec::new();
+    for post in posts.collect::<Vec<_>>() {
+        statuses.push(post.await.expect("task"));
+    }
+    assert_eq!(statuses.iter().filter(|&&s| s == 201).count(), 40, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|&&s| s == 200).count(), 80, "{statuses:?}");
+    let list = get(&client, &format!("{}/messages", mailbox.url)).await;
+    assert_eq!(list["count"], 40, "{list}");
+    assert_eq!(list["duplicatesRefused"], 80);
 }
 
 #[tokio::test]

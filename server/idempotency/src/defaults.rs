@@ -20,4 +20,4 @@ pub const OUTBOX_MAX_DELAY: Duration = Duration::from_secs(10);
 /// Messages one pass of the worker claims.
 pub const OUTBOX_BATCH: i64 = 64;
 /// Deliveries in flight at once, at most.
-pub const OUTBOX_CONCURRENCY: usize = 16;
+pub const OUTBOX_CONCURRENCY: usize = 32;

@@ -4,15 +4,20 @@
 //! it inside the key's transaction; it writes a [`Message`] into the `outbox_messages` table in that same
 //! transaction ([`enqueue_sqlite`], [`enqueue_postgres`]), so the message exists exactly when the business
 //! change does. A [`Worker`] (one per server instance) claims due messages, hands them to the app's
-//! delivery function, up to [`Worker::concurrency`] at a time, and marks the whole pass in one write.
+//! delivery function, up to [`Worker::concurrency`] at a time, and writes the outcomes (marks) in batches.
 //! Delivery is at least once (a crash between the receiver's answer and the mark sends the message again),
 //! so the receiver deduplicates by [`Message::id`], which is sent with every attempt (as an
 //! `Idempotency-Key`, for example). A failed delivery is retried with the client crate's capped exponential
 //! backoff with full jitter, so an outage only delays messages.
 //!
-//! **Keeping up.** While a pass claimed a full [`Worker::batch`] the next pass starts at once, so a backlog
-//! drains back to back; the worker sleeps [`Worker::poll`] only when it found less than that. [`backlog_sqlite`]
-//! and [`backlog_postgres`] read how many messages wait and how old the oldest is, for metrics.
+//! **Keeping up.** [`Worker::run`] is a pipeline: it claims the next [`Worker::batch`] as soon as fewer
+//! than [`Worker::concurrency`] claimed messages are left to deliver, so deliveries never wait for the
+//! slowest one of a batch, and it sleeps [`Worker::poll`] only after a claim that found nothing. The marks of
+//! finished deliveries are written with the next claim, in one transaction on SQLite
+//! ([`OutboxStore::mark_and_claim`]), or on their own once a batch of them waits, once nothing is left in
+//! flight, or [`Worker::poll`] after the oldest: about one write per batch instead of two per message.
+//! [`backlog_sqlite`] and [`backlog_postgres`] read how many messages wait and how old the oldest is, for
+//! metrics.
 //!
 //! **Order.** Without an ordering key, messages are delivered in any order, several at once. Messages
 //! enqueued with the same ordering key ([`enqueue_ordered_sqlite`], [`enqueue_ordered_postgres`]; for
@@ -20,15 +25,16 @@
 //! message only when no earlier message with its key is undelivered, so a failing message holds back the
 //! ones behind it, and this holds across instances, since the rule is in the claim's SQL.
 //!
-//! **Leases.** A claim lasts [`Worker::lease`]; every delivery of a pass must end within a third of it,
-//! counted from the claim, so the marks are written while the claim still holds and two instances never
-//! send one message at the same moment. A claim left by a crashed instance runs out and its messages are
+//! **Leases.** A claim lasts [`Worker::lease`]; every delivery of its messages must end within a third of
+//! it, counted from the claim (a message still queued then is not sent, and is retried), so the marks are
+//! written while the claim still holds and two instances never send one message at the same moment. A claim left by a crashed instance runs out and its messages are
 //! claimed again. A message is marked delivered only after its delivery returned `Ok`.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::time::Duration;
 
-use futures_util::stream::{self, StreamExt};
+use futures_util::stream::{self, FuturesUnordered, StreamExt};
 use idempotent_fetch::machine::OsRandom;
 use tokio::sync::watch;
 
@@ -126,7 +132,7 @@ pub struct Claimed {
     pub attempts: i64,
 }
 
-/// What one pass learned, written back in one call ([`OutboxStore::mark`]).
+/// What the deliveries of one claim learned, written back in one call ([`OutboxStore::mark`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Marks {
     /// The claim the messages were taken under (its `until_ms`): a retry is written only for a message
@@ -144,6 +150,11 @@ impl Marks {
     /// Nothing to write.
     pub fn is_empty(&self) -> bool {
         self.delivered.is_empty() && self.retries.is_empty()
+    }
+
+    /// How many messages it marks.
+    pub fn len(&self) -> usize {
+        self.delivered.len() + self.retries.len()
     }
 }
 
@@ -247,7 +258,7 @@ pub trait OutboxStore: Clone + Send + Sync + 'static {
     fn delivered(&self, id: String, at: i64) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Ends a message's claim and schedules its next attempt at `at_ms` (unix milliseconds).
     fn retry(&self, id: String, at_ms: i64) -> impl Future<Output = Result<(), StoreError>> + Send;
-    /// Writes a pass's marks. The stores here do it in one transaction (SQLite) or one statement
+    /// Writes one claim's marks. The stores here do it in one transaction (SQLite) or one statement
     /// (PostgreSQL); this default calls [`OutboxStore::delivered`] and [`OutboxStore::retry`] per message.
     fn mark(&self, marks: Marks) -> impl Future<Output = Result<(), StoreError>> + Send {
         async move {
@@ -258,6 +269,27 @@ pub trait OutboxStore: Clone + Send + Sync + 'static {
                 self.retry(id, at_ms).await?;
             }
             Ok(())
+        }
+    }
+    /// Writes `marks` (one [`Marks`] per claim they were taken under), then claims as
+    /// [`OutboxStore::claim`] does, unless `limit` is 0. The SQLite store does both in one transaction (one
+    /// commit); this default calls [`OutboxStore::mark`] for each, then [`OutboxStore::claim`]. `Err` when
+    /// either failed; the marks may then be lost, and their messages are sent again after their claims.
+    fn mark_and_claim(
+        &self,
+        marks: Vec<Marks>,
+        now_ms: i64,
+        until_ms: i64,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<Claimed>, StoreError>> + Send {
+        async move {
+            for claim_marks in marks {
+                self.mark(claim_marks).await?;
+            }
+            if limit <= 0 {
+                return Ok(Vec::new());
+            }
+            self.claim(now_ms, until_ms, limit).await
         }
     }
 }
@@ -277,17 +309,7 @@ const CLAIM_SQL_SQLITE: &str = "UPDATE outbox_messages SET claimed_until = ?1, a
 #[cfg(feature = "sqlite")]
 impl OutboxStore for crate::sqlite::SqliteKeys {
     async fn claim(&self, now_ms: i64, until_ms: i64, limit: i64) -> Result<Vec<Claimed>, StoreError> {
-        self.with_conn(move |conn| {
-            let mut stmt = conn.prepare_cached(CLAIM_SQL_SQLITE)?;
-            let rows = stmt.query_map(rusqlite::params![until_ms, now_ms, limit], |row| {
-                Ok(Claimed {
-                    message: Message { id: row.get(0)?, topic: row.get(1)?, payload: row.get(2)? },
-                    attempts: row.get(3)?,
-                })
-            })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
-        .await
+        self.with_conn(move |conn| claim_sqlite(conn, now_ms, until_ms, limit)).await
     }
 
     async fn delivered(&self, id: String, at: i64) -> Result<(), StoreError> {
@@ -310,28 +332,73 @@ impl OutboxStore for crate::sqlite::SqliteKeys {
             return Ok(());
         }
         self.with_conn(move |conn| {
-            // One commit for the pass: with `synchronous = FULL` each commit is a sync to disk.
+            // One commit for the marks: with `synchronous = FULL` each commit is a sync to disk.
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            {
-                let mut delivered = tx.prepare_cached(
-                    "UPDATE outbox_messages SET delivered_at = ?1 WHERE id = ?2 AND delivered_at IS NULL",
-                )?;
-                for id in &marks.delivered {
-                    delivered.execute(rusqlite::params![marks.delivered_at, id])?;
-                }
-                let mut retry = tx.prepare_cached(
-                    "UPDATE outbox_messages SET claimed_until = 0, next_attempt_at = ?1
-                     WHERE id = ?2 AND claimed_until = ?3 AND delivered_at IS NULL",
-                )?;
-                for (id, at_ms) in &marks.retries {
-                    retry.execute(rusqlite::params![at_ms, id, marks.claimed_until])?;
-                }
-            }
+            mark_sqlite(&tx, &marks)?;
             tx.commit()?;
             Ok(())
         })
         .await
     }
+
+    async fn mark_and_claim(
+        &self,
+        marks: Vec<Marks>,
+        now_ms: i64,
+        until_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<Claimed>, StoreError> {
+        if marks.iter().all(Marks::is_empty) {
+            return if limit > 0 { self.claim(now_ms, until_ms, limit).await } else { Ok(Vec::new()) };
+        }
+        self.with_conn(move |conn| {
+            // The marks and the claim in one commit: with `synchronous = FULL` each commit is a sync to disk.
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            for claim_marks in &marks {
+                mark_sqlite(&tx, claim_marks)?;
+            }
+            let claimed = if limit > 0 { claim_sqlite(&tx, now_ms, until_ms, limit)? } else { Vec::new() };
+            tx.commit()?;
+            Ok(claimed)
+        })
+        .await
+    }
+}
+
+/// [`OutboxStore::claim`] on a SQLite connection (or inside a transaction).
+#[cfg(feature = "sqlite")]
+fn claim_sqlite(
+    conn: &rusqlite::Connection,
+    now_ms: i64,
+    until_ms: i64,
+    limit: i64,
+) -> Result<Vec<Claimed>, StoreError> {
+    let mut stmt = conn.prepare_cached(CLAIM_SQL_SQLITE)?;
+    let rows = stmt.query_map(rusqlite::params![until_ms, now_ms, limit], |row| {
+        Ok(Claimed {
+            message: Message { id: row.get(0)?, topic: row.get(1)?, payload: row.get(2)? },
+            attempts: row.get(3)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// One claim's marks inside the caller's transaction.
+#[cfg(feature = "sqlite")]
+fn mark_sqlite(tx: &rusqlite::Transaction<'_>, marks: &Marks) -> Result<(), StoreError> {
+    let mut delivered =
+        tx.prepare_cached("UPDATE outbox_messages SET delivered_at = ?1 WHERE id = ?2 AND delivered_at IS NULL")?;
+    for id in &marks.delivered {
+        delivered.execute(rusqlite::params![marks.delivered_at, id])?;
+    }
+    let mut retry = tx.prepare_cached(
+        "UPDATE outbox_messages SET claimed_until = 0, next_attempt_at = ?1
+         WHERE id = ?2 AND claimed_until = ?3 AND delivered_at IS NULL",
+    )?;
+    for (id, at_ms) in &marks.retries {
+        retry.execute(rusqlite::params![at_ms, id, marks.claimed_until])?;
+    }
+    Ok(())
 }
 
 /// The outbox on PostgreSQL, over a shared `Arc<Client>` or the app's pool
@@ -364,7 +431,7 @@ impl<P: crate::postgres::PgConnections> OutboxStore for P {
             return Ok(());
         }
         let (retry_ids, retry_at): (Vec<String>, Vec<i64>) = marks.retries.into_iter().unzip();
-        // One statement, so one round trip and one commit for the pass.
+        // One statement, so one round trip and one commit for the marks.
         self.connection()
             .await?
             .execute(
@@ -379,23 +446,24 @@ impl<P: crate::postgres::PgConnections> OutboxStore for P {
 /// The delivery worker's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Worker {
-    /// How long a claim lasts; every delivery of a pass ends within a third of it.
+    /// How long a claim lasts; every delivery of its messages ends within a third of it.
     pub lease: Duration,
-    /// How long the worker sleeps after a pass that claimed less than a full [`Worker::batch`].
+    /// How long [`Worker::run`] sleeps after a claim that found nothing, and how long a finished
+    /// delivery's mark waits at most to be written with others.
     pub poll: Duration,
     /// The first retry's backoff step.
     pub base_delay: Duration,
     /// No retry waits longer than this.
     pub max_delay: Duration,
-    /// Messages claimed per pass.
+    /// Messages claimed at once (per pass of [`Worker::deliver_once`]).
     pub batch: i64,
     /// Deliveries in flight at once, at most (at least one is always allowed).
     pub concurrency: usize,
 }
 
 impl Default for Worker {
-    /// A 30 s lease, a poll every 200 ms when idle, retries from 200 ms up to 10 s, 64 messages per pass,
-    /// 16 deliveries at once.
+    /// A 30 s lease, a poll every 200 ms when idle, retries from 200 ms up to 10 s, 64 messages per claim,
+    /// 32 deliveries at once.
     fn default() -> Self {
         Worker {
             lease: defaults::OUTBOX_LEASE,
@@ -472,15 +540,8 @@ impl Worker {
             .collect()
             .await;
         let mut marks = Marks { claimed_until: until_ms, delivered_at: unix_now(), ..Marks::default() };
-        for (Claimed { message, attempts }, sent) in results {
-            match sent {
-                Ok(()) => marks.delivered.push(message.id),
-                Err(why) => {
-                    tracing::info!(id = %message.id, topic = %message.topic, attempts, why, "outbox: delivery failed; will retry");
-                    let wait = i64::try_from(self.retry_delay(attempts).as_millis()).unwrap_or(i64::MAX);
-                    marks.retries.push((message.id, unix_now_ms().saturating_add(wait)));
-                }
-            }
+        for (claimed, sent) in results {
+            self.record(&mut marks, claimed, sent);
         }
         let (delivered, failed) = (marks.delivered.len(), marks.retries.len());
         match store.mark(marks).await {
@@ -491,40 +552,131 @@ impl Worker {
         Ok(pass)
     }
 
-    /// Delivers due messages until `shutdown` turns true (or its sender is dropped): passes back to back
-    /// while each claims a full [`Worker::batch`], a [`Worker::poll`] sleep after one that claims less (or
-    /// whose claim failed). A pass in progress finishes first.
+    /// Adds one delivery's outcome to its claim's `marks`: delivered, or a retry after [`Worker::retry_delay`].
+    fn record(&self, marks: &mut Marks, Claimed { message, attempts }: Claimed, sent: Result<(), String>) {
+        match sent {
+            Ok(()) => {
+                marks.delivered.push(message.id);
+                marks.delivered_at = unix_now();
+            }
+            Err(why) => {
+                tracing::info!(id = %message.id, topic = %message.topic, attempts, why, "outbox: delivery failed; will retry");
+                let wait = i64::try_from(self.retry_delay(attempts).as_millis()).unwrap_or(i64::MAX);
+                marks.retries.push((message.id, unix_now_ms().saturating_add(wait)));
+            }
+        }
+    }
+
+    /// Delivers due messages until `shutdown` turns true (or its sender is dropped), as a pipeline (see the
+    /// module docs, "Keeping up"): at most [`Worker::concurrency`] deliveries in flight; the next
+    /// [`Worker::batch`] claimed once fewer than that many claimed messages are left; a [`Worker::poll`]
+    /// sleep only after a claim that found nothing (or failed); marks written in batches, with the next
+    /// claim where there is one. On shutdown it claims nothing more, finishes what it claimed (each within a
+    /// third of the lease from its claim) and writes the marks.
     pub async fn run<S, D, Fut>(self, store: S, deliver: D, mut shutdown: watch::Receiver<bool>)
     where
         S: OutboxStore,
         D: Fn(Message) -> Fut,
         Fut: Future<Output = Result<(), String>>,
     {
-        let full = usize::try_from(self.batch).unwrap_or(usize::MAX).max(1);
+        let concurrency = self.concurrency.max(1);
+        let lease_ms = i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX);
+        // A claimed message waiting for a delivery slot, with its claim's end and its delivery deadline.
+        let mut queued: VecDeque<(Claimed, i64, tokio::time::Instant)> = VecDeque::new();
+        let mut in_flight = FuturesUnordered::new();
+        let start = |(claimed, until_ms, deadline): (Claimed, i64, tokio::time::Instant)| {
+            let delivery = deliver(claimed.message.clone());
+            async move {
+                let sent = match tokio::time::timeout_at(deadline, delivery).await {
+                    Ok(sent) => sent,
+                    Err(_) => Err("timed out".to_owned()),
+                };
+                (claimed, until_ms, sent)
+            }
+        };
+        // The marks not written yet, one entry per claim, and when the oldest of them was made.
+        let mut marks: Vec<Marks> = Vec::new();
+        let mut oldest_mark = tokio::time::Instant::now();
+        // The store's write in progress (marks, a claim, or both), with what it claimed for.
+        let mut writing = None;
+        let mut claim_after = tokio::time::Instant::now();
+        let mut stopping = *shutdown.borrow();
         loop {
-            if *shutdown.borrow() {
-                return;
+            while in_flight.len() < concurrency {
+                let Some(next) = queued.pop_front() else { break };
+                in_flight.push(start(next));
             }
-            let busy = match self.deliver_once(&store, &deliver).await {
-                Ok(pass) => pass.claimed >= full,
-                Err(error) => {
-                    tracing::warn!(%error, "outbox: claiming messages failed");
-                    false
+            let idle = queued.is_empty() && in_flight.is_empty();
+            let pending: usize = marks.iter().map(Marks::len).sum();
+            if writing.is_none() {
+                let now = tokio::time::Instant::now();
+                let claim = !stopping && queued.len() + in_flight.len() < concurrency && now >= claim_after;
+                let flush = pending > 0
+                    && (claim
+                        || pending >= usize::try_from(self.batch).unwrap_or(usize::MAX)
+                        || idle
+                        || now >= oldest_mark + self.poll);
+                if flush || claim {
+                    let now_ms = unix_now_ms();
+                    // Taken before the claim, so every delivery ends before the claim does.
+                    let deadline = now + self.lease / 3;
+                    let until_ms = now_ms.saturating_add(lease_ms);
+                    let limit = if claim { self.batch } else { 0 };
+                    let write = store.mark_and_claim(std::mem::take(&mut marks), now_ms, until_ms, limit);
+                    writing = Some((Box::pin(write), until_ms, deadline));
+                } else if stopping && idle {
+                    return;
                 }
-            };
-            if busy {
-                // Lets the runtime's other tasks in between passes of a long backlog.
-                tokio::task::yield_now().await;
-                continue;
             }
+            // What to wake up for when nothing else happens: the oldest mark's flush, or the next claim.
+            let flush_at = (pending > 0).then_some(oldest_mark + self.poll);
+            let room = queued.len() + in_flight.len() < concurrency;
+            let claim_at = (!stopping && room).then_some(claim_after);
+            let wake = match (flush_at, claim_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             tokio::select! {
-                _ = tokio::time::sleep(self.poll) => {}
-                changed = shutdown.changed() => {
-                    if changed.is_err() || *shutdown.borrow() {
-                        return;
+                Some((claimed, until_ms, sent)) = in_flight.next(), if !in_flight.is_empty() => {
+                    if marks.iter().all(Marks::is_empty) {
+                        oldest_mark = tokio::time::Instant::now();
                     }
+                    let index = match marks.iter().position(|m| m.claimed_until == until_ms) {
+                        Some(index) => index,
+                        None => {
+                            marks.push(Marks { claimed_until: until_ms, ..Marks::default() });
+                            marks.len() - 1
+                        }
+                    };
+                    self.record(&mut marks[index], claimed, sent);
+                }
+                written = async { match writing.as_mut() { Some((write, _, _)) => write.await, None => std::future::pending().await } }, if writing.is_some() => {
+                    let Some((_, until_ms, deadline)) = writing.take() else { continue };
+                    claim_after = tokio::time::Instant::now();
+                    match written {
+                        Ok(claimed) if claimed.is_empty() => claim_after += self.poll,
+                        Ok(claimed) => queued.extend(claimed.into_iter().map(|c| (c, until_ms, deadline))),
+                        Err(error) => {
+                            // Marks that were not written leave their messages to be sent again after their
+                            // claims; the receiver refuses the duplicates.
+                            tracing::warn!(%error, "outbox: writing marks or claiming messages failed");
+                            claim_after += self.poll;
+                        }
+                    }
+                }
+                () = sleep_until_some(wake), if wake.is_some() && writing.is_none() => {}
+                changed = shutdown.changed(), if !stopping => {
+                    stopping = changed.is_err() || *shutdown.borrow();
                 }
             }
         }
+    }
+}
+
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

@@ -1,6 +1,6 @@
 //! The outbox worker on a real SQLite file and on a throwaway PostgreSQL cluster: the concurrency bound,
-//! ordering keys under concurrency, batch marks with failed deliveries, a worker dropped mid-pass, the
-//! backlog. Each scenario is one function run on both databases.
+//! ordering keys under concurrency, batch marks with failed deliveries, the pipelined `run` past a slow
+//! delivery, a worker dropped mid-pass, the backlog. Each scenario is one function run on both databases.
 //!
 //! The PostgreSQL tests are `#[ignore]`d (they need PostgreSQL's binaries):
 //! `cargo test -p idempotent-endpoint --test outbox -- --ignored`.
@@ -248,6 +248,46 @@ async fn concurrency_is_bounded<S: OutboxStore>(db: &Db, store: S) {
     assert_eq!(db.scalar("SELECT count(*) FROM outbox_messages WHERE delivered_at IS NOT NULL").await, 40);
 }
 on_both!(concurrency_is_bounded, sqlite_concurrency_is_bounded, postgres_concurrency_is_bounded);
+
+/// `run` claims again while one delivery of a claim is still slow, claims back to back without the poll
+/// sleep while claims find messages, writes every mark, and stops at once when told.
+async fn run_delivers_past_a_slow_delivery_without_polling<S: OutboxStore>(db: &Db, store: S) {
+    let mut names = vec![("slow-0".to_owned(), None)];
+    names.extend((0..30).map(|i| (format!("u-{i}"), None)));
+    db.enqueue(&names).await;
+    let probe = Arc::new(Probe::default());
+    let deliver = {
+        let probe = Arc::clone(&probe);
+        move |m: Message| {
+            let probe = Arc::clone(&probe);
+            async move {
+                let name = name_of(&m);
+                let hold = if name == "slow-0" { Duration::from_secs(5) } else { Duration::from_millis(5) };
+                probe.deliver(name, hold, false).await
+            }
+        }
+    };
+    // A poll longer than the test: any sleep between claims would show.
+    let worker = Worker { poll: Duration::from_secs(30), ..quick(4, 4) };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let running = tokio::spawn(worker.run(store, deliver, stopped));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while db.scalar("SELECT count(*) FROM outbox_messages WHERE delivered_at IS NOT NULL").await < 31 {
+        assert!(Instant::now() < deadline, "not all delivered and marked in 15 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let order = probe.delivered.lock().expect("lock").clone();
+    assert_eq!(order.last().map(String::as_str), Some("slow-0"), "the others went on past the slow one: {order:?}");
+    assert!(probe.calls.lock().expect("lock").values().all(|&n| n == 1), "each message sent once");
+    assert!(probe.peak.load(Ordering::SeqCst) <= 4, "never more than four at once");
+    stop.send(true).expect("stop");
+    tokio::time::timeout(Duration::from_secs(2), running).await.expect("stops at once").expect("run");
+}
+on_both!(
+    run_delivers_past_a_slow_delivery_without_polling,
+    sqlite_run_delivers_past_a_slow_delivery_without_polling,
+    postgres_run_delivers_past_a_slow_delivery_without_polling
+);
 
 async fn an_ordering_key_is_delivered_in_order_under_concurrency<S: OutboxStore>(db: &Db, store: S) {
     // Three keys interleaved with unordered messages, as several handlers would enqueue them.

@@ -180,7 +180,7 @@ export const constants: Constants = {
     baseDelayMs: 200,
     maxDelayMs: 10000,
     batch: 64,
-    concurrency: 16,
+    concurrency: 32,
   },
   maxKeyChars: 255,
 };

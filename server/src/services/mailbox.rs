@@ -2,8 +2,15 @@
 //! is refused as a duplicate (answered 200, so a sender that retries after a lost answer sees success) and
 //! counted. The library's inbox decides which delivery is the first: the message row and the inbox record of
 //! its id commit in one transaction, so a crash between them leaves neither and the sender's re-delivery
-//! stores it; the inbox records expire after [`idempotent_endpoint::DEFAULT_RETENTION`] and are swept. `GET /messages` lists the messages with how many duplicates of each were refused. With
-//! `--enable-faults`, `PUT /faults` makes it answer 503 (an outage) with a probability, before storing.
+//! stores it; the inbox records expire after [`idempotent_endpoint::DEFAULT_RETENTION`] and are swept. `GET
+//! /messages` lists the messages with how many duplicates of each were refused. With `--enable-faults`, `PUT
+//! /faults` makes it answer 503 (an outage) with a probability, before storing.
+//!
+//! **Group commit.** With `synchronous = FULL` every commit waits for a sync to disk, so a commit per
+//! message caps the receiver at the disk's syncs per second. The deliveries that arrive while a commit is
+//! being written wait in a queue and are stored together by the next one (at most [`GROUP_MAX`]): each in
+//! its own savepoint (its message row and inbox record, or neither if it fails), one commit for all, and
+//! every sender is answered only after that commit.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
@@ -16,10 +23,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use idempotent_endpoint::inbox::{self, SqliteInbox};
-use idempotent_endpoint::sqlite::rusqlite::{params, TransactionBehavior};
+use idempotent_endpoint::sqlite::rusqlite::{params, Connection, Transaction, TransactionBehavior};
 use idempotent_endpoint::{RunError, StoredResponse, DEFAULT_RETENTION};
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{hit, probability, RunningService};
 use crate::problem::Problem;
@@ -34,6 +41,12 @@ const SOURCE: &str = "messages";
 
 /// How often expired inbox records are swept.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// The most deliveries one commit stores.
+const GROUP_MAX: usize = 256;
+
+/// Deliveries waiting for the committer at most; a sender beyond them waits to be queued.
+const QUEUE_MAX: usize = 4 * GROUP_MAX;
 
 /// The mail itself; which ids were stored is the inbox's record, not a constraint here.
 const SCHEMA: &str = "
@@ -88,6 +101,8 @@ pub struct MailboxFaults {
 #[derive(Debug, Clone)]
 struct Mailbox {
     inbox: SqliteInbox,
+    /// The group committer's queue; it stops once every handle to it is dropped.
+    committer: mpsc::Sender<Pending>,
     faults: Option<Arc<RwLock<MailboxFaults>>>,
     /// Dropped with the service's router, which ends the sweep.
     _sweeping: Arc<watch::Sender<bool>>,
@@ -104,7 +119,9 @@ pub async fn start(addr: SocketAddr, db: &str, enable_faults: bool) -> Result<Ru
     let (sweeping, stopped) = watch::channel(false);
     tokio::spawn(inbox.clone().sweep_every(SWEEP_INTERVAL, stopped));
     let faults = enable_faults.then(|| Arc::new(RwLock::new(MailboxFaults::default())));
-    let state = Mailbox { inbox, faults, _sweeping: Arc::new(sweeping) };
+    let (committer, queue) = mpsc::channel(QUEUE_MAX);
+    tokio::spawn(commit_groups(inbox.clone(), queue));
+    let state = Mailbox { inbox, committer, faults, _sweeping: Arc::new(sweeping) };
     let mut app = Router::new()
         .route(MESSAGES_PATH, get(list).post(receive))
         .route("/health", get(|| async { Json(serde_json::json!({ "status": "ok" })) }))
@@ -141,35 +158,15 @@ async fn receive(State(mailbox): State<Mailbox>, body: Bytes) -> Result<Response
         ));
     }
     let id = message.id.clone();
-    let retention = mailbox.inbox.retention();
-    let received = mailbox
-        .inbox
-        .with_conn(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let received = inbox::receive_sqlite(&tx, SOURCE, &message.id, retention, |tx| {
-                tx.execute(
-                    "INSERT INTO messages (id, recipient, subject, text, received_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![message.id, message.to, message.subject, message.text, crate::unix_now()],
-                )?;
-                Ok(StoredResponse::json(
-                    StatusCode::CREATED,
-                    &serde_json::json!({ "id": message.id, "duplicate": false }),
-                ))
-            })
-            .map_err(|error| match error {
-                RunError::Store(error) | RunError::Work(error) => error,
-            })?;
-            // The refused duplicate is counted with the inbox's decision, in the same commit.
-            if received.is_duplicate() {
-                tx.execute(
-                    "UPDATE messages SET duplicates_refused = duplicates_refused + 1 WHERE id = ?1",
-                    params![message.id],
-                )?;
-            }
-            tx.commit()?;
-            Ok(received)
-        })
+    let (reply, answer) = oneshot::channel();
+    mailbox.committer.send(Pending { message, reply }).await.map_err(|_| {
+        tracing::error!("the group committer has stopped");
+        Problem::internal()
+    })?;
+    let received = answer
         .await
+        .map_err(|_| "the group committer dropped the delivery".to_owned())
+        .and_then(|stored| stored)
         .map_err(|error| {
             tracing::error!(%error, "storing a message failed");
             Problem::internal()
@@ -195,6 +192,85 @@ async fn metrics(State(mailbox): State<Mailbox>) -> Result<Response, Problem> {
         })?;
     let text = crate::metrics::inbox_text(u64::try_from(refused).unwrap_or(0)).map_err(|_| Problem::internal())?;
     Ok(([(axum::http::header::CONTENT_TYPE, crate::metrics::OPENMETRICS_CONTENT_TYPE)], text).into_response())
+}
+
+/// A delivery waiting for the group committer, and where its result goes once the group has committed (an
+/// error as text: the sender is answered 500 and sends the message again).
+#[derive(Debug)]
+struct Pending {
+    message: Message,
+    reply: oneshot::Sender<Result<inbox::Received, String>>,
+}
+
+/// The group committer: takes every delivery queued (up to [`GROUP_MAX`]), stores them in one transaction
+/// and answers each after the commit; ends when the queue's senders are all dropped.
+async fn commit_groups(inbox: SqliteInbox, mut queue: mpsc::Receiver<Pending>) {
+    let mut group = Vec::with_capacity(GROUP_MAX);
+    while queue.recv_many(&mut group, GROUP_MAX).await > 0 {
+        let (messages, replies): (Vec<Message>, Vec<_>) = group.drain(..).map(|p| (p.message, p.reply)).unzip();
+        let retention = inbox.retention();
+        match inbox.with_conn(move |conn| store_group(conn, &messages, retention)).await {
+            Ok(results) => {
+                for (reply, result) in replies.into_iter().zip(results) {
+                    // A sender that hung up is not told; its message is stored and its re-delivery refused.
+                    let _ = reply.send(result);
+                }
+            }
+            Err(error) => {
+                // Nothing of the group committed: every sender is answered 500 and sends again.
+                let error = error.to_string();
+                for reply in replies {
+                    let _ = reply.send(Err(error.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Stores `messages` in one `BEGIN IMMEDIATE` transaction, each in a savepoint of its own: a message that
+/// fails leaves nothing and gets its error; the others commit. `Err` when the transaction or its commit
+/// failed, so that none was stored.
+fn store_group(
+    conn: &mut Connection,
+    messages: &[Message],
+    retention: Duration,
+) -> Result<Vec<Result<inbox::Received, String>>, idempotent_endpoint::StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut results = Vec::with_capacity(messages.len());
+    for message in messages {
+        tx.execute_batch("SAVEPOINT delivery")?;
+        let stored = store_one(&tx, message, retention);
+        tx.execute_batch(if stored.is_ok() { "RELEASE delivery" } else { "ROLLBACK TO delivery; RELEASE delivery" })?;
+        results.push(stored.map_err(|error| error.to_string()));
+    }
+    tx.commit()?;
+    Ok(results)
+}
+
+/// One delivery inside the group's transaction: the inbox's decision and the message row, or for a
+/// duplicate the refusal counted.
+fn store_one(
+    tx: &Transaction<'_>,
+    message: &Message,
+    retention: Duration,
+) -> Result<inbox::Received, idempotent_endpoint::StoreError> {
+    let received = inbox::receive_sqlite(tx, SOURCE, &message.id, retention, |tx| {
+        tx.execute(
+            "INSERT INTO messages (id, recipient, subject, text, received_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![message.id, message.to, message.subject, message.text, crate::unix_now()],
+        )?;
+        Ok(StoredResponse::json(StatusCode::CREATED, &serde_json::json!({ "id": message.id, "duplicate": false })))
+    })
+    .map_err(|error| match error {
+        RunError::Store(error) | RunError::Work(error) => error,
+    })?;
+    if received.is_duplicate() {
+        tx.execute(
+            "UPDATE messages SET duplicates_refused = duplicates_refused + 1 WHERE id = ?1",
+            params![message.id],
+        )?;
+    }
+    Ok(received)
 }
 
 /// The library's store error as the server's (opening the receiver's database).
