@@ -518,16 +518,8 @@ impl Worker {
         }
         let results: Vec<(Claimed, Result<(), String>)> = stream::iter(claimed)
             .map(|claimed| {
-                // One span per delivery attempt (OpenTelemetry's messaging conventions), under the worker's span.
-                let span = tracing::info_span!(
-                    "outbox.deliver",
-                    otel.kind = "producer",
-                    messaging.operation.type = "send",
-                    messaging.message.id = %claimed.message.id,
-                    messaging.destination.name = %claimed.message.topic,
-                    outbox.attempt = claimed.attempts,
-                );
-                let delivery = tracing::Instrument::instrument(deliver(claimed.message.clone()), span);
+                let delivery =
+                    tracing::Instrument::instrument(deliver(claimed.message.clone()), delivery_span(&claimed));
                 async move {
                     let sent = match tokio::time::timeout_at(deadline, delivery).await {
                         Ok(sent) => sent,
@@ -585,7 +577,7 @@ impl Worker {
         let mut queued: VecDeque<(Claimed, i64, tokio::time::Instant)> = VecDeque::new();
         let mut in_flight = FuturesUnordered::new();
         let start = |(claimed, until_ms, deadline): (Claimed, i64, tokio::time::Instant)| {
-            let delivery = deliver(claimed.message.clone());
+            let delivery = tracing::Instrument::instrument(deliver(claimed.message.clone()), delivery_span(&claimed));
             async move {
                 let sent = match tokio::time::timeout_at(deadline, delivery).await {
                     Ok(sent) => sent,
@@ -679,4 +671,16 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
+}
+
+/// One span per delivery attempt (OpenTelemetry's messaging conventions), under the worker's span.
+fn delivery_span(claimed: &Claimed) -> tracing::Span {
+    tracing::info_span!(
+        "outbox.deliver",
+        otel.kind = "producer",
+        messaging.operation.type = "send",
+        messaging.message.id = %claimed.message.id,
+        messaging.destination.name = %claimed.message.topic,
+        outbox.attempt = claimed.attempts,
+    )
 }
