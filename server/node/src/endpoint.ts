@@ -6,7 +6,7 @@ import type { Pool, PoolClient } from "pg";
 
 import * as core from "./core.js";
 import type { Answer } from "./core.js";
-import { answered, countDecision, keyHashAttribute, traced, type Carrier, type SpanHandle } from "./telemetry.js";
+import { answered, countDecision, keyHashAttribute, traced, type SpanHandle } from "./telemetry.js";
 import { pgliteStore, pgStore, type PgStoreOptions, type Queryable, type Result, type Statement, type Store } from "./store.js";
 
 /** What the app's handler answers: the status, a JSON body (or text), optional headers. */
@@ -32,7 +32,7 @@ export interface KeyedRequest {
   /** The scope the key lives in (the account); else the endpoint's scope. */
   scope?: string;
   /** The request's headers (lowercase names): the request's span continues the trace in them (`traceparent`), through the app's propagator. */
-  headers?: Carrier;
+  headers?: Record<string, string | string[] | undefined>;
 }
 
 /** Options of {@link idempotentEndpoint}. */
