@@ -30,6 +30,7 @@ import {
   receiveMessage,
   sendAnswer,
 } from "idempotent-endpoint";
+import { idempotentRoute } from "idempotent-endpoint/next";
 
 import { startCluster } from "../../../tests/fault/pg-cluster.mjs";
 
@@ -148,6 +149,20 @@ describe("tracing and metrics on PostgreSQL", () => {
       assert.ok([hashOf(a), hashOf(b)].includes(span.attributes["idempotency.key_hash"]));
     }
     assert.ok(!everyValue().some((v) => v.includes(a) || v.includes(b)), "no attribute holds a key");
+  });
+
+  it("a web-standard route (Next.js, Hono): its request's span continues the traceparent too", async () => {
+    exporter.reset();
+    const endpoint = idempotentEndpoint({ database: pool });
+    const POST = idempotentRoute(endpoint, async () => Response.json({}, { status: 201 }));
+    const key = "telemetry-web";
+    const headers = { "idempotency-key": key, traceparent: TRACEPARENT, "content-type": "application/json" };
+    assert.equal((await POST(new Request("http://localhost/api/web", { method: "POST", headers, body: "{}" }))).status, 201);
+    const [span] = exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER);
+    assert.equal(span?.spanContext().traceId, TRACE_ID);
+    assert.equal(span?.parentSpanContext?.spanId, PARENT_ID);
+    assert.equal(span?.attributes["idempotency.key_hash"], hashOf(key));
+    assert.equal(span?.attributes["idempotency.decision"], "fresh");
   });
 
   it("atomic phases: one span per phase, named by its point, under the caller's span", async () => {
