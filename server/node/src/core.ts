@@ -104,6 +104,11 @@ export function lockName(scope: string, key: string): string {
   return wasm.lockName(scope, key);
 }
 
+/** What a span shows of a key, never the key: the first hex digits of its SHA-256 (the Rust library's `key_hash`). */
+export function keyHash(key: string): string {
+  return wasm.keyHash(key);
+}
+
 /** The outbox's wait (ms) before the next attempt of a message that failed `attempts` times: the client crate's capped exponential backoff with full jitter, drawing from `random`. */
 export function retryDelay(baseMs: number, maxMs: number, attempts: number, random: Uint8Array): number {
   return wasm.retryDelay(baseMs, maxMs, attempts, random);

@@ -6,6 +6,7 @@ import type { Pool, PoolClient } from "pg";
 
 import * as core from "./core.js";
 import type { Answer } from "./core.js";
+import { answered, countDecision, keyHashAttribute, traced, type SpanHandle } from "./telemetry.js";
 import { pgliteStore, pgStore, type PgStoreOptions, type Queryable, type Result, type Statement, type Store } from "./store.js";
 
 /** What the app's handler answers: the status, a JSON body (or text), optional headers. */
@@ -30,6 +31,8 @@ export interface KeyedRequest {
   body: Uint8Array;
   /** The scope the key lives in (the account); else the endpoint's scope. */
   scope?: string;
+  /** The request's headers (lowercase names): the request's span continues the trace in them (`traceparent`), through the app's propagator. */
+  headers?: Record<string, string | string[] | undefined>;
 }
 
 /** Options of {@link idempotentEndpoint}. */
@@ -178,6 +181,44 @@ export function idempotentEndpoint(options: EndpointOptions<unknown>): Idempoten
     return { answer: core.problemAnswer("internal"), outcome: "refused" };
   };
 
+  /** One keyed request (see `run`), its key's hash on `span` and its transaction in a span of its own. */
+  const runKeyed = async (request: KeyedRequest, handler: (tx: unknown) => Promise<HandlerAnswer>, span: SpanHandle): Promise<RunResult> => {
+    const parsed = core.keyFromHeader(request.keyHeader);
+    if ("answer" in parsed) return { answer: parsed.answer, outcome: "refused" };
+    const { key } = parsed;
+    const scope = scopeOf(request.scope);
+    const fp = core.fingerprint(request.method, request.path, request.body);
+    const claiming = claim(scope, key, fp);
+    span.set(keyHashAttribute(key));
+    const transaction = { "db.system.name": "postgresql", ...keyHashAttribute(key) };
+    const done = await traced("idempotency.transaction", transaction, () => entered(scope, key, () =>
+      store.transaction<RunResult>(async (q, tx, opened) => {
+        const { held, claimed: inserted } = claimed(opened ?? (await q.query(claiming.text, claiming.params)));
+        if (!held) return { commit: false, value: { answer: core.inFlightAnswer(), outcome: "in_flight" } };
+        if (!inserted) {
+          const row = (await q.query(sql.selectRow, [scope, key])).rows[0];
+          if (row === undefined) throw new core.CoreError("the key row vanished after a conflict");
+          const decided = core.decide(fp, row);
+          return { commit: true, value: { answer: decided.answer, outcome: decided.outcome } };
+        }
+        const given = encode(await handler(tx));
+        let fresh;
+        try {
+          fresh = core.freshAnswer(given.status, given.headers, given.body);
+        } catch (error) {
+          throw new Unstorable(error instanceof Error ? error.message : String(error));
+        }
+        // The answer goes with COMMIT: one round trip for both on PostgreSQL.
+        const last = { text: sql.storeAnswer, params: [fresh.answer.status, fresh.headers, fresh.answer.body, scope, key] };
+        return { commit: true, value: { answer: fresh.answer, outcome: "fresh" }, last };
+      }, claiming),
+    )).catch((error: unknown) => {
+      if (error instanceof Unstorable || error instanceof core.CoreError) return refused(error);
+      throw error;
+    });
+    return done ?? { answer: core.inFlightAnswer(), outcome: "in_flight" };
+  };
+
   return {
     store,
     async install() {
@@ -185,38 +226,22 @@ export function idempotentEndpoint(options: EndpointOptions<unknown>): Idempoten
     },
 
     async run(request, handler) {
-      const parsed = core.keyFromHeader(request.keyHeader);
-      if ("answer" in parsed) return { answer: parsed.answer, outcome: "refused" };
-      const { key } = parsed;
-      const scope = scopeOf(request.scope);
-      const fp = core.fingerprint(request.method, request.path, request.body);
-      const claiming = claim(scope, key, fp);
-      const done = await entered(scope, key, () =>
-        store.transaction<RunResult>(async (q, tx, opened) => {
-          const { held, claimed: inserted } = claimed(opened ?? (await q.query(claiming.text, claiming.params)));
-          if (!held) return { commit: false, value: { answer: core.inFlightAnswer(), outcome: "in_flight" } };
-          if (!inserted) {
-            const row = (await q.query(sql.selectRow, [scope, key])).rows[0];
-            if (row === undefined) throw new core.CoreError("the key row vanished after a conflict");
-            const decided = core.decide(fp, row);
-            return { commit: true, value: { answer: decided.answer, outcome: decided.outcome } };
+      const attributes = { "http.request.method": request.method, "url.path": request.path };
+      const carrier = request.headers === undefined ? {} : { carrier: request.headers };
+      return traced(
+        request.method,
+        attributes,
+        async (span) => {
+          const result = await runKeyed(request, handler, span);
+          answered(span, result.answer.status);
+          if (result.outcome !== "refused") {
+            span.set({ "idempotency.decision": result.outcome });
+            countDecision(result.outcome);
           }
-          const given = encode(await handler(tx));
-          let fresh;
-          try {
-            fresh = core.freshAnswer(given.status, given.headers, given.body);
-          } catch (error) {
-            throw new Unstorable(error instanceof Error ? error.message : String(error));
-          }
-          // The answer goes with COMMIT: one round trip for both on PostgreSQL.
-          const last = { text: sql.storeAnswer, params: [fresh.answer.status, fresh.headers, fresh.answer.body, scope, key] };
-          return { commit: true, value: { answer: fresh.answer, outcome: "fresh" }, last };
-        }, claiming),
-      ).catch((error: unknown) => {
-        if (error instanceof Unstorable || error instanceof core.CoreError) return refused(error);
-        throw error;
-      });
-      return done ?? { answer: core.inFlightAnswer(), outcome: "in_flight" };
+          return result;
+        },
+        { kind: "server", ...carrier },
+      );
     },
 
     async status(rawKey, scopeGiven) {

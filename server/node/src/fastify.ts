@@ -93,7 +93,7 @@ const plugin: FastifyPluginAsync<FastifyOptions<unknown>> = async (fastify, opti
     const state = (request as WithState)[STATE];
     if (state === undefined) return;
     const scope = options.scope?.(request);
-    const run = { method: request.method, path: request.url.split("?")[0] ?? "/", keyHeader: keyHeader(request.raw), body: state.body, ...(scope === undefined ? {} : { scope }) };
+    const run = { method: request.method, path: request.url.split("?")[0] ?? "/", keyHeader: keyHeader(request.raw), body: state.body, headers: request.raw.headers, ...(scope === undefined ? {} : { scope }) };
     let entered: (tx: unknown) => void = () => undefined;
     const opened = new Promise<{ tx: unknown }>((resolve) => (entered = (tx) => resolve({ tx })));
     state.result = endpoint.run(run, (tx) => {

@@ -142,7 +142,7 @@ export async function handleKeyed<Tx>(
   const parsed = parseJson(req, body);
   if ("answer" in parsed) return { answer: parsed.answer, outcome: "refused" };
   const path = new URL(req.url ?? "/", "http://localhost").pathname;
-  const request = { method: req.method ?? "POST", path, keyHeader: keyHeader(req), body, ...(options.scope === undefined ? {} : { scope: options.scope }) };
+  const request = { method: req.method ?? "POST", path, keyHeader: keyHeader(req), body, headers: req.headers, ...(options.scope === undefined ? {} : { scope: options.scope }) };
   return endpoint.run(request, (tx) => handler({ json: parsed.json, tx, key: keyed.key }));
 }
 

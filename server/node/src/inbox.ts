@@ -8,6 +8,7 @@ import * as core from "./core.js";
 import type { Answer } from "./core.js";
 import { encode, storeOf, type HandlerAnswer } from "./endpoint.js";
 import type { Store } from "./store.js";
+import { countRedeliveryRefused } from "./telemetry.js";
 import { runIn, type TxLike } from "./tx.js";
 
 /** What one delivery of a message got. */
@@ -80,6 +81,7 @@ async function apply<Tx extends TxLike>(
     const { rows } = await runIn(tx, inbox.selectAnswer, [source, messageId]);
     const row = rows[0];
     if (row === undefined) throw new core.CoreError("an inbox record vanished while it was read");
+    countRedeliveryRefused();
     return { duplicate: true, answer: core.inboxAnswer(row, true) };
   }
   const given = encode(await work(tx));

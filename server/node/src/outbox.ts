@@ -10,6 +10,7 @@ import type { Pool } from "pg";
 import * as core from "./core.js";
 import { storeOf } from "./endpoint.js";
 import type { Store } from "./store.js";
+import { countDeliveryAttempt, traced } from "./telemetry.js";
 import { runIn, type TxLike } from "./tx.js";
 
 /** The header a delivery carries the message id in, so the receiver deduplicates (see {@link receive}). */
@@ -119,6 +120,16 @@ export interface OutboxWorker {
   run(signal: AbortSignal): Promise<void>;
 }
 
+/** One delivery's span attributes: OpenTelemetry's messaging conventions and the attempt, as the Rust library's. */
+function deliveryAttributes(message: Message, attempts: number): Record<string, string | number> {
+  return {
+    "messaging.operation.type": "send",
+    "messaging.message.id": message.id,
+    "messaging.destination.name": message.topic,
+    "outbox.attempt": attempts,
+  };
+}
+
 /** Rejects with `why` once `deadline` (epoch ms) passes. */
 function timeoutAt(deadline: number, why: string): { promise: Promise<never>; cancel: () => void } {
   let timer: NodeJS.Timeout | undefined;
@@ -193,9 +204,11 @@ export function outboxWorker(database: Pool | PGlite | Store<unknown>, deliver: 
         const { message, attempts } = claimed[i]!;
         const limit = timeoutAt(deadline, "timed out");
         try {
-          await Promise.race([deliver(message, attempts), limit.promise]);
+          await traced("outbox.deliver", deliveryAttributes(message, attempts), () => Promise.race([deliver(message, attempts), limit.promise]), { kind: "producer" });
           delivered.push(message.id);
+          countDeliveryAttempt(true);
         } catch (error) {
+          countDeliveryAttempt(false);
           onError(error, message);
           retryIds.push(message.id);
           retryAt.push(Date.now() + retryDelayMs(attempts));

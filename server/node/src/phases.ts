@@ -11,6 +11,7 @@ import * as core from "./core.js";
 import type { Answer } from "./core.js";
 import { encode, storeOf, type HandlerAnswer, type KeyedRequest } from "./endpoint.js";
 import type { Queryable, Store } from "./store.js";
+import { traced } from "./telemetry.js";
 
 /** The recovery point of a key row {@link AtomicPhases.begin} inserts (the Rust library's `STARTED`). */
 export const STARTED: string = core.constants.phases.started;
@@ -157,6 +158,12 @@ export interface AtomicPhases<Tx> {
 }
 
 const nowSecs = (): number => Math.floor(Date.now() / 1000);
+
+/** The `idempotency.phase` of a begin's span (the Rust library's name for it). */
+const STARTED_SPAN = "begin";
+
+/** One phase's transaction in its span, `idempotency.phase` its point, as the Rust library's phases name it. */
+const phase = <T>(point: string, work: () => Promise<T>): Promise<T> => traced("idempotency.phase", { "idempotency.phase": point }, work);
 const newToken = (): string => randomBytes(16).toString("hex");
 
 /**
@@ -221,7 +228,7 @@ export function atomicPhases(options: PhasesOptions<unknown>): AtomicPhases<unkn
       const scopeError = core.scopeError(scope);
       if (scopeError !== undefined) throw new core.CoreError(scopeError);
       const fp = core.fingerprint(request.method, request.path, request.body);
-      return waitingForKey(() => store.transaction<Begun>(async (q) => {
+      return phase(STARTED_SPAN, () => waitingForKey(() => store.transaction<Begun>(async (q) => {
         const t = nowSecs();
         await q.query(sql.forgetExpired, [scope, key, core.expiredBefore(t, retention)]);
         const [rowId, token] = [newToken(), newToken()];
@@ -233,29 +240,29 @@ export function atomicPhases(options: PhasesOptions<unknown>): AtomicPhases<unkn
         if (!("take_over" in decided)) return { commit: true, value: decided };
         await q.query(sql.takeOver, [token, leaseEnd(), scope, key]);
         return { commit: true, value: { held: hold(scope, key, String(row["recovery_point"]), row["row_id"], token) } };
-      }, boundWaits));
+      }, boundWaits)));
     },
 
     async advance(held, point, work) {
       const refused = core.advancePointError(point);
       if (refused !== undefined) throw new core.CoreError(refused);
-      await waitingForKey(() => store.transaction(async (q, tx) => {
+      await phase(point, () => waitingForKey(() => store.transaction(async (q, tx) => {
         await checkLease(q, held);
         await work?.(tx);
         await q.query(sql.advance, [point, leaseEnd(), held.scope, held.key]);
         return { commit: true, value: undefined };
-      }, boundWaits));
+      }, boundWaits)));
       held.point = point;
     },
 
     async finish(held, work) {
-      const answer = await waitingForKey(() => store.transaction<Answer>(async (q, tx) => {
+      const answer = await phase(FINISHED, () => waitingForKey(() => store.transaction<Answer>(async (q, tx) => {
         await checkLease(q, held);
         const given = encode(await work(tx));
         const fresh = core.freshAnswer(given.status, given.headers, given.body);
         await q.query(sql.finish, [fresh.answer.status, fresh.headers, fresh.answer.body, FINISHED, held.scope, held.key]);
         return { commit: true, value: fresh.answer };
-      }, boundWaits));
+      }, boundWaits)));
       held.point = FINISHED;
       tokens.delete(held);
       return answer;

@@ -216,6 +216,13 @@ pub fn lock_name(scope: &str, key: &str) -> String {
     postgres_sql::lock_name(scope, key)
 }
 
+/// What a span shows of a key (or a key derived from one), never the key: the library's `key_hash`, the
+/// first hex digits of its SHA-256, so a Node and a Rust server's spans name one key alike.
+#[wasm_bindgen(js_name = keyHash)]
+pub fn key_hash(key: &str) -> String {
+    idempotent_endpoint::key_hash(key)
+}
+
 /// The outbox's wait (milliseconds) before the next attempt of a message that failed `attempts` times:
 /// the client crate's capped exponential backoff with full jitter, from `base_ms` up to `max_ms`, drawing
 /// from `random` (`randomBytes` bytes from `crypto.getRandomValues`; too few waits the cap).

@@ -1,0 +1,135 @@
+// Spans and metrics through the app's own `@opentelemetry/api`, named and attributed as the Rust reference
+// server's (server/src/telemetry.rs, metrics.rs and the library's span macros), so a trace or a dashboard
+// reads the same whichever server answered. The API is an optional peer: it is loaded on the first keyed
+// request, and without it (or without a provider registered, when the API itself is a no-op) every hook
+// here runs the work and nothing else. No attribute holds a key: only its hash, from the wasm core.
+import type * as Api from "@opentelemetry/api";
+
+import * as core from "./core.js";
+
+/** The instrumentation scope of every span and metric (the package's name). */
+export const INSTRUMENTATION_NAME = "idempotent-endpoint";
+
+/** A span attribute value the hooks set. */
+export type AttributeValue = string | number | boolean;
+
+/** What a traced piece of work may add to its span. */
+export interface SpanHandle {
+  /** Sets attributes on the span (nothing without the API). */
+  set(attributes: Record<string, AttributeValue>): void;
+  /** Marks the span an error. */
+  fail(): void;
+}
+
+/** The headers of an incoming request, lowercase names, as a trace context is read from them. */
+export type Carrier = Record<string, string | string[] | undefined>;
+
+type OtelApi = typeof Api;
+
+let loaded: OtelApi | null | undefined;
+
+/** The app's `@opentelemetry/api`, or null when it is not installed (looked up once). */
+function otel(): OtelApi | null {
+  if (loaded === undefined) {
+    try {
+      loaded = require("@opentelemetry/api") as OtelApi;
+    } catch {
+      loaded = null;
+    }
+  }
+  return loaded;
+}
+
+const NOOP: SpanHandle = { set: () => undefined, fail: () => undefined };
+
+/** Where a span sits: a server span may continue the trace of the request's headers. */
+export interface SpanOptions {
+  /** `server` for the request's span, `producer` for an outbox delivery; else internal. */
+  kind?: "server" | "producer";
+  /** The request's headers: the app's propagator reads the incoming trace context (`traceparent`) from them. */
+  carrier?: Carrier;
+}
+
+/**
+ * Runs `work` inside a span named `name` (a child of the active span, or of the trace in
+ * `options.carrier`), ended when `work` settles; a rejection marks it an error and is rethrown.
+ */
+export async function traced<T>(
+  name: string,
+  attributes: Record<string, AttributeValue>,
+  work: (span: SpanHandle) => Promise<T>,
+  options: SpanOptions = {},
+): Promise<T> {
+  const api = otel();
+  if (api === null) return work(NOOP);
+  let parent = api.context.active();
+  if (options.carrier !== undefined) parent = api.propagation.extract(parent, options.carrier);
+  const kind = options.kind === "server" ? api.SpanKind.SERVER : options.kind === "producer" ? api.SpanKind.PRODUCER : api.SpanKind.INTERNAL;
+  const tracer = api.trace.getTracer(INSTRUMENTATION_NAME);
+  return tracer.startActiveSpan(name, { kind, attributes }, parent, async (span) => {
+    try {
+      return await work({ set: (more) => span.setAttributes(more), fail: () => span.setStatus({ code: api.SpanStatusCode.ERROR }) });
+    } catch (error) {
+      span.recordException(error instanceof Error ? error : String(error));
+      span.setStatus({ code: api.SpanStatusCode.ERROR });
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/** The request span's attributes once answered: its status, and a 5xx marked an error (a 4xx is the client's, as the conventions say). */
+export function answered(span: SpanHandle, status: number): void {
+  span.set({ "http.response.status_code": status });
+  if (status >= 500) span.fail();
+}
+
+/** What a span shows of a key: its hash (the Rust library's `key_hash`), never the key. */
+export function keyHashAttribute(key: string): Record<string, string> {
+  return { "idempotency.key_hash": core.keyHash(key) };
+}
+
+interface Counters {
+  provider: Api.MeterProvider;
+  decisions: Api.Counter;
+  deliveryAttempts: Api.Counter;
+  redeliveriesRefused: Api.Counter;
+}
+
+let counters: Counters | undefined;
+
+/** The counters on the app's current meter provider (made again when the app registers another). */
+function meter(): Counters | undefined {
+  const api = otel();
+  if (api === null) return undefined;
+  const provider = api.metrics.getMeterProvider();
+  if (counters?.provider === provider) return counters;
+  const m = provider.getMeter(INSTRUMENTATION_NAME);
+  counters = {
+    provider,
+    decisions: m.createCounter("idempotency_decisions", {
+      description: "Keyed requests with a well-formed key, by decision: fresh, replay, mismatch (422), in_flight (409), fenced (410)",
+    }),
+    deliveryAttempts: m.createCounter("outbox_delivery_attempts", { description: "Outbox delivery attempts by this process, by result: delivered or failed" }),
+    redeliveriesRefused: m.createCounter("inbox_redeliveries_refused", {
+      description: "Deliveries of a message id already received, refused (answered as duplicates, nothing stored)",
+    }),
+  };
+  return counters;
+}
+
+/** Counts one decision on a keyed request (`decision` attribute), as the Rust server's `idempotency_decisions`. */
+export function countDecision(decision: "fresh" | core.Decision): void {
+  meter()?.decisions.add(1, { decision });
+}
+
+/** Counts one outbox delivery attempt (`result`: delivered or failed), as the Rust server's `outbox_delivery_attempts`. */
+export function countDeliveryAttempt(delivered: boolean): void {
+  meter()?.deliveryAttempts.add(1, { result: delivered ? "delivered" : "failed" });
+}
+
+/** Counts one re-delivery the inbox refused, as the mail receiver's `inbox_redeliveries_refused`. */
+export function countRedeliveryRefused(): void {
+  meter()?.redeliveriesRefused.add(1);
+}

@@ -1,0 +1,224 @@
+// Spans and metrics through the app's @opentelemetry/api on a real PostgreSQL (a throwaway cluster this test
+// starts) over real HTTP: the SDK's in-memory exporter and a metric reader registered as an app would, a
+// scripted run of keyed requests under one incoming traceparent, atomic phases, outbox deliveries and inbox
+// re-deliveries; then the package without @opentelemetry/api installed.
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import http from "node:http";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, describe, it } from "node:test";
+
+import { context, metrics, propagation, trace, SpanKind } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { W3CTraceContextPropagator } from "@opentelemetry/core";
+import { MeterProvider, MetricReader } from "@opentelemetry/sdk-metrics";
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import pg from "pg";
+import {
+  atomicPhases,
+  enqueue,
+  FINISHED,
+  handleKeyed,
+  idempotentEndpoint,
+  installInbox,
+  installOutbox,
+  newMessage,
+  outboxWorker,
+  pgStore,
+  receiveMessage,
+  sendAnswer,
+} from "idempotent-endpoint";
+import { idempotentRoute } from "idempotent-endpoint/next";
+
+import { startCluster } from "../../../tests/fault/pg-cluster.mjs";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT_ID = "00f067aa0ba902b7";
+const TRACEPARENT = `00-${TRACE_ID}-${PARENT_ID}-01`;
+/** The hash a span shows of a key, computed here independently of the package (SHA-256, 16 hex digits). */
+const hashOf = (key) => createHash("sha256").update(key).digest("hex").slice(0, 16);
+
+/** A reader the test collects from when it wants. */
+class Reader extends MetricReader {
+  async onForceFlush() {}
+  async onShutdown() {}
+}
+
+const exporter = new InMemorySpanExporter();
+const reader = new Reader();
+let cluster;
+let pool;
+let server;
+let base;
+let release = () => undefined;
+/** Resolves once a waiting handler holds its key row. */
+let holding;
+let held = () => undefined;
+
+/** The counter `name`'s points as `{ attributes-json: value }`. */
+async function counter(name) {
+  const { resourceMetrics } = await reader.collect();
+  const found = resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).find((m) => m.descriptor.name === name);
+  return Object.fromEntries((found?.dataPoints ?? []).map((p) => [JSON.stringify(p.attributes), p.value]));
+}
+
+/** Every attribute value of every finished span, to check no key is among them. */
+const everyValue = () => exporter.getFinishedSpans().flatMap((s) => Object.values(s.attributes).map(String));
+
+before(async () => {
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+  trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
+  metrics.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
+  cluster = await startCluster();
+  cluster.createDatabase("node_telemetry");
+  pool = new pg.Pool({ connectionString: cluster.url("node_telemetry"), max: 10 });
+  const endpoint = idempotentEndpoint({ database: pool });
+  await endpoint.install();
+  await installOutbox(pool);
+  await installInbox(pool);
+  server = http.createServer(async (req, res) => {
+    const result = await handleKeyed(endpoint, req, async ({ json }) => {
+      if (json.wait === true) {
+        held();
+        await new Promise((resolve) => (release = resolve));
+      }
+      return { status: 201, body: { sku: json.sku } };
+    });
+    sendAnswer(res, result.answer);
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  base = `http://127.0.0.1:${server.address().port}/api/orders`;
+});
+
+after(async () => {
+  await new Promise((resolve) => server?.close(resolve));
+  await pool?.end();
+  cluster?.stop();
+});
+
+const post = (key, body) =>
+  fetch(base, { method: "POST", headers: { "idempotency-key": key, traceparent: TRACEPARENT, "content-type": "application/json" }, body: JSON.stringify(body) });
+
+describe("tracing and metrics on PostgreSQL", () => {
+  it("a scripted run: 4 replays, 2 422s, 1 409 counted by decision, each request a span of the incoming trace", async () => {
+    const [a, b] = ["telemetry-key-a", "telemetry-key-b"];
+    assert.equal((await post(a, { sku: "x" })).status, 201);
+    for (let i = 0; i < 4; i += 1) assert.equal((await post(a, { sku: "x" })).headers.get("idempotent-replayed"), "true");
+    for (let i = 0; i < 2; i += 1) assert.equal((await post(a, { sku: "other" })).status, 422);
+    holding = new Promise((resolve) => (held = resolve));
+    const waiting = post(b, { sku: "y", wait: true });
+    // The first request with b holds its key row until released: the second is answered 409 meanwhile.
+    await holding;
+    assert.equal((await post(b, { sku: "y", wait: true })).status, 409);
+    release();
+    assert.equal((await waiting).status, 201);
+
+    assert.deepEqual(await counter("idempotency_decisions"), {
+      '{"decision":"fresh"}': 2,
+      '{"decision":"replay"}': 4,
+      '{"decision":"mismatch"}': 2,
+      '{"decision":"in_flight"}': 1,
+    });
+
+    const spans = exporter.getFinishedSpans();
+    const requests = spans.filter((s) => s.kind === SpanKind.SERVER);
+    assert.equal(requests.length, 9);
+    for (const span of requests) {
+      assert.equal(span.name, "POST");
+      assert.equal(span.spanContext().traceId, TRACE_ID);
+      assert.equal(span.parentSpanContext?.spanId, PARENT_ID);
+      assert.equal(span.attributes["http.request.method"], "POST");
+      assert.equal(span.attributes["url.path"], "/api/orders");
+    }
+    const decisions = (key) => requests.filter((s) => s.attributes["idempotency.key_hash"] === hashOf(key)).map((s) => s.attributes["idempotency.decision"]);
+    assert.deepEqual(decisions(a), ["fresh", "replay", "replay", "replay", "replay", "mismatch", "mismatch"]);
+    assert.deepEqual(decisions(b).sort(), ["fresh", "in_flight"]);
+    assert.deepEqual(requests.filter((s) => s.attributes["idempotency.decision"] === "mismatch").map((s) => s.attributes["http.response.status_code"]), [422, 422]);
+
+    const transactions = spans.filter((s) => s.name === "idempotency.transaction");
+    assert.equal(transactions.length, 9);
+    const requestIds = new Set(requests.map((s) => s.spanContext().spanId));
+    for (const span of transactions) {
+      assert.equal(span.spanContext().traceId, TRACE_ID);
+      assert.ok(requestIds.has(span.parentSpanContext?.spanId), "the transaction's span is a child of its request's");
+      assert.equal(span.attributes["db.system.name"], "postgresql");
+      assert.ok([hashOf(a), hashOf(b)].includes(span.attributes["idempotency.key_hash"]));
+    }
+    assert.ok(!everyValue().some((v) => v.includes(a) || v.includes(b)), "no attribute holds a key");
+  });
+
+  it("a web-standard route (Next.js, Hono): its request's span continues the traceparent too", async () => {
+    exporter.reset();
+    const endpoint = idempotentEndpoint({ database: pool });
+    const POST = idempotentRoute(endpoint, async () => Response.json({}, { status: 201 }));
+    const key = "telemetry-web";
+    const headers = { "idempotency-key": key, traceparent: TRACEPARENT, "content-type": "application/json" };
+    assert.equal((await POST(new Request("http://localhost/api/web", { method: "POST", headers, body: "{}" }))).status, 201);
+    const [span] = exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER);
+    assert.equal(span?.spanContext().traceId, TRACE_ID);
+    assert.equal(span?.parentSpanContext?.spanId, PARENT_ID);
+    assert.equal(span?.attributes["idempotency.key_hash"], hashOf(key));
+    assert.equal(span?.attributes["idempotency.decision"], "fresh");
+  });
+
+  it("atomic phases: one span per phase, named by its point, under the caller's span", async () => {
+    exporter.reset();
+    const phases = atomicPhases({ database: pool });
+    const key = "telemetry-phased";
+    const tracer = trace.getTracer("test");
+    const parent = await tracer.startActiveSpan("checkout", async (span) => {
+      const begun = await phases.begin({ method: "POST", path: "/api/pay", keyHeader: [key], body: new Uint8Array() });
+      assert.ok(begun.held);
+      await phases.advance(begun.held, "charged");
+      await phases.finish(begun.held, async () => ({ status: 201, body: {} }));
+      span.end();
+      return span.spanContext();
+    });
+    const phased = exporter.getFinishedSpans().filter((s) => s.name === "idempotency.phase");
+    assert.deepEqual(phased.map((s) => s.attributes["idempotency.phase"]), ["begin", "charged", FINISHED]);
+    for (const span of phased) assert.equal(span.parentSpanContext?.spanId, parent.spanId);
+    assert.ok(!everyValue().some((v) => v.includes(key)));
+  });
+
+  it("outbox deliveries: one producer span per attempt, attempts counted by result; inbox re-deliveries refused counted", async () => {
+    exporter.reset();
+    const message = newMessage("invite-email", { to: "a@example.test" });
+    await pgStore(pool).transaction(async (_q, tx) => {
+      await enqueue(tx, message);
+      return { commit: true, value: undefined };
+    });
+    let calls = 0;
+    const worker = outboxWorker(
+      pool,
+      async () => {
+        calls += 1;
+        if (calls === 1) throw new Error("the receiver is down");
+      },
+      { baseDelayMs: 1, maxDelayMs: 1 },
+    );
+    await worker.deliverOnce();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.equal((await worker.deliverOnce()).delivered, 1);
+    const deliveries = exporter.getFinishedSpans().filter((s) => s.name === "outbox.deliver");
+    assert.deepEqual(
+      deliveries.map((s) => [s.kind, s.attributes["messaging.message.id"], s.attributes["messaging.destination.name"], s.attributes["messaging.operation.type"], s.attributes["outbox.attempt"]]),
+      [
+        [SpanKind.PRODUCER, message.id, "invite-email", "send", 1],
+        [SpanKind.PRODUCER, message.id, "invite-email", "send", 2],
+      ],
+    );
+    assert.deepEqual(await counter("outbox_delivery_attempts"), { '{"result":"failed"}': 1, '{"result":"delivered"}': 1 });
+
+    for (let i = 0; i < 3; i += 1) await receiveMessage(pool, "invites", message.id, async () => ({ status: 200 }));
+    assert.deepEqual(await counter("inbox_redeliveries_refused"), { "{}": 2 });
+  });
+
+  it("without @opentelemetry/api installed, a keyed request is answered as ever", () => {
+    const out = execFileSync(process.execPath, [path.join(HERE, "support/without-otel.mjs")], { encoding: "utf8", env: { ...process.env } });
+    assert.deepEqual(JSON.parse(out), { asked: true, outcomes: ["fresh", "replay"] });
+  });
+});
