@@ -196,6 +196,10 @@ test("503, a reload mid-retry, 503, 201: the exporter holds one trace with the i
   const calls = inTrace.filter((s) => s.name === PROVIDER_CALL && s.kind === OTLP_CLIENT);
   assert.equal(calls.length, 1, "one provider call in the trace");
   assert.equal(attribute(calls[0], "idempotency.derived_key_hash"), keyHash(charge.idempotencyKey));
+  const byId = new Map(inTrace.map((s) => [s.spanId, s]));
+  const ancestors = [];
+  for (let s = byId.get(calls[0].parentSpanId); s; s = byId.get(s.parentSpanId)) ancestors.push(s.spanId);
+  assert.ok(ancestors.includes(answered.spanId), "the provider call is under the answered attempt's server span");
   assert.notEqual(charge.idempotencyKey, key, "the provider got a derived key, not the client's");
   assert.ok(!JSON.stringify(exported).includes(key), "no span carries the key itself");
 });
