@@ -3,8 +3,8 @@
 //   serverBinary()   env IF_SERVER_BIN (set by the xtask; must exist), else
 //                    $CARGO_TARGET_DIR (default target/)/server/idempotent-fetch-server, built with
 //                    `cargo build --profile server -p idempotent-fetch-server` when missing
-//   startReferenceServer({ www, pkg, label, databaseUrl, dbFile, addr, args, startTimeoutMs })
-//                    starts it with --enable-faults on 127.0.0.1:0 (or `addr`: a restart on the same
+//   startReferenceServer({ www, pkg, label, databaseUrl, dbFile, addr, args, startTimeoutMs, bin })
+//                    starts it (or the server binary `bin`, e.g. a build with other features) with --enable-faults on 127.0.0.1:0 (or `addr`: a restart on the same
 //                    port) with a fresh SQLite db in its own temp folder (or the file `dbFile`, kept, or
 //                    PostgreSQL `databaseUrl`), serving `www` at / and `pkg` (optional) at /pkg/, with
 //                    the extra flags `args`; resolves once it printed
@@ -70,8 +70,7 @@ export function serverBinary() {
   return bin;
 }
 
-export async function startReferenceServer({ www, pkg, label = "server", databaseUrl, dbFile, addr = "127.0.0.1:0", args: extra = [], startTimeoutMs = 15_000 }) {
-  const bin = serverBinary();
+export async function startReferenceServer({ www, pkg, label = "server", databaseUrl, dbFile, addr = "127.0.0.1:0", args: extra = [], startTimeoutMs = 15_000, bin = serverBinary() }) {
   const dbDir = databaseUrl || dbFile ? null : mkdtempSync(path.join(os.tmpdir(), `if-${label}-`));
   const db = databaseUrl ? ["--database-url", databaseUrl] : ["--db", dbFile ?? path.join(dbDir, `${label}.sqlite`)];
   const args = ["--enable-faults", "--addr", addr, ...db, "--www", www, ...extra];

@@ -140,14 +140,49 @@ pub fn server_binary() -> Result<PathBuf> {
     if let Some(p) = BUILT.get() {
         return Ok(p.clone());
     }
-    // The example app on the server library is built with it: the test that drives it finds it beside the
-    // server binary.
+    let p = build_server()?;
+    Ok(BUILT.get_or_init(|| p).clone())
+}
+
+/// Build the reference server with the `otel` feature (once per run) and return the absolute path of a
+/// copy of its binary (`<target>/server/otel/`): cargo writes both builds to one path, so the plain one
+/// is built again right after, and [`server_binary`]'s path keeps the binary without the feature.
+pub fn otel_server_binary() -> Result<PathBuf> {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    if let Some(p) = BUILT.get() {
+        return Ok(p.clone());
+    }
+    // Only the server binary: the package's other binaries and the example app are the plain build's.
+    let otel = format!("{SERVER_PACKAGE}/otel");
+    run(cargo().args([
+        "build",
+        "--profile",
+        SERVER_PROFILE,
+        "-p",
+        SERVER_PACKAGE,
+        "--bin",
+        SERVER_PACKAGE,
+        "--features",
+        &otel,
+    ]))?;
+    let built = target_dir()?.join(SERVER_PROFILE).join(SERVER_PACKAGE);
+    let dir = target_dir()?.join(SERVER_PROFILE).join("otel");
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let p = dir.join(SERVER_PACKAGE);
+    fs::copy(&built, &p).map_err(|e| format!("copying {} to {}: {e}", built.display(), p.display()))?;
+    build_server()?;
+    Ok(BUILT.get_or_init(|| p).clone())
+}
+
+/// `cargo build` of the reference server (and of the example app on the server library, which the test
+/// that drives it finds beside the server binary); the server binary's path.
+fn build_server() -> Result<PathBuf> {
     run(cargo().args(["build", "--profile", SERVER_PROFILE, "-p", SERVER_PACKAGE, "-p", EXAMPLE_PACKAGE]))?;
     let p = target_dir()?.join(SERVER_PROFILE).join(SERVER_PACKAGE);
     if !p.is_file() {
         return Err(format!("server binary not found at {}", p.display()));
     }
-    Ok(BUILT.get_or_init(|| p).clone())
+    Ok(p)
 }
 
 /// `cargo metadata` of the workspace (with dependencies: the resolved versions of Cargo.lock).

@@ -6,8 +6,9 @@ use crate::disk;
 use crate::install;
 use crate::process::{cargo, cmd, free_port, run, spawn_listening, Result};
 use crate::project::{
-    build_api_docs, ensure_node_server, ensure_package, root, server_binary, APP_TS_DIRS, LIBRARY_PACKAGE,
-    NODE_SERVER_DIR, NODE_SERVER_DOCS_CONFIG, PACKAGE_DIR, SERVER_PACKAGE, TOOLS_DIR, TSCONFIGS, TYPEDOC_DIR, WWW_DIR,
+    build_api_docs, ensure_node_server, ensure_package, otel_server_binary, root, server_binary, APP_TS_DIRS,
+    LIBRARY_PACKAGE, NODE_SERVER_DIR, NODE_SERVER_DOCS_CONFIG, PACKAGE_DIR, SERVER_PACKAGE, TOOLS_DIR, TSCONFIGS,
+    TYPEDOC_DIR, WWW_DIR,
 };
 use crate::size;
 use std::env;
@@ -154,6 +155,7 @@ fn node_env() -> Result {
     env::set_var("IF_PLAYWRIGHT_CORE", modules.join("playwright-core/index.mjs"));
     env::set_var("IF_PKG", root().join(PACKAGE_DIR));
     env::set_var("IF_WWW_DIR", root().join(WWW_DIR));
+    env::set_var("IF_OTEL_SERVER_BIN", otel_server_binary()?);
     env::set_var("IF_SERVER_BIN", server_binary()?);
     Ok(())
 }
