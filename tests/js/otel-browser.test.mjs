@@ -8,12 +8,10 @@
 // Needs: the package (cargo xtask build), tools/node_modules (esbuild, @opentelemetry/*), the engine's browser.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
+import { rmSync } from "node:fs";
 
 import { collectPageErrors, engineName, launchBrowser, openLibPage, waitForLibPage } from "../support/browsers.mjs";
-import { bundleOtelHarness, INTENT_SPAN_NAME, SPAN_KIND_CLIENT, TRACEPARENT } from "../support/otel.mjs";
+import { INTENT_SPAN_NAME, SPAN_KIND_CLIENT, TRACEPARENT, writeOtelPage } from "../support/otel.mjs";
 import { pkgMissing } from "../support/paths.mjs";
 import { startStaticServer } from "../support/static-server.mjs";
 import { startTestServer } from "../support/test-server.mjs";
@@ -31,23 +29,7 @@ const pageErrors = [];
 /** The test page and its harness bundle (tests/support/otel.mjs), in a directory of their own; /pkg/
  *  is the built package (static-server.mjs). */
 async function writePage() {
-  dir = mkdtempSync(path.join(os.tmpdir(), "if-otel-page-"));
-  await bundleOtelHarness(path.join(dir, "otel-harness.js"));
-  writeFileSync(path.join(dir, "otel.html"), `<!doctype html>
-<meta charset="utf-8">
-<title>idempotent-fetch-client/otel</title>
-<script type="module">
-  import * as lib from "/pkg/index.development.js";
-  import "/otel-harness.js";
-  try {
-    await lib.ready;
-    window.__lib = lib;
-    window.__ready = true;
-  } catch (error) {
-    window.__initError = String(error?.stack ?? error);
-  }
-</script>
-`);
+  dir = await writeOtelPage("otel.html", "idempotent-fetch-client/otel");
 }
 
 before(async () => {

@@ -16,13 +16,11 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import http from "node:http";
-import os from "node:os";
-import path from "node:path";
 
 import { collectPageErrors, engineName, launchBrowser, openLibPage, timeoutScale, waitForLibPage } from "../support/browsers.mjs";
-import { bundleOtelHarness, INTENT_SPAN_NAME, SPAN_KIND_CLIENT, TRACEPARENT } from "../support/otel.mjs";
+import { INTENT_SPAN_NAME, SPAN_KIND_CLIENT, TRACEPARENT, writeOtelPage } from "../support/otel.mjs";
 import { pkgDir, pkgMissing } from "../support/paths.mjs";
 import { startReferenceServer, startService } from "../support/reference-server.mjs";
 import { waitFor as poll } from "../support/timing.mjs";
@@ -87,23 +85,7 @@ function otelServerBinary() {
 }
 
 async function writePage() {
-  dir = mkdtempSync(path.join(os.tmpdir(), "if-otel-e2e-"));
-  await bundleOtelHarness(path.join(dir, "otel-harness.js"));
-  writeFileSync(path.join(dir, "index.html"), `<!doctype html>
-<meta charset="utf-8">
-<title>idempotent-fetch-client/otel end to end</title>
-<script type="module">
-  import * as lib from "/pkg/index.development.js";
-  import "/otel-harness.js";
-  try {
-    await lib.ready;
-    window.__lib = lib;
-    window.__ready = true;
-  } catch (error) {
-    window.__initError = String(error?.stack ?? error);
-  }
-</script>
-`);
+  dir = await writeOtelPage("index.html", "idempotent-fetch-client/otel end to end");
 }
 
 before(async () => {

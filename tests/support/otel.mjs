@@ -2,7 +2,9 @@
 // tests/js/otel-background.test.mjs): tests/browser/otel-harness.mjs bundled with the package's
 // idempotent-fetch-client/otel (pkg/otel.js) and the SDK from the tools' node_modules, as an app's
 // bundler would, into one ES module a page or a module service worker imports.
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import os from "node:os";
 import path from "node:path";
 
 import { pkgDir, root } from "./paths.mjs";
@@ -17,6 +19,32 @@ export async function bundleOtelHarness(outfile) {
     outfile, logLevel: "warning", nodePaths: [path.join(TOOLS, "node_modules")],
     alias: { "idempotent-fetch-client/otel": path.join(pkgDir, "otel.js") },
   });
+}
+
+/**
+ * A directory of its own with the harness bundle and a page, `file`, that loads the package's development
+ * build from /pkg/ and the harness (window.__lib, __ready or __initError, as tests/support/page.mjs does
+ * for the pages served from the repository). Returns the directory.
+ */
+export async function writeOtelPage(file, title) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "if-otel-page-"));
+  await bundleOtelHarness(path.join(dir, "otel-harness.js"));
+  writeFileSync(path.join(dir, file), `<!doctype html>
+<meta charset="utf-8">
+<title>${title}</title>
+<script type="module">
+  import * as lib from "/pkg/index.development.js";
+  import "/otel-harness.js";
+  try {
+    await lib.ready;
+    window.__lib = lib;
+    window.__ready = true;
+  } catch (error) {
+    window.__initError = String(error?.stack ?? error);
+  }
+</script>
+`);
+  return dir;
 }
 
 /** The intent span's name (src/js/otel.ts INTENT_SPAN_NAME) and SpanKind.CLIENT, as the spans read back. */
