@@ -8,7 +8,7 @@
 //!
 //! **Group commit.** With `synchronous = FULL` every commit waits for a sync to disk, so a commit per
 //! message caps the receiver at the disk's syncs per second. The deliveries that arrive while a commit is
-//! being written wait in a queue and are stored together by the next one (at most [`GROUP_MAX`]): each in
+//! being written wait in a queue and are stored together by the next one (at most `GROUP_MAX`): each in
 //! its own savepoint (its message row and inbox record, or neither if it fails), one commit for all, and
 //! every sender is answered only after that commit.
 
