@@ -189,8 +189,9 @@ export function idempotentEndpoint(options: EndpointOptions<unknown>): Idempoten
     const scope = scopeOf(request.scope);
     const fp = core.fingerprint(request.method, request.path, request.body);
     const claiming = claim(scope, key, fp);
-    span.set(keyHashAttribute(key));
-    const transaction = { "db.system.name": "postgresql", ...keyHashAttribute(key) };
+    const keyHash = keyHashAttribute(key);
+    span.set(keyHash);
+    const transaction = { "db.system.name": "postgresql", ...keyHash };
     const done = await traced("idempotency.transaction", transaction, () => entered(scope, key, () =>
       store.transaction<RunResult>(async (q, tx, opened) => {
         const { held, claimed: inserted } = claimed(opened ?? (await q.query(claiming.text, claiming.params)));

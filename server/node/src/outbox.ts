@@ -10,6 +10,7 @@ import type { Pool } from "pg";
 import * as core from "./core.js";
 import { storeOf } from "./endpoint.js";
 import type { Store } from "./store.js";
+import { sleep } from "./sleep.js";
 import { countDeliveryAttempt, traced } from "./telemetry.js";
 import { runIn, type TxLike } from "./tx.js";
 
@@ -137,19 +138,6 @@ function timeoutAt(deadline: number, why: string): { promise: Promise<never>; ca
     timer = setTimeout(() => reject(new Error(why)), Math.max(0, deadline - Date.now()));
   });
   return { promise, cancel: () => clearTimeout(timer) };
-}
-
-/** Resolves after `ms` or when `signal` aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
 
 /**

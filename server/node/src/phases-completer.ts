@@ -2,6 +2,7 @@
 // the client's retry. It takes over unfinished rows whose lease ran out (the Rust library's `unfinished`)
 // and hands each to the app's own driver, which resumes at the row's recovery point.
 import { type AtomicPhases, type Held, LeaseLostError } from "./phases.js";
+import { sleep } from "./sleep.js";
 
 /** Options of {@link phasesCompleter}. */
 export interface CompleterOptions {
@@ -19,19 +20,6 @@ export interface PhasesCompleter {
   pass(): Promise<number>;
   /** Passes until `signal` aborts (a pass in progress finishes first). */
   run(signal: AbortSignal): Promise<void>;
-}
-
-/** Resolves after `ms` or when `signal` aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
 
 /**

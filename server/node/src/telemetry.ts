@@ -85,9 +85,12 @@ export function answered(span: SpanHandle, status: number): void {
   if (status >= 500) span.fail();
 }
 
-/** What a span shows of a key: its hash (the Rust library's `key_hash`), never the key. */
+/**
+ * What a span shows of a key: its hash (the Rust library's `key_hash`), never the key; nothing (and no
+ * hashing on the request's path) when `@opentelemetry/api` is not installed.
+ */
 export function keyHashAttribute(key: string): Record<string, string> {
-  return { "idempotency.key_hash": core.keyHash(key) };
+  return otel() === null ? {} : { "idempotency.key_hash": core.keyHash(key) };
 }
 
 interface Counters {
