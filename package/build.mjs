@@ -209,7 +209,7 @@ const DRIVER_PRIVATE = [
   "engineReady", "engineMade", "beginPrepared", "sendLocked", "adoptLock", "offered", "inFlight",
   "inMemory", "fallBack", "onFallback", "byType", "forgetSecret", "core", "view", "listeners", "config",
   "sentNow", "unsaved", "retire", "persisted", "waiting", "records", "prefix", "area", "backend", "requested",
-  "database", "fallbackReason",
+  "database", "fallbackReason", "machine", "typed", "shelves", "freed", "swept", "deleteWhenAnswered", "deleteIf", "integer",
   // The functions the entry hands the resume part (resume.ts `ResumeKit`).
   "loadRecord", "viewOf", "intentIdArg", "notFound", "corruptRecord", "storageUnavailable", "prepareParts", "pageLocation",
   "hashOf", "operationOf", "fieldsOf", "storedBody",
