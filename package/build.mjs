@@ -210,6 +210,7 @@ const DRIVER_PRIVATE = [
   "inMemory", "fallBack", "onFallback", "byType", "forgetSecret", "core", "view", "listeners", "config",
   "sentNow", "unsaved", "retire", "persisted", "waiting", "records", "prefix", "area", "backend", "requested",
   "database", "fallbackReason", "machine", "typed", "shelves", "freed", "swept", "deleteWhenAnswered", "deleteIf", "integer",
+  "store", "engine", "known", "scanned", "claims", "stamp", "cap", "retired", "secret", "sent", "opened",
   // The functions the entry hands the resume part (resume.ts `ResumeKit`).
   "loadRecord", "viewOf", "intentIdArg", "notFound", "corruptRecord", "storageUnavailable", "prepareParts", "pageLocation",
   "hashOf", "operationOf", "fieldsOf", "storedBody",
