@@ -140,11 +140,14 @@ export const order = (cart) => client.fetch("/api/orders", { method: "POST", bod
 `;
   const quick = {};
   for (const flavour of BUILDS) quick[flavour] = await appBundle(QUICK_START, flavour);
-  // A page that stays open: once idle, the client warms up (src/js/client.ts `warm`). Under the quick
-  // start's options that fetches no file where the browser has Web Locks, and the localStorage lease
-  // (lease.ts) where it has none; every other part waits for the first use of its feature.
-  const LEASE = LAZY_PARTS.find((p) => p.source === "lease.ts").file;
-  const idle = (flavour) => quick[flavour].parts[fileOf(LEASE, flavour)] ?? none;
+  // A page that stays open: once idle, the client warms up (src/js/client.ts `warm`), and after its
+  // first send it sweeps. Under the quick start's options the warm-up fetches no file where the
+  // browser has Web Locks, and the localStorage lease (lease.ts) where it has none; the sweep fetches
+  // the sweep part (sweep.ts). Every other part waits for the first use of its feature.
+  const partOf = (source) => LAZY_PARTS.find((p) => p.source === source).file;
+  const idle = (flavour, sources) => sources.map((source) => quick[flavour].parts[fileOf(partOf(source), flavour)] ?? none).reduce(add, none);
+  const IDLE = ["sweep.ts"];
+  const IDLE_WITHOUT_LOCKS = [...IDLE, "lease.ts"];
   const shipped = (file) => add(measure(readFileSync(join(PKG_DIR, file))), wasm);
 
   const cell = (m) => (m ? `${m.gzip} | ${m.brotli}` : "– | –");
@@ -154,8 +157,8 @@ export const order = (cart) => client.fetch("/api/orders", { method: "POST", bod
   const row = (what, production, development) => console.log(`| ${what} | ${cell(production)} | ${cell(development)} |`);
   const [firstChunks, allChunks] = quick.production.chunks;
   row(`**the quick start**, bundled by the app (esbuild --bundle --minify --splitting: ${firstChunks} of ${allChunks} chunks) + .wasm`, add(quick.production.first, wasm), add(quick.development.first, wasm));
-  row("fetched later by a page that stays open (idle): with Web Locks", none, none);
-  row("fetched later by a page that stays open (idle): without Web Locks (the lease part)", idle("production"), idle("development"));
+  row("fetched later by a page that stays open (idle, after the first send): with Web Locks (the sweep part)", idle("production", IDLE), idle("development", IDLE));
+  row("fetched later by a page that stays open (idle, after the first send): without Web Locks (the sweep and lease parts)", idle("production", IDLE_WITHOUT_LOCKS), idle("development", IDLE_WITHOUT_LOCKS));
   row(`every feature (all ${allChunks} chunks) + .wasm`, add(quick.production.all, wasm), add(quick.development.all, wasm));
   row(`\`idempotent-fetch-client\` as shipped (pkg/${BROWSER_ENTRY} or its development twin) + .wasm`, shipped(BROWSER_ENTRY), shipped(fileOf(BROWSER_ENTRY, "development")));
   const manifest = JSON.parse(readFileSync(join(PKG_DIR, "package.json"), "utf8"));

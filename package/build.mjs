@@ -209,10 +209,13 @@ const DRIVER_PRIVATE = [
   "engineReady", "engineMade", "beginPrepared", "sendLocked", "adoptLock", "offered", "inFlight",
   "inMemory", "fallBack", "onFallback", "byType", "forgetSecret", "core", "view", "listeners", "config",
   "sentNow", "unsaved", "retire", "persisted", "waiting", "records", "prefix", "area", "backend", "requested",
-  "database", "fallbackReason",
+  "database", "fallbackReason", "machine", "typed", "shelves", "freed", "swept", "deleteWhenAnswered", "deleteIf", "integer",
+  "store", "engine", "known", "scanned", "claims", "stamp", "cap", "retired", "secret", "sent", "opened",
   // The functions the entry hands the resume part (resume.ts `ResumeKit`).
   "loadRecord", "viewOf", "intentIdArg", "notFound", "corruptRecord", "storageUnavailable", "prepareParts", "pageLocation",
   "hashOf", "operationOf", "fieldsOf", "storedBody",
+  // The functions the entry hands the sweep part (sweep.ts `SweepKit`).
+  "decodeRecord", "retiredStamp", "discardIntent", "saveRecord", "storedEntries", "claimsDb", "dropClaimsOf", "whenIdle",
 ];
 
 /** The two builds of the core for browsers (src/js/mode.ts): the production build, what apps get by
@@ -308,6 +311,8 @@ export const LAZY_PARTS = [
   { source: "lease.ts", file: "lazy/lease.js" },
   // A persisted request as stored: its headers (never credentials), a body over 1 KiB out of line.
   { source: "stored-request.ts", file: "lazy/stored-request.js" },
+  // What deletes stored records: the sweep (idle after the first send, or sweep()) and the retired bound.
+  { source: "sweep.ts", file: "lazy/sweep.js" },
 ];
 /** What a lazy part may bundle besides its own source: modules without state. */
 const PURE_SOURCES = ["mode.ts", "describe.ts", "hex.ts", "body-limits.ts", "machine.ts", "generated/contract.ts", "storage/backend.ts", "storage/idb.ts", "wait.ts"];

@@ -12,6 +12,7 @@ import {
   readOrCreateSecret,
   recordText,
   saveRecord,
+  storedEntries,
 } from "./core.js";
 import { describe, IdempotentFetchError, invalidOptions } from "./errors.js";
 import { type IdempotentRequestInit, readFetchArgs } from "./fetch-args.js";
@@ -19,10 +20,11 @@ import { Listeners, type ClientEventMap } from "./events.js";
 import { Fields } from "./fields.js";
 import { fingerprint } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
+import type { SweepKit } from "./sweep.js";
 import type { ResumeKit } from "./resume.js";
-import { leasePart, placementPart, reconcilePart, resumePart, storedRequestPart } from "./lazy.js";
+import { sweepPart, leasePart, placementPart, reconcilePart, resumePart, storedRequestPart } from "./lazy.js";
 import { needsLease } from "./lock.js";
-import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, F_UPDATED_AT, type Machine, MISMATCH_CLAIMED, MISMATCH_KEY_CLAIMED, MISMATCH_KEY_STORED, OPT_RETRY_BUDGET, OPTIONS, RESUMED_CLAIMED, RESUMED_NEW, RESUMED_STORED, SWEEP_EXPIRED, SWEEP_KEEP, SWEEP_REMOVE } from "./machine.js";
+import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, type Machine, MISMATCH_CLAIMED, MISMATCH_KEY_CLAIMED, MISMATCH_KEY_STORED, OPT_RETRY_BUDGET, OPTIONS, RESUMED_CLAIMED, RESUMED_NEW, RESUMED_STORED } from "./machine.js";
 import { corruptRecord, fromThrown, intentMismatch, notFound, storageUnavailable } from "./messages.js";
 import {
   type BeginOptions,
@@ -45,7 +47,7 @@ import {
 import { decodeRecord, encodeRecord, INLINE_BODY_MAX, type LoadedRecord, type PersistedRequest, type RecordIds, retiredStamp } from "./record.js";
 import { type IntentRequest, pageLocation, prepareParts, prepareRequest, type PreparedRequest } from "./request.js";
 import type { SendResult } from "./results.js";
-import { claim, claimNew, claimsDb, claimSlot, lostClaims } from "./storage/claims.js";
+import { claim, claimNew, claimsDb, claimSlot, dropClaimsOf, lostClaims } from "./storage/claims.js";
 import { RetiredRecords } from "./storage/retired.js";
 import { Store } from "./storage/store.js";
 import { loadMachine, machineIfLoaded, type MachineModule, refused } from "./wasm.js";
@@ -114,7 +116,7 @@ export class IdempotentClient {
     const forgetSecret = () => {
       secret = undefined;
     };
-    const retired = new RetiredRecords(store, config.namespace, config.maxRetiredRecords, retiredStamp, claimsInUse({ config }));
+    const retired = new RetiredRecords(store, config.namespace, config.maxRetiredRecords, retiredStamp, claimsInUse({ config }), KIT);
     const sent = () => this.sweepLater();
     this.core = { config, store, retired, listeners, inFlight, engine, secret: secretOnce, forgetSecret, corsWarned: new Set(), sent };
     // A client that stores requests (persistRequest, or `background`, which needs IndexedDB) loads
@@ -155,7 +157,7 @@ export class IdempotentClient {
   private sweepLater(): void {
     if (this.swept) return;
     this.swept = true;
-    void idle().then(() => this.sweepAll(true).catch(() => {}));
+    void idle().then(async () => (await sweepPart()).sweepIntents(KIT, this.core, true, this.madeAt)).catch(() => {});
   }
 
   /**
@@ -226,7 +228,7 @@ export class IdempotentClient {
   async pending(): Promise<IntentInfo[]> {
     const engine = await this.core.engine();
     const out: IntentInfo[] = [];
-    const entries = await this.entries();
+    const entries = await storedEntries(this.core);
     const db = claimsInUse(this.core) && (await claimsDb());
     if (db) {
       // The claims of intents whose record went to memory only (marked lost), if not stored since.
@@ -293,49 +295,7 @@ export class IdempotentClient {
     /** Pending intents newly marked `expired`. */
     expired: number;
   }> {
-    return this.sweepAll(false);
-  }
-
-  /** The sweep; `background`: yields to the page (`idle`) every SWEEP_SLICE records, and sweeps only
-   *  what was stored before this client was made (what a reload finds: this page's own records are
-   *  not stale so soon, and an app's own `sweep()` call decides about them). */
-  private async sweepAll(background: boolean): Promise<{ removed: number; expired: number }> {
-    const engine = await this.core.engine();
-    let removed = 0;
-    let expired = 0;
-    const pendingShelf = await this.entries();
-    const entries = [...pendingShelf, ...(await this.entries("retired"))];
-    // The scan also tells the retired records' bound what is stored (oldest are deleted past the cap).
-    this.core.retired.learn(entries);
-    for (const [index, [id, text]] of entries.entries()) {
-      if (background && index > 0 && index % SWEEP_SLICE === 0) await idle();
-      // A retired record an earlier version left on the pending shelf moves to the retired one.
-      if (index < pendingShelf.length && retiredStamp(text)) await this.core.store.shelve(id, text).catch(() => false);
-      let loaded;
-      try {
-        loaded = decodeRecord(engine, id, text);
-      } catch {
-        continue; // corrupt entries are left alone (never silently overwritten)
-      }
-      const { machine, ids, request } = loaded;
-      try {
-        if (background && machine.get(F_UPDATED_AT) >= this.madeAt) continue;
-        const verdict = engine.sweep(machine, Date.now());
-        if (verdict === SWEEP_REMOVE) {
-          // Not when another tab claimed a new key for this id meanwhile (this tab's view is stale).
-          if (await discardIntent(this.core, id, ids.key)) removed += 1;
-        } else if (verdict === SWEEP_EXPIRED) {
-          await saveRecord(this.core, machine, ids, request);
-          expired += 1;
-          this.core.listeners.emit({ type: "expired", intentId: id, key: ids.key });
-        } else if (verdict !== SWEEP_KEEP) {
-          continue;
-        }
-      } finally {
-        machine.free();
-      }
-    }
-    return { removed, expired };
+    return (await sweepPart()).sweepIntents(KIT, this.core, false, this.madeAt);
   }
 
   /**
@@ -422,14 +382,6 @@ export class IdempotentClient {
     return this.engineMade?.budget() ?? this.core.config.engine[OPT_RETRY_BUDGET]!;
   }
 
-  /** Every `(intent id, record text)` of a shelf of the namespace (store.ts `all`). */
-  private async entries(shelf?: "pending" | "retired"): Promise<[string, string][]> {
-    try {
-      return await this.core.store.all(shelf);
-    } catch (thrown) {
-      throw new IdempotentFetchError("STORAGE", __DEV__ && `listing intents failed: ${describe(thrown)}`);
-    }
-  }
 
   /** Create-or-resume, decided by the machine. Two tabs beginning one intent at once must not each
    *  mint a key (the second would overwrite the first's record while its attempt is in flight): for
@@ -485,11 +437,19 @@ export class IdempotentClient {
   }
 }
 
-/** The entry's functions the resume part (resume.ts) works with: a part shares no module
- *  state with the entry. */
-const KIT: ResumeKit = {
+/** The entry's functions the resume and sweep parts (resume.ts, sweep.ts) work with: a
+ *  part shares no module state with the entry. */
+const KIT: ResumeKit & SweepKit = {
   loadRecord,
   viewOf,
+  decodeRecord,
+  retiredStamp,
+  discardIntent,
+  saveRecord,
+  storedEntries,
+  claimsDb,
+  dropClaimsOf,
+  whenIdle: idle,
   intentIdArg,
   notFound,
   corruptRecord,
@@ -501,9 +461,6 @@ const KIT: ResumeKit = {
   fieldsOf: Fields.of,
   storedBody: async (store, intentId, length) => (await storedRequestPart()).readBody(store, intentId, length),
 };
-
-/** Records the background sweep decodes between two yields to the page: a few ms of work. */
-const SWEEP_SLICE = 64;
 
 /** Resolves when the page is idle (`requestIdleCallback`, at most a second later), or on the next
  *  task where there is none (workers, Node: an unref'd timer never keeps Node alive). */

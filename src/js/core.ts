@@ -5,6 +5,7 @@ import type { Listeners } from "./events.js";
 import { acquire, type Release, tryAcquire } from "./lock.js";
 import type { InFlight } from "./inflight.js";
 import { type Engine, F_STATE, type Machine, STATE_FAILED, STATE_PENDING, STATE_SUCCEEDED } from "./machine.js";
+import { describe, IdempotentFetchError } from "./errors.js";
 import { storageUnavailable } from "./messages.js";
 import type { Config } from "./options.js";
 import { decodeRecord, encodeRecord, type LoadedRecord, outOfLine, type PersistedRequest, type RecordIds } from "./record.js";
@@ -188,4 +189,14 @@ function dropClaimIn(db: IDBDatabase, ns: string, intentId?: string, key?: strin
   };
   // Its lost mark (all of the namespace's, for `clear()`) goes with the claim, in the same transaction.
   return claim(db, slot, decide, undefined, intentId === undefined ? lostRange(ns) : lostSlot(ns, intentId)).catch(() => true);
+}
+
+/** Every `(intent id, record text)` of a shelf of the namespace (store.ts `all`); `STORAGE` when the
+ *  storage cannot list them. */
+export async function storedEntries(core: ClientCore, shelf?: "pending" | "retired"): Promise<[string, string][]> {
+  try {
+    return await core.store.all(shelf);
+  } catch (thrown) {
+    throw new IdempotentFetchError("STORAGE", __DEV__ && `listing intents failed: ${describe(thrown)}`);
+  }
 }

@@ -54,3 +54,7 @@ export const leasePart = once(() => import("./lease.js"));
 /** A persisted request as stored (its headers, its body out of line): loaded with a client that
  *  persists requests, or by the begin that asks for `background`. */
 export const storedRequestPart = once(() => import("./stored-request.js"));
+
+/** The sweep of the stored intents: loaded when the page is idle after the client's first send, or
+ *  by `sweep()`. */
+export const sweepPart = once(() => import("./sweep.js"));

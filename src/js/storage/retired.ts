@@ -8,30 +8,38 @@
 // What is known: every retired write of this page as it happens, and what a scan of the storage
 // found (the background sweep's, or the one a refused write makes), merged as older than the page's
 // own. Deletion re-checks the stored text (`Store.deleteIf`): a record begun again meanwhile, in
-// this tab or another, is kept.
+// this tab or another, is kept. What deletes is the sweep's part (sweep.ts), loaded when a
+// deletion is first asked for; the bookkeeping of each write is here, in the entry.
 
-import { claimsDb, dropClaimsOf } from "./claims.js";
+import type { SweepKit } from "../sweep.js";
+import { sweepPart } from "../lazy.js";
 import type { Store } from "./store.js";
 
 /** A stored text's key and write time if it is a retired record (record.ts `retiredStamp`). */
 export type Stamp = (text: string) => { key: string; at: number } | undefined;
 
+/** The part that deletes retired records (sweep.ts). */
+type Deleter = typeof import("../sweep.js");
+
 export class RetiredRecords {
   /** Retired records known to this page, oldest first (a Map keeps insertion order): id -> key. */
-  private readonly known = new Map<string, string>();
-  private scanned = false;
+  readonly known = new Map<string, string>();
+  /** Whether a scan of the storage joined `known` (the sweep's, or a refused write's). */
+  scanned = false;
   /** Deletions run one after another, off the caller's path. */
   private work: Promise<unknown> = Promise.resolve();
 
   constructor(
-    private readonly store: Store,
-    private readonly namespace: string,
-    private readonly cap: number,
-    private readonly stamp: Stamp,
+    readonly store: Store,
+    readonly namespace: string,
+    readonly cap: number,
+    readonly stamp: Stamp,
     /** Whether this client's intents have claims (storage other tabs see). */
-    private readonly claims: boolean,
+    readonly claims: boolean,
+    /** The entry's functions the deleting part uses. */
+    private readonly kit: SweepKit,
   ) {
-    store.onFull = () => this.relieve();
+    store.onFull = () => this.queue((part) => part.relieveRetired(this.kit, this));
   }
 
   /** A record of `intentId` was written: retired with `key` (the newest now), or not retired. */
@@ -39,7 +47,7 @@ export class RetiredRecords {
     this.known.delete(intentId);
     if (key === undefined) return;
     this.known.set(intentId, key);
-    if (this.known.size > this.cap) void this.queue(() => this.trim());
+    if (this.known.size > this.cap) void this.queue((part) => part.trimRetired(this.kit, this));
   }
 
   /** The record of `intentId` was deleted. */
@@ -47,64 +55,15 @@ export class RetiredRecords {
     this.known.delete(intentId);
   }
 
-  /** What a scan of the storage found: its retired records join as older than this page's own. */
-  learn(entries: [string, string][]): void {
-    const found: [string, string, number][] = [];
-    for (const [id, text] of entries) {
-      const stamp = this.known.has(id) ? undefined : this.stamp(text);
-      if (stamp) found.push([id, stamp.key, stamp.at]);
-    }
-    found.sort((a, b) => a[2] - b[2]);
-    const own = [...this.known];
-    this.known.clear();
-    for (const [id, key] of found) this.known.set(id, key);
-    for (const [id, key] of own) this.known.set(id, key);
-    this.scanned = true;
-    if (this.known.size > this.cap) void this.queue(() => this.trim());
-  }
-
   /** Waits for the deletions asked for so far (tests, and a refused write). */
   settled(): Promise<unknown> {
     return this.work;
   }
 
-  /** A write was refused: deletes the oldest half of the retired records (scanning the storage first
-   *  if this page has not); resolves whether any was deleted. */
-  private relieve(): Promise<boolean> {
-    return this.queue(async () => {
-      if (!this.scanned) this.learn([...(await this.store.all("retired")), ...(await this.store.all())]);
-      return (await this.evict(Math.ceil(this.known.size / 2))) > 0;
-    });
-  }
-
-  /** Deletes the oldest retired records past the cap (counted when it runs: others may have gone). */
-  private trim(): Promise<number> {
-    return this.evict(this.known.size - this.cap);
-  }
-
-  private queue<T>(task: () => Promise<T>): Promise<T> {
-    const run = this.work.then(task);
+  /** Runs `task` with the deleting part once the deletions asked for before it are done. */
+  queue<T>(task: (part: Deleter) => Promise<T>): Promise<T> {
+    const run = this.work.then(async () => task(await sweepPart()));
     this.work = run.catch(() => {});
     return run;
-  }
-
-  /** Deletes the `count` oldest retired records still retired with the key known (claims first: a
-   *  claim never outlives its record); resolves how many records were deleted. */
-  private async evict(count: number): Promise<number> {
-    const oldest: [string, string][] = [];
-    for (const entry of this.known) {
-      if (oldest.length >= count) break;
-      oldest.push(entry);
-    }
-    if (oldest.length === 0) return 0;
-    for (const [id] of oldest) this.known.delete(id);
-    const db = this.claims && (await claimsDb());
-    if (db) await dropClaimsOf(db, this.namespace, oldest);
-    let deleted = 0;
-    for (const [id, key] of oldest) {
-      const still = (text: string) => this.stamp(text)?.key === key;
-      if (await this.store.deleteIf(id, still).catch(() => false)) deleted += 1;
-    }
-    return deleted;
   }
 }
