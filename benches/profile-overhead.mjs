@@ -40,12 +40,15 @@ const kyBundle = (
   })
 ).outputFiles[0].text;
 
-// The variants, as benches/overhead.mjs writes them (localStorage, the default storage in a page).
+// The variants, as benches/overhead.mjs writes them (localStorage, the default storage in a page, and
+// memory).
 const VARIANTS = {
   ky: `await ky.post(url, { headers: json, body: bodyOf(i), retry: { limit: 3, methods: ["post"] } }).text();`,
   "client.fetch without intent": `await (await local.fetch(url, { method: "POST", headers: json, body: bodyOf(i) })).text();`,
   "client.fetch, named": `await (await local.fetch(url, { method: "POST", headers: json, body: bodyOf(i), intent: "n-" + round + "-" + i })).text();`,
   "begin + send": `await (await (await local.begin("b-" + round + "-" + i, { url, method: "POST", headers: json, body: bodyOf(i) })).send()).response.text();`,
+  // Memory storage: no storage, claim or lock, so what is left is the package's own work.
+  "begin + send, memory": `await (await (await memory.begin("m-" + round + "-" + i, { url, method: "POST", headers: json, body: bodyOf(i) })).send()).response.text();`,
 };
 
 const PAGE = `<!doctype html><meta charset="utf-8"><script type="module">
@@ -54,6 +57,7 @@ const { IdempotentClient, ready } = await import("/pkg/index.js");
 await ready;
 const { default: ky } = await import("/ky.js");
 const local = new IdempotentClient({ namespace: "profile", storage: "local" });
+const memory = new IdempotentClient({ namespace: "profile-memory", storage: "memory" });
 const url = "/api/orders";
 const json = { "content-type": "application/json" };
 const bodyOf = (i) => JSON.stringify({ cart: "cart-42", amount: 4200, currency: "eur", i });
