@@ -22,7 +22,10 @@
 //    on the machine falls on every variant alike. Each request reads the response body. Begin + send
 //    on localStorage once more with tracing (`idempotent-fetch-client/otel` and the OpenTelemetry SDK's
 //    tracer: a SimpleSpanProcessor into an InMemorySpanExporter, no export over the network): the
-//    traced path's cost, printed as its ratio to the same variant untraced.
+//    traced path's cost, printed as its ratio to the same variant untraced. Each ratio of medians to
+//    ky (and traced to untraced, a variant to the exact floor) comes with a 95 % interval from a
+//    bootstrap over the paired rounds (benches/support/paired.mjs: round i of every variant ran back
+//    to back, so its samples are resampled together).
 // 2. Intents: N sequential intents on localStorage, each `begin` (fingerprint, new key, record
 //    saved) then `send` (record updated, POST with the key, 201, record marked succeeded: the key is
 //    retired; the record itself stays until the keyTtl sweep).
@@ -40,6 +43,7 @@ import os from "node:os";
 import { dirname, extname, join, normalize, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { BOOTSTRAP_METHOD, medianRatioInterval } from "./support/paired.mjs";
 import { openChromium, REPORT_SCRIPT, reports } from "./support/pages.mjs";
 
 const benches = dirname(fileURLToPath(import.meta.url));
@@ -337,30 +341,40 @@ const base = req.samples.fetch;
 const floor = req.samples[FLOOR];
 const exact = req.samples[FLOOR_EXACT];
 const kyName = Object.keys(req.samples).find((n) => n.startsWith("ky "));
+// Each ratio to ky with its paired interval: round i of every variant ran back to back.
+const toKy = (xs) => {
+  const { ratio, low, high } = medianRatioInterval(xs, req.samples[kyName]);
+  return `${ratio.toFixed(2)}× (${low.toFixed(2)}-${high.toFixed(2)})`;
+};
 console.log(
-  `| variant | median | p99 | median ÷ fetch | median ÷ floor | median ÷ exact floor | median ÷ ky | median − fetch |${cdp ? " median, CDP attached | ÷ ky, CDP attached |" : ""}`,
+  `| variant | median | p99 | median ÷ fetch | median ÷ floor | median ÷ exact floor | median ÷ ky (95 % interval) | median − fetch |${cdp ? " median, CDP attached | ÷ ky, CDP attached |" : ""}`,
 );
 console.log(`|---|---:|---:|---:|---:|---:|---:|---:|${cdp ? "---:|---:|" : ""}`);
 for (const [name, xs] of Object.entries(req.samples)) {
   const withCdp = cdp && cdp.perRequest.samples[name];
   console.log(
     `| ${name} | ${ms(median(xs))} | ${ms(p99(xs))} | ${(median(xs) / median(base)).toFixed(2)}× | ` +
-      `${(median(xs) / median(floor)).toFixed(2)}× | ${(median(xs) / median(exact)).toFixed(2)}× | ${(median(xs) / median(req.samples[kyName])).toFixed(2)}× | ${ms(median(xs) - median(base))} |` +
+      `${(median(xs) / median(floor)).toFixed(2)}× | ${(median(xs) / median(exact)).toFixed(2)}× | ${name === kyName ? "1.00×" : toKy(xs)} | ${ms(median(xs) - median(base))} |` +
       (cdp ? ` ${ms(median(withCdp))} | ${(median(withCdp) / median(cdp.perRequest.samples[kyName])).toFixed(2)}× |` : ""),
   );
 }
+console.log(`\n${BOOTSTRAP_METHOD}.`);
+const interval = (xs, ys) => {
+  const { ratio, low, high } = medianRatioInterval(xs, ys);
+  return `${ratio.toFixed(3)}× (95 % interval ${low.toFixed(3)}-${high.toFixed(3)})`;
+};
 for (const name of Object.keys(req.samples).filter((n) => n.startsWith("idempotent-fetch") && n.endsWith("localStorage"))) {
   const m = median(req.samples[name]);
   console.log(
-    `\n${name}: ${(m / median(floor)).toFixed(3)}× the floor's median (${ms(m - median(floor))} ms over it), ` +
-      `${(m / median(exact)).toFixed(3)}× the exact floor's (${ms(m - median(exact))} ms over it); ` +
-      `${(m / median(req.samples[kyName])).toFixed(3)}× ky's median (${ms(m)} vs ${ms(median(req.samples[kyName]))} ms).`,
+    `\n${name}: ${interval(req.samples[name], req.samples[kyName])} ky's median (${ms(m)} vs ${ms(median(req.samples[kyName]))} ms); ` +
+      `${interval(req.samples[name], exact)} the exact floor's (${ms(m - median(exact))} ms over it), ` +
+      `${(m / median(floor)).toFixed(3)}× the floor's (${ms(m - median(floor))} ms over it).`,
   );
 }
 {
   const [t, u] = [median(req.samples[TRACED]), median(req.samples[UNTRACED])];
   console.log(
-    `\nTraced ÷ untraced (begin + send, localStorage, same run): ${(t / u).toFixed(3)}× the median (${ms(t)} vs ${ms(u)} ms, ` +
+    `\nTraced ÷ untraced (begin + send, localStorage, same run): ${interval(req.samples[TRACED], req.samples[UNTRACED])} the median (${ms(t)} vs ${ms(u)} ms, ` +
       `${ms(t - u)} ms more); p99 ${ms(p99(req.samples[TRACED]))} vs ${ms(p99(req.samples[UNTRACED]))} ms; ${req.spans} spans finished.`,
   );
 }

@@ -128,18 +128,21 @@ export class IdempotentClient {
     this.fetch = this.fetch.bind(this);
     // No storage is touched here: the warm-up runs when the page is idle, the sweep after the first
     // send, in slices (`sweepLater`), so a page's start-up, its `pending()` and its first click wait
-    // neither for the browser's first use of storage nor for the history.
-    void idle().then(() => this.warm());
+    // neither for the browser's first use of storage nor for the history. The warm-up waits for the
+    // module too: the storage's first use holds the main thread, and on a first visit the page is
+    // idle before the `.wasm` has arrived, whose compile (and `ready`) would then wait for it.
+    void loadMachine().then(idle, idle).then(() => this.warm());
   }
 
-  /** Opens what every `begin` needs (the module, the claims database, the storage and its secret,
-   *  the browser's lock service) once the page is idle: a page's first use of each costs more than
-   *  the rest of a begin (docs/ARCHITECTURE.md, data flow step 10), and a click should not wait for
-   *  it. Failures are left to the begin that meets them again. */
+  /** Opens what every `begin` needs besides the module (the claims database, the storage and its
+   *  secret, the browser's lock service) once the module is loaded and the page is idle: a page's
+   *  first use of each costs more than the rest of a begin (docs/ARCHITECTURE.md, data flow step
+   *  10), and a click should not wait for it. Failures are left to the begin that meets them again. */
   private warm(): void {
     if (this.freed) return;
     const { core } = this;
-    for (const work of [core.engine(), core.secret()]) work.catch(() => {});
+    // The module is loaded by now, or failed to: the first begin loads it again.
+    core.secret().catch(() => {});
     // Neither of these rejects: a claims database that cannot open is `undefined`, a refused lock too.
     if (claimsInUse(core)) void claimsDb();
     // A part the options will use is loaded now, not when the click needs it.
