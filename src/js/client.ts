@@ -267,7 +267,6 @@ export class IdempotentClient {
     return { ...view, resumable: loaded.request !== undefined };
   }
 
-
   /** Forgets an intent and its key (after the app settled it with its server, or to start over).
    *  Resolves to whether there was one. */
   async discard(intentId: string): Promise<boolean> {
@@ -384,7 +383,6 @@ export class IdempotentClient {
     // Before the wasm module is ready nothing was spent: the bucket is full.
     return this.engineMade?.budget() ?? this.core.config.engine[OPT_RETRY_BUDGET]!;
   }
-
 
   /** Create-or-resume, decided by the machine. Two tabs beginning one intent at once must not each
    *  mint a key (the second would overwrite the first's record while its attempt is in flight): for
