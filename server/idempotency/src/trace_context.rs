@@ -124,3 +124,29 @@ pub fn continue_from(span: &tracing::Span, traceparent: &str) {
 /// the span stays where it is.
 #[cfg(not(feature = "otel"))]
 pub fn continue_from(_span: &tracing::Span, _traceparent: &str) {}
+
+#[cfg(test)]
+mod tests {
+    use super::TraceParent;
+
+    #[test]
+    fn a_traceparent_is_read_and_written_in_the_w3c_form_and_nothing_else_is_read() {
+        let value = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let parsed = TraceParent::parse(value).expect("valid");
+        assert_eq!(parsed.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!((parsed.span_id, parsed.flags), (0x00f0_67aa_0ba9_02b7, 1));
+        assert_eq!(parsed.to_string(), value);
+        for invalid in [
+            "",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "00-+bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        ] {
+            assert_eq!(TraceParent::parse(invalid), None, "{invalid:?}");
+        }
+    }
+}
