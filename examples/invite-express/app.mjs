@@ -8,7 +8,7 @@ import express from "express";
 import { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import {
-  MESSAGE_ID_HEADER, backlog, enqueue, idempotent, idempotentEndpoint, installOutbox, keyStatusRoutes, newMessage, outboxWorker,
+  MESSAGE_ID_HEADER, backlog, deliveryTraceparent, enqueue, idempotent, idempotentEndpoint, installOutbox, keyStatusRoutes, newMessage, outboxWorker,
 } from "idempotent-endpoint";
 
 // PostgreSQL (DATABASE_URL), or PGlite in a folder (PGLITE_DIR): one process then owns the database.
@@ -38,9 +38,11 @@ app.get("/api/invites", async (_req, res) => {
 app.get("/api/outbox", async (_req, res) => res.json(await backlog(db)));
 
 const worker = outboxWorker(db, async (message) => {
+  // The invite request's trace, carried on to the receiver (when @opentelemetry/api traces this app).
+  const traceparent = deliveryTraceparent(message);
   const r = await fetch(process.env.MAIL_URL, {
     method: "POST",
-    headers: { "content-type": "application/json", [MESSAGE_ID_HEADER]: message.id },
+    headers: { "content-type": "application/json", [MESSAGE_ID_HEADER]: message.id, ...(traceparent === undefined ? {} : { traceparent }) },
     body: message.payload,
     signal: AbortSignal.timeout(2000),
   });

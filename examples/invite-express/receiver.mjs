@@ -23,10 +23,13 @@ app.post("/messages", express.json(), async (req, res, next) => {
   if (Math.random() < faults.fail) return void res.status(503).json({ code: "unavailable" });
   const id = req.get(MESSAGE_ID_HEADER) ?? "";
   try {
-    const { answer, duplicate } = await receiveMessage(db, "invite-app", id, async (tx) => {
+    const work = async (tx) => {
       const { rows } = await tx.query("INSERT INTO mails (message_id, recipient, text) VALUES ($1, $2, $3) RETURNING id", [id, req.body.to, req.body.text]);
       return { status: 202, body: { mail: Number(rows[0].id) } };
-    });
+    };
+    // The sender's trace, which the receipt's span continues.
+    const traceparent = req.get("traceparent");
+    const { answer, duplicate } = await receiveMessage(db, "invite-app", id, work, traceparent === undefined ? {} : { traceparent });
     if (duplicate) duplicates += 1;
     if (faults.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, faults.delayMs));
     sendAnswer(res, answer);

@@ -8,6 +8,11 @@ use tracing_subscriber::EnvFilter;
 
 use crate::services::RunningService;
 
+/// The `service.name` of the server's exported spans.
+pub const SERVER_SERVICE_NAME: &str = "idempotent-fetch-server";
+/// The `service.name` of the mail receiver's exported spans.
+pub const MAIL_RECEIVER_SERVICE_NAME: &str = "mail-receiver";
+
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`).
 pub fn init_tracing() {
     tracing_subscriber::fmt()
@@ -17,11 +22,15 @@ pub fn init_tracing() {
         .init();
 }
 
-/// [`init_tracing`], and with `otlp_endpoint` the spans exported there too (a build with the `otel`
-/// feature); flush the returned export before exiting. Call it inside the tokio runtime. `RUST_LOG`
-/// filters the log only: every span at `info` and above is exported whatever it says.
+/// [`init_tracing`], and with `otlp_endpoint` the spans exported there too as the service `service` (a
+/// build with the `otel` feature); stop the returned export with [`stop_export`] before exiting. Call it
+/// inside the tokio runtime. `RUST_LOG` filters the log only: every span at `info` and above is exported
+/// whatever it says.
 #[cfg(feature = "otel")]
-pub fn init_tracing_exporting(otlp_endpoint: Option<&str>) -> Result<Option<crate::otel::Export>, crate::ServeError> {
+pub fn init_tracing_exporting(
+    otlp_endpoint: Option<&str>,
+    service: &'static str,
+) -> Result<Option<crate::otel::Export>, crate::ServeError> {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let Some(endpoint) = otlp_endpoint else {
@@ -29,7 +38,7 @@ pub fn init_tracing_exporting(otlp_endpoint: Option<&str>) -> Result<Option<crat
         return Ok(None);
     };
     use tracing_subscriber::Layer;
-    let (otlp, export) = crate::otel::layer(endpoint)?;
+    let (otlp, export) = crate::otel::layer(endpoint, service)?;
     let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
@@ -45,6 +54,7 @@ pub fn init_tracing_exporting(otlp_endpoint: Option<&str>) -> Result<Option<crat
 #[cfg(not(feature = "otel"))]
 pub fn init_tracing_exporting(
     otlp_endpoint: Option<&str>,
+    _service: &'static str,
 ) -> Result<Option<std::convert::Infallible>, crate::ServeError> {
     init_tracing();
     if otlp_endpoint.is_some() {
@@ -52,6 +62,21 @@ pub fn init_tracing_exporting(
     }
     Ok(None)
 }
+
+/// Sends the last spans of the binary `name` and stops the export (the export blocks on the runtime's
+/// other threads, so it runs on the blocking pool); an error is printed.
+#[cfg(feature = "otel")]
+pub async fn stop_export(name: &str, export: Option<crate::otel::Export>) {
+    if let Some(export) = export {
+        if let Ok(Err(error)) = tokio::task::spawn_blocking(move || export.shutdown()).await {
+            eprintln!("{name}: {error}");
+        }
+    }
+}
+
+/// Nothing is exported without the `otel` feature.
+#[cfg(not(feature = "otel"))]
+pub async fn stop_export(_name: &str, _export: Option<std::convert::Infallible>) {}
 
 /// Prints exactly one `listening on URL` line on stdout, flushed, so harnesses can read the real port.
 pub fn print_listening(url: &str) {

@@ -133,23 +133,26 @@ impl Checkout {
             ),
         };
         let payload = serde_json::to_string(&message).ok()?;
-        Some(outbox::Message { id: message.id, topic: CONFIRMATION_TOPIC.to_owned(), payload })
+        // No traceparent of its own: the enqueue records the request's.
+        Some(outbox::Message { id: message.id, topic: CONFIRMATION_TOPIC.to_owned(), payload, traceparent: None })
     }
 
     /// `POST` of one outbox message to the mail receiver; `Ok` once it was stored (or refused as a duplicate,
-    /// which means an earlier delivery was stored).
-    pub(crate) async fn deliver(&self, payload: &str) -> Result<(), String> {
+    /// which means an earlier delivery was stored). The `traceparent` header carries the order's trace to the
+    /// receiver ([`outbox::delivery_traceparent`]).
+    pub(crate) async fn deliver(&self, message: &outbox::Message) -> Result<(), String> {
         let Some(mail_url) = &self.config.mail_url else {
             return Err("no mail receiver".to_owned());
         };
-        let response = self
+        let mut request = self
             .http
             .post(format!("{mail_url}{MESSAGES_PATH}"))
             .header("content-type", "application/json")
-            .body(payload.to_owned())
-            .send()
-            .await
-            .map_err(|e| e.to_string())?;
+            .body(message.payload.clone());
+        if let Some(traceparent) = outbox::delivery_traceparent(message) {
+            request = request.header(idempotent_endpoint::trace_context::TRACEPARENT_HEADER, traceparent);
+        }
+        let response = request.send().await.map_err(|e| e.to_string())?;
         if response.status().is_success() {
             Ok(())
         } else {

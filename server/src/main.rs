@@ -3,13 +3,15 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use idempotent_fetch_server::binary::{init_tracing_exporting, print_listening, shutdown_signal};
+use idempotent_fetch_server::binary::{
+    init_tracing_exporting, print_listening, shutdown_signal, stop_export, SERVER_SERVICE_NAME,
+};
 use idempotent_fetch_server::{serve, Cli, Config};
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let export = match init_tracing_exporting(cli.otlp_endpoint.as_deref()) {
+    let export = match init_tracing_exporting(cli.otlp_endpoint.as_deref(), SERVER_SERVICE_NAME) {
         Ok(export) => export,
         Err(error) => {
             eprintln!("idempotent-fetch-server: {error}");
@@ -32,15 +34,8 @@ async fn main() -> ExitCode {
         let _ = stop.send(true);
     });
     let stopped = server.wait().await;
-    #[cfg(feature = "otel")]
-    if let Some(export) = export {
-        // The last spans, sent before the process ends (the export blocks on the runtime's other threads).
-        if let Ok(Err(error)) = tokio::task::spawn_blocking(move || export.shutdown()).await {
-            eprintln!("idempotent-fetch-server: {error}");
-        }
-    }
-    #[cfg(not(feature = "otel"))]
-    let _ = export;
+    // The last spans, sent before the process ends.
+    stop_export("idempotent-fetch-server", export).await;
     match stopped {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

@@ -60,7 +60,7 @@ pub async fn run(
     let deliver = move |message: Message| {
         let (checkout, faults, metrics) = (checkout.clone(), faults.clone(), metrics.clone());
         async move {
-            let sent = checkout.deliver(&message.payload).await;
+            let sent = checkout.deliver(&message).await;
             metrics.delivery_attempted(sent.is_ok());
             sent?;
             if faults.is_some_and(|f| {

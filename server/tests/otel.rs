@@ -1,7 +1,9 @@
 //! The `otel` feature through the real exporter: the server's spans go over OTLP/HTTP (JSON) to a collector
 //! this test runs on 127.0.0.1, and a request sent with a W3C `traceparent` finds its server span, its
 //! phases and its provider call under that trace id, with hashes of the key and of the derived key, never
-//! the keys. The order flow runs against the real payment provider and mail receiver binaries.
+//! the keys. The order flow runs against the real payment provider and mail receiver binaries; the order's
+//! confirmation carries the trace through the outbox to the mail receiver, whose receipt span (exported by
+//! that binary) is in the same trace.
 #![cfg(feature = "otel")]
 
 mod common;
@@ -83,10 +85,12 @@ const BINARY_TRACE_ID: &str = "5b8aa5a2d2c872e8321cf37308d69df2";
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_requests_spans_continue_its_traceparent_through_the_otlp_exporter() {
     let collector = Collector::start().await;
-    let (layer, export) = idempotent_fetch_server::otel::layer(&collector.url).expect("exporter");
+    let (layer, export) =
+        idempotent_fetch_server::otel::layer(&collector.url, idempotent_fetch_server::binary::SERVER_SERVICE_NAME)
+            .expect("exporter");
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer)).expect("the only subscriber");
 
-    let downstream = Downstream::start();
+    let mut downstream = Downstream::start_exporting(&collector.url);
     let server = serve(Config {
         session_secret: Some(SECRET.to_owned()),
         checkout: Some(downstream.config()),
@@ -116,7 +120,8 @@ async fn a_requests_spans_continue_its_traceparent_through_the_otlp_exporter() {
         spans = collector.spans();
         let server_span = spans.iter().any(|s| s["traceId"] == TRACE_ID && s["name"] == "POST /api/orders");
         let replay_span = spans.iter().any(|s| s["traceId"] == REPLAY_TRACE_ID);
-        if server_span && replay_span {
+        let delivered = spans.iter().any(|s| s["traceId"] == TRACE_ID && s["name"] == "outbox.deliver");
+        if server_span && replay_span && delivered {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -142,6 +147,29 @@ async fn a_requests_spans_continue_its_traceparent_through_the_otlp_exporter() {
     let call = in_trace.iter().find(|s| s["name"] == "POST" && s["kind"] == 3).expect("the provider call (CLIENT)");
     assert_eq!(attribute(call, "idempotency.derived_key_hash").as_deref(), Some(derived_hash.as_str()));
     assert_eq!(attribute(call, "http.response.status_code").as_deref(), Some("201"));
+
+    // The confirmation: delivered in the order's trace, a child of (and linked to) the span that enqueued
+    // it, and received by the mail receiver in a child of the delivery. Its spans leave it when it stops.
+    let delivery = in_trace.iter().find(|s| s["name"] == "outbox.deliver").expect("the delivery in the trace");
+    assert_eq!(delivery["kind"], 4, "SPAN_KIND_PRODUCER: {delivery}");
+    let creation = delivery["parentSpanId"].as_str().expect("a parent");
+    assert!(in_trace.iter().any(|s| s["spanId"] == creation), "the enqueuing span is in the trace");
+    let links = delivery["links"].as_array().expect("links");
+    assert!(links.iter().any(|l| l["spanId"] == creation && l["traceId"] == TRACE_ID), "linked: {delivery}");
+    assert_eq!(downstream.messages().await.len(), 1, "the confirmation was received");
+    let stopped = std::process::Command::new("kill")
+        .args(["-TERM", &downstream.mailbox.child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(stopped.success());
+    assert!(downstream.mailbox.wait_exit(Duration::from_secs(15)).is_some_and(|s| s.success()), "mail-receiver exits");
+    let spans = collector.spans();
+    let receipt = spans
+        .iter()
+        .find(|s| s["traceId"] == TRACE_ID && s["name"] == "inbox.receive")
+        .unwrap_or_else(|| panic!("the mail receiver's receipt in the trace: {spans:?}"));
+    assert_eq!(receipt["kind"], 5, "SPAN_KIND_CONSUMER: {receipt}");
+    assert_eq!(receipt["parentSpanId"], delivery["spanId"], "a child of the delivery: {receipt}");
 
     let replay = spans
         .iter()

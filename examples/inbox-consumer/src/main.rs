@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
@@ -23,6 +23,7 @@ use clap::Parser;
 use idempotent_endpoint::inbox::SqliteInbox;
 use idempotent_endpoint::serve::{serve, shutdown_signal, ServeLimits};
 use idempotent_endpoint::sqlite::rusqlite::params;
+use idempotent_endpoint::trace_context;
 use idempotent_endpoint::{
     BodyDeadline, BoundedBody, Problem, RunError, StoreError, StoredResponse, DEFAULT_RETENTION,
 };
@@ -79,12 +80,18 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS emails (
     text       TEXT NOT NULL
 )";
 
-async fn receive(State(consumer): State<Consumer>, BoundedBody(body): BoundedBody) -> Result<Response, Problem> {
+async fn receive(
+    State(consumer): State<Consumer>,
+    headers: HeaderMap,
+    BoundedBody(body): BoundedBody,
+) -> Result<Response, Problem> {
     let message: Delivered = serde_json::from_slice(&body)
         .map_err(|e| Problem::bad_request("invalid-message", format!("Invalid message: {e}.")))?;
     let Consumer { inbox, source, work_delay } = consumer;
+    // The sender's trace, which the receipt's span continues.
+    let traceparent = trace_context::header(&headers).map(str::to_owned);
     let received = inbox
-        .receive(source, message.id.clone(), move |tx| {
+        .receive(source, message.id.clone(), traceparent, move |tx| {
             tx.execute(
                 "INSERT INTO emails (message_id, recipient, subject, text) VALUES (?1, ?2, ?3, ?4)",
                 params![message.id, message.to, message.subject, message.text],

@@ -26,6 +26,12 @@
 //! and the sweep ([`sweep_sqlite`], [`sweep_postgres`], [`SqliteInbox::sweep_every`]) deletes it, as for
 //! key rows. Keep the retention longer than the sender may go on re-delivering a message.
 //!
+//! **Traces.** Each delivery runs in a span `inbox.receive` (kind consumer, OpenTelemetry's messaging
+//! conventions for processing a message). Given the delivery's `traceparent` (the header the sender's outbox
+//! sends, [`crate::outbox::delivery_traceparent`]), with the feature `otel` the span is a child of it and
+//! linked to it, so the receipt joins the trace of the request that enqueued the message (see
+//! [`crate::outbox`], "Traces"); without one it is a child of the current span.
+//!
 //! One source is one sender's id space (an app, a topic): ids only need to be unique within their source.
 //! The inbox does not compare message contents: a message id names one message, as the outbox makes it.
 
@@ -103,6 +109,23 @@ impl IntoResponse for Received {
     }
 }
 
+/// The span of one delivery's receipt: a child of the delivery's `traceparent` when it has one (feature
+/// `otel`), else of the current span.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+fn receipt_span(source: &str, message_id: &str, traceparent: Option<&str>) -> tracing::Span {
+    let span = tracing::info_span!(
+        "inbox.receive",
+        otel.kind = "consumer",
+        messaging.operation.type = "process",
+        messaging.message.id = %message_id,
+        messaging.destination.name = %source,
+    );
+    if let Some(traceparent) = traceparent {
+        crate::trace_context::continue_from(&span, traceparent);
+    }
+    span
+}
+
 /// A record's answer columns as read back; empty columns are a record whose transaction never finished,
 /// which a commit cannot produce.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -152,14 +175,18 @@ mod sqlite_inbox {
     /// a re-delivery gets [`Received::Duplicate`] with the first's answer. An `Err` (the work's, as
     /// [`RunError::Work`], or the store's) has rolled back the record and the work's writes; the caller may
     /// still commit what it wrote before. Open `tx` with `BEGIN IMMEDIATE` (see the module docs).
+    /// `traceparent` is the delivery's (its `traceparent` header), which the receipt's span continues (see
+    /// the module docs, "Traces").
     pub fn receive_sqlite<E>(
         tx: &Transaction<'_>,
         source: &str,
         message_id: &str,
+        traceparent: Option<&str>,
         retention: Duration,
         work: impl FnOnce(&Transaction<'_>) -> Result<StoredResponse, E>,
     ) -> Result<Received, RunError<E>> {
         check_ids(source, message_id)?;
+        let _receipt = super::receipt_span(source, message_id, traceparent).entered();
         tx.execute_batch(&format!("SAVEPOINT {SAVEPOINT}")).map_err(StoreError::from)?;
         let received = apply(tx, source, message_id, retention, work);
         let end = match received {
@@ -265,18 +292,28 @@ mod sqlite_inbox {
         /// One delivery in its own `BEGIN IMMEDIATE` transaction: [`receive_sqlite`], then the commit. The
         /// work runs on a blocking thread and writes rows; it does not wait on the network. The transaction
         /// runs in its own task, so a sender hanging up cannot cancel it half way: it commits, and the
-        /// sender's re-delivery gets [`Received::Duplicate`].
-        pub async fn receive<E, F>(&self, source: String, message_id: String, work: F) -> Result<Received, RunError<E>>
+        /// sender's re-delivery gets [`Received::Duplicate`]. `traceparent` is the delivery's (see the
+        /// module docs, "Traces").
+        pub async fn receive<E, F>(
+            &self,
+            source: String,
+            message_id: String,
+            traceparent: Option<String>,
+            work: F,
+        ) -> Result<Received, RunError<E>>
         where
             E: Send + 'static,
             F: FnOnce(&Transaction<'_>) -> Result<StoredResponse, E> + Send + 'static,
         {
             let conn = Arc::clone(&self.conn);
             let retention = self.retention;
+            // The blocking thread has no current span of its own: the caller's is the receipt's parent.
+            let caller = tracing::Span::current();
             tokio::task::spawn_blocking(move || {
+                let _caller = caller.entered();
                 let mut conn = crate::sqlite::lock(&conn);
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(StoreError::from)?;
-                let received = receive_sqlite(&tx, &source, &message_id, retention, work)?;
+                let received = receive_sqlite(&tx, &source, &message_id, traceparent.as_deref(), retention, work)?;
                 tx.commit().map_err(StoreError::from)?;
                 Ok(received)
             })
@@ -318,9 +355,26 @@ pub async fn install_postgres(client: &tokio_postgres::Client) -> Result<(), Sto
 /// for a transaction that is inserting the same id to end. An `Err` (the work's, as [`RunError::Work`], or
 /// the store's) has rolled back the record and the work's writes to a savepoint, so the transaction is usable
 /// again and what the caller wrote before stays. Dropping the future mid-way leaves the transaction in an
-/// unknown state: roll it back.
+/// unknown state: roll it back. `traceparent` is the delivery's (see the module docs, "Traces").
 #[cfg(feature = "postgres")]
 pub async fn receive_postgres<E, F>(
+    tx: &tokio_postgres::Transaction<'_>,
+    source: &str,
+    message_id: &str,
+    traceparent: Option<&str>,
+    retention: Duration,
+    work: F,
+) -> Result<Received, RunError<E>>
+where
+    F: for<'t> FnOnce(&'t tokio_postgres::Transaction<'t>) -> crate::postgres::WorkFuture<'t, E>,
+{
+    check_ids(source, message_id)?;
+    let receipt = receipt_span(source, message_id, traceparent);
+    tracing::Instrument::instrument(receive_postgres_in(tx, source, message_id, retention, work), receipt).await
+}
+
+#[cfg(feature = "postgres")]
+async fn receive_postgres_in<E, F>(
     tx: &tokio_postgres::Transaction<'_>,
     source: &str,
     message_id: &str,
@@ -330,7 +384,6 @@ pub async fn receive_postgres<E, F>(
 where
     F: for<'t> FnOnce(&'t tokio_postgres::Transaction<'t>) -> crate::postgres::WorkFuture<'t, E>,
 {
-    check_ids(source, message_id)?;
     tx.batch_execute(&format!("SAVEPOINT {SAVEPOINT}")).await.map_err(StoreError::from)?;
     let received = apply_postgres(tx, source, message_id, retention, work).await;
     let end = match received {

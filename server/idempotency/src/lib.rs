@@ -88,7 +88,7 @@
 //! | layer | modules |
 //! |---|---|
 //! | protocol (no I/O) | [`defaults`], [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], [`postgres_sql`], [`outbox_sql`], [`inbox_sql`], [`phases_sql`], [`retry_schedule`], `random` |
-//! | runtime | [`request`] (the axum extractor), [`periodic`] (the loop of every background task), [`serve`] (the HTTP server loop) |
+//! | runtime | [`request`] (the axum extractor), [`periodic`] (the loop of every background task), [`serve`] (the HTTP server loop), [`trace_context`] (the trace context a message carries) |
 //! | store | [`inflight`], [`outbox_table`], [`sqlite`], [`postgres`] |
 //! | work | [`outbox`], [`inbox`], [`phases`], `phases::sqlite`, [`phases::postgres`] |
 //!
@@ -130,6 +130,8 @@ pub mod serve;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod status;
+#[cfg(feature = "runtime")]
+pub mod trace_context;
 
 pub use error::{RunError, StoreError};
 pub use fingerprint::{fingerprint, key_hash};

@@ -29,6 +29,18 @@
 //! it, counted from the claim (a message still queued then is not sent, and is retried), so the marks are
 //! written while the claim still holds and two instances never send one message at the same moment. A claim left by a crashed instance runs out and its messages are
 //! claimed again. A message is marked delivered only after its delivery returned `Ok`.
+//!
+//! **Traces.** Enqueueing records the W3C `traceparent` of the current span with the message (feature
+//! `otel`: the OpenTelemetry context the app's `tracing-opentelemetry` layer gives the request's span;
+//! [`Message::traceparent`] when the app set one), so each delivery's span (`outbox.deliver`, kind producer)
+//! joins the trace of the request that enqueued it. The delivery function sends
+//! [`delivery_traceparent`] as the delivery's `traceparent` header, and the receiver's inbox
+//! ([`crate::inbox`]) continues it: request, delivery and receipt read as one trace. OpenTelemetry's
+//! messaging conventions require a link from the sending and the processing span to the message's creation
+//! context and leave the parent open; each delivery span is both a child of that context and linked to it.
+//! The child makes it one trace, which is what an operator follows from one intent (an outbox message has one
+//! creation context and one receiver, so the batch case the conventions link for instead does not arise);
+//! the link keeps the conventions, for tools that follow links.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -43,6 +55,7 @@ use crate::error::StoreError;
 #[cfg(feature = "postgres")]
 use crate::outbox_sql;
 use crate::retention::{unix_now, unix_now_ms};
+use crate::trace_context;
 
 pub use crate::outbox_table::{POSTGRES_SCHEMA, SQLITE_SCHEMA};
 
@@ -55,6 +68,9 @@ pub struct Message {
     pub topic: String,
     /// The message (JSON text).
     pub payload: String,
+    /// The W3C `traceparent` of the span that enqueued it (see the module docs, "Traces"): recorded by the
+    /// enqueue from the current span when this is `None`, kept as it is when set; read back with the claim.
+    pub traceparent: Option<String>,
 }
 
 impl Message {
@@ -62,7 +78,7 @@ impl Message {
     pub fn new(topic: &str, payload: &impl serde::Serialize) -> Result<Self, StoreError> {
         let id = crate::random::random_hex()?;
         let payload = serde_json::to_string(payload).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        Ok(Message { id, topic: topic.to_owned(), payload })
+        Ok(Message { id, topic: topic.to_owned(), payload, traceparent: None })
     }
 }
 
@@ -87,9 +103,17 @@ pub fn enqueue_ordered_sqlite(
 #[cfg(feature = "sqlite")]
 fn insert_sqlite(tx: &rusqlite::Transaction<'_>, message: &Message, key: Option<&str>) -> Result<(), StoreError> {
     tx.prepare_cached(
-        "INSERT INTO outbox_messages (id, topic, payload, created_at, ordering_key) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO outbox_messages (id, topic, payload, created_at, ordering_key, traceparent)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?
-    .execute(rusqlite::params![message.id, message.topic, message.payload, unix_now(), key])?;
+    .execute(rusqlite::params![
+        message.id,
+        message.topic,
+        message.payload,
+        unix_now(),
+        key,
+        creation_context(message)
+    ])?;
     Ok(())
 }
 
@@ -119,8 +143,23 @@ async fn insert_postgres(
     message: &Message,
     key: Option<&str>,
 ) -> Result<(), StoreError> {
-    tx.execute(outbox_sql::ENQUEUE, &[&message.id, &message.topic, &message.payload, &unix_now(), &key]).await?;
+    let traceparent = creation_context(message);
+    tx.execute(outbox_sql::ENQUEUE, &[&message.id, &message.topic, &message.payload, &unix_now(), &key, &traceparent])
+        .await?;
     Ok(())
+}
+
+/// The `traceparent` a message is enqueued with: its own, or the current span's.
+fn creation_context(message: &Message) -> Option<String> {
+    message.traceparent.clone().or_else(trace_context::current)
+}
+
+/// The `traceparent` header to send with a delivery of `message`: the delivery span's, when the delivery is
+/// traced (feature `otel`), so the receiver's span is its child; else the one the message was enqueued
+/// with, so the receiver still joins the request's trace. Call it in the delivery function, where the
+/// delivery span is the current one.
+pub fn delivery_traceparent(message: &Message) -> Option<String> {
+    trace_context::current().or_else(|| message.traceparent.clone())
 }
 
 /// A message claimed for one delivery attempt.
@@ -304,7 +343,7 @@ const CLAIM_SQL_SQLITE: &str = "UPDATE outbox_messages SET claimed_until = ?1, a
                              WHERE e.ordering_key = m.ordering_key AND e.delivered_at IS NULL
                                AND e.rowid < m.rowid))
                      ORDER BY m.next_attempt_at, m.rowid LIMIT ?3)
-     RETURNING id, topic, payload, attempts";
+     RETURNING id, topic, payload, attempts, traceparent";
 
 #[cfg(feature = "sqlite")]
 impl OutboxStore for crate::sqlite::SqliteKeys {
@@ -376,7 +415,7 @@ fn claim_sqlite(
     let mut stmt = conn.prepare_cached(CLAIM_SQL_SQLITE)?;
     let rows = stmt.query_map(rusqlite::params![until_ms, now_ms, limit], |row| {
         Ok(Claimed {
-            message: Message { id: row.get(0)?, topic: row.get(1)?, payload: row.get(2)? },
+            message: Message { id: row.get(0)?, topic: row.get(1)?, payload: row.get(2)?, traceparent: row.get(4)? },
             attempts: row.get(3)?,
         })
     })?;
@@ -410,7 +449,12 @@ impl<P: crate::postgres::PgConnections> OutboxStore for P {
         rows.iter()
             .map(|row| {
                 Ok(Claimed {
-                    message: Message { id: row.try_get(0)?, topic: row.try_get(1)?, payload: row.try_get(2)? },
+                    message: Message {
+                        id: row.try_get(0)?,
+                        topic: row.try_get(1)?,
+                        payload: row.try_get(2)?,
+                        traceparent: row.try_get(4)?,
+                    },
                     attempts: row.try_get(3)?,
                 })
             })
@@ -518,8 +562,7 @@ impl Worker {
         }
         let results: Vec<(Claimed, Result<(), String>)> = stream::iter(claimed)
             .map(|claimed| {
-                let delivery =
-                    tracing::Instrument::instrument(deliver(claimed.message.clone()), delivery_span(&claimed));
+                let delivery = traced_delivery(deliver, &claimed);
                 async move {
                     let sent = match tokio::time::timeout_at(deadline, delivery).await {
                         Ok(sent) => sent,
@@ -577,7 +620,7 @@ impl Worker {
         let mut queued: VecDeque<(Claimed, i64, tokio::time::Instant)> = VecDeque::new();
         let mut in_flight = FuturesUnordered::new();
         let start = |(claimed, until_ms, deadline): (Claimed, i64, tokio::time::Instant)| {
-            let delivery = tracing::Instrument::instrument(deliver(claimed.message.clone()), delivery_span(&claimed));
+            let delivery = traced_delivery(&deliver, &claimed);
             async move {
                 let sent = match tokio::time::timeout_at(deadline, delivery).await {
                     Ok(sent) => sent,
@@ -673,14 +716,31 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// One span per delivery attempt (OpenTelemetry's messaging conventions), under the worker's span.
+/// One delivery attempt: `deliver` called and run inside the attempt's span.
+fn traced_delivery<D, Fut>(deliver: &D, claimed: &Claimed) -> tracing::instrument::Instrumented<Fut>
+where
+    D: Fn(Message) -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let span = delivery_span(claimed);
+    // Entered for the call too, so a delivery function that reads the trace before its first await reads it.
+    let delivery = span.in_scope(|| deliver(claimed.message.clone()));
+    tracing::Instrument::instrument(delivery, span)
+}
+
+/// One span per delivery attempt (OpenTelemetry's messaging conventions), in the trace of the request that
+/// enqueued the message when it carries one (see the module docs, "Traces"), else under the worker's span.
 fn delivery_span(claimed: &Claimed) -> tracing::Span {
-    tracing::info_span!(
+    let span = tracing::info_span!(
         "outbox.deliver",
         otel.kind = "producer",
         messaging.operation.type = "send",
         messaging.message.id = %claimed.message.id,
         messaging.destination.name = %claimed.message.topic,
         outbox.attempt = claimed.attempts,
-    )
+    );
+    if let Some(traceparent) = &claimed.message.traceparent {
+        trace_context::continue_from(&span, traceparent);
+    }
+    span
 }

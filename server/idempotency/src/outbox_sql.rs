@@ -3,7 +3,9 @@
 //! very same text on the very same table, so a Rust and a Node service can share one outbox. Parameters are
 //! positional (`$1`...), as both tokio-postgres and node-postgres take them.
 
-/// The outbox table on PostgreSQL (`IF NOT EXISTS`: safe to run at every start). Enqueue order is `seq`'s.
+/// The outbox table on PostgreSQL (`IF NOT EXISTS`: safe to run at every start; the `ALTER`s add the columns
+/// later versions brought to a table made before them). Enqueue order is `seq`'s. `traceparent` is the W3C
+/// trace context of the span that enqueued the message, NULL when none was active.
 pub const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS outbox_messages (
     id              TEXT    PRIMARY KEY,
@@ -17,21 +19,23 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
 );
 ALTER TABLE outbox_messages ADD COLUMN IF NOT EXISTS ordering_key TEXT NULL;
 ALTER TABLE outbox_messages ADD COLUMN IF NOT EXISTS seq BIGSERIAL;
+ALTER TABLE outbox_messages ADD COLUMN IF NOT EXISTS traceparent TEXT NULL;
 CREATE INDEX IF NOT EXISTS outbox_messages_pending ON outbox_messages (next_attempt_at) WHERE delivered_at IS NULL;
 CREATE INDEX IF NOT EXISTS outbox_messages_ordered ON outbox_messages (ordering_key, seq)
     WHERE delivered_at IS NULL AND ordering_key IS NOT NULL;
 ";
 
 /// Writes a message into the outbox, in the caller's transaction. `$1` id, `$2` topic, `$3` payload (JSON
-/// text), `$4` now (unix seconds), `$5` the ordering key or NULL.
-pub const ENQUEUE: &str =
-    "INSERT INTO outbox_messages (id, topic, payload, created_at, ordering_key) VALUES ($1, $2, $3, $4, $5)";
+/// text), `$4` now (unix seconds), `$5` the ordering key or NULL, `$6` the enqueuing span's `traceparent` or
+/// NULL.
+pub const ENQUEUE: &str = "INSERT INTO outbox_messages (id, topic, payload, created_at, ordering_key, traceparent)
+                 VALUES ($1, $2, $3, $4, $5, $6)";
 
 /// Claims the oldest due heads, counting the attempt: a message with an ordering key only when no earlier
 /// one with the key waits; `FOR UPDATE SKIP LOCKED`, so instances never claim one message together. Another
 /// instance's claim in progress holds its rows (skipped) but cannot make a later message of the same key
 /// eligible: the head stays undelivered until that instance marks it. `$1` the claim's end (unix ms), `$2`
-/// now (unix ms), `$3` how many at most. Returns `id, topic, payload, attempts`.
+/// now (unix ms), `$3` how many at most. Returns `id, topic, payload, attempts, traceparent`.
 pub const CLAIM: &str = "UPDATE outbox_messages SET claimed_until = $1, attempts = attempts + 1
                  WHERE id IN (SELECT m.id FROM outbox_messages m
                               WHERE m.delivered_at IS NULL AND m.next_attempt_at <= $2 AND m.claimed_until <= $2
@@ -40,7 +44,7 @@ pub const CLAIM: &str = "UPDATE outbox_messages SET claimed_until = $1, attempts
                                       WHERE e.ordering_key = m.ordering_key AND e.delivered_at IS NULL
                                         AND e.seq < m.seq))
                               ORDER BY m.next_attempt_at, m.seq LIMIT $3 FOR UPDATE OF m SKIP LOCKED)
-                 RETURNING id, topic, payload, attempts";
+                 RETURNING id, topic, payload, attempts, traceparent";
 
 /// Ends one message's claim and schedules its next attempt. `$1` when (unix ms), `$2` id.
 pub const RETRY: &str = "UPDATE outbox_messages SET claimed_until = 0, next_attempt_at = $1 WHERE id = $2";

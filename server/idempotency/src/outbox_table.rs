@@ -6,8 +6,10 @@
 #[cfg(feature = "sqlite")]
 use crate::error::StoreError;
 
-/// The outbox table on SQLite (installed by [`crate::sqlite::install`], which also adds `ordering_key` to a
-/// table made before it had one). Enqueue order is the rowid's.
+/// The outbox table on SQLite (installed by [`crate::sqlite::install`], which also adds the columns later
+/// versions brought, `ordering_key` and `traceparent`, to a table made before them). Enqueue order is the
+/// rowid's. `traceparent` is the W3C trace context of the span that enqueued the message, NULL when none was
+/// active.
 pub const SQLITE_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS outbox_messages (
     id              TEXT    PRIMARY KEY,
@@ -18,7 +20,8 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     next_attempt_at INTEGER NOT NULL DEFAULT 0,
     claimed_until   INTEGER NOT NULL DEFAULT 0,
     delivered_at    INTEGER NULL,
-    ordering_key    TEXT    NULL
+    ordering_key    TEXT    NULL,
+    traceparent     TEXT    NULL
 );
 CREATE INDEX IF NOT EXISTS outbox_messages_pending ON outbox_messages (next_attempt_at) WHERE delivered_at IS NULL;
 ";
@@ -31,17 +34,25 @@ const SQLITE_ORDERING_INDEX: &str = "CREATE INDEX IF NOT EXISTS outbox_messages_
 /// The outbox table on PostgreSQL (installed by [`crate::postgres::install`]): [`crate::outbox_sql::SCHEMA`].
 pub use crate::outbox_sql::SCHEMA as POSTGRES_SCHEMA;
 
-/// Creates the outbox table if missing, and adds `ordering_key` to one made without it.
+/// The columns later versions added to the SQLite table, each with its definition: SQLite has no `ADD
+/// COLUMN IF NOT EXISTS`, so [`install_sqlite`] adds the ones a table made before them lacks.
+#[cfg(feature = "sqlite")]
+const SQLITE_ADDED_COLUMNS: [(&str, &str); 2] = [("ordering_key", "TEXT NULL"), ("traceparent", "TEXT NULL")];
+
+/// Creates the outbox table if missing, and adds the columns of [`SQLITE_ADDED_COLUMNS`] to one made without
+/// them.
 #[cfg(feature = "sqlite")]
 pub(crate) fn install_sqlite(conn: &rusqlite::Connection) -> Result<(), StoreError> {
     conn.execute_batch(SQLITE_SCHEMA)?;
-    let has_key: bool = conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('outbox_messages') WHERE name = 'ordering_key')",
-        [],
-        |row| row.get(0),
-    )?;
-    if !has_key {
-        conn.execute_batch("ALTER TABLE outbox_messages ADD COLUMN ordering_key TEXT NULL;")?;
+    for (column, definition) in SQLITE_ADDED_COLUMNS {
+        let present: bool = conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('outbox_messages') WHERE name = ?1)",
+            [column],
+            |row| row.get(0),
+        )?;
+        if !present {
+            conn.execute_batch(&format!("ALTER TABLE outbox_messages ADD COLUMN {column} {definition};"))?;
+        }
     }
     conn.execute_batch(SQLITE_ORDERING_INDEX)?;
     Ok(())

@@ -47,7 +47,7 @@ async fn each_message_delivered_three_times_is_applied_once_with_one_answer() {
         for id in &ids {
             let message_id = id.clone();
             let received = inbox
-                .receive("sender".to_owned(), id.clone(), move |tx| apply(tx, &message_id))
+                .receive("sender".to_owned(), id.clone(), None, move |tx| apply(tx, &message_id))
                 .await
                 .expect("receive");
             answers.entry(id.clone()).or_default().push(received);
@@ -60,7 +60,7 @@ async fn each_message_delivered_three_times_is_applied_once_with_one_answer() {
         assert!(got.iter().all(|r| r.answer() == got[0].answer()), "{id}: {got:?}");
     }
     // The same id from another source is another message.
-    let other = inbox.receive("another".to_owned(), ids[0].clone(), |tx| apply(tx, "x")).await.expect("receive");
+    let other = inbox.receive("another".to_owned(), ids[0].clone(), None, |tx| apply(tx, "x")).await.expect("receive");
     assert!(matches!(other, Received::Applied(_)));
 
     // The free function in a transaction of the app's own, on a second connection to the same file, sees the
@@ -68,7 +68,7 @@ async fn each_message_delivered_three_times_is_applied_once_with_one_answer() {
     let mut conn = Connection::open(dir.path().join("inbox.sqlite")).expect("second connection");
     conn.busy_timeout(Duration::from_secs(10)).expect("busy timeout");
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).expect("begin");
-    let again = inbox::receive_sqlite(&tx, "sender", &ids[1], HOUR, |tx| apply(tx, "never")).expect("receive");
+    let again = inbox::receive_sqlite(&tx, "sender", &ids[1], None, HOUR, |tx| apply(tx, "never")).expect("receive");
     tx.commit().expect("commit");
     assert_eq!(again, Received::Duplicate(answers[&ids[1]][0].answer().clone()));
     assert_eq!(count(&inbox, "SELECT COUNT(*) FROM applied").await, 6);
@@ -85,7 +85,7 @@ async fn concurrent_deliveries_of_one_id_apply_it_once() {
         let inbox = inboxes[i % 2].clone();
         deliveries.spawn(async move {
             inbox
-                .receive("sender".to_owned(), "the-one".to_owned(), |tx| {
+                .receive("sender".to_owned(), "the-one".to_owned(), None, |tx| {
                     // Slow enough that the other deliveries arrive while it is at work.
                     std::thread::sleep(Duration::from_millis(50));
                     apply(tx, "the-one")
@@ -105,7 +105,7 @@ async fn a_failing_work_leaves_no_record_and_a_redelivery_applies_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let inbox = open(&dir.path().join("inbox.sqlite")).await;
     let failed = inbox
-        .receive("sender".to_owned(), "m".to_owned(), |tx| {
+        .receive("sender".to_owned(), "m".to_owned(), None, |tx| {
             apply(tx, "m")?;
             Err::<StoredResponse, _>("the work failed after writing".to_owned())
         })
@@ -113,7 +113,7 @@ async fn a_failing_work_leaves_no_record_and_a_redelivery_applies_it() {
     assert!(matches!(failed, Err(RunError::Work(_))), "{failed:?}");
     assert_eq!(count(&inbox, "SELECT COUNT(*) FROM applied").await, 0);
     assert_eq!(count(&inbox, "SELECT COUNT(*) FROM inbox_messages").await, 0);
-    let again = inbox.receive("sender".to_owned(), "m".to_owned(), |tx| apply(tx, "m")).await.expect("receive");
+    let again = inbox.receive("sender".to_owned(), "m".to_owned(), None, |tx| apply(tx, "m")).await.expect("receive");
     assert!(matches!(again, Received::Applied(_)), "{again:?}");
     assert_eq!(count(&inbox, "SELECT COUNT(*) FROM applied").await, 1);
 
@@ -121,7 +121,7 @@ async fn a_failing_work_leaves_no_record_and_a_redelivery_applies_it() {
     let mut conn = Connection::open(dir.path().join("inbox.sqlite")).expect("second connection");
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).expect("begin");
     tx.execute("INSERT INTO applied (message_id) VALUES ('before')", []).expect("insert");
-    let failed = inbox::receive_sqlite(&tx, "sender", "n", HOUR, |tx| {
+    let failed = inbox::receive_sqlite(&tx, "sender", "n", None, HOUR, |tx| {
         apply(tx, "n")?;
         Err::<StoredResponse, _>("failed".to_owned())
     });
@@ -136,7 +136,7 @@ async fn a_failing_work_leaves_no_record_and_a_redelivery_applies_it() {
 
     // An answer too large to keep is refused before anything is recorded.
     let big = inbox
-        .receive("sender".to_owned(), "big".to_owned(), |tx| {
+        .receive("sender".to_owned(), "big".to_owned(), None, |tx| {
             apply(tx, "big")?;
             Ok::<_, String>(StoredResponse::json(
                 StatusCode::OK,
@@ -146,7 +146,7 @@ async fn a_failing_work_leaves_no_record_and_a_redelivery_applies_it() {
         .await;
     assert!(matches!(big, Err(RunError::Store(StoreError::ResponseTooLarge(_)))), "{big:?}");
     assert_eq!(count(&inbox, "SELECT COUNT(*) FROM applied WHERE message_id = 'big'").await, 0);
-    let empty = inbox.receive("sender".to_owned(), String::new(), |tx| apply(tx, "")).await;
+    let empty = inbox.receive("sender".to_owned(), String::new(), None, |tx| apply(tx, "")).await;
     assert!(matches!(empty, Err(RunError::Store(StoreError::InboxId(..)))), "{empty:?}");
 }
 
@@ -155,7 +155,7 @@ async fn the_sweep_removes_expired_records_and_an_expired_id_is_new_again() {
     let dir = tempfile::tempdir().expect("tempdir");
     let inbox = open(&dir.path().join("inbox.sqlite")).await;
     for id in ["old-1", "old-2", "new"] {
-        inbox.receive("sender".to_owned(), id.to_owned(), move |tx| apply(tx, id)).await.expect("receive");
+        inbox.receive("sender".to_owned(), id.to_owned(), None, move |tx| apply(tx, id)).await.expect("receive");
     }
     // Two records from before the retention window.
     inbox
@@ -168,12 +168,13 @@ async fn the_sweep_removes_expired_records_and_an_expired_id_is_new_again() {
         .await
         .expect("age");
     // An expired record counts as absent even before the sweep.
-    let again = inbox.receive("sender".to_owned(), "old-1".to_owned(), |tx| apply(tx, "old-1")).await.expect("receive");
+    let again =
+        inbox.receive("sender".to_owned(), "old-1".to_owned(), None, |tx| apply(tx, "old-1")).await.expect("receive");
     assert!(matches!(again, Received::Applied(_)), "{again:?}");
     assert_eq!(inbox.sweep().await.expect("sweep"), 1, "old-2 only: old-1 was recorded again");
     assert_eq!(count(&inbox, "SELECT COUNT(*) FROM inbox_messages").await, 2);
     assert_eq!(count(&inbox, "SELECT COUNT(*) FROM applied").await, 4, "the app's rows are never swept");
-    let new = inbox.receive("sender".to_owned(), "new".to_owned(), |tx| apply(tx, "new")).await.expect("receive");
+    let new = inbox.receive("sender".to_owned(), "new".to_owned(), None, |tx| apply(tx, "new")).await.expect("receive");
     assert!(new.is_duplicate());
     assert_eq!(inbox.sweep().await.expect("sweep"), 0);
 }
@@ -215,7 +216,7 @@ async fn pg_receive(
 ) -> Result<Received, RunError<String>> {
     let tx = client.transaction().await.map_err(StoreError::from)?;
     let id = message_id.to_owned();
-    let received = inbox::receive_postgres(&tx, "sender", message_id, HOUR, |tx| pg_apply(tx, id, sleep)).await?;
+    let received = inbox::receive_postgres(&tx, "sender", message_id, None, HOUR, |tx| pg_apply(tx, id, sleep)).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(received)
 }
@@ -254,7 +255,7 @@ async fn postgres_each_message_delivered_three_times_is_applied_once_and_a_failu
     // caller's transaction usable: what it wrote before commits.
     let tx = client.transaction().await.expect("begin");
     tx.execute("INSERT INTO applied (message_id) VALUES ('before')", &[]).await.expect("insert");
-    let failed = inbox::receive_postgres(&tx, "sender", "failing", HOUR, |tx| {
+    let failed = inbox::receive_postgres(&tx, "sender", "failing", None, HOUR, |tx| {
         Box::pin(async move {
             tx.execute("INSERT INTO applied (message_id) VALUES ('failing')", &[]).await.map_err(|e| e.to_string())?;
             tx.execute("INSERT INTO no_such_table VALUES (1)", &[]).await.map_err(|e| e.to_string())?;
@@ -307,7 +308,7 @@ async fn postgres_concurrent_deliveries_of_one_id_apply_it_once() {
     let mut a = connect(&url).await;
     let mut b = connect(&url).await;
     let tx = a.transaction().await.expect("begin");
-    let first = inbox::receive_postgres(&tx, "sender", "rolled-back", HOUR, |tx| {
+    let first = inbox::receive_postgres(&tx, "sender", "rolled-back", None, HOUR, |tx| {
         pg_apply(tx, "rolled-back".to_owned(), Duration::ZERO)
     })
     .await

@@ -452,3 +452,75 @@ on_both!(
     sqlite_the_backlog_counts_undelivered_messages_and_the_oldest_age,
     postgres_the_backlog_counts_undelivered_messages_and_the_oldest_age
 );
+
+/// The outbox table as the first version made it, before `ordering_key` and `traceparent`, with one
+/// undelivered message.
+const OLD_TABLE: &str = "
+CREATE TABLE outbox_messages (
+    id              TEXT    PRIMARY KEY,
+    topic           TEXT    NOT NULL,
+    payload         TEXT    NOT NULL,
+    created_at      BIGINT  NOT NULL,
+    attempts        BIGINT  NOT NULL DEFAULT 0,
+    next_attempt_at BIGINT  NOT NULL DEFAULT 0,
+    claimed_until   BIGINT  NOT NULL DEFAULT 0,
+    delivered_at    BIGINT  NULL
+);
+INSERT INTO outbox_messages (id, topic, payload, created_at) VALUES ('old', 'test', '\"old\"', 1);
+";
+
+/// A message enqueued with a trace context of its own.
+fn traced_message() -> Message {
+    Message {
+        traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned()),
+        ..message("new")
+    }
+}
+
+/// Claims every due message of `store`: each message's name and `traceparent`, by name.
+async fn claimed_traces<S: OutboxStore>(store: &S) -> HashMap<String, Option<String>> {
+    let claimed = store.claim(i64::MAX - 1, i64::MAX, 10).await.expect("claim");
+    claimed.into_iter().map(|c| (name_of(&c.message), c.message.traceparent)).collect()
+}
+
+#[tokio::test]
+async fn sqlite_install_upgrades_an_old_outbox_table() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("old.sqlite");
+    idempotent_endpoint::sqlite::rusqlite::Connection::open(&path)
+        .expect("old database")
+        .execute_batch(OLD_TABLE)
+        .expect("old table");
+    let keys = SqliteKeys::open(&path, Duration::from_secs(3600)).expect("open upgrades the table");
+    let new = traced_message();
+    keys.with_conn(move |conn| {
+        let tx = conn.transaction()?;
+        outbox::enqueue_ordered_sqlite(&tx, &new, "k")?;
+        Ok(tx.commit()?)
+    })
+    .await
+    .expect("enqueue into the upgraded table");
+    let traces = claimed_traces(&keys).await;
+    assert_eq!(traces["old"], None);
+    assert_eq!(traces["new"], traced_message().traceparent);
+    // Opening again finds the columns and adds nothing.
+    drop(keys);
+    SqliteKeys::open(&path, Duration::from_secs(3600)).expect("open again");
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL binaries: cargo test -p idempotent-endpoint --test outbox -- --ignored"]
+async fn postgres_install_upgrades_an_old_outbox_table() {
+    let cluster = pg_cluster::Cluster::start(pg_cluster::bin_dir(), pg_cluster::Cluster::FAST).expect("cluster");
+    let client = connect(&cluster.url("postgres")).await;
+    client.batch_execute(OLD_TABLE).await.expect("old table");
+    idempotent_endpoint::postgres::install(&client).await.expect("install upgrades the table");
+    idempotent_endpoint::postgres::install(&client).await.expect("install again");
+    let mut client = client;
+    let tx = client.transaction().await.expect("begin");
+    outbox::enqueue_ordered_postgres(&tx, &traced_message(), "k").await.expect("enqueue into the upgraded table");
+    tx.commit().await.expect("commit");
+    let traces = claimed_traces(&Arc::new(client)).await;
+    assert_eq!(traces["old"], None);
+    assert_eq!(traces["new"], traced_message().traceparent);
+}

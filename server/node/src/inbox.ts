@@ -8,7 +8,7 @@ import * as core from "./core.js";
 import type { Answer } from "./core.js";
 import { encode, storeOf, type HandlerAnswer } from "./endpoint.js";
 import type { Store } from "./store.js";
-import { countRedeliveryRefused } from "./telemetry.js";
+import { countRedeliveryRefused, traced } from "./telemetry.js";
 import { runIn, type TxLike } from "./tx.js";
 
 /** What one delivery of a message got. */
@@ -23,6 +23,12 @@ export interface Received {
 export interface InboxOptions {
   /** How long message ids are remembered, in seconds: the library's default retention (a day) when absent. Keep it longer than the sender may re-deliver. */
   retentionSecs?: number;
+  /**
+   * The delivery's W3C `traceparent` (its `traceparent` header, which the sender's outbox sends): the receipt's
+   * span (`inbox.receive`, kind consumer) is its child and linked to it, so the receipt joins the trace of the
+   * request that enqueued the message. Without it the span is a child of the active span.
+   */
+  traceparent?: string;
 }
 
 /** Creates the inbox table (`inbox_messages`, the Rust library's schema) if missing. */
@@ -39,7 +45,7 @@ const nowSecs = (): number => Math.floor(Date.now() / 1000);
  * same id waits for the first's transaction at the record's insert: if it commits, the second is a
  * duplicate; if it rolls back, the second does the work. The record and the work run inside a savepoint:
  * when the work throws (or its answer cannot be stored), both roll back to it, the error is rethrown, and
- * what the caller wrote before stays.
+ * what the caller wrote before stays. The receipt runs in a span continuing `options.traceparent`.
  */
 export async function receive<Tx extends TxLike>(
   tx: Tx,
@@ -50,6 +56,22 @@ export async function receive<Tx extends TxLike>(
 ): Promise<Received> {
   const invalid = core.inboxIdsError(source, messageId);
   if (invalid !== undefined) throw new core.CoreError(invalid);
+  const attributes = {
+    "messaging.operation.type": "process",
+    "messaging.message.id": messageId,
+    "messaging.destination.name": source,
+  };
+  const trace = options.traceparent === undefined ? {} : { traceparent: options.traceparent };
+  return traced("inbox.receive", attributes, () => receiveIn(tx, source, messageId, work, options), { kind: "consumer", ...trace });
+}
+
+async function receiveIn<Tx extends TxLike>(
+  tx: Tx,
+  source: string,
+  messageId: string,
+  work: (tx: Tx) => Promise<HandlerAnswer>,
+  options: InboxOptions,
+): Promise<Received> {
   const { inbox } = core.constants;
   await runIn(tx, `SAVEPOINT ${inbox.savepoint}`, []);
   let received: Received;

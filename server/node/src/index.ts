@@ -9,7 +9,7 @@ export { handleKeyed, keyHeader, parseJson, parseJsonBody, readBody, readWebBody
 export type { BodyLimits, HandlerContext, JsonBody, ParsedJson, Refused } from "./http.js";
 export { idempotent, keyStatusRoutes } from "./express.js";
 export type { ExpressOptions } from "./express.js";
-export { MESSAGE_ID_HEADER, backlog, enqueue, installOutbox, newMessage, outboxWorker } from "./outbox.js";
+export { MESSAGE_ID_HEADER, backlog, deliveryTraceparent, enqueue, installOutbox, newMessage, outboxWorker } from "./outbox.js";
 export type { Backlog, Deliver, Message, OutboxWorker, Pass, WorkerOptions } from "./outbox.js";
 export { installInbox, receive, receiveMessage, sweepInbox } from "./inbox.js";
 export type { InboxOptions, Received } from "./inbox.js";

@@ -2,6 +2,16 @@
 // in the handler's own transaction and delivered at least once after the commit by a worker. The table and
 // statements are the Rust library's (`outbox_sql`), the retry schedule is the client crate's backoff, both
 // through the wasm core; a Rust and a Node service can share one outbox.
+//
+// Traces: enqueue records the W3C `traceparent` of the active span (the request's, with @opentelemetry/api
+// installed) with the message, so each delivery's span joins the trace of the request that enqueued it; the
+// delivery function sends `deliveryTraceparent(message)` as the `traceparent` header, and the receiver's inbox
+// (`receive`'s `traceparent` option) continues it. OpenTelemetry's messaging conventions require a link from
+// the sending and the processing span to the message's creation context and leave the parent open: each
+// delivery span is both a child of that context and linked to it. The child makes request, delivery and
+// receipt one trace, which is what an operator follows from one intent (a message has one creation context
+// and one receiver, so the batch case the conventions link for instead does not arise); the link keeps the
+// conventions, for tools that follow links.
 import { getRandomValues, randomBytes } from "node:crypto";
 
 import type { PGlite } from "@electric-sql/pglite";
@@ -11,7 +21,7 @@ import * as core from "./core.js";
 import { storeOf } from "./endpoint.js";
 import type { Store } from "./store.js";
 import { sleep } from "./sleep.js";
-import { countDeliveryAttempt, traced } from "./telemetry.js";
+import { activeTraceparent, countDeliveryAttempt, traced } from "./telemetry.js";
 import { runIn, type TxLike } from "./tx.js";
 
 /** The header a delivery carries the message id in, so the receiver deduplicates (see {@link receive}). */
@@ -25,6 +35,11 @@ export interface Message {
   topic: string;
   /** The message (JSON text). */
   payload: string;
+  /**
+   * The W3C `traceparent` of the span that enqueued it: {@link enqueue} records the active span's when this is
+   * absent and keeps it when set; the worker reads it back with the claim.
+   */
+  traceparent?: string;
 }
 
 /** A message with a fresh id and `payload` as JSON. */
@@ -41,7 +56,18 @@ const nowSecs = (): number => Math.floor(Date.now() / 1000);
  * in any order, several at once.
  */
 export async function enqueue(tx: TxLike, message: Message, orderingKey?: string): Promise<void> {
-  await runIn(tx, core.constants.outbox.enqueue, [message.id, message.topic, message.payload, nowSecs(), orderingKey ?? null]);
+  const traceparent = message.traceparent ?? activeTraceparent() ?? null;
+  await runIn(tx, core.constants.outbox.enqueue, [message.id, message.topic, message.payload, nowSecs(), orderingKey ?? null, traceparent]);
+}
+
+/**
+ * The `traceparent` header to send with a delivery of `message`: the delivery span's when @opentelemetry/api
+ * traces it (the receiver's span is then its child), else the one the message was enqueued with (the
+ * receiver still joins the request's trace). Call it in the delivery function, where the delivery span is
+ * the active one.
+ */
+export function deliveryTraceparent(message: Message): string | undefined {
+  return activeTraceparent() ?? message.traceparent;
 }
 
 /** Creates the outbox table (`outbox_messages`, the Rust library's schema) if missing. */
@@ -131,6 +157,11 @@ function deliveryAttributes(message: Message, attempts: number): Record<string, 
   };
 }
 
+/** A message's trace context as span options: none when it was enqueued without one. */
+function traceOf(message: Message): { traceparent?: string } {
+  return message.traceparent === undefined ? {} : { traceparent: message.traceparent };
+}
+
 /** Rejects with `why` once `deadline` (epoch ms) passes. */
 function timeoutAt(deadline: number, why: string): { promise: Promise<never>; cancel: () => void } {
   let timer: NodeJS.Timeout | undefined;
@@ -147,7 +178,9 @@ function timeoutAt(deadline: number, why: string): { promise: Promise<never>; ca
  *
  * ```ts
  * const worker = outboxWorker(pool, async (message) => {
- *   const r = await fetch(mailUrl, { method: "POST", headers: { [MESSAGE_ID_HEADER]: message.id }, body: message.payload });
+ *   const traceparent = deliveryTraceparent(message);
+ *   const headers = { [MESSAGE_ID_HEADER]: message.id, ...(traceparent === undefined ? {} : { traceparent }) };
+ *   const r = await fetch(mailUrl, { method: "POST", headers, body: message.payload });
  *   if (!r.ok) throw new Error(`mail answered ${r.status}`);
  * });
  * const stop = new AbortController();
@@ -177,10 +210,12 @@ export function outboxWorker(database: Pool | PGlite | Store<unknown>, deliver: 
     const deadline = now + settings.leaseMs / 3;
     const until = now + settings.leaseMs;
     const { rows } = await store.query(outbox.claim, [until, now, settings.batch]);
-    const claimed = rows.map((row) => ({
-      message: { id: String(row["id"]), topic: String(row["topic"]), payload: String(row["payload"]) },
-      attempts: Number(row["attempts"]),
-    }));
+    const claimed = rows.map((row) => {
+      const message: Message = { id: String(row["id"]), topic: String(row["topic"]), payload: String(row["payload"]) };
+      const traceparent = row["traceparent"];
+      if (typeof traceparent === "string") message.traceparent = traceparent;
+      return { message, attempts: Number(row["attempts"]) };
+    });
     const pass: Pass = { claimed: claimed.length, delivered: 0, failed: 0 };
     if (claimed.length === 0) return pass;
     const delivered: string[] = [];
@@ -192,7 +227,8 @@ export function outboxWorker(database: Pool | PGlite | Store<unknown>, deliver: 
         const { message, attempts } = claimed[i]!;
         const limit = timeoutAt(deadline, "timed out");
         try {
-          await traced("outbox.deliver", deliveryAttributes(message, attempts), () => Promise.race([deliver(message, attempts), limit.promise]), { kind: "producer" });
+          const delivery = () => Promise.race([deliver(message, attempts), limit.promise]);
+          await traced("outbox.deliver", deliveryAttributes(message, attempts), delivery, { kind: "producer", ...traceOf(message) });
           delivered.push(message.id);
           countDeliveryAttempt(true);
         } catch (error) {

@@ -42,12 +42,40 @@ function otel(): OtelApi | null {
 
 const NOOP: SpanHandle = { set: () => undefined, fail: () => undefined };
 
-/** Where a span sits: a server span may continue the trace of the request's headers. */
+/** Where a span sits: a server span may continue the trace of the request's headers, a message's span the message's trace. */
 export interface SpanOptions {
-  /** `server` for the request's span, `producer` for an outbox delivery; else internal. */
-  kind?: "server" | "producer";
+  /** `server` for the request's span, `producer` for an outbox delivery, `consumer` for an inbox receipt; else internal. */
+  kind?: "server" | "producer" | "consumer";
   /** The request's headers: the app's propagator reads the incoming trace context (`traceparent`) from them. */
   carrier?: Carrier;
+  /**
+   * A message's W3C `traceparent`: the span is its child and linked to it (OpenTelemetry's messaging
+   * conventions ask for the link; the parent puts the span in the trace of the request that enqueued the
+   * message, see outbox.ts). An invalid value is ignored.
+   */
+  traceparent?: string;
+}
+
+// The W3C form read and written directly, not through the app's global propagator: the outbox column and the
+// delivery header hold a W3C `traceparent` whatever propagator the app registered (the API's default writes
+// nothing). The Rust library's `trace_context` reads and writes the same form.
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/** The remote span context of a `traceparent`, or undefined when it is not a valid version 00 value. */
+function remoteSpanContext(api: OtelApi, traceparent: string): Api.SpanContext | undefined {
+  const parts = TRACEPARENT.exec(traceparent.trim());
+  if (parts === null) return undefined;
+  const remote = { traceId: parts[1]!, spanId: parts[2]!, traceFlags: parseInt(parts[3]!, 16), isRemote: true };
+  return api.trace.isSpanContextValid(remote) ? remote : undefined;
+}
+
+/** The W3C `traceparent` of the active span, or undefined without the API or a valid active span. */
+export function activeTraceparent(): string | undefined {
+  const api = otel();
+  if (api === null) return undefined;
+  const active = api.trace.getSpanContext(api.context.active());
+  if (active === undefined || !api.trace.isSpanContextValid(active)) return undefined;
+  return `00-${active.traceId}-${active.spanId}-${(active.traceFlags & 0xff).toString(16).padStart(2, "0")}`;
 }
 
 /**
@@ -64,9 +92,16 @@ export async function traced<T>(
   if (api === null) return work(NOOP);
   let parent = api.context.active();
   if (options.carrier !== undefined) parent = api.propagation.extract(parent, options.carrier);
-  const kind = options.kind === "server" ? api.SpanKind.SERVER : options.kind === "producer" ? api.SpanKind.PRODUCER : api.SpanKind.INTERNAL;
+  let links: Api.Link[] | undefined;
+  const remote = options.traceparent === undefined ? undefined : remoteSpanContext(api, options.traceparent);
+  if (remote !== undefined) {
+    parent = api.trace.setSpanContext(parent, remote);
+    links = [{ context: remote }];
+  }
+  const kinds = { server: api.SpanKind.SERVER, producer: api.SpanKind.PRODUCER, consumer: api.SpanKind.CONSUMER };
+  const kind = options.kind === undefined ? api.SpanKind.INTERNAL : kinds[options.kind];
   const tracer = api.trace.getTracer(INSTRUMENTATION_NAME);
-  return tracer.startActiveSpan(name, { kind, attributes }, parent, async (span) => {
+  return tracer.startActiveSpan(name, { kind, attributes, ...(links === undefined ? {} : { links }) }, parent, async (span) => {
     try {
       return await work({ set: (more) => span.setAttributes(more), fail: () => span.setStatus({ code: api.SpanStatusCode.ERROR }) });
     } catch (error) {

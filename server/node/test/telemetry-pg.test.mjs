@@ -1,7 +1,8 @@
 // Spans and metrics through the app's @opentelemetry/api on a real PostgreSQL (a throwaway cluster this test
 // starts) over real HTTP: the SDK's in-memory exporter and a metric reader registered as an app would, a
 // scripted run of keyed requests under one incoming traceparent, atomic phases, outbox deliveries and inbox
-// re-deliveries; then the package without @opentelemetry/api installed.
+// re-deliveries, a message carrying its request's trace through the outbox to the receiver's inbox over real
+// HTTP; then the package without @opentelemetry/api installed.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -18,7 +19,9 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "
 import pg from "pg";
 import {
   atomicPhases,
+  deliveryTraceparent,
   enqueue,
+  MESSAGE_ID_HEADER,
   FINISHED,
   handleKeyed,
   idempotentEndpoint,
@@ -215,6 +218,63 @@ describe("tracing and metrics on PostgreSQL", () => {
 
     for (let i = 0; i < 3; i += 1) await receiveMessage(pool, "invites", message.id, async () => ({ status: 200 }));
     assert.deepEqual(await counter("inbox_redeliveries_refused"), { "{}": 2 });
+  });
+
+  it("an outbox message carries its request's trace: the delivery and the receiver's receipt are in it", async () => {
+    exporter.reset();
+    const endpoint = idempotentEndpoint({ database: pool });
+    const listen = async (handler) => {
+      const server = http.createServer(handler);
+      await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+      return server;
+    };
+    // The sender: a keyed request enqueues a confirmation in its transaction.
+    const sender = await listen(async (req, res) => {
+      const result = await handleKeyed(endpoint, req, async ({ tx }) => {
+        await enqueue(tx, newMessage("confirmation", { order: 1 }));
+        return { status: 201, body: {} };
+      });
+      sendAnswer(res, result.answer);
+    });
+    // The receiver: its inbox continues the delivery's traceparent.
+    const receiver = await listen(async (req, res) => {
+      for await (const _ of req);
+      const id = String(req.headers[MESSAGE_ID_HEADER] ?? "");
+      const { answer } = await receiveMessage(pool, "confirmations", id, async () => ({ status: 201 }), { traceparent: req.headers.traceparent });
+      sendAnswer(res, answer);
+    });
+    try {
+      const headers = { "idempotency-key": "telemetry-outbox-trace", traceparent: TRACEPARENT, "content-type": "application/json" };
+      const created = await fetch(`http://127.0.0.1:${sender.address().port}/api/orders`, { method: "POST", headers, body: "{}" });
+      assert.equal(created.status, 201);
+      const { rows } = await pool.query("SELECT id, traceparent FROM outbox_messages WHERE topic = 'confirmation'");
+      assert.equal(rows.length, 1);
+      const [, storedTrace, creation] = rows[0].traceparent.split("-");
+      assert.equal(storedTrace, TRACE_ID, "the message keeps the request's trace");
+      const worker = outboxWorker(pool, async (message) => {
+        const traceparent = deliveryTraceparent(message);
+        const sent = { [MESSAGE_ID_HEADER]: message.id, ...(traceparent === undefined ? {} : { traceparent }) };
+        const r = await fetch(`http://127.0.0.1:${receiver.address().port}/messages`, { method: "POST", headers: sent, body: message.payload });
+        if (!r.ok) throw new Error(`the receiver answered ${r.status}`);
+      });
+      assert.equal((await worker.deliverOnce()).delivered, 1);
+
+      const spans = exporter.getFinishedSpans();
+      assert.ok(spans.some((s) => s.spanContext().spanId === creation && s.spanContext().traceId === TRACE_ID), "the enqueuing span is in the trace");
+      const [delivery] = spans.filter((s) => s.name === "outbox.deliver");
+      assert.equal(delivery?.kind, SpanKind.PRODUCER);
+      assert.equal(delivery.spanContext().traceId, TRACE_ID);
+      assert.equal(delivery.parentSpanContext?.spanId, creation, "a child of the span that enqueued the message");
+      assert.deepEqual(delivery.links.map((l) => [l.context.traceId, l.context.spanId]), [[TRACE_ID, creation]], "linked to the creation context");
+      const [receipt] = spans.filter((s) => s.name === "inbox.receive");
+      assert.equal(receipt?.kind, SpanKind.CONSUMER);
+      assert.equal(receipt.spanContext().traceId, TRACE_ID);
+      assert.equal(receipt.parentSpanContext?.spanId, delivery.spanContext().spanId, "a child of the delivery");
+      assert.equal(receipt.attributes["messaging.message.id"], rows[0].id);
+    } finally {
+      await new Promise((resolve) => sender.close(resolve));
+      await new Promise((resolve) => receiver.close(resolve));
+    }
   });
 
   it("without @opentelemetry/api installed, a keyed request is answered as ever", () => {

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::Parser;
+use idempotent_fetch_server::binary;
 
 /// Flags of `mail-receiver`.
 #[derive(Debug, Parser)]
@@ -19,17 +20,32 @@ struct Cli {
     /// `GET/PUT /faults` (503 outages). Tests and demos only.
     #[arg(long)]
     enable_faults: bool,
+    /// Export the spans (each delivery's `inbox.receive`, continuing the sender's `traceparent`) over
+    /// OTLP/HTTP (JSON) to this collector, e.g. `http://127.0.0.1:4318`. Only in a build with the `otel`
+    /// feature; without the flag nothing is exported.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    idempotent_fetch_server::binary::init_tracing();
     let cli = Cli::parse();
-    match idempotent_fetch_server::services::mailbox::start(cli.addr, &cli.db, cli.enable_faults).await {
-        Ok(service) => idempotent_fetch_server::binary::run_until_signal("mail-receiver", service).await,
+    let export = match binary::init_tracing_exporting(cli.otlp_endpoint.as_deref(), binary::MAIL_RECEIVER_SERVICE_NAME)
+    {
+        Ok(export) => export,
+        Err(error) => {
+            eprintln!("mail-receiver: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = match idempotent_fetch_server::services::mailbox::start(cli.addr, &cli.db, cli.enable_faults).await {
+        Ok(service) => binary::run_until_signal("mail-receiver", service).await,
         Err(error) => {
             eprintln!("mail-receiver: {error}");
             ExitCode::FAILURE
         }
-    }
+    };
+    // The last spans, sent before the process ends.
+    binary::stop_export("mail-receiver", export).await;
+    code
 }

@@ -18,12 +18,13 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use idempotent_endpoint::inbox::{self, SqliteInbox};
 use idempotent_endpoint::sqlite::rusqlite::{params, Connection, Transaction, TransactionBehavior};
+use idempotent_endpoint::trace_context;
 use idempotent_endpoint::{RunError, StoredResponse, DEFAULT_RETENTION};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -136,7 +137,7 @@ fn valid_id(id: &str) -> bool {
     (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-async fn receive(State(mailbox): State<Mailbox>, body: Bytes) -> Result<Response, Problem> {
+async fn receive(State(mailbox): State<Mailbox>, headers: HeaderMap, body: Bytes) -> Result<Response, Problem> {
     if let Some(faults) = &mailbox.faults {
         let fail = faults.read().map(|f| f.fail).unwrap_or_else(|p| p.into_inner().fail);
         if hit(fail) {
@@ -158,8 +159,10 @@ async fn receive(State(mailbox): State<Mailbox>, body: Bytes) -> Result<Response
         ));
     }
     let id = message.id.clone();
+    // The sender's trace: the receipt's span continues it.
+    let traceparent = trace_context::header(&headers).map(str::to_owned);
     let (reply, answer) = oneshot::channel();
-    mailbox.committer.send(Pending { message, reply }).await.map_err(|_| {
+    mailbox.committer.send(Pending { message, traceparent, reply }).await.map_err(|_| {
         tracing::error!("the group committer has stopped");
         Problem::internal()
     })?;
@@ -199,6 +202,8 @@ async fn metrics(State(mailbox): State<Mailbox>) -> Result<Response, Problem> {
 #[derive(Debug)]
 struct Pending {
     message: Message,
+    /// The delivery's `traceparent` header.
+    traceparent: Option<String>,
     reply: oneshot::Sender<Result<inbox::Received, String>>,
 }
 
@@ -207,7 +212,8 @@ struct Pending {
 async fn commit_groups(inbox: SqliteInbox, mut queue: mpsc::Receiver<Pending>) {
     let mut group = Vec::with_capacity(GROUP_MAX);
     while queue.recv_many(&mut group, GROUP_MAX).await > 0 {
-        let (messages, replies): (Vec<Message>, Vec<_>) = group.drain(..).map(|p| (p.message, p.reply)).unzip();
+        let (messages, replies): (Vec<(Message, Option<String>)>, Vec<_>) =
+            group.drain(..).map(|p| ((p.message, p.traceparent), p.reply)).unzip();
         let retention = inbox.retention();
         match inbox.with_conn(move |conn| store_group(conn, &messages, retention)).await {
             Ok(results) => {
@@ -232,14 +238,14 @@ async fn commit_groups(inbox: SqliteInbox, mut queue: mpsc::Receiver<Pending>) {
 /// failed, so that none was stored.
 fn store_group(
     conn: &mut Connection,
-    messages: &[Message],
+    messages: &[(Message, Option<String>)],
     retention: Duration,
 ) -> Result<Vec<Result<inbox::Received, String>>, idempotent_endpoint::StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut results = Vec::with_capacity(messages.len());
-    for message in messages {
+    for (message, traceparent) in messages {
         tx.execute_batch("SAVEPOINT delivery")?;
-        let stored = store_one(&tx, message, retention);
+        let stored = store_one(&tx, message, traceparent.as_deref(), retention);
         tx.execute_batch(if stored.is_ok() { "RELEASE delivery" } else { "ROLLBACK TO delivery; RELEASE delivery" })?;
         results.push(stored.map_err(|error| error.to_string()));
     }
@@ -252,9 +258,10 @@ fn store_group(
 fn store_one(
     tx: &Transaction<'_>,
     message: &Message,
+    traceparent: Option<&str>,
     retention: Duration,
 ) -> Result<inbox::Received, idempotent_endpoint::StoreError> {
-    let received = inbox::receive_sqlite(tx, SOURCE, &message.id, retention, |tx| {
+    let received = inbox::receive_sqlite(tx, SOURCE, &message.id, traceparent, retention, |tx| {
         tx.execute(
             "INSERT INTO messages (id, recipient, subject, text, received_at) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![message.id, message.to, message.subject, message.text, crate::unix_now()],

@@ -38,6 +38,14 @@ impl Downstream {
         Downstream { provider, mailbox, _dir: dir }
     }
 
+    /// [`Downstream::start`] with a mail receiver that exports its spans to `otlp_endpoint`.
+    pub fn start_exporting(otlp_endpoint: &str) -> Downstream {
+        let dir = tempfile::tempdir().expect("dir");
+        let provider = Process::provider(&dir.path().join("provider.sqlite"));
+        let mailbox = Process::mailbox_exporting(&dir.path().join("mail.sqlite"), otlp_endpoint);
+        Downstream { provider, mailbox, _dir: dir }
+    }
+
     pub fn config(&self) -> CheckoutConfig {
         CheckoutConfig {
             provider_url: self.provider.url.clone(),

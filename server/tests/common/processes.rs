@@ -45,6 +45,12 @@ impl Process {
         Process::start(env!("CARGO_BIN_EXE_mail-receiver"), &["--enable-faults", "--db", &db.to_string_lossy()])
     }
 
+    /// The mail receiver on `db`, exporting its spans to the OTLP/HTTP collector at `otlp_endpoint`.
+    pub fn mailbox_exporting(db: &Path, otlp_endpoint: &str) -> Process {
+        let db = db.to_string_lossy();
+        Process::start(env!("CARGO_BIN_EXE_mail-receiver"), &["--db", &db, "--otlp-endpoint", otlp_endpoint])
+    }
+
     /// Waits for the process to end on its own (a crash fault); its exit status.
     pub fn wait_exit(&mut self, within: std::time::Duration) -> Option<std::process::ExitStatus> {
         let deadline = std::time::Instant::now() + within;
