@@ -15,7 +15,15 @@
 //! ```sh
 //! cargo bench -p idempotent-fetch-server --bench load --profile server -- [--clients 32] [--ops 100]
 //!     [--only sqlite-full|sqlite-checkout|sqlite-normal|postgres]
+//! cargo bench -p idempotent-fetch-server --bench load --profile server --features otel -- --only otel
+//!     [--rounds 4]
 //! ```
+//!
+//! `otel` (only when named) measures what tracing costs a request: two servers of the same binary on
+//! SQLite `synchronous=NORMAL`, one exporting its spans over OTLP/HTTP to a receiver this harness starts
+//! (it answers each export and counts the spans), one without an exporter, driven in alternating rounds
+//! of the same mix; it prints each side's p50/p99 and the ratios, and fails when the receiver got no span
+//! (a binary built without the `otel` feature).
 //!
 //! `--profile server` builds the server binary the harness starts (and the harness) the way the server
 //! ships; `IF_SERVER_BIN` points the harness at another server binary. Under `cargo test` (no `--bench` argument) it runs a small SQLite smoke pass instead and fails
@@ -27,6 +35,8 @@ mod pg_cluster;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::Client;
@@ -54,21 +64,29 @@ struct Args {
     ops: usize,
     only: Option<String>,
     smoke: bool,
+    /// Alternating rounds per side of the `otel` scenario.
+    rounds: usize,
 }
+
+/// The scenarios that run only when `--only` names them.
+const ON_REQUEST: &[&str] = &["otel"];
 
 impl Args {
     fn wanted(&self, name: &str) -> bool {
         if self.smoke {
             return ["sqlite-full", "sqlite-checkout"].contains(&name);
         }
-        self.only.as_deref().is_none_or(|only| only == name)
+        match self.only.as_deref() {
+            Some(only) => only == name,
+            None => !ON_REQUEST.contains(&name),
+        }
     }
 }
 
 fn args() -> Result<Args, String> {
     let raw: Vec<String> = std::env::args().skip(1).collect();
     let smoke = !raw.iter().any(|a| a == "--bench");
-    let mut args = Args { clients: 32, ops: 100, only: None, smoke };
+    let mut args = Args { clients: 32, ops: 100, only: None, smoke, rounds: 4 };
     if smoke {
         (args.clients, args.ops) = (4, 10);
         return Ok(args);
@@ -80,6 +98,7 @@ fn args() -> Result<Args, String> {
             "--clients" => args.clients = value()?.parse().map_err(|e| format!("--clients: {e}"))?,
             "--ops" => args.ops = value()?.parse().map_err(|e| format!("--ops: {e}"))?,
             "--only" => args.only = Some(value()?),
+            "--rounds" => args.rounds = value()?.parse().map_err(|e| format!("--rounds: {e}"))?,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -261,7 +280,8 @@ fn percentile(sorted: &[Duration], q: f64) -> Duration {
     sorted.get(index.min(sorted.len().saturating_sub(1))).copied().unwrap_or_default()
 }
 
-async fn drive(scenario: &str, bases: Vec<String>, args: &Args) -> Result<(Report, Duration), String> {
+/// One run of the mix against `bases`: its report, and every request's latency (sorted).
+async fn drive(scenario: &str, bases: Vec<String>, args: &Args) -> Result<(Report, Vec<Duration>), String> {
     let started = Instant::now();
     let tasks: Vec<_> = (0..args.clients).map(|i| tokio::spawn(run_client(i, bases.clone(), args.ops))).collect();
     let mut latencies = Vec::new();
@@ -285,7 +305,7 @@ async fn drive(scenario: &str, bases: Vec<String>, args: &Args) -> Result<(Repor
         counts: Counts { orders: 0, duplicates: 0, effects: None },
         unexpected,
     };
-    Ok((report, elapsed))
+    Ok((report, latencies))
 }
 
 async fn sqlite(scenario: &str, synchronous: &str, checkout: bool, args: &Args) -> Result<Report, String> {
@@ -372,6 +392,86 @@ async fn postgres(args: &Args) -> Result<Report, String> {
     Ok(report)
 }
 
+/// A stand-in OTLP/HTTP receiver on 127.0.0.1: answers every `POST /v1/traces` with an empty JSON
+/// export response and counts the spans it was sent. Returns its base URL and the count.
+async fn otlp_receiver() -> Result<(String, Arc<AtomicUsize>), String> {
+    let spans = Arc::new(AtomicUsize::new(0));
+    let counted = spans.clone();
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let counted = counted.clone();
+            async move {
+                // Each span of the JSON export carries one `spanId`.
+                let n = body.windows(b"\"spanId\"".len()).filter(|w| *w == b"\"spanId\"").count();
+                counted.fetch_add(n, Ordering::Relaxed);
+                ([(axum::http::header::CONTENT_TYPE, "application/json")], "{}")
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| format!("OTLP receiver: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            eprintln!("OTLP receiver: {error}");
+        }
+    });
+    Ok((format!("http://{addr}"), spans))
+}
+
+/// The traced server against the untraced one, in alternating rounds: a report of each side (every
+/// round's requests together) and the spans the receiver counted.
+async fn otel(args: &Args) -> Result<(Report, Report, usize), String> {
+    let (receiver, spans) = otlp_receiver().await?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let db = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let (traced_db, untraced_db) = (db("traced.sqlite"), db("untraced.sqlite"));
+    let sqlite =
+        |path: &str| vec!["--db".to_owned(), path.to_owned(), "--sqlite-synchronous".to_owned(), "normal".to_owned()];
+    let mut traced_args = sqlite(&traced_db);
+    traced_args.extend(["--otlp-endpoint".to_owned(), receiver]);
+    let untraced_args = sqlite(&untraced_db);
+    let start = |args: &[String]| ServerProcess::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let traced = start(&traced_args)?;
+    let untraced = start(&untraced_args)?;
+    let sides = [("traced (OTLP export)", &traced), ("untraced", &untraced)];
+    let mut merged: Vec<Option<(Report, Vec<Duration>)>> = vec![None, None];
+    for round in 0..args.rounds.max(1) {
+        let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for side in order {
+            let (name, server) = sides[side];
+            let (report, latencies) = drive(name, vec![server.url.clone()], args).await?;
+            merged[side] = Some(match merged[side].take() {
+                None => (report, latencies),
+                Some((mut sum, mut all)) => {
+                    sum.requests += report.requests;
+                    sum.elapsed += report.elapsed;
+                    sum.keys += report.keys;
+                    sum.unexpected.extend(report.unexpected);
+                    all.extend(latencies);
+                    (sum, all)
+                }
+            });
+        }
+    }
+    drop(traced);
+    drop(untraced);
+    let mut reports = Vec::new();
+    for (side, path) in merged.into_iter().zip([&traced_db, &untraced_db]) {
+        let (mut report, mut latencies) = side.ok_or("no round ran")?;
+        latencies.sort();
+        report.p50 = percentile(&latencies, 0.50);
+        report.p99 = percentile(&latencies, 0.99);
+        let conn = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
+        let count = |sql: &str| conn.query_row(sql, [], |row| row.get::<_, i64>(0)).map_err(|e| e.to_string());
+        report.counts = Counts { orders: count(COUNT_ORDERS)?, duplicates: count(COUNT_DUPLICATES)?, effects: None };
+        reports.push(report);
+    }
+    let untraced = reports.pop().ok_or("no untraced report")?;
+    let traced = reports.pop().ok_or("no traced report")?;
+    Ok((traced, untraced, spans.load(Ordering::Relaxed)))
+}
+
 fn print_header() {
     println!(
         "| scenario | clients | requests | requests/s | p50 | p99 | keys | orders | duplicates | charges (twice) / confirmations | unexpected |"
@@ -420,6 +520,24 @@ async fn main_async(args: Args) -> Result<bool, String> {
     if args.wanted("postgres") {
         reports.push(postgres(&args).await?);
         print_row(reports.last().ok_or("no report")?);
+    }
+    if args.wanted("otel") {
+        let (traced, untraced, spans) = otel(&args).await?;
+        print_row(&traced);
+        print_row(&untraced);
+        let ratio = |t: Duration, u: Duration| t.as_secs_f64() / u.as_secs_f64();
+        let rate = |r: &Report| r.requests as f64 / r.elapsed.as_secs_f64();
+        println!(
+            "traced ÷ untraced ({} alternating rounds each): p50 {:.2}x, p99 {:.2}x, requests/s {:.2}x; {spans} spans received over OTLP",
+            args.rounds.max(1),
+            ratio(traced.p50, untraced.p50),
+            ratio(traced.p99, untraced.p99),
+            rate(&traced) / rate(&untraced),
+        );
+        if spans == 0 {
+            return Err("the OTLP receiver got no span: build the server with `--features otel`".to_owned());
+        }
+        reports.extend([traced, untraced]);
     }
     Ok(reports.iter().all(|r| {
         let effects_ok = r.counts.effects.is_none_or(|(charges, twice, messages)| {

@@ -5,6 +5,13 @@
 // --serve); the load comes from this process: CONCURRENCY keep-alive connections, each request a fresh key.
 //
 //   node server/node/bench/frameworks.mjs [--seconds S] [--rounds R] [--concurrency C]
+//   node server/node/bench/frameworks.mjs --tracing [--seconds S] [--rounds R] [--concurrency C]
+//
+// --tracing measures only what tracing costs a request: the express server on PostgreSQL twice, one child
+// with the OpenTelemetry SDK registered as an app would (a W3C propagator, the async-hooks context manager,
+// a tracer provider whose batch processor hands the spans to an exporter that drops them, and a meter
+// provider with a reader, so the counters and gauges are kept), one with @opentelemetry/api alone (no
+// provider: the API is a no-op), both sent a `traceparent` with every request, in alternating rounds.
 //
 // Needs the built package (node server/node/build.mjs) and PostgreSQL binaries (IF_PG_BINDIR or PATH).
 // "next" is idempotent-endpoint/next's route handler served as Next calls it (a web Request in, a Response
@@ -31,8 +38,39 @@ const FRAMEWORKS = ["express", "fastify", "hono", "next"];
 const ORDERS = "CREATE TABLE IF NOT EXISTS orders (id SERIAL PRIMARY KEY, sku TEXT NOT NULL)";
 const BODY = JSON.stringify({ sku: "mug" });
 
+/** What `--tracing` registers in its traced child: the SDK set up as an app would, spans batched to an exporter that drops them. */
+async function registerTracing() {
+  const { context, metrics, propagation, trace } = await import("@opentelemetry/api");
+  const { AsyncLocalStorageContextManager } = await import("@opentelemetry/context-async-hooks");
+  const { W3CTraceContextPropagator } = await import("@opentelemetry/core");
+  const { MeterProvider, MetricReader } = await import("@opentelemetry/sdk-metrics");
+  const { BasicTracerProvider, BatchSpanProcessor } = await import("@opentelemetry/sdk-trace-base");
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+  let exported = 0;
+  const dropping = {
+    export: (spans, done) => {
+      exported += spans.length;
+      done({ code: 0 });
+    },
+    shutdown: async () => {},
+  };
+  // Says on stderr that the traced side traced (the spans the batch processor handed over).
+  process.on("SIGTERM", () => {
+    console.error(`traced server: ${exported} spans exported`);
+    process.exit(0);
+  });
+  trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(dropping)] }));
+  class Kept extends MetricReader {
+    async onForceFlush() {}
+    async onShutdown() {}
+  }
+  metrics.setGlobalMeterProvider(new MeterProvider({ readers: [new Kept()] }));
+}
+
 /** The child: `framework` serving POST /protected and POST /plain on the database `spec`; prints its port. */
-async function serve(framework, spec, redisUrl) {
+async function serve(framework, spec, redisUrl, tracing) {
+  if (tracing === "traced") await registerTracing();
   const { idempotentEndpoint } = await import("idempotent-endpoint");
   let database;
   if (spec.startsWith("pglite:")) {
@@ -134,8 +172,8 @@ async function serve(framework, spec, redisUrl) {
 }
 
 /** Starts a server child; resolves to its base URL and the child. */
-function startServer(framework, spec, redisUrl = "") {
-  const child = spawn(process.execPath, [HERE, "--serve", framework, spec, redisUrl], { stdio: ["ignore", "pipe", "inherit"] });
+function startServer(framework, spec, redisUrl = "", tracing = "") {
+  const child = spawn(process.execPath, [HERE, "--serve", framework, spec, redisUrl, tracing], { stdio: ["ignore", "pipe", "inherit"] });
   return new Promise((resolve, reject) => {
     let out = "";
     child.on("exit", (code) => reject(new Error(`${framework} server exited ${code}`)));
@@ -146,11 +184,15 @@ function startServer(framework, spec, redisUrl = "") {
   });
 }
 
+/** The incoming trace of `--tracing`'s requests (a sampled parent), as a browser's client would send it. */
+const TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
 /** One POST with a fresh key over `agent`; resolves to its latency in ms (rejects on a status other than 201). */
-function post(agent, url) {
+function post(agent, url, extraHeaders = {}) {
   const started = performance.now();
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method: "POST", agent, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(BODY), "idempotency-key": randomUUID() } }, (res) => {
+    const headers = { "content-type": "application/json", "content-length": Buffer.byteLength(BODY), "idempotency-key": randomUUID(), ...extraHeaders };
+    const req = http.request(url, { method: "POST", agent, headers }, (res) => {
       res.resume();
       res.on("end", () => (res.statusCode === 201 ? resolve(performance.now() - started) : reject(new Error(`${url}: ${res.statusCode}`))));
     });
@@ -176,9 +218,9 @@ async function loops(one, seconds, concurrency) {
 }
 
 /** `concurrency` loops posting to `url` for `seconds`; the latencies of every request. */
-async function round(url, seconds, concurrency) {
+async function round(url, seconds, concurrency, extraHeaders = {}) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
-  const latencies = await loops(() => post(agent, url), seconds, concurrency);
+  const latencies = await loops(() => post(agent, url, extraHeaders), seconds, concurrency);
   agent.destroy();
   return latencies;
 }
@@ -207,16 +249,30 @@ async function noHttp(url, seconds, rounds, concurrency) {
   }
 }
 
-/** A warm-up of each route, then `rounds` alternating rounds of `seconds` each: the latencies per route. */
-async function alternate(measure, seconds, rounds) {
-  await measure("protected", 0.5);
-  await measure("plain", 0.5);
-  const got = { protected: [], plain: [] };
+/** A warm-up of each side, then `rounds` alternating rounds of `seconds` each: the latencies per side. */
+async function alternate(measure, seconds, rounds, sides = ["protected", "plain"]) {
+  for (const side of sides) await measure(side, 0.5);
+  const got = Object.fromEntries(sides.map((side) => [side, []]));
   for (let r = 0; r < rounds; r++) {
-    const order = r % 2 === 0 ? ["protected", "plain"] : ["plain", "protected"];
-    for (const route of order) got[route].push(...(await measure(route, seconds)));
+    const order = r % 2 === 0 ? sides : [...sides].reverse();
+    for (const side of order) got[side].push(...(await measure(side, seconds)));
   }
   return got;
+}
+
+/** `--tracing`: express's /protected on PostgreSQL, traced child against untraced child, alternating. */
+async function tracingCost(cluster, seconds, rounds, concurrency) {
+  const servers = {};
+  try {
+    for (const side of ["traced", "untraced"]) {
+      cluster.createDatabase(`tracing_${side}`);
+      servers[side] = await startServer("express", cluster.url(`tracing_${side}`), "", side);
+    }
+    const got = await alternate((side, s) => round(`${servers[side].base}/protected`, s, concurrency, { traceparent: TRACEPARENT }), seconds, rounds, ["traced", "untraced"]);
+    return { t: summary(got.traced, seconds * rounds), u: summary(got.untraced, seconds * rounds) };
+  } finally {
+    for (const server of Object.values(servers)) server.child.kill("SIGTERM");
+  }
 }
 
 const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
@@ -274,12 +330,32 @@ async function measure(framework, db, spec, seconds, rounds, concurrency, redisU
 }
 
 async function main() {
-  const { values } = parseArgs({ options: { seconds: { type: "string", default: "2" }, rounds: { type: "string", default: "3" }, concurrency: { type: "string", default: "8" } } });
+  const { values } = parseArgs({
+    options: { seconds: { type: "string", default: "2" }, rounds: { type: "string", default: "3" }, concurrency: { type: "string", default: "8" }, tracing: { type: "boolean", default: false } },
+  });
   const seconds = Number(values.seconds);
   const rounds = Number(values.rounds);
   const concurrency = Number(values.concurrency);
   const { startCluster } = await import("../../../tests/fault/pg-cluster.mjs");
   const cluster = await startCluster();
+  if (values.tracing) {
+    const load = [loadavg()[0]];
+    let got;
+    try {
+      got = await tracingCost(cluster, seconds, rounds, concurrency);
+    } finally {
+      cluster.stop();
+    }
+    load.push(loadavg()[0]);
+    const f = (n) => n.toFixed(2);
+    console.log(`node ${process.version}, express on PostgreSQL, ${concurrency} connections, ${rounds} alternating rounds of ${seconds} s per side; each request a fresh key and a traceparent; load average ${load.map((l) => l.toFixed(1)).join(" -> ")}`);
+    console.log("| | req/s | p50 ms | p99 ms |");
+    console.log("|---|---:|---:|---:|");
+    console.log(`| traced (SDK, batch processor) | ${got.t.rps.toFixed(0)} | ${f(got.t.p50)} | ${f(got.t.p99)} |`);
+    console.log(`| untraced (API, no provider) | ${got.u.rps.toFixed(0)} | ${f(got.u.p50)} | ${f(got.u.p99)} |`);
+    console.log(`| traced ÷ untraced | ${(got.t.rps / got.u.rps).toFixed(2)}x | ${(got.t.p50 / got.u.p50).toFixed(2)}x | ${(got.t.p99 / got.u.p99).toFixed(2)}x |`);
+    return;
+  }
   const dir = mkdtempSync(path.join(tmpdir(), "idempotent-endpoint-bench-"));
   const rows = [];
   const notes = [];
@@ -328,5 +404,5 @@ async function main() {
   process.exitCode = over.length === 0 ? 0 : 1;
 }
 
-if (process.argv[2] === "--serve") await serve(process.argv[3], process.argv[4], process.argv[5]);
+if (process.argv[2] === "--serve") await serve(process.argv[3], process.argv[4], process.argv[5], process.argv[6]);
 else await main();

@@ -6,7 +6,7 @@ import type { Pool, PoolClient } from "pg";
 
 import * as core from "./core.js";
 import type { Answer } from "./core.js";
-import { answered, countDecision, keyHashAttribute, traced, type SpanHandle } from "./telemetry.js";
+import { answered, countDecision, keyHashAttribute, keyInFlight, traced, type SpanHandle } from "./telemetry.js";
 import { pgliteStore, pgStore, type PgStoreOptions, type Queryable, type Result, type Statement, type Store } from "./store.js";
 
 /** What the app's handler answers: the status, a JSON body (or text), optional headers. */
@@ -192,7 +192,7 @@ export function idempotentEndpoint(options: EndpointOptions<unknown>): Idempoten
     const keyHash = keyHashAttribute(key);
     span.set(keyHash);
     const transaction = { "db.system.name": "postgresql", ...keyHash };
-    const done = await traced("idempotency.transaction", transaction, () => entered(scope, key, () =>
+    const done = await traced("idempotency.transaction", transaction, () => keyInFlight(() => entered(scope, key, () =>
       store.transaction<RunResult>(async (q, tx, opened) => {
         const { held, claimed: inserted } = claimed(opened ?? (await q.query(claiming.text, claiming.params)));
         if (!held) return { commit: false, value: { answer: core.inFlightAnswer(), outcome: "in_flight" } };
@@ -213,7 +213,7 @@ export function idempotentEndpoint(options: EndpointOptions<unknown>): Idempoten
         const last = { text: sql.storeAnswer, params: [fresh.answer.status, fresh.headers, fresh.answer.body, scope, key] };
         return { commit: true, value: { answer: fresh.answer, outcome: "fresh" }, last };
       }, claiming),
-    )).catch((error: unknown) => {
+    ))).catch((error: unknown) => {
       if (error instanceof Unstorable || error instanceof core.CoreError) return refused(error);
       throw error;
     });

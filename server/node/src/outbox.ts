@@ -21,7 +21,7 @@ import * as core from "./core.js";
 import { storeOf } from "./endpoint.js";
 import type { Store } from "./store.js";
 import { sleep } from "./sleep.js";
-import { activeTraceparent, countDeliveryAttempt, traced } from "./telemetry.js";
+import { activeTraceparent, countDeliveryAttempt, observeBacklog, traced } from "./telemetry.js";
 import { runIn, type TxLike } from "./tx.js";
 
 /** The header a delivery carries the message id in, so the receiver deduplicates (see {@link receive}). */
@@ -143,6 +143,8 @@ export interface OutboxWorker {
   /**
    * Delivers due messages until `signal` aborts: passes back to back while each claims a full batch, a
    * poll sleep after one that claims less (or whose claim failed). A pass in progress finishes first.
+   * While it runs, the outbox's backlog is reported to the app's OpenTelemetry metric reader
+   * (`outbox_backlog_messages`, `outbox_oldest_message_age_seconds`), read from the table at each collection.
    */
   run(signal: AbortSignal): Promise<void>;
 }
@@ -254,6 +256,15 @@ export function outboxWorker(database: Pool | PGlite | Store<unknown>, deliver: 
   }
 
   async function run(signal: AbortSignal): Promise<void> {
+    const unobserve = observeBacklog(() => backlog(store));
+    try {
+      await loop(signal);
+    } finally {
+      unobserve();
+    }
+  }
+
+  async function loop(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       let busy = false;
       try {

@@ -6,6 +6,7 @@ import * as core from "./core.js";
 import type { Answer } from "./core.js";
 import { type BodyLimits, keyHeader, parseJson, readBody, sendAnswer } from "./http.js";
 import { type AtomicPhases, type Held, KeyBusyError, LeaseLostError } from "./phases.js";
+import { answered, countDecision, keyHashAttribute, keyInFlight, type SpanHandle, traced } from "./telemetry.js";
 
 /** Options of {@link phasedHandler}. */
 export interface PhasedOptions extends BodyLimits {
@@ -34,31 +35,59 @@ export function phasedHandler<Tx>(
 ): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
   const onError = options.onError ?? ((error: unknown) => console.error("idempotent-endpoint:", error));
   return async (req, res) => {
-    sendAnswer(res, await answerPhased(phases, req, flow, options, onError));
+    const path = new URL(req.url ?? "/", "http://localhost").pathname;
+    const method = req.method ?? "POST";
+    // The request's span, as the endpoint's (endpoint.ts `run`): a server span continuing the incoming trace.
+    const answer = await traced(
+      method,
+      { "http.request.method": method, "url.path": path },
+      async (span) => {
+        const given = await answerPhased(phases, req, path, flow, options, onError, span);
+        answered(span, given.status);
+        return given;
+      },
+      { kind: "server", carrier: req.headers },
+    );
+    sendAnswer(res, answer);
   };
+}
+
+/** The decision on the request's span and in `idempotency_decisions`. */
+function decided(span: SpanHandle, decision: "fresh" | core.Decision): void {
+  span.set({ "idempotency.decision": decision });
+  countDecision(decision);
 }
 
 async function answerPhased<Tx>(
   phases: AtomicPhases<Tx>,
   req: IncomingMessage,
+  path: string,
   flow: (context: { held: Held; json: unknown; req: IncomingMessage }) => Promise<Answer>,
   options: PhasedOptions,
   onError: (error: unknown) => void,
+  span: SpanHandle,
 ): Promise<Answer> {
   const keyed = core.keyFromHeader(keyHeader(req));
   if ("answer" in keyed) return keyed.answer;
+  span.set(keyHashAttribute(keyed.key));
   const body = await readBody(req, options);
   if (!(body instanceof Uint8Array)) return body;
   const parsed = parseJson(req, body);
   if ("answer" in parsed) return parsed.answer;
-  const path = new URL(req.url ?? "/", "http://localhost").pathname;
   const scope = options.scope?.(req);
   let held: Held | undefined;
   try {
-    const begun = await phases.begin({ method: req.method ?? "POST", path, keyHeader: keyHeader(req), body, ...(scope === undefined ? {} : { scope }) });
-    if (begun.held === undefined) return begun.answer;
-    held = begun.held;
-    return await flow({ held, json: parsed.json, req });
+    return await keyInFlight(async () => {
+      const begun = await phases.begin({ method: req.method ?? "POST", path, keyHeader: keyHeader(req), body, ...(scope === undefined ? {} : { scope }) });
+      if (begun.held === undefined) {
+        if (begun.outcome !== "refused") decided(span, begun.outcome);
+        return begun.answer;
+      }
+      // A key taken over from a holder whose lease ran out is work resumed, counted as fresh work too.
+      decided(span, "fresh");
+      held = begun.held;
+      return await flow({ held, json: parsed.json, req });
+    });
   } catch (error) {
     if (error instanceof LeaseLostError) return core.inFlightAnswer();
     if (error instanceof KeyBusyError) {

@@ -135,6 +135,54 @@ interface Counters {
   redeliveriesRefused: Api.Counter;
 }
 
+/** When each key this process is working on was entered (`performance.now()` ms), one entry per key. */
+const inFlight = new Set<{ since: number }>();
+
+/** The outbox backlogs of the running delivery workers, read when the app's metric reader collects. */
+const backlogs = new Set<() => Promise<{ undelivered: number; oldestAgeSecs: number | undefined }>>();
+
+/** The gauges read at collection time, named as the Rust server's `/metrics`: the keys in flight and
+ *  the oldest one's age, the outbox backlog and its oldest message's age. */
+function observeGauges(m: Api.Meter): void {
+  const keys = m.createObservableGauge("idempotency_keys_in_flight", { description: "Keys this process is working on" });
+  const oldestKey = m.createObservableGauge("idempotency_oldest_in_flight_age_seconds", {
+    description: "How long the oldest key this process is working on has been in flight (0: none)",
+    unit: "s",
+  });
+  m.addBatchObservableCallback(
+    (result) => {
+      let oldest: number | undefined;
+      for (const entry of inFlight) oldest = oldest === undefined ? entry.since : Math.min(oldest, entry.since);
+      result.observe(keys, inFlight.size);
+      result.observe(oldestKey, oldest === undefined ? 0 : (performance.now() - oldest) / 1000);
+    },
+    [keys, oldestKey],
+  );
+  const backlog = m.createObservableGauge("outbox_backlog_messages", { description: "Outbox messages not delivered yet" });
+  const oldestMessage = m.createObservableGauge("outbox_oldest_message_age_seconds", {
+    description: "How long the oldest undelivered outbox message has waited (0: none)",
+    unit: "s",
+  });
+  m.addBatchObservableCallback(
+    async (result) => {
+      // Each running worker reads its own database's table; a process with workers on several databases
+      // reports the largest backlog and the oldest message. A table that cannot be read reports nothing.
+      let undelivered: number | undefined;
+      let oldestSecs = 0;
+      for (const read of backlogs) {
+        const got = await read().catch(() => undefined);
+        if (got === undefined) continue;
+        undelivered = Math.max(undelivered ?? 0, got.undelivered);
+        oldestSecs = Math.max(oldestSecs, got.oldestAgeSecs ?? 0);
+      }
+      if (undelivered === undefined) return;
+      result.observe(backlog, undelivered);
+      result.observe(oldestMessage, oldestSecs);
+    },
+    [backlog, oldestMessage],
+  );
+}
+
 let counters: Counters | undefined;
 
 /** The counters on the app's current meter provider (made again when the app registers another). */
@@ -154,7 +202,33 @@ function meter(): Counters | undefined {
       description: "Deliveries of a message id already received, refused (answered as duplicates, nothing stored)",
     }),
   };
+  observeGauges(m);
   return counters;
+}
+
+/**
+ * Runs `work` with one more key counted in flight (`idempotency_keys_in_flight`, and its start in the
+ * oldest one's age) until it settles; just `work` when `@opentelemetry/api` is not installed.
+ */
+export async function keyInFlight<T>(work: () => Promise<T>): Promise<T> {
+  if (meter() === undefined) return work();
+  const entry = { since: performance.now() };
+  inFlight.add(entry);
+  try {
+    return await work();
+  } finally {
+    inFlight.delete(entry);
+  }
+}
+
+/**
+ * Reports an outbox's backlog (`outbox_backlog_messages`, `outbox_oldest_message_age_seconds`), read with
+ * `read` each time the app's metric reader collects, until the returned function is called.
+ */
+export function observeBacklog(read: () => Promise<{ undelivered: number; oldestAgeSecs: number | undefined }>): () => void {
+  if (meter() === undefined) return () => undefined;
+  backlogs.add(read);
+  return () => backlogs.delete(read);
 }
 
 /** Counts one decision on a keyed request (`decision` attribute), as the Rust server's `idempotency_decisions`. */

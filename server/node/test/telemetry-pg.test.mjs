@@ -30,6 +30,7 @@ import {
   newMessage,
   outboxWorker,
   pgStore,
+  phasedHandler,
   receiveMessage,
   sendAnswer,
 } from "idempotent-endpoint";
@@ -66,6 +67,13 @@ async function counter(name) {
   const { resourceMetrics } = await reader.collect();
   const found = resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).find((m) => m.descriptor.name === name);
   return Object.fromEntries((found?.dataPoints ?? []).map((p) => [JSON.stringify(p.attributes), p.value]));
+}
+
+/** The gauge `name`'s value (its one point, without attributes), or undefined when nothing was observed. */
+async function gauge(name) {
+  const { resourceMetrics } = await reader.collect();
+  const found = resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).find((m) => m.descriptor.name === name);
+  return found?.dataPoints.find((p) => Object.keys(p.attributes).length === 0)?.value;
 }
 
 /** Every attribute value of every finished span, to check no key is among them. */
@@ -152,6 +160,62 @@ describe("tracing and metrics on PostgreSQL", () => {
       assert.ok([hashOf(a), hashOf(b)].includes(span.attributes["idempotency.key_hash"]));
     }
     assert.ok(!everyValue().some((v) => v.includes(a) || v.includes(b)), "no attribute holds a key");
+  });
+
+  it("keys in flight and the oldest one's age while a handler holds its key, none once it answered", async () => {
+    const key = "telemetry-in-flight";
+    holding = new Promise((resolve) => (held = resolve));
+    const waiting = post(key, { sku: "z", wait: true });
+    await holding;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(await gauge("idempotency_keys_in_flight"), 1);
+    const age = await gauge("idempotency_oldest_in_flight_age_seconds");
+    assert.ok(age >= 0.05 && age < 5, `oldest in-flight age ${age} s`);
+    release();
+    assert.equal((await waiting).status, 201);
+    assert.equal(await gauge("idempotency_keys_in_flight"), 0);
+    assert.equal(await gauge("idempotency_oldest_in_flight_age_seconds"), 0);
+  });
+
+  it("phasedHandler: its request's span continues the traceparent, with the key's hash and the decision; the phases its children", async () => {
+    exporter.reset();
+    const phases = atomicPhases({ database: pool });
+    await phases.install();
+    const before = await counter("idempotency_decisions");
+    const phasedServer = http.createServer(
+      phasedHandler(phases, async ({ held }) => {
+        await phases.advance(held, "charged");
+        return phases.finish(held, async () => ({ status: 201, body: {} }));
+      }),
+    );
+    await new Promise((resolve) => phasedServer.listen(0, "127.0.0.1", resolve));
+    const key = "telemetry-phased-http";
+    try {
+      const url = `http://127.0.0.1:${phasedServer.address().port}/api/pay`;
+      const headers = { "idempotency-key": key, traceparent: TRACEPARENT, "content-type": "application/json" };
+      assert.equal((await fetch(url, { method: "POST", headers, body: "{}" })).status, 201);
+      assert.equal((await fetch(url, { method: "POST", headers, body: "{}" })).headers.get("idempotent-replayed"), "true");
+      assert.equal((await fetch(url, { method: "POST", headers, body: '{"other":1}' })).status, 422);
+    } finally {
+      await new Promise((resolve) => phasedServer.close(resolve));
+    }
+    const spans = exporter.getFinishedSpans();
+    const requests = spans.filter((s) => s.kind === SpanKind.SERVER);
+    assert.deepEqual(
+      requests.map((s) => [s.name, s.spanContext().traceId, s.parentSpanContext?.spanId, s.attributes["url.path"], s.attributes["idempotency.key_hash"], s.attributes["idempotency.decision"], s.attributes["http.response.status_code"]]),
+      [
+        ["POST", TRACE_ID, PARENT_ID, "/api/pay", hashOf(key), "fresh", 201],
+        ["POST", TRACE_ID, PARENT_ID, "/api/pay", hashOf(key), "replay", 201],
+        ["POST", TRACE_ID, PARENT_ID, "/api/pay", hashOf(key), "mismatch", 422],
+      ],
+    );
+    const phased = spans.filter((s) => s.name === "idempotency.phase");
+    assert.deepEqual(phased.slice(0, 3).map((s) => s.attributes["idempotency.phase"]), ["begin", "charged", FINISHED]);
+    for (const span of phased.slice(0, 3)) assert.equal(span.parentSpanContext?.spanId, requests[0].spanContext().spanId);
+    const after = await counter("idempotency_decisions");
+    const delta = (d) => (after[`{"decision":"${d}"}`] ?? 0) - (before[`{"decision":"${d}"}`] ?? 0);
+    assert.deepEqual([delta("fresh"), delta("replay"), delta("mismatch")], [1, 1, 1]);
+    assert.ok(!everyValue().some((v) => v.includes(key)));
   });
 
   it("a web-standard route (Next.js, Hono): its request's span continues the traceparent too", async () => {
@@ -274,6 +338,34 @@ describe("tracing and metrics on PostgreSQL", () => {
     } finally {
       await new Promise((resolve) => sender.close(resolve));
       await new Promise((resolve) => receiver.close(resolve));
+    }
+  });
+
+  it("the outbox backlog and its oldest message's age while a worker runs, read from the table", async () => {
+    assert.equal(await gauge("outbox_backlog_messages"), undefined, "no worker runs: nothing observed");
+    await pgStore(pool).transaction(async (_q, tx) => {
+      await enqueue(tx, newMessage("invite-email", { to: "b@example.test" }));
+      await enqueue(tx, newMessage("invite-email", { to: "c@example.test" }));
+      return { commit: true, value: undefined };
+    });
+    const stop = new AbortController();
+    const worker = outboxWorker(
+      pool,
+      async () => {
+        throw new Error("the receiver is down");
+      },
+      { pollMs: 60_000, baseDelayMs: 60_000, maxDelayMs: 60_000 },
+    );
+    const running = worker.run(stop.signal);
+    try {
+      // Enqueued in whole seconds: past the next second the oldest message has waited at least one.
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      assert.equal(await gauge("outbox_backlog_messages"), 2);
+      const age = await gauge("outbox_oldest_message_age_seconds");
+      assert.ok(age >= 1 && age < 10, `oldest message age ${age} s`);
+    } finally {
+      stop.abort();
+      await running;
     }
   });
 
