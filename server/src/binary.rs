@@ -8,6 +8,9 @@ use tracing_subscriber::EnvFilter;
 
 use crate::services::RunningService;
 
+/// The `service.name` of the reference server's exported spans (each binary names its own).
+pub const SERVER_SERVICE_NAME: &str = "idempotent-fetch-server";
+
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`).
 pub fn init_tracing() {
     tracing_subscriber::fmt()
@@ -17,11 +20,14 @@ pub fn init_tracing() {
         .init();
 }
 
-/// [`init_tracing`], and with `otlp_endpoint` the spans exported there too (a build with the `otel`
-/// feature); flush the returned export before exiting. Call it inside the tokio runtime. `RUST_LOG`
-/// filters the log only: every span at `info` and above is exported whatever it says.
+/// [`init_tracing`], and with `otlp_endpoint` the spans exported there too as the service `service_name`
+/// (a build with the `otel` feature); flush the returned export before exiting. Call it inside the tokio
+/// runtime. `RUST_LOG` filters the log only: every span at `info` and above is exported whatever it says.
 #[cfg(feature = "otel")]
-pub fn init_tracing_exporting(otlp_endpoint: Option<&str>) -> Result<Option<crate::otel::Export>, crate::ServeError> {
+pub fn init_tracing_exporting(
+    otlp_endpoint: Option<&str>,
+    service_name: &'static str,
+) -> Result<Option<crate::otel::Export>, crate::ServeError> {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let Some(endpoint) = otlp_endpoint else {
@@ -29,7 +35,7 @@ pub fn init_tracing_exporting(otlp_endpoint: Option<&str>) -> Result<Option<crat
         return Ok(None);
     };
     use tracing_subscriber::Layer;
-    let (otlp, export) = crate::otel::layer(endpoint)?;
+    let (otlp, export) = crate::otel::layer(endpoint, service_name)?;
     let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
@@ -45,6 +51,7 @@ pub fn init_tracing_exporting(otlp_endpoint: Option<&str>) -> Result<Option<crat
 #[cfg(not(feature = "otel"))]
 pub fn init_tracing_exporting(
     otlp_endpoint: Option<&str>,
+    _service_name: &'static str,
 ) -> Result<Option<std::convert::Infallible>, crate::ServeError> {
     init_tracing();
     if otlp_endpoint.is_some() {

@@ -3,13 +3,13 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use idempotent_fetch_server::binary::{init_tracing_exporting, print_listening, shutdown_signal};
+use idempotent_fetch_server::binary::{init_tracing_exporting, print_listening, shutdown_signal, SERVER_SERVICE_NAME};
 use idempotent_fetch_server::{serve, Cli, Config};
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let export = match init_tracing_exporting(cli.otlp_endpoint.as_deref()) {
+    let export = match init_tracing_exporting(cli.otlp_endpoint.as_deref(), SERVER_SERVICE_NAME) {
         Ok(export) => export,
         Err(error) => {
             eprintln!("idempotent-fetch-server: {error}");

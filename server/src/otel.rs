@@ -18,8 +18,6 @@ use tracing_subscriber::registry::LookupSpan;
 
 use crate::error::ServeError;
 
-/// The `service.name` of the exported spans.
-pub const SERVICE_NAME: &str = "idempotent-fetch-server";
 /// The longest an export request may take.
 pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -42,9 +40,13 @@ impl Export {
     }
 }
 
-/// The layer that exports spans to the OTLP/HTTP collector at `endpoint` (`http://host:4318`), and its
-/// [`Export`]. Call it inside a tokio runtime: the exporter's requests run on it.
-pub fn layer<S>(endpoint: &str) -> Result<(OpenTelemetryLayer<S, SdkTracer>, Export), ServeError>
+/// The layer that exports spans to the OTLP/HTTP collector at `endpoint` (`http://host:4318`) as the
+/// service `service_name`, and its [`Export`]. Call it inside a tokio runtime: the exporter's requests run
+/// on it.
+pub fn layer<S>(
+    endpoint: &str,
+    service_name: &'static str,
+) -> Result<(OpenTelemetryLayer<S, SdkTracer>, Export), ServeError>
 where
     S: tracing::Subscriber + for<'span> LookupSpan<'span>,
 {
@@ -63,10 +65,10 @@ where
         .map_err(|e| ServeError::Config(format!("OTLP exporter: {e}")))?;
     let provider = SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
-        .with_resource(Resource::builder().with_service_name(SERVICE_NAME).build())
+        .with_resource(Resource::builder().with_service_name(service_name).build())
         .build();
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
-    let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer(SERVICE_NAME));
+    let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer(service_name));
     Ok((layer, Export { provider }))
 }
 

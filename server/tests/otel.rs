@@ -83,7 +83,9 @@ const BINARY_TRACE_ID: &str = "5b8aa5a2d2c872e8321cf37308d69df2";
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_requests_spans_continue_its_traceparent_through_the_otlp_exporter() {
     let collector = Collector::start().await;
-    let (layer, export) = idempotent_fetch_server::otel::layer(&collector.url).expect("exporter");
+    let (layer, export) =
+        idempotent_fetch_server::otel::layer(&collector.url, idempotent_fetch_server::binary::SERVER_SERVICE_NAME)
+            .expect("exporter");
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer)).expect("the only subscriber");
 
     let downstream = Downstream::start();

@@ -3,8 +3,9 @@
 // to the same receiver by the OpenTelemetry SDK, www/tracing.mjs). A payment begun while the server answers
 // 503, the page reloaded while the client waits to retry, more 503s, then the server recovers: the page's
 // timeline, drawn from the receiver, is one trace holding one intent, its attempts (resend_count absent on
-// the first, then 1, 2, …), the server's request span of each attempt under it, the phases, and the
-// provider call with the hash of the key derived for it.
+// the first, then 1, 2, …), the server's request span of each attempt under it, the phases, the
+// provider call with the hash of the key derived for it, and under that call the provider's own server span
+// (the provider exports to the receiver too).
 //
 // Needs: the server binaries (IF_SERVER_BIN or target/server; payment-provider and trace-receiver beside
 // it), the package and the page's tracing bundle (www/tracing.js: `node www/build-tracing.mjs`; the test
@@ -36,7 +37,7 @@ before(async () => {
   const missing = existsSync(bundle) ? null : `${bundle} is missing: node www/build-tracing.mjs (cargo xtask test builds it)`;
   browser = await launchBrowser({ what: `the traced demo test in ${engineName}`, also: [pkgMissing(), missing] });
   receiver = await startService("trace-receiver", { args: [], db: false, label: "trace-receiver" });
-  provider = await startService("payment-provider", { label: "trace-provider" });
+  provider = await startService("payment-provider", { label: "trace-provider", args: ["--enable-faults", "--otlp-endpoint", receiver.url] });
   server = await startReferenceServer({
     www, pkg: pkgDir, label: "trace", args: ["--provider-url", provider.url, "--otlp-endpoint", receiver.url],
   });
@@ -53,7 +54,7 @@ after(async () => {
 /** The timeline's rows, as the page shows them now. */
 const rows = (page) => page.$$eval("#timeline .tl-row", (all) => all.map((r) => ({ ...r.dataset, text: r.textContent })));
 
-test("503s, a reload while waiting to retry, then 201: the page's timeline is one trace with the intent, its attempts, the server span of each, the phases and the provider call", { timeout: TEST_TIMEOUT_MS }, async () => {
+test("503s, a reload while waiting to retry, then 201: the page's timeline is one trace with the intent, its attempts, the server span of each, the phases, the provider call and the provider's span", { timeout: TEST_TIMEOUT_MS }, async () => {
   const account = `trace_${Date.now().toString(36)}`;
   await server.setFaults({ failBeforeWork: 1, retryAfterSecs: 0 });
   const context = await browser.newContext({ viewport: { width: 1280, height: 1400 } });
@@ -80,7 +81,7 @@ test("503s, a reload while waiting to retry, then 201: the page's timeline is on
     drawn = await rows(page);
     const attempts = drawn.filter((r) => r.role === "attempt");
     const requests = drawn.filter((r) => r.role === "request");
-    const done = attempts.some((r) => r.status === "201") && requests.length >= attempts.length && drawn.some((r) => r.role === "provider-call");
+    const done = attempts.some((r) => r.status === "201") && requests.length >= attempts.length && drawn.some((r) => r.role === "provider");
     if (done || Date.now() > deadline) break;
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
@@ -122,6 +123,10 @@ test("503s, a reload while waiting to retry, then 201: the page's timeline is on
   const calls = byRole("provider-call");
   assert.equal(calls.length, 1, `one provider call: ${summary}`);
   assert.match(calls[0].text, new RegExp(`derived key #${keyHash(charge.idempotencyKey)}`));
+  const charged = byRole("provider");
+  assert.equal(charged.length, 1, `the provider's span of the charge: ${summary}`);
+  assert.equal(charged[0].parentSpanId, calls[0].spanId, "the provider's span is the call's child");
+  assert.equal(charged[0].status, "201");
   assert.ok(!drawn.some((r) => r.text.includes(key)), "no row shows the key itself");
   assert.deepEqual(page.errors.map(String), [], "no uncaught errors in the page");
   await context.close();

@@ -19,26 +19,24 @@ pub fn demo(port: u16) -> Result {
     let (provider_port, mail_port, traces_port) =
         (port.saturating_add(1), port.saturating_add(2), port.saturating_add(3));
     // SIGINT, SIGTERM or SIGHUP: the loop below notices, stops the server, and the guards stop the
-    // provider and the mail receiver. A signal sent to xtask alone (a process manager's SIGTERM) never
+    // provider and the receivers. A signal sent to xtask alone (a process manager's SIGTERM) never
     // reaches the children by itself. A handler (unlike ignoring the signal) is reset to the default
     // in the child on exec.
     static STOPPED: AtomicBool = AtomicBool::new(false);
     ctrlc::set_handler(|| STOPPED.store(true, Ordering::SeqCst)).map_err(|e| format!("cannot handle signals: {e}"))?;
-    let service = |bin: &Path, port: u16, db: &str| {
+    let service = |bin: &Path, port: u16, args: &[&str]| {
         let addr = format!("127.0.0.1:{port}");
         let mut c = cmd(bin);
-        c.args(["--enable-faults", "--addr", &addr, "--db", db]);
+        c.args(["--addr", &addr]).args(args);
         spawn_listening(&bin.to_string_lossy(), &mut c, port)
     };
-    let _provider = service(&sibling("payment-provider"), provider_port, "target/demo-provider.sqlite")?;
-    let _mailbox = service(&sibling("mail-receiver"), mail_port, "target/demo-mail.sqlite")?;
     let traces_url = format!("http://127.0.0.1:{traces_port}");
-    let _traces = {
-        let receiver = sibling("trace-receiver");
-        let mut c = cmd(&receiver);
-        c.args(["--addr", &format!("127.0.0.1:{traces_port}")]);
-        spawn_listening(&receiver.to_string_lossy(), &mut c, traces_port)?
-    };
+    let _traces = service(&sibling("trace-receiver"), traces_port, &[])?;
+    let provider_args =
+        ["--enable-faults", "--db", "target/demo-provider.sqlite", "--otlp-endpoint", traces_url.as_str()];
+    let _provider = service(&sibling("payment-provider"), provider_port, &provider_args)?;
+    let _mailbox =
+        service(&sibling("mail-receiver"), mail_port, &["--enable-faults", "--db", "target/demo-mail.sqlite"])?;
     let addr = format!("127.0.0.1:{port}");
     // One session secret for every restart of this run, so the page's session survives a crash (without
     // one the server draws a new secret at each start and the shopper would be signed out).
