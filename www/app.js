@@ -8,12 +8,18 @@
 //   ?attempts=N    attempts per send (to see "gave up" quickly)
 //   ?background=1  background completion: intents in IndexedDB, begun with `background: true`, and the
 //                  service worker www/sw.js finishes one whose tab was closed (README, "Background completion")
+//   ?traces=URL    trace every payment (idempotent-fetch-client/otel, www/tracing.mjs), exporting the spans
+//                  over OTLP/HTTP to the trace receiver at URL, and draw the current payment's trace from it
+//                  (www/timeline.js); `cargo xtask demo` prints the page's address with it
 import { IdempotentClient, isIdempotentFetchError, ready } from "/pkg/index.js";
 
 const params = new URLSearchParams(location.search);
 const FAST = params.has("fast") && params.get("fast") !== "0";
 const BACKGROUND = params.has("background") && params.get("background") !== "0";
 const ACCOUNT = /^[A-Za-z0-9_-]{1,64}$/.test(params.get("account") ?? "") ? params.get("account") : "demo";
+const TRACES = /^https?:\/\/[^\s]+$/.test(params.get("traces") ?? "") ? params.get("traces").replace(/\/+$/, "") : null;
+/** Each intent's trace id (intent id -> trace id), kept across reloads: the timeline draws the current one. */
+const TRACE_IDS_STORAGE_KEY = `idempotent-fetch-demo:${ACCOUNT}:traces`;
 const CART_STORAGE_KEY = `idempotent-fetch-demo:${ACCOUNT}:cart`;
 const ORDERS_REFRESH_MS = 2000;
 let sessionAccount = ACCOUNT; // the account of the server session, once started
@@ -28,6 +34,7 @@ const el = {
   orders: $("orders"), ordersSummary: $("orders-summary"), refreshOrders: $("refresh-orders"),
   offlineBanner: $("offline-banner"), storageBanner: $("storage-banner"), loadError: $("load-error"),
   faultsForm: $("faults-form"), faultsStatus: $("faults-status"),
+  traceCard: $("trace-card"), traceSummary: $("trace-summary"), timeline: $("timeline"),
 };
 
 /** What the page knows. `phase` drives every button; see `render`. */
@@ -258,6 +265,7 @@ async function send(op) {
   } finally {
     page.abort = null;
     refreshOrders();
+    refreshTrace();
     // A crash fault ends the server, which comes back without faults: the panel follows it.
     loadFaults();
   }
@@ -341,6 +349,7 @@ async function startNewCart() {
   log(`new cart ${page.cart.id}`);
   setPhase("idle", "Ready to pay", "Choose quantities, then Pay.");
   refreshOrders();
+  refreshTrace();
 }
 
 function resetIntentView() {
@@ -467,6 +476,54 @@ function renderOrders(orders) {
     : `${count}.`;
 }
 
+// ---------------------------------------------------------------- trace (only with ?traces=URL)
+
+/** The timeline module (www/timeline.js), once tracing started. */
+let timeline = null;
+let traceInFlight = false;
+
+/** Loads the tracing bundle (www/tracing.js) and the timeline; the client's observer. */
+async function startTracing() {
+  const [tracing, drawing] = await Promise.all([import("/tracing.js"), import("/timeline.js")]);
+  timeline = drawing;
+  el.traceCard.hidden = false;
+  return tracing.startTracing(TRACES, (intent, traceId) => {
+    const traces = readStored(TRACE_IDS_STORAGE_KEY) ?? {};
+    if (traces[intent] === traceId) return;
+    traces[intent] = traceId;
+    writeStored(TRACE_IDS_STORAGE_KEY, traces);
+  }).observer;
+}
+
+/** Draws the trace of the current cart's intent, as the receiver has it now. */
+async function refreshTrace() {
+  if (!timeline || traceInFlight || !page.cart) return;
+  const traceId = (readStored(TRACE_IDS_STORAGE_KEY) ?? {})[intentId()];
+  if (!traceId) {
+    el.traceSummary.textContent = "No payment traced yet: Pay, and its spans show here.";
+    el.timeline.replaceChildren();
+    return;
+  }
+  traceInFlight = true;
+  try {
+    const response = await fetch(`${TRACES}/traces/${traceId}`, { cache: "no-store" });
+    if (response.status === 404) {
+      el.traceSummary.textContent = `Trace ${traceId}: no span received yet.`;
+      return;
+    }
+    if (!response.ok) throw new Error(`HTTP ${response.status}`);
+    const { counts, durationMs } = timeline.drawTimeline(el.timeline, await response.json());
+    const n = (role, one, many = `${one}s`) => `${counts[role] ?? 0} ${(counts[role] ?? 0) === 1 ? one : many}`;
+    el.traceSummary.textContent = `Trace ${traceId} (${Math.round(durationMs)} ms): ${n("intent", "intent")}, ` +
+      `${n("attempt", "attempt")}, ${n("request", "server request")}, ${n("phase", "phase")}, ` +
+      `${n("provider-call", "provider call")}, ${n("provider", "provider span")}.`;
+  } catch (error) {
+    el.traceSummary.textContent = `Could not load the trace from ${TRACES} (${error.message}).`;
+  } finally {
+    traceInFlight = false;
+  }
+}
+
 // ---------------------------------------------------------------- faults
 
 const FAULT_FIELDS = ["failBeforeWork", "dropAfterCommit", "status429", "latencyProbability", "latencyMs", "retryAfterSecs"];
@@ -582,7 +639,11 @@ function wire() {
       render();
     }
   });
-  setInterval(() => { if (!document.hidden) refreshOrders(); }, ORDERS_REFRESH_MS);
+  setInterval(() => {
+    if (document.hidden) return;
+    refreshOrders();
+    refreshTrace();
+  }, ORDERS_REFRESH_MS);
 }
 
 function retryPolicy() {
@@ -619,10 +680,12 @@ async function main() {
     // lets the page say "unavailable" at once when the library cannot load.
     await ready;
     const retry = retryPolicy();
+    const observer = TRACES ? await startTracing() : undefined;
     // The server answers the key-status protocol: where a send would give up with a key it cannot
     // explain (every answer lost, an expired key), the client asks it what became of the key.
     page.client = new IdempotentClient({
       namespace: ACCOUNT, statusUrl: "/api/idempotency-keys/{key}", ...(retry ? { retry } : {}),
+      ...(observer ? { observer } : {}),
       // The service worker reads the intents from IndexedDB (it has no localStorage).
       ...(BACKGROUND ? { storage: "indexeddb" } : {}),
     });
@@ -676,6 +739,7 @@ async function main() {
   saveCart();
   loadFaults();
   refreshOrders();
+  refreshTrace();
   await restore();
 }
 

@@ -12,6 +12,8 @@ use crate::services::RunningService;
 pub const SERVER_SERVICE_NAME: &str = "idempotent-fetch-server";
 /// The `service.name` of the mail receiver's exported spans.
 pub const MAIL_RECEIVER_SERVICE_NAME: &str = "mail-receiver";
+/// The `service.name` of the payment provider's exported spans.
+pub const PROVIDER_SERVICE_NAME: &str = "payment-provider";
 
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`).
 pub fn init_tracing() {

@@ -121,7 +121,7 @@ pub struct Cli {
     #[arg(long)]
     pub metrics_addr: Option<SocketAddr>,
     /// The OTLP/HTTP collector spans are exported to (e.g. `http://127.0.0.1:4318`; `/v1/traces` is
-    /// appended). Only in a build with the `otel` feature; without the flag nothing is exported.
+    /// appended). Needs the `otel` feature (a default one); without the flag nothing is exported.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
     pub otlp_endpoint: Option<String>,
     /// The payment provider and the mail receiver the order flow talks to.

@@ -31,7 +31,7 @@
 //! | util | [`clock`], [`problem`], [`address`], [`telemetry`] (the request's server span) |
 //! | domain | [`keys`], [`orders`], [`protocol`], [`session`], [`faults`], [`metrics`] (the counters of GET /metrics) |
 //! | store | `store::error`, `store::rows`, `store::legacy` (old databases brought up to date), `store::step` (the protocol step's knobs and outcome, over the library's run), [`store::phases`] (the order flow's recovery points over the library's phases), [`store::sqlite`], [`store::postgres`], [`store`] (the backend enum), [`sweep`] |
-//! | flow | [`services`], [`services::provider`], [`services::mailbox`], [`config`], [`checkout`], [`outbox`], [`error`] |
+//! | flow | [`services`], [`services::provider`], [`services::mailbox`], [`services::traces`] (the demo's OTLP/HTTP trace receiver), [`config`], [`checkout`], [`outbox`], [`error`] |
 //! | http | [`limits`], [`state`], [`auth`], [`upload`], [`idempotency`], [`key_status`], [`static_files`], [`routes`], [`scrape`] (GET /metrics on its own address) |
 //! | app | [`server`], [`binary`], `otel` (feature `otel`: the OTLP export) |
 //!

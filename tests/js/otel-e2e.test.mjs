@@ -1,5 +1,5 @@
 // One checkout traced end to end in a real browser (IF_BROWSER; `cargo xtask test` runs this file once
-// per engine) against the REAL reference server built with the `otel` feature (IF_OTEL_SERVER_BIN), its
+// per engine) against the REAL reference server (its `otel` feature is a default one), its
 // spans exported over OTLP/HTTP (JSON) to a collector this test runs on 127.0.0.1, and a real
 // payment-provider: the page begins an order while the server answers 503 (its fault switch), the page
 // is reloaded mid-retry, the resumed send meets one more 503, then the server recovers and answers 201.
@@ -11,12 +11,12 @@
 // package at /pkg/, so the page and POST /api/orders share one origin. The page's spans are kept in
 // localStorage (tests/browser/otel-harness.mjs); the server's are read from the collector after the
 // server stopped (its exporter sends the last batch on the way out).
-// Needs: IF_OTEL_SERVER_BIN (a server binary with `--features otel`; payment-provider beside
-// IF_SERVER_BIN or target/server), the package (cargo xtask build), tools/node_modules, the browser.
+// Needs: the server binary (IF_SERVER_BIN or target/server; payment-provider beside it), the package
+// (cargo xtask build), tools/node_modules, the browser.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { existsSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import http from "node:http";
 
 import { collectPageErrors, engineName, launchBrowser, openLibPage, timeoutScale, waitForLibPage } from "../support/browsers.mjs";
@@ -77,25 +77,17 @@ function attribute(span, key) {
 /** What a trace shows of a key: the first 16 hex digits of its SHA-256 (idempotent_endpoint::key_hash). */
 const keyHash = (key) => createHash("sha256").update(key).digest("hex").slice(0, 16);
 
-function otelServerBinary() {
-  const bin = process.env.IF_OTEL_SERVER_BIN;
-  if (!bin) throw new Error("IF_OTEL_SERVER_BIN is not set: a server built with `cargo build --profile server -p idempotent-fetch-server --features otel` (cargo xtask test sets it)");
-  if (!existsSync(bin)) throw new Error(`IF_OTEL_SERVER_BIN=${bin} does not exist`);
-  return bin;
-}
-
 async function writePage() {
   dir = await writeOtelPage("index.html", "idempotent-fetch-client/otel end to end");
 }
 
 before(async () => {
   browser = await launchBrowser({ what: `the ${engineName} end-to-end trace test`, also: [pkgMissing()] });
-  const bin = otelServerBinary();
   collector = await startCollector();
   provider = await startService("payment-provider", { label: "otel-e2e-provider" });
   await writePage();
   server = await startReferenceServer({
-    www: dir, pkg: pkgDir, label: "otel-e2e", bin, args: ["--provider-url", provider.url, "--otlp-endpoint", collector.url],
+    www: dir, pkg: pkgDir, label: "otel-e2e", args: ["--provider-url", provider.url, "--otlp-endpoint", collector.url],
   });
   page = await (await browser.newContext()).newPage();
   collectPageErrors(page, pageErrors);

@@ -31,10 +31,11 @@
 //                    crash fault aborts it): on the same port and database, with the faults it last
 //                    had; { url, session, setFaults, orders, api, stop } always reach the current process,
 //                    retrying while a restart is under way; stop() ends supervision, then runs cleanup()
-//   startService(name, { label, startTimeoutMs, args })
-//                    the workspace's `payment-provider`, `mail-receiver` or `invite-example` binary (next
-//                    to the server binary) with `args` (default --enable-faults) on 127.0.0.1:0 and a temp
-//                    SQLite db, to
+//   startService(name, { label, startTimeoutMs, args, db })
+//                    the workspace's `payment-provider`, `mail-receiver`, `trace-receiver` or
+//                    `invite-example` binary (next to the server binary) with `args` (default
+//                    --enable-faults) on 127.0.0.1:0 and a temp SQLite db (`db: false`: none, for the
+//                    trace receiver, which keeps its traces in memory), to
 //                    { url, get(path), setFaults(faults), stop() }; killed at exit
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
@@ -170,9 +171,9 @@ export function serviceBinary(name) {
   return bin;
 }
 
-export async function startService(name, { label = name, startTimeoutMs = 15_000, args: flags = ["--enable-faults"] } = {}) {
+export async function startService(name, { label = name, startTimeoutMs = 15_000, args: flags = ["--enable-faults"], db = true } = {}) {
   const dbDir = mkdtempSync(path.join(os.tmpdir(), `if-${label}-`));
-  const args = [...flags, "--addr", "127.0.0.1:0", "--db", path.join(dbDir, `${label}.sqlite`)];
+  const args = [...flags, "--addr", "127.0.0.1:0", ...(db ? ["--db", path.join(dbDir, `${label}.sqlite`)] : [])];
   const { child, url, removeDb } = await spawnListening(serviceBinary(name), args, { label, startTimeoutMs, dbDir });
   async function get(pathname) {
     const response = await fetch(url + pathname);

@@ -1,6 +1,6 @@
 // `cargo xtask demo` as a process manager or a terminal stops it: SIGTERM or SIGINT sent to the
-// xtask process alone ends it, and with it the reference server, the payment provider and the mail
-// receiver, whose ports are free again. (Ctrl-C in a terminal signals the whole process group;
+// xtask process alone ends it, and with it the reference server, the payment provider, the mail
+// receiver and the trace receiver, whose ports are free again. (Ctrl-C in a terminal signals the whole process group;
 // a process manager signals only the process it started.)
 //
 // Needs: cargo, the package and the server binaries (the demo builds what is missing).
@@ -35,21 +35,21 @@ function ephemeralLow() {
   return 32_768;
 }
 
-/** A base port whose next two are free too (the demo uses port, port + 1, port + 2). */
-async function freeTriple() {
+/** A base port whose next three are free too (the demo uses port to port + 3). */
+async function freePorts() {
   const low = 10_000;
-  const span = ephemeralLow() - 3 - low;
+  const span = ephemeralLow() - 4 - low;
   for (;;) {
     const port = low + Math.floor(Math.random() * span);
-    const taken = await Promise.all([port, port + 1, port + 2].map(listening));
+    const taken = await Promise.all([port, port + 1, port + 2, port + 3].map(listening));
     if (!taken.some(Boolean)) return port;
   }
 }
 
 for (const signal of ["SIGTERM", "SIGINT"]) {
-  test(`${signal} to cargo xtask demo stops the server, the provider and the mail receiver`, { timeout: 300_000 }, async () => {
-    const port = await freeTriple();
-    const ports = [port, port + 1, port + 2];
+  test(`${signal} to cargo xtask demo stops the server, the provider, the mail receiver and the trace receiver`, { timeout: 300_000 }, async () => {
+    const port = await freePorts();
+    const ports = [port, port + 1, port + 2, port + 3];
     // `cargo run` replaces itself with the xtask process (exec): the pid is xtask's.
     const demo = spawn("cargo", ["xtask", "demo", "--port", String(port)], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
     let output = "";
@@ -62,13 +62,13 @@ for (const signal of ["SIGTERM", "SIGINT"]) {
       });
       exited.then((how) => reject(new Error(`the demo ended (${how}) before it served:\n${output}`)));
     });
-    // The provider and the mail receiver listen before that line; the server starts after it.
+    // The provider and the two receivers listen before that line; the server starts after it.
     const until = Date.now() + 30_000;
     while (!(await listening(port)) && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
-    assert.deepEqual(await Promise.all(ports.map(listening)), [true, true, true], "the three services listen");
+    assert.deepEqual(await Promise.all(ports.map(listening)), [true, true, true, true], "the four services listen");
     demo.kill(signal);
     const how = await Promise.race([exited, new Promise((r) => setTimeout(() => r("still running after 15 s"), 15_000))]);
     assert.equal(how, 0, `the demo ends cleanly:\n${output}`);
-    assert.deepEqual(await Promise.all(ports.map(listening)), [false, false, false], `every port is free again:\n${output}`);
+    assert.deepEqual(await Promise.all(ports.map(listening)), [false, false, false, false], `every port is free again:\n${output}`);
   });
 }

@@ -1,34 +1,42 @@
-//! `cargo xtask demo [--port 8080]`: build the package if stale, then run the reference server with a
-//! payment provider and a mail receiver next to it (ports `port + 1` and `port + 2`), restarting the server
-//! whenever it crashes (the demo page's "crash after the charge" fault ends it on purpose).
+//! `cargo xtask demo [--port 8080]`: build the package and the page's tracing bundle if stale, then run the
+//! reference server with a payment provider, a mail receiver and a trace receiver next to it (ports
+//! `port + 1`, `port + 2` and `port + 3`), restarting the server whenever it crashes (the demo page's "crash
+//! after the charge" fault ends it on purpose). The server exports its spans over OTLP/HTTP to the trace
+//! receiver, and so does the page opened with `?traces=` (the address printed), which draws them.
 
 use crate::install;
 use crate::process::{cmd, spawn_listening, ChildGuard, Result};
-use crate::project::{ensure_package, server_binary, PACKAGE_DIR, WWW_DIR};
+use crate::project::{ensure_demo_tracing, server_binary, PACKAGE_DIR, WWW_DIR};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub fn demo(port: u16) -> Result {
     install::toolchain()?;
-    ensure_package()?;
+    ensure_demo_tracing()?;
     std::fs::create_dir_all("target").map_err(|e| format!("mkdir target: {e}"))?;
     let server = server_binary()?;
     let sibling = |name: &str| server.with_file_name(name);
-    let (provider_port, mail_port) = (port.saturating_add(1), port.saturating_add(2));
+    let (provider_port, mail_port, traces_port) =
+        (port.saturating_add(1), port.saturating_add(2), port.saturating_add(3));
     // SIGINT, SIGTERM or SIGHUP: the loop below notices, stops the server, and the guards stop the
-    // provider and the mail receiver. A signal sent to xtask alone (a process manager's SIGTERM) never
+    // provider and the receivers. A signal sent to xtask alone (a process manager's SIGTERM) never
     // reaches the children by itself. A handler (unlike ignoring the signal) is reset to the default
     // in the child on exec.
     static STOPPED: AtomicBool = AtomicBool::new(false);
     ctrlc::set_handler(|| STOPPED.store(true, Ordering::SeqCst)).map_err(|e| format!("cannot handle signals: {e}"))?;
-    let service = |bin: &Path, port: u16, db: &str| {
+    let service = |bin: &Path, port: u16, args: &[&str]| {
         let addr = format!("127.0.0.1:{port}");
         let mut c = cmd(bin);
-        c.args(["--enable-faults", "--addr", &addr, "--db", db]);
+        c.args(["--addr", &addr]).args(args);
         spawn_listening(&bin.to_string_lossy(), &mut c, port)
     };
-    let _provider = service(&sibling("payment-provider"), provider_port, "target/demo-provider.sqlite")?;
-    let _mailbox = service(&sibling("mail-receiver"), mail_port, "target/demo-mail.sqlite")?;
+    let traces_url = format!("http://127.0.0.1:{traces_port}");
+    let _traces = service(&sibling("trace-receiver"), traces_port, &[])?;
+    let provider_args =
+        ["--enable-faults", "--db", "target/demo-provider.sqlite", "--otlp-endpoint", traces_url.as_str()];
+    let _provider = service(&sibling("payment-provider"), provider_port, &provider_args)?;
+    let _mailbox =
+        service(&sibling("mail-receiver"), mail_port, &["--enable-faults", "--db", "target/demo-mail.sqlite"])?;
     let addr = format!("127.0.0.1:{port}");
     // One session secret for every restart of this run, so the page's session survives a crash (without
     // one the server draws a new secret at each start and the shopper would be signed out).
@@ -36,7 +44,8 @@ pub fn demo(port: u16) -> Result {
     let provider_url = format!("http://127.0.0.1:{provider_port}");
     let mail_url = format!("http://127.0.0.1:{mail_port}");
     println!("== demo at http://{addr}/  (Ctrl-C stops it)");
-    println!("   payment provider {provider_url}/charges, mail receiver {mail_url}/messages");
+    println!("   traced, with each payment's timeline: http://{addr}/?traces={traces_url}");
+    println!("   payment provider {provider_url}/charges, mail receiver {mail_url}/messages, trace receiver {traces_url}/v1/traces");
     let mut restarts = 0;
     loop {
         let mut server_cmd = cmd(&server);
@@ -54,6 +63,8 @@ pub fn demo(port: u16) -> Result {
             &provider_url,
             "--mail-url",
             &mail_url,
+            "--otlp-endpoint",
+            &traces_url,
             // A key left by a crash is taken over after its lease: short, so the page finishes soon after
             // the server is back.
             "--key-lease-ms",

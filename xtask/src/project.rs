@@ -60,6 +60,12 @@ pub const NODE_SERVER_INPUTS: &[&str] = &[
 pub const NODE_SERVER_DOCS_CONFIG: &str = "tsconfig.docs.json";
 /// The demo page and its end-to-end tests.
 pub const WWW_DIR: &str = "www";
+/// The demo page's tracing bundle (the OpenTelemetry SDK, its OTLP/HTTP exporter and the package's `/otel`
+/// entry), written by `www/build-tracing.mjs` (not committed).
+pub const DEMO_TRACING_BUNDLE: &str = "www/tracing.js";
+/// Everything that bundle is built from.
+pub const DEMO_TRACING_INPUTS: &[&str] =
+    &["www/tracing.mjs", "www/build-tracing.mjs", "pkg/otel.js", "tools/package-lock.json"];
 /// The npm tools (wasm-opt, tsc, playwright-core), pinned in tools/package.json.
 pub const TOOLS_DIR: &str = "tools";
 /// TypeDoc and the TypeScript it reads the sources with (tools/typedoc/package.json: its own folder,
@@ -105,6 +111,15 @@ pub fn ensure_package() -> Result {
     }
 }
 
+/// The demo page's tracing bundle, built after the package unless newer than every input.
+pub fn ensure_demo_tracing() -> Result {
+    ensure_package()?;
+    match up_to_date(DEMO_TRACING_BUNDLE, DEMO_TRACING_INPUTS) {
+        true => Ok(()),
+        false => run(cmd("node").arg(root().join("www/build-tracing.mjs"))),
+    }
+}
+
 /// The Node half (server/node): its npm dependencies as its package-lock.json says (installed when missing
 /// or older than the lock), and dist/ built by its build.mjs unless newer than every input.
 pub fn ensure_node_server() -> Result {
@@ -141,36 +156,6 @@ pub fn server_binary() -> Result<PathBuf> {
         return Ok(p.clone());
     }
     let p = build_server()?;
-    Ok(BUILT.get_or_init(|| p).clone())
-}
-
-/// Build the reference server with the `otel` feature (once per run) and return the absolute path of a
-/// copy of its binary (`<target>/server/otel/`): cargo writes both builds to one path, so the plain one
-/// is built again right after, and [`server_binary`]'s path keeps the binary without the feature.
-pub fn otel_server_binary() -> Result<PathBuf> {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    if let Some(p) = BUILT.get() {
-        return Ok(p.clone());
-    }
-    // Only the server binary: the package's other binaries and the example app are the plain build's.
-    let otel = format!("{SERVER_PACKAGE}/otel");
-    run(cargo().args([
-        "build",
-        "--profile",
-        SERVER_PROFILE,
-        "-p",
-        SERVER_PACKAGE,
-        "--bin",
-        SERVER_PACKAGE,
-        "--features",
-        &otel,
-    ]))?;
-    let built = target_dir()?.join(SERVER_PROFILE).join(SERVER_PACKAGE);
-    let dir = target_dir()?.join(SERVER_PROFILE).join("otel");
-    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let p = dir.join(SERVER_PACKAGE);
-    fs::copy(&built, &p).map_err(|e| format!("copying {} to {}: {e}", built.display(), p.display()))?;
-    build_server()?;
     Ok(BUILT.get_or_init(|| p).clone())
 }
 

@@ -6,7 +6,7 @@ use crate::disk;
 use crate::install;
 use crate::process::{cargo, cmd, free_port, run, spawn_listening, Result};
 use crate::project::{
-    build_api_docs, ensure_node_server, ensure_package, otel_server_binary, root, server_binary, APP_TS_DIRS,
+    build_api_docs, ensure_demo_tracing, ensure_node_server, ensure_package, root, server_binary, APP_TS_DIRS,
     LIBRARY_PACKAGE, NODE_SERVER_DIR, NODE_SERVER_DOCS_CONFIG, PACKAGE_DIR, SERVER_PACKAGE, TOOLS_DIR, TSCONFIGS,
     TYPEDOC_DIR, WWW_DIR,
 };
@@ -52,14 +52,16 @@ const WASM_CRATE: [&str; 4] = ["-p", "idempotent-fetch", "--target", "wasm32-unk
 
 fn clippy() -> Result {
     let lint = |args: &[&str]| run(cargo().arg("clippy").args(args).args(["--all-targets", "--", "-D", "warnings"]));
-    lint(&["--workspace", "--features", &format!("{SERVER_PACKAGE}/otel")])?;
+    lint(&["--workspace"])?;
+    // The server's `otel` feature is a default one: its build without it is linted too.
+    lint(&["-p", SERVER_PACKAGE, "--no-default-features"])?;
     lint(&WASM_CRATE)?;
     OTHER_WORKSPACES.iter().try_for_each(|m| lint(&["--manifest-path", m]))
 }
 
 fn doc() -> Result {
     let rustdoc = |args: &[&str]| run(cargo().args(["doc", "--no-deps"]).args(args).env("RUSTDOCFLAGS", "-D warnings"));
-    rustdoc(&["--workspace", "--features", &format!("{SERVER_PACKAGE}/otel")])?;
+    rustdoc(&["--workspace"])?;
     rustdoc(&WASM_CRATE)
 }
 
@@ -102,11 +104,9 @@ fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
 }
 
 fn native_tests() -> Result {
-    // The server with its `otel` feature in both runs, so it is built once and its OTLP test runs.
-    let otel = format!("{SERVER_PACKAGE}/otel");
-    run(cargo().args(["test", "--workspace", "--exclude", "xtask", "--features", &otel]))?;
+    run(cargo().args(["test", "--workspace", "--exclude", "xtask"]))?;
     // The server's #[ignore]d tests need PostgreSQL, which the installers provide.
-    run(cargo().args(["test", "-p", SERVER_PACKAGE, "-p", LIBRARY_PACKAGE, "--features", &otel, "--", "--ignored"]))
+    run(cargo().args(["test", "-p", SERVER_PACKAGE, "-p", LIBRARY_PACKAGE, "--", "--ignored"]))
 }
 
 /// The module as the package links it: Cargo.toml lists only `rlib` (the wasm-bindgen-test suites link
@@ -155,9 +155,9 @@ fn node_env() -> Result {
     env::set_var("IF_PLAYWRIGHT_CORE", modules.join("playwright-core/index.mjs"));
     env::set_var("IF_PKG", root().join(PACKAGE_DIR));
     env::set_var("IF_WWW_DIR", root().join(WWW_DIR));
-    env::set_var("IF_OTEL_SERVER_BIN", otel_server_binary()?);
     env::set_var("IF_SERVER_BIN", server_binary()?);
-    Ok(())
+    // The demo page's traced tests import it.
+    ensure_demo_tracing()
 }
 
 /// `node --test` over every `*.test.mjs` under `dir`.

@@ -1,7 +1,9 @@
 //! The services the order flow talks to beyond its database, as real separate processes: a payment
 //! provider ([`provider`], itself an Idempotency-Key server) and a mail receiver ([`mailbox`], which
 //! stores each message once by its id). Each runs as its own binary (`payment-provider`, `mail-receiver`)
-//! with its own SQLite file; the tests, the fault suite and the demo start them on 127.0.0.1.
+//! with its own SQLite file; the tests, the fault suite and the demo start them on 127.0.0.1. Beside
+//! them, the demo's trace receiver ([`traces`], binary `trace-receiver`), which keeps the spans exported
+//! to it in memory.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -16,6 +18,7 @@ use crate::store::StoreError;
 
 pub mod mailbox;
 pub mod provider;
+pub mod traces;
 
 /// A service's SQLite connection, shared by its handlers and used from the blocking pool.
 #[derive(Debug, Clone)]

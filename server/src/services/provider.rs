@@ -128,6 +128,10 @@ pub async fn start(addr: SocketAddr, db: &str, enable_faults: bool) -> Result<Ru
     if state.faults.is_some() {
         app = app.route("/faults", get(get_faults).put(put_faults));
     }
+    // The reference server's server span on each request, continuing the caller's `traceparent` (a
+    // binary that exports: `payment-provider --otlp-endpoint`), so a charge shows on the provider's side
+    // of the order's trace.
+    let app = app.route_layer(axum::middleware::from_fn(crate::telemetry::http_span));
     Ok(RunningService::start(addr, app.with_state(state)).await?)
 }
 
