@@ -22,10 +22,10 @@ const DEVELOPMENT: &str = ".development.js";
 /// bytes says so in its commit (the figures are in BENCHMARKS.md "What ships"; their history is in
 /// git). A row without a budget, or a budget without a row, fails the step.
 pub const BUDGETS: &[(&str, u64)] = &[
-    (". production", 25_300),
-    (". development", 27_260),
-    ("./worker production", 29_920),
-    ("./worker development", 32_590),
+    (". production", 25_220),
+    (". development", 27_170),
+    ("./worker production", 29_830),
+    ("./worker development", 32_500),
     ("lazy parts production", 7_940),
     ("lazy parts development", 9_090),
     ("./watch", 2_026),
@@ -36,7 +36,7 @@ pub const BUDGETS: &[(&str, u64)] = &[
     ("./agent", 1_006),
     ("./sw", 1_398),
     ("./file", 1_372),
-    ("./otel", 2_080),
+    ("./otel", 2_230),
 ];
 
 /// One measured row: its name and files (paths under the repository root).
