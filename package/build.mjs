@@ -388,8 +388,8 @@ const SIDE_ENTRIES = [
   // driver's plain SHA-256.
   { subpath: "./agent", source: "agent.ts", files: ["agent.js", "agent.cjs"], shares: ["sha256.ts", "hex.ts"], build: { platform: "neutral", external: ["canonicalize"] } },
   // Tracing with the app's OpenTelemetry tracer (`@opentelemetry/api`, an optional peer dependency);
-  // the key's hash is the driver's plain SHA-256.
-  { subpath: "./otel", source: "otel.ts", files: ["otel.js", "otel.cjs"], shares: ["sha256.ts", "hex.ts"], build: { platform: "neutral", external: ["@opentelemetry/api"] } },
+  // the key's hash is the driver's plain SHA-256, the attempt outcomes the generated contract's numbers.
+  { subpath: "./otel", source: "otel.ts", files: ["otel.js", "otel.cjs"], shares: ["sha256.ts", "hex.ts", "generated/contract.ts"], build: { platform: "neutral", external: ["@opentelemetry/api"] } },
   // The service worker's background completion: the client is the app's (its own import of the core);
   // the entry bundles the error class (and the names it shares with the page, SHARED_SOURCES).
   { subpath: "./sw", source: "sw.ts", files: ["sw.js", "sw.cjs"], shares: ["errors.ts", "describe.ts", "mode.ts"], build: { platform: "neutral" } },

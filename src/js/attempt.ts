@@ -21,8 +21,8 @@ export async function sendAttempt(
   keyValue: string,
   timeoutMs: number,
   signal: AbortSignal | undefined,
-  /** An observer's headers for this attempt (observer.ts), set before the key's. */
-  extra?: Record<string, string>,
+  /** An observer's header for this attempt (observer.ts), set before the key's. */
+  extra?: [name: string, value: string] | void,
 ): Promise<AttemptOutcome> {
   if (signal?.aborted) return EV_ABORT;
   const controller = new AbortController();
@@ -39,7 +39,7 @@ export async function sendAttempt(
   try {
     const headers = new Headers(request.headers);
     if (request.body?.contentType) headers.set("content-type", request.body.contentType);
-    for (const name in extra) headers.set(name, extra[name]!);
+    if (extra) headers.set(...extra);
     if (keyHeader) headers.set(keyHeader, keyValue);
     const response = await fetch(request.url, {
       method: request.method,

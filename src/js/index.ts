@@ -31,7 +31,7 @@ export type {
 } from "./events.js";
 export type { BeginOptions, ClientOptions, HeaderForm, Jitter, RetryOptions, StorageKind } from "./options.js";
 export type { KeyIn } from "./placement.js";
-export type { AttemptFailure, IntentObserver, ObservedSend, SendWatcher } from "./observer.js";
+export type { AttemptFailure, IntentObserver, ObservedIntent, ObservedRequest, SendStep, SendWatcher } from "./observer.js";
 export type { IntentRequest } from "./request.js";
 export type { ReplayableBody } from "./body.js";
 export type { AsyncStorage } from "./storage/async-storage.js";

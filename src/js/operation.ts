@@ -317,10 +317,9 @@ export class IdempotentOperation {
       }
       const persisted: PersistedRequest | undefined = loaded.request;
       const { ids } = loaded;
-      const { method, url } = this.request;
-      watch = core.config.observer?.({ intentId, key: ids.key, method, url, createdAt: machine.get(F_CREATED_AT), trace: ids.trace });
-      // Written with the record before the first attempt (the machine saves before each one).
-      if (watch?.trace) ids.trace = watch.trace;
+      // The observer may set `ids.trace`: written with the record before the first attempt (the
+      // machine saves before each one).
+      watch = core.config.observer?.(ids, this.request, machine.get(F_CREATED_AT));
       const result = await runSend({
         core,
         machine,
@@ -334,7 +333,7 @@ export class IdempotentOperation {
         ask,
         watch,
       });
-      watch?.end(result);
+      watch?.(result);
       core.listeners.emit(
         result.ok
           ? { type: "success", intentId, key: result.key, status: result.status, attempts: result.attempts, replayed: result.replayed }
@@ -349,7 +348,7 @@ export class IdempotentOperation {
       );
       return result;
     } catch (error) {
-      watch?.end(undefined, error);
+      watch?.(undefined, error);
       // Not a failure when an unnamed `client.fetch` finds its record gone (answered by another
       // tab): it begins the request again as a new intent (client.ts `fetch`).
       if (error instanceof IdempotentFetchError && !(sentNow?.deleteWhenAnswered && error.code === "NOT_FOUND")) {

@@ -5,7 +5,7 @@
 // The spans (docs/ARCHITECTURE.md, "Tracing"): one intent span from `begin` (the record's createdAt) to
 // the definite answer or the give-up of the first send that traced the intent, and one client span
 // per attempt, its child, after the HTTP client semantic conventions. The intent span's context is
-// kept in the intent's record (`SendWatcher.trace`), so a send after a reload, in another tab or in
+// kept in the intent's record (`ObservedIntent.trace`), so a send after a reload, in another tab or in
 // the service worker makes its attempt spans children of the same intent span, in the same trace.
 // A span cannot outlive the page that started it: when the page goes away (`pagehide`) before the
 // answer, the intent span and an attempt in flight end then, marked `idempotent_fetch.outcome: "page_left"`.
@@ -31,7 +31,8 @@ import {
   type Tracer,
 } from "@opentelemetry/api";
 import type { AttemptEvent, OfflineEvent, ReconcileEvent, RetryEvent } from "./events.js";
-import type { AttemptFailure, IntentObserver, ObservedSend, SendWatcher } from "./observer.js";
+import { EV_ABORT, EV_TIMEOUT } from "./generated/contract.js";
+import type { AttemptFailure, IntentObserver } from "./observer.js";
 import type { SendResult } from "./results.js";
 import { hex, sha256 } from "./sha256.js";
 
@@ -83,7 +84,21 @@ export const keyHash = (key: string): string => hex(sha256(new TextEncoder().enc
  * header (CORS). The intent span's parent is the context active at the first send (e.g. the click's span).
  */
 export function otelObserver(tracer: Tracer): IntentObserver {
-  return (send) => watchSend(tracer, send);
+  return (intent, request, createdAt) => {
+    const { intentId, key, trace } = intent;
+    const watch = watchSend(tracer, { intentId, key, method: request.method, url: request.url, createdAt, trace });
+    if (watch.trace) intent.trace = watch.trace;
+    // The core tells one function every step (observer.ts `SendStep`): sorted out here, where only
+    // pages that trace pay for it.
+    return (step, error) => {
+      if (step === undefined) return watch.end(undefined, error);
+      if (typeof step === "number") return watch.attempted(step === EV_TIMEOUT ? "timeout" : step === EV_ABORT ? "abort" : "network");
+      if ("response" in step) return watch.end(step);
+      if (!("intentId" in step)) return watch.attempted(step.status);
+      if (step.type === "attempt") return watch.attempt(step);
+      watch.event(step);
+    };
+  };
 }
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
@@ -143,7 +158,27 @@ interface PendingAttempt {
   at: number | undefined;
 }
 
-function watchSend(tracer: Tracer, send: ObservedSend): SendWatcher {
+/** What a send starts from: the intent, its request, and when it was begun. */
+interface ObservedSend {
+  intentId: string;
+  key: string;
+  method: string;
+  url: string;
+  createdAt: number;
+  trace: string | undefined;
+}
+
+/** What a send's spans do at each step (the steps of observer.ts `SendStep`, sorted out). */
+interface Watch {
+  /** The `traceparent` to keep with the intent (`ObservedIntent.trace`), when this send started its trace. */
+  trace: string | undefined;
+  attempt(event: AttemptEvent): [string, string] | undefined;
+  attempted(outcome: number | AttemptFailure): void;
+  event(event: RetryEvent | ReconcileEvent | OfflineEvent): void;
+  end(result: SendResult | undefined, error?: unknown): void;
+}
+
+function watchSend(tracer: Tracer, send: ObservedSend): Watch {
   const common: Attributes = { [ATTR.intentId]: send.intentId, [ATTR.keyHash]: keyHash(send.key) };
   const request: Attributes = { "http.request.method": send.method, ...urlAttributes(send.url) };
   const stored = parseTraceparent(send.trace);
@@ -183,7 +218,7 @@ function watchSend(tracer: Tracer, send: ObservedSend): SendWatcher {
       );
       last = { span, at: undefined };
       const header = traceparent(span.spanContext());
-      return header ? { traceparent: header } : undefined;
+      return header ? ["traceparent", header] : undefined;
     },
     attempted(outcome: number | AttemptFailure) {
       if (!last) return;

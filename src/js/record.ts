@@ -117,7 +117,7 @@ export function decodeRecord(engine: Engine, intentId: string, text: string): Lo
     // The machine accepted these values as they are: they are the record's ids.
     const plain = numbers[FIELD_VERSION] === 1;
     const ids: RecordIds = { intentId, key, fingerprint, ...(plain ? { plain } : {}) };
-    // Handed to the observer, which checks its form (observer.ts `ObservedSend.trace`): a value that is
+    // Handed to the observer, which checks its form (observer.ts `ObservedIntent.trace`): a value that is
     // not a string is dropped here, the intent stays sendable.
     if (typeof trace === "string") ids.trace = trace;
     return { machine, ids, request };

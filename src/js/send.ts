@@ -73,7 +73,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
   const { intentId, key } = ids;
   /** Emits a client event of this send, told to its watcher first. */
   const tell = (event: RetryEvent | ReconcileEvent | OfflineEvent) => {
-    watch?.event(event);
+    watch?.(event);
     listeners.emit(event);
   };
   const header = machine.key(true);
@@ -126,9 +126,9 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         listeners.emit(event);
         const endsAt = decidedAt + machine.get(M.F_TIMEOUT_MS);
         const sentAt = Date.now();
-        const outcome = await sendAttempt(request, config.keyIn ? undefined : config.headerName, header, endsAt - sentAt, signal, watch?.attempt(event));
+        const outcome = await sendAttempt(request, config.keyIn ? undefined : config.headerName, header, endsAt - sentAt, signal, watch?.(event));
         const now = (decidedAt = Date.now());
-        watch?.attempted(typeof outcome !== "number" ? outcome.status : outcome === M.EV_TIMEOUT ? "timeout" : outcome === M.EV_ABORT ? "abort" : "network");
+        watch?.(outcome);
         tally.attempts += 1;
         if (typeof outcome === "number") {
           if (origin && outcome === M.EV_NETWORK_ERROR && now - sentAt < REFUSED_WITHIN_MS) tally.refused += 1;

@@ -300,13 +300,18 @@ void afterReload();
 
 /** Tracing: the otel entry's observer over the app's tracer, or an observer of one's own. */
 function traced(tracer: Tracer): IdempotentClient[] {
-  const own: IntentObserver = (send) => ({
-    trace: send.trace,
-    attempt: (event) => ({ "x-attempt": String(event.totalAttempts) }),
-    attempted: (outcome) => void (typeof outcome === "number" ? outcome : outcome.toUpperCase()),
-    event: (event) => void (event.type === "retry" ? event.delayMs : event.key),
-    end: (result, error) => void (result?.status ?? error),
-  });
+  const own: IntentObserver = (intent, request, createdAt) => {
+    intent.trace = `${intent.trace ?? ""}${request.method}${createdAt}`;
+    // @ts-expect-error the key is the client's: an observer reads it, and sets only the trace
+    intent.key = "";
+    return (step, error): [string, string] | undefined => {
+      if (step === undefined) return void error;
+      if (typeof step === "number") return void step;
+      if ("response" in step) return void step.status;
+      if (!("intentId" in step)) return void step.headers;
+      return step.type === "attempt" ? ["x-attempt", String(step.totalAttempts)] : void (step.type === "retry" ? step.delayMs : step.key);
+    };
+  };
   // @ts-expect-error an observer is a function of the send, not an object
   const wrong: IntentObserver = { attempt: () => undefined };
   void wrong;

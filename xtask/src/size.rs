@@ -36,7 +36,7 @@ pub const BUDGETS: &[(&str, u64)] = &[
     ("./agent", 1_006),
     ("./sw", 1_398),
     ("./file", 1_372),
-    ("./otel", 2_080),
+    ("./otel", 2_230),
 ];
 
 /// One measured row: its name and files (paths under the repository root).
