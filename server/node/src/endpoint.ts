@@ -31,8 +31,8 @@ export interface KeyedRequest {
   body: Uint8Array;
   /** The scope the key lives in (the account); else the endpoint's scope. */
   scope?: string;
-  /** The request's headers (lowercase names): the request's span continues the trace in them (`traceparent`), through the app's propagator. */
-  headers?: Record<string, string | string[] | undefined>;
+  /** The request's headers (Node's record with lowercase names, or a web `Headers`): the request's span continues the trace in them (`traceparent`), through the app's propagator. */
+  headers?: Record<string, string | string[] | undefined> | Headers;
 }
 
 /** Options of {@link idempotentEndpoint}. */
@@ -189,7 +189,7 @@ export function idempotentEndpoint(options: EndpointOptions<unknown>): Idempoten
     const scope = scopeOf(request.scope);
     const fp = core.fingerprint(request.method, request.path, request.body);
     const claiming = claim(scope, key, fp);
-    const keyHash = keyHashAttribute(key);
+    const keyHash = keyHashAttribute(span, key);
     span.set(keyHash);
     const transaction = { "db.system.name": "postgresql", ...keyHash };
     const done = await traced("idempotency.transaction", transaction, () => keyInFlight(() => entered(scope, key, () =>

@@ -15,14 +15,25 @@ export type AttributeValue = string | number | boolean;
 
 /** What a traced piece of work may add to its span. */
 export interface SpanHandle {
+  /** Whether the span records what is set on it (false without the API or without a tracer provider registered): an attribute that costs work to compute is computed only then. */
+  readonly recording: boolean;
   /** Sets attributes on the span (nothing without the API). */
   set(attributes: Record<string, AttributeValue>): void;
   /** Marks the span an error. */
   fail(): void;
 }
 
-/** The headers of an incoming request, lowercase names, as a trace context is read from them. */
-export type Carrier = Record<string, string | string[] | undefined>;
+/**
+ * The headers of an incoming request as a trace context is read from them: Node's record (lowercase names)
+ * or a web `Headers`, read through a getter, so nothing is copied unless a propagator reads a field.
+ */
+export type Carrier = Record<string, string | string[] | undefined> | Headers;
+
+/** How the app's propagator reads either form of {@link Carrier}. */
+const CARRIER_GETTER: Api.TextMapGetter<Carrier> = {
+  get: (carrier, key) => (carrier instanceof Headers ? (carrier.get(key) ?? undefined) : carrier[key]),
+  keys: (carrier) => (carrier instanceof Headers ? [...carrier.keys()] : Object.keys(carrier)),
+};
 
 type OtelApi = typeof Api;
 
@@ -40,7 +51,7 @@ function otel(): OtelApi | null {
   return loaded;
 }
 
-const NOOP: SpanHandle = { set: () => undefined, fail: () => undefined };
+const NOOP: SpanHandle = { recording: false, set: () => undefined, fail: () => undefined };
 
 /** Where a span sits: a server span may continue the trace of the request's headers, a message's span the message's trace. */
 export interface SpanOptions {
@@ -91,7 +102,7 @@ export async function traced<T>(
   const api = otel();
   if (api === null) return work(NOOP);
   let parent = api.context.active();
-  if (options.carrier !== undefined) parent = api.propagation.extract(parent, options.carrier);
+  if (options.carrier !== undefined) parent = api.propagation.extract(parent, options.carrier, CARRIER_GETTER);
   let links: Api.Link[] | undefined;
   const remote = options.traceparent === undefined ? undefined : remoteSpanContext(api, options.traceparent);
   if (remote !== undefined) {
@@ -103,7 +114,7 @@ export async function traced<T>(
   const tracer = api.trace.getTracer(INSTRUMENTATION_NAME);
   return tracer.startActiveSpan(name, { kind, attributes, ...(links === undefined ? {} : { links }) }, parent, async (span) => {
     try {
-      return await work({ set: (more) => span.setAttributes(more), fail: () => span.setStatus({ code: api.SpanStatusCode.ERROR }) });
+      return await work({ recording: span.isRecording(), set: (more) => span.setAttributes(more), fail: () => span.setStatus({ code: api.SpanStatusCode.ERROR }) });
     } catch (error) {
       span.recordException(error instanceof Error ? error : String(error));
       span.setStatus({ code: api.SpanStatusCode.ERROR });
@@ -122,10 +133,10 @@ export function answered(span: SpanHandle, status: number): void {
 
 /**
  * What a span shows of a key: its hash (the Rust library's `key_hash`), never the key; nothing (and no
- * hashing on the request's path) when `@opentelemetry/api` is not installed.
+ * hashing on the request's path) when `span` records nothing (no API installed, or no tracer provider).
  */
-export function keyHashAttribute(key: string): Record<string, string> {
-  return otel() === null ? {} : { "idempotency.key_hash": core.keyHash(key) };
+export function keyHashAttribute(span: SpanHandle, key: string): Record<string, string> {
+  return span.recording ? { "idempotency.key_hash": core.keyHash(key) } : {};
 }
 
 interface Counters {

@@ -89,7 +89,7 @@ export async function runWeb<Tx>(
   if ("answer" in parsed) return toResponse(parsed.answer);
   const scope = options.scope?.(request.headers);
   const path = new URL(request.url).pathname;
-  const keyedRequest = { method: request.method, path, keyHeader: values, body, headers: Object.fromEntries(request.headers), ...(scope === undefined ? {} : { scope }) };
+  const keyedRequest = { method: request.method, path, keyHeader: values, body, headers: request.headers, ...(scope === undefined ? {} : { scope }) };
   const result = await endpoint.run(keyedRequest, async (tx) => fromResponse(await handler({ tx, json: parsed.json, key: keyed.key })));
   return toResponse(result.answer);
 }

@@ -1,11 +1,34 @@
 //! Answers as they cross to JavaScript: `{status, headers: [[name, value], ...], body}`.
 
 use idempotent_endpoint::{StoredResponse, MAX_STORED_BODY_BYTES};
+use serde::Serialize;
 use serde_json::{json, Value};
 
 /// A response as the JSON the TypeScript side sends.
 pub(crate) fn answer_json(response: &StoredResponse) -> Value {
-    json!({ "status": response.status, "headers": response.headers, "body": response.body })
+    json!(AnswerRef::of(response))
+}
+
+/// A response as the JSON the TypeScript side sends, borrowed: an answer on a request's path is written
+/// straight to its text, without building a `Value` (and copying the body into it) first.
+#[derive(Serialize)]
+pub(crate) struct AnswerRef<'a> {
+    status: u16,
+    headers: &'a [(String, String)],
+    body: &'a str,
+}
+
+impl<'a> AnswerRef<'a> {
+    /// `response` as it crosses.
+    pub(crate) fn of(response: &'a StoredResponse) -> Self {
+        AnswerRef { status: response.status, headers: &response.headers, body: &response.body }
+    }
+}
+
+/// `value` as JSON text; `{"error": ...}` if it cannot be written (a value of plain strings and numbers
+/// always can).
+pub(crate) fn text(value: &impl Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|e| error_json(&e.to_string()))
 }
 
 /// `{"error": message}`: a value from JavaScript or the database that cannot be used.

@@ -27,7 +27,7 @@ use idempotent_endpoint::{
 use serde_json::json;
 use wasm_bindgen::prelude::wasm_bindgen;
 
-use crate::answers::{answer_json, error_json};
+use crate::answers::{answer_json, error_json, text, AnswerRef};
 use crate::rows::Row;
 
 /// The key of a request from every value of its `Idempotency-Key` header, in order: `{"key": "..."}`, or
@@ -35,9 +35,15 @@ use crate::rows::Row;
 #[wasm_bindgen(js_name = keyFromHeader)]
 pub fn key_from_header(values: Vec<String>) -> String {
     match IdempotencyKey::from_header_values(values.iter().map(|v| Some(v.as_str()))) {
-        Ok(key) => json!({ "key": key.as_str() }).to_string(),
+        Ok(key) => text(&KeyRef { key: key.as_str() }),
         Err(error) => json!({ "answer": answer_json(&StoredResponse::from_problem(&error.problem())) }).to_string(),
     }
+}
+
+/// [`key_from_header`]'s answer for a well-formed key.
+#[derive(serde::Serialize)]
+struct KeyRef<'a> {
+    key: &'a str,
 }
 
 /// A key from a URL (the key-status endpoint): as [`key_from_header`] for one value.
@@ -99,9 +105,16 @@ pub fn in_flight_answer() -> String {
 #[wasm_bindgen(js_name = freshAnswer)]
 pub fn fresh_answer(status: f64, headers_json: &str, body: String) -> String {
     match answers::fresh(status, headers_json, body) {
-        Ok(response) => json!({ "answer": answer_json(&response), "headers": response.encode_headers() }).to_string(),
+        Ok(response) => text(&FreshRef { answer: AnswerRef::of(&response), headers: response.encode_headers() }),
         Err(error) => error_json(&error),
     }
+}
+
+/// [`fresh_answer`]'s answer for a work's answer that can be stored.
+#[derive(serde::Serialize)]
+struct FreshRef<'a> {
+    answer: AnswerRef<'a>,
+    headers: String,
 }
 
 /// A refusal: the body is larger than the limit (413).
