@@ -69,7 +69,7 @@ async function answerPhased<Tx>(
 ): Promise<Answer> {
   const keyed = core.keyFromHeader(keyHeader(req));
   if ("answer" in keyed) return keyed.answer;
-  span.set(keyHashAttribute(keyed.key));
+  span.set(keyHashAttribute(span, keyed.key));
   const body = await readBody(req, options);
   if (!(body instanceof Uint8Array)) return body;
   const parsed = parseJson(req, body);
