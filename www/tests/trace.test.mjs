@@ -52,11 +52,12 @@ after(async () => {
 });
 
 /** The timeline's rows, as the page shows them now. */
-const rows = (page) => page.$$eval("#timeline .tl-row", (all) => all.map((r) => ({ ...r.dataset, text: r.textContent })));
+const rows = (page) => page.evaluate(() => [...document.querySelectorAll("#timeline .tl-row")].map((r) => ({ ...r.dataset, text: r.textContent })));
 
 test("503s, a reload while waiting to retry, then 201: the page's timeline is one trace with the intent, its attempts, the server span of each, the phases, the provider call and the provider's span", { timeout: TEST_TIMEOUT_MS }, async () => {
   const account = `trace_${Date.now().toString(36)}`;
-  await server.setFaults({ failBeforeWork: 1, retryAfterSecs: 0 });
+  // Retry-After: 1 holds each wait a second, long enough for a WebDriver poll (Firefox, WebKit) to see it.
+  await server.setFaults({ failBeforeWork: 1, retryAfterSecs: 1 });
   const context = await browser.newContext({ viewport: { width: 1280, height: 1400 } });
   const page = await context.newPage();
   page.errors = collectPageErrors(page);
