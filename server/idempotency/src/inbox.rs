@@ -370,28 +370,17 @@ where
 {
     check_ids(source, message_id)?;
     let receipt = receipt_span(source, message_id, traceparent);
-    tracing::Instrument::instrument(receive_postgres_in(tx, source, message_id, retention, work), receipt).await
-}
-
-#[cfg(feature = "postgres")]
-async fn receive_postgres_in<E, F>(
-    tx: &tokio_postgres::Transaction<'_>,
-    source: &str,
-    message_id: &str,
-    retention: Duration,
-    work: F,
-) -> Result<Received, RunError<E>>
-where
-    F: for<'t> FnOnce(&'t tokio_postgres::Transaction<'t>) -> crate::postgres::WorkFuture<'t, E>,
-{
-    tx.batch_execute(&format!("SAVEPOINT {SAVEPOINT}")).await.map_err(StoreError::from)?;
-    let received = apply_postgres(tx, source, message_id, retention, work).await;
-    let end = match received {
-        Ok(_) => format!("RELEASE {SAVEPOINT}"),
-        Err(_) => format!("ROLLBACK TO {SAVEPOINT}; RELEASE {SAVEPOINT}"),
+    let received = async move {
+        tx.batch_execute(&format!("SAVEPOINT {SAVEPOINT}")).await.map_err(StoreError::from)?;
+        let received = apply_postgres(tx, source, message_id, retention, work).await;
+        let end = match received {
+            Ok(_) => format!("RELEASE {SAVEPOINT}"),
+            Err(_) => format!("ROLLBACK TO {SAVEPOINT}; RELEASE {SAVEPOINT}"),
+        };
+        tx.batch_execute(&end).await.map_err(StoreError::from)?;
+        received
     };
-    tx.batch_execute(&end).await.map_err(StoreError::from)?;
-    received
+    tracing::Instrument::instrument(received, receipt).await
 }
 
 #[cfg(feature = "postgres")]

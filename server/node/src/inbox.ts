@@ -61,8 +61,7 @@ export async function receive<Tx extends TxLike>(
     "messaging.message.id": messageId,
     "messaging.destination.name": source,
   };
-  const trace = options.traceparent === undefined ? {} : { traceparent: options.traceparent };
-  return traced("inbox.receive", attributes, () => receiveIn(tx, source, messageId, work, options), { kind: "consumer", ...trace });
+  return traced("inbox.receive", attributes, () => receiveIn(tx, source, messageId, work, options), { kind: "consumer", traceparent: options.traceparent });
 }
 
 async function receiveIn<Tx extends TxLike>(

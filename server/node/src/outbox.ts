@@ -159,11 +159,6 @@ function deliveryAttributes(message: Message, attempts: number): Record<string, 
   };
 }
 
-/** A message's trace context as span options: none when it was enqueued without one. */
-function traceOf(message: Message): { traceparent?: string } {
-  return message.traceparent === undefined ? {} : { traceparent: message.traceparent };
-}
-
 /** Rejects with `why` once `deadline` (epoch ms) passes. */
 function timeoutAt(deadline: number, why: string): { promise: Promise<never>; cancel: () => void } {
   let timer: NodeJS.Timeout | undefined;
@@ -230,7 +225,7 @@ export function outboxWorker(database: Pool | PGlite | Store<unknown>, deliver: 
         const limit = timeoutAt(deadline, "timed out");
         try {
           const delivery = () => Promise.race([deliver(message, attempts), limit.promise]);
-          await traced("outbox.deliver", deliveryAttributes(message, attempts), delivery, { kind: "producer", ...traceOf(message) });
+          await traced("outbox.deliver", deliveryAttributes(message, attempts), delivery, { kind: "producer", traceparent: message.traceparent });
           delivered.push(message.id);
           countDeliveryAttempt(true);
         } catch (error) {

@@ -62,9 +62,9 @@ export interface SpanOptions {
   /**
    * A message's W3C `traceparent`: the span is its child and linked to it (OpenTelemetry's messaging
    * conventions ask for the link; the parent puts the span in the trace of the request that enqueued the
-   * message, see outbox.ts). An invalid value is ignored.
+   * message, see outbox.ts). An invalid or absent value is ignored.
    */
-  traceparent?: string;
+  traceparent?: string | undefined;
 }
 
 // The W3C form read and written directly, not through the app's global propagator: the outbox column and the
