@@ -14,6 +14,7 @@ use std::time::Duration;
 use idempotent_endpoint::outbox;
 use serde::Deserialize;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::config::CheckoutConfig;
 use crate::faults::{crash, FaultPlan};
@@ -303,7 +304,9 @@ pub async fn complete_once(store: &Store, checkout: &Checkout) -> usize {
     for held in taken {
         // The key's hash, not the key: these events are exported with the spans (see `telemetry`).
         let (point, key_hash) = (held.point, idempotent_endpoint::key_hash(held.held.key.as_str()));
-        match drive(store, checkout, held, None, FaultPlan::default()).await {
+        // In the trace of the request that claimed the key (the row keeps its traceparent).
+        let span = idempotent_endpoint::phases::completion_span(&held.held);
+        match drive(store, checkout, held, None, FaultPlan::default()).instrument(span).await {
             Ok(answer) => {
                 done += 1;
                 tracing::info!(key_hash, from = point.as_str(), finished = answer.is_some(), "completer resumed a key");

@@ -89,7 +89,7 @@
 //! |---|---|
 //! | protocol (no I/O) | [`defaults`], [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], [`postgres_sql`], [`outbox_sql`], [`inbox_sql`], [`phases_sql`], [`retry_schedule`], `random` |
 //! | runtime | [`request`] (the axum extractor), [`periodic`] (the loop of every background task), [`serve`] (the HTTP server loop), [`trace_context`] (the trace context a message carries) |
-//! | store | [`inflight`], [`outbox_table`], [`sqlite`], [`postgres`] |
+//! | store | [`inflight`], `sqlite_columns`, [`outbox_table`], [`sqlite`], [`postgres`] |
 //! | work | [`outbox`], [`inbox`], [`phases`], `phases::sqlite`, [`phases::postgres`] |
 //!
 //! [idempotent-fetch]: https://github.com/idempotent-fetch/idempotent-fetch
@@ -129,6 +129,8 @@ pub mod retry_schedule;
 pub mod serve;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(feature = "sqlite")]
+mod sqlite_columns;
 pub mod status;
 #[cfg(feature = "runtime")]
 pub mod trace_context;

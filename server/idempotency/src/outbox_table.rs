@@ -34,8 +34,8 @@ const SQLITE_ORDERING_INDEX: &str = "CREATE INDEX IF NOT EXISTS outbox_messages_
 /// The outbox table on PostgreSQL (installed by [`crate::postgres::install`]): [`crate::outbox_sql::SCHEMA`].
 pub use crate::outbox_sql::SCHEMA as POSTGRES_SCHEMA;
 
-/// The columns later versions added to the SQLite table, each with its definition: SQLite has no `ADD
-/// COLUMN IF NOT EXISTS`, so [`install_sqlite`] adds the ones a table made before them lacks.
+/// The columns later versions added to the SQLite table, each with its definition, which [`install_sqlite`]
+/// adds to a table made before them.
 #[cfg(feature = "sqlite")]
 const SQLITE_ADDED_COLUMNS: [(&str, &str); 2] = [("ordering_key", "TEXT NULL"), ("traceparent", "TEXT NULL")];
 
@@ -44,16 +44,7 @@ const SQLITE_ADDED_COLUMNS: [(&str, &str); 2] = [("ordering_key", "TEXT NULL"), 
 #[cfg(feature = "sqlite")]
 pub(crate) fn install_sqlite(conn: &rusqlite::Connection) -> Result<(), StoreError> {
     conn.execute_batch(SQLITE_SCHEMA)?;
-    for (column, definition) in SQLITE_ADDED_COLUMNS {
-        let present: bool = conn.query_row(
-            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('outbox_messages') WHERE name = ?1)",
-            [column],
-            |row| row.get(0),
-        )?;
-        if !present {
-            conn.execute_batch(&format!("ALTER TABLE outbox_messages ADD COLUMN {column} {definition};"))?;
-        }
-    }
+    crate::sqlite_columns::add_missing(conn, "outbox_messages", &SQLITE_ADDED_COLUMNS)?;
     conn.execute_batch(SQLITE_ORDERING_INDEX)?;
     Ok(())
 }

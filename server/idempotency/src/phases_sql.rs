@@ -6,15 +6,16 @@
 
 /// Inserts a new key row at the first recovery point, held: `$1` scope, `$2` key, `$3` fingerprint, `$4` now
 /// (unix s), `$5` the first point ([`crate::phases::STARTED`]), `$6` the row id, `$7` the lease token, `$8` the
-/// lease's end. Inserts nothing when the key has a row.
+/// lease's end, `$9` the claiming request's `traceparent` or NULL. Inserts nothing when the key has a row.
 pub const INSERT_STARTED: &str = "INSERT INTO idempotency_records
-                 (scope, key, fingerprint, created_at, recovery_point, row_id, lock_token, locked_until)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (scope, key) DO NOTHING";
+                 (scope, key, fingerprint, created_at, recovery_point, row_id, lock_token, locked_until, traceparent)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (scope, key) DO NOTHING";
 
 /// The existing key row, locked for the decision ([`crate::phases::existing_row`]): `fingerprint,
-/// status_code, response_headers, response_body, recovery_point, row_id, locked_until`. `$1` scope, `$2` key.
+/// status_code, response_headers, response_body, recovery_point, row_id, locked_until, traceparent`. `$1`
+/// scope, `$2` key.
 pub const SELECT_FOR_BEGIN: &str =
-    "SELECT fingerprint, status_code, response_headers, response_body, recovery_point, row_id, locked_until
+    "SELECT fingerprint, status_code, response_headers, response_body, recovery_point, row_id, locked_until, traceparent
              FROM idempotency_records WHERE scope = $1 AND key = $2 FOR UPDATE";
 
 /// Takes a row over with a new lease: `$1` the new token, `$2` the lease's end, `$3` scope, `$4` key.
@@ -50,7 +51,7 @@ pub const ABANDON: &str = "DELETE FROM idempotency_records
 
 /// The completer's query: up to `$3` unfinished rows whose lease ran out (`$1` [`crate::phases::FINISHED`],
 /// `$2` now in unix ms), oldest lease first, `FOR UPDATE SKIP LOCKED` (instances never take one row
-/// together): `scope, key, recovery_point, row_id`. Each is then taken over with [`TAKE_OVER`].
-pub const UNFINISHED: &str = "SELECT scope, key, recovery_point, row_id FROM idempotency_records
+/// together): `scope, key, recovery_point, row_id, traceparent`. Each is then taken over with [`TAKE_OVER`].
+pub const UNFINISHED: &str = "SELECT scope, key, recovery_point, row_id, traceparent FROM idempotency_records
              WHERE recovery_point <> $1 AND locked_until <= $2 ORDER BY locked_until LIMIT $3
              FOR UPDATE SKIP LOCKED";

@@ -3,7 +3,9 @@
 //! Rust and a Node service can share one database. Parameters are positional (`$1`...), as both
 //! tokio-postgres and node-postgres take them.
 
-/// The key table and its indexes (`CREATE ... IF NOT EXISTS`: safe to run at every start).
+/// The key table and its indexes (`CREATE ... IF NOT EXISTS`: safe to run at every start; the `ALTER` adds
+/// the column a later version brought to a table made before it). `traceparent` is the W3C trace context of
+/// the request that claimed a phased row ([`crate::phases::Held::traceparent`]), NULL when it had none.
 pub const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS idempotency_records (
     scope            TEXT    NOT NULL,
@@ -19,6 +21,7 @@ CREATE TABLE IF NOT EXISTS idempotency_records (
     locked_until     BIGINT  NOT NULL DEFAULT 0,
     PRIMARY KEY (scope, key)
 );
+ALTER TABLE idempotency_records ADD COLUMN IF NOT EXISTS traceparent TEXT NULL;
 CREATE INDEX IF NOT EXISTS idempotency_records_unfinished ON idempotency_records (locked_until)
     WHERE recovery_point <> 'finished';
 CREATE INDEX IF NOT EXISTS idempotency_records_created_at ON idempotency_records (created_at);
@@ -60,7 +63,7 @@ claim AS (
   SELECT $2::text, $3::text, $4::text, $5::bigint FROM mark WHERE held
   ON CONFLICT (scope, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, created_at = EXCLUDED.created_at,
     status_code = NULL, response_headers = NULL, response_body = NULL, recovery_point = DEFAULT,
-    row_id = NULL, lock_token = NULL, locked_until = DEFAULT
+    row_id = NULL, lock_token = NULL, locked_until = DEFAULT, traceparent = NULL
   WHERE idempotency_records.created_at < $6::bigint
   RETURNING 1
 )

@@ -33,7 +33,9 @@ use crate::response::{StoredResponse, MAX_STORED_BODY_BYTES};
 use crate::retention::{expired_before, unix_now};
 use crate::status::KeyStatus;
 
-/// The key table (created by [`install`]).
+/// The key table (created by [`install`], which also adds the columns later versions brought
+/// (`traceparent`) to a table made before them). `traceparent` is the W3C trace context of the request
+/// that claimed a phased row ([`crate::phases::Held::traceparent`]), NULL when it had none.
 pub const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS idempotency_records (
     scope            TEXT    NOT NULL,
@@ -47,12 +49,17 @@ CREATE TABLE IF NOT EXISTS idempotency_records (
     row_id           TEXT    NULL,
     lock_token       TEXT    NULL,
     locked_until     INTEGER NOT NULL DEFAULT 0,
+    traceparent      TEXT    NULL,
     PRIMARY KEY (scope, key)
 );
 CREATE INDEX IF NOT EXISTS idempotency_records_unfinished ON idempotency_records (locked_until)
     WHERE recovery_point <> 'finished';
 CREATE INDEX IF NOT EXISTS idempotency_records_created_at ON idempotency_records (created_at);
 ";
+
+/// The columns later versions added to the key table, each with its definition, which [`install`] adds to
+/// a table made before them.
+const ADDED_COLUMNS: [(&str, &str); 1] = [("traceparent", "TEXT NULL")];
 
 /// How long a writer waits for another one before SQLite fails with "database is locked".
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -61,6 +68,7 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// `inbox::install_sqlite`).
 pub fn install(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(SCHEMA)?;
+    crate::sqlite_columns::add_missing(conn, "idempotency_records", &ADDED_COLUMNS)?;
     crate::outbox_table::install_sqlite(conn)?;
     Ok(())
 }

@@ -2,8 +2,10 @@
 //! `traceparent` and enqueues a message in its transaction; the outbox worker claims it and delivers it over
 //! real HTTP on 127.0.0.1 to a receiver whose inbox takes the delivery's `traceparent`. The spans, kept by
 //! OpenTelemetry's in-memory exporter, share the client's trace id: the delivery span is a child of the
-//! request's span and linked to it, the receipt's span a child of the delivery's. On SQLite, and on a
-//! throwaway PostgreSQL cluster (`#[ignore]`d: `cargo test -p idempotent-endpoint --features otel --test
+//! request's span and linked to it, the receipt's span a child of the delivery's. A key a request claimed
+//! and left unfinished (on a key table made before its `traceparent` column, which install adds) is
+//! finished by a completer whose span is a child of that request's. On SQLite, and on a throwaway
+//! PostgreSQL cluster (`#[ignore]`d: `cargo test -p idempotent-endpoint --features otel --test
 //! trace -- --ignored`).
 #![cfg(feature = "otel")]
 
@@ -21,9 +23,10 @@ use axum::routing::post;
 use axum::Router;
 use idempotent_endpoint::inbox::{self, SqliteInbox};
 use idempotent_endpoint::outbox::{self, Message, Worker};
+use idempotent_endpoint::phases::{self, completion_span, Begun, Held};
 use idempotent_endpoint::sqlite::SqliteKeys;
 use idempotent_endpoint::trace_context::{self, TraceParent};
-use idempotent_endpoint::{StoredResponse, IDEMPOTENCY_KEY_HEADER};
+use idempotent_endpoint::{IdempotencyKey, KeyedRequest, Outcome, StoredResponse, IDEMPOTENCY_KEY_HEADER};
 use opentelemetry::trace::{SpanKind, TracerProvider};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use tokio_postgres::NoTls;
@@ -214,4 +217,120 @@ async fn postgres_a_message_carries_the_requests_trace_to_the_receivers_inbox() 
 
     deliver_all(&Arc::new(sender), &url).await;
     assert_one_trace(trace_id, client_span, stored);
+}
+
+/// The key table as versions before `traceparent` made it: `install` adds the column.
+const OLD_KEY_TABLE: &str = "
+CREATE TABLE idempotency_records (
+    scope            TEXT    NOT NULL,
+    key              TEXT    NOT NULL,
+    fingerprint      TEXT    NOT NULL,
+    status_code      INTEGER NULL,
+    response_headers TEXT    NULL,
+    response_body    TEXT    NULL,
+    created_at       BIGINT  NOT NULL,
+    recovery_point   TEXT    NOT NULL DEFAULT 'finished',
+    row_id           TEXT    NULL,
+    lock_token       TEXT    NULL,
+    locked_until     BIGINT  NOT NULL DEFAULT 0,
+    PRIMARY KEY (scope, key)
+);
+";
+
+/// A phased request with key `key`.
+fn keyed(key: &str) -> KeyedRequest {
+    KeyedRequest {
+        scope: "shop".to_owned(),
+        key: IdempotencyKey::parse(key).expect("key"),
+        fingerprint: idempotent_endpoint::fingerprint("POST", "/pay", b"{}"),
+    }
+}
+
+/// A lease that has run out by the time the completer looks.
+const SHORT_LEASE: Duration = Duration::from_millis(1);
+
+/// The completer's span of trace `trace_id`: a child of the span that claimed the key (the request's), linked
+/// to it, with the finish step under it; the row kept the request's context.
+fn assert_completion_in_trace(trace_id: u128, client_span: u64, held: &Held) {
+    let spans = spans_of(trace_id);
+    let names: Vec<_> = spans.iter().map(|s| s.name.to_string()).collect();
+    let named = |name: &str| spans.iter().find(|s| s.name == name);
+    let request = named("request").unwrap_or_else(|| panic!("the request in {trace_id:032x}: {names:?}"));
+    let complete =
+        named("idempotency.complete").unwrap_or_else(|| panic!("the completion in {trace_id:032x}: {names:?}"));
+    assert_eq!(u64::from_be_bytes(request.parent_span_id.to_bytes()), client_span);
+    let kept = held.traceparent.as_deref().and_then(TraceParent::parse).expect("the row's traceparent");
+    assert_eq!((kept.trace_id, kept.span_id.to_be_bytes()), (trace_id, request.span_context.span_id().to_bytes()));
+    assert_eq!(complete.parent_span_id, request.span_context.span_id(), "the completion is the request's child");
+    assert!(
+        complete.links.iter().any(|l| l.span_context.span_id() == request.span_context.span_id()),
+        "the completion links to the claiming request"
+    );
+    let finish = spans
+        .iter()
+        .find(|s| s.name == "idempotency.phase" && s.parent_span_id == complete.span_context.span_id())
+        .unwrap_or_else(|| panic!("the finish step under the completion: {names:?}"));
+    assert!(finish
+        .attributes
+        .iter()
+        .any(|kv| kv.key.as_str() == "idempotency.phase" && kv.value.as_str() == "finished"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_the_completer_continues_the_trace_of_the_request_that_claimed_the_key() {
+    exporter();
+    let (trace_id, client_span) = (0x7c1e_9a40_52d3_4b8f_a061_2e5d_93c4_b7a1, 0x00f0_67aa_0ba9_02c1);
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("phases.sqlite");
+    idempotent_endpoint::sqlite::rusqlite::Connection::open(&path)
+        .expect("old database")
+        .execute_batch(OLD_KEY_TABLE)
+        .expect("old table");
+    let keys = SqliteKeys::open(&path, HOUR).expect("open upgrades the table");
+
+    // The request claims the key and "crashes": its lease runs out with the row at `started`.
+    let span = request_span(&client_traceparent(trace_id, client_span));
+    let begun = keys.begin(keyed("completer-trace-sqlite-01"), SHORT_LEASE).instrument(span).await;
+    assert!(matches!(begun, Ok(Begun::Held(_))), "{begun:?}");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    // The completer, outside any request, takes it over and finishes it in its span.
+    let mut taken = keys.unfinished(10, HOUR).await.expect("unfinished");
+    let held = taken.pop().expect("the key left behind");
+    let answer = || StoredResponse::json(StatusCode::CREATED, &"done");
+    let finished =
+        keys.finish(held.clone(), move |_| Ok::<_, String>(answer())).instrument(completion_span(&held)).await;
+    assert!(matches!(finished, Ok(Outcome::Fresh(_))), "{finished:?}");
+    assert_completion_in_trace(trace_id, client_span, &held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL's binaries"]
+async fn postgres_the_completer_continues_the_trace_of_the_request_that_claimed_the_key() {
+    exporter();
+    let (trace_id, client_span) = (0x1d4f_6b02_8e37_45a9_b3c8_0f71_d2e6_5a94, 0x00f0_67aa_0ba9_02c2);
+    let cluster = pg_cluster::Cluster::start(pg_cluster::bin_dir(), pg_cluster::Cluster::FAST).expect("cluster");
+    let (mut client, connection) = tokio_postgres::connect(&cluster.url("postgres"), NoTls).await.expect("connect");
+    tokio::spawn(connection);
+    client.batch_execute(OLD_KEY_TABLE).await.expect("old table");
+    idempotent_endpoint::postgres::install(&client).await.expect("install upgrades the table");
+    idempotent_endpoint::postgres::install(&client).await.expect("install again");
+
+    let span = request_span(&client_traceparent(trace_id, client_span));
+    let begun = phases::postgres::begin(&mut client, &keyed("completer-trace-pg-0001"), HOUR, SHORT_LEASE)
+        .instrument(span)
+        .await;
+    assert!(matches!(begun, Ok(Begun::Held(_))), "{begun:?}");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    let mut taken = phases::postgres::unfinished(&mut client, 10, HOUR).await.expect("unfinished");
+    let held = taken.pop().expect("the key left behind");
+    let span = completion_span(&held);
+    let finished = phases::postgres::finish(&mut client, held.clone(), |_| {
+        Box::pin(async { Ok::<_, String>(StoredResponse::json(StatusCode::CREATED, &"done")) })
+    })
+    .instrument(span)
+    .await;
+    assert!(matches!(finished, Ok(Outcome::Fresh(_))), "{finished:?}");
+    assert_completion_in_trace(trace_id, client_span, &held);
 }

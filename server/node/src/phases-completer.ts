@@ -1,8 +1,12 @@
 // The completer: finishes phased work a crash left (a holder that never came back), without waiting for
 // the client's retry. It takes over unfinished rows whose lease ran out (the Rust library's `unfinished`)
-// and hands each to the app's own driver, which resumes at the row's recovery point.
+// and hands each to the app's own driver, which resumes at the row's recovery point. Each completion runs in
+// a span (`idempotency.complete`) that is a child of the `traceparent` the row kept from the request that
+// claimed it, and linked to it, as an outbox delivery continues its message's (outbox.ts): the work a crash
+// left reads in the trace of the request that started it.
 import { type AtomicPhases, type Held, LeaseLostError } from "./phases.js";
 import { sleep } from "./sleep.js";
+import { keyHashAttribute, traced } from "./telemetry.js";
 
 /** Options of {@link phasesCompleter}. */
 export interface CompleterOptions {
@@ -42,7 +46,15 @@ export function phasesCompleter<Tx>(phases: AtomicPhases<Tx>, complete: (held: H
     const taken = await phases.unfinished(batch);
     for (const held of taken) {
       try {
-        await complete(held);
+        await traced(
+          "idempotency.complete",
+          { "idempotency.recovery_point": held.point },
+          (span) => {
+            span.set(keyHashAttribute(span, held.key));
+            return complete(held);
+          },
+          { traceparent: held.traceparent },
+        );
       } catch (error) {
         onError(error, held);
         if (!(error instanceof LeaseLostError)) await phases.release(held).catch((e: unknown) => onError(e, held));

@@ -11,7 +11,7 @@ import * as core from "./core.js";
 import type { Answer } from "./core.js";
 import { encode, storeOf, type HandlerAnswer, type KeyedRequest } from "./endpoint.js";
 import type { Queryable, Store } from "./store.js";
-import { traced } from "./telemetry.js";
+import { activeTraceparent, traced, validTraceparent } from "./telemetry.js";
 
 /** The recovery point of a key row {@link AtomicPhases.begin} inserts (the Rust library's `STARTED`). */
 export const STARTED: string = core.constants.phases.started;
@@ -66,6 +66,7 @@ export class Held {
    * @param key - The client's key.
    * @param point - Where the work stands.
    * @param rowId - The row's own random id.
+   * @param traceparent - The W3C `traceparent` of the request that claimed the row.
    */
   constructor(
     /** The scope. */
@@ -76,6 +77,13 @@ export class Held {
     public point: string,
     /** The row's own random id (128 bits from the CSPRNG). */
     readonly rowId: string,
+    /**
+     * The W3C `traceparent` of the request that claimed the row: the span active when {@link AtomicPhases.begin}
+     * was called (with `@opentelemetry/api`), kept on the row from its insert; undefined when none was active.
+     * The completer's span continues it (see phases-completer.ts), so work finished after a crash joins the
+     * trace of the request that started it.
+     */
+    readonly traceparent?: string,
   ) {}
 
   /**
@@ -133,7 +141,7 @@ export interface AtomicPhases<Tx> {
   install(): Promise<void>;
   /**
    * Starts (or takes over) the phased work of a keyed request, in one transaction: a new key is inserted at
-   * {@link STARTED} and held; an unfinished row of the same request whose lease ran out is taken over at its
+   * {@link STARTED} and held, keeping the active span's `traceparent` ({@link Held.traceparent}); an unfinished row of the same request whose lease ran out is taken over at its
    * point; anything else is answered (replay, 422, 409 with `Retry-After`, 410, or 400 for a bad key).
    */
   begin(request: KeyedRequest): Promise<Begun>;
@@ -206,9 +214,9 @@ export function atomicPhases(options: PhasesOptions<unknown>): AtomicPhases<unkn
     if (row?.["lock_token"] !== tokenOf(held)) throw new LeaseLostError();
   };
 
-  const hold = (scope: string, key: string, point: string, rowId: unknown, token: string): Held => {
+  const hold = (scope: string, key: string, point: string, rowId: unknown, token: string, traceparent: unknown): Held => {
     if (typeof rowId !== "string") throw new core.CoreError(`unfinished key ${key} has no row_id`);
-    const held = new Held(scope, key, point, rowId);
+    const held = new Held(scope, key, point, rowId, typeof traceparent === "string" ? traceparent : undefined);
     tokens.set(held, token);
     return held;
   };
@@ -228,18 +236,20 @@ export function atomicPhases(options: PhasesOptions<unknown>): AtomicPhases<unkn
       const scopeError = core.scopeError(scope);
       if (scopeError !== undefined) throw new core.CoreError(scopeError);
       const fp = core.fingerprint(request.method, request.path, request.body);
+      // The caller's span (the request's), read before the begin's own span starts.
+      const traceparent = validTraceparent(activeTraceparent()) ?? null;
       return phase(STARTED_SPAN, () => waitingForKey(() => store.transaction<Begun>(async (q) => {
         const t = nowSecs();
         await q.query(sql.forgetExpired, [scope, key, core.expiredBefore(t, retention)]);
         const [rowId, token] = [newToken(), newToken()];
-        const inserted = await q.query(sql.insertStarted, [scope, key, fp, t, STARTED, rowId, token, leaseEnd()]);
-        if (inserted.affected === 1) return { commit: true, value: { held: hold(scope, key, STARTED, rowId, token) } };
+        const inserted = await q.query(sql.insertStarted, [scope, key, fp, t, STARTED, rowId, token, leaseEnd(), traceparent]);
+        if (inserted.affected === 1) return { commit: true, value: { held: hold(scope, key, STARTED, rowId, token, traceparent) } };
         const row = (await q.query(sql.selectForBegin, [scope, key])).rows[0];
         if (row === undefined) throw new core.CoreError("the key row vanished after a conflict");
         const decided = core.beginDecision(fp, row, Number(row["locked_until"]), Date.now());
         if (!("take_over" in decided)) return { commit: true, value: decided };
         await q.query(sql.takeOver, [token, leaseEnd(), scope, key]);
-        return { commit: true, value: { held: hold(scope, key, String(row["recovery_point"]), row["row_id"], token) } };
+        return { commit: true, value: { held: hold(scope, key, String(row["recovery_point"]), row["row_id"], token, row["traceparent"]) } };
       }, boundWaits)));
     },
 
@@ -286,7 +296,7 @@ export function atomicPhases(options: PhasesOptions<unknown>): AtomicPhases<unkn
         for (const row of rows) {
           const [scope, key, token] = [String(row["scope"]), String(row["key"]), newToken()];
           await q.query(sql.takeOver, [token, leaseEnd(), scope, key]);
-          taken.push(hold(scope, key, String(row["recovery_point"]), row["row_id"], token));
+          taken.push(hold(scope, key, String(row["recovery_point"]), row["row_id"], token, row["traceparent"]));
         }
         return { commit: true, value: taken };
       });

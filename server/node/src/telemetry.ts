@@ -72,12 +72,29 @@ export interface SpanOptions {
 // nothing). The Rust library's `trace_context` reads and writes the same form.
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
+/** An id of all zeros, which the W3C form refuses. */
+const ZEROS = /^0+$/;
+
+/**
+ * The remote span context of a `traceparent`, or undefined when it is not a valid version 00 value (the W3C
+ * rules the Rust library's `TraceParent::parse` keeps: lowercase hex fields of 2, 32, 16 and 2 digits, ids not
+ * all zero).
+ */
+function parseTraceparent(traceparent: string): Api.SpanContext | undefined {
+  const parts = TRACEPARENT.exec(traceparent.trim());
+  if (parts === null || ZEROS.test(parts[1]!) || ZEROS.test(parts[2]!)) return undefined;
+  return { traceId: parts[1]!, spanId: parts[2]!, traceFlags: parseInt(parts[3]!, 16), isRemote: true };
+}
+
 /** The remote span context of a `traceparent`, or undefined when it is not a valid version 00 value. */
 function remoteSpanContext(api: OtelApi, traceparent: string): Api.SpanContext | undefined {
-  const parts = TRACEPARENT.exec(traceparent.trim());
-  if (parts === null) return undefined;
-  const remote = { traceId: parts[1]!, spanId: parts[2]!, traceFlags: parseInt(parts[3]!, 16), isRemote: true };
-  return api.trace.isSpanContextValid(remote) ? remote : undefined;
+  const remote = parseTraceparent(traceparent);
+  return remote !== undefined && api.trace.isSpanContextValid(remote) ? remote : undefined;
+}
+
+/** `value` when it is a valid W3C `traceparent` (trimmed), else undefined: what a key row may keep. */
+export function validTraceparent(value: string | undefined): string | undefined {
+  return value !== undefined && parseTraceparent(value) !== undefined ? value.trim() : undefined;
 }
 
 /** The W3C `traceparent` of the active span, or undefined without the API or a valid active span. */

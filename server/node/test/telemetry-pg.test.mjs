@@ -31,6 +31,7 @@ import {
   outboxWorker,
   pgStore,
   phasedHandler,
+  phasesCompleter,
   receiveMessage,
   sendAnswer,
 } from "idempotent-endpoint";
@@ -42,6 +43,12 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT_ID = "00f067aa0ba902b7";
 const TRACEPARENT = `00-${TRACE_ID}-${PARENT_ID}-01`;
+/** The key table as versions before its `traceparent` column made it: install adds the column. */
+const OLD_KEY_TABLE = `CREATE TABLE idempotency_records (
+  scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, status_code INTEGER NULL,
+  response_headers TEXT NULL, response_body TEXT NULL, created_at BIGINT NOT NULL,
+  recovery_point TEXT NOT NULL DEFAULT 'finished', row_id TEXT NULL, lock_token TEXT NULL,
+  locked_until BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (scope, key))`;
 /** The hash a span shows of a key, computed here independently of the package (SHA-256, 16 hex digits). */
 const hashOf = (key) => createHash("sha256").update(key).digest("hex").slice(0, 16);
 
@@ -338,6 +345,53 @@ describe("tracing and metrics on PostgreSQL", () => {
     } finally {
       await new Promise((resolve) => sender.close(resolve));
       await new Promise((resolve) => receiver.close(resolve));
+    }
+  });
+
+  it("the completer continues the trace of the request that claimed the key (on a key table install upgraded)", async () => {
+    exporter.reset();
+    cluster.createDatabase("node_old_keys");
+    const oldPool = new pg.Pool({ connectionString: cluster.url("node_old_keys"), max: 2 });
+    try {
+      await oldPool.query(OLD_KEY_TABLE);
+      const phases = atomicPhases({ database: oldPool, leaseMs: 1 });
+      await phases.install();
+      await phases.install();
+      // The request claims the key under its own span (continuing the client's traceparent), then "crashes".
+      const claim = { method: "POST", path: "/pay", keyHeader: ["telemetry-completer-trace"], body: new TextEncoder().encode("{}") };
+      const requestContext = propagation.extract(context.active(), { traceparent: TRACEPARENT });
+      const tracer = trace.getTracer("telemetry-test");
+      const { begun, requestSpanId } = await tracer.startActiveSpan("request", { kind: SpanKind.SERVER }, requestContext, async (span) => {
+        try {
+          return { begun: await phases.begin(claim), requestSpanId: span.spanContext().spanId };
+        } finally {
+          span.end();
+        }
+      });
+      assert.ok(begun.held, "the key is held");
+      const { rows } = await oldPool.query("SELECT traceparent FROM idempotency_records WHERE key = $1", [claim.keyHeader[0]]);
+      assert.equal(rows[0].traceparent, `00-${TRACE_ID}-${requestSpanId}-01`, "the row keeps the request's traceparent");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+
+      // The completer, outside any request.
+      const completed = [];
+      const completer = phasesCompleter(phases, async (held) => {
+        completed.push(held.traceparent);
+        await phases.finish(held, async () => ({ status: 201, body: {} }));
+      });
+      assert.equal(await completer.pass(), 1);
+      assert.deepEqual(completed, [rows[0].traceparent]);
+      const spans = exporter.getFinishedSpans();
+      const [complete] = spans.filter((s) => s.name === "idempotency.complete");
+      assert.equal(complete?.spanContext().traceId, TRACE_ID, "the completion is in the request's trace");
+      assert.equal(complete.parentSpanContext?.spanId, requestSpanId, "a child of the request's span");
+      assert.deepEqual(complete.links.map((l) => [l.context.traceId, l.context.spanId]), [[TRACE_ID, requestSpanId]], "linked to it");
+      assert.equal(complete.attributes["idempotency.recovery_point"], "started");
+      assert.equal(complete.attributes["idempotency.key_hash"], hashOf(claim.keyHeader[0]));
+      const finish = spans.find((s) => s.name === "idempotency.phase" && s.attributes["idempotency.phase"] === FINISHED);
+      assert.equal(finish?.parentSpanContext?.spanId, complete.spanContext().spanId, "the finish step is the completion's child");
+    } finally {
+      await oldPool.end();
     }
   });
 

@@ -54,6 +54,11 @@ pub struct Held {
     pub point: String,
     /// The row's own random id (128 bits from the CSPRNG).
     pub row_id: String,
+    /// The W3C `traceparent` of the request that claimed the row: the span `begin` was called in (feature
+    /// `otel`), kept on the row from its insert; `None` when that span had no valid trace context. A
+    /// completer's span continues it ([`completion_span`]), so work finished after a crash joins the trace of
+    /// the request that started it.
+    pub traceparent: Option<String>,
     pub(crate) token: String,
 }
 
@@ -93,6 +98,37 @@ pub enum Begun {
     /// The key needs no work: its answer to replay, a mismatch (422), another holder's live lease (409), or
     /// a fence (410: the key was settled before any request with it arrived).
     Answered(Outcome),
+}
+
+/// The `traceparent` a new key row keeps: the current span's, the request that calls `begin` (read before
+/// `begin`'s own span is entered), and only a valid W3C value.
+#[cfg(feature = "runtime")]
+pub(crate) fn claiming_traceparent() -> Option<String> {
+    crate::trace_context::current().filter(|value| crate::trace_context::TraceParent::parse(value).is_some())
+}
+
+/// The span of `begin` (`idempotency.phase`, as every step's).
+#[cfg(feature = "runtime")]
+pub(crate) fn begin_span() -> tracing::Span {
+    tracing::info_span!("idempotency.phase", idempotency.phase = "begin")
+}
+
+/// The span a completer drives `held` in (`idempotency.complete`, with the key's hash and the recovery point it
+/// resumes at): a child of the row's [`Held::traceparent`] and linked to it, as an outbox delivery continues
+/// its message's (see [`crate::outbox`], "Traces"), so the completion reads in the trace of the request
+/// that claimed the key. Without a `traceparent` (or without the feature `otel`) it stays where it is
+/// created. Enter it (or instrument the completion with it) before the first step.
+#[cfg(feature = "runtime")]
+pub fn completion_span(held: &Held) -> tracing::Span {
+    let span = tracing::info_span!(
+        "idempotency.complete",
+        idempotency.key_hash = %crate::fingerprint::key_hash(held.key.as_str()),
+        idempotency.recovery_point = %held.point,
+    );
+    if let Some(traceparent) = &held.traceparent {
+        crate::trace_context::continue_from(&span, traceparent);
+    }
+    span
 }
 
 #[cfg(feature = "runtime")]

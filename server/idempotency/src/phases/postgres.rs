@@ -11,7 +11,12 @@ use std::time::Duration;
 
 use tokio_postgres::{Client, Transaction};
 
-use super::{check_point, existing_row, lease_end, random_hex, require_row_id, Begun, Held, FINISHED, STARTED};
+use tracing::Instrument;
+
+use super::{
+    begin_span, check_point, claiming_traceparent, existing_row, lease_end, random_hex, require_row_id, Begun, Held,
+    FINISHED, STARTED,
+};
 use crate::error::{check_scope, RunError, StoreError};
 use crate::key::IdempotencyKey;
 use crate::outcome::Outcome;
@@ -24,13 +29,24 @@ use crate::retention::{unix_now, unix_now_ms};
 /// The future of one step's work: `|tx| Box::pin(async move { ...; Ok(()) })`.
 pub type StepFuture<'a, E> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), E>> + Send + 'a>>;
 
-/// Starts (or takes over) the phased work of a keyed request, holding the row for `lease`.
-#[tracing::instrument(name = "idempotency.phase", skip_all, fields(idempotency.phase = "begin"))]
+/// Starts (or takes over) the phased work of a keyed request, holding the row for `lease`. A new row keeps
+/// the current span's `traceparent` ([`Held::traceparent`]).
 pub async fn begin(
     client: &mut Client,
     request: &KeyedRequest,
     retention: Duration,
     lease: Duration,
+) -> Result<Begun, StoreError> {
+    let traceparent = claiming_traceparent();
+    begin_in(client, request, retention, lease, traceparent).instrument(begin_span()).await
+}
+
+async fn begin_in(
+    client: &mut Client,
+    request: &KeyedRequest,
+    retention: Duration,
+    lease: Duration,
+    traceparent: Option<String>,
 ) -> Result<Begun, StoreError> {
     check_scope(&request.scope)?;
     let tx = client.transaction().await?;
@@ -41,20 +57,31 @@ pub async fn begin(
     let inserted = tx
         .execute(
             sql::INSERT_STARTED,
-            &[&scope, &key, &request.fingerprint, &unix_now(), &STARTED, &row_id, &token, &lease_end(lease)],
+            &[
+                &scope,
+                &key,
+                &request.fingerprint,
+                &unix_now(),
+                &STARTED,
+                &row_id,
+                &token,
+                &lease_end(lease),
+                &traceparent,
+            ],
         )
         .await
         .map_err(key_wait)?;
-    let held = |point: String, row_id: String, token: String| Held {
+    let held = |point: String, row_id: String, token: String, traceparent: Option<String>| Held {
         scope: scope.to_owned(),
         key: request.key.clone(),
         point,
         row_id,
+        traceparent,
         token,
     };
     if inserted == 1 {
         tx.commit().await?;
-        return Ok(Begun::Held(held(STARTED.to_owned(), row_id, token)));
+        return Ok(Begun::Held(held(STARTED.to_owned(), row_id, token, traceparent)));
     }
     let row = tx.query_one(sql::SELECT_FOR_BEGIN, &[&scope, &key]).await.map_err(key_wait)?;
     let fingerprint: String = row.try_get(0)?;
@@ -66,7 +93,7 @@ pub async fn begin(
     let row_id = require_row_id(row.try_get(5)?, key)?;
     tx.execute(sql::TAKE_OVER, &[&token, &lease_end(lease), &scope, &key]).await?;
     tx.commit().await?;
-    Ok(Begun::Held(held(row.try_get(4)?, row_id, token)))
+    Ok(Begun::Held(held(row.try_get(4)?, row_id, token, row.try_get(7)?)))
 }
 
 /// Locks the row, waiting for it at most [`crate::postgres::KEY_LOCK_TIMEOUT`] (else
@@ -172,11 +199,11 @@ pub async fn unfinished(client: &mut Client, limit: i64, lease: Duration) -> Res
     let mut held = Vec::with_capacity(rows.len());
     for row in rows {
         let (scope, key, point): (String, String, String) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
-        let row_id = require_row_id(row.try_get(3)?, &key)?;
+        let (row_id, traceparent) = (require_row_id(row.try_get(3)?, &key)?, row.try_get(4)?);
         let token = random_hex()?;
         tx.execute(sql::TAKE_OVER, &[&token, &lease_end(lease), &scope, &key]).await?;
         let key = IdempotencyKey::parse(&key).map_err(|e| StoreError::Corrupt(format!("stored key: {e}")))?;
-        held.push(Held { scope, key, point, row_id, token });
+        held.push(Held { scope, key, point, row_id, traceparent, token });
     }
     tx.commit().await?;
     Ok(held)

@@ -4,7 +4,12 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
-use super::{check_point, existing_row, lease_end, random_hex, require_row_id, Begun, Held, FINISHED, STARTED};
+use tracing::Instrument;
+
+use super::{
+    begin_span, check_point, claiming_traceparent, existing_row, lease_end, random_hex, require_row_id, Begun, Held,
+    FINISHED, STARTED,
+};
 use crate::error::{check_scope, RunError, StoreError};
 use crate::key::IdempotencyKey;
 use crate::outcome::Outcome;
@@ -13,13 +18,17 @@ use crate::response::{StoredResponse, MAX_STORED_BODY_BYTES};
 use crate::retention::{unix_now, unix_now_ms};
 use crate::sqlite::{begin_key_tx, forget_expired, SqliteKeys};
 
-type PhaseRow = (String, Option<u16>, Option<String>, Option<String>, String, Option<String>, i64);
+type PhaseRow = (String, Option<u16>, Option<String>, Option<String>, String, Option<String>, i64, Option<String>);
+
+/// An unfinished row as the completer's query reads it: scope, key, recovery point, row id, traceparent.
+type UnfinishedRow = (String, String, String, Option<String>, Option<String>);
 
 fn begin_in(
     conn: &mut Connection,
     request: &KeyedRequest,
     retention: Duration,
     lease: Duration,
+    traceparent: Option<String>,
 ) -> Result<Begun, StoreError> {
     check_scope(&request.scope)?;
     let tx = begin_key_tx(conn)?;
@@ -27,27 +36,31 @@ fn begin_in(
     forget_expired(&tx, scope, key, retention)?;
     let (row_id, token) = (random_hex()?, random_hex()?);
     let inserted = tx.execute(
-        "INSERT INTO idempotency_records (scope, key, fingerprint, created_at, recovery_point, row_id, lock_token, locked_until)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (scope, key) DO NOTHING",
-        params![scope, key, request.fingerprint, unix_now(), STARTED, row_id, token, lease_end(lease)],
+        "INSERT INTO idempotency_records
+             (scope, key, fingerprint, created_at, recovery_point, row_id, lock_token, locked_until, traceparent)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (scope, key) DO NOTHING",
+        params![scope, key, request.fingerprint, unix_now(), STARTED, row_id, token, lease_end(lease), traceparent],
     )?;
-    let held = |point: String, row_id: String, token: String| Held {
+    let held = |point: String, row_id: String, token: String, traceparent: Option<String>| Held {
         scope: scope.to_owned(),
         key: request.key.clone(),
         point,
         row_id,
+        traceparent,
         token,
     };
     if inserted == 1 {
         tx.commit()?;
-        return Ok(Begun::Held(held(STARTED.to_owned(), row_id, token)));
+        return Ok(Begun::Held(held(STARTED.to_owned(), row_id, token, traceparent)));
     }
-    let (fingerprint, status, headers, body, point, stored_row_id, locked_until): PhaseRow = tx.query_row(
-        "SELECT fingerprint, status_code, response_headers, response_body, recovery_point, row_id, locked_until
-         FROM idempotency_records WHERE scope = ?1 AND key = ?2",
-        params![scope, key],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?)),
-    )?;
+    let (fingerprint, status, headers, body, point, stored_row_id, locked_until, stored_traceparent): PhaseRow = tx
+        .query_row(
+            "SELECT fingerprint, status_code, response_headers, response_body, recovery_point, row_id, locked_until,
+                    traceparent
+             FROM idempotency_records WHERE scope = ?1 AND key = ?2",
+            params![scope, key],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?)),
+        )?;
     let stored = StoredResponse::from_columns(status, headers.as_deref(), body)
         .map_err(|e| StoreError::Corrupt(format!("response_headers: {e}")))?;
     if let Some(outcome) = existing_row(&request.fingerprint, &fingerprint, stored, locked_until, unix_now_ms()) {
@@ -61,7 +74,7 @@ fn begin_in(
         params![token, lease_end(lease), scope, key],
     )?;
     tx.commit()?;
-    Ok(Begun::Held(held(point, row_id, token)))
+    Ok(Begun::Held(held(point, row_id, token, stored_traceparent)))
 }
 
 /// Checks `held` still holds its row (else [`StoreError::LeaseLost`]) inside `tx`.
@@ -80,11 +93,13 @@ fn check_lease(tx: &Transaction<'_>, held: &Held) -> Result<(), StoreError> {
 }
 
 impl SqliteKeys {
-    /// Starts (or takes over) the phased work of a keyed request, holding the row for `lease`.
-    #[tracing::instrument(name = "idempotency.phase", skip_all, fields(idempotency.phase = "begin"))]
+    /// Starts (or takes over) the phased work of a keyed request, holding the row for `lease`. A new row keeps
+    /// the current span's `traceparent` ([`Held::traceparent`]).
     pub async fn begin(&self, request: KeyedRequest, lease: Duration) -> Result<Begun, StoreError> {
-        let retention = self.retention();
-        self.with_conn(move |conn| begin_in(conn, &request, retention, lease)).await
+        let (retention, traceparent) = (self.retention(), claiming_traceparent());
+        self.with_conn(move |conn| begin_in(conn, &request, retention, lease, traceparent))
+            .instrument(begin_span())
+            .await
     }
 
     /// One step: in one transaction, checks the lease, runs `work` (the app's rows for this step) and moves
@@ -189,18 +204,18 @@ impl SqliteKeys {
     pub async fn unfinished(&self, limit: i64, lease: Duration) -> Result<Vec<Held>, StoreError> {
         self.with_conn(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let rows: Vec<(String, String, String, Option<String>)> = {
+            let rows: Vec<UnfinishedRow> = {
                 let mut stmt = tx.prepare(
-                    "SELECT scope, key, recovery_point, row_id FROM idempotency_records
+                    "SELECT scope, key, recovery_point, row_id, traceparent FROM idempotency_records
                      WHERE recovery_point <> ?1 AND locked_until <= ?2 ORDER BY locked_until LIMIT ?3",
                 )?;
                 let rows = stmt.query_map(params![FINISHED, unix_now_ms(), limit], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
                 })?;
                 rows.collect::<Result<_, _>>()?
             };
             let mut held = Vec::with_capacity(rows.len());
-            for (scope, key, point, row_id) in rows {
+            for (scope, key, point, row_id, traceparent) in rows {
                 let token = random_hex()?;
                 tx.execute(
                     "UPDATE idempotency_records SET lock_token = ?1, locked_until = ?2 WHERE scope = ?3 AND key = ?4",
@@ -208,7 +223,7 @@ impl SqliteKeys {
                 )?;
                 let key = IdempotencyKey::parse(&key).map_err(|e| StoreError::Corrupt(format!("stored key: {e}")))?;
                 let row_id = require_row_id(row_id, key.as_str())?;
-                held.push(Held { scope, key, point, row_id, token });
+                held.push(Held { scope, key, point, row_id, traceparent, token });
             }
             tx.commit()?;
             Ok(held)
