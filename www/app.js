@@ -516,7 +516,8 @@ async function refreshTrace() {
     const n = (role, one, many = `${one}s`) => `${counts[role] ?? 0} ${(counts[role] ?? 0) === 1 ? one : many}`;
     el.traceSummary.textContent = `Trace ${traceId} (${Math.round(durationMs)} ms): ${n("intent", "intent")}, ` +
       `${n("attempt", "attempt")}, ${n("request", "server request")}, ${n("phase", "phase")}, ` +
-      `${n("provider-call", "provider call")}, ${n("provider", "provider span")}.`;
+      `${n("provider-call", "provider call")}, ${n("provider", "provider span")}, ${n("completion", "completion")}, ` +
+      `${n("delivery", "delivery", "deliveries")}, ${n("receipt", "receipt")}.`;
   } catch (error) {
     el.traceSummary.textContent = `Could not load the trace from ${TRACES} (${error.message}).`;
   } finally {

@@ -12,13 +12,15 @@ const INTENT_SPAN_NAME = "idempotent-fetch intent";
 const SERVER = 2;
 const CLIENT = 3;
 
-/** What a span is in the payment's story: intent, attempt, request, transaction, phase, provider-call,
- *  provider, delivery or other. */
+/** What a span is in the payment's story: intent, attempt, request, transaction, phase, completion,
+ *  provider-call, provider, delivery, receipt or other. */
 export function role(span) {
   if (span.name === INTENT_SPAN_NAME) return "intent";
   if (span.name === "idempotency.transaction") return "transaction";
   if (span.name === "idempotency.phase") return "phase";
+  if (span.name === "idempotency.complete") return "completion";
   if (span.name === "outbox.deliver") return "delivery";
+  if (span.name === "inbox.receive") return "receipt";
   if (span.service === "payment-provider" && span.kind === SERVER) return "provider";
   if (span.attributes["idempotency.derived_key_hash"] !== undefined) return "provider-call";
   if (span.kind === CLIENT && span.attributes["idempotent_fetch.intent_id"] !== undefined) return "attempt";
@@ -53,8 +55,12 @@ function label(span, kind) {
       return `provider call ${span.name} ${a["url.full"] ? new URL(a["url.full"]).pathname : ""}${arrow} · derived key #${a["idempotency.derived_key_hash"]}`;
     case "provider":
       return `provider ${span.name}${arrow}`;
+    case "completion":
+      return `completer resumes the key at ${a["idempotency.recovery_point"] ?? "?"} · key #${a["idempotency.key_hash"] ?? "?"}`;
     case "delivery":
       return `outbox delivery ${a["messaging.message.id"] ?? ""}`;
+    case "receipt":
+      return `${span.service} receives ${a["messaging.message.id"] ?? ""}`;
     default:
       return `${span.service}: ${span.name}`;
   }

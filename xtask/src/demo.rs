@@ -1,8 +1,9 @@
 //! `cargo xtask demo [--port 8080]`: build the package and the page's tracing bundle if stale, then run the
 //! reference server with a payment provider, a mail receiver and a trace receiver next to it (ports
 //! `port + 1`, `port + 2` and `port + 3`), restarting the server whenever it crashes (the demo page's "crash
-//! after the charge" fault ends it on purpose). The server exports its spans over OTLP/HTTP to the trace
-//! receiver, and so does the page opened with `?traces=` (the address printed), which draws them.
+//! after the charge" fault ends it on purpose). The server, the provider and the mail receiver export their
+//! spans over OTLP/HTTP to the trace receiver, and so does the page opened with `?traces=` (the address
+//! printed), which draws them.
 
 use crate::install;
 use crate::process::{cmd, spawn_listening, ChildGuard, Result};
@@ -35,8 +36,9 @@ pub fn demo(port: u16) -> Result {
     let provider_args =
         ["--enable-faults", "--db", "target/demo-provider.sqlite", "--otlp-endpoint", traces_url.as_str()];
     let _provider = service(&sibling("payment-provider"), provider_port, &provider_args)?;
-    let _mailbox =
-        service(&sibling("mail-receiver"), mail_port, &["--enable-faults", "--db", "target/demo-mail.sqlite"])?;
+    let mail_args =
+        ["--enable-faults", "--db", "target/demo-mail.sqlite", "--otlp-endpoint", traces_url.as_str()];
+    let _mailbox = service(&sibling("mail-receiver"), mail_port, &mail_args)?;
     let addr = format!("127.0.0.1:{port}");
     // One session secret for every restart of this run, so the page's session survives a crash (without
     // one the server draws a new secret at each start and the shopper would be signed out).
