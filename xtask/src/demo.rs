@@ -36,8 +36,7 @@ pub fn demo(port: u16) -> Result {
     let provider_args =
         ["--enable-faults", "--db", "target/demo-provider.sqlite", "--otlp-endpoint", traces_url.as_str()];
     let _provider = service(&sibling("payment-provider"), provider_port, &provider_args)?;
-    let mail_args =
-        ["--enable-faults", "--db", "target/demo-mail.sqlite", "--otlp-endpoint", traces_url.as_str()];
+    let mail_args = ["--enable-faults", "--db", "target/demo-mail.sqlite", "--otlp-endpoint", traces_url.as_str()];
     let _mailbox = service(&sibling("mail-receiver"), mail_port, &mail_args)?;
     let addr = format!("127.0.0.1:{port}");
     // One session secret for every restart of this run, so the page's session survives a crash (without
