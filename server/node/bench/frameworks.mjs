@@ -6,6 +6,7 @@
 //
 //   node server/node/bench/frameworks.mjs [--seconds S] [--rounds R] [--concurrency C]
 //   node server/node/bench/frameworks.mjs --tracing [--seconds S] [--rounds R] [--concurrency C]
+//   --frameworks express,hono (default: all four) and --databases postgres (default: postgres,pglite) run a subset.
 //
 // --tracing measures only what tracing costs a request: the express server on PostgreSQL twice, one child
 // with the OpenTelemetry SDK registered as an app would (a W3C propagator, the async-hooks context manager,
@@ -331,7 +332,7 @@ async function measure(framework, db, spec, seconds, rounds, concurrency, redisU
 
 async function main() {
   const { values } = parseArgs({
-    options: { seconds: { type: "string", default: "2" }, rounds: { type: "string", default: "3" }, concurrency: { type: "string", default: "8" }, tracing: { type: "boolean", default: false } },
+    options: { seconds: { type: "string", default: "2" }, rounds: { type: "string", default: "3" }, concurrency: { type: "string", default: "8" }, tracing: { type: "boolean", default: false }, frameworks: { type: "string", default: FRAMEWORKS.join(",") }, databases: { type: "string", default: "postgres,pglite" } },
   });
   const seconds = Number(values.seconds);
   const rounds = Number(values.rounds);
@@ -365,8 +366,8 @@ async function main() {
     const got = await noHttp(cluster.url("no_http"), seconds, rounds, concurrency);
     rows.push({ framework: "(no HTTP)", db: "postgres", p: summary(got.protected, seconds * rounds), u: summary(got.plain, seconds * rounds) });
     console.error("endpoint.run without HTTP: done");
-    for (const db of ["postgres", "pglite"]) {
-      for (const framework of FRAMEWORKS) {
+    for (const db of values.databases.split(",")) {
+      for (const framework of values.frameworks.split(",")) {
         const name = `${framework}_${db}`.replace(/[^a-z_]/g, "");
         let spec;
         if (db === "postgres") {

@@ -114,7 +114,7 @@ export function parseJsonBody(contentType: string | null | undefined, body: Uint
     return { answer: core.problemAnswer("invalid-body", "The body must be JSON, sent with Content-Type: application/json.") };
   }
   try {
-    return { json: JSON.parse(Buffer.from(body).toString("utf8")) };
+    return { json: JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8")) };
   } catch (error) {
     return { answer: core.problemAnswer("invalid-body", `The body is not valid JSON: ${error instanceof Error ? error.message : String(error)}`) };
   }

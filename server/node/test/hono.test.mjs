@@ -34,6 +34,64 @@ httpSuite("Hono 4 middleware", async (endpoint) => {
   };
 });
 
+// What the handler answers is what is stored and replayed, however its Response holds its body: text the
+// Response was made with (read without building the platform's Response), bytes, or a stream.
+describe("Hono 4 middleware: the handler's Response stored as it is", () => {
+  let db;
+  let server;
+  let base;
+  const TEXT = "d\u00e9j\u00e0 vu \u2713";
+  const answers = {
+    json: (c) => c.json({ sku: "mug", note: TEXT }, 201),
+    text: (c) => c.text(TEXT, 202, { "x-order": "1" }),
+    bytes: () => new Response(new TextEncoder().encode(TEXT), { status: 201, headers: { "content-type": "text/plain; charset=utf-8" } }),
+    stream: () =>
+      new Response(
+        new ReadableStream({
+          start(controller) {
+            controller.enqueue(new TextEncoder().encode(TEXT.slice(0, 3)));
+            controller.enqueue(new TextEncoder().encode(TEXT.slice(3)));
+            controller.close();
+          },
+        }),
+        { status: 201, headers: { "content-type": "text/plain; charset=utf-8" } },
+      ),
+  };
+
+  before(async () => {
+    db = new PGlite();
+    const endpoint = idempotentEndpoint({ database: db });
+    await endpoint.install();
+    const app = new Hono();
+    for (const [name, answer] of Object.entries(answers)) app.post(`/${name}`, idempotency(endpoint), async (c) => answer(c));
+    await new Promise((resolve) => (server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, resolve)));
+    base = `http://127.0.0.1:${server.address().port}`;
+  });
+
+  after(async () => {
+    server?.closeAllConnections?.();
+    await new Promise((r) => server?.close(r));
+    await db?.close();
+  });
+
+  for (const name of Object.keys(answers)) {
+    it(`${name}: the first answer is the handler's, the replay the same`, async () => {
+      const key = randomUUID();
+      const post = () => fetch(`${base}/${name}`, { method: "POST", headers: { "content-type": "application/json", "idempotency-key": key }, body: "{}" });
+      const first = await post();
+      const body = await first.text();
+      assert.equal(body, name === "json" ? JSON.stringify({ sku: "mug", note: TEXT }) : TEXT);
+      const again = await post();
+      assert.equal(again.headers.get("idempotent-replayed"), "true");
+      assert.equal(again.status, first.status);
+      assert.equal(await again.text(), body);
+      for (const header of ["content-type", "x-order"]) assert.equal(again.headers.get(header), first.headers.get(header), header);
+      const stored = (await db.query("SELECT response_body FROM idempotency_records WHERE key = $1", [key])).rows[0];
+      assert.equal(stored.response_body, body);
+    });
+  }
+});
+
 // The body as the web integrations read it (Hono here; Next's wrapper shares the code): a declared length
 // is read whole against the deadline, a body of unknown length chunk by chunk against the limit.
 describe("Hono 4 middleware: body limits", () => {
