@@ -34,19 +34,9 @@ function read<T extends object>(text: string): T {
   return value as T;
 }
 
-/**
- * The last header values a key was read from, and the key: an integration reads the key before the body
- * (a bad one is refused before the body is read) and `endpoint.run` reads it again from the same values.
- */
-let lastKey: { values: string[]; key: string } | undefined;
-
 /** The key from every value of the `Idempotency-Key` header, or the 400 answer. */
 export function keyFromHeader(values: string[]): { key: string } | { answer: Answer } {
-  const last = lastKey;
-  if (last !== undefined && last.values.length === values.length && last.values.every((value, i) => value === values[i])) return { key: last.key };
-  const parsed = read<{ key: string } | { answer: Answer }>(wasm.keyFromHeader(values));
-  lastKey = "key" in parsed ? { values: [...values], key: parsed.key } : undefined;
-  return parsed;
+  return read(wasm.keyFromHeader(values));
 }
 
 /** A key from a URL (key status), or the 400 answer. */

@@ -60,25 +60,9 @@ async function readRequestBody(request: Request, limits: BodyLimits): Promise<Ui
   }
 }
 
-/**
- * The text a `Response` was made with, while it still holds it: @hono/node-server's `Response` (the global
- * one on that server, so Hono's `c.json()` and a handler's `Response.json()` there) keeps its status, body
- * and headers as given until something asks for the platform's `Response`, and `text()` would build that,
- * with a stream, only to read the same text back. Undefined for any other `Response` or body (read with
- * `text()` then).
- */
-function heldText(response: Response): string | undefined {
-  for (const symbol of Object.getOwnPropertySymbols(response)) {
-    if (symbol.description !== "cache") continue;
-    const held: unknown = (response as unknown as Record<symbol, unknown>)[symbol];
-    if (Array.isArray(held) && held.length === 3 && held[0] === response.status && typeof held[1] === "string") return held[1];
-  }
-  return undefined;
-}
-
 /** The handler's `Response` as the answer stored on the key row (its body read as text). */
 async function fromResponse(response: Response): Promise<HandlerAnswer> {
-  const body = heldText(response) ?? (await response.text());
+  const body = await response.text();
   const headers: Record<string, string> = {};
   response.headers.forEach((value, name) => {
     if (name !== "content-length") headers[name] = value;

@@ -34,8 +34,8 @@ httpSuite("Hono 4 middleware", async (endpoint) => {
   };
 });
 
-// What the handler answers is what is stored and replayed, however its Response holds its body: text the
-// Response was made with (read without building the platform's Response), bytes, or a stream.
+// What the handler answers is what is stored and replayed, however its Response holds its body: text from
+// Hono's helpers, bytes, or a stream.
 describe("Hono 4 middleware: the handler's Response stored as it is", () => {
   let db;
   let server;
