@@ -87,7 +87,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | protocol (no I/O) | [`defaults`], [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], [`postgres_sql`], [`outbox_sql`], [`inbox_sql`], [`phases_sql`], [`retry_schedule`], `random` |
+//! | protocol (no I/O) | [`defaults`], [`problem`], [`error`], [`key`], [`fingerprint`](mod@fingerprint), [`response`], [`outcome`], [`status`], [`retention`], [`postgres_sql`], [`outbox_sql`], [`inbox_sql`], [`phases_sql`], [`retry_schedule`], [`traceparent`], `random` |
 //! | runtime | [`request`] (the axum extractor), [`periodic`] (the loop of every background task), [`serve`] (the HTTP server loop), [`trace_context`] (the trace context a message carries) |
 //! | store | [`inflight`], `sqlite_columns`, [`outbox_table`], [`sqlite`], [`postgres`] |
 //! | work | [`outbox`], [`inbox`], [`phases`], `phases::sqlite`, [`phases::postgres`] |
@@ -134,6 +134,7 @@ mod sqlite_columns;
 pub mod status;
 #[cfg(feature = "runtime")]
 pub mod trace_context;
+pub mod traceparent;
 
 pub use error::{RunError, StoreError};
 pub use fingerprint::{fingerprint, key_hash};

@@ -56,6 +56,7 @@ use crate::error::StoreError;
 use crate::outbox_sql;
 use crate::retention::{unix_now, unix_now_ms};
 use crate::trace_context;
+use crate::traceparent;
 
 pub use crate::outbox_table::{POSTGRES_SCHEMA, SQLITE_SCHEMA};
 
@@ -69,7 +70,8 @@ pub struct Message {
     /// The message (JSON text).
     pub payload: String,
     /// The W3C `traceparent` of the span that enqueued it (see the module docs, "Traces"): recorded by the
-    /// enqueue from the current span when this is `None`, kept as it is when set; read back with the claim.
+    /// enqueue from the current span when this is `None` (or not a valid W3C value), kept when set; read back
+    /// with the claim.
     pub traceparent: Option<String>,
 }
 
@@ -149,9 +151,9 @@ async fn insert_postgres(
     Ok(())
 }
 
-/// The `traceparent` a message is enqueued with: its own, or the current span's.
+/// The `traceparent` a message is enqueued with: its own when valid, else the current span's.
 fn creation_context(message: &Message) -> Option<String> {
-    message.traceparent.clone().or_else(trace_context::current)
+    message.traceparent.as_deref().and_then(traceparent::valid).or_else(trace_context::current)
 }
 
 /// The `traceparent` header to send with a delivery of `message`: the delivery span's, when the delivery is

@@ -524,3 +524,32 @@ async fn postgres_install_upgrades_an_old_outbox_table() {
     assert_eq!(traces["old"], None);
     assert_eq!(traces["new"], traced_message().traceparent);
 }
+
+/// A `traceparent` the app sets on a message is kept only when it is a valid W3C value (in the W3C form);
+/// other text is never stored (the current span's, none here, is used instead).
+#[tokio::test]
+async fn sqlite_a_message_keeps_only_a_valid_traceparent() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let keys = SqliteKeys::open(dir.path().join("t.sqlite"), Duration::from_secs(3600)).expect("open");
+    let valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let cases = [
+        ("padded", format!(" {valid} "), Some(valid.to_owned())),
+        ("upper", valid.to_uppercase(), None),
+        ("injected", format!("{valid}\r\nx-injected: 1"), None),
+        ("text", "not a trace context".to_owned(), None),
+    ];
+    for (name, given, _) in &cases {
+        let message = Message { traceparent: Some(given.clone()), ..message(name) };
+        keys.with_conn(move |conn| {
+            let tx = conn.transaction()?;
+            outbox::enqueue_sqlite(&tx, &message)?;
+            Ok(tx.commit()?)
+        })
+        .await
+        .expect("enqueue");
+    }
+    let traces = claimed_traces(&keys).await;
+    for (name, _, expected) in &cases {
+        assert_eq!(&traces[*name], expected, "{name}");
+    }
+}

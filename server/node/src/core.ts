@@ -109,6 +109,23 @@ export function keyHash(key: string): string {
   return wasm.keyHash(key);
 }
 
+/** A W3C `traceparent` as the Rust library reads it: its value in the W3C form and its fields. */
+export interface Traceparent {
+  /** The value, `00-{traceId}-{spanId}-{flags}`. */
+  traceparent: string;
+  /** The trace id, 32 lowercase hex digits (never all zero). */
+  traceId: string;
+  /** The parent span's id, 16 lowercase hex digits (never all zero). */
+  spanId: string;
+  /** The trace flags (bit 0: sampled). */
+  traceFlags: number;
+}
+
+/** `value` read as a W3C `traceparent` (the Rust library's `TraceParent::parse`), or undefined when it is not a valid version 00 value. */
+export function traceparent(value: string): Traceparent | undefined {
+  return (JSON.parse(wasm.traceparent(value)) as Traceparent | null) ?? undefined;
+}
+
 /** The outbox's wait (ms) before the next attempt of a message that failed `attempts` times: the client crate's capped exponential backoff with full jitter, drawing from `random`. */
 export function retryDelay(baseMs: number, maxMs: number, attempts: number, random: Uint8Array): number {
   return wasm.retryDelay(baseMs, maxMs, attempts, random);

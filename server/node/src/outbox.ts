@@ -21,7 +21,7 @@ import * as core from "./core.js";
 import { storeOf } from "./endpoint.js";
 import type { Store } from "./store.js";
 import { sleep } from "./sleep.js";
-import { activeTraceparent, countDeliveryAttempt, observeBacklog, traced } from "./telemetry.js";
+import { activeTraceparent, countDeliveryAttempt, observeBacklog, traced, validTraceparent } from "./telemetry.js";
 import { runIn, type TxLike } from "./tx.js";
 
 /** The header a delivery carries the message id in, so the receiver deduplicates (see {@link receive}). */
@@ -37,7 +37,8 @@ export interface Message {
   payload: string;
   /**
    * The W3C `traceparent` of the span that enqueued it: {@link enqueue} records the active span's when this is
-   * absent and keeps it when set; the worker reads it back with the claim.
+   * absent (or not a valid W3C value: no other text is stored) and keeps it when set; the worker reads it back
+   * with the claim.
    */
   traceparent?: string;
 }
@@ -56,7 +57,7 @@ const nowSecs = (): number => Math.floor(Date.now() / 1000);
  * in any order, several at once.
  */
 export async function enqueue(tx: TxLike, message: Message, orderingKey?: string): Promise<void> {
-  const traceparent = message.traceparent ?? activeTraceparent() ?? null;
+  const traceparent = validTraceparent(message.traceparent) ?? activeTraceparent() ?? null;
   await runIn(tx, core.constants.outbox.enqueue, [message.id, message.topic, message.payload, nowSecs(), orderingKey ?? null, traceparent]);
 }
 

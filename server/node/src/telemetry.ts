@@ -69,21 +69,12 @@ export interface SpanOptions {
 
 // The W3C form read and written directly, not through the app's global propagator: the outbox column and the
 // delivery header hold a W3C `traceparent` whatever propagator the app registered (the API's default writes
-// nothing). The Rust library's `trace_context` reads and writes the same form.
-const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+// nothing). It is read by the Rust library's `TraceParent::parse`, through the wasm core.
 
-/** An id of all zeros, which the W3C form refuses. */
-const ZEROS = /^0+$/;
-
-/**
- * The remote span context of a `traceparent`, or undefined when it is not a valid version 00 value (the W3C
- * rules the Rust library's `TraceParent::parse` keeps: lowercase hex fields of 2, 32, 16 and 2 digits, ids not
- * all zero).
- */
+/** The remote span context of a `traceparent`, or undefined when it is not a valid version 00 value. */
 function parseTraceparent(traceparent: string): Api.SpanContext | undefined {
-  const parts = TRACEPARENT.exec(traceparent.trim());
-  if (parts === null || ZEROS.test(parts[1]!) || ZEROS.test(parts[2]!)) return undefined;
-  return { traceId: parts[1]!, spanId: parts[2]!, traceFlags: parseInt(parts[3]!, 16), isRemote: true };
+  const parsed = core.traceparent(traceparent);
+  return parsed === undefined ? undefined : { traceId: parsed.traceId, spanId: parsed.spanId, traceFlags: parsed.traceFlags, isRemote: true };
 }
 
 /** The remote span context of a `traceparent`, or undefined when it is not a valid version 00 value. */
@@ -92,9 +83,9 @@ function remoteSpanContext(api: OtelApi, traceparent: string): Api.SpanContext |
   return remote !== undefined && api.trace.isSpanContextValid(remote) ? remote : undefined;
 }
 
-/** `value` when it is a valid W3C `traceparent` (trimmed), else undefined: what a key row may keep. */
+/** `value` in the W3C form when it is a valid `traceparent`, else undefined: what a key row or an outbox message may keep. */
 export function validTraceparent(value: string | undefined): string | undefined {
-  return value !== undefined && parseTraceparent(value) !== undefined ? value.trim() : undefined;
+  return value === undefined ? undefined : core.traceparent(value)?.traceparent;
 }
 
 /** The W3C `traceparent` of the active span, or undefined without the API or a valid active span. */

@@ -104,7 +104,7 @@ pub enum Begun {
 /// `begin`'s own span is entered), and only a valid W3C value.
 #[cfg(feature = "runtime")]
 pub(crate) fn claiming_traceparent() -> Option<String> {
-    crate::trace_context::current().filter(|value| crate::trace_context::TraceParent::parse(value).is_some())
+    crate::trace_context::current().and_then(|value| crate::traceparent::valid(&value))
 }
 
 /// The span of `begin` (`idempotency.phase`, as every step's).

@@ -236,6 +236,23 @@ pub fn key_hash(key: &str) -> String {
     idempotent_endpoint::key_hash(key)
 }
 
+/// A W3C `traceparent` read by the library's `TraceParent::parse`: `{"traceparent": the value in its W3C
+/// form, "traceId", "spanId", "traceFlags"}`, or `null` when it is not a valid version 00 value. A span
+/// continues only such a value, and a key row or an outbox message keeps only such a value.
+#[wasm_bindgen(js_name = traceparent)]
+pub fn traceparent(value: &str) -> String {
+    match idempotent_endpoint::traceparent::TraceParent::parse(value) {
+        Some(parsed) => json!({
+            "traceparent": parsed.to_string(),
+            "traceId": format!("{:032x}", parsed.trace_id),
+            "spanId": format!("{:016x}", parsed.span_id),
+            "traceFlags": parsed.flags,
+        })
+        .to_string(),
+        None => "null".to_owned(),
+    }
+}
+
 /// The outbox's wait (milliseconds) before the next attempt of a message that failed `attempts` times:
 /// the client crate's capped exponential backoff with full jitter, from `base_ms` up to `max_ms`, drawing
 /// from `random` (`randomBytes` bytes from `crypto.getRandomValues`; too few waits the cap).

@@ -52,6 +52,27 @@ export function messageScenarios(env) {
     assert.deepEqual(await backlog(store), { undelivered: 0, oldestAgeSecs: undefined });
   });
 
+  it("a message keeps a traceparent the app sets only when it is a valid W3C value, in the W3C form; other text is not stored", async () => {
+    await clear();
+    const { store } = env();
+    const valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const cases = [
+      [` ${valid} `, valid],
+      ["00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", null],
+      ["00-00000000000000000000000000000000-00f067aa0ba902b7-01", null],
+      [`${valid}\r\nx-injected: 1`, null],
+      ["not a trace context", null],
+    ];
+    for (const [given] of cases) {
+      const message = { ...newMessage("invite-email", { given }), traceparent: given };
+      await store.transaction(async (_q, tx) => ({ commit: true, value: await enqueue(tx, message) }));
+    }
+    const { rows } = await env().db.query("SELECT payload, traceparent FROM outbox_messages");
+    const stored = new Map(rows.map((row) => [JSON.parse(row.payload).given, row.traceparent]));
+    for (const [given, expected] of cases) assert.equal(stored.get(given), expected, JSON.stringify(given));
+    await clear();
+  });
+
   it("a failed delivery is retried after the backoff, with the attempt counted; a slow one times out within a third of the lease", async () => {
     await clear();
     const { store } = env();
