@@ -18,6 +18,10 @@
 // "next" is idempotent-endpoint/next's route handler served as Next calls it (a web Request in, a Response
 // out) on @hono/node-server, not a `next start` server. The "no HTTP" row is `endpoint.run` against the
 // same order in a transaction of its own, called in this process on PostgreSQL: the key row's own cost.
+// Each framework also serves /statements: the unprotected route with the key row's two statements added
+// (its claim sent with BEGIN, the stored answer with COMMIT, as the endpoint sends them) and none of the
+// endpoint's code, so a row splits protection's cost into the database's share (statements ÷ unprotected)
+// and the integration's (protected ÷ statements): what no integration can go below, and what it adds.
 // The reference row, "express-idempotency" on PostgreSQL, is the same order behind the registry's
 // express-idempotency with its Redis adapter (the key in Redis, outside the order's transaction); it runs
 // when redis-server is on PATH and both packages are installed, else the bench says why it skipped it:
@@ -69,10 +73,13 @@ async function registerTracing() {
   metrics.setGlobalMeterProvider(new MeterProvider({ readers: [new Kept()] }));
 }
 
-/** The child: `framework` serving POST /protected and POST /plain on the database `spec`; prints its port. */
+/** The child: `framework` serving POST /protected, /plain and /statements on the database `spec`; prints its port. */
 async function serve(framework, spec, redisUrl, tracing) {
   if (tracing === "traced") await registerTracing();
-  const { idempotentEndpoint } = await import("idempotent-endpoint");
+  const { idempotentEndpoint, constants } = await import("idempotent-endpoint");
+  const sql = constants.sql;
+  // The lock name and the retention cutoff the endpoint's claim takes, from the package's own core.
+  const core = createRequire(import.meta.url)("../dist/core.js");
   let database;
   if (spec.startsWith("pglite:")) {
     const { PGlite } = await import("@electric-sql/pglite");
@@ -88,6 +95,14 @@ async function serve(framework, spec, redisUrl, tracing) {
   const order = async (q, json) => ({ status: 201, body: { id: (await q.query("INSERT INTO orders (sku) VALUES ($1) RETURNING id", [json.sku])).rows[0].id } });
   /** The unprotected route's work: the order in a transaction of its own. */
   const plain = (json) => endpoint.store.transaction(async (q) => ({ commit: true, value: await order(q, json) }));
+  /** The unprotected route's work with the key row's statements as the endpoint sends them (a fresh key), no endpoint code. */
+  const statements = (json) => {
+    const key = randomUUID();
+    const now = Math.floor(Date.now() / 1000);
+    const claim = { text: sql.claimKey, params: [core.lockName("public", key), "public", key, "0".repeat(64), now, core.expiredBefore(now, 86400)] };
+    const answer = { text: sql.storeAnswer, params: [201, '[["content-type","application/json"]]', '{"id":1}', "public", key] };
+    return endpoint.store.transaction(async (q) => ({ commit: true, value: await order(q, json), last: answer }), claim);
+  };
   let port;
   if (framework === "express-idempotency") {
     const { default: express } = await import("express");
@@ -120,6 +135,10 @@ async function serve(framework, spec, redisUrl, tracing) {
       const { status, body } = await plain(req.body);
       res.status(status).json(body);
     });
+    app.post("/statements", express.json(), async (req, res) => {
+      const { status, body } = await statements(req.body);
+      res.status(status).json(body);
+    });
     port = await new Promise((resolve) => {
       const s = app.listen(0, "127.0.0.1", () => resolve(s.address().port));
     });
@@ -134,6 +153,10 @@ async function serve(framework, spec, redisUrl, tracing) {
     });
     app.post("/plain", async (request, reply) => {
       const { status, body } = await plain(request.body);
+      return reply.code(status).send(body);
+    });
+    app.post("/statements", async (request, reply) => {
+      const { status, body } = await statements(request.body);
       return reply.code(status).send(body);
     });
     port = new URL(await app.listen({ port: 0, host: "127.0.0.1" })).port;
@@ -152,6 +175,10 @@ async function serve(framework, spec, redisUrl, tracing) {
         const { status, body } = await plain(await c.req.json());
         return c.json(body, status);
       });
+      app.post("/statements", async (c) => {
+        const { status, body } = await statements(await c.req.json());
+        return c.json(body, status);
+      });
       fetch = app.fetch;
     } else {
       const { idempotentRoute } = await import("idempotent-endpoint/next");
@@ -159,11 +186,12 @@ async function serve(framework, spec, redisUrl, tracing) {
         const { status, body } = await order(tx, json);
         return Response.json(body, { status });
       });
-      const plainRoute = async (request) => {
-        const { status, body } = await plain(await request.json());
+      const unprotected = (work) => async (request) => {
+        const { status, body } = await work(await request.json());
         return Response.json(body, { status });
       };
-      fetch = (request) => (new URL(request.url).pathname === "/protected" ? protectedRoute(request) : plainRoute(request));
+      const routes = { "/protected": protectedRoute, "/plain": unprotected(plain), "/statements": unprotected(statements) };
+      fetch = (request) => routes[new URL(request.url).pathname](request);
     }
     port = await new Promise((resolve) => {
       const s = listen({ fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s.address().port));
@@ -322,9 +350,11 @@ async function startRedis() {
 async function measure(framework, db, spec, seconds, rounds, concurrency, redisUrl) {
   const { child, base } = await startServer(framework, spec, redisUrl);
   try {
-    const got = await alternate((route, s) => round(`${base}/${route}`, s, concurrency), seconds, rounds);
+    const sides = framework === "express-idempotency" ? ["protected", "plain"] : ["protected", "plain", "statements"];
+    const got = await alternate((route, s) => round(`${base}/${route}`, s, concurrency), seconds, rounds, sides);
     console.error(`${framework} on ${db}: done`);
-    return { framework, db, p: summary(got.protected, seconds * rounds), u: summary(got.plain, seconds * rounds) };
+    const st = got.statements === undefined ? undefined : summary(got.statements, seconds * rounds);
+    return { framework, db, p: summary(got.protected, seconds * rounds), u: summary(got.plain, seconds * rounds), st };
   } finally {
     child.kill("SIGTERM");
   }
@@ -394,10 +424,11 @@ async function main() {
   }
   const f = (n) => n.toFixed(2);
   console.log(`node ${process.version}, ${concurrency} connections, ${rounds} alternating rounds of ${seconds} s per route; each request a fresh key; load average ${load.map((l) => l.toFixed(1)).join(" -> ")}`);
-  console.log("| framework | database | protected req/s | p50 ms | p99 ms | unprotected req/s | p50 ms | p99 ms | p50 ratio | p50 added ms | req/s ratio |");
-  console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-  for (const { framework, db, p, u } of rows) {
-    console.log(`| ${framework} | ${db} | ${p.rps.toFixed(0)} | ${f(p.p50)} | ${f(p.p99)} | ${u.rps.toFixed(0)} | ${f(u.p50)} | ${f(u.p99)} | ${(p.p50 / u.p50).toFixed(2)}x | ${(p.p50 - u.p50).toFixed(2)} | ${(p.rps / u.rps).toFixed(2)}x |`);
+  console.log("| framework | database | protected req/s | p50 ms | p99 ms | unprotected req/s | p50 ms | p99 ms | p50 ratio | p50 added ms | req/s ratio | statements p50 ms | statements ÷ unprotected | protected ÷ statements |");
+  console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+  for (const { framework, db, p, u, st } of rows) {
+    const split = st === undefined ? "| | | |" : `| ${f(st.p50)} | ${(st.p50 / u.p50).toFixed(2)}x | ${(p.p50 / st.p50).toFixed(2)}x |`;
+    console.log(`| ${framework} | ${db} | ${p.rps.toFixed(0)} | ${f(p.p50)} | ${f(p.p99)} | ${u.rps.toFixed(0)} | ${f(u.p50)} | ${f(u.p99)} | ${(p.p50 / u.p50).toFixed(2)}x | ${(p.p50 - u.p50).toFixed(2)} | ${(p.rps / u.rps).toFixed(2)}x ${split}`);
   }
   for (const note of notes) console.log(note);
   const over = rows.filter((r) => r.db === "postgres" && FRAMEWORKS.includes(r.framework) && r.p.p50 / r.u.p50 > 1.5);
