@@ -244,7 +244,7 @@ pub fn traceparent(value: &str) -> String {
     match idempotent_endpoint::traceparent::TraceParent::parse(value) {
         Some(parsed) => json!({
             "traceparent": parsed.to_string(),
-            "traceId": format!("{:032x}", parsed.trace_id),
+            "traceId": parsed.trace_id_hex(),
             "spanId": format!("{:016x}", parsed.span_id),
             "traceFlags": parsed.flags,
         })
