@@ -5,6 +5,12 @@
 // the steps so drift hits each. For each step: p50 latency, the Node process's CPU per request, and the
 // PostgreSQL backend's CPU per request (read from /proc on Linux; "-" elsewhere).
 //
+// One more row measures a design the endpoint does not use, as a floor for the database's share: the key row
+// written once (the in-flight mark and a read of a live row with BEGIN, the whole row with its answer with
+// COMMIT, both prepared) instead of claimed and then updated. It is not a safe protocol as it stands (a
+// row committed between the read's snapshot and the mark is only caught by the final insert's conflict),
+// so it bounds what rewriting the statements could gain.
+//
 //   IF_PG_BINDIR=/usr/lib/postgresql/15/bin node server/node/bench/breakdown.mjs [--requests N] [--rounds R]
 //
 // Needs the built package (node server/node/build.mjs) and PostgreSQL binaries (IF_PG_BINDIR or PATH).
@@ -16,6 +22,13 @@ import { parseArgs } from "node:util";
 
 const require = createRequire(import.meta.url);
 const ORDERS = "CREATE TABLE IF NOT EXISTS orders (id SERIAL PRIMARY KEY, sku TEXT NOT NULL)";
+/** The floor row's opening statement: the mark, and a live row if there is one (no row: a fresh key). */
+const ONCE_OPEN = `WITH mark AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS held)
+SELECT held, r.fingerprint, r.status_code, r.response_headers, r.response_body FROM mark
+LEFT JOIN idempotency_records r ON held AND r.scope = $2 AND r.key = $3 AND r.created_at >= $4`;
+/** The floor row's closing statement: the whole key row with its answer. */
+const ONCE_CLOSE = `INSERT INTO idempotency_records (scope, key, fingerprint, created_at, status_code, response_headers, response_body)
+VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (scope, key) DO NOTHING`;
 const BODY = new TextEncoder().encode(JSON.stringify({ sku: "mug" }));
 /** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux). */
 const TICKS = 100;
@@ -38,6 +51,13 @@ async function main() {
   const { idempotentEndpoint } = await import("idempotent-endpoint");
   // The wasm core as the package calls it (its module is the package's, not an export).
   const core = require("../dist/core.js");
+  // The package's batching, so the floor row's statements go in the round trips the endpoint's go in.
+  const { canBatch, runBatch } = await import("../dist/batch.js");
+  /** `statements` in one round trip once their names are prepared on `client` (as the store sends them), else one by one. */
+  const together = async (client, statements) => {
+    if (canBatch(client, statements)) return runBatch(client, statements);
+    for (const s of statements) await client.query(s.name === undefined ? { text: s.text, values: s.values } : s);
+  };
   const { startCluster } = await import("../../../tests/fault/pg-cluster.mjs");
   const cluster = await startCluster();
   cluster.createDatabase("breakdown");
@@ -81,6 +101,20 @@ async function main() {
       "+ the answer stored (with COMMIT)": () => {
         const { claim, answer } = next();
         return endpoint.store.transaction(async (q) => ({ commit: true, value: await order(q), last: answer }), claim);
+      },
+      "floor: the key row written once instead (not the endpoint's protocol)": async () => {
+        const key = randomUUID();
+        const now = Math.floor(Date.now() / 1000);
+        const fp = core.fingerprint("POST", "/protected", BODY);
+        const client = await pool.connect();
+        try {
+          await together(client, [{ text: "BEGIN", values: [] }, { name: "floor_open", text: ONCE_OPEN, values: [core.lockName("public", key), "public", key, core.expiredBefore(now, retention)] }]);
+          await order(client);
+          const close = { name: "floor_close", text: ONCE_CLOSE, values: ["public", key, fp, now, 201, '[["content-type","application/json"]]', '{"id":1}'] };
+          await together(client, [close, { text: "COMMIT", values: [] }]);
+        } finally {
+          client.release();
+        }
       },
       "endpoint.run (all of it)": async () => {
         const { outcome } = await endpoint.run({ method: "POST", path: "/protected", keyHeader: [randomUUID()], body: BODY }, order);
