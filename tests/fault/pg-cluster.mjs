@@ -1,6 +1,7 @@
 // A throwaway PostgreSQL cluster for the fault harness's multi-instance mode (run.mjs --pg), the
 // same way server/tests/postgres.rs makes one: initdb in a temp dir, pg_ctl start on 127.0.0.1 with
-// a free port, trust auth, fsync off. As root it runs as the `postgres` user (or `nobody`) through
+// a free port, trust auth, fsync off (`durable: true` keeps PostgreSQL's default, fsync on, for a
+// benchmark whose figure should include durable commits). As root it runs as the `postgres` user (or `nobody`) through
 // runuser, since PostgreSQL refuses to run as root. The cluster is stopped (pg_ctl -m immediate) and
 // its directory removed by stop(), and also, synchronously, when the process exits for any reason.
 //
@@ -44,7 +45,8 @@ function freePort() {
  * Starts a cluster. Returns { port, dir, log, url(db), createDatabase(name), stop() }.
  * Throws if the binaries are missing or the cluster does not start (after 3 ports).
  */
-export async function startCluster() {
+/** Starts a cluster; `durable` keeps fsync on (PostgreSQL's default). */
+export async function startCluster({ durable = false } = {}) {
   const bin = findPgBinDir();
   if (!bin) throw new Error(`PostgreSQL binaries (${NEEDED.join(", ")}) not found in IF_PG_BINDIR or on PATH (\`cargo xtask install\` installs PostgreSQL and \`cargo xtask test\` sets IF_PG_BINDIR)`);
   const dir = mkdtempSync(path.join(tmpdir(), "if-fault-pg-"));
@@ -82,7 +84,7 @@ export async function startCluster() {
     let lastError;
     for (let tries = 0; tries < 3 && !running; tries++) {
       port = await freePort();
-      const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`;
+      const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 ${durable ? "" : "-c fsync=off "}-c max_connections=200`;
       try {
         run(asServer("pg_ctl", "-D", data, "-l", log, "-w", "-t", "30", "-o", options, "start"), "pg_ctl start");
         running = true;

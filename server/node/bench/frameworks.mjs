@@ -7,6 +7,8 @@
 //   node server/node/bench/frameworks.mjs [--seconds S] [--rounds R] [--concurrency C]
 //   node server/node/bench/frameworks.mjs --tracing [--seconds S] [--rounds R] [--concurrency C]
 //   --frameworks express,hono (default: all four) and --databases postgres (default: postgres,pglite) run a subset.
+//   --durable runs PostgreSQL with its default durability (fsync on); without it, fsync is off as in the tests,
+//   so each figure is CPU and round trips alone.
 //
 // --tracing measures only what tracing costs a request: the express server on PostgreSQL twice, one child
 // with the OpenTelemetry SDK registered as an app would (a W3C propagator, the async-hooks context manager,
@@ -362,13 +364,13 @@ async function measure(framework, db, spec, seconds, rounds, concurrency, redisU
 
 async function main() {
   const { values } = parseArgs({
-    options: { seconds: { type: "string", default: "2" }, rounds: { type: "string", default: "3" }, concurrency: { type: "string", default: "8" }, tracing: { type: "boolean", default: false }, frameworks: { type: "string", default: FRAMEWORKS.join(",") }, databases: { type: "string", default: "postgres,pglite" } },
+    options: { seconds: { type: "string", default: "2" }, rounds: { type: "string", default: "3" }, concurrency: { type: "string", default: "8" }, tracing: { type: "boolean", default: false }, frameworks: { type: "string", default: FRAMEWORKS.join(",") }, databases: { type: "string", default: "postgres,pglite" }, durable: { type: "boolean", default: false } },
   });
   const seconds = Number(values.seconds);
   const rounds = Number(values.rounds);
   const concurrency = Number(values.concurrency);
   const { startCluster } = await import("../../../tests/fault/pg-cluster.mjs");
-  const cluster = await startCluster();
+  const cluster = await startCluster({ durable: values.durable });
   if (values.tracing) {
     const load = [loadavg()[0]];
     let got;
@@ -423,7 +425,7 @@ async function main() {
     rmSync(dir, { recursive: true, force: true });
   }
   const f = (n) => n.toFixed(2);
-  console.log(`node ${process.version}, ${concurrency} connections, ${rounds} alternating rounds of ${seconds} s per route; each request a fresh key; load average ${load.map((l) => l.toFixed(1)).join(" -> ")}`);
+  console.log(`node ${process.version}, ${concurrency} connections, ${rounds} alternating rounds of ${seconds} s per route; PostgreSQL with fsync ${values.durable ? "on" : "off"}; each request a fresh key; load average ${load.map((l) => l.toFixed(1)).join(" -> ")}`);
   console.log("| framework | database | protected req/s | p50 ms | p99 ms | unprotected req/s | p50 ms | p99 ms | p50 ratio | p50 added ms | req/s ratio | statements p50 ms | statements ÷ unprotected | protected ÷ statements |");
   console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const { framework, db, p, u, st } of rows) {
