@@ -3,8 +3,10 @@
 // after writing its row leaves no row. A deliberately broken handler (it writes its row on the pool, outside
 // the transaction it was given) passes the check but is caught by the crash test: its row stays.
 // The Next.js wrapper runs here as Next calls it (a web Request in, a Response out) on @hono/node-server;
-// next.test.mjs runs the check against the built Next example app as well.
+// next.test.mjs runs the check against the built Next example app as well. The Next wrapper also takes its
+// endpoint as a promise or a maker: each way answers and replays the same.
 import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 
 import { serve } from "@hono/node-server";
@@ -12,7 +14,7 @@ import express from "express";
 import Fastify from "fastify";
 import { Hono } from "hono";
 import pg from "pg";
-import { idempotent, idempotentEndpoint, keyStatusRoutes } from "idempotent-endpoint";
+import { idempotent, idempotentEndpoint, keyStatusRoutes, REPLAYED_HEADER } from "idempotent-endpoint";
 import * as fastifyPlugin from "idempotent-endpoint/fastify";
 import * as hono from "idempotent-endpoint/hono";
 import { idempotentRoute, keyStatusRoute } from "idempotent-endpoint/next";
@@ -132,3 +134,28 @@ for (const [name, start] of Object.entries(apps)) {
     });
   });
 }
+
+describe("next: the endpoint given as it is, as a promise, or as a maker", () => {
+  it("each way stores the answer and replays it; the maker is called once", async () => {
+    let made = 0;
+    const refs = { "as it is": endpoint, "a promise": Promise.resolve(endpoint), "a maker": async () => ((made += 1), endpoint) };
+    for (const [way, ref] of Object.entries(refs)) {
+      const POST = idempotentRoute(ref, async (_request, { tx, json }) => {
+        const { status, body } = await placeOrder(tx, json);
+        return Response.json(body, { status });
+      });
+      const key = randomUUID();
+      const sku = `ref-${randomUUID()}`;
+      const send = () =>
+        POST(new Request("http://127.0.0.1/api/orders", { method: "POST", headers: { "content-type": "application/json", "idempotency-key": key }, body: JSON.stringify({ sku }) }));
+      const first = await send();
+      const second = await send();
+      assert.equal(first.status, 201, way);
+      assert.equal(second.status, 201, way);
+      assert.equal(second.headers.get(REPLAYED_HEADER), "true", way);
+      assert.equal(await second.text(), await first.text(), way);
+      assert.equal(await rows(sku), 1, way);
+    }
+    assert.equal(made, 1);
+  });
+});
