@@ -46,8 +46,7 @@ export function idempotentRoute<Tx>(
   options: WebOptions = {},
 ): (request: Request) => Promise<Response> {
   const run = (made: IdempotentEndpoint<Tx>, request: Request): Promise<Response> => runWeb(made, request, (context) => handler(request, context), options);
-  // An endpoint given as it is runs each request without first waiting for it (a turn of the event loop's
-  // microtasks less per request); a promise or a maker is awaited.
+  // An endpoint given as it is is used at once (one await less per request); a promise or a maker is awaited.
   if (typeof endpoint !== "function" && !("then" in endpoint)) return (request) => run(endpoint, request);
   const resolve = resolver(endpoint);
   return async (request) => run(await resolve(), request);
