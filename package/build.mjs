@@ -43,8 +43,8 @@ export const BROWSER_ENTRY = "index.js";
 export const WORKER_ENTRY = "worker.js";
 const CRATE = "idempotent-fetch";
 const DRIVER_DIR = path.join(root, "src/js");
-const BINDINGS_DIR = path.join(DRIVER_DIR, "generated"); // the driver imports ./generated/idempotent_fetch.js
-const GLUE = "idempotent_fetch.js";
+/** The glue: the driver's side of the module's exports (src/wasm/abi.rs). */
+const GLUE = path.join(DRIVER_DIR, "abi.ts");
 /** The README the package ships (npm shows it). */
 export const NPM_README = path.join(root, "package/npm-README.md");
 
@@ -70,25 +70,15 @@ export function crateMetadata() {
   return { targetDir: meta.target_directory, crate, wasmOpt, npmName };
 }
 
-/** Steps 1-2: the release wasm and its wasm-bindgen glue (src/js/generated/). Returns the raw .wasm path. */
+/** Step 1: the release wasm (plain exports, src/wasm/abi.rs). Returns its path and a scratch dir. */
 function bindings(meta, features) {
   const featureArgs = features.length ? ["--features", features.join(",")] : [];
   // The crate is an rlib in Cargo.toml (so the wasm-bindgen-test suites can link it without its panic
   // handler: Cargo.toml, feature `harness`); the module is linked as a cdylib here.
   run("cargo", ["rustc", "--release", "--target", "wasm32-unknown-unknown", "--no-default-features", ...featureArgs, "-p", CRATE, "--lib", "--crate-type", "cdylib"]);
   const built = path.join(meta.targetDir, "wasm32-unknown-unknown/release", `${CRATE.replaceAll("-", "_")}.wasm`);
-  const out = mkdtempSync(path.join(os.tmpdir(), "if-bindgen-"));
-  // `--encode-into always`: strings go in through `TextEncoder.encodeInto`, which every engine that
-  // can run the module has (no stand-in for engines without it in the glue).
-  run("wasm-bindgen", ["--target", "web", "--encode-into", "always", "--out-dir", out, "--out-name", "idempotent_fetch", built]);
-  // Everything but the committed contract (contract.ts, generated from src/contract.rs by a test).
-  for (const file of [GLUE, "idempotent_fetch.d.ts", "snippets", "README.md"]) rmSync(path.join(BINDINGS_DIR, file), { recursive: true, force: true });
-  mkdirSync(BINDINGS_DIR, { recursive: true });
-  for (const file of [GLUE, "idempotent_fetch.d.ts"]) copyFileSync(path.join(out, file), path.join(BINDINGS_DIR, file));
-  // The machine's `inline_js` (src/wasm.rs: the CSPRNG call, caught in JavaScript): the glue imports it from here.
-  if (existsSync(path.join(out, "snippets"))) cpSync(path.join(out, "snippets"), path.join(BINDINGS_DIR, "snippets"), { recursive: true });
-  writeFileSync(path.join(BINDINGS_DIR, "README.md"), "Generated: the glue by `node package/build.mjs` (wasm-bindgen --target web, git-ignored), contract.ts from src/contract.rs by `IF_BLESS=1 cargo test --test contract` (committed). Do not edit.\n");
-  return { rawWasm: path.join(out, WASM_FILE), tmp: out };
+  const out = mkdtempSync(path.join(os.tmpdir(), "if-wasm-"));
+  return { rawWasm: built, tmp: out };
 }
 
 // Step 3b: the wasm's import and export names shortened to one or two letters (wasm-opt prints the
@@ -109,7 +99,7 @@ export const MINIFY_NAMES = [...WASM_FEATURES, "--minify-imports-and-exports-and
 // (its doc comments, which are src/wasm.rs's docs, left out); one the module lacks fails the
 // renaming below. `flags`: more wasm-opt flags (benches/size.mjs keeps the names with -g).
 export function dropUnusedExports(input, output, flags = []) {
-  const glue = withoutDocs(readFileSync(path.join(BINDINGS_DIR, GLUE), "utf8"));
+  const glue = withoutDocs(readFileSync(GLUE, "utf8"));
   const used = [...new Set(["memory", ...[...glue.matchAll(/\bwasm\.([A-Za-z_$][\w$]*)/g)].map((m) => m[1])])];
   const graph = [{ name: "glue", root: true, reaches: used }, ...used.map((name) => ({ name, export: name }))];
   const file = `${output}.graph.json`;
@@ -151,19 +141,19 @@ function renameInGlue(text, names, file) {
     return `wasm.${to}`;
   });
   for (const [from, to] of names.imports) {
-    const key = new RegExp(`^( +)${from}(: function)?\\(`, "m");
-    if (!key.test(text)) throw new Error(`${file}: no import ${from} in the glue (wasm-bindgen's glue changed)`);
-    text = text.replace(key, (_, indent, fn = "") => `${indent}${to}${fn}(`);
+    const key = new RegExp(`^( +)${from}\\(`, "m");
+    if (!key.test(text)) throw new Error(`${file}: no import ${from} in the glue`);
+    text = text.replace(key, (_, indent) => `${indent}${to}(`);
   }
-  const moduleKey = `"./idempotent_fetch_bg.js": import0`;
-  if (text.split(moduleKey).length !== 2) throw new Error(`${file}: expected one ${moduleKey} (wasm-bindgen's glue changed)`);
-  return text.replace(moduleKey, `${JSON.stringify(names.module)}: import0`);
+  const moduleKey = /^( +)idempotent_fetch: \{/m;
+  if (!moduleKey.test(text)) throw new Error(`${file}: expected the import object idempotent_fetch: {`);
+  return text.replace(moduleKey, (_, indent) => `${indent}${JSON.stringify(names.module)}: {`);
 }
 
 // The glue's request for the wasm, i.e. what `init()` with no argument loads. The driver calls it
 // so; each bundle puts its own source there (a Response for browsers, the bytes for Node). Checked,
 // so a glue without the line fails the build instead of shipping a package that cannot find its wasm.
-const GLUE_DEFAULT_WASM = /new URL\('idempotent_fetch_bg\.wasm', import\.meta\.url\)/g;
+const GLUE_DEFAULT_WASM = /fetch\(new URL\("idempotent_fetch_bg\.wasm", import\.meta\.url\)\)/g;
 const WASM_SOURCE = {
   // The request started by WASM_REQUEST below, taken once; a retry after a failure fetches anew.
   browser: "[wasmRequest || fetch(wasmUrl), wasmRequest = 0][0]",
@@ -182,7 +172,7 @@ const WASM_REQUEST = {
 // Node may compile and instantiate synchronously (browsers refuse that for modules over 4 KB on the
 // main thread), so there the glue instantiates when it is loaded: `require` returns a ready module and
 // the driver's init() finds the instance already there. Browsers load asynchronously (`ready`).
-const LOAD_AT_IMPORT = { browser: "", node: `\ninitSync({ module: ${WASM_SOURCE.node} });\n` };
+const LOAD_AT_IMPORT = { browser: "", node: `\ninitSync(${WASM_SOURCE.node});\n` };
 
 /** The glue as bundled for `platform`: wasm-bindgen's, with the wasm's source and its minified names
  *  (the bundler's minifier does the rest). */
@@ -197,13 +187,13 @@ function wasmSourcePlugin(platform, names) {
   return {
     name: "idempotent-fetch-wasm-source",
     setup(build) {
-      build.onLoad({ filter: /[\\/]generated[\\/]idempotent_fetch\.js$/ }, (args) => ({ contents: glueFor(args.path, platform, names), loader: "js" }));
+      build.onLoad({ filter: /[\\/]src[\\/]js[\\/]abi\.ts$/ }, (args) => ({ contents: glueFor(args.path, platform, names), loader: "ts" }));
     },
   };
 }
 
 /** Members of the glue's classes that only the glue reads. */
-const GLUE_PRIVATE = ["__wbg_ptr", "__wrap", "__destroy_into_raw"];
+const GLUE_PRIVATE = ["wasmHandle", "takeHandle"];
 /** Private members of the driver (src/js) with names found nowhere else: renamed in the bundle. */
 const DRIVER_PRIVATE = [
   "engineReady", "engineMade", "beginPrepared", "sendLocked", "adoptLock", "offered", "inFlight",
@@ -451,8 +441,6 @@ function types(entry, pkg) {
   if (!existsSync(path.join(out, "index.d.ts"))) throw new Error(`tsc wrote no ${path.relative(root, out)}/index.d.ts (rootDir should be src/js)`);
   // idempotent-fetch-client/file's declarations (its project sees Node's types; rootDir is src/js as well).
   run(path.join(toolsBin, "tsc"), ["-p", path.join(DRIVER_DIR, "node/tsconfig.json"), "--noEmit", "false", "--declaration", "--emitDeclarationOnly", "--declarationMap", "false", "--outDir", out]);
-  // The glue's declarations, in case a public type refers to an exported wasm class.
-  cpSync(path.join(BINDINGS_DIR, "idempotent_fetch.d.ts"), path.join(out, "generated/idempotent_fetch.d.ts"));
   // The same declarations for `require` (node.cjs): TypeScript reads a .d.ts as ESM or CommonJS by the
   // nearest package.json's "type", and a CommonJS file may not import ESM declarations (TS1479 under
   // `module: node16`/`nodenext`), so the copy sits under its own {"type": "commonjs"}.
