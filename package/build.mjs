@@ -117,6 +117,16 @@ function withoutDocs(text) {
   return text.replace(/^[ \t]*\/\*\*[\s\S]*?\*\/\n/gm, "");
 }
 
+/** Where the build leaves the renames of the shipped .wasm (beside pkg/, not in it): the glue's
+ *  round-trip test (tests/js/abi.test.mjs) bundles src/js/abi.ts with them as the package does. */
+export const WASM_NAMES_FILE = `${PKG_DIR}-wasm-names.json`;
+
+/** The renames `minifyNames` returned for the package in pkg/, as the build left them. */
+export function readWasmNames() {
+  const { module, imports, exports } = JSON.parse(readFileSync(WASM_NAMES_FILE, "utf8"));
+  return { module, imports: new Map(imports), exports: new Map(exports) };
+}
+
 /** Shortens `input`'s import and export names into `output`; returns the renames for the glue. */
 function minifyNames(input, output) {
   const printed = run(path.join(toolsBin, "wasm-opt"), [...MINIFY_NAMES, input, "-o", output], { capture: true });
@@ -183,7 +193,9 @@ function glueFor(file, platform, names) {
   return WASM_REQUEST[platform] + renameInGlue(text, names, file).replace(GLUE_DEFAULT_WASM, WASM_SOURCE[platform]) + LOAD_AT_IMPORT[platform];
 }
 
-function wasmSourcePlugin(platform, names) {
+/** The esbuild plugin that gives the glue (src/js/abi.ts) the wasm's source for `platform` and its
+ *  minified names. */
+export function wasmSourcePlugin(platform, names) {
   return {
     name: "idempotent-fetch-wasm-source",
     setup(build) {
@@ -535,6 +547,7 @@ export async function build({ bindingsOnly = false, entry = path.join(DRIVER_DIR
       for (const file of ["LICENSE-MIT", "LICENSE-APACHE"]) copyFileSync(path.join(root, file), path.join(out, file));
       rmSync(PKG_DIR, { recursive: true, force: true });
       renameSync(out, PKG_DIR);
+      writeFileSync(WASM_NAMES_FILE, JSON.stringify({ module: wasmNames.module, imports: [...wasmNames.imports], exports: [...wasmNames.exports] }));
     } finally {
       rmSync(out, { recursive: true, force: true });
     }

@@ -52,6 +52,7 @@ fn fill_random(bytes: &mut [u8]) -> bool {
     inline_js = "export function fillRandom(b){try{crypto.getRandomValues(b);return true}catch(e){return false}}"
 )]
 extern "C" {
+    #[wasm_bindgen(js_name = fillRandom)]
     fn fill_random(bytes: &mut [u8]) -> bool;
 }
 

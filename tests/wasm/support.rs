@@ -481,18 +481,18 @@ fn begin_resumes_refuses_or_renews_against_the_stored_record() {
     let m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     let key = m.key_or_header(false);
     let stored = load(&engine, &m).unwrap();
-    let again = engine.begin(ID, &fingerprint(), &fingerprint(), NOW + 1.0, false, None, Some(stored), None).unwrap();
+    let again = engine.begin(ID, &fingerprint(), &fingerprint(), NOW + 1.0, false, None, Some(&stored), None).unwrap();
     assert_eq!(
         (again.key_or_header(false), again.resumed(), again.dirty()),
         (key.clone(), Some(Resumed::Stored), false)
     );
 
     let stored = load(&engine, &m).unwrap();
-    let err = refused(engine.begin(ID, &"b2".repeat(32), &"b2".repeat(32), NOW, false, None, Some(stored), None));
+    let err = refused(engine.begin(ID, &"b2".repeat(32), &"b2".repeat(32), NOW, false, None, Some(&stored), None));
     assert_eq!(err, packed(code::INTENT_MISMATCH, mismatch::STORED), "INTENT_MISMATCH with the stored record");
 
     let stored = load(&engine, &m).unwrap();
-    let replaced = engine.begin(ID, &"b2".repeat(32), &"b2".repeat(32), NOW, true, None, Some(stored), None).unwrap();
+    let replaced = engine.begin(ID, &"b2".repeat(32), &"b2".repeat(32), NOW, true, None, Some(&stored), None).unwrap();
     assert_ne!(replaced.key_or_header(false), key);
 
     assert_eq!(
@@ -511,7 +511,7 @@ fn begin_weighs_the_stored_record_against_the_claim() {
     let engine = engine();
     let fp = fingerprint();
     let begin = |stored: Option<Machine>, claimed: Option<Machine>, fp: &str| {
-        checked(engine.begin(ID, fp, fp, NOW + 5.0, false, None, stored, claimed))
+        checked(engine.begin(ID, fp, fp, NOW + 5.0, false, None, stored.as_ref(), claimed.as_ref()))
     };
     let mine = engine.begin(ID, &fp, &fp, NOW, false, None, None, None).unwrap();
     let theirs = engine.begin(ID, &fp, &fp, NOW, false, None, None, None).unwrap();
@@ -612,7 +612,7 @@ fn replays_uncertainty_and_total_attempts_cross_the_boundary() {
     let numbers = record_numbers(VERSION, m.field(Field::CreatedAt), m.field(Field::UpdatedAt), 1.0, NONE, 1.0);
     let stored = engine.load("u", "u", &key, &fp, &numbers).unwrap();
     assert!(stored.uncertain());
-    let mut again = engine.begin("u", &fp, &fp, NOW + 10.0, false, None, Some(stored), None).unwrap();
+    let mut again = engine.begin("u", &fp, &fp, NOW + 10.0, false, None, Some(&stored), None).unwrap();
     assert_eq!(again.start(NOW + 10.0, true), SEND);
     assert_eq!(again.on_response(NOW + 11.0, 404, None, None, None, verdict(Override::None)), DONE);
     assert!(again.uncertain() && !again.ok());
