@@ -3,18 +3,15 @@
 // (xtask/src: build_package), so do the tests and the benches.
 //
 //   node package/build.mjs            the whole package into pkg/ (each step prints what it runs)
-//   node package/build.mjs --bindings only steps 1-2: src/js/generated/ (the glue + its .d.ts that the
-//                                     driver imports), for type-checking src/js without a package
 //
 // Steps (package/README.md says what ships and why):
 //   1. cargo rustc --release --target wasm32-unknown-unknown --no-default-features -p idempotent-fetch --lib --crate-type cdylib
-//   2. wasm-bindgen --target web: the glue (src/js/generated/idempotent_fetch.js + .d.ts, generated, ignored
-//      by git) and the raw .wasm
-//   3. wasm-opt with the flags of Cargo.toml [package.metadata.wasm-pack.profile.release] wasm-opt, then
+//      (plain exports, src/wasm/abi.rs; the glue is the driver's own src/js/abi.ts, no generated code)
+//   2. wasm-opt with the flags of Cargo.toml [package.metadata.wasm-pack.profile.release] wasm-opt, then
 //      wasm-metadce (dropUnusedExports: the exports the glue never calls), then
 //      wasm-opt MINIFY_NAMES (short import/export names; the glue is renamed to match when bundled)
-//      -> pkg/idempotent_fetch_bg.wasm
-//   4. esbuild (the generated glue with the wasm's source and names: `glueFor`), for each build (BUILDS: production, and
+//      -> pkg/idempotent_fetch_bg.wasm, and the renames -> WASM_NAMES_FILE (beside pkg/, for the glue's test)
+//   3. esbuild (the glue with the wasm's source and names: `glueFor`), for each build (BUILDS: production, and
 //      development as *.development.js; DEFINES): src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: minified ESM + source map that loads the wasm
 //      with `new URL("./idempotent_fetch_bg.wasm", import.meta.url)`) and pkg/node.cjs (Node: reads the
 //      wasm from disk and instantiates it on load), plus pkg/node.js, the ESM face of node.cjs (one instance for import and require)
@@ -22,8 +19,8 @@
 //      store), react.ts / vue.ts / svelte.ts (the bindings, over the store; the framework external),
 //      node/file-storage.ts (`idempotent-fetch-client/file`, Node); and the command line check/cli.ts ->
 //      pkg/bin/check.mjs (`npx idempotent-fetch-client check <url>`, Node; no page entry imports it)
-//   5. tsc --emitDeclarationOnly -> pkg/types/ (the driver's own .d.ts; no hand-written types)
-//   6. package.json (fields from Cargo.toml), package/npm-README.md as README.md, LICENSE-* next to them
+//   4. tsc --emitDeclarationOnly -> pkg/types/ (the driver's own .d.ts; no hand-written types)
+//   5. package.json (fields from Cargo.toml), package/npm-README.md as README.md, LICENSE-* next to them
 import { spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -81,10 +78,9 @@ function bindings(meta, features) {
   return { rawWasm: built, tmp: out };
 }
 
-// Step 3b: the wasm's import and export names shortened to one or two letters (wasm-opt prints the
-// mapping as JSON), and the glue's uses renamed to match (`renameInGlue`): -0.3 KB gzip of the .wasm
-// (wasm-bindgen's names, e.g. `__wbg_fillRandom_05a9b043ef779267`, and the JS module name
-// `./idempotent_fetch_bg.js` on every import). A separate run after the size flags, so the mapping is
+// Step 2b: the wasm's import and export names shortened to one or two letters (wasm-opt prints the
+// mapping as JSON), and the glue's uses renamed to match (`renameInGlue`): the export names of
+// src/wasm/abi.rs and the import module name `idempotent_fetch` become one or two letters. A separate run after the size flags, so the mapping is
 // printed once. The features are those rustc's wasm32 target uses (the first run stripped the
 // target-features section; `--all-features` would let wasm-opt write encodings engines reject).
 const WASM_FEATURES = [
@@ -93,11 +89,10 @@ const WASM_FEATURES = [
 ];
 export const MINIFY_NAMES = [...WASM_FEATURES, "--minify-imports-and-exports-and-modules"];
 
-// Step 3a: the exports the glue never calls removed, with all that only they reach (the two
-// globals of wasm-bindgen's abort handling, which it exports whether a glue reads them or not).
-// wasm-metadce keeps the memory and each export the generated glue names as `wasm.<export>`
-// (its doc comments, which are src/wasm.rs's docs, left out); one the module lacks fails the
-// renaming below. `flags`: more wasm-opt flags (benches/size.mjs keeps the names with -g).
+// Step 2a: the exports the glue never calls removed, with all that only they reach (rustc's
+// `__data_end` and `__heap_base` globals, which no glue reads). wasm-metadce keeps the memory and
+// each export the glue names as `wasm.<export>` (its doc comments left out); one the module lacks
+// fails the renaming below. `flags`: more wasm-opt flags (benches/size.mjs keeps the names with -g).
 export function dropUnusedExports(input, output, flags = []) {
   const glue = withoutDocs(readFileSync(GLUE, "utf8"));
   const used = [...new Set(["memory", ...[...glue.matchAll(/\bwasm\.([A-Za-z_$][\w$]*)/g)].map((m) => m[1])])];
@@ -111,8 +106,8 @@ export function dropUnusedExports(input, output, flags = []) {
   }
 }
 
-/** The generated glue without its doc comments (they name files such as src/wasm.rs, which the
- *  list of used exports and the renaming would read as an export). */
+/** The glue without its doc comments (they may name files such as src/wasm.rs, which the list of
+ *  used exports and the renaming would read as an export). */
 function withoutDocs(text) {
   return text.replace(/^[ \t]*\/\*\*[\s\S]*?\*\/\n/gm, "");
 }
@@ -184,12 +179,12 @@ const WASM_REQUEST = {
 // the driver's init() finds the instance already there. Browsers load asynchronously (`ready`).
 const LOAD_AT_IMPORT = { browser: "", node: `\ninitSync(${WASM_SOURCE.node});\n` };
 
-/** The glue as bundled for `platform`: wasm-bindgen's, with the wasm's source and its minified names
+/** The glue as bundled for `platform`: src/js/abi.ts with the wasm's source and its minified names
  *  (the bundler's minifier does the rest). */
 function glueFor(file, platform, names) {
   const text = withoutDocs(readFileSync(file, "utf8"));
   const found = text.match(GLUE_DEFAULT_WASM)?.length ?? 0;
-  if (found !== 1) throw new Error(`${file}: expected one \`new URL('${WASM_FILE}', import.meta.url)\`, found ${found} (wasm-bindgen's glue changed)`);
+  if (found !== 1) throw new Error(`${file}: expected one \`fetch(new URL("${WASM_FILE}", import.meta.url))\`, found ${found}`);
   return WASM_REQUEST[platform] + renameInGlue(text, names, file).replace(GLUE_DEFAULT_WASM, WASM_SOURCE[platform]) + LOAD_AT_IMPORT[platform];
 }
 
@@ -204,7 +199,7 @@ export function wasmSourcePlugin(platform, names) {
   };
 }
 
-/** Members of the glue's classes that only the glue reads. */
+/** Members of the glue's classes that only the glue reads (marked `@internal` in src/js/abi.ts). */
 const GLUE_PRIVATE = ["wasmHandle", "takeHandle"];
 /** Private members of the driver (src/js) with names found nowhere else: renamed in the bundle. */
 const DRIVER_PRIVATE = [
@@ -243,11 +238,10 @@ function readRepository() {
   return found[1];
 }
 
-/** Step 4: the bundles. Returns the names the entry exports (for node.js, the ESM face of node.cjs). */
+/** Step 3: the bundles. Returns the names the entry exports (for node.js, the ESM face of node.cjs). */
 async function bundles(entry, out, names) {
   const esbuild = createRequire(path.join(tools, "package.json"))("esbuild");
-  // mangleProps: wasm-bindgen's own members of the glue's classes (the pointer, its take and wrap
-  // helpers), and the driver's private members whose names nothing else uses (no option, public API,
+  // mangleProps: the glue's internal members (the handle and its take), and the driver's private members whose names nothing else uses (no option, public API,
   // platform or stored-record name: esbuild renames every property of that name in the bundle).
   // Public API names, the wasm's export names and platform properties never match.
   const common = {
@@ -343,7 +337,7 @@ function lazyImportsPlugin(flavour) {
   };
 }
 
-/** Step 4a: each lazy part as its own minified ES module (with the entry's property renames, so the
+/** Step 3a: each lazy part as its own minified ES module (with the entry's property renames, so the
  *  objects it is handed read the same); the build fails if it bundled a stateful module. */
 async function lazyParts(esbuild, out, common, flavour) {
   for (const { source, file: name } of LAZY_PARTS) {
@@ -405,7 +399,7 @@ const SHARED_SOURCES = ["watch.ts", "background.ts"];
  *  OpenTelemetry API. */
 const PEERS = { react: ">=18", vue: ">=3.3", canonicalize: ">=2", "@opentelemetry/api": ">=1.3 <2" };
 
-/** Step 4b: the side entries, each as ESM and CommonJS with a source map; the build fails if one
+/** Step 3b: the side entries, each as ESM and CommonJS with a source map; the build fails if one
  *  bundled a source of the driver other than the store (it may import only types from it). */
 async function sideEntries(esbuild, out) {
   for (const { source, files, shares = [], build: options } of SIDE_ENTRIES) {
@@ -427,7 +421,7 @@ async function sideEntries(esbuild, out) {
 const CHECK = { source: "check/cli.ts", file: "bin/check.mjs" };
 const CHECK_DIR = path.join(DRIVER_DIR, "check") + path.sep;
 
-/** Step 4c: the check command, one ES module for Node 18 (its global fetch) with a shebang. */
+/** Step 3c: the check command, one ES module for Node 18 (its global fetch) with a shebang. */
 async function checkCommand(esbuild, out) {
   const outfile = path.join(out, CHECK.file);
   await esbuild.build({
@@ -443,7 +437,7 @@ const typesOf = (source) => source.replace(/\.ts$/, ".d.ts");
 /** Where the CommonJS copy of the declarations goes (package.json's `require` conditions). */
 const CJS_TYPES_DIR = "types-cjs";
 
-/** Step 5: the driver's declarations into pkg/types/ (tsc with the driver's tsconfig), and their
+/** Step 4: the driver's declarations into pkg/types/ (tsc with the driver's tsconfig), and their
  *  CommonJS twin in pkg/types-cjs/. */
 function types(entry, pkg) {
   const tsconfig = path.join(path.dirname(entry), "tsconfig.json");
@@ -461,7 +455,7 @@ function types(entry, pkg) {
   writeFileSync(path.join(cjs, "package.json"), `${JSON.stringify({ type: "commonjs" })}\n`);
 }
 
-/** Step 6: package.json. The conditions, most specific first (package/README.md explains each). */
+/** Step 5: package.json. The conditions, most specific first (package/README.md explains each). */
 function manifest(crate, npmName, out) {
   // The `development` condition first (conditions are tried in order), the production build as the default.
   const byBuild = (file) => ({ development: `./${fileOf(file, "development")}`, default: `./${file}` });
@@ -517,11 +511,10 @@ function manifest(crate, npmName, out) {
  * The whole build. `entry` and `features` exist for experiments (another driver entry, cargo features
  * on top of --no-default-features); the package is built with the defaults.
  */
-export async function build({ bindingsOnly = false, entry = path.join(DRIVER_DIR, "index.ts"), features = [] } = {}) {
+export async function build({ entry = path.join(DRIVER_DIR, "index.ts"), features = [] } = {}) {
   const meta = crateMetadata();
   const { rawWasm, tmp } = bindings(meta, features);
   try {
-    if (bindingsOnly) return;
     if (!existsSync(entry)) throw new Error(`${path.relative(root, entry)} does not exist: the driver's entry (src/js/README.md)`);
     // Built next to pkg/ and swapped in at the end, so tests and servers reading pkg/ meanwhile never
     // see half a package (the worktree is shared).
@@ -559,12 +552,11 @@ export async function build({ bindingsOnly = false, entry = path.join(DRIVER_DIR
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const args = process.argv.slice(2);
-  const unknown = args.filter((a) => a !== "--bindings");
-  if (unknown.length) {
-    console.error(`usage: node package/build.mjs [--bindings] (unknown: ${unknown.join(" ")})`);
+  if (args.length) {
+    console.error(`usage: node package/build.mjs (unknown: ${args.join(" ")})`);
     process.exit(2);
   }
-  build({ bindingsOnly: args.includes("--bindings") })
+  build()
     .catch((error) => {
       console.error(`package build failed: ${error.message}`);
       process.exit(1);
