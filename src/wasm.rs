@@ -1,5 +1,5 @@
 //! The JavaScript boundary: `Engine` and `Machine` (docs/WASM-BOUNDARY.md is the contract), exported
-//! as plain wasm functions by [`abi`] for the driver's own glue (src/js/abi.ts).
+//! as plain wasm functions by `src/wasm/abi.rs` for the driver's own glue (src/js/abi.ts).
 //!
 //! Thin shims over [`crate::machine`]: numbers, booleans and strings in and out. A refused call
 //! returns `undefined` and leaves its error in [`last_error`], the number `code * 256 + detail`:

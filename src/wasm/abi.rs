@@ -16,7 +16,7 @@ use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::ptr::null_mut;
 
-use super::{refuse, Engine, Machine, LAST_ERROR};
+use super::{last_error, refuse, Engine, Machine};
 use crate::machine as m;
 
 /// The scratch buffer, in 8-byte words so that the numbers at its start are aligned for `f64`.
@@ -106,7 +106,7 @@ fn freed<T>() -> Option<T> {
 /// `lastError()`: the error of the last refused call (`code * 256 + detail`).
 #[no_mangle]
 pub extern "C" fn if_last_error() -> u32 {
-    LAST_ERROR.load(core::sync::atomic::Ordering::Relaxed)
+    last_error()
 }
 
 /// `Engine.create(options)`: the options are the buffer's `count` numbers.
