@@ -98,7 +98,8 @@ impl Engine {
     }
 
     /// Create-or-resume, every choice made here (see `machine::Engine::begin_from`): `stored` is what
-    /// `load` made of this tab's storage, `claimed` of the intent's cross-tab claim; both consumed.
+    /// `load` made of this tab's storage, `claimed` of the intent's cross-tab claim (the glue hands
+    /// both over: `engine_begin` frees them).
     /// `storedFingerprint` is compared with the stored record (the hash for its version). Field
     /// `Resumed` says which record was resumed (a `Resumed`: none, the stored one or the claim); `Dirty`,
     /// whether to save first. `undefined` when
