@@ -44,7 +44,8 @@ const bytes = (at: number, len?: number): Uint8Array<ArrayBuffer> => new Uint8Ar
  *  byte length, -1 for one that is absent (`Headers.get`'s null included). */
 function put(numbers: ArrayLike<number>, ...strings: (string | null | undefined)[]): number[] {
   // Room for the worst case: 3 bytes of UTF-8 per UTF-16 unit.
-  let at = wasm.if_buf(strings.reduce((size: number, s) => size + (s ? s.length * 3 : 0), numbers.length * 8));
+  // Addresses as unsigned (`>>> 0`): wasm returns an i32, negative past 2 GiB.
+  let at = wasm.if_buf(strings.reduce((size: number, s) => size + (s ? s.length * 3 : 0), numbers.length * 8)) >>> 0;
   new Float64Array(wasm.memory.buffer, at, numbers.length).set(numbers);
   at += numbers.length * 8;
   return strings.map((s) => {
@@ -88,7 +89,7 @@ export class Machine {
   /** The idempotency key; with `header` true, the key header's value. */
   key(header: boolean): string {
     const len = wasm.machine_key(this.wasmHandle, header);
-    return decoder.decode(bytes(wasm.if_buf(0), len));
+    return decoder.decode(bytes(wasm.if_buf(0) >>> 0, len >>> 0));
   }
 
   /** The driver saved the record. */
