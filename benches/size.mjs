@@ -231,12 +231,11 @@ export const order = (cart) => client.fetch("/api/orders", { method: "POST", bod
   const meta = crateMetadata();
   const rawWasm = join(meta.targetDir, "wasm32-unknown-unknown/release/idempotent_fetch.wasm");
   console.log(`\n## What in the .wasm costs the most\n`);
-  run("wasm-bindgen", ["--target", "web", "--out-dir", work, rawWasm]);
   const named = join(work, "named-opt.wasm");
-  run("wasm-opt", [...meta.wasmOpt, "-g", join(work, WASM_FILE), "-o", join(work, "named-all.wasm")]);
+  run("wasm-opt", [...meta.wasmOpt, "-g", rawWasm, "-o", join(work, "named-all.wasm")]);
   dropUnusedExports(join(work, "named-all.wasm"), named, ["-g"]);
   const plain = join(work, "plain-opt.wasm");
-  run("wasm-opt", [...meta.wasmOpt, join(work, WASM_FILE), "-o", join(work, "plain-all.wasm")]);
+  run("wasm-opt", [...meta.wasmOpt, rawWasm, "-o", join(work, "plain-all.wasm")]);
   dropUnusedExports(join(work, "plain-all.wasm"), plain);
   // As the package build: the exports the glue never calls removed, the import and export names
   // shortened (twiggy reads the -g build, names kept).

@@ -3,18 +3,15 @@
 // (xtask/src: build_package), so do the tests and the benches.
 //
 //   node package/build.mjs            the whole package into pkg/ (each step prints what it runs)
-//   node package/build.mjs --bindings only steps 1-2: src/js/generated/ (the glue + its .d.ts that the
-//                                     driver imports), for type-checking src/js without a package
 //
 // Steps (package/README.md says what ships and why):
 //   1. cargo rustc --release --target wasm32-unknown-unknown --no-default-features -p idempotent-fetch --lib --crate-type cdylib
-//   2. wasm-bindgen --target web: the glue (src/js/generated/idempotent_fetch.js + .d.ts, generated, ignored
-//      by git) and the raw .wasm
-//   3. wasm-opt with the flags of Cargo.toml [package.metadata.wasm-pack.profile.release] wasm-opt, then
+//      (plain exports, src/wasm/abi.rs; the glue is the driver's own src/js/abi.ts, no generated code)
+//   2. wasm-opt with the flags of Cargo.toml [package.metadata.wasm-pack.profile.release] wasm-opt, then
 //      wasm-metadce (dropUnusedExports: the exports the glue never calls), then
 //      wasm-opt MINIFY_NAMES (short import/export names; the glue is renamed to match when bundled)
-//      -> pkg/idempotent_fetch_bg.wasm
-//   4. esbuild (the generated glue with the wasm's source and names: `glueFor`), for each build (BUILDS: production, and
+//      -> pkg/idempotent_fetch_bg.wasm, and the renames -> WASM_NAMES_FILE (beside pkg/, for the glue's test)
+//   3. esbuild (the glue with the wasm's source and names: `glueFor`), for each build (BUILDS: production, and
 //      development as *.development.js; DEFINES): src/js/index.ts -> pkg/index.js (browsers, workers, bundlers: minified ESM + source map that loads the wasm
 //      with `new URL("./idempotent_fetch_bg.wasm", import.meta.url)`) and pkg/node.cjs (Node: reads the
 //      wasm from disk and instantiates it on load), plus pkg/node.js, the ESM face of node.cjs (one instance for import and require)
@@ -22,8 +19,8 @@
 //      store), react.ts / vue.ts / svelte.ts (the bindings, over the store; the framework external),
 //      node/file-storage.ts (`idempotent-fetch-client/file`, Node); and the command line check/cli.ts ->
 //      pkg/bin/check.mjs (`npx idempotent-fetch-client check <url>`, Node; no page entry imports it)
-//   5. tsc --emitDeclarationOnly -> pkg/types/ (the driver's own .d.ts; no hand-written types)
-//   6. package.json (fields from Cargo.toml), package/npm-README.md as README.md, LICENSE-* next to them
+//   4. tsc --emitDeclarationOnly -> pkg/types/ (the driver's own .d.ts; no hand-written types)
+//   5. package.json (fields from Cargo.toml), package/npm-README.md as README.md, LICENSE-* next to them
 import { spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -43,8 +40,8 @@ export const BROWSER_ENTRY = "index.js";
 export const WORKER_ENTRY = "worker.js";
 const CRATE = "idempotent-fetch";
 const DRIVER_DIR = path.join(root, "src/js");
-const BINDINGS_DIR = path.join(DRIVER_DIR, "generated"); // the driver imports ./generated/idempotent_fetch.js
-const GLUE = "idempotent_fetch.js";
+/** The glue: the driver's side of the module's exports (src/wasm/abi.rs). */
+const GLUE = path.join(DRIVER_DIR, "abi.ts");
 /** The README the package ships (npm shows it). */
 export const NPM_README = path.join(root, "package/npm-README.md");
 
@@ -70,31 +67,20 @@ export function crateMetadata() {
   return { targetDir: meta.target_directory, crate, wasmOpt, npmName };
 }
 
-/** Steps 1-2: the release wasm and its wasm-bindgen glue (src/js/generated/). Returns the raw .wasm path. */
+/** Step 1: the release wasm (plain exports, src/wasm/abi.rs). Returns its path and a scratch dir. */
 function bindings(meta, features) {
   const featureArgs = features.length ? ["--features", features.join(",")] : [];
   // The crate is an rlib in Cargo.toml (so the wasm-bindgen-test suites can link it without its panic
   // handler: Cargo.toml, feature `harness`); the module is linked as a cdylib here.
   run("cargo", ["rustc", "--release", "--target", "wasm32-unknown-unknown", "--no-default-features", ...featureArgs, "-p", CRATE, "--lib", "--crate-type", "cdylib"]);
   const built = path.join(meta.targetDir, "wasm32-unknown-unknown/release", `${CRATE.replaceAll("-", "_")}.wasm`);
-  const out = mkdtempSync(path.join(os.tmpdir(), "if-bindgen-"));
-  // `--encode-into always`: strings go in through `TextEncoder.encodeInto`, which every engine that
-  // can run the module has (no stand-in for engines without it in the glue).
-  run("wasm-bindgen", ["--target", "web", "--encode-into", "always", "--out-dir", out, "--out-name", "idempotent_fetch", built]);
-  // Everything but the committed contract (contract.ts, generated from src/contract.rs by a test).
-  for (const file of [GLUE, "idempotent_fetch.d.ts", "snippets", "README.md"]) rmSync(path.join(BINDINGS_DIR, file), { recursive: true, force: true });
-  mkdirSync(BINDINGS_DIR, { recursive: true });
-  for (const file of [GLUE, "idempotent_fetch.d.ts"]) copyFileSync(path.join(out, file), path.join(BINDINGS_DIR, file));
-  // The machine's `inline_js` (src/wasm.rs: the CSPRNG call, caught in JavaScript): the glue imports it from here.
-  if (existsSync(path.join(out, "snippets"))) cpSync(path.join(out, "snippets"), path.join(BINDINGS_DIR, "snippets"), { recursive: true });
-  writeFileSync(path.join(BINDINGS_DIR, "README.md"), "Generated: the glue by `node package/build.mjs` (wasm-bindgen --target web, git-ignored), contract.ts from src/contract.rs by `IF_BLESS=1 cargo test --test contract` (committed). Do not edit.\n");
-  return { rawWasm: path.join(out, WASM_FILE), tmp: out };
+  const out = mkdtempSync(path.join(os.tmpdir(), "if-wasm-"));
+  return { rawWasm: built, tmp: out };
 }
 
-// Step 3b: the wasm's import and export names shortened to one or two letters (wasm-opt prints the
-// mapping as JSON), and the glue's uses renamed to match (`renameInGlue`): -0.3 KB gzip of the .wasm
-// (wasm-bindgen's names, e.g. `__wbg_fillRandom_05a9b043ef779267`, and the JS module name
-// `./idempotent_fetch_bg.js` on every import). A separate run after the size flags, so the mapping is
+// Step 2b: the wasm's import and export names shortened to one or two letters (wasm-opt prints the
+// mapping as JSON), and the glue's uses renamed to match (`renameInGlue`): the export names of
+// src/wasm/abi.rs and the import module name `idempotent_fetch` become one or two letters. A separate run after the size flags, so the mapping is
 // printed once. The features are those rustc's wasm32 target uses (the first run stripped the
 // target-features section; `--all-features` would let wasm-opt write encodings engines reject).
 const WASM_FEATURES = [
@@ -103,13 +89,12 @@ const WASM_FEATURES = [
 ];
 export const MINIFY_NAMES = [...WASM_FEATURES, "--minify-imports-and-exports-and-modules"];
 
-// Step 3a: the exports the glue never calls removed, with all that only they reach (the two
-// globals of wasm-bindgen's abort handling, which it exports whether a glue reads them or not).
-// wasm-metadce keeps the memory and each export the generated glue names as `wasm.<export>`
-// (its doc comments, which are src/wasm.rs's docs, left out); one the module lacks fails the
-// renaming below. `flags`: more wasm-opt flags (benches/size.mjs keeps the names with -g).
+// Step 2a: the exports the glue never calls removed, with all that only they reach (rustc's
+// `__data_end` and `__heap_base` globals, which no glue reads). wasm-metadce keeps the memory and
+// each export the glue names as `wasm.<export>` (its doc comments left out); one the module lacks
+// fails the renaming below. `flags`: more wasm-opt flags (benches/size.mjs keeps the names with -g).
 export function dropUnusedExports(input, output, flags = []) {
-  const glue = withoutDocs(readFileSync(path.join(BINDINGS_DIR, GLUE), "utf8"));
+  const glue = withoutDocs(readFileSync(GLUE, "utf8"));
   const used = [...new Set(["memory", ...[...glue.matchAll(/\bwasm\.([A-Za-z_$][\w$]*)/g)].map((m) => m[1])])];
   const graph = [{ name: "glue", root: true, reaches: used }, ...used.map((name) => ({ name, export: name }))];
   const file = `${output}.graph.json`;
@@ -121,10 +106,20 @@ export function dropUnusedExports(input, output, flags = []) {
   }
 }
 
-/** The generated glue without its doc comments (they name files such as src/wasm.rs, which the
- *  list of used exports and the renaming would read as an export). */
+/** The glue without its doc comments (they may name files such as src/wasm.rs, which the list of
+ *  used exports and the renaming would read as an export). */
 function withoutDocs(text) {
   return text.replace(/^[ \t]*\/\*\*[\s\S]*?\*\/\n/gm, "");
+}
+
+/** Where the build leaves the renames of the shipped .wasm (beside pkg/, not in it): the glue's
+ *  round-trip test (tests/js/abi.test.mjs) bundles src/js/abi.ts with them as the package does. */
+export const WASM_NAMES_FILE = `${PKG_DIR}-wasm-names.json`;
+
+/** The renames `minifyNames` returned for the package in pkg/, as the build left them. */
+export function readWasmNames() {
+  const { module, imports, exports } = JSON.parse(readFileSync(WASM_NAMES_FILE, "utf8"));
+  return { module, imports: new Map(imports), exports: new Map(exports) };
 }
 
 /** Shortens `input`'s import and export names into `output`; returns the renames for the glue. */
@@ -151,19 +146,19 @@ function renameInGlue(text, names, file) {
     return `wasm.${to}`;
   });
   for (const [from, to] of names.imports) {
-    const key = new RegExp(`^( +)${from}(: function)?\\(`, "m");
-    if (!key.test(text)) throw new Error(`${file}: no import ${from} in the glue (wasm-bindgen's glue changed)`);
-    text = text.replace(key, (_, indent, fn = "") => `${indent}${to}${fn}(`);
+    const key = new RegExp(`^( +)${from}\\(`, "m");
+    if (!key.test(text)) throw new Error(`${file}: no import ${from} in the glue`);
+    text = text.replace(key, (_, indent) => `${indent}${to}(`);
   }
-  const moduleKey = `"./idempotent_fetch_bg.js": import0`;
-  if (text.split(moduleKey).length !== 2) throw new Error(`${file}: expected one ${moduleKey} (wasm-bindgen's glue changed)`);
-  return text.replace(moduleKey, `${JSON.stringify(names.module)}: import0`);
+  const moduleKey = /^( +)idempotent_fetch: \{/m;
+  if (!moduleKey.test(text)) throw new Error(`${file}: expected the import object idempotent_fetch: {`);
+  return text.replace(moduleKey, (_, indent) => `${indent}${JSON.stringify(names.module)}: {`);
 }
 
 // The glue's request for the wasm, i.e. what `init()` with no argument loads. The driver calls it
 // so; each bundle puts its own source there (a Response for browsers, the bytes for Node). Checked,
 // so a glue without the line fails the build instead of shipping a package that cannot find its wasm.
-const GLUE_DEFAULT_WASM = /new URL\('idempotent_fetch_bg\.wasm', import\.meta\.url\)/g;
+const GLUE_DEFAULT_WASM = /fetch\(new URL\("idempotent_fetch_bg\.wasm", import\.meta\.url\)\)/g;
 const WASM_SOURCE = {
   // The request started by WASM_REQUEST below, taken once; a retry after a failure fetches anew.
   browser: "[wasmRequest || fetch(wasmUrl), wasmRequest = 0][0]",
@@ -182,28 +177,30 @@ const WASM_REQUEST = {
 // Node may compile and instantiate synchronously (browsers refuse that for modules over 4 KB on the
 // main thread), so there the glue instantiates when it is loaded: `require` returns a ready module and
 // the driver's init() finds the instance already there. Browsers load asynchronously (`ready`).
-const LOAD_AT_IMPORT = { browser: "", node: `\ninitSync({ module: ${WASM_SOURCE.node} });\n` };
+const LOAD_AT_IMPORT = { browser: "", node: `\ninitSync(${WASM_SOURCE.node});\n` };
 
-/** The glue as bundled for `platform`: wasm-bindgen's, with the wasm's source and its minified names
+/** The glue as bundled for `platform`: src/js/abi.ts with the wasm's source and its minified names
  *  (the bundler's minifier does the rest). */
 function glueFor(file, platform, names) {
   const text = withoutDocs(readFileSync(file, "utf8"));
   const found = text.match(GLUE_DEFAULT_WASM)?.length ?? 0;
-  if (found !== 1) throw new Error(`${file}: expected one \`new URL('${WASM_FILE}', import.meta.url)\`, found ${found} (wasm-bindgen's glue changed)`);
+  if (found !== 1) throw new Error(`${file}: expected one \`fetch(new URL("${WASM_FILE}", import.meta.url))\`, found ${found}`);
   return WASM_REQUEST[platform] + renameInGlue(text, names, file).replace(GLUE_DEFAULT_WASM, WASM_SOURCE[platform]) + LOAD_AT_IMPORT[platform];
 }
 
-function wasmSourcePlugin(platform, names) {
+/** The esbuild plugin that gives the glue (src/js/abi.ts) the wasm's source for `platform` and its
+ *  minified names. */
+export function wasmSourcePlugin(platform, names) {
   return {
     name: "idempotent-fetch-wasm-source",
     setup(build) {
-      build.onLoad({ filter: /[\\/]generated[\\/]idempotent_fetch\.js$/ }, (args) => ({ contents: glueFor(args.path, platform, names), loader: "js" }));
+      build.onLoad({ filter: /[\\/]src[\\/]js[\\/]abi\.ts$/ }, (args) => ({ contents: glueFor(args.path, platform, names), loader: "ts" }));
     },
   };
 }
 
-/** Members of the glue's classes that only the glue reads. */
-const GLUE_PRIVATE = ["__wbg_ptr", "__wrap", "__destroy_into_raw"];
+/** Members of the glue's classes that only the glue reads (marked `@internal` in src/js/abi.ts). */
+const GLUE_PRIVATE = ["wasmHandle", "takeHandle"];
 /** Private members of the driver (src/js) with names found nowhere else: renamed in the bundle. */
 const DRIVER_PRIVATE = [
   "engineReady", "engineMade", "beginPrepared", "sendLocked", "adoptLock", "offered", "inFlight",
@@ -241,11 +238,10 @@ function readRepository() {
   return found[1];
 }
 
-/** Step 4: the bundles. Returns the names the entry exports (for node.js, the ESM face of node.cjs). */
+/** Step 3: the bundles. Returns the names the entry exports (for node.js, the ESM face of node.cjs). */
 async function bundles(entry, out, names) {
   const esbuild = createRequire(path.join(tools, "package.json"))("esbuild");
-  // mangleProps: wasm-bindgen's own members of the glue's classes (the pointer, its take and wrap
-  // helpers), and the driver's private members whose names nothing else uses (no option, public API,
+  // mangleProps: the glue's internal members (the handle and its take), and the driver's private members whose names nothing else uses (no option, public API,
   // platform or stored-record name: esbuild renames every property of that name in the bundle).
   // Public API names, the wasm's export names and platform properties never match.
   const common = {
@@ -341,7 +337,7 @@ function lazyImportsPlugin(flavour) {
   };
 }
 
-/** Step 4a: each lazy part as its own minified ES module (with the entry's property renames, so the
+/** Step 3a: each lazy part as its own minified ES module (with the entry's property renames, so the
  *  objects it is handed read the same); the build fails if it bundled a stateful module. */
 async function lazyParts(esbuild, out, common, flavour) {
   for (const { source, file: name } of LAZY_PARTS) {
@@ -403,7 +399,7 @@ const SHARED_SOURCES = ["watch.ts", "background.ts"];
  *  OpenTelemetry API. */
 const PEERS = { react: ">=18", vue: ">=3.3", canonicalize: ">=2", "@opentelemetry/api": ">=1.3 <2" };
 
-/** Step 4b: the side entries, each as ESM and CommonJS with a source map; the build fails if one
+/** Step 3b: the side entries, each as ESM and CommonJS with a source map; the build fails if one
  *  bundled a source of the driver other than the store (it may import only types from it). */
 async function sideEntries(esbuild, out) {
   for (const { source, files, shares = [], build: options } of SIDE_ENTRIES) {
@@ -425,7 +421,7 @@ async function sideEntries(esbuild, out) {
 const CHECK = { source: "check/cli.ts", file: "bin/check.mjs" };
 const CHECK_DIR = path.join(DRIVER_DIR, "check") + path.sep;
 
-/** Step 4c: the check command, one ES module for Node 18 (its global fetch) with a shebang. */
+/** Step 3c: the check command, one ES module for Node 18 (its global fetch) with a shebang. */
 async function checkCommand(esbuild, out) {
   const outfile = path.join(out, CHECK.file);
   await esbuild.build({
@@ -441,7 +437,7 @@ const typesOf = (source) => source.replace(/\.ts$/, ".d.ts");
 /** Where the CommonJS copy of the declarations goes (package.json's `require` conditions). */
 const CJS_TYPES_DIR = "types-cjs";
 
-/** Step 5: the driver's declarations into pkg/types/ (tsc with the driver's tsconfig), and their
+/** Step 4: the driver's declarations into pkg/types/ (tsc with the driver's tsconfig), and their
  *  CommonJS twin in pkg/types-cjs/. */
 function types(entry, pkg) {
   const tsconfig = path.join(path.dirname(entry), "tsconfig.json");
@@ -451,8 +447,6 @@ function types(entry, pkg) {
   if (!existsSync(path.join(out, "index.d.ts"))) throw new Error(`tsc wrote no ${path.relative(root, out)}/index.d.ts (rootDir should be src/js)`);
   // idempotent-fetch-client/file's declarations (its project sees Node's types; rootDir is src/js as well).
   run(path.join(toolsBin, "tsc"), ["-p", path.join(DRIVER_DIR, "node/tsconfig.json"), "--noEmit", "false", "--declaration", "--emitDeclarationOnly", "--declarationMap", "false", "--outDir", out]);
-  // The glue's declarations, in case a public type refers to an exported wasm class.
-  cpSync(path.join(BINDINGS_DIR, "idempotent_fetch.d.ts"), path.join(out, "generated/idempotent_fetch.d.ts"));
   // The same declarations for `require` (node.cjs): TypeScript reads a .d.ts as ESM or CommonJS by the
   // nearest package.json's "type", and a CommonJS file may not import ESM declarations (TS1479 under
   // `module: node16`/`nodenext`), so the copy sits under its own {"type": "commonjs"}.
@@ -461,7 +455,7 @@ function types(entry, pkg) {
   writeFileSync(path.join(cjs, "package.json"), `${JSON.stringify({ type: "commonjs" })}\n`);
 }
 
-/** Step 6: package.json. The conditions, most specific first (package/README.md explains each). */
+/** Step 5: package.json. The conditions, most specific first (package/README.md explains each). */
 function manifest(crate, npmName, out) {
   // The `development` condition first (conditions are tried in order), the production build as the default.
   const byBuild = (file) => ({ development: `./${fileOf(file, "development")}`, default: `./${file}` });
@@ -517,11 +511,10 @@ function manifest(crate, npmName, out) {
  * The whole build. `entry` and `features` exist for experiments (another driver entry, cargo features
  * on top of --no-default-features); the package is built with the defaults.
  */
-export async function build({ bindingsOnly = false, entry = path.join(DRIVER_DIR, "index.ts"), features = [] } = {}) {
+export async function build({ entry = path.join(DRIVER_DIR, "index.ts"), features = [] } = {}) {
   const meta = crateMetadata();
   const { rawWasm, tmp } = bindings(meta, features);
   try {
-    if (bindingsOnly) return;
     if (!existsSync(entry)) throw new Error(`${path.relative(root, entry)} does not exist: the driver's entry (src/js/README.md)`);
     // Built next to pkg/ and swapped in at the end, so tests and servers reading pkg/ meanwhile never
     // see half a package (the worktree is shared).
@@ -547,6 +540,7 @@ export async function build({ bindingsOnly = false, entry = path.join(DRIVER_DIR
       for (const file of ["LICENSE-MIT", "LICENSE-APACHE"]) copyFileSync(path.join(root, file), path.join(out, file));
       rmSync(PKG_DIR, { recursive: true, force: true });
       renameSync(out, PKG_DIR);
+      writeFileSync(WASM_NAMES_FILE, JSON.stringify({ module: wasmNames.module, imports: [...wasmNames.imports], exports: [...wasmNames.exports] }));
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
@@ -558,12 +552,11 @@ export async function build({ bindingsOnly = false, entry = path.join(DRIVER_DIR
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const args = process.argv.slice(2);
-  const unknown = args.filter((a) => a !== "--bindings");
-  if (unknown.length) {
-    console.error(`usage: node package/build.mjs [--bindings] (unknown: ${unknown.join(" ")})`);
+  if (args.length) {
+    console.error(`usage: node package/build.mjs (unknown: ${args.join(" ")})`);
     process.exit(2);
   }
-  build({ bindingsOnly: args.includes("--bindings") })
+  build()
     .catch((error) => {
       console.error(`package build failed: ${error.message}`);
       process.exit(1);

@@ -1,4 +1,5 @@
-//! The JavaScript exports: `Engine` and `Machine` (docs/WASM-BOUNDARY.md is the contract).
+//! The JavaScript boundary: `Engine` and `Machine` (docs/WASM-BOUNDARY.md is the contract), exported
+//! as plain wasm functions by `src/wasm/abi.rs` for the driver's own glue (src/js/abi.ts).
 //!
 //! Thin shims over [`crate::machine`]: numbers, booleans and strings in and out. A refused call
 //! returns `undefined` and leaves its error in [`last_error`], the number `code * 256 + detail`:
@@ -9,8 +10,6 @@
 
 use alloc::string::String;
 use core::sync::atomic::{AtomicU32, Ordering};
-
-use wasm_bindgen::prelude::*;
 
 use crate::contract::{field, Event, Field};
 use crate::machine::{self as m, Answer, Override, Policy, StoredFields};
@@ -26,16 +25,30 @@ fn refuse<T>(error: m::Error) -> Option<T> {
 
 /// The error of the last `Engine.create`, `begin` or `load` that returned `undefined`: the number
 /// `code * 256 + detail` (the driver throws it and maps it to its messages).
-#[wasm_bindgen(js_name = lastError)]
 pub fn last_error() -> u32 {
     LAST_ERROR.load(Ordering::Relaxed)
 }
 
-// The CSPRNG, caught in JavaScript: a throw from `crypto.getRandomValues` (no Web Crypto) becomes
-// `false` here, so no JS exception crosses the wasm frames and no externref table is needed.
-// getrandom's `wasm_js` backend does the same with wasm-bindgen's `catch`, which ships the externref
-// table and its glue (docs/WASM-BOUNDARY.md, "Size").
-#[wasm_bindgen(
+mod abi;
+
+// The CSPRNG, caught in JavaScript (the glue's `fillRandom`): a throw from `crypto.getRandomValues`
+// (no Web Crypto) becomes 0 here, so no JS exception crosses the wasm frames.
+#[cfg(not(feature = "harness"))]
+#[link(wasm_import_module = "idempotent_fetch")]
+extern "C" {
+    #[link_name = "fillRandom"]
+    fn fill_random_import(bytes: *mut u8, len: usize) -> u32;
+}
+
+#[cfg(not(feature = "harness"))]
+fn fill_random(bytes: &mut [u8]) -> bool {
+    // SAFETY: the import writes at most `len` bytes at `bytes`, a live exclusive borrow.
+    unsafe { fill_random_import(bytes.as_mut_ptr(), bytes.len()) != 0 }
+}
+
+// The wasm-bindgen-test suites run without the driver's glue: the same call through wasm-bindgen.
+#[cfg(feature = "harness")]
+#[wasm_bindgen::prelude::wasm_bindgen(
     inline_js = "export function fillRandom(b){try{crypto.getRandomValues(b);return true}catch(e){return false}}"
 )]
 extern "C" {
@@ -58,10 +71,8 @@ fn ms(now_ms: f64) -> u64 {
 }
 
 /// One client's engine: the policy and the client-wide retry budget.
-#[wasm_bindgen]
 pub struct Engine(m::Engine);
 
-#[wasm_bindgen]
 impl Engine {
     /// Range-checks the options, one number per option by its `OPT_*` index (the contract's
     /// `OPTIONS`: the driver did the type checks and defaults); `undefined` with [`last_error`]
@@ -87,7 +98,8 @@ impl Engine {
     }
 
     /// Create-or-resume, every choice made here (see `machine::Engine::begin_from`): `stored` is what
-    /// `load` made of this tab's storage, `claimed` of the intent's cross-tab claim; both consumed.
+    /// `load` made of this tab's storage, `claimed` of the intent's cross-tab claim (the glue hands
+    /// both over: `engine_begin` frees them).
     /// `storedFingerprint` is compared with the stored record (the hash for its version). Field
     /// `Resumed` says which record was resumed (a `Resumed`: none, the stored one or the claim); `Dirty`,
     /// whether to save first. `undefined` when
@@ -100,24 +112,13 @@ impl Engine {
         stored_fingerprint: &str,
         now_ms: f64,
         replace: bool,
-        key: Option<String>,
-        stored: Option<Machine>,
-        claimed: Option<Machine>,
+        key: Option<&str>,
+        stored: Option<&Machine>,
+        claimed: Option<&Machine>,
     ) -> Option<Machine> {
-        // By value: wasm-bindgen has no optional borrowed class argument. Their JS objects are emptied
-        // by the call (the driver names the old key from the records it parsed).
-        let (stored, claimed) = (stored.as_ref().map(|m| &m.0), claimed.as_ref().map(|m| &m.0));
+        let (stored, claimed) = (stored.map(|m| &m.0), claimed.map(|m| &m.0));
         self.0
-            .begin_from(
-                intent_id,
-                fingerprint,
-                stored_fingerprint,
-                ms(now_ms),
-                replace,
-                key.as_deref(),
-                stored,
-                claimed,
-            )
+            .begin_from(intent_id, fingerprint, stored_fingerprint, ms(now_ms), replace, key, stored, claimed)
             .map_or_else(refuse, |m| Some(Machine(m)))
     }
 
@@ -142,15 +143,12 @@ impl Engine {
 
 /// One intent's record and its `send` loop. Every event returns an action number
 /// (1 SEND, 2 WAIT, 3 WAIT_ONLINE, 4 DONE, 5 FAIL); save the record first when `dirty()`.
-#[wasm_bindgen]
 pub struct Machine(m::Machine);
 
-#[wasm_bindgen]
 impl Machine {
     /// The idempotency key; with `header` true, the key header's value (raw, or sf-string if the
     /// engine says so). One export for both strings: each export costs its glue in the JavaScript
     /// users download.
-    #[wasm_bindgen(js_name = key)]
     pub fn key_or_header(&self, header: bool) -> String {
         if header {
             self.0.header()
@@ -160,7 +158,6 @@ impl Machine {
     }
 
     /// The driver saved the record.
-    #[wasm_bindgen(js_name = markSaved)]
     pub fn mark_saved(&mut self) {
         self.0.mark_saved();
     }
@@ -174,21 +171,20 @@ impl Machine {
 
     /// The attempt got an answer. `override_`: the caller's `shouldRetry(status)`: 0 none, 1 retry,
     /// 2 definite. Header values as `Headers.get` returns them (`undefined` when absent).
-    #[wasm_bindgen(js_name = onResponse)]
     pub fn on_response(
         &mut self,
         now_ms: f64,
         status: u16,
-        retry_after: Option<String>,
-        stripe_should_retry: Option<String>,
-        replayed: Option<String>,
+        retry_after: Option<&str>,
+        stripe_should_retry: Option<&str>,
+        replayed: Option<&str>,
         override_: u32,
     ) -> u32 {
         let answer = Answer {
             status,
-            retry_after: retry_after.as_deref(),
-            should_retry: stripe_should_retry.as_deref(),
-            replayed: replayed.as_deref(),
+            retry_after,
+            should_retry: stripe_should_retry,
+            replayed,
             caller: Override::from_index(override_),
         };
         self.0.on_response(ms(now_ms), &answer) as u32
@@ -196,9 +192,8 @@ impl Machine {
 
     /// The server's key-status answer after RECONCILE: `kind` a `KEY_*` status (`status`: the stored
     /// answer's when done; `retryAfter`: the status answer's `Retry-After` when in flight).
-    #[wasm_bindgen(js_name = onKeyStatus)]
-    pub fn on_key_status(&mut self, now_ms: f64, kind: u32, status: u16, retry_after: Option<String>) -> u32 {
-        let answer = Answer { status, retry_after: retry_after.as_deref(), ..Answer::default() };
+    pub fn on_key_status(&mut self, now_ms: f64, kind: u32, status: u16, retry_after: Option<&str>) -> u32 {
+        let answer = Answer { status, retry_after, ..Answer::default() };
         self.0.on_key_status(ms(now_ms), m::KeyStatus::from_index(kind), &answer) as u32
     }
 

@@ -1,11 +1,9 @@
 // The wasm machine as the driver sees it (docs/WASM-BOUNDARY.md, the contract): the classes of
-// wasm-bindgen's glue, whose types (src/js/generated/idempotent_fetch.d.ts) wasm-bindgen generates
-// from src/wasm.rs, docs included. src/wasm.rs is the one source of each signature: a removed or
-// changed export fails `tsc` where the driver calls it. Every call is synchronous. A refused
+// the glue (abi.ts), over the module's exports (src/wasm/abi.rs). Every call is synchronous. A refused
 // `create`, `begin` or `load` returns undefined and leaves its error in `lastError()`, the number
 // `code * 256 + detail` (messages.ts), which the driver throws (`refused()` in wasm.ts).
 
-import type { Engine as WasmEngine, Machine as WasmMachine } from "./generated/idempotent_fetch.js";
+import type { Engine as WasmEngine, Machine as WasmMachine } from "./abi.js";
 
 /** One intent's record and one `send` loop (src/wasm.rs `Machine`). */
 export type Machine = WasmMachine;

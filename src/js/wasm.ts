@@ -1,12 +1,12 @@
 // Loads and initialises the wasm machine once: the first `begin`/`fetch` awaits it, and `ready`
 // (index.ts) is exported for apps that warm up early. Loading starts when the package is imported.
 //
-// The glue's `init()` finds the wasm file by itself: its default source,
-// `new URL("idempotent_fetch_bg.wasm", import.meta.url)`, is rewritten per platform by the package
+// The glue's `init()` finds the wasm file by itself: its fetch of
+// `new URL("idempotent_fetch_bg.wasm", import.meta.url)` is rewritten per platform by the package
 // build (package/build.mjs: browsers, bundlers and workers keep the URL next to the bundle, which
 // Vite and webpack understand; Node reads the file from disk).
 
-import init, { Engine, lastError } from "./generated/idempotent_fetch.js";
+import { Engine, init, lastError } from "./abi.js";
 import type { EngineClass } from "./machine.js";
 
 /** What the machine exports, once initialised. */

@@ -1,4 +1,4 @@
-// How a page's bundle loads the .wasm (wasm-bindgen's glue as the package bundles it, and src/js/wasm.ts): served
+// How a page's bundle loads the .wasm (the glue src/js/abi.ts as the package bundles it, and src/js/wasm.ts): served
 // as application/wasm it compiles while streaming, with no warning; served with another Content-Type
 // it falls back to the bytes and warns once; a failed first request rejects `ready` with the status,
 // and the next `begin` requests the .wasm again and works; a client made before the .wasm arrived warms

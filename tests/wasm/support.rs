@@ -287,7 +287,7 @@ fn a_send_runs_through_the_exports() {
     assert!(m.dirty(), "saved before the attempt");
     assert_eq!((m.whole(Field::Attempt), m.whole(Field::TotalAttempts), m.field(Field::TimeoutMs)), (1, 1, 15_000.0));
     m.mark_saved();
-    assert_eq!(m.on_response(NOW + 10.0, 503, Some("2".into()), None, None, verdict(Override::None)), WAIT);
+    assert_eq!(m.on_response(NOW + 10.0, 503, Some("2"), None, None, verdict(Override::None)), WAIT);
     let reason = Reason::Status as u32;
     assert_eq!((m.field(Field::DelayMs), m.whole(Field::Reason), m.whole(Field::LastStatus)), (2_000.0, reason, 503));
     assert_eq!(engine.budget(), 495);
@@ -301,7 +301,7 @@ fn a_send_runs_through_the_exports() {
     assert_eq!(m.on_timeout(NOW + 18_600.0), WAIT);
     assert_eq!(m.whole(Field::Reason), Reason::Timeout as u32);
     assert_eq!(m.on_wake(NOW + 19_600.0, true), SEND);
-    let done = m.on_response(NOW + 19_700.0, 201, None, None, Some(" True ".into()), verdict(Override::None));
+    let done = m.on_response(NOW + 19_700.0, 201, None, None, Some(" True "), verdict(Override::None));
     assert_eq!(done, DONE);
     assert_eq!((m.whole(Field::Status), m.ok(), m.replayed(), m.whole(Field::Attempt)), (201, true, true, 4));
     assert_eq!((m.state(), m.whole(Field::TotalAttempts)), (State::Succeeded.text().to_owned(), 4));
@@ -334,11 +334,11 @@ fn get_reads_each_field_of_the_payload() {
     let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     assert_eq!(m.start(NOW, true), SEND);
     assert_eq!(fields(&m)[..5], [15_000.0, 0.0, 0.0, 1.0, 1.0], "SEND: timeout, attempt, totalAttempts");
-    assert_eq!(m.on_response(NOW + 10.0, 503, Some("2".into()), None, None, none), WAIT);
+    assert_eq!(m.on_response(NOW + 10.0, 503, Some("2"), None, None, none), WAIT);
     let status = f64::from(Reason::Status as u8);
     assert_eq!(fields(&m)[1..4], [2_000.0, status, 1.0], "WAIT: delay, reason (status), attempt");
     assert_eq!(m.on_wake(NOW + 2_010.0, true), SEND);
-    assert_eq!(m.on_response(NOW + 2_020.0, 201, None, None, Some("true".into()), none), DONE);
+    assert_eq!(m.on_response(NOW + 2_020.0, 201, None, None, Some("true"), none), DONE);
     assert_eq!(fields(&m)[3..8], [2.0, 2.0, 201.0, 1.0, 1.0], "DONE: attempt, total, status, ok, replayed");
     let record = [Field::CreatedAt, Field::UpdatedAt, Field::LastStatus, Field::Uncertain, Field::Dirty]
         .map(|f| m.get(f as u32));
@@ -423,13 +423,13 @@ fn the_callers_override_and_the_server_hint_cross_as_numbers_and_strings() {
     assert_eq!(m.on_response(NOW, 404, None, None, None, verdict(Override::Retry)), WAIT, "override: retry");
     assert_eq!(m.on_wake(NOW + 250.0, true), SEND);
     assert_eq!(
-        m.on_response(NOW, 503, None, Some("false".into()), None, verdict(Override::None)),
+        m.on_response(NOW, 503, None, Some("false"), None, verdict(Override::None)),
         DONE,
         "Stripe-Should-Retry"
     );
     assert_eq!(m.start(NOW, true), SEND);
     assert_eq!(
-        m.on_response(NOW, 503, Some("Sun, 06 Nov 1994 08:49:37 GMT".into()), None, None, verdict(Override::None)),
+        m.on_response(NOW, 503, Some("Sun, 06 Nov 1994 08:49:37 GMT"), None, None, verdict(Override::None)),
         WAIT
     );
     assert_eq!(m.field(Field::DelayMs), 250.0, "a past date means now: the backoff");
@@ -481,18 +481,18 @@ fn begin_resumes_refuses_or_renews_against_the_stored_record() {
     let m = engine.begin(ID, &fingerprint(), &fingerprint(), NOW, false, None, None, None).unwrap();
     let key = m.key_or_header(false);
     let stored = load(&engine, &m).unwrap();
-    let again = engine.begin(ID, &fingerprint(), &fingerprint(), NOW + 1.0, false, None, Some(stored), None).unwrap();
+    let again = engine.begin(ID, &fingerprint(), &fingerprint(), NOW + 1.0, false, None, Some(&stored), None).unwrap();
     assert_eq!(
         (again.key_or_header(false), again.resumed(), again.dirty()),
         (key.clone(), Some(Resumed::Stored), false)
     );
 
     let stored = load(&engine, &m).unwrap();
-    let err = refused(engine.begin(ID, &"b2".repeat(32), &"b2".repeat(32), NOW, false, None, Some(stored), None));
+    let err = refused(engine.begin(ID, &"b2".repeat(32), &"b2".repeat(32), NOW, false, None, Some(&stored), None));
     assert_eq!(err, packed(code::INTENT_MISMATCH, mismatch::STORED), "INTENT_MISMATCH with the stored record");
 
     let stored = load(&engine, &m).unwrap();
-    let replaced = engine.begin(ID, &"b2".repeat(32), &"b2".repeat(32), NOW, true, None, Some(stored), None).unwrap();
+    let replaced = engine.begin(ID, &"b2".repeat(32), &"b2".repeat(32), NOW, true, None, Some(&stored), None).unwrap();
     assert_ne!(replaced.key_or_header(false), key);
 
     assert_eq!(
@@ -511,7 +511,7 @@ fn begin_weighs_the_stored_record_against_the_claim() {
     let engine = engine();
     let fp = fingerprint();
     let begin = |stored: Option<Machine>, claimed: Option<Machine>, fp: &str| {
-        checked(engine.begin(ID, fp, fp, NOW + 5.0, false, None, stored, claimed))
+        checked(engine.begin(ID, fp, fp, NOW + 5.0, false, None, stored.as_ref(), claimed.as_ref()))
     };
     let mine = engine.begin(ID, &fp, &fp, NOW, false, None, None, None).unwrap();
     let theirs = engine.begin(ID, &fp, &fp, NOW, false, None, None, None).unwrap();
@@ -563,7 +563,7 @@ fn hostile_numbers_never_trap() {
     let mut m = engine.begin(ID, &fingerprint(), &fingerprint(), f64::NAN, false, None, None, None).unwrap();
     for now in [f64::NAN, -1.0, f64::INFINITY, f64::NEG_INFINITY, 1e300, -0.0, 0.5] {
         let _ = m.start(now, true);
-        let _ = m.on_response(now, 65_535, Some("\u{0}".into()), Some("".into()), Some("x".into()), u32::MAX);
+        let _ = m.on_response(now, 65_535, Some("\u{0}"), Some(""), Some("x"), u32::MAX);
         let _ = m.on_network_error(now);
         let _ = m.on_wake(now, false);
         let _ = m.on_online(now);
@@ -601,7 +601,7 @@ fn replays_uncertainty_and_total_attempts_cross_the_boundary() {
     assert_eq!(m.start(NOW, true), SEND);
     assert_eq!(m.on_timeout(NOW + 1.0), WAIT);
     assert_eq!(m.on_wake(NOW + 300.0, true), SEND);
-    assert_eq!(m.on_response(NOW + 400.0, 500, None, None, Some("true".into()), verdict(Override::Retry)), DONE);
+    assert_eq!(m.on_response(NOW + 400.0, 500, None, None, Some("true"), verdict(Override::Retry)), DONE);
     assert!(m.replayed() && !m.ok() && !m.uncertain());
 
     // Uncertain is stored and read back; a plain 4xx then says so.
@@ -612,7 +612,7 @@ fn replays_uncertainty_and_total_attempts_cross_the_boundary() {
     let numbers = record_numbers(VERSION, m.field(Field::CreatedAt), m.field(Field::UpdatedAt), 1.0, NONE, 1.0);
     let stored = engine.load("u", "u", &key, &fp, &numbers).unwrap();
     assert!(stored.uncertain());
-    let mut again = engine.begin("u", &fp, &fp, NOW + 10.0, false, None, Some(stored), None).unwrap();
+    let mut again = engine.begin("u", &fp, &fp, NOW + 10.0, false, None, Some(&stored), None).unwrap();
     assert_eq!(again.start(NOW + 10.0, true), SEND);
     assert_eq!(again.on_response(NOW + 11.0, 404, None, None, None, verdict(Override::None)), DONE);
     assert!(again.uncertain() && !again.ok());

@@ -91,8 +91,6 @@ pub fn build_package() -> Result {
 /// The API reference (TypeDoc over the public entries) into `<target>/api/`, failing on any warning:
 /// an exported item without a doc comment, a broken `{@link}`. Returns the folder it wrote.
 pub fn build_api_docs() -> Result<PathBuf> {
-    // The driver imports the generated glue (src/js/generated/), which the package build writes.
-    ensure_package()?;
     let out = target_dir()?.join(API_DOCS_OUT);
     let typedoc = root().join(TYPEDOC_DIR).join("node_modules/.bin/typedoc");
     run(cmd(typedoc).args(["--tsconfig", API_DOCS_CONFIG, "--logLevel", "Warn", "--out"]).arg(&out))?;
