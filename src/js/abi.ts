@@ -215,7 +215,13 @@ export async function init(): Promise<void> {
     made = await WebAssembly.instantiateStreaming(response, imports());
   } catch (error) {
     if (response.headers.get("Content-Type") === "application/wasm") throw error;
-    console.warn("`WebAssembly.instantiateStreaming` failed because your server does not serve Wasm with `application/wasm` MIME type. Falling back to `WebAssembly.instantiate`. Original error:\n", error);
+    // The production build's warning is short, as its others are (mode.ts); both name the fix.
+    console.warn(
+      __DEV__
+        ? "`WebAssembly.instantiateStreaming` failed because your server does not serve Wasm with `application/wasm` MIME type. Falling back to `WebAssembly.instantiate`. Original error:\n"
+        : "idempotent-fetch: serve the .wasm as application/wasm\n",
+      error,
+    );
     made = await WebAssembly.instantiate(await response.arrayBuffer(), imports());
   }
   if (!wasm) ready(made.instance);
