@@ -208,6 +208,7 @@ const DRIVER_PRIVATE = [
   "sentNow", "unsaved", "retire", "persisted", "waiting", "records", "prefix", "area", "backend", "requested",
   "database", "fallbackReason", "machine", "typed", "shelves", "freed", "swept", "deleteWhenAnswered", "deleteIf", "integer",
   "store", "engine", "known", "scanned", "claims", "stamp", "cap", "retired", "secret", "sent", "opened",
+  "retryAfterFreeing", "wasResumed", "deferSave", "sendNow", "reconciler", "corsWarned",
   // The functions the entry hands the resume part (resume.ts `ResumeKit`).
   "loadRecord", "viewOf", "intentIdArg", "notFound", "corruptRecord", "storageUnavailable", "prepareParts", "pageLocation",
   "hashOf", "operationOf", "fieldsOf", "storedBody",
