@@ -208,7 +208,9 @@ const DRIVER_PRIVATE = [
   "sentNow", "unsaved", "retire", "persisted", "waiting", "records", "prefix", "area", "backend", "requested",
   "database", "fallbackReason", "machine", "typed", "shelves", "freed", "swept", "deleteWhenAnswered", "deleteIf", "integer",
   "store", "engine", "known", "scanned", "claims", "stamp", "cap", "retired", "secret", "sent", "opened",
-  "retryAfterFreeing", "wasResumed", "deferSave", "sendNow", "reconciler", "corsWarned",
+  "retryAfterFreeing", "wasResumed", "deferSave", "sendNow", "reconciler", "corsWarned", "madeAt", "onFull", "queue", "share", "timer", "prepared",
+  // The members of `Fields` (fields.ts).
+  "only", "oneOf", "string", "boolean", "fail", "path", "object",
   // The functions the entry hands the resume part (resume.ts `ResumeKit`).
   "loadRecord", "viewOf", "intentIdArg", "notFound", "corruptRecord", "storageUnavailable", "prepareParts", "pageLocation",
   "hashOf", "operationOf", "fieldsOf", "storedBody",
