@@ -211,6 +211,8 @@ const DRIVER_PRIVATE = [
   "retryAfterFreeing", "wasResumed", "deferSave", "sendNow", "reconciler", "corsWarned", "madeAt", "onFull", "queue", "share", "timer", "prepared",
   // The members of `Fields` (fields.ts).
   "only", "oneOf", "string", "boolean", "fail", "path", "object",
+  // The machine's methods the driver calls (abi.ts `Machine`).
+  "markSaved", "onResponse", "onKeyStatus",
   // The functions the entry hands the resume part (resume.ts `ResumeKit`).
   "loadRecord", "viewOf", "intentIdArg", "notFound", "corruptRecord", "storageUnavailable", "prepareParts", "pageLocation",
   "hashOf", "operationOf", "fieldsOf", "storedBody",
