@@ -68,22 +68,25 @@ function localStorageOrNull(): Storage | null {
   }
 }
 
-/** `navigator.locks.request(name, { signal }, callback)`; `undefined` when the API refuses outright
- *  (a SecurityError in opaque origins: sandboxed frames, data: workers), so the caller falls back. */
-function webLock(locks: LockManagerLike, name: string, signal?: AbortSignal): Promise<Release | undefined> {
+/** `navigator.locks.request(name, { signal }, callback)`, or with `ifAvailable` (then `undefined`
+ *  when another holds it); `undefined` when the API refuses outright (a SecurityError in opaque
+ *  origins: sandboxed frames, data: workers), so the caller falls back. */
+function webLock(locks: LockManagerLike, name: string, signal?: AbortSignal, ifAvailable?: boolean): Promise<Release | undefined> {
   const { held, release } = holder();
   return abortable<Release | undefined>(signal, (resolve) => {
     let granted = false;
-    const callback = () => {
+    const callback = (lock: unknown) => {
       granted = true;
+      // Only `ifAvailable` is granted null: held elsewhere.
+      if (lock === null) {
+        resolve(undefined);
+        return undefined;
+      }
       resolve(release);
       return held;
     };
     try {
-      // Rejects when aborted (the request is withdrawn), and at once where Web Locks are refused
-      // (the callback never runs). Observed, so it is never an unhandled rejection and such a
-      // refusal does not hang.
-      locks.request(name, signal ? { signal } : {}, callback).catch(() => {
+      locks.request(name, ifAvailable ? { ifAvailable } : signal ? { signal } : {}, callback).catch(() => {
         if (!granted) resolve(undefined);
       });
     } catch {
@@ -114,22 +117,5 @@ function holder(): { held: Promise<void>; release: Release } {
  *  held elsewhere or there are no Web Locks. Never waits for another holder. */
 export function tryAcquire(name: string): Promise<Release | undefined> {
   const locks = webLocks();
-  if (!locks) return Promise.resolve(undefined);
-  return new Promise((resolve) => {
-    const { held, release } = holder();
-    try {
-      locks
-        .request(name, { ifAvailable: true }, (lock) => {
-          if (lock === null) {
-            resolve(undefined);
-            return undefined;
-          }
-          resolve(release);
-          return held;
-        })
-        .catch(() => resolve(undefined));
-    } catch {
-      resolve(undefined);
-    }
-  });
+  return locks ? webLock(locks, name, undefined, true) : Promise.resolve(undefined);
 }
