@@ -213,6 +213,8 @@ const DRIVER_PRIVATE = [
   "only", "oneOf", "string", "boolean", "fail", "path", "object",
   // The machine's methods the driver calls (abi.ts `Machine`).
   "markSaved", "onResponse", "onKeyStatus",
+  // The cross-origin tally (cors.ts `CorsTally`) and the key status left open (send.ts `KeyStatusOpen`).
+  "refused", "last", "repeatedBlind", "detail",
   // The functions the entry hands the resume part (resume.ts `ResumeKit`).
   "loadRecord", "viewOf", "intentIdArg", "notFound", "corruptRecord", "storageUnavailable", "prepareParts", "pageLocation",
   "hashOf", "operationOf", "fieldsOf", "storedBody",
