@@ -146,14 +146,14 @@ function decodeRequest(value: unknown): PersistedRequest {
     body = bodyValue as number[] | number;
   }
   return {
-    method: required(fields.string("method"), "request.method"),
-    url: required(fields.string("url"), "request.url"),
+    method: required(fields.string("method"), __DEV__ && "request.method"),
+    url: required(fields.string("url"), __DEV__ && "request.url"),
     headers,
     body,
   };
 }
 
-function required<T>(value: T | undefined, name: string): T {
+function required<T>(value: T | undefined, name: string | false): T {
   if (value === undefined) throw malformed(__DEV__ && `missing field ${name}`);
   return value;
 }

@@ -243,7 +243,7 @@ export async function runSend(ctx: SendContext): Promise<SendResult> {
         }
         if (__DEV__ && askProblem) hints.push(`the key's status is unknown (${askProblem})`);
         if (__DEV__ && oneMore) hints.push(`${oneMore} (${context.attempts} attempts in all)`);
-        throw errorFor(code, detail, context, hints.filter(Boolean).join("; ") || undefined);
+        throw errorFor(code, detail, context, (__DEV__ && hints.filter(Boolean).join("; ")) || undefined);
       }
       default:
         throw errorFor(M.E_INTERNAL, M.PROTOCOL_UNKNOWN_ACTION, { intentId, key });
