@@ -86,6 +86,8 @@ function webLock(locks: LockManagerLike, name: string, signal?: AbortSignal, ifA
       return held;
     };
     try {
+      // Rejects when aborted (the request is withdrawn), and at once where Web Locks are refused (the
+      // callback never runs): observed, so it is never an unhandled rejection and a refusal does not hang.
       locks.request(name, ifAvailable ? { ifAvailable } : signal ? { signal } : {}, callback).catch(() => {
         if (!granted) resolve(undefined);
       });
