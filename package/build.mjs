@@ -68,7 +68,7 @@ export function crateMetadata() {
 }
 
 /** Step 1: the release wasm (plain exports, src/wasm/abi.rs). Returns its path and a scratch dir. */
-function bindings(meta, features) {
+function releaseWasm(meta, features) {
   const featureArgs = features.length ? ["--features", features.join(",")] : [];
   // The crate is an rlib in Cargo.toml (so the wasm-bindgen-test suites can link it without its panic
   // handler: Cargo.toml, feature `harness`); the module is linked as a cdylib here.
@@ -520,7 +520,7 @@ function manifest(crate, npmName, out) {
  */
 export async function build({ entry = path.join(DRIVER_DIR, "index.ts"), features = [] } = {}) {
   const meta = crateMetadata();
-  const { rawWasm, tmp } = bindings(meta, features);
+  const { rawWasm, tmp } = releaseWasm(meta, features);
   try {
     if (!existsSync(entry)) throw new Error(`${path.relative(root, entry)} does not exist: the driver's entry (src/js/README.md)`);
     // Built next to pkg/ and swapped in at the end, so tests and servers reading pkg/ meanwhile never
