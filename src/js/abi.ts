@@ -7,29 +7,7 @@
 // in place of that fetch (package/build.mjs `glueFor`: the request the browser bundle starts first,
 // the bytes from disk for Node, which instantiates with `initSync` at import).
 
-type Handle = number;
-/** A string's byte length in the scratch buffer, -1 when absent (`put`). */
-type Length = number;
-
-/** The module's exports (src/wasm/abi.rs): every value a number (handles, lengths, 0/1 booleans). */
-interface Exports {
-  readonly memory: WebAssembly.Memory;
-  if_buf(len: number): number;
-  if_last_error(): number;
-  engine_create(count: number): Handle;
-  engine_free(engine: Handle): void;
-  engine_budget(engine: Handle): number;
-  engine_begin(engine: Handle, nowMs: number, replace: boolean, stored: Handle | undefined, claimed: Handle | undefined, ...lengths: Length[]): Handle;
-  engine_load(engine: Handle, count: number, ...lengths: Length[]): Handle;
-  engine_sweep(engine: Handle, record: Handle, nowMs: number): number;
-  machine_free(machine: Handle): void;
-  machine_key(machine: Handle, header: boolean): number;
-  machine_mark_saved(machine: Handle): void;
-  machine_get(machine: Handle, field: number): number;
-  machine_on_response(machine: Handle, nowMs: number, status: number, override: number, ...lengths: Length[]): number;
-  machine_on_key_status(machine: Handle, nowMs: number, kind: number, status: number, ...lengths: Length[]): number;
-  machine_on(machine: Handle, event: number, nowMs: number, online: boolean): number;
-}
+import type { Exports, Handle, Length } from "./generated/abi.js";
 
 /** The instance's exports; `undefined` until `init` or `initSync` (every call needs them). */
 let wasm = undefined as unknown as Exports;
@@ -42,7 +20,7 @@ const bytes = (at: number, len?: number): Uint8Array<ArrayBuffer> => new Uint8Ar
 
 /** Writes a call's numbers, then its strings as UTF-8, into the scratch buffer; returns each string's
  *  byte length, -1 for one that is absent (`Headers.get`'s null included). */
-function put(numbers: ArrayLike<number>, ...strings: (string | null | undefined)[]): number[] {
+function put<S extends (string | null | undefined)[]>(numbers: ArrayLike<number>, ...strings: S): { [K in keyof S]: Length } {
   // Room for the worst case: 3 bytes of UTF-8 per UTF-16 unit.
   // Addresses as unsigned (`>>> 0`): wasm returns an i32, negative past 2 GiB.
   let at = wasm.if_buf(strings.reduce((size: number, s) => size + (s ? s.length * 3 : 0), numbers.length * 8)) >>> 0;
@@ -53,7 +31,7 @@ function put(numbers: ArrayLike<number>, ...strings: (string | null | undefined)
     const written = encoder.encodeInto(s, bytes(at)).written ?? 0;
     at += written;
     return written;
-  });
+  }) as { [K in keyof S]: Length };
 }
 
 /** Frees what the garbage collector collects before the driver freed it. */

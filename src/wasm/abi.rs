@@ -27,6 +27,19 @@ unsafe impl Sync for Scratch {}
 
 static SCRATCH: Scratch = Scratch(UnsafeCell::new(Vec::new()));
 
+// The names of the exports' parameter types say what a number means to the glue: the glue's
+// `Exports` interface (src/js/generated/abi.ts) is generated from these signatures
+// (tests/abi_exports.rs), so a type here is the one statement of the glue's type there.
+
+/// A boolean as the glue passes it: 0 or 1.
+type Flag = u32;
+
+/// A string's UTF-8 byte length in the scratch buffer; `u32::MAX` (the glue's -1) when absent.
+type Length = u32;
+
+/// A machine's handle that may be 0 (none); the call consumes it.
+type MaybeMachine = *mut Machine;
+
 /// The scratch buffer, grown to at least `len` bytes.
 fn scratch(len: usize) -> &'static mut Vec<u64> {
     // SAFETY: single-threaded, and each export takes this borrow once and drops it before returning.
@@ -134,13 +147,13 @@ pub extern "C" fn engine_budget(engine: *mut Engine) -> u32 {
 pub extern "C" fn engine_begin(
     engine: *mut Engine,
     now_ms: f64,
-    replace: u32,
-    stored: *mut Machine,
-    claimed: *mut Machine,
-    intent_id: u32,
-    fingerprint: u32,
-    stored_fingerprint: u32,
-    key: u32,
+    replace: Flag,
+    stored: MaybeMachine,
+    claimed: MaybeMachine,
+    intent_id: Length,
+    fingerprint: Length,
+    stored_fingerprint: Length,
+    key: Length,
 ) -> *mut Machine {
     let (stored, claimed) = (take(stored), take(claimed));
     let mut a = args(0);
@@ -167,10 +180,10 @@ pub extern "C" fn engine_begin(
 pub extern "C" fn engine_load(
     engine: *mut Engine,
     count: u32,
-    intent_id: u32,
-    id: u32,
-    key: u32,
-    fingerprint: u32,
+    intent_id: Length,
+    id: Length,
+    key: Length,
+    fingerprint: Length,
 ) -> *mut Machine {
     let mut a = args(count);
     let (intent_id, id, key, fingerprint) = (a.text(intent_id), a.text(id), a.text(key), a.text(fingerprint));
@@ -194,7 +207,7 @@ pub extern "C" fn machine_free(machine: *mut Machine) {
 
 /// `machine.key(header)`: the string's byte length; the UTF-8 is at the start of the scratch buffer.
 #[no_mangle]
-pub extern "C" fn machine_key(machine: *mut Machine, header: u32) -> u32 {
+pub extern "C" fn machine_key(machine: *mut Machine, header: Flag) -> u32 {
     let Some(machine) = get(machine) else { return 0 };
     let text = machine.key_or_header(header != 0);
     let words = scratch(text.len());
@@ -225,9 +238,9 @@ pub extern "C" fn machine_on_response(
     now_ms: f64,
     status: u32,
     override_: u32,
-    retry_after: u32,
-    stripe_should_retry: u32,
-    replayed: u32,
+    retry_after: Length,
+    stripe_should_retry: Length,
+    replayed: Length,
 ) -> u32 {
     let mut a = args(0);
     let (retry_after, stripe, replayed) = (a.next(retry_after), a.next(stripe_should_retry), a.next(replayed));
@@ -241,7 +254,7 @@ pub extern "C" fn machine_on_key_status(
     now_ms: f64,
     kind: u32,
     status: u32,
-    retry_after: u32,
+    retry_after: Length,
 ) -> u32 {
     let retry_after = args(0).next(retry_after);
     get(machine).map_or(0, |m| m.on_key_status(now_ms, kind, status as u16, retry_after))
@@ -249,6 +262,6 @@ pub extern "C" fn machine_on_key_status(
 
 /// `machine.on(event, nowMs, online)`.
 #[no_mangle]
-pub extern "C" fn machine_on(machine: *mut Machine, event: u32, now_ms: f64, online: u32) -> u32 {
+pub extern "C" fn machine_on(machine: *mut Machine, event: u32, now_ms: f64, online: Flag) -> u32 {
     get(machine).map_or(0, |m| m.on(event, now_ms, online != 0))
 }
