@@ -142,8 +142,10 @@ export const order = (cart) => client.fetch("/api/orders", { method: "POST", bod
   for (const flavour of BUILDS) quick[flavour] = await appBundle(QUICK_START, flavour);
   // A page that stays open: once idle, the client warms up (src/js/client.ts `warm`), and after its
   // first send it sweeps. Under the quick start's options the warm-up fetches no file where the
-  // browser has Web Locks, and the localStorage lease (lease.ts) where it has none; the sweep fetches
-  // the sweep part (sweep.ts). Every other part waits for the first use of its feature.
+  // browser has Web Locks and crypto.subtle, the localStorage lease (lease.ts) where it has no Web
+  // Locks, and the SHA-256 (sha256.ts) on origins without crypto.subtle (plain http, never the
+  // https pages these figures are for); the sweep fetches the sweep part (sweep.ts). Every other part
+  // waits for the first use of its feature.
   const partOf = (source) => LAZY_PARTS.find((p) => p.source === source).file;
   const idle = (flavour, sources) => sources.map((source) => quick[flavour].parts[fileOf(partOf(source), flavour)] ?? none).reduce(add, none);
   const IDLE = ["sweep.ts"];

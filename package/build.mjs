@@ -316,6 +316,8 @@ export const LAZY_PARTS = [
   { source: "stored-request.ts", file: "lazy/stored-request.js" },
   // What deletes stored records: the sweep (idle after the first send, or sweep()) and the retired bound.
   { source: "sweep.ts", file: "lazy/sweep.js" },
+  // The fingerprint's plain-JS SHA-256, where there is no crypto.subtle (plain http pages): preloaded there.
+  { source: "sha256.ts", file: "lazy/sha256.js" },
 ];
 /** What a lazy part may bundle besides its own source: modules without state. */
 const PURE_SOURCES = ["mode.ts", "describe.ts", "hex.ts", "body-limits.ts", "machine.ts", "generated/contract.ts", "storage/backend.ts", "storage/idb.ts", "wait.ts"];

@@ -22,7 +22,7 @@ import { fingerprint } from "./fingerprint.js";
 import { InFlight } from "./inflight.js";
 import type { SweepKit } from "./sweep.js";
 import type { ResumeKit } from "./resume.js";
-import { sweepPart, leasePart, placementPart, reconcilePart, resumePart, storedRequestPart } from "./lazy.js";
+import { sweepPart, leasePart, placementPart, reconcilePart, resumePart, sha256Part, storedRequestPart } from "./lazy.js";
 import { needsLease } from "./lock.js";
 import { E_INVALID_OPTIONS, type Engine, F_DIRTY, F_RESUMED, type Machine, MISMATCH_CLAIMED, MISMATCH_KEY_CLAIMED, MISMATCH_KEY_STORED, OPT_RETRY_BUDGET, OPTIONS, RESUMED_CLAIMED, RESUMED_NEW, RESUMED_STORED } from "./machine.js";
 import { corruptRecord, fromThrown, intentMismatch, notFound, storageUnavailable } from "./messages.js";
@@ -151,6 +151,8 @@ export class IdempotentClient {
       resumePart().catch(() => {}); // `reconcile(id)`, `settle(id)`
     }
     if (core.config.keyIn) placementPart().catch(() => {});
+    // Plain http pages have no crypto.subtle: their fingerprints take the plain-JS SHA-256.
+    if (!globalThis.crypto?.subtle) sha256Part().catch(() => {});
     if (core.config.storage !== "memory" && needsLease()) leasePart().catch(() => {});
     // A lock no intent can have (ids hold no control character), given back at once.
     void offerSendLock(core, "\u0001warm-up").then((release) => release?.());

@@ -1,14 +1,16 @@
 // The request fingerprint: HMAC-SHA-256 (hex) of method, URL, content type and body under a random
 // secret of the namespace (an unkeyed hash of a body holding a card number can be brute-forced
 // offline), so that re-beginning an intent with a changed request is caught
-// (INTENT_MISMATCH). `crypto.subtle` for large inputs; the plain-JS SHA-256 in HMAC form for small
-// ones and where `crypto.subtle` does not exist (insecure origins: plain http pages). Both give the
+// (INTENT_MISMATCH). `crypto.subtle` computes it, with the secret imported as a key once; where
+// `crypto.subtle` does not exist (insecure origins: plain http pages) or fails, the plain-JS SHA-256
+// in HMAC form (sha256.ts, a part loaded on demand, preloaded there when the page is idle) gives the
 // same value. Records of version 1 hold the unkeyed SHA-256 (`secret` undefined) and are matched
 // with it until they are retired.
 
 import type { PreparedRequest } from "./request.js";
 import { contentTypeOf } from "./request.js";
-import { hex, sha256 } from "./sha256.js";
+import { hex } from "./hex.js";
+import { sha256Part } from "./lazy.js";
 
 export { hex };
 
@@ -24,44 +26,23 @@ export function fingerprintInput(request: PreparedRequest): Uint8Array<ArrayBuff
   return data;
 }
 
-/** Inputs up to this many bytes (a usual JSON order) are hashed in plain JS: a `crypto.subtle` call
- *  answers on another thread, two round trips with the key import, and below ~1 KiB the plain hash is
- *  as fast or faster (12-30 µs for 100 B against 17-50 µs in headless Chromium, both warm). */
-const SUBTLE_FROM = 1024;
+/** The HMAC key of each secret, imported once (a secret is one object for the life of its client). */
+const hmacKeys = new WeakMap<Uint8Array<ArrayBuffer>, Promise<CryptoKey>>();
 
 /** The request's fingerprint (64 lowercase hex characters): keyed with `secret`, or the plain SHA-256
  *  of a version-1 record when `secret` is undefined. */
 export async function fingerprint(request: PreparedRequest, secret?: Uint8Array<ArrayBuffer>): Promise<string> {
   const data = fingerprintInput(request);
-  if (data.length > SUBTLE_FROM) {
-    try {
-      const subtle = crypto.subtle;
-      return hex(
-        new Uint8Array(
-          secret
-            ? await subtle.sign("HMAC", await subtle.importKey("raw", secret, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]), data)
-            : await subtle.digest("SHA-256", data),
-        ),
-      );
-    } catch {
-      // No crypto.subtle (insecure origins: plain http pages have none), or one that fails (a broken
-      // polyfill must not stop a payment): the plain-JS SHA-256 below, which gives the same value.
-    }
+  try {
+    const subtle = crypto.subtle;
+    if (!secret) return hex(new Uint8Array(await subtle.digest("SHA-256", data)));
+    let key = hmacKeys.get(secret);
+    if (!key) hmacKeys.set(secret, (key = subtle.importKey("raw", secret, { name: "HMAC", hash: "SHA-256" }, false, ["sign"])));
+    return hex(new Uint8Array(await subtle.sign("HMAC", await key, data)));
+  } catch {
+    // No crypto.subtle (insecure origins: plain http pages have none), or one that fails (a broken
+    // polyfill must not stop a payment): the plain-JS SHA-256, which gives the same value.
+    const { sha256, hmacSha256 } = await sha256Part();
+    return hex(secret ? hmacSha256(secret, data) : sha256(data));
   }
-  return hex(secret ? hmacSha256(secret, data) : sha256(data));
-}
-
-/** RFC 2104 HMAC with the plain-JS SHA-256 (64-byte blocks). */
-export function hmacSha256(secret: Uint8Array, data: Uint8Array): Uint8Array {
-  const block = new Uint8Array(64);
-  block.set(secret.length > 64 ? sha256(secret) : secret);
-  const inner = new Uint8Array(64 + data.length);
-  const outer = new Uint8Array(64 + 32);
-  for (let i = 0; i < 64; i++) {
-    inner[i] = block[i] ^ 0x36;
-    outer[i] = block[i] ^ 0x5c;
-  }
-  inner.set(data, 64);
-  outer.set(sha256(inner), 64);
-  return sha256(outer);
 }

@@ -58,3 +58,7 @@ export const storedRequestPart = once(() => import("./stored-request.js"));
 /** The sweep of the stored intents: loaded when the page is idle after the client's first send, or
  *  by `sweep()`. */
 export const sweepPart = once(() => import("./sweep.js"));
+
+/** The plain-JS SHA-256 of the fingerprint, where there is no `crypto.subtle` (plain http pages):
+ *  preloaded there when the page is idle. */
+export const sha256Part = once(() => import("./sha256.js"));

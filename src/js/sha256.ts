@@ -1,7 +1,8 @@
-// SHA-256 (FIPS 180-4) in plain JavaScript: the fingerprint's fallback where `crypto.subtle` is
-// missing (it exists only in secure contexts, so a page on plain http has none). Small on purpose
-// (a few hundred bytes gzip); checked against crypto.subtle and the FIPS vectors in
-// tests/js/fingerprint.test.mjs.
+// SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104) in plain JavaScript: the fingerprint's fallback
+// where `crypto.subtle` is missing (it exists only in secure contexts, so a page on plain http has
+// none), a part the driver loads on demand (lazy.ts); the agent and otel entries bundle it for the
+// key's hash. Small on purpose (a few hundred bytes gzip); checked against crypto.subtle, Node's
+// hashes, the FIPS vectors and RFC 4231 in tests/js/fingerprint.test.mjs.
 
 // The round constants (cube roots) and the initial hash (square roots) of the first primes: the
 // first 32 bits of their fractional parts (FIPS 180-4, 4.2.2 and 5.3.3), computed rather than listed,
@@ -58,4 +59,19 @@ export function sha256(data: Uint8Array): Uint8Array {
     [a, b, c, d, e, f, g, hh].forEach((x, i) => (h[i] += x));
   }
   return Uint8Array.from({ length: 32 }, (_, i) => h[i >> 2] >>> (24 - (i & 3) * 8));
+}
+
+/** RFC 2104 HMAC with the plain-JS SHA-256 (64-byte blocks). */
+export function hmacSha256(secret: Uint8Array, data: Uint8Array): Uint8Array {
+  const block = new Uint8Array(64);
+  block.set(secret.length > 64 ? sha256(secret) : secret);
+  const inner = new Uint8Array(64 + data.length);
+  const outer = new Uint8Array(64 + 32);
+  for (let i = 0; i < 64; i++) {
+    inner[i] = block[i] ^ 0x36;
+    outer[i] = block[i] ^ 0x5c;
+  }
+  inner.set(data, 64);
+  outer.set(sha256(inner), 64);
+  return sha256(outer);
 }
