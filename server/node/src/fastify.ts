@@ -85,7 +85,11 @@ const plugin: FastifyPluginAsync<FastifyOptions<unknown>> = async (fastify, opti
     const parsed = parseJson(request.raw, body);
     if ("answer" in parsed) return send(reply, parsed.answer);
     (request as WithState)[STATE] = { body, json: parsed.json, key: (request as WithState)[KEY] ?? "" };
-    return Readable.from([Buffer.isBuffer(body) ? body : Buffer.from(body)]);
+    // A stream already holding the bytes and its end (Readable.from would read them through an async iterator).
+    const replay = new Readable({ read: () => undefined });
+    replay.push(Buffer.isBuffer(body) ? body : Buffer.from(body));
+    replay.push(null);
+    return replay;
   });
 
   // The transaction: a replay (409, 422, 410) is answered here; a new key hands the handler the open one.
@@ -94,14 +98,15 @@ const plugin: FastifyPluginAsync<FastifyOptions<unknown>> = async (fastify, opti
     if (state === undefined) return;
     const scope = options.scope?.(request);
     const run = { method: request.method, path: request.url.split("?")[0] ?? "/", keyHeader: keyHeader(request.raw), body: state.body, headers: request.raw.headers, ...(scope === undefined ? {} : { scope }) };
-    let entered: (tx: unknown) => void = () => undefined;
-    const opened = new Promise<{ tx: unknown }>((resolve) => (entered = (tx) => resolve({ tx })));
-    state.result = endpoint.run(run, (tx) => {
-      entered(tx);
-      return new Promise<HandlerAnswer>((resolve, reject) => (state.settle = { resolve, reject }));
+    // Whichever comes first: the transaction open for the handler, or the run's end without it.
+    const first = await new Promise<{ tx: unknown } | { done: RunResult }>((resolve, reject) => {
+      const result = endpoint.run(run, (tx) => {
+        resolve({ tx });
+        return new Promise<HandlerAnswer>((settled, failed) => (state.settle = { resolve: settled, reject: failed }));
+      });
+      result.then((done) => resolve({ done }), reject);
+      state.result = result;
     });
-    state.result.catch(() => undefined);
-    const first = await Promise.race([opened, state.result.then((done) => ({ done }))]);
     if ("done" in first) {
       delete (request as WithState)[STATE];
       return send(reply, first.done.answer);

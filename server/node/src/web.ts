@@ -4,7 +4,7 @@
 import * as core from "./core.js";
 import type { Answer } from "./core.js";
 import type { HandlerAnswer, IdempotentEndpoint } from "./endpoint.js";
-import { type BodyLimits, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, parseJsonBody, readWebBody } from "./http.js";
+import { type BodyLimits, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, parseJsonBody, readWebBody, splitKeyHeader } from "./http.js";
 
 /** What a protected web handler gets besides the request. */
 export interface WebContext<Tx> {
@@ -99,9 +99,8 @@ export async function runWeb<Tx>(
   handler: (context: WebContext<Tx>) => Promise<WebAnswer>,
   options: WebOptions = {},
 ): Promise<Response> {
-  const keyHeader = request.headers.get(core.IDEMPOTENCY_KEY_HEADER);
-  // Headers joins a repeated field's values with ", ": split them back, as the key grammar has no comma-space.
-  const values = keyHeader === null ? [] : keyHeader.split(", ");
+  // Headers joins a repeated field's values with ", ".
+  const values = splitKeyHeader(request.headers.get(core.IDEMPOTENCY_KEY_HEADER));
   const keyed = core.keyFromHeader(values);
   if ("answer" in keyed) return toResponse(keyed.answer);
   const body = await readRequestBody(request, options);
