@@ -1,6 +1,7 @@
 // Next.js App Router: a route handler wrapper. `export const POST = idempotentRoute(endpoint, handler)`: the
 // handler gets the request and the open transaction, returns a `Response` or a plain answer; the wrapper
-// stores it on the key row in the same transaction and answers with what was committed (or the replay, 409, 422, 410).
+// stores it on the key row in the same transaction and answers with what was committed (or the replay,
+// 409, 422, 410).
 import type { Answer } from "./core.js";
 import type { IdempotentEndpoint } from "./endpoint.js";
 import { runWeb, toResponse, type WebAnswer, type WebContext, type WebOptions } from "./web.js";

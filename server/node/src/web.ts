@@ -90,8 +90,7 @@ async function fromAnswer(answer: WebAnswer): Promise<HandlerAnswer> {
  * One keyed web request: a missing or malformed key is 400 before the body is read; a body over the
  * limits or not JSON gets its problem answer; nothing is stored for either. Then `handler` runs inside the
  * key row's transaction and what it returns ({@link WebAnswer}) is stored and returned as a `Response` (or
- * the replay, 409, 422, 410). A
- * handler that throws rolls back and the error is rethrown.
+ * the replay, 409, 422, 410). A handler that throws rolls back and the error is rethrown.
  */
 export async function runWeb<Tx>(
   endpoint: IdempotentEndpoint<Tx>,
