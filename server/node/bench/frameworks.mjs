@@ -6,7 +6,7 @@
 //
 //   node server/node/bench/frameworks.mjs [--seconds S] [--rounds R] [--concurrency C]
 //   node server/node/bench/frameworks.mjs --tracing [--seconds S] [--rounds R] [--concurrency C]
-//   --frameworks express,hono (default: all four) and --databases postgres (default: postgres,pglite) run a subset.
+//   --frameworks express,hono (default: all) and --databases postgres (default: postgres,pglite) run a subset.
 //   --durable runs PostgreSQL with its default durability (fsync on); without it, fsync is off as in the tests,
 //   so each figure is CPU and round trips alone.
 //
@@ -18,7 +18,9 @@
 //
 // Needs the built package (node server/node/build.mjs) and PostgreSQL binaries (IF_PG_BINDIR or PATH).
 // "next" is idempotent-endpoint/next's route handler served as Next calls it (a web Request in, a Response
-// out) on @hono/node-server, not a `next start` server. The "no HTTP" row is `endpoint.run` against the
+// out) on @hono/node-server, not a `next start` server. "hono" and "next" answer with a Response (`c.json`,
+// `Response.json`), which the integration reads back; "hono-answer" and "next-plain" are the same servers
+// answering with a plain answer (`c.get("idempotency").answer(...)`, `{ status, body }`). The "no HTTP" row is `endpoint.run` against the
 // same order in a transaction of its own, called in this process on PostgreSQL: the key row's own cost.
 // Each framework also serves /statements: the unprotected route with the key row's two statements added
 // (its claim sent with BEGIN, the stored answer with COMMIT, as the endpoint sends them) and none of the
@@ -41,7 +43,7 @@ import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 
 const HERE = fileURLToPath(import.meta.url);
-const FRAMEWORKS = ["express", "fastify", "hono", "next"];
+const FRAMEWORKS = ["express", "fastify", "hono", "hono-answer", "next", "next-plain"];
 const ORDERS = "CREATE TABLE IF NOT EXISTS orders (id SERIAL PRIMARY KEY, sku TEXT NOT NULL)";
 const BODY = JSON.stringify({ sku: "mug" });
 
@@ -165,13 +167,15 @@ async function serve(framework, spec, redisUrl, tracing) {
   } else {
     const { serve: listen } = await import("@hono/node-server");
     let fetch;
-    if (framework === "hono") {
+    if (framework.startsWith("hono")) {
       const { Hono } = await import("hono");
       const { idempotency } = await import("idempotent-endpoint/hono");
       const app = new Hono();
+      const plainAnswer = framework === "hono-answer";
       app.post("/protected", idempotency(endpoint), async (c) => {
-        const { status, body } = await order(c.get("idempotency").tx, c.get("idempotency").json);
-        return c.json(body, status);
+        const { tx, json, answer } = c.get("idempotency");
+        const { status, body } = await order(tx, json);
+        return plainAnswer ? answer({ status, body }) : c.json(body, status);
       });
       app.post("/plain", async (c) => {
         const { status, body } = await plain(await c.req.json());
@@ -184,9 +188,10 @@ async function serve(framework, spec, redisUrl, tracing) {
       fetch = app.fetch;
     } else {
       const { idempotentRoute } = await import("idempotent-endpoint/next");
+      const plainAnswer = framework === "next-plain";
       const protectedRoute = idempotentRoute(endpoint, async (_request, { tx, json }) => {
         const { status, body } = await order(tx, json);
-        return Response.json(body, { status });
+        return plainAnswer ? { status, body } : Response.json(body, { status });
       });
       const unprotected = (work) => async (request) => {
         const { status, body } = await work(await request.json());

@@ -41,20 +41,20 @@ declare module "fastify" {
   }
 }
 
-/** One protected request in progress: the body read before parsing, then the transaction's handshake. */
+/** One protected request in progress: its key, the body read before parsing, then the transaction's handshake. */
 interface InFlight {
-  body: Uint8Array;
-  json: unknown;
   key: string;
+  /** Undefined until `preParsing` has read it. */
+  body?: Uint8Array;
+  json?: unknown;
   /** Settles the handler's answer (or its error) into the open transaction. */
   settle?: { resolve: (answer: HandlerAnswer) => void; reject: (error: unknown) => void };
   result?: Promise<RunResult>;
 }
 
+/** The request's decoration holding its {@link InFlight} (null on a route that is not protected, and once done). */
 const STATE = Symbol("idempotent-endpoint");
-/** The key as `onRequest` parsed it, for `preParsing`. */
-const KEY = Symbol("idempotent-endpoint-key");
-type WithState = FastifyRequest & { [STATE]?: InFlight; [KEY]?: string };
+type WithState = FastifyRequest & { [STATE]: InFlight | null };
 
 function send(reply: FastifyReply, answer: Answer): FastifyReply {
   reply.code(answer.status);
@@ -66,44 +66,54 @@ function send(reply: FastifyReply, answer: Answer): FastifyReply {
 const plugin: FastifyPluginAsync<FastifyOptions<unknown>> = async (fastify, options) => {
   const { endpoint } = options;
   fastify.decorateRequest("idempotency", null);
-  const protectedRoute = (request: FastifyRequest): boolean => request.routeOptions.config.idempotent === true;
+  // Decorated, so that every request has the property from the start (Fastify keeps its requests' shape).
+  fastify.decorateRequest(STATE, null);
 
-  // The key before the body is read.
-  fastify.addHook("onRequest", async (request, reply) => {
-    if (!protectedRoute(request)) return;
+  // The key before the body is read. Synchronous, so a callback hook (no promise per request).
+  fastify.addHook("onRequest", (request, reply, done) => {
+    if (request.routeOptions.config.idempotent !== true) return done();
     const keyed = core.keyFromHeader(keyHeader(request.raw));
-    if ("answer" in keyed) return send(reply, keyed.answer);
-    (request as WithState)[KEY] = keyed.key;
+    // Answered here: Fastify goes no further (done is not called).
+    if ("answer" in keyed) return void send(reply, keyed.answer);
+    (request as WithState)[STATE] = { key: keyed.key };
+    done();
   });
 
   // The raw body within the limits and as JSON (the fingerprint is over its bytes); Fastify then parses
   // the same bytes.
   fastify.addHook("preParsing", async (request, reply, payload) => {
-    if (!protectedRoute(request)) return payload;
+    const state = (request as WithState)[STATE];
+    if (state === null) return payload;
     const body = await readBody(request.raw, options);
     if (!(body instanceof Uint8Array)) return send(reply, body);
     const parsed = parseJson(request.raw, body);
     if ("answer" in parsed) return send(reply, parsed.answer);
-    (request as WithState)[STATE] = { body, json: parsed.json, key: (request as WithState)[KEY] ?? "" };
-    return Readable.from([Buffer.isBuffer(body) ? body : Buffer.from(body)]);
+    state.body = body;
+    state.json = parsed.json;
+    // A stream already holding the bytes and its end (Readable.from would read them through an async iterator).
+    const replay = new Readable({ read: () => undefined });
+    replay.push(Buffer.isBuffer(body) ? body : Buffer.from(body));
+    replay.push(null);
+    return replay;
   });
 
   // The transaction: a replay (409, 422, 410) is answered here; a new key hands the handler the open one.
   fastify.addHook("preHandler", async (request, reply) => {
     const state = (request as WithState)[STATE];
-    if (state === undefined) return;
+    if (state?.body === undefined) return;
     const scope = options.scope?.(request);
     const run = { method: request.method, path: request.url.split("?")[0] ?? "/", keyHeader: keyHeader(request.raw), body: state.body, headers: request.raw.headers, ...(scope === undefined ? {} : { scope }) };
-    let entered: (tx: unknown) => void = () => undefined;
-    const opened = new Promise<{ tx: unknown }>((resolve) => (entered = (tx) => resolve({ tx })));
-    state.result = endpoint.run(run, (tx) => {
-      entered(tx);
-      return new Promise<HandlerAnswer>((resolve, reject) => (state.settle = { resolve, reject }));
+    // Whichever comes first: the transaction open for the handler, or the run's end without it.
+    const first = await new Promise<{ tx: unknown } | { done: RunResult }>((resolve, reject) => {
+      const result = endpoint.run(run, (tx) => {
+        resolve({ tx });
+        return new Promise<HandlerAnswer>((settled, failed) => (state.settle = { resolve: settled, reject: failed }));
+      });
+      result.then((done) => resolve({ done }), reject);
+      state.result = result;
     });
-    state.result.catch(() => undefined);
-    const first = await Promise.race([opened, state.result.then((done) => ({ done }))]);
     if ("done" in first) {
-      delete (request as WithState)[STATE];
+      (request as WithState)[STATE] = null;
       return send(reply, first.done.answer);
     }
     request.idempotency = { tx: first.tx, json: state.json, key: state.key };
@@ -113,7 +123,7 @@ const plugin: FastifyPluginAsync<FastifyOptions<unknown>> = async (fastify, opti
   fastify.addHook("onSend", async (request, reply, payload) => {
     const state = (request as WithState)[STATE];
     if (state?.settle === undefined || state.result === undefined) return payload;
-    delete (request as WithState)[STATE];
+    (request as WithState)[STATE] = null;
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(reply.getHeaders())) {
       if (value !== undefined && name !== "content-length") headers[name] = Array.isArray(value) ? value.join(", ") : String(value);
@@ -130,7 +140,7 @@ const plugin: FastifyPluginAsync<FastifyOptions<unknown>> = async (fastify, opti
   fastify.addHook("onError", async (request, _reply, error) => {
     const state = (request as WithState)[STATE];
     if (state?.settle === undefined) return;
-    delete (request as WithState)[STATE];
+    (request as WithState)[STATE] = null;
     state.settle.reject(error);
     await state.result?.catch(() => undefined);
   });

@@ -120,9 +120,21 @@ export function parseJsonBody(contentType: string | null | undefined, body: Uint
   }
 }
 
-/** Every value of the `Idempotency-Key` header of `req`. */
+/**
+ * Every value of the `Idempotency-Key` header of `req`. A request without `headersDistinct` (Fastify's
+ * `inject`, light-my-request, makes one) has a repeated field's values joined with ", ": they are split
+ * back, as the key grammar has no comma-space.
+ */
 export function keyHeader(req: IncomingMessage): string[] {
-  return req.headersDistinct[core.IDEMPOTENCY_KEY_HEADER] ?? [];
+  const distinct = req.headersDistinct as IncomingMessage["headersDistinct"] | undefined;
+  if (distinct !== undefined) return distinct[core.IDEMPOTENCY_KEY_HEADER] ?? [];
+  const joined = req.headers[core.IDEMPOTENCY_KEY_HEADER];
+  return splitKeyHeader(Array.isArray(joined) ? joined.join(", ") : joined);
+}
+
+/** The values of an `Idempotency-Key` field whose repeats were joined with ", " (web `Headers`, a joined record). */
+export function splitKeyHeader(joined: string | null | undefined): string[] {
+  return joined === null || joined === undefined ? [] : joined.split(", ");
 }
 
 /**

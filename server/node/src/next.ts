@@ -1,9 +1,10 @@
 // Next.js App Router: a route handler wrapper. `export const POST = idempotentRoute(endpoint, handler)`: the
-// handler gets the request and the open transaction, returns a `Response`; the wrapper stores it on the key
-// row in the same transaction and answers with what was committed (or the replay, 409, 422, 410).
+// handler gets the request and the open transaction, returns a `Response` or a plain answer; the wrapper
+// stores it on the key row in the same transaction and answers with what was committed (or the replay,
+// 409, 422, 410).
 import type { Answer } from "./core.js";
 import type { IdempotentEndpoint } from "./endpoint.js";
-import { runWeb, toResponse, type WebContext, type WebOptions } from "./web.js";
+import { runWeb, toResponse, type WebAnswer, type WebContext, type WebOptions } from "./web.js";
 
 /**
  * The endpoint, a promise of it, or a function that makes it on the first request (a route module is
@@ -36,13 +37,17 @@ function resolver<Tx>(ref: EndpointRef<Tx>): () => Promise<IdempotentEndpoint<Tx
  * });
  * ```
  *
+ * The handler may answer with a plain answer instead, `{ status: 201, body: { id: rows[0].id } }` (a body
+ * that is not a string is sent as JSON), which is stored without reading a `Response`'s body back: the
+ * cheaper of the two ({@link WebAnswer}). The wrapper answers with a `Response` either way.
+ *
  * Bad input (a missing, malformed or over-long key, a body over the limits or not JSON) gets its problem
  * answer and stores nothing. A handler that throws rolls back its rows and the key row, and the error goes
  * to Next (a 500).
  */
 export function idempotentRoute<Tx>(
   endpoint: EndpointRef<Tx>,
-  handler: (request: Request, context: WebContext<Tx>) => Promise<Response>,
+  handler: (request: Request, context: WebContext<Tx>) => Promise<WebAnswer>,
   options: WebOptions = {},
 ): (request: Request) => Promise<Response> {
   const run = (made: IdempotentEndpoint<Tx>, request: Request): Promise<Response> => runWeb(made, request, (context) => handler(request, context), options);
@@ -83,4 +88,4 @@ export function keyStatusRoute<Tx>(endpoint: EndpointRef<Tx>, options: { scope?:
   };
 }
 
-export type { WebContext, WebOptions };
+export type { WebAnswer, WebContext, WebOptions };

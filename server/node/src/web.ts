@@ -4,7 +4,7 @@
 import * as core from "./core.js";
 import type { Answer } from "./core.js";
 import type { HandlerAnswer, IdempotentEndpoint } from "./endpoint.js";
-import { type BodyLimits, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, parseJsonBody, readWebBody } from "./http.js";
+import { type BodyLimits, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, parseJsonBody, readWebBody, splitKeyHeader } from "./http.js";
 
 /** What a protected web handler gets besides the request. */
 export interface WebContext<Tx> {
@@ -60,9 +60,20 @@ async function readRequestBody(request: Request, limits: BodyLimits): Promise<Ui
   }
 }
 
-/** The handler's `Response` as the answer stored on the key row (its body read as text). */
-async function fromResponse(response: Response): Promise<HandlerAnswer> {
-  const body = await response.text();
+/**
+ * What a protected web handler answers: a `Response`, or a plain answer (the status, a JSON value or text
+ * as the body, headers), which is stored on the key row as it is. A plain answer is the cheaper of the two:
+ * a `Response`'s body has to be read back (the platform builds a stream for it) before it can be stored.
+ */
+export type WebAnswer = Response | HandlerAnswer;
+
+/** Whether the handler answered with a `Response` (of this realm or of another: anything with a readable body). */
+function isResponse(answer: WebAnswer): answer is Response {
+  return answer instanceof Response || typeof (answer as { arrayBuffer?: unknown }).arrayBuffer === "function";
+}
+
+/** A `Response`'s status and headers with `body` as its text: the answer stored on the key row. */
+export function answerOf(response: Response, body: string): HandlerAnswer {
   const headers: Record<string, string> = {};
   response.headers.forEach((value, name) => {
     if (name !== "content-length") headers[name] = value;
@@ -70,21 +81,25 @@ async function fromResponse(response: Response): Promise<HandlerAnswer> {
   return { status: response.status, headers, body };
 }
 
+/** The handler's answer as stored on the key row: a plain answer as it is, a `Response` with its body read as text. */
+async function fromAnswer(answer: WebAnswer): Promise<HandlerAnswer> {
+  return isResponse(answer) ? answerOf(answer, await answer.text()) : answer;
+}
+
 /**
  * One keyed web request: a missing or malformed key is 400 before the body is read; a body over the
  * limits or not JSON gets its problem answer; nothing is stored for either. Then `handler` runs inside the
- * key row's transaction and what it returns is stored and returned (or the replay, 409, 422, 410). A
- * handler that throws rolls back and the error is rethrown.
+ * key row's transaction and what it returns ({@link WebAnswer}) is stored and returned as a `Response` (or
+ * the replay, 409, 422, 410). A handler that throws rolls back and the error is rethrown.
  */
 export async function runWeb<Tx>(
   endpoint: IdempotentEndpoint<Tx>,
   request: Request,
-  handler: (context: WebContext<Tx>) => Promise<Response>,
+  handler: (context: WebContext<Tx>) => Promise<WebAnswer>,
   options: WebOptions = {},
 ): Promise<Response> {
-  const keyHeader = request.headers.get(core.IDEMPOTENCY_KEY_HEADER);
-  // Headers joins a repeated field's values with ", ": split them back, as the key grammar has no comma-space.
-  const values = keyHeader === null ? [] : keyHeader.split(", ");
+  // Headers joins a repeated field's values with ", ".
+  const values = splitKeyHeader(request.headers.get(core.IDEMPOTENCY_KEY_HEADER));
   const keyed = core.keyFromHeader(values);
   if ("answer" in keyed) return toResponse(keyed.answer);
   const body = await readRequestBody(request, options);
@@ -94,6 +109,6 @@ export async function runWeb<Tx>(
   const scope = options.scope?.(request.headers);
   const path = new URL(request.url).pathname;
   const keyedRequest = { method: request.method, path, keyHeader: values, body, headers: request.headers, ...(scope === undefined ? {} : { scope }) };
-  const result = await endpoint.run(keyedRequest, async (tx) => fromResponse(await handler({ tx, json: parsed.json, key: keyed.key })));
+  const result = await endpoint.run(keyedRequest, async (tx) => fromAnswer(await handler({ tx, json: parsed.json, key: keyed.key })));
   return toResponse(result.answer);
 }

@@ -35,7 +35,8 @@ httpSuite("Hono 4 middleware", async (endpoint) => {
 });
 
 // What the handler answers is what is stored and replayed, however its Response holds its body: text from
-// Hono's helpers, bytes, or a stream.
+// Hono's helpers, bytes, a stream, or a plain answer through `answer` (its body not read back, and a header
+// that a later middleware sets on its Response stored with it).
 describe("Hono 4 middleware: the handler's Response stored as it is", () => {
   let db;
   let server;
@@ -43,6 +44,8 @@ describe("Hono 4 middleware: the handler's Response stored as it is", () => {
   const TEXT = "d\u00e9j\u00e0 vu \u2713";
   const answers = {
     json: (c) => c.json({ sku: "mug", note: TEXT }, 201),
+    answer: (c) => c.get("idempotency").answer({ status: 201, body: { sku: "mug", note: TEXT }, headers: { "X-Order": "1" } }),
+    "answer-text": (c) => c.get("idempotency").answer({ status: 202, body: TEXT, headers: { "content-type": "text/plain; charset=utf-8", "x-order": "1" } }),
     text: (c) => c.text(TEXT, 202, { "x-order": "1" }),
     bytes: () => new Response(new TextEncoder().encode(TEXT), { status: 201, headers: { "content-type": "text/plain; charset=utf-8" } }),
     stream: () =>
@@ -64,6 +67,11 @@ describe("Hono 4 middleware: the handler's Response stored as it is", () => {
     await endpoint.install();
     const app = new Hono();
     for (const [name, answer] of Object.entries(answers)) app.post(`/${name}`, idempotency(endpoint), async (c) => answer(c));
+    const late = async (c, next) => {
+      await next();
+      c.res.headers.set("x-late", "set after the handler");
+    };
+    app.post("/answer-late-header", idempotency(endpoint), late, async (c) => answers.answer(c));
     await new Promise((resolve) => (server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, resolve)));
     base = `http://127.0.0.1:${server.address().port}`;
   });
@@ -74,18 +82,25 @@ describe("Hono 4 middleware: the handler's Response stored as it is", () => {
     await db?.close();
   });
 
-  for (const name of Object.keys(answers)) {
+  const json = JSON.stringify({ sku: "mug", note: TEXT });
+  const expected = { json, answer: json, "answer-late-header": json };
+  for (const name of [...Object.keys(answers), "answer-late-header"]) {
     it(`${name}: the first answer is the handler's, the replay the same`, async () => {
       const key = randomUUID();
       const post = () => fetch(`${base}/${name}`, { method: "POST", headers: { "content-type": "application/json", "idempotency-key": key }, body: "{}" });
       const first = await post();
       const body = await first.text();
-      assert.equal(body, name === "json" ? JSON.stringify({ sku: "mug", note: TEXT }) : TEXT);
+      assert.equal(body, expected[name] ?? TEXT);
+      if (name.startsWith("answer")) {
+        assert.equal(first.headers.get("x-order"), "1");
+        assert.equal(first.headers.get("content-type"), name === "answer-text" ? "text/plain; charset=utf-8" : "application/json");
+      }
+      if (name === "answer-late-header") assert.equal(first.headers.get("x-late"), "set after the handler");
       const again = await post();
       assert.equal(again.headers.get("idempotent-replayed"), "true");
       assert.equal(again.status, first.status);
       assert.equal(await again.text(), body);
-      for (const header of ["content-type", "x-order"]) assert.equal(again.headers.get(header), first.headers.get(header), header);
+      for (const header of ["content-type", "x-order", "x-late"]) assert.equal(again.headers.get(header), first.headers.get(header), header);
       const stored = (await db.query("SELECT response_body FROM idempotency_records WHERE key = $1", [key])).rows[0];
       assert.equal(stored.response_body, body);
     });
