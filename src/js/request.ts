@@ -67,7 +67,7 @@ export async function prepareParts(
   const headers = readHeaders(headersInit, keyHeader);
   const body = await bufferBody(bodyValue, maxBodyBytes);
   if (body && (method === "GET" || method === "HEAD")) throw invalidRequest(__DEV__ && `a ${method} request cannot have a body`);
-  buildable(url, method, headers);
+  buildable(url, method);
   // The content type fetch would have derived from the body object, unless the caller set one.
   if (body && headers.some(([name]) => name === "content-type")) body.contentType = null;
   return { method, url, headers, body };
@@ -126,11 +126,13 @@ function readHeaders(init: unknown, keyHeader: string): [string, string][] {
 
 /** A request `fetch` cannot build (a URL with user:password, a mode the runtime
  *  refuses) is INVALID_REQUEST here, before anything is stored, instead of a "network error"
- *  retried until the attempts run out. `Request` validates exactly what `fetch` will. */
-function buildable(url: string, method: string, headers: [string, string][]): void {
+ *  retried until the attempts run out. `Request` validates exactly what `fetch` will; the headers
+ *  are not given to it: `readHeaders` checked them with `Headers` already, which refuses what
+ *  `Request` would (its "request" guard only drops forbidden names, it refuses none). */
+function buildable(url: string, method: string): void {
   if (typeof Request !== "function") return;
   try {
-    new Request(url, { method, headers });
+    new Request(url, { method });
   } catch (thrown) {
     throw invalidRequest(__DEV__ && `the request cannot be built by fetch: ${describe(thrown)}`);
   }
