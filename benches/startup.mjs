@@ -17,6 +17,9 @@
 //   --wasm-variants                           each package also as two rebuilt copies of its index.js: the
 //                                             .wasm fetch started at the top of the module, and the .wasm
 //                                             inlined as base64 (a data: URL); their gzip -9 cost is printed
+//   --wasm-floor                              also two floors of any library that loads a .wasm: a page
+//                                             module that fetches and instantiates an empty .wasm, and
+//                                             the first package's .wasm, with no driver
 //   --cdp                                     the same pages again under playwright-core (a DevTools
 //                                             protocol client attached): a second column
 //
@@ -135,6 +138,32 @@ for (const [i, pkg] of [...packages.entries()]) {
       ours(`${v.name}`, path, { bytes: gz(v.js) + (label.includes("inlined") ? 0 : gz(readFileSync(join(pkg.dir, WASM)))) });
       packages.push({ name: v.name, dir: v.dir, path, derived: true });
     }
+  }
+}
+// The floor of any library that loads a .wasm: a page module of a few lines that fetches a .wasm next to
+// it and instantiates it (every import a no-op), with the API the page calls as no-ops: once with an empty
+// module, once with the first package's .wasm. What a package's "ready" costs above these is its own.
+if (argv.includes("--wasm-floor")) {
+  const floorJs = `const response = fetch(${WASM_URL});
+export class IdempotentClient { async begin() { return {}; } }
+export const ready = WebAssembly.compileStreaming(response).then((module) => {
+  const imports = {};
+  for (const i of WebAssembly.Module.imports(module)) (imports[i.module] ??= {})[i.name] = () => 0;
+  return WebAssembly.instantiate(module, imports);
+}).then(() => undefined);
+`;
+  const floors = [
+    ["floor: an empty .wasm", Buffer.from([0, 0x61, 0x73, 0x6d, 1, 0, 0, 0])],
+    [`floor: ${packages[0].name}'s .wasm, no driver`, readFileSync(join(packages[0].dir, WASM))],
+  ];
+  for (const [i, [name, wasm]] of floors.entries()) {
+    const dir = join(work, `floor-${i}`);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, "index.js"), floorJs);
+    writeFileSync(join(dir, WASM), wasm);
+    const path = `/floor-${i}/`;
+    ours(name, path, { bytes: shipped(dir) });
+    packages.push({ name, dir, path, derived: true });
   }
 }
 variants.forEach((v, i) => (v.index = i));
