@@ -7,6 +7,9 @@
 use std::fmt::Write;
 use std::path::Path;
 
+#[path = "generated/bless.rs"]
+mod bless;
+
 /// Each Rust type an export takes or returns, and its type in the glue.
 const TYPES: &[(&str, &str)] = &[
     ("u32", "number"),
@@ -122,20 +125,15 @@ fn typescript(exports: &[Export]) -> String {
 
 #[test]
 fn the_glue_interface_matches_the_exports() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let source = std::fs::read_to_string(root.join("src/wasm/abi.rs")).expect("read src/wasm/abi.rs");
+    let source = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/wasm/abi.rs"))
+        .expect("read src/wasm/abi.rs");
     let found = exports(&source);
     assert!(found.len() >= 10, "found only {} exports in src/wasm/abi.rs: has the parser's mark changed?", found.len());
-    let expected = typescript(&found);
-    let path = root.join("src/js/generated/abi.ts");
-    if std::env::var_os("IF_BLESS").is_some() {
-        std::fs::write(&path, &expected).expect("write src/js/generated/abi.ts");
-    }
-    let actual = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        actual == expected,
-        "{} differs from the exports of src/wasm/abi.rs: run `IF_BLESS=1 cargo test --test abi_exports` and commit it",
-        path.display()
+    bless::check_generated(
+        "src/js/generated/abi.ts",
+        &typescript(&found),
+        "the exports of src/wasm/abi.rs",
+        "abi_exports",
     );
 }
 

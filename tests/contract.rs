@@ -4,20 +4,13 @@
 
 use std::path::Path;
 
+#[path = "generated/bless.rs"]
+mod bless;
+
 #[test]
 fn the_generated_typescript_matches_the_contract_table() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/js/generated/contract.ts");
     let expected = idempotent_fetch::contract::typescript();
-    if std::env::var_os("IF_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().expect("a parent")).expect("create src/js/generated");
-        std::fs::write(&path, &expected).expect("write contract.ts");
-    }
-    let actual = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        actual == expected,
-        "{} differs from src/contract.rs: run `IF_BLESS=1 cargo test --test contract` and commit it",
-        path.display()
-    );
+    bless::check_generated("src/js/generated/contract.ts", &expected, "src/contract.rs", "contract");
 }
 
 #[test]
