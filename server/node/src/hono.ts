@@ -53,14 +53,14 @@ export type HonoOptions = WebOptions;
  *
  * ```ts
  * app.post("/api/orders", idempotency(endpoint), async (c) => {
- *   const { tx, json } = c.get("idempotency");
+ *   const { tx, json, answer } = c.get("idempotency");
  *   const { rows } = await tx.query("INSERT INTO orders (sku) VALUES ($1) RETURNING id", [json.sku]);
- *   return c.json({ id: rows[0].id }, 201);
+ *   return answer({ status: 201, body: { id: rows[0].id } });
  * });
  * ```
  *
- * `return c.get("idempotency").answer({ status: 201, body: { id: rows[0].id } })` answers the same and
- * costs less ({@link HonoIdempotency.answer}).
+ * `return c.json({ id: rows[0].id }, 201)` answers the same, with the `Response`'s body read back before it
+ * is stored ({@link HonoIdempotency.answer}).
  *
  * A handler that throws rolls back its rows and the key row; the error goes to Hono's error handler.
  */

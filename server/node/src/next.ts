@@ -33,13 +33,13 @@ function resolver<Tx>(ref: EndpointRef<Tx>): () => Promise<IdempotentEndpoint<Tx
  * // app/api/orders/route.ts
  * export const POST = idempotentRoute(endpoint, async (request, { tx, json }) => {
  *   const { rows } = await tx.query("INSERT INTO orders (sku) VALUES ($1) RETURNING id", [json.sku]);
- *   return Response.json({ id: rows[0].id }, { status: 201 });
+ *   return { status: 201, body: { id: rows[0].id } };
  * });
  * ```
  *
- * The handler may answer with a plain answer instead, `{ status: 201, body: { id: rows[0].id } }` (a body
- * that is not a string is sent as JSON), which is stored without reading a `Response`'s body back: the
- * cheaper of the two ({@link WebAnswer}). The wrapper answers with a `Response` either way.
+ * The handler answers with a plain answer (a body that is not a string is sent as JSON), which is stored
+ * as it is, or with a `Response` (`Response.json(...)`), whose body is read back first: the costlier of the
+ * two ({@link WebAnswer}). The wrapper answers with a `Response` either way.
  *
  * Bad input (a missing, malformed or over-long key, a body over the limits or not JSON) gets its problem
  * answer and stores nothing. A handler that throws rolls back its rows and the key row, and the error goes

@@ -128,6 +128,20 @@ describe("Next.js example checkout (next build, next start)", () => {
     assert.equal((await (await fetch(`${base}/api/orders`)).json()).count - before, intents, "one order per intent, none twice");
   });
 
+  it("a refusal (no sku) is a plain answer: stored with the key, replayed, no order", async () => {
+    const before = (await (await fetch(`${base}/api/orders`)).json()).count;
+    const post = () => fetch(`${base}/api/orders`, { method: "POST", headers: { "content-type": "application/json", "idempotency-key": "next-refusal-1" }, body: "{}" });
+    const first = await post();
+    assert.equal(first.status, 400);
+    assert.match(first.headers.get("content-type") ?? "", /^application\/json/);
+    assert.deepEqual(await first.json(), { title: "an order needs a sku" });
+    const again = await post();
+    assert.equal(again.status, 400);
+    assert.equal(again.headers.get("idempotent-replayed"), "true");
+    assert.deepEqual(await again.json(), { title: "an order needs a sku" });
+    assert.equal((await (await fetch(`${base}/api/orders`)).json()).count, before, "no order");
+  });
+
   it("passes the browser package's check", async () => {
     await assertCheckPasses(`${base}/api/orders`, "/api/idempotency-keys/{key}");
   });
