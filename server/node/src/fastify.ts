@@ -32,10 +32,10 @@ export interface FastifyOptions<Tx> extends BodyLimits {
 }
 
 /**
- * Thrown by reading `request.idempotency` where the plugin did not open a key row's transaction: on a route
- * without `config: { idempotent: true }`, on one registered before the plugin (or where its `onRoute` hook
- * does not reach), or in a hook that runs before the plugin's `preHandler`. Thrown in the handler, it comes
- * before any row is written: nothing is stored and Fastify answers 500.
+ * Thrown by reading `request.idempotency` in the plugin's context where it did not open a key row's
+ * transaction: on a route without `config: { idempotent: true }`, on one registered before the plugin (or
+ * before its registration was awaited), or in a hook that runs before the plugin's `preHandler`. Thrown in
+ * the handler, it comes before any row is written: nothing is stored and Fastify answers 500.
  */
 export class IdempotencyNotSetError extends Error {
   /** `IdempotencyNotSetError`. */
@@ -49,8 +49,8 @@ declare module "fastify" {
   interface FastifyRequest {
     /**
      * The key row's open transaction, the JSON body and the key, in the handler of a route with
-     * `config: { idempotent: true }` registered after the plugin; reading it anywhere else throws
-     * {@link IdempotencyNotSetError}.
+     * `config: { idempotent: true }` registered after the plugin; reading it anywhere else in the plugin's
+     * context throws {@link IdempotencyNotSetError} (outside that context it is undefined).
      */
     readonly idempotency: FastifyIdempotency;
   }
@@ -196,9 +196,9 @@ function first<Hook>(ours: Hook, theirs: Hook | Hook[] | undefined): Hook[] {
 /**
  * The plugin: register it once with the endpoint, before the routes it protects, then mark each protected
  * route with `config: { idempotent: true }`. Its `onRoute` hook puts its hooks on those routes alone (ahead of
- * the route's own hooks), so the other routes run none of its code; a marked route registered before it, or
- * out of its reach, is not protected, and its handler's `request.idempotency` throws
- * {@link IdempotencyNotSetError}. Bad input is answered with a problem before anything is stored.
+ * the route's own hooks), so the other routes run none of its code; a marked route registered before it in
+ * its context is not protected, and its handler's `request.idempotency` throws {@link IdempotencyNotSetError}.
+ * Bad input is answered with a problem before anything is stored.
  *
  * ```ts
  * await app.register(idempotentPlugin, { endpoint });

@@ -122,7 +122,7 @@ describe("Fastify 5 plugin: only the routes it protects", () => {
     });
   });
 
-  it("a marked route registered before the plugin is not protected: request.idempotency throws IdempotencyNotSetError, nothing is stored", async () => {
+  it("a marked route registered before the plugin is not protected: request.idempotency throws IdempotencyNotSetError (undefined in a child registered before it), nothing is stored", async () => {
     await withEndpoint(async (endpoint, count) => {
       const app = Fastify();
       const errors = [];
@@ -135,6 +135,10 @@ describe("Fastify 5 plugin: only the routes it protects", () => {
         await tx.query("INSERT INTO orders (sku) VALUES ($1)", [body.sku]);
         return reply.code(201).send({});
       });
+      // A child context registered before the plugin has neither its hooks nor its decoration.
+      await app.register(async (child) => {
+        child.post("/api/child", { config: { idempotent: true } }, async (request) => ({ idempotency: String(request.idempotency) }));
+      });
       await app.register(idempotentPlugin, { endpoint });
       const answer = await app.inject({ method: "POST", url: "/api/orders", headers: { ...json, "idempotency-key": randomUUID() }, payload: JSON.stringify({ sku: "mug" }) });
       assert.equal(answer.statusCode, 500, answer.body);
@@ -142,6 +146,8 @@ describe("Fastify 5 plugin: only the routes it protects", () => {
       assert.ok(errors[0] instanceof IdempotencyNotSetError, String(errors[0]));
       assert.equal(answer.json().name, "IdempotencyNotSetError");
       assert.match(answer.json().message, /request\.idempotency exists only on routes with `config: \{ idempotent: true \}` registered after idempotentPlugin/);
+      const child = await app.inject({ method: "POST", url: "/api/child", headers: { ...json, "idempotency-key": randomUUID() }, payload: "{}" });
+      assert.deepEqual(child.json(), { idempotency: "undefined" });
       assert.equal(await count("idempotency_records"), 0);
       assert.equal(await count("orders"), 0);
       await app.close();
